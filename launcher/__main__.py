@@ -1,0 +1,64 @@
+"""`python -m launcher +sweep=NAME [key=value ...]`: plan, run, record and select.
+
+User mistakes exit with code 2 and one message; nothing is submitted before the config and plan are valid.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+USAGE = """usage: python -m launcher +sweep=NAME [override ...]
+
+  +sweep=tiny                 the embedded CPU sweep (default model/cluster/backend/executor)
+  +sweep=70b dry_run=true     plan Llama-2-70B on 8-32 A100 nodes: ranked table, pruning summary, plan.csv
+  model=NAME cluster=NAME backend=NAME executor=NAME    pick config groups (conf/<group>/NAME.yaml)
+  grid.tp=[1,2,4] plan.max_trials=20 sweep.fresh=true  any key of the schema (launcher/schema.py)
+  --cfg                       print the composed config and exit
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in args):
+        print(USAGE)
+        return 0
+    from launcher.errors import ParasweepError
+
+    show_cfg = "--cfg" in args
+    args = [a for a in args if a != "--cfg"]
+    try:
+        from launcher.config import load_config, to_yaml
+
+        cfg = load_config(args)
+        if show_cfg:
+            print(to_yaml(cfg))
+            return 0
+        if cfg.dry_run:
+            return _dry_run(cfg)
+        from launcher.sweep import run_sweep
+
+        return run_sweep(cfg, overrides=args)
+    except ParasweepError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: the ledger is intact; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+def _dry_run(cfg) -> int:
+    from pathlib import Path
+
+    from launcher.plan import make_plan
+    from launcher.plan_report import print_plan, write_plan_csv
+
+    plan = make_plan(cfg)
+    csv_path = Path(cfg.sweep.root_dir) / cfg.sweep.name / "plan.csv"
+    write_plan_csv(plan, csv_path)
+    print_plan(cfg, plan, csv_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

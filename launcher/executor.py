@@ -1,0 +1,284 @@
+"""Submitting and watching trial jobs: submitit's LocalExecutor or SLURM job arrays. All process and SLURM
+calls of the launcher live here.
+
+Job state is read without submitit's per-job cache so that a restarted launcher can re-attach to jobs it did not
+submit itself: local jobs by their controller pid, SLURM jobs with ONE `sacct` call for all live jobs per poll.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+from launcher.errors import SubmissionError
+from launcher.schema import ClusterConfig, ExecutorConfig
+
+LIVE_SLURM_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING"}
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    key: str
+    """The trial's config hash."""
+    script: Path
+    nodes: int
+    gpus_per_node: int
+    exclude_nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    state: str
+    """SLURM-style: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, LOST."""
+    exit_code: Optional[int] = None
+    nodes: str = ""
+    error: str = ""
+    """The job's failure text from submitit's result pickle (the remote traceback's last line)."""
+
+    @property
+    def live(self) -> bool:
+        return self.state in LIVE_SLURM_STATES
+
+
+def job_folder(jobs_dir: Path, job_id: str) -> Path:
+    return jobs_dir / job_id
+
+
+def log_paths(jobs_dir: Path, job_id: str) -> list[Path]:
+    """stdout/stderr files of every task of a job (task 0 first)."""
+    folder = job_folder(jobs_dir, job_id)
+    return sorted(folder.glob(f"{job_id}_*_log.out")) + sorted(folder.glob(f"{job_id}_*_log.err"))
+
+
+def read_result(jobs_dir: Path, job_id: str) -> tuple[Optional[str], str]:
+    """submitit's result pickle of task 0: ('success'|'error'|None, text)."""
+    path = job_folder(jobs_dir, job_id) / f"{job_id}_0_result.pkl"
+    if not path.is_file():
+        return None, ""
+    try:
+        with path.open("rb") as fh:
+            outcome, payload = pickle.load(fh)
+    except (EOFError, pickle.UnpicklingError, ValueError) as exc:  # written by a killed job: treat as missing
+        return None, f"unreadable result pickle: {exc}"
+    return outcome, str(payload)
+
+
+def exit_code_from_error(text: str) -> Optional[int]:
+    match = re.search(r"exited with code (-?\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+class LocalRunner:
+    """Trials as local processes (submitit LocalExecutor): one job per trial, the caller limits concurrency."""
+
+    name = "local"
+
+    def __init__(self, cfg: ExecutorConfig, jobs_dir: Path) -> None:
+        self.cfg, self.jobs_dir = cfg, jobs_dir
+        self.sbatch_calls = 0
+        self._procs: dict = {}  # controller Popen objects of jobs this process started (reaped when polled)
+
+    def concurrency(self, ranks_per_trial: int) -> int:
+        if self.cfg.max_concurrent:
+            return self.cfg.max_concurrent
+        # Each rank is a busy process: more trials than cores would measure the scheduler, not the layout.
+        return max(1, (os.cpu_count() or 1) // max(1, ranks_per_trial))
+
+    def submit(self, requests: Sequence[JobRequest]) -> dict[str, str]:
+        from submitit.local.local import LocalExecutor
+
+        from launcher.jobside import run_trial
+
+        ids = {}
+        for req in requests:
+            executor = LocalExecutor(folder=str(self.jobs_dir / "%j"), max_num_timeout=0)
+            executor.update_parameters(timeout_min=self.cfg.timeout_min, tasks_per_node=1,
+                                       signal_delay_s=min(self.cfg.signal_delay_s, 30), setup=list(self.cfg.setup))
+            job = executor.submit(run_trial, str(req.script))
+            ids[req.key] = str(job.job_id)
+            self._procs[str(job.job_id)] = job._process
+        return ids
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        return {job_id: self._status(job_id) for job_id in job_ids}
+
+    def _status(self, job_id: str) -> JobStatus:
+        proc = self._procs.get(job_id)
+        if proc is not None and proc.poll() is not None:  # reap our own child so it is not left a zombie
+            self._procs.pop(job_id)
+        alive = _is_submitit_controller(int(job_id))
+        outcome, text = read_result(self.jobs_dir, job_id)
+        if outcome == "success":
+            return JobStatus("COMPLETED", 0)
+        if outcome == "error":
+            return JobStatus("FAILED", exit_code_from_error(text), error=text.strip().splitlines()[-1][:500])
+        if alive:
+            return JobStatus("RUNNING")
+        return JobStatus("LOST", error="job process gone without a result (killed)")
+
+    def cancel(self, job_id: str) -> None:
+        _kill_tree(int(job_id))
+
+
+class SlurmRunner:
+    """Trials as SLURM job arrays: one `sbatch` per resource shape, throttled with %N."""
+
+    name = "slurm"
+
+    def __init__(self, cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path) -> None:
+        self.cfg, self.cluster, self.jobs_dir = cfg, cluster, jobs_dir
+        self.sbatch_calls = 0
+        self.sacct_calls = 0
+
+    def concurrency(self, ranks_per_trial: int) -> int:
+        return 1 << 30  # SLURM queues everything; the %N throttle limits what runs
+
+    def _executor(self, nodes: int, gpus_per_node: int, exclude: Sequence[str]):
+        from submitit.slurm.slurm import SlurmExecutor
+
+        executor = SlurmExecutor(folder=str(self.jobs_dir / "%j"), max_num_timeout=0)
+        throttle = self.cfg.max_concurrent or max(1, self.cluster.nodes // max(1, nodes))
+        extra = dict(self.cfg.sbatch_args)
+        if self.cfg.reservation:
+            extra["reservation"] = self.cfg.reservation
+        params = dict(partition=self.cluster.partition, nodes=nodes, ntasks_per_node=1, gpus_per_node=gpus_per_node,
+                      time=self.cfg.timeout_min, signal_delay_s=self.cfg.signal_delay_s, array_parallelism=throttle,
+                      exclusive=self.cfg.exclusive, setup=list(self.cfg.setup), srun_args=list(self.cfg.srun_args),
+                      additional_parameters=extra, job_name="parasweep")
+        optional = dict(account=self.cfg.account, qos=self.cfg.qos, constraint=self.cfg.constraint,
+                        exclude=",".join(sorted(set(self.cfg.exclude_nodes) | set(exclude))),
+                        cpus_per_task=self.cfg.cpus_per_task, mem=f"{self.cfg.mem_gb}G" if self.cfg.mem_gb else "")
+        params.update({k: v for k, v in optional.items() if v})
+        executor.update_parameters(**params)
+        return executor
+
+    def submit(self, requests: Sequence[JobRequest]) -> dict[str, str]:
+        from launcher.jobside import run_trial
+
+        groups: dict[tuple, list[JobRequest]] = defaultdict(list)
+        for req in requests:
+            groups[(req.nodes, req.gpus_per_node, req.exclude_nodes)].append(req)
+        ids: dict[str, str] = {}
+        for (nodes, gpn, exclude), reqs in groups.items():
+            executor = self._executor(nodes, gpn, exclude)
+            try:
+                jobs = executor.map_array(run_trial, [str(r.script) for r in reqs])
+            except Exception as exc:  # sbatch refused: say what and why, nothing half-recorded
+                raise SubmissionError(f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs "
+                                      f"on partition {self.cluster.partition!r}): {str(exc).strip()[:400]}") from exc
+            self.sbatch_calls += 1
+            ids.update({r.key: str(j.job_id) for r, j in zip(reqs, jobs)})
+        return ids
+
+    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        if not job_ids:
+            return {}
+        bases = sorted({j.split("_")[0] for j in job_ids})
+        self.sacct_calls += 1
+        proc = subprocess.run(["sacct", "-X", "-n", "--parsable2", "-o", "JobID,State,ExitCode,NodeList",
+                               "-j", ",".join(bases)], capture_output=True, text=True, check=False)
+        table = parse_sacct(proc.stdout) if proc.returncode == 0 else {}
+        out = {}
+        for job_id in job_ids:
+            status = table.get(job_id, JobStatus("PENDING"))  # not in sacct yet: just submitted
+            if not status.live:
+                outcome, text = read_result(self.jobs_dir, job_id)
+                if outcome == "error":
+                    status = JobStatus(status.state, exit_code_from_error(text) or status.exit_code, status.nodes,
+                                       text.strip().splitlines()[-1][:500])
+            out[job_id] = status
+        return out
+
+    def cancel(self, job_id: str) -> None:
+        subprocess.run(["scancel", job_id], capture_output=True, check=False)
+
+
+def parse_sacct(text: str) -> dict[str, JobStatus]:
+    """`sacct -X -n --parsable2 -o JobID,State,ExitCode,NodeList` lines -> status per job id (arrays expanded)."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) < 4 or not parts[0]:
+            continue
+        job_id, state, exit_code, nodes = parts[:4]
+        state = state.split()[0]  # "CANCELLED by 0" -> CANCELLED
+        code = int(exit_code.split(":")[0]) if exit_code and exit_code.split(":")[0].isdigit() else None
+        for jid in _expand_array_id(job_id):
+            out[jid] = JobStatus(state, code, nodes)
+    return out
+
+
+def _expand_array_id(job_id: str) -> list[str]:
+    """'12_[0-3,7%2]' (pending array tasks) -> ['12_0', ..., '12_3', '12_7']."""
+    match = re.fullmatch(r"(\d+)_\[([^\]]+)\]", job_id)
+    if not match:
+        return [job_id]
+    base, spec = match.group(1), match.group(2).split("%")[0]
+    ids = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        ids += [f"{base}_{i}" for i in range(int(lo), int(hi or lo) + 1)]
+    return ids
+
+
+def make_runner(cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path):
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    if cfg.name == "slurm":
+        return SlurmRunner(cfg, cluster, jobs_dir)
+    return LocalRunner(cfg, jobs_dir)
+
+
+# -- local process helpers -------------------------------------------------------------------------------------
+def _is_submitit_controller(pid: int) -> bool:
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"submitit" in cmdline
+
+
+def _children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid:
+            kids.append(int(entry.name))
+    return kids
+
+
+def _kill_tree(pid: int, grace_s: float = 3.0) -> None:
+    """SIGTERM the job's whole process tree (torchrun and its ranks), then SIGKILL what is left."""
+    tree, frontier = [pid], [pid]
+    while frontier:
+        frontier = [c for p in frontier for c in _children(p)]
+        tree += frontier
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in reversed(tree):
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + grace_s
+        while time.time() < deadline and any(Path(f"/proc/{p}").exists() and not _is_zombie(p) for p in tree):
+            time.sleep(0.1)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

@@ -1,0 +1,140 @@
+"""Grid expansion: lists per dimension -> layouts (product, zipped groups, include / exclude lists).
+
+Pure and fast: the planner expands and checks 100,000 points in well under 2 s, so this module builds plain
+tuples first and `Layout` objects once per point, with no per-point validation (that is `constraints.check`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Iterator, Sequence
+
+from launcher.errors import ConfigError
+from launcher.layout import Layout
+from launcher.schema import ClusterConfig, GridConfig
+
+# Dimensions of a layout other than the world size (which comes from `nodes` or `gpus`).
+_SHAPE_DIMS = ("tp", "pp", "dp", "vpp", "mbs", "gbs", "recompute", "sequence_parallel", "zero_stage",
+               "distributed_optimizer")
+_ALL_DIMS = ("nodes", "gpus") + _SHAPE_DIMS
+
+
+def world_choices(grid: GridConfig, cluster: ClusterConfig) -> list[tuple[int, int]]:
+    """(gpus, nodes) pairs. `nodes` means whole nodes; `gpus` may be a partial node."""
+    if grid.nodes is not None and grid.gpus is not None:
+        raise ConfigError("grid.gpus", list(grid.gpus), "set either grid.nodes or grid.gpus, not both")
+    if grid.gpus is not None:
+        per_node = cluster.gpus_per_node
+        return [(int(g), max(1, -(-int(g) // per_node))) for g in grid.gpus]
+    nodes = grid.nodes if grid.nodes is not None else [cluster.nodes]
+    return [(int(n) * cluster.gpus_per_node, int(n)) for n in nodes]
+
+
+def _dimension_values(grid: GridConfig) -> dict[str, list[Any]]:
+    values: dict[str, list[Any]] = {}
+    for name in _SHAPE_DIMS:
+        raw = getattr(grid, name)
+        if raw is None:  # only dp may be None: derived from the world size
+            continue
+        items = list(raw)
+        if not items:
+            raise ConfigError(f"grid.{name}", items, "give at least one value (or remove the key)")
+        values[name] = items
+    return values
+
+
+def _units(grid: GridConfig, values: dict[str, list[Any]], worlds: list[tuple[int, int]]) -> list[tuple[tuple[str, ...], list[tuple]]]:
+    """Independent axes of the product: each is (dimension names, list of value tuples)."""
+    axes = dict(values)
+    axes["world"] = worlds
+    zipped: set[str] = set()
+    units = []
+    for group in grid.zip:
+        names = tuple("world" if n in ("nodes", "gpus") else n for n in group)
+        for n in names:
+            if n not in axes:
+                raise ConfigError("grid.zip", list(group), f"{n!r} is not a grid dimension with values; "
+                                  f"use names from {', '.join(_ALL_DIMS)}")
+            if n in zipped:
+                raise ConfigError("grid.zip", list(group), f"{n!r} appears in two zip groups; put it in one")
+        lengths = {n: len(axes[n]) for n in names}
+        if len(set(lengths.values())) != 1:
+            raise ConfigError("grid.zip", list(group), f"zipped dimensions need lists of equal length, got {lengths}")
+        zipped.update(names)
+        units.append((names, list(zip(*(axes[n] for n in names)))))
+    for name, items in axes.items():
+        if name not in zipped:
+            units.append(((name,), [(v,) for v in items]))
+    return units
+
+
+def _make_layout(point: dict[str, Any]) -> Layout:
+    gpus, nodes = point["world"]
+    tp, pp = int(point["tp"]), int(point["pp"])
+    dp = point.get("dp")
+    if dp is None:  # derived: world / (tp * pp); a remainder is left for the "world" constraint to report
+        dp = gpus // (tp * pp) if tp > 0 and pp > 0 else 0
+    return Layout(gpus=gpus, nodes=nodes, tp=tp, pp=pp, dp=int(dp), vpp=int(point["vpp"]), mbs=int(point["mbs"]),
+                  gbs=int(point["gbs"]), recompute=str(point["recompute"]),
+                  sequence_parallel=bool(point["sequence_parallel"]), zero_stage=int(point["zero_stage"]),
+                  distributed_optimizer=bool(point["distributed_optimizer"]))
+
+
+def _matches(layout: Layout, partial: dict[str, Any]) -> bool:
+    return all(getattr(layout, k) == v for k, v in partial.items())
+
+
+def _check_keys(section: str, entries: Sequence[dict[str, Any]]) -> None:
+    valid = set(_ALL_DIMS)
+    for i, entry in enumerate(entries):
+        unknown = sorted(set(entry) - valid)
+        if unknown:
+            raise ConfigError(f"grid.{section}[{i}]", unknown[0], f"not a grid dimension; valid: {', '.join(_ALL_DIMS)}")
+
+
+def _include_layout(entry: dict[str, Any], values: dict[str, list[Any]], worlds: list[tuple[int, int]],
+                    cluster: ClusterConfig) -> Layout:
+    point = {name: items[0] for name, items in values.items()}
+    point.update({k: v for k, v in entry.items() if k not in ("nodes", "gpus")})
+    if "gpus" in entry:
+        point["world"] = (int(entry["gpus"]), max(1, -(-int(entry["gpus"]) // cluster.gpus_per_node)))
+    elif "nodes" in entry:
+        point["world"] = (int(entry["nodes"]) * cluster.gpus_per_node, int(entry["nodes"]))
+    else:
+        point["world"] = worlds[0]
+    return _make_layout(point)
+
+
+def expand(grid: GridConfig, cluster: ClusterConfig) -> Iterator[Layout]:
+    """Every distinct layout of the grid, in product order, then the includes; excludes removed."""
+    worlds = world_choices(grid, cluster)
+    values = _dimension_values(grid)
+    _check_keys("include", grid.include)
+    _check_keys("exclude", grid.exclude)
+    units = _units(grid, values, worlds)
+    names = [names for names, _ in units]
+    seen: set[Layout] = set()
+    excludes = [dict(e) for e in grid.exclude]
+    includes = [_include_layout(dict(e), values, worlds, cluster) for e in grid.include]
+    for combo in itertools.product(*(items for _, items in units)):
+        point: dict[str, Any] = {}
+        for group, vals in zip(names, combo):
+            point.update(zip(group, vals))
+        layout = _make_layout(point)
+        if layout in seen or (excludes and any(_matches(layout, e) for e in excludes)):
+            continue
+        seen.add(layout)
+        yield layout
+    for layout in includes:
+        if layout not in seen:
+            seen.add(layout)
+            yield layout
+
+
+def grid_size(grid: GridConfig, cluster: ClusterConfig) -> int:
+    """Points in the product before de-duplication and exclusion (for reports)."""
+    units = _units(grid, _dimension_values(grid), world_choices(grid, cluster))
+    size = 1
+    for _, items in units:
+        size *= len(items)
+    return size + len(grid.include)

@@ -1,0 +1,58 @@
+"""Pure decisions of the sweep loop: what to (re)submit, what an OOM rules out, what a failure kind means."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from analysis.classify import RETRY_POLICY
+from launcher.ledger import TrialRecord
+
+# Failure kinds -> ledger states (the ledger's vocabulary is coarser than the taxonomy; the kind is kept too).
+KIND_TO_STATE = {"ok": "ok", "oom": "oom", "time_limit": "timeout", "hang": "hang", "cancelled": "cancelled"}
+
+# Dimensions that must be equal for one trial's OOM to rule out another.
+_SAME_FOR_DOMINANCE = ("gpus", "nodes", "tp", "pp", "dp", "vpp", "recompute", "sequence_parallel", "zero_stage",
+                       "distributed_optimizer")
+
+
+def state_for_kind(kind: str) -> str:
+    return KIND_TO_STATE.get(kind, "failed")
+
+
+def _in_flight(layout: dict) -> int:
+    """Micro-batches whose activations the first pipeline stage holds under 1F1B: min(pp, m)."""
+    m = layout["gbs"] // max(1, layout["mbs"] * layout["dp"])
+    return min(layout["pp"], max(1, m))
+
+
+def needs_more_memory(candidate: dict, oomed: dict) -> bool:
+    """True when `candidate` needs strictly more activation memory than `oomed` with everything else equal:
+    same layout except a larger micro-batch (and at least as many micro-batches in flight)."""
+    if any(candidate[k] != oomed[k] for k in _SAME_FOR_DOMINANCE):
+        return False
+    return (candidate["mbs"] > oomed["mbs"]
+            and candidate["mbs"] * _in_flight(candidate) > oomed["mbs"] * _in_flight(oomed))
+
+
+def dominated_by_oom(candidate: TrialRecord, trials: Sequence[TrialRecord]) -> Optional[TrialRecord]:
+    for other in trials:
+        if other.state == "oom" and needs_more_memory(candidate.layout, other.layout):
+            return other
+    return None
+
+
+def should_retry(record: TrialRecord, max_attempts: int) -> bool:
+    """Retry a finished trial? oom and config errors never; a hang once; others up to retry.max_attempts."""
+    if record.state in ("ok", "oom", "pruned", "planned", "submitted", "running"):
+        return False
+    kind = record.failure_kind or ("cancelled" if record.state == "cancelled" else "unknown")
+    retryable, _exclude, max_retries = RETRY_POLICY.get(kind, (True, False, None))
+    if not retryable:
+        return False
+    limit = max_attempts if max_retries is None else min(max_attempts, 1 + max_retries)
+    return record.attempts < limit
+
+
+def exclude_on_retry(record: TrialRecord) -> bool:
+    kind = record.failure_kind or "unknown"
+    return RETRY_POLICY.get(kind, (True, False, None))[1]

@@ -1,0 +1,334 @@
+"""Structured config schema: dataclasses registered in Hydra's ConfigStore, validated once at load.
+
+Every field carries a docstring-style comment. `__post_init__` validation runs when the composed config is
+turned into objects (`OmegaConf.to_object`), so a bad value fails before anything is planned or submitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING
+
+from launcher.errors import ConfigError
+
+RECOMPUTE_MODES = ("none", "selective", "full")
+PRECISIONS = ("bf16", "fp16", "fp32")
+BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
+EXECUTORS = ("local", "slurm")
+
+
+def _positive(section: str, name: str, value: float | int | None, fix: str = "use a number > 0") -> None:
+    if value is not None and value <= 0:
+        raise ConfigError(f"{section}.{name}", value, fix)
+
+
+@dataclass
+class ModelConfig:
+    name: str = "???"
+    """Registry name, e.g. 'llama2-70b' (the file name under conf/model/)."""
+    layers: int = 1
+    """Transformer layers L."""
+    hidden: int = 64
+    """Hidden size h."""
+    heads: int = 1
+    """Attention heads a."""
+    kv_heads: Optional[int] = None
+    """Key/value heads for GQA/MQA (None: = heads, plain multi-head attention)."""
+    ffn_hidden: Optional[int] = None
+    """FFN inner size (None: 4*h, or the Llama SwiGLU size 2/3*4h rounded up to 256 when swiglu)."""
+    swiglu: bool = False
+    """Gated SwiGLU FFN (three FFN matrices instead of two)."""
+    seq_len: int = 2048
+    """Training sequence length s."""
+    max_position: Optional[int] = None
+    """Maximum position embeddings (None: = seq_len)."""
+    vocab: int = 51200
+    """Vocabulary size V before padding."""
+    tied_embeddings: bool = True
+    """Input embedding and output layer share weights (GPT); Llama unties them."""
+    norm: str = "layernorm"
+    """'layernorm' or 'rmsnorm'."""
+    source: str = ""
+    """Where the shape comes from (paper, model card)."""
+
+    def __post_init__(self) -> None:
+        for name in ("layers", "hidden", "heads", "seq_len", "vocab"):
+            _positive("model", name, getattr(self, name), "use a positive integer")
+        if self.kv_heads is None:
+            self.kv_heads = self.heads
+        _positive("model", "kv_heads", self.kv_heads, "use a positive integer (or leave it unset for MHA)")
+        if self.heads % self.kv_heads:
+            raise ConfigError("model.kv_heads", self.kv_heads, f"heads ({self.heads}) must be divisible by kv_heads")
+        if self.ffn_hidden is None:
+            self.ffn_hidden = swiglu_ffn(self.hidden) if self.swiglu else 4 * self.hidden
+        _positive("model", "ffn_hidden", self.ffn_hidden, "use a positive integer")
+        if self.max_position is None:
+            self.max_position = self.seq_len
+        if self.norm not in ("layernorm", "rmsnorm"):
+            raise ConfigError("model.norm", self.norm, "use 'layernorm' or 'rmsnorm'")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+def swiglu_ffn(hidden: int, multiple_of: int = 256) -> int:
+    """Llama's SwiGLU FFN size: 2/3 of 4h, rounded up to a multiple of 256 (Touvron et al. 2023, model.py)."""
+    raw = int(2 * 4 * hidden / 3)
+    return multiple_of * ((raw + multiple_of - 1) // multiple_of)
+
+
+@dataclass
+class ClusterConfig:
+    name: str = "???"
+    """Preset name (file under conf/cluster/)."""
+    gpu: str = "???"
+    """Accelerator model, for people reading the plan."""
+    gpu_mem_gb: float = 80.0
+    """Device memory per GPU, GB (1e9 bytes)."""
+    peak_tflops: float = 312.0
+    """Dense 16-bit (bf16/fp16) tensor-core peak per GPU, TFLOP/s."""
+    gpus_per_node: int = 8
+    """GPUs in one node (the tensor-parallel domain)."""
+    intra_node_gbytes_per_s: float = 300.0
+    """Per-GPU unidirectional bandwidth inside a node (NVLink / NVSwitch), GB/s."""
+    inter_node_gbytes_per_s: float = 25.0
+    """Per-GPU bandwidth between nodes (InfiniBand / RoCE NICs shared by the node's GPUs), GB/s."""
+    hbm_gbytes_per_s: float = 2039.0
+    """Device memory bandwidth, GB/s (memory-bound element-wise kernels)."""
+    nodes: int = 1
+    """Nodes available to the sweep."""
+    partition: str = "benchmark"
+    """The dedicated SLURM partition for benchmark jobs."""
+    source: str = ""
+    """Where the numbers come from (datasheet)."""
+
+    def __post_init__(self) -> None:
+        for name in ("gpu_mem_gb", "peak_tflops", "gpus_per_node", "intra_node_gbytes_per_s",
+                     "inter_node_gbytes_per_s", "hbm_gbytes_per_s", "nodes"):
+            _positive("cluster", name, getattr(self, name))
+
+
+@dataclass
+class BackendConfig:
+    name: str = "torch"
+    """Which program runs a trial: 'torch' (embedded GPT), 'megatron_deepspeed' or 'megatron_lm'."""
+    precision: str = "bf16"
+    """'bf16' or 'fp16' mixed precision."""
+    warmup_iters: int = 3
+    """Iterations run before measuring (also detected from the log for Megatron backends)."""
+    measure_iters: int = 5
+    """Iterations measured per trial."""
+    seed: int = 1234
+    """Seed for weights and synthetic data (same seed: same losses in every layout)."""
+    megatron_path: str = ""
+    """Checkout of Megatron-DeepSpeed / Megatron-LM on the cluster (holds pretrain_gpt.py)."""
+    launcher: str = "torchrun"
+    """Per-node launcher under srun: 'torchrun' or 'deepspeed'."""
+    flash_attention: bool = True
+    """Use flash attention (--use-flash-attn for Megatron-DeepSpeed)."""
+    data_path: str = ""
+    """Megatron data prefix ('' = mock/synthetic data)."""
+    tokenizer_type: str = "GPT2BPETokenizer"
+    """Megatron --tokenizer-type."""
+    vocab_file: str = ""
+    """Megatron --vocab-file (GPT2BPETokenizer)."""
+    merge_file: str = ""
+    """Megatron --merge-file (GPT2BPETokenizer)."""
+    tokenizer_model: str = ""
+    """Megatron --tokenizer-model (SentencePiece / Llama tokenizers)."""
+    extra_args: List[str] = field(default_factory=list)
+    """Further program arguments, passed through (shell-quoted)."""
+    python: str = "python"
+    """Python interpreter on the compute nodes ('python' on the local executor means this interpreter)."""
+    startup_s: float = 180.0
+    """Expected job start-up before the first iteration (init, data, kernels), for GPU-hour estimates."""
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKENDS:
+            raise ConfigError("backend.name", self.name, f"use one of {', '.join(BACKENDS)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError("backend.precision", self.precision, f"use one of {', '.join(PRECISIONS)}")
+        if self.launcher not in ("torchrun", "deepspeed"):
+            raise ConfigError("backend.launcher", self.launcher, "use 'torchrun' or 'deepspeed'")
+        _positive("backend", "measure_iters", self.measure_iters, "use at least 1")
+        if self.warmup_iters < 0:
+            raise ConfigError("backend.warmup_iters", self.warmup_iters, "use 0 or more")
+
+
+@dataclass
+class ExecutorConfig:
+    name: str = "local"
+    """'local' (processes on this machine) or 'slurm'."""
+    timeout_min: int = 10
+    """Wall-clock limit per trial, minutes (always set: submitit's local default kills after ~2 min)."""
+    max_concurrent: int = 0
+    """Trials running at once (local) or the array throttle %N (slurm); 0 = what the cores / nodes allow."""
+    account: str = ""
+    """SLURM --account."""
+    qos: str = ""
+    """SLURM --qos."""
+    constraint: str = ""
+    """SLURM --constraint."""
+    exclusive: bool = True
+    """SLURM --exclusive (benchmarks should not share nodes)."""
+    reservation: str = ""
+    """SLURM --reservation."""
+    cpus_per_task: int = 0
+    """SLURM --cpus-per-task (0 = leave to SLURM)."""
+    mem_gb: int = 0
+    """SLURM --mem per node, GB (0 = leave to SLURM)."""
+    signal_delay_s: int = 30
+    """Seconds before the limit at which SLURM sends USR2 (submitit's default 90 s is too long for short jobs)."""
+    setup: List[str] = field(default_factory=list)
+    """Shell lines run before the trial (module load, venv or conda activation)."""
+    env: Dict[str, str] = field(default_factory=dict)
+    """Environment variables for the job."""
+    sbatch_args: Dict[str, str] = field(default_factory=dict)
+    """Extra #SBATCH options, e.g. {mail-type: FAIL}."""
+    srun_args: List[str] = field(default_factory=list)
+    """Extra srun arguments."""
+    exclude_nodes: List[str] = field(default_factory=list)
+    """Nodes never to use (failing nodes are added for retries automatically)."""
+
+    def __post_init__(self) -> None:
+        if self.name not in EXECUTORS:
+            raise ConfigError("executor.name", self.name, f"use one of {', '.join(EXECUTORS)}")
+        _positive("executor", "timeout_min", self.timeout_min, "use a positive number of minutes")
+        if self.max_concurrent < 0:
+            raise ConfigError("executor.max_concurrent", self.max_concurrent, "use 0 (automatic) or more")
+
+
+@dataclass
+class GridConfig:
+    """One list per dimension; the grid is their product, except zipped dimensions, which pair up."""
+
+    nodes: Optional[List[int]] = None
+    """Node counts (world = nodes * cluster.gpus_per_node). Use `gpus` instead for partial nodes."""
+    gpus: Optional[List[int]] = None
+    """GPU counts (world size); exclusive with nodes."""
+    tp: List[int] = field(default_factory=lambda: [1])
+    pp: List[int] = field(default_factory=lambda: [1])
+    dp: Optional[List[int]] = None
+    """None: derived as world/(tp*pp)."""
+    vpp: List[int] = field(default_factory=lambda: [1])
+    """Virtual pipeline stages per rank (interleaved 1F1B when > 1)."""
+    mbs: List[int] = field(default_factory=lambda: [1])
+    gbs: List[int] = field(default_factory=lambda: [8])
+    recompute: List[str] = field(default_factory=lambda: ["none"])
+    sequence_parallel: List[bool] = field(default_factory=lambda: [False])
+    zero_stage: List[int] = field(default_factory=lambda: [0])
+    distributed_optimizer: List[bool] = field(default_factory=lambda: [False])
+    zip: List[List[str]] = field(default_factory=list)
+    """Groups of dimensions that vary together, e.g. [[tp, pp]] pairs tp[i] with pp[i]."""
+    include: List[Dict[str, Any]] = field(default_factory=list)
+    """Extra configurations added as they are (missing keys take the first value of their dimension)."""
+    exclude: List[Dict[str, Any]] = field(default_factory=list)
+    """Partial configurations removed from the grid (every given key must match)."""
+
+    def __post_init__(self) -> None:
+        for name in ("nodes", "gpus", "tp", "pp", "dp", "vpp", "mbs", "gbs"):
+            for value in getattr(self, name) or []:
+                _positive("grid", name, value, "use positive integers")
+        for value in self.recompute:
+            if value not in RECOMPUTE_MODES:
+                raise ConfigError("grid.recompute", value, f"use one of {', '.join(RECOMPUTE_MODES)}")
+        for value in self.zero_stage:
+            if value not in (0, 1, 2, 3):
+                raise ConfigError("grid.zero_stage", value, "use ZeRO stages 0, 1, 2 or 3")
+
+
+@dataclass
+class PlanConfig:
+    mem_safety_margin: float = 0.9
+    """Prune configurations whose predicted peak exceeds this share of device memory."""
+    keep_borderline: float = 0.0
+    """Keep configurations predicted up to this much (share of capacity) over the margin: the estimate can be wrong."""
+    max_trials: int = 0
+    """Trial budget (0: run every valid configuration)."""
+    exploration_share: float = 0.25
+    """Share of the budget given to configurations outside the predicted top, to check the ranking itself."""
+    allow_tp_across_nodes: bool = False
+    """Allow tensor parallelism to span nodes (slow: TP traffic on the inter-node link)."""
+    seed: int = 0
+    """Seed for picking the exploration share."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.mem_safety_margin <= 1:
+            raise ConfigError("plan.mem_safety_margin", self.mem_safety_margin, "use a share in (0, 1]")
+        if not 0 <= self.exploration_share < 1:
+            raise ConfigError("plan.exploration_share", self.exploration_share, "use a share in [0, 1)")
+        if self.max_trials < 0 or self.keep_borderline < 0:
+            raise ConfigError("plan.max_trials", self.max_trials, "use 0 (no budget) or more")
+
+
+@dataclass
+class RetryConfig:
+    max_attempts: int = 2
+    """Attempts per trial for retryable failures (node failure, comm error, preemption, cancel, timeout)."""
+
+
+@dataclass
+class MonitorConfig:
+    poll_interval_s: float = 2.0
+    """Seconds between two polls of all live jobs (one sacct call per poll on SLURM)."""
+    hang_timeout_min: float = 5.0
+    """A trial with no new iteration for this long is a hang: cancelled and retried once."""
+
+
+@dataclass
+class TrackingConfig:
+    uri: str = "sqlite:///mlflow.db"
+    """MLflow tracking URI (sqlite file, or http://host:port of a tracking server)."""
+    experiment: str = ""
+    """Experiment name ('' = the sweep name)."""
+    ui_url: str = "http://127.0.0.1:5000"
+    """Where people open the MLflow UI (for the printed link, when the URI is not http)."""
+    enabled: bool = True
+
+
+@dataclass
+class SweepRunConfig:
+    name: str = "tiny"
+    """Sweep name: the folder sweeps/<name>/ and the MLflow experiment."""
+    root_dir: str = "sweeps"
+    """Where sweep folders live (relative to the working directory)."""
+    fresh: bool = False
+    """Start a new folder (the old one is kept under a dated name) instead of resuming."""
+
+
+@dataclass
+class AnalysisConfig:
+    repeats: int = 1
+    """Re-run the top trials this many times and rank by the median."""
+    noise_tolerance: float = 0.02
+    """Throughputs within this share of each other tie; the tie is broken by memory headroom."""
+
+
+@dataclass
+class RootConfig:
+    # MISSING (not a default instance): a default instance would run __post_init__ on placeholder values
+    # and freeze derived fields (kv_heads, ffn_hidden) before the model file is merged in.
+    model: ModelConfig = MISSING
+    cluster: ClusterConfig = MISSING
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
+    plan: PlanConfig = field(default_factory=PlanConfig)
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    sweep: SweepRunConfig = field(default_factory=SweepRunConfig)
+    analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
+    dry_run: bool = False
+    """Plan only: print the ranked table and write plan.csv, submit nothing."""
+
+
+def register_configs() -> None:
+    """Register the schema so that conf/config.yaml can extend it (`defaults: [base_config, ...]`)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="base_config", node=RootConfig)

@@ -1,0 +1,26 @@
+from analysis.select import margin_over_next, rank, select_best
+
+
+def t(h, tokens, headroom, state="ok"):
+    return {"config_hash": h, "state": state, "metrics": {"tokens_per_s": tokens, "headroom": headroom}}
+
+
+def test_fastest_ok_trial_wins():
+    trials = [t("a", 100, 0.5), t("b", 150, 0.1), t("c", 900, 0.9, state="oom")]
+    assert select_best(trials)["config_hash"] == "b"
+
+
+def test_ties_within_noise_go_to_headroom():
+    trials = [t("a", 100.0, 0.05), t("b", 99.0, 0.40), t("c", 90.0, 0.9)]
+    assert select_best(trials, noise_tolerance=0.02)["config_hash"] == "b"
+    assert select_best(trials, noise_tolerance=0.0)["config_hash"] == "a"
+
+
+def test_rank_keeps_everyone_once_and_margin():
+    ranked = rank([t("a", 100.0, 0.05), t("b", 99.5, 0.4), t("c", 50.0, 0.9)])
+    assert [r["config_hash"] for r in ranked] == ["b", "a", "c"]
+    assert abs(margin_over_next(rank([t("a", 120, 0.1), t("b", 100, 0.1)])) - 0.2) < 1e-9
+
+
+def test_no_ok_trials():
+    assert select_best([t("a", 0, 0.1), t("b", 100, 0.1, state="failed")]) is None
