@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS trials (
     selection TEXT NOT NULL DEFAULT 'predicted',
     state TEXT NOT NULL,
     job_id TEXT NOT NULL DEFAULT '',
+    job_state TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER,
+    job_error TEXT NOT NULL DEFAULT '',
     attempts INTEGER NOT NULL DEFAULT 0,
     log_paths TEXT NOT NULL DEFAULT '[]',
     metrics TEXT NOT NULL DEFAULT '{}',
@@ -61,6 +64,10 @@ class TrialRecord:
     selection: str = "predicted"
     state: str = "planned"
     job_id: str = ""
+    job_state: str = ""
+    """How the job ended in SLURM's words (COMPLETED, FAILED, TIMEOUT, ...), kept so the log can be re-judged."""
+    exit_code: Optional[int] = None
+    job_error: str = ""
     attempts: int = 0
     log_paths: list = field(default_factory=list)
     metrics: dict = field(default_factory=dict)

@@ -53,6 +53,6 @@ def should_retry(record: TrialRecord, max_attempts: int) -> bool:
     return record.attempts < limit
 
 
-def exclude_on_retry(record: TrialRecord) -> bool:
-    kind = record.failure_kind or "unknown"
-    return RETRY_POLICY.get(kind, (True, False, None))[1]
+def exclude_on_retry_kind(kind: str) -> bool:
+    """Should a retry avoid the node the failure happened on (node failure, comm error, preemption)?"""
+    return RETRY_POLICY.get(kind or "unknown", (True, False, None))[1]

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# The session fixture `slurm_env` starts the real local SLURM cluster (tests/slurm/localcluster.sh) on demand.
+pytest_plugins = ["slurm.fixtures"]
+
 REPO = Path(__file__).resolve().parent.parent
 
 

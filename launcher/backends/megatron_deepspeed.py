@@ -1,0 +1,117 @@
+"""Launch of upstream microsoft/Megatron-DeepSpeed: pretrain_gpt.py arguments plus a DeepSpeed ds_config.json.
+
+Flags come from megatron/arguments.py at commit c84829e5 (and DeepSpeed's own --deepspeed / --deepspeed_config,
+added by deepspeed.add_config_arguments); megatron_flags.txt [megatron_deepspeed] lists them. What upstream
+Megatron-DeepSpeed does with them decides four refusals here:
+- no synthetic data: its arguments have no --mock-data and pretrain_gpt.py builds GPT datasets from --data-path,
+  so backend.data_path is required;
+- no interleaved pipeline: with --deepspeed and pipeline parallelism pretrain_gpt.py builds GPTModelPipe, a
+  DeepSpeed PipelineModule trained by PipelineEngine.train_batch, which has no interleaved schedule (training.py
+  passes only model[0] to deepspeed.initialize), so vpp > 1 would be silently ignored;
+- ZeRO-2/3 with pp > 1: DeepSpeed refuses ("ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism");
+- Megatron's distributed optimizer: under --deepspeed DeepSpeed owns the optimizer; ZeRO-1 is the equivalent.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+
+from launcher.backends import megatron_common as mc
+from launcher.backends.launch import LaunchSpec, check_layout, render_script
+from launcher.errors import ConfigError
+from launcher.layout import Layout
+from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+
+PROGRAM = "Megatron-DeepSpeed"
+DS_CONFIG = "ds_config.json"
+# --tokenizer-type choices in megatron/arguments.py @ c84829e5.
+TOKENIZERS = frozenset({"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
+                        "GPTSentencePieceTokenizer", "HFTokenizer", "NullTokenizer"})
+GRADIENT_CLIPPING = 1.0
+"""Megatron's default --clip-grad; under DeepSpeed the engine clips, so the config must say it (the global norm
+is part of a real step's cost)."""
+
+
+def render(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
+           trial_dir: str, mem_limit_mb: int = 0) -> LaunchSpec:
+    """`mem_limit_mb` is the embedded workload's CPU cap; a GPU program is bounded by the device itself."""
+    check_layout(layout, cluster)
+    check_supported(backend, layout)
+    script_path = mc.pretrain_script(backend, PROGRAM)
+    ds_config_path = posixpath.join(trial_dir, DS_CONFIG)
+    program_argv = [backend.python, script_path, *program_args(model, backend, layout, ds_config_path)]
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if layout.sequence_parallel else {}
+    # Megatron-DeepSpeed's validate_args raises unless CUDA_DEVICE_MAX_CONNECTIONS=1 when sequence parallelism is
+    # on; without it (async TP all-reduce is off under --deepspeed) the variable would only limit overlap.
+    script = render_script(title=f"{model.name} on {PROGRAM}", layout=layout, python=backend.python,
+                           launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir,
+                           megatron_path=backend.megatron_path)
+    return LaunchSpec(script=script, files={DS_CONFIG: ds_config(backend, layout)}, env=env,
+                      program_argv=program_argv, nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+
+
+def check_supported(backend: BackendConfig, layout: Layout) -> None:
+    if not backend.data_path:
+        raise ConfigError("backend.data_path", backend.data_path, f"{PROGRAM} has no synthetic-data option "
+                          "(no --mock-data): set it to a preprocessed dataset prefix (tools/preprocess_data.py)")
+    if layout.vpp > 1:
+        raise ConfigError("layout.vpp", layout.vpp, f"{PROGRAM} pipelines through DeepSpeed's PipelineEngine, "
+                          "which has no interleaved schedule: use vpp=1 (or backend megatron_lm)")
+    if layout.zero_stage not in (0, 1, 2, 3):
+        raise ConfigError("layout.zero_stage", layout.zero_stage, "use a ZeRO stage 0-3")
+    if layout.zero_stage >= 2 and layout.pp > 1:
+        raise ConfigError("layout.zero_stage", layout.zero_stage, "DeepSpeed refuses ZeRO-2/3 with pipeline "
+                          "parallelism: use zero_stage <= 1 or pp=1")
+    if layout.distributed_optimizer:
+        raise ConfigError("layout.distributed_optimizer", True, "under DeepSpeed the optimizer is DeepSpeed's: "
+                          "use zero_stage=1 (ZeRO-1 shards the optimizer state the same way)")
+    mc.check_batch(layout)
+
+
+def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout, ds_config_path: str) -> list[str]:
+    args = mc.shape_args(model) + model_style_args(model)
+    args += mc.parallel_args(layout)
+    if layout.pp == 1:
+        # pretrain_gpt.py builds the DeepSpeed pipeline model unless told not to, even for one stage.
+        args.append("--no-pipeline-parallel")
+    args += mc.precision_args(backend)
+    if backend.flash_attention:
+        # --use-flash-attn is an alias of --use-flash-attn-v1, whose kernel (flash_attn_unpadded_func) is gone
+        # from flash-attn 2.x; v2 is what current GPUs and wheels provide.
+        args.append("--use-flash-attn-v2")
+    args += mc.run_args(backend)
+    args += mc.data_args(backend) + mc.tokenizer_args(backend, model, TOKENIZERS, PROGRAM)
+    args += ["--deepspeed", "--deepspeed_config", ds_config_path, "--zero-stage", str(layout.zero_stage)]
+    return args + list(backend.extra_args)
+
+
+def model_style_args(model: ModelConfig) -> list[str]:
+    args = []
+    if model.kv_heads != model.heads:
+        args += ["--num-key-value-heads", str(model.kv_heads)]
+    if model.norm == "rmsnorm":
+        args += ["--normalization", "rmsnorm"]
+    if mc.llama_style(model):
+        # Rotary positions; validate_args then drops the learned position table (add_position_embedding=False),
+        # --no-position-embedding says the same explicitly.
+        args += ["--use-rotary-position-embeddings", "--no-position-embedding"]
+    return args
+
+
+def ds_config(backend: BackendConfig, layout: Layout) -> str:
+    """DeepSpeed config: batch sizes must agree with Megatron's (train_batch = micro x accumulation x dp)."""
+    iters = backend.warmup_iters + backend.measure_iters
+    config = {
+        "train_batch_size": layout.gbs,
+        "train_micro_batch_size_per_gpu": layout.mbs,
+        "gradient_accumulation_steps": layout.microbatches,
+        "gradient_clipping": GRADIENT_CLIPPING,
+        "zero_optimization": {"stage": layout.zero_stage},
+        "bf16": {"enabled": backend.precision == "bf16"},
+        "fp16": {"enabled": backend.precision == "fp16"},
+        # Megatron logs every iteration itself; DeepSpeed's own step print would only duplicate it.
+        "steps_per_print": max(1, iters),
+        "wall_clock_breakdown": False,
+    }
+    return json.dumps(config, indent=2) + "\n"

@@ -1,0 +1,81 @@
+"""Launch of NVIDIA Megatron-LM: pretrain_gpt.py with synthetic data (--mock-data) and --log-throughput.
+
+Flags come from megatron/training/arguments.py at commit 307dcf37 (2024) and were checked present in a 2025
+version too (the one that adds --attention-backend); megatron_flags.txt [megatron_lm] lists them. Flags only one
+of the two versions knows are avoided: --use-flash-attn rather than --attention-backend flash, no
+--use-mcore-models (Megatron-Core models are the default in current versions, where the flag is a no-op).
+
+ZeRO is not a Megatron-LM concept. Its distributed optimizer (--use-distributed-optimizer) shards the optimizer
+state over data-parallel ranks, which is ZeRO stage 1 (Rajbhandari et al. 2020), so zero_stage 1 maps to it.
+Sharding gradients and parameters too (ZeRO-2/3) needs Megatron-LM's FSDP code paths (--use-torch-fsdp2,
+--use-megatron-fsdp), a different program configuration this backend does not sweep: zero_stage 2/3 is refused.
+"""
+
+from __future__ import annotations
+
+from launcher.backends import megatron_common as mc
+from launcher.backends.launch import LaunchSpec, check_layout, render_script
+from launcher.errors import ConfigError
+from launcher.layout import Layout
+from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+
+PROGRAM = "Megatron-LM"
+# --tokenizer-type choices present in both Megatron-LM versions read (2024 @ 307dcf37 and 2025).
+TOKENIZERS = frozenset({"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
+                        "GPTSentencePieceTokenizer", "Llama2Tokenizer", "NullTokenizer"})
+# Megatron-LM's validate_args raises unless CUDA_DEVICE_MAX_CONNECTIONS=1: in 2024 whenever the (default-on)
+# async tensor-parallel all-reduce or sequence parallelism is used, in 2025 whenever tp > 1 (before Blackwell).
+# One kernel queue keeps the communication kernels in launch order, which those overlaps rely on.
+ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+
+
+def render(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
+           trial_dir: str, mem_limit_mb: int = 0) -> LaunchSpec:
+    """`mem_limit_mb` is the embedded workload's CPU cap; a GPU program is bounded by the device itself."""
+    check_layout(layout, cluster)
+    mc.check_batch(layout)
+    script_path = mc.pretrain_script(backend, PROGRAM)
+    program_argv = [backend.python, script_path, *program_args(model, backend, layout)]
+    env = dict(ENV)
+    script = render_script(title=f"{model.name} on {PROGRAM}", layout=layout, python=backend.python,
+                           launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir,
+                           megatron_path=backend.megatron_path)
+    return LaunchSpec(script=script, files={}, env=env, program_argv=program_argv,
+                      nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+
+
+def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> list[str]:
+    args = mc.shape_args(model) + model_style_args(model)
+    args += mc.parallel_args(layout) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
+    args += mc.precision_args(backend)
+    if backend.flash_attention:
+        args.append("--use-flash-attn")
+    args += mc.run_args(backend) + ["--log-throughput"]
+    args += data_args(backend) + mc.tokenizer_args(backend, model, TOKENIZERS, PROGRAM)
+    return args + list(backend.extra_args)
+
+
+def model_style_args(model: ModelConfig) -> list[str]:
+    args = []
+    if model.kv_heads != model.heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.norm == "rmsnorm":
+        args += ["--normalization", "RMSNorm"]
+    if mc.llama_style(model):
+        args += ["--position-embedding-type", "rope"]
+    return args
+
+
+def optimizer_args(layout: Layout) -> list[str]:
+    if layout.zero_stage not in (0, 1):
+        raise ConfigError("layout.zero_stage", layout.zero_stage,
+                          f"{PROGRAM} has no ZeRO-2/3: its distributed optimizer shards only the optimizer state "
+                          "(ZeRO-1); use zero_stage 0 or 1, or backend megatron_deepspeed for ZeRO-2/3")
+    if layout.zero_stage == 1 or layout.distributed_optimizer:
+        return ["--use-distributed-optimizer"]
+    return []
+
+
+def data_args(backend: BackendConfig) -> list[str]:
+    """Synthetic tokens unless a dataset is configured (Megatron-LM requires exactly one data source)."""
+    return mc.data_args(backend) if backend.data_path else ["--mock-data"]

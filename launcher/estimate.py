@@ -1,0 +1,202 @@
+"""Predicted memory and throughput of one layout, and `python -m launcher.estimate` (JSON lines in, out).
+
+`estimate()` combines launcher.memory (peak memory of the most loaded pipeline stage) and launcher.step_time
+(iteration time), and reports FLOP rates in both conventions of cost-model-formulas.md §8:
+tflops_per_gpu counts recomputation (Narayanan et al. 2021 eq. 3, "hardware" FLOPs), model_tflops_per_gpu does not
+(Korthikanti et al. 2022 eq. 7 / Megatron num_floating_point_operations), mfu = model_tflops_per_gpu / peak.
+
+This module must stay light: no torch, submitit, mlflow or hydra here (the CLI reads presets with omegaconf).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import sys
+from dataclasses import dataclass
+from typing import IO, Any, Optional
+
+from launcher import flops
+from launcher.constraints import check
+from launcher.errors import ConfigError, ParasweepError
+from launcher.layout import Layout
+from launcher.memory import peak_memory_gb, uses_flash_attention
+from launcher.paths import conf_dir
+from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
+from launcher.step_time import step_time_s
+
+
+@dataclass(frozen=True)
+class Estimate:
+    peak_mem_gb: float
+    headroom: float                       # 1 - peak / capacity (negative: predicted out of memory)
+    mem_breakdown_gb: dict[str, float]    # weights, grads, optimizer, activations, logits, overhead
+    step_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float                 # hardware FLOPs, recompute counted (Narayanan eq. 3)
+    model_tflops_per_gpu: float           # model FLOPs, no recompute (Korthikanti eq. 7)
+    mfu: float                            # model_tflops_per_gpu / peak
+    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer
+
+
+def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
+             flash_attention: Optional[bool] = None) -> Estimate:
+    """Estimate one layout that passed `constraints.check`.
+
+    precision: "bf16" / "fp16" (GPU mixed precision) or "fp32" (the local CPU stand-in). flash_attention: None =
+    assumed on GPU (bf16/fp16), not on the CPU stand-in; pass False for runs that predate it (2021 Megatron).
+    """
+    if precision not in PRECISIONS:
+        raise ConfigError("precision", precision, f"use one of {', '.join(PRECISIONS)}")
+    flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
+    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash)
+    step_s, times = step_time_s(model, cluster, layout, precision, flash)
+    vocab = flops.padded_vocab(model.vocab, layout.tp)
+    per_gpu_s = step_s * layout.gpus * 1e12
+    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute) / per_gpu_s
+    model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
+    return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
+                    step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,
+                    tflops_per_gpu=hw_tflops, model_tflops_per_gpu=model_tflops,
+                    mfu=model_tflops / cluster.peak_tflops, time_breakdown_s=times)
+
+
+# ----------------------------------------------------------------------------------------------- cluster presets
+
+def cluster_preset_names() -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / "cluster").glob("*.yaml"))
+
+
+@functools.lru_cache(maxsize=None)
+def _preset_fields(name: str) -> tuple[tuple[str, Any], ...]:
+    from omegaconf import OmegaConf
+
+    data = OmegaConf.to_container(OmegaConf.load(conf_dir() / "cluster" / f"{name}.yaml"))
+    return tuple(sorted(data.items()))
+
+
+def load_cluster_preset(name: str) -> ClusterConfig:
+    """conf/cluster/<name>.yaml as a ClusterConfig (a fresh object: callers may change it)."""
+    names = cluster_preset_names()
+    if name not in names:
+        raise ConfigError("gpu", name, f"unknown cluster preset; valid: {', '.join(names)}")
+    return ClusterConfig(**dict(_preset_fields(name)))
+
+
+# ----------------------------------------------------------------------------------------------- JSON-lines CLI
+
+_INT, _BOOL, _STR = "int", "bool", "str"
+# key -> (type, default); default None with required=True below means the key must be given.
+_FIELDS: dict[str, tuple[str, Any]] = {
+    "layers": (_INT, None), "hidden": (_INT, None), "heads": (_INT, None), "seq_len": (_INT, None),
+    "vocab": (_INT, None), "gpu": (_STR, None), "n_gpus": (_INT, None), "tp": (_INT, None), "pp": (_INT, None),
+    "dp": (_INT, None), "mbs": (_INT, None), "gbs": (_INT, None), "recompute": (_STR, None),
+    "kv_heads": (_INT, None), "ffn_hidden": (_INT, None), "swiglu": (_BOOL, False), "gpus_per_node": (_INT, None),
+    "vpp": (_INT, 1), "sequence_parallel": (_BOOL, False), "zero_stage": (_INT, 0),
+    "distributed_optimizer": (_BOOL, False), "precision": (_STR, "bf16"),
+    "tied_embeddings": (_BOOL, True), "norm": (_STR, "layernorm"), "max_position": (_INT, None),
+}
+_REQUIRED = ("layers", "hidden", "heads", "seq_len", "vocab", "gpu", "n_gpus", "tp", "pp", "dp", "mbs", "gbs",
+             "recompute")
+_MAY_BE_ZERO = ("zero_stage",)
+_OUTPUT_NUMBERS = ("peak_mem_gb", "headroom", "step_time_s", "tokens_per_s", "tflops_per_gpu",
+                   "model_tflops_per_gpu", "mfu")
+
+
+class LineError(ParasweepError):
+    """One input line cannot be answered; `field` names the culprit (None: the line itself)."""
+
+    def __init__(self, message: str, field: Optional[str]) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _typed(key: str, value: Any) -> Any:
+    kind = _FIELDS[key][0]
+    ok = {_INT: isinstance(value, int) and not isinstance(value, bool), _BOOL: isinstance(value, bool),
+          _STR: isinstance(value, str)}[kind]
+    if not ok:
+        raise LineError(f"{key}={value!r}: expected {'an integer' if kind == _INT else 'a ' + kind}", key)
+    if kind == _INT and (value < 0 or (value == 0 and key not in _MAY_BE_ZERO)):
+        raise LineError(f"{key}={value}: must be {'>= 0' if key in _MAY_BE_ZERO else '> 0'}", key)
+    return value
+
+
+def parse_request(text: str) -> tuple[ModelConfig, ClusterConfig, Layout, str, Any]:
+    """One JSON line -> (model, cluster, layout, precision, id). Raises LineError naming the field."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LineError(f"not valid JSON: {exc.msg} (column {exc.colno})", None) from None
+    if not isinstance(data, dict):
+        raise LineError("expected a JSON object per line", None)
+    request_id = data.pop("id", None)
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise LineError(f"unknown key {unknown[0]!r}; valid keys: {', '.join(_FIELDS)}, id", unknown[0])
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise LineError(f"missing required key {missing[0]!r} (required: {', '.join(_REQUIRED)})", missing[0])
+    v = {k: (_typed(k, data[k]) if data.get(k) is not None else default) for k, (_, default) in _FIELDS.items()}
+    if v["precision"] not in PRECISIONS:
+        raise LineError(f"precision={v['precision']!r}: use one of {', '.join(PRECISIONS)}", "precision")
+    try:
+        model = ModelConfig(name="jsonl", layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
+                            kv_heads=v["kv_heads"], ffn_hidden=v["ffn_hidden"], swiglu=v["swiglu"],
+                            seq_len=v["seq_len"], max_position=v["max_position"], vocab=v["vocab"],
+                            tied_embeddings=v["tied_embeddings"], norm=v["norm"])
+        cluster = load_cluster_preset(v["gpu"])
+    except ConfigError as exc:
+        raise LineError(str(exc), exc.field.split(".")[-1]) from None
+    if v["gpus_per_node"] is not None:
+        cluster.gpus_per_node = v["gpus_per_node"]
+    nodes = math.ceil(v["n_gpus"] / cluster.gpus_per_node)
+    cluster.nodes = max(cluster.nodes, nodes)
+    layout = Layout(gpus=v["n_gpus"], nodes=nodes, tp=v["tp"], pp=v["pp"], dp=v["dp"], vpp=v["vpp"], mbs=v["mbs"],
+                    gbs=v["gbs"], recompute=v["recompute"], sequence_parallel=v["sequence_parallel"],
+                    zero_stage=v["zero_stage"], distributed_optimizer=v["distributed_optimizer"])
+    return model, cluster, layout, v["precision"], request_id
+
+
+def _round(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def answer(text: str) -> dict:
+    """The output object for one valid-JSON request line (may raise LineError)."""
+    model, cluster, layout, precision, request_id = parse_request(text)
+    verdict = check(model, cluster, layout)
+    out: dict[str, Any] = {"id": request_id} if request_id is not None else {}
+    out.update(valid=verdict.ok, reasons=[i.message for i in verdict.reasons],
+               warnings=[i.message for i in verdict.warnings])
+    if not verdict.ok:
+        out.update(dict.fromkeys(_OUTPUT_NUMBERS))
+        return out
+    est = estimate(model, cluster, layout, precision)
+    out.update({k: _round(getattr(est, k)) for k in _OUTPUT_NUMBERS})
+    return out
+
+
+def main(stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> int:
+    """Answer every non-blank line in order. A malformed line gets {"error", "line", "field"} and the others are
+    still answered. Exit status 0 if at least one line was answered (or there was none), 2 if every line failed."""
+    answered = failed = 0
+    for number, text in enumerate(stdin, 1):
+        if not text.strip():
+            continue  # blank lines are not requests; "line" in error objects keeps the physical line number
+        try:
+            out = answer(text)
+            answered += 1
+        except LineError as exc:
+            out, failed = {"error": str(exc), "line": number, "field": exc.field}, failed + 1
+        except Exception as exc:  # a bug must not hide the other lines' answers; reported, never swallowed
+            out, failed = {"error": f"internal error: {type(exc).__name__}: {exc}", "line": number,
+                           "field": None}, failed + 1
+        stdout.write(json.dumps(out) + "\n")
+    stdout.flush()
+    return 2 if failed and not answered else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""End of a sweep: rank the trials, write best.json with the winner's command, finish the MLflow parent run."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+from launcher.ledger import Ledger, TrialRecord
+from launcher.schema import RootConfig
+from launcher.tracking_link import TrackingLink
+
+
+def best_payload(cfg: RootConfig, folder: Path, best: TrialRecord) -> dict:
+    from launcher.backends import launch_command
+    from launcher.trial_files import spec_for, trial_dir
+
+    spec = spec_for(cfg, folder, best.layout, best.config_hash)
+    return {"sweep": cfg.sweep.name, "config_hash": best.config_hash, "model": cfg.model.name,
+            "cluster": cfg.cluster.name, "backend": cfg.backend.name, "layout": best.layout,
+            "measured": best.metrics, "predicted": best.predicted, "command": launch_command(spec),
+            "launch_script": str(trial_dir(folder, best.config_hash) / "launch.sh"),
+            "mlflow_run_id": best.mlflow_run_id}
+
+
+def write_best(cfg: RootConfig, folder: Path, best: Optional[TrialRecord]) -> Optional[Path]:
+    path = folder / "best.json"
+    if best is None:
+        path.unlink(missing_ok=True)
+        return None
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(best_payload(cfg, folder, best), indent=2, sort_keys=True) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(title=f"sweep {cfg.sweep.name}: ok trials, best first")
+    for col in ("#", "trial", "layout", "tokens/s", "TFLOPs/GPU", "MFU", "peak GB", "headroom", "pred tok/s"):
+        table.add_column(col, justify="left" if col in ("trial", "layout") else "right")
+    for i, t in enumerate(ranked, 1):
+        m, p, lay = t["metrics"], t["predicted"], t["layout"]
+        table.add_row(str(i), t["config_hash"][:8], _layout(lay), f"{m.get('tokens_per_s', 0):,.0f}",
+                      f"{m.get('tflops_per_gpu') or 0:.3g}", f"{m.get('mfu') or 0:.1%}",
+                      f"{m.get('peak_mem_gb') or 0:.2f}", f"{m.get('headroom') or 0:.0%}",
+                      f"{p.get('tokens_per_s', 0):,.0f}")
+    console.print(table)
+    failed = [r for r in records if r.state not in ("ok", "pruned")]
+    if failed:
+        console.print("not ok: " + ", ".join(f"{r.config_hash[:8]} {r.state}"
+                                             f"{'/' + r.failure_kind if r.failure_kind else ''}" for r in failed))
+    counts = Counter(r.state for r in records)
+    console.print("trials by state: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+
+
+def _layout(lay: dict) -> str:
+    extra = f" rc={lay['recompute']}" if lay["recompute"] != "none" else ""
+    return f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} mbs{lay['mbs']} gbs{lay['gbs']}{extra}"
+
+
+def finish_sweep(cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLink, elapsed_s: float) -> int:
+    from analysis.select import rank
+
+    tracking.sync_pending()
+    records = ledger.trials()
+    ranked = rank([asdict(r) for r in records], cfg.analysis.noise_tolerance)
+    best = ledger.get(ranked[0]["config_hash"]) if ranked else None
+    best_path = write_best(cfg, folder, best)
+    print_results(cfg, ranked, records)
+    summary = {"trials_ok": sum(r.state == "ok" for r in records), "trials_total": len(records),
+               "elapsed_s": elapsed_s}
+    if best is not None:
+        summary["best_tokens_per_s"] = best.metrics.get("tokens_per_s", 0.0)
+        print(f"best: {best.config_hash} {_layout(best.layout)} — {best.metrics.get('tokens_per_s', 0):,.0f} tokens/s"
+              f"; command in {best_path}")
+    else:
+        print("no trial finished ok: nothing to select (see the failures above)")
+    url = tracking.finish(best, summary, [p for p in (folder / "plan.csv", best_path, folder / "config.yaml") if p])
+    if url:
+        print(f"MLflow runs: {url}")
+    return 0 if best is not None else 1

@@ -1,0 +1,80 @@
+"""Floating-point operations of one training iteration of a dense decoder-only transformer.
+
+Per layer, forward, for B sequences of s tokens (Narayanan et al. 2021, arXiv 2104.04473, Appendix; Korthikanti et
+al. 2022, arXiv 2205.05198, App. A), written for GQA (g key/value heads of a) and gated FFNs as in Megatron-LM's
+`num_floating_point_operations` (training.py, 2024):
+    QKV projection        2·B·s·h·(h + 2·g·h/a)          (MHA: 6Bsh²)
+    Q·Kᵀ and attention·V  2·B·s²·h + 2·B·s²·h            (4Bs²h)
+    output projection     2·B·s·h²
+    FFN                   2·B·s·h·f·γ,  γ = 3 gated (SwiGLU) or 2        (f = 4h: 16Bsh²)
+    => MHA, f = 4h:       24·B·s·h² + 4·B·s²·h
+Logits layer: 2·B·s·h·V forward. Backward = 2 x forward (weight and input gradients).
+
+Two numerators are reported (cost-model-formulas.md §1, §8):
+- model FLOPs = 3 x forward (no recomputation) = Korthikanti eq. (7) for MHA/f=4h: 72BLsh²(1 + s/6h + V/12hL);
+- hardware FLOPs = model FLOPs + the forward work recomputed: full recompute adds every layer's forward again
+  (Narayanan eq. (3): 96BLsh²(1 + s/6h + V/16hL), what Table 1's teraFLOP/s use); selective recompute adds the
+  attention core Q·Kᵀ and attention·V (4Bs²h per layer). Korthikanti's printed eq. (8) adds twice that (s/3h
+  instead of 2s/9h, see the [derived] note in the formulas file); we count the work actually redone.
+"""
+
+from __future__ import annotations
+
+from launcher.schema import ModelConfig
+
+
+def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:
+    """Megatron pads the vocabulary to a multiple of 128·tp (--make-vocab-size-divisible-by 128) so that every
+    tensor-parallel shard of the embedding has the same, GEMM-friendly width."""
+    step = multiple * tp
+    return -(-vocab // step) * step
+
+
+def ffn_matrices(model: ModelConfig) -> int:
+    """Weight matrices in the FFN: 3 for gated SwiGLU (gate, up, down), else 2."""
+    return 3 if model.swiglu else 2
+
+
+def qkv_width(model: ModelConfig) -> int:
+    """Output width of the fused QKV projection: h for queries plus 2·g·(h/a) for GQA keys and values."""
+    return model.hidden + 2 * model.kv_heads * (model.hidden // model.heads)
+
+
+def dense_forward_flops_per_token(model: ModelConfig) -> float:
+    """GEMMs with weights (QKV, output projection, FFN), forward, per token per layer: 2 FLOPs per weight."""
+    h = model.hidden
+    return 2.0 * h * (qkv_width(model) + h + ffn_matrices(model) * model.ffn_hidden)
+
+
+def attention_forward_flops_per_token(model: ModelConfig) -> float:
+    """Q·Kᵀ and attention·V, forward, per token per layer: 4·s·h (no causal halving, as in Megatron <= 2024
+    and both papers; a causal flash kernel skips about half of it, which the step-time model accounts for)."""
+    return 4.0 * model.seq_len * model.hidden
+
+
+def logits_forward_flops_per_token(model: ModelConfig, vocab: int) -> float:
+    """Output layer h -> V, forward, per token."""
+    return 2.0 * model.hidden * vocab
+
+
+def model_flops(model: ModelConfig, sequences: int, vocab: int) -> float:
+    """Model FLOPs of one iteration over `sequences` sequences: 3 x forward, no recomputation (Korthikanti eq. 7,
+    Megatron num_floating_point_operations)."""
+    tokens = sequences * model.seq_len
+    per_token = model.layers * (dense_forward_flops_per_token(model) + attention_forward_flops_per_token(model))
+    return 3.0 * tokens * (per_token + logits_forward_flops_per_token(model, vocab))
+
+
+def recompute_flops(model: ModelConfig, sequences: int, recompute: str) -> float:
+    """Forward work done a second time by activation recomputation (the logits layer is never recomputed)."""
+    tokens = sequences * model.seq_len
+    if recompute == "full":
+        return tokens * model.layers * (dense_forward_flops_per_token(model) + attention_forward_flops_per_token(model))
+    if recompute == "selective":
+        return tokens * model.layers * attention_forward_flops_per_token(model)
+    return 0.0
+
+
+def hardware_flops(model: ModelConfig, sequences: int, vocab: int, recompute: str) -> float:
+    """Hardware FLOPs (recompute counted): Narayanan eq. (3) for full recomputation."""
+    return model_flops(model, sequences, vocab) + recompute_flops(model, sequences, recompute)

@@ -1,0 +1,34 @@
+"""Turning a finished job into ledger changes: read its logs, classify, measure. Shared by the sweep loop and by
+`python -m analysis` (which re-judges finished trials from their logs and recorded job states)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from launcher.ledger import TrialRecord
+from launcher.policy import exclude_on_retry_kind, state_for_kind
+from launcher.schema import RootConfig
+
+
+def read_logs(paths: Sequence[Path]) -> str:
+    """All task logs of a job, task 0 first (rank 0 prints the results)."""
+    return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).exists())
+
+
+def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_state: str,
+          exit_code: Optional[int], job_error: str = "", nodes: str = "",
+          hang_s: Optional[float] = None) -> dict:
+    from analysis.outcome import trial_outcome
+
+    outcome = trial_outcome(
+        read_logs(paths), backend=cfg.backend.name, capacity_gb=cfg.cluster.gpu_mem_gb,
+        tokens_per_step=record.layout["gbs"] * cfg.model.seq_len, slurm_state=job_state or None,
+        exit_code=exit_code, job_error=job_error, seconds_since_progress=hang_s,
+        hang_timeout_s=cfg.monitor.hang_timeout_min * 60)
+    excluded = list(record.excluded_nodes)
+    if exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned":
+        excluded = sorted(set(excluded) | {nodes})
+    return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
+                reason=outcome.reason, metrics=outcome.metrics, log_paths=[str(p) for p in paths],
+                excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error)

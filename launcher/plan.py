@@ -1,0 +1,218 @@
+"""The plan: grid x constraints x estimates -> ranked trials, with what was pruned and why.
+
+Pure: a RootConfig in, a Plan out. Writing plan.csv and printing are the callers' business.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional
+
+from launcher.constraints import check
+from launcher.errors import ConfigError, PlanError
+from launcher.estimate import Estimate, estimate
+from launcher.grid import expand
+from launcher.layout import Layout
+from launcher.schema import RootConfig
+
+
+@dataclass(frozen=True)
+class PlannedTrial:
+    layout: Layout
+    config_hash: str
+    estimate: Estimate
+    warnings: tuple[str, ...] = ()
+    pruned_reason: str = ""
+    """Empty for a kept trial; else why the planner will not run it."""
+    selection: str = "predicted"
+    """'predicted' (in the predicted top), 'exploration' (kept to check the ranking) or 'borderline'."""
+
+    @property
+    def kept(self) -> bool:
+        return not self.pruned_reason
+
+
+@dataclass
+class Plan:
+    trials: list[PlannedTrial]
+    """Kept trials, best predicted first."""
+    pruned: list[PlannedTrial]
+    """Valid layouts not run (predicted OOM, over the trial budget)."""
+    rejected: Counter = field(default_factory=Counter)
+    """Constraint code -> number of grid points it rejected (first failing constraint per point)."""
+    rejected_examples: dict[str, str] = field(default_factory=dict)
+    n_points: int = 0
+    notes: list[str] = field(default_factory=list)
+    """Things to fix before a real run (e.g. the backend's checkout path), found while planning a dry run."""
+    job_seconds: float = 0.0
+    """Predicted job duration per kept trial, summed (for GPU-hours)."""
+    gpu_hours: float = 0.0
+
+    def pruned_counts(self) -> Counter:
+        return Counter(t.pruned_reason.split(":")[0] for t in self.pruned)
+
+
+def trial_context(cfg: RootConfig) -> str:
+    """What besides the layout identifies a trial: model shape, cluster, backend and what it measures."""
+    m, b = cfg.model, cfg.backend
+    return (f"{m.name}/{m.layers}x{m.hidden}x{m.heads}x{m.kv_heads}x{m.ffn_hidden}x{m.seq_len}x{m.vocab}"
+            f"|{cfg.cluster.name}|{b.name}/{b.precision}/{b.warmup_iters}+{b.measure_iters}/{b.seed}")
+
+
+def job_duration_s(cfg: RootConfig, est: Estimate) -> float:
+    """Predicted wall time of one benchmark job: start-up plus the iterations it runs."""
+    iters = cfg.backend.warmup_iters + cfg.backend.measure_iters
+    return cfg.backend.startup_s + iters * est.step_time_s
+
+
+def _rank_key(t: PlannedTrial) -> tuple[float, float]:
+    return (-t.estimate.tokens_per_s, -t.estimate.headroom)
+
+
+def _memory_verdict(cfg: RootConfig, est: Estimate) -> tuple[bool, bool]:
+    """(fits, borderline): fits under the safety margin, or within the borderline allowance above it."""
+    share = 1.0 - est.headroom
+    margin = cfg.plan.mem_safety_margin
+    if share <= margin:
+        return True, False
+    return False, share <= margin + cfg.plan.keep_borderline
+
+
+def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[PlannedTrial], list[PlannedTrial]]:
+    """Keep the best predicted plus an exploration share drawn from the rest (so the ranking itself is checked)."""
+    budget = cfg.plan.max_trials
+    if not budget or len(ranked) <= budget:
+        return ranked, []
+    n_explore = int(round(budget * cfg.plan.exploration_share))
+    top, rest = ranked[: budget - n_explore], ranked[budget - n_explore:]
+    rng = random.Random(cfg.plan.seed)
+    explore_idx = set(rng.sample(range(len(rest)), n_explore))
+    explored = [_replace(t, selection="exploration") for i, t in enumerate(rest) if i in explore_idx]
+    dropped = [_replace(t, pruned_reason=f"budget: outside plan.max_trials={budget}")
+               for i, t in enumerate(rest) if i not in explore_idx]
+    return sorted(top + explored, key=_rank_key), dropped
+
+
+def _replace(t: PlannedTrial, **changes) -> PlannedTrial:
+    from dataclasses import replace
+
+    return replace(t, **changes)
+
+
+def _nothing_left(rejected: Counter, examples: dict[str, str], n_points: int) -> PlanError:
+    top = ", ".join(f"{code} removed {n}" for code, n in rejected.most_common(4))
+    code, _ = rejected.most_common(1)[0] if rejected else ("?", 0)
+    return PlanError(f"no valid configuration: all {n_points} grid points were rejected ({top}); "
+                     f"e.g. {examples.get(code, '')}. Change the grid so that this constraint can hold.")
+
+
+def backend_refusal(cfg: RootConfig, layout: Layout) -> str:
+    """Why the configured program cannot run this layout ('' if it can), found by rendering its launch.
+
+    A refusal about the layout (e.g. Megatron-DeepSpeed has no interleaved schedule) rejects the point; a refusal
+    about the backend config itself (e.g. no data path) is the user's to fix and stops the plan.
+    """
+    from launcher.backends import render_launch
+
+    backend = _without_paths(cfg.backend) if cfg.dry_run else cfg.backend
+    try:
+        render_launch(cfg.model, cfg.cluster, backend, layout, trial_dir="/plan-check")
+    except ConfigError as exc:
+        if exc.field.startswith("layout."):
+            return f"{cfg.backend.name}: {exc}"
+        raise
+    return ""
+
+
+def _without_paths(backend):
+    """A dry run plans without a Megatron checkout or data: stand-in paths, so only layout refusals remain
+    (the plan's notes say what a real run still needs)."""
+    from dataclasses import replace
+
+    paths = ("megatron_path", "data_path", "vocab_file", "merge_file", "tokenizer_model")
+    return replace(backend, **{name: f"/dry-run/{name}" for name in paths if getattr(backend, name)})
+
+
+def backend_config_problem(cfg: RootConfig, layout: Layout) -> str:
+    """For a dry run: what must be set before this sweep can really run ('' if nothing)."""
+    from launcher.backends import render_launch
+
+    try:
+        render_launch(cfg.model, cfg.cluster, cfg.backend, layout, trial_dir="/plan-check")
+    except ConfigError as exc:
+        return str(exc)
+    return ""
+
+
+def make_plan(cfg: RootConfig) -> Plan:
+    context = trial_context(cfg)
+    rejected: Counter = Counter()
+    examples: dict[str, str] = {}
+    fitting: list[PlannedTrial] = []
+    pruned: list[PlannedTrial] = []
+    n_points = 0
+    for layout in expand(cfg.grid, cfg.cluster):
+        n_points += 1
+        verdict = check(cfg.model, cfg.cluster, layout, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes)
+        if not verdict.ok:
+            first = verdict.reasons[0]
+            rejected[first.code] += 1
+            examples.setdefault(first.code, first.message)
+            continue
+        refusal = backend_refusal(cfg, layout)
+        if refusal:
+            rejected["backend"] += 1
+            examples.setdefault("backend", refusal)
+            continue
+        est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision)
+        trial = PlannedTrial(layout, layout.config_hash(context), est, tuple(w.message for w in verdict.warnings))
+        fits, borderline = _memory_verdict(cfg, est)
+        if fits:
+            fitting.append(trial)
+        elif borderline:
+            fitting.append(_replace(trial, selection="borderline"))
+        else:
+            pruned.append(_replace(trial, pruned_reason=(
+                f"predicted_oom: {est.peak_mem_gb:.1f} GB > {cfg.plan.mem_safety_margin:.0%} of "
+                f"{cfg.cluster.gpu_mem_gb:g} GB")))
+    if n_points and not fitting and not pruned:
+        raise _nothing_left(rejected, examples, n_points)
+    if not fitting:
+        best = min(pruned, key=lambda t: t.estimate.peak_mem_gb)
+        raise PlanError(f"every valid configuration ({len(pruned)}) is predicted to run out of memory; the smallest "
+                        f"needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.short()}) of "
+                        f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
+    kept, over_budget = _apply_budget(cfg, sorted(fitting, key=_rank_key))
+    job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
+    gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
+    notes = [p for p in [backend_config_problem(cfg, kept[0].layout)] if p] if cfg.dry_run else []
+    return Plan(trials=kept, pruned=pruned + over_budget, rejected=rejected, rejected_examples=examples,
+                n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours)
+
+
+PLAN_COLUMNS = ("rank", "config_hash", "selection", "gpus", "nodes", "tp", "pp", "dp", "vpp", "mbs", "gbs",
+                "recompute", "sequence_parallel", "zero_stage", "distributed_optimizer", "peak_mem_gb", "headroom",
+                "step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_reason",
+                "warnings")
+
+
+def plan_rows(plan: Plan) -> list[dict]:
+    """plan.csv rows: kept trials ranked first, then pruned ones (rank empty)."""
+    rows = []
+    for rank, t in enumerate(plan.trials, 1):
+        rows.append(_row(t, rank))
+    for t in plan.pruned:
+        rows.append(_row(t, None))
+    return rows
+
+
+def _row(t: PlannedTrial, rank: Optional[int]) -> dict:
+    e = t.estimate
+    return {"rank": rank if rank is not None else "", "config_hash": t.config_hash,
+            "selection": t.selection if t.kept else "pruned", **t.layout.to_dict(),
+            "peak_mem_gb": round(e.peak_mem_gb, 3), "headroom": round(e.headroom, 4),
+            "step_time_s": round(e.step_time_s, 5), "tokens_per_s": round(e.tokens_per_s, 1),
+            "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
+            "mfu": round(e.mfu, 4), "pruned_reason": t.pruned_reason, "warnings": "; ".join(t.warnings)}

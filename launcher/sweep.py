@@ -1,0 +1,183 @@
+"""The sweep loop: plan -> ledger -> submit/monitor -> parse/classify -> ledger -> MLflow -> best.
+
+Running the same command again resumes: ok trials are kept, live jobs re-attached, retryable failures resubmitted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional, Sequence
+
+from launcher import trial_files
+from launcher.config import to_yaml
+from launcher.executor import JobRequest, JobStatus, log_paths, make_runner
+from launcher.ledger import Ledger, TrialRecord
+from launcher.plan import Plan, make_plan, trial_context
+from launcher.plan_report import write_plan_csv
+from launcher.judge import judge
+from launcher.policy import dominated_by_oom, should_retry
+from launcher.progress import Progress
+from launcher.schema import RootConfig
+from launcher.tracking_link import TrackingLink
+
+
+def sweep_folder(cfg: RootConfig) -> Path:
+    folder = Path(cfg.sweep.root_dir) / cfg.sweep.name
+    if cfg.sweep.fresh and folder.exists():
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(folder.stat().st_mtime))
+        kept = folder.with_name(f"{folder.name}.{stamp}")
+        folder.rename(kept)
+        print(f"sweep.fresh=true: previous sweep kept in {kept}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _records(plan: Plan) -> list[TrialRecord]:
+    records = []
+    for pos, t in enumerate(plan.trials):
+        records.append(TrialRecord(t.config_hash, pos, t.layout.to_dict(), _predicted(t.estimate), t.selection))
+    for pos, t in enumerate(plan.pruned, len(plan.trials)):
+        if t.pruned_reason.startswith("predicted_oom"):  # budget-dropped layouts are not trials of this sweep
+            records.append(TrialRecord(t.config_hash, pos, t.layout.to_dict(), _predicted(t.estimate), "pruned",
+                                       state="pruned", reason=t.pruned_reason))
+    return records
+
+
+def _predicted(est) -> dict:
+    data = asdict(est)
+    return {k: v for k, v in data.items() if isinstance(v, (int, float))}
+
+
+class SweepLoop:
+    def __init__(self, cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLink) -> None:
+        self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
+        self.runner = make_runner(cfg.executor, cfg.cluster, folder / "jobs")
+        self.progress = Progress(f"sweep {cfg.sweep.name}")
+        self._progress_seen: dict[str, tuple[int, float]] = {}  # hash -> (log bytes, time it last grew)
+
+    # -- one poll ---------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        try:
+            while True:
+                self._collect()
+                submitted = self._submit()
+                records = self.ledger.trials()
+                self.progress.update(records, self._best(records))
+                if not submitted and not any(r.is_live for r in records):
+                    break
+                time.sleep(self.cfg.monitor.poll_interval_s)
+        finally:
+            self.progress.close()
+
+    def _collect(self) -> None:
+        live = self.ledger.trials(("submitted", "running"))
+        unknown = [r for r in live if not r.job_id]  # launcher died between marking and submitting
+        for r in unknown:
+            self.ledger.update(r.config_hash, "no job id recorded: submission interrupted", state="cancelled",
+                               failure_kind="cancelled", reason="submission interrupted")
+        live = [r for r in live if r.job_id]
+        statuses = self.runner.poll([r.job_id for r in live])
+        for r in live:
+            status = statuses[r.job_id]
+            if status.live:
+                self._watch(r, status)
+            else:
+                self._finish(r, status)
+
+    def _watch(self, r: TrialRecord, status: JobStatus) -> None:
+        if status.state == "RUNNING" and r.state != "running":
+            self.ledger.update(r.config_hash, "running", state="running")
+        if status.state != "RUNNING":
+            return
+        size = sum(p.stat().st_size for p in log_paths(self.runner.jobs_dir, r.job_id) if p.exists())
+        seen_size, since = self._progress_seen.get(r.config_hash, (-1, time.time()))
+        if size != seen_size:
+            self._progress_seen[r.config_hash] = (size, time.time())
+            return
+        if time.time() - since > self.cfg.monitor.hang_timeout_min * 60:
+            self.runner.cancel(r.job_id)
+            self._finish(r, status, hang_s=time.time() - since)
+
+    def _finish(self, r: TrialRecord, status: JobStatus, hang_s: Optional[float] = None) -> None:
+        paths = log_paths(self.runner.jobs_dir, r.job_id)
+        changes = judge(self.cfg, r, paths, job_state=status.state, exit_code=status.exit_code,
+                        job_error=status.error, nodes=status.nodes, hang_s=hang_s)
+        self.ledger.update(r.config_hash, f"{changes['failure_kind']}: {changes['reason']}"[:300],
+                           finished_at=time.time(), synced=False, **changes)
+        self._progress_seen.pop(r.config_hash, None)
+        self.tracking.sync(self.ledger.get(r.config_hash))
+
+    # -- submission -------------------------------------------------------------------------------------------
+    def _submit(self) -> int:
+        records = self.ledger.trials()
+        live = sum(1 for r in records if r.is_live)
+        todo = []
+        for r in records:
+            if r.state == "planned":
+                oom = dominated_by_oom(r, records)
+                if oom is not None:
+                    self.ledger.update(r.config_hash, "pruned after OOM", state="pruned", reason=(
+                        f"needs more memory than trial {oom.config_hash} ({_short(oom.layout)}), which ran out of memory"))
+                    self.tracking.sync(self.ledger.get(r.config_hash))
+                    continue
+                todo.append(r)
+            elif should_retry(r, self.cfg.retry.max_attempts):
+                todo.append(r)
+        if not todo:
+            return 0
+        ranks = max(r.layout["gpus"] for r in todo)
+        room = max(0, self.runner.concurrency(ranks) - live)
+        batch = todo[:room]
+        if not batch:
+            return 0
+        requests = []
+        for r in batch:
+            script = trial_files.write(self.cfg, self.folder, r)
+            lay = r.layout
+            requests.append(JobRequest(r.config_hash, script, lay["nodes"], lay["gpus"] // lay["nodes"],
+                                       tuple(r.excluded_nodes)))
+            # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
+            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state="submitted", job_id="",
+                               attempts=r.attempts + 1, submitted_at=time.time(), metrics={}, failure_kind="",
+                               reason="")
+        ids = self.runner.submit(requests)
+        for key, job_id in ids.items():
+            self.ledger.update(key, f"job {job_id}", job_id=job_id)
+        return len(batch)
+
+    def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
+        from analysis.select import select_best
+
+        best = select_best([asdict(r) for r in records], self.cfg.analysis.noise_tolerance)
+        return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
+
+
+def _short(layout: dict) -> str:
+    return f"tp{layout['tp']} pp{layout['pp']} dp{layout['dp']} mbs{layout['mbs']} gbs{layout['gbs']}"
+
+
+def _write_inputs(cfg: RootConfig, folder: Path, plan: Plan, overrides: Sequence[str]) -> None:
+    (folder / "config.yaml").write_text(to_yaml(cfg))
+    (folder / "command.txt").write_text("python -m launcher " + " ".join(overrides) + "\n")
+    write_plan_csv(plan, folder / "plan.csv")
+
+
+def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
+    plan = make_plan(cfg)  # raises before anything is created or submitted
+    folder = sweep_folder(cfg)
+    _write_inputs(cfg, folder, plan, overrides)
+    with Ledger(folder / "ledger.sqlite") as ledger:
+        new = ledger.add_trials(_records(plan))
+        resumed = len(ledger.trials()) - new
+        if resumed:
+            print(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder / 'ledger.sqlite'}")
+        ledger.set_meta("context", trial_context(cfg))
+        tracking = TrackingLink.open(cfg, ledger, folder)
+        loop = SweepLoop(cfg, folder, ledger, tracking)
+        started = time.time()
+        loop.run()
+        from launcher.finish import finish_sweep
+
+        return finish_sweep(cfg, folder, ledger, tracking, time.time() - started)

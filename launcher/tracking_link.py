@@ -1,0 +1,113 @@
+"""The ledger's link to MLflow: the sweep goes on (and warns once) when the tracking store is unreachable.
+
+The ledger is the source of truth; MLflow is a view of it. A trial is marked `synced` only after its child run
+was written, so `python -m analysis sweeps/<name>` can finish the job later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+from launcher.ledger import Ledger, TrialRecord
+from launcher.schema import RootConfig
+
+
+def trial_artifacts(folder: Path, record: TrialRecord) -> list[Path]:
+    paths = [Path(p) for p in record.log_paths]
+    tdir = folder / "trials" / record.config_hash
+    return paths + sorted(p for p in tdir.glob("*") if p.is_file())
+
+
+def write_trial_config(cfg: RootConfig, folder: Path, record: TrialRecord) -> Path:
+    """trials/<hash>/trial.json: the trial's resolved configuration (attached to its MLflow run)."""
+    out = folder / "trials" / record.config_hash / "trial.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = {"config_hash": record.config_hash, "layout": record.layout, "model": asdict(cfg.model),
+            "cluster": asdict(cfg.cluster), "backend": asdict(cfg.backend), "predicted": record.predicted}
+    out.write_text(json.dumps(data, indent=2, sort_keys=True))
+    return out
+
+
+class TrackingLink:
+    def __init__(self, cfg: RootConfig, ledger: Ledger, folder: Path, tracker, parent_id: str) -> None:
+        self.cfg, self.ledger, self.folder = cfg, ledger, folder
+        self.tracker, self.parent_id = tracker, parent_id
+        self.context = {"model": cfg.model.name, "cluster": cfg.cluster.name, "backend": cfg.backend.name,
+                        "executor": cfg.executor.name, "sweep": cfg.sweep.name}
+
+    @classmethod
+    def open(cls, cfg: RootConfig, ledger: Ledger, folder: Path) -> "TrackingLink":
+        if not cfg.tracking.enabled:
+            return cls(cfg, ledger, folder, None, "")
+        from analysis.tracking import Tracker, TrackingUnavailable, warn
+
+        name = cfg.tracking.experiment or cfg.sweep.name
+        try:
+            tracker = Tracker.connect(cfg.tracking.uri, name, cfg.tracking.ui_url)
+            parent = tracker.parent_run(cfg.sweep.name, ledger.get_meta("mlflow_parent_run_id", "") or "",
+                                        params=_parent_params(cfg), tags={"status": "running"})
+            tracker.reopen(parent)
+        except TrackingUnavailable as exc:
+            warn(f"{exc}; the sweep goes on and records everything in the ledger. "
+                 f"Sync later with: python -m analysis {folder}")
+            return cls(cfg, ledger, folder, None, "")
+        ledger.set_meta("mlflow_parent_run_id", parent)
+        ledger.set_meta("mlflow_experiment_id", tracker.experiment_id)
+        ledger.set_meta("mlflow_runs_url", tracker.runs_url)
+        return cls(cfg, ledger, folder, tracker, parent)
+
+    @property
+    def active(self) -> bool:
+        return self.tracker is not None
+
+    def sync(self, record: TrialRecord) -> None:
+        if self.tracker is None or record.state in ("planned", "submitted", "running"):
+            return
+        if record.state == "pruned" and record.reason.startswith("predicted_oom"):
+            return  # never ran: summarised in the parent run's plan.csv, not a child run
+        try:
+            write_trial_config(self.cfg, self.folder, record)
+            run_id = self.tracker.sync_trial(self.cfg.sweep.name, self.parent_id, asdict(record), self.context,
+                                             trial_artifacts(self.folder, record))
+        except Exception as exc:  # the store went away mid-sweep: keep going on the ledger alone
+            self._lost(exc)
+            return
+        self.ledger.update(record.config_hash, mlflow_run_id=run_id, synced=True)
+
+    def sync_pending(self) -> int:
+        pending = [r for r in self.ledger.trials() if not r.synced and r.state not in ("planned", "submitted",
+                                                                                          "running")]
+        for record in pending:
+            if self.tracker is None:
+                break
+            self.sync(record)
+        return len(pending)
+
+    def finish(self, best: Optional[TrialRecord], summary: dict, artifacts: list[Path]) -> Optional[str]:
+        if self.tracker is None:
+            return None
+        try:
+            if best is not None and best.mlflow_run_id:
+                self.tracker.tag_best(best.mlflow_run_id, self.parent_id, best.config_hash)
+            self.tracker.log_artifacts(self.parent_id, artifacts)
+            self.tracker.finish_parent(self.parent_id, "FINISHED", summary, {"status": "finished"})
+        except Exception as exc:
+            self._lost(exc)
+            return None
+        return self.tracker.runs_url
+
+    def _lost(self, exc: Exception) -> None:
+        from analysis.tracking import warn
+
+        warn(f"MLflow write failed ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); continuing on the "
+             f"ledger only. Sync later with: python -m analysis {self.folder}")
+        self.tracker = None
+
+
+def _parent_params(cfg: RootConfig) -> dict:
+    return {"model": cfg.model.name, "cluster": cfg.cluster.name, "backend": cfg.backend.name,
+            "executor": cfg.executor.name, "sweep": cfg.sweep.name, "gpu_mem_gb": cfg.cluster.gpu_mem_gb,
+            "peak_tflops": cfg.cluster.peak_tflops, "seq_len": cfg.model.seq_len}

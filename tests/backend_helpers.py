@@ -1,0 +1,91 @@
+"""Helpers for the backend tests: reference configs, golden files, running a rendered script with bash.
+
+run_script puts a fake `scontrol` (hosts node-a, node-b) on PATH; fake_python is an interpreter that records the
+argv it receives (NUL-separated, so newlines in values survive) instead of starting anything.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+from launcher.backends import LaunchSpec, render_launch
+from launcher.layout import Layout
+from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+
+GOLDEN = Path(__file__).parent / "golden"
+# Shell metacharacters that must reach the program as text. Harmless if they ever ran (they only create pwned*
+# files in the test's folder), because a broken quoting must not run a destructive command on a developer's box.
+NASTY = ["; touch pwned1", "$(touch pwned2)", "`touch pwned3`", "&& touch pwned4 #", "a'b\"c", "two\nlines", "*",
+         "$HOME", ""]
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("PARASWEEP_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"missing {path}: run with PARASWEEP_UPDATE_GOLDEN=1 once and review it"
+    assert text == path.read_text(), f"{name} changed: review, then regenerate with PARASWEEP_UPDATE_GOLDEN=1"
+
+
+def llama2_70b() -> ModelConfig:
+    # conf/model/llama2-70b.yaml, spelled out so that the golden files do not move with the config tree.
+    return ModelConfig(name="llama2-70b", layers=80, hidden=8192, heads=64, kv_heads=8, swiglu=True,
+                       ffn_hidden=28672, seq_len=4096, vocab=32000, tied_embeddings=False, norm="rmsnorm")
+
+
+def a100_80g() -> ClusterConfig:
+    return ClusterConfig(name="a100-80g", gpu="A100-SXM4-80GB", gpu_mem_gb=80, peak_tflops=312, gpus_per_node=8,
+                         nodes=32)
+
+
+def golden_layout(**changes) -> Layout:
+    base = Layout(gpus=64, nodes=8, tp=8, pp=4, dp=2, vpp=2, mbs=1, gbs=1024, recompute="selective",
+                  sequence_parallel=True, zero_stage=0, distributed_optimizer=True)
+    return replace(base, **changes)
+
+
+def tiny() -> ModelConfig:
+    return ModelConfig(name="tiny", layers=4, hidden=256, heads=4, seq_len=128, vocab=1024)
+
+
+def cpu() -> ClusterConfig:
+    return ClusterConfig(name="local-cpu", gpu="cpu", gpu_mem_gb=0.5, peak_tflops=0.1, gpus_per_node=8)
+
+
+def run_script(script: str, tmp: Path, *, slurm: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a rendered script with bash in `tmp`; fake `scontrol` (two hosts) is on PATH."""
+    bindir = tmp / "bin"
+    bindir.mkdir(exist_ok=True)
+    scontrol = bindir / "scontrol"
+    scontrol.write_text("#!/bin/sh\nprintf 'node-a\\nnode-b\\n'\n")
+    scontrol.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "MASTER_"))}
+    env.update({"PATH": f"{bindir}:{env['PATH']}", "ARGV_OUT": str(tmp / "argv.bin"), "HOME": str(tmp)},
+               **(slurm or {}))
+    return subprocess.run(["bash", "-c", script], cwd=tmp, env=env, capture_output=True, text=True, timeout=60)
+
+
+def fake_python(tmp: Path) -> str:
+    """An interpreter that records its argv; `-c` snippets (free-port lookup) run in the real python3."""
+    path = tmp / "fake python; $(touch pwned0)"
+    path.write_text('#!/bin/sh\nif [ "$1" = "-c" ]; then exec python3 "$@"; fi\nprintf \'%s\\0\' "$@" > "$ARGV_OUT"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def received_argv(tmp: Path) -> list[str]:
+    return (tmp / "argv.bin").read_text().split("\0")[:-1]
+
+
+def workload_spec(tmp: Path, layout: Layout, **backend_changes) -> LaunchSpec:
+    (tmp / "trial").mkdir(exist_ok=True)  # the lead creates the trial folder before the job starts
+    backend = BackendConfig(name="torch", precision="fp32", python=fake_python(tmp), **backend_changes)
+    return render_launch(tiny(), cpu(), backend, layout, trial_dir=str(tmp / "trial"), mem_limit_mb=500)
+
+
+SLURM_RANK1 = {"SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_PROCID": "1", "SLURM_NNODES": "2", "SLURM_JOB_ID": "123456"}
+PORT_123456 = str(20000 + 123456 % 20000)  # 23456

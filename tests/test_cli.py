@@ -1,0 +1,76 @@
+"""`python -m launcher` as a user runs it: exit codes, one clear message, no traceback, nothing submitted."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_dry_run_prints_ranked_table_and_writes_plan(tmp_path):
+    proc = run("+sweep=70b", "dry_run=true", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "plan: 70b" in out and "TFLOPs/GPU" in out and "tokens/s" in out
+    assert "rejected" in out and "predicted_oom" in out and "GPU-hours" in out
+    assert (tmp_path / "sweeps" / "70b" / "plan.csv").is_file()
+    assert not (tmp_path / "sweeps" / "70b" / "ledger.sqlite").exists()  # a dry run submits and records nothing
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["model=llama-70b", "dry_run=true"], "valid: bloom-176b"),
+    (["cluster=a100", "dry_run=true"], "a100-80g"),
+    (["+sweep=70b", "model.hidden=-1", "dry_run=true"], "model.hidden"),
+    (["+sweep=70b", "grid.mbs=[0]", "dry_run=true"], "grid.mbs"),
+    (["+sweep=70b", "grid.tp=[3]", "grid.nodes=[3]", "grid.pp=[1]", "dry_run=true"], "heads_tp"),
+    (["+sweep=70b", "grid.tpp=[2]", "dry_run=true"], "grid.tpp"),
+    (["+sweep=70b", "executor.partiton=x", "dry_run=true"], "valid keys"),
+    (["sweep=70b"], "+sweep=NAME"),
+    (["+sweep=70b"], "backend.megatron_path"),  # a real run needs the checkout: refused before any submission
+])
+def test_bad_input_exits_2_with_one_message(tmp_path, args, needle):
+    proc = run(*args, cwd=tmp_path)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "sweeps" / "70b" / "ledger.sqlite").exists()
+
+
+def test_help_is_fast_and_imports_no_heavy_modules(tmp_path):
+    code = ("import sys, launcher.plan, launcher.estimate, launcher.config;"
+            "heavy = [m for m in ('torch', 'submitit', 'mlflow') if m in sys.modules]; print(heavy)")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert proc.stdout.strip() == "[]"
+    assert run("--help", cwd=tmp_path).returncode == 0
+
+
+@pytest.mark.slow
+def test_plain_wheel_install_finds_its_configs(tmp_path):
+    """`pip install .` (not editable) must ship conf/ inside the package: install into a folder, run elsewhere."""
+    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(wheel_dir), str(REPO)], check=True, timeout=300)
+    (wheel,) = wheel_dir.glob("parasweep-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                   check=True, timeout=300)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    proc = subprocess.run([sys.executable, "-m", "launcher", "+sweep=70b", "dry_run=true"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "plan: 70b" in proc.stdout
+    import_path = subprocess.run([sys.executable, "-c", "import launcher; print(launcher.__file__)"], cwd=work,
+                                 env=env, capture_output=True, text=True).stdout
+    assert str(target) in import_path  # really the installed copy, not the checkout

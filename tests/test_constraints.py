@@ -1,0 +1,142 @@
+"""constraints.check: every Megatron/DeepSpeed rule rejects with a named code and a message naming values and fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from launcher.constraints import Issue, Verdict, check
+from launcher.layout import Layout
+from launcher.schema import ClusterConfig, ModelConfig
+
+# GPT-style: 64 heads, h = 8192 (h/64 = 128), 48 layers, f = 4h, vocab a multiple of 128*8.
+MODEL = dict(name="m", layers=48, hidden=8192, heads=64, kv_heads=8, seq_len=2048, vocab=51200)
+CLUSTER = ClusterConfig(name="c", gpu="A100", gpus_per_node=8)
+# 16 GPUs on 2 nodes: tp 4 x pp 2 x dp 2, 16 microbatches of mbs 2 (>= 4*pp: no bubble warning).
+LAYOUT = dict(gpus=16, nodes=2, tp=4, pp=2, dp=2, vpp=1, mbs=2, gbs=64, recompute="selective")
+
+
+def run(model: dict | None = None, allow_tp_across_nodes: bool = False, **layout) -> Verdict:
+    return check(ModelConfig(**{**MODEL, **(model or {})}), CLUSTER, Layout(**{**LAYOUT, **layout}),
+                 allow_tp_across_nodes=allow_tp_across_nodes)
+
+
+def codes(issues: tuple[Issue, ...]) -> set[str]:
+    return {i.code for i in issues}
+
+
+def test_baseline_layout_is_clean():
+    verdict = run()
+    assert verdict.ok and verdict.reasons == () and verdict.warnings == ()
+
+
+# (model overrides, layout overrides, expected code, text the message must contain)
+REJECTIONS = [
+    ({}, dict(dp=1), "world", "tp*pp*dp = 4*2*1 = 8 != gpus (16)"),
+    ({}, dict(gpus=12, nodes=2, tp=2, pp=3, dp=2), "gpus_nodes",
+     "gpus (12) do not match nodes (2) x gpus_per_node (8)"),
+    ({}, dict(gpus=16, nodes=1, tp=4, pp=2, dp=2), "gpus_nodes", "gpus (16)"),
+    ({}, dict(tp=16, pp=1, dp=1), "tp_node", "tp (16) > gpus_per_node (8)"),
+    (dict(heads=60, kv_heads=60, hidden=7680), dict(tp=8, pp=2, dp=1, gbs=32), "heads_tp",
+     "heads (60) not divisible by tp (8): pick tp dividing 60"),
+    (dict(kv_heads=2), {}, "kv_heads_tp", "kv_heads (2) not divisible by tp (4)"),
+    (dict(ffn_hidden=22018), {}, "ffn_tp", "ffn_hidden (22018) not divisible by tp (4)"),
+    (dict(layers=45), {}, "layers_pp", "layers (45) not divisible by pp (2)"),
+    ({}, dict(gbs=66), "gbs_divisible", "gbs (66) not divisible by mbs*dp = 2*2 = 4"),
+    ({}, dict(tp=2, pp=4, dp=2, vpp=5, gbs=64), "layers_vpp", "layers (48) not divisible by pp*vpp = 4*5"),
+    ({}, dict(vpp=2), "vpp_pp", "needs pp > 2"),
+    ({}, dict(tp=2, pp=4, dp=2, vpp=2, mbs=2, gbs=36), "vpp_microbatches",
+     "microbatches (9 = gbs/(mbs*dp)) not a multiple of pp (4)"),
+    ({}, dict(tp=1, pp=2, dp=8, gbs=64, mbs=1, sequence_parallel=True), "sp_tp", "sequence_parallel needs tp > 1"),
+    ({}, dict(zero_stage=2), "zero_pp", "ZeRO-2 with pp=2"),
+    ({}, dict(zero_stage=3), "zero_pp", "incompatible with pipeline parallelism"),
+    ({}, dict(zero_stage=4), "zero_stage", "zero_stage (4) must be 0, 1, 2 or 3"),
+    ({}, dict(zero_stage=1, distributed_optimizer=True), "distopt_zero", "pick one"),
+    ({}, dict(recompute="partial"), "recompute", "recompute ('partial') must be one of none, selective, full"),
+    (dict(max_position=1024), {}, "max_position", "max_position (1024) < seq_len (2048)"),
+    (dict(hidden=8200), {}, "hidden_heads", "hidden (8200) not divisible by heads (64)"),
+    ({}, dict(mbs=0), "positive", "mbs=0"),
+    ({}, dict(tp=-1), "positive", "tp=-1"),
+]
+
+
+@pytest.mark.parametrize("model, layout, code, text", REJECTIONS, ids=[r[2] + "-" + str(i) for i, r in
+                                                                        enumerate(REJECTIONS)])
+def test_each_rule_rejects_with_its_code_and_values(model, layout, code, text):
+    verdict = run(model, **layout)
+    assert not verdict.ok
+    assert code in codes(verdict.reasons)
+    messages = " | ".join(i.message for i in verdict.reasons)
+    assert text in messages
+
+
+def test_interleaving_accepted_when_all_its_rules_hold():
+    # 48 layers = pp 4 x vpp 3 x 4 layers; 16 microbatches = 4 x pp
+    assert run(tp=2, pp=4, dp=2, vpp=3, mbs=2, gbs=64).ok
+
+
+def test_tp_across_nodes_only_when_allowed():
+    mha = dict(kv_heads=64)
+    assert codes(run(mha, tp=16, pp=1, dp=1).reasons) == {"tp_node"}
+    assert run(mha, tp=16, pp=1, dp=1, allow_tp_across_nodes=True).ok
+
+
+def test_zero_2_allowed_without_pipeline_and_zero_1_with_it():
+    assert run(tp=4, pp=1, dp=4, gbs=64, zero_stage=3).ok
+    assert run(zero_stage=1).ok
+    assert run(distributed_optimizer=True).ok
+
+
+def test_several_problems_are_all_reported():
+    verdict = run(dict(layers=45), dp=1, gbs=65)
+    assert {"world", "layers_pp", "gbs_divisible"} <= codes(verdict.reasons)
+
+
+def test_gemm_width_warnings_name_the_shard_width():
+    # h = 2304 (GPT-1.7B), 24 heads, tp 8 -> h/tp = 288 (288 % 64 = 32); f = 9216 / 8 = 1152 = 18 x 64 (fine)
+    verdict = run(dict(hidden=2304, heads=24, kv_heads=24, layers=24), tp=8, pp=1, dp=2, gbs=64)
+    assert verdict.ok
+    assert codes(verdict.warnings) == {"gemm_hidden_tp"}
+    assert "hidden/tp = 2304/8 = 288" in verdict.warnings[0].message
+    ffn = run(dict(ffn_hidden=4 * 8192 + 32 * 4), tp=4)   # 32896 / 4 = 8224 = 128*64 + 32
+    assert "gemm_ffn_tp" in codes(ffn.warnings)
+
+
+def test_vocab_padding_warning_names_the_padded_size():
+    verdict = run(dict(vocab=50257))   # tp 4: pad to a multiple of 512 -> 50688
+    assert verdict.ok
+    (issue,) = [w for w in verdict.warnings if w.code == "gemm_vocab"]
+    assert "50688" in issue.message and "431 padding rows" in issue.message
+
+
+def test_bubble_warning_gives_the_bubble_share():
+    # pp 2, m = 64 / (8*2) = 4 < 4*pp = 8: bubble (2-1)/(1*4) = 25 %
+    verdict = run(mbs=8, gbs=64)
+    assert verdict.ok
+    (issue,) = verdict.warnings
+    assert issue.code == "bubble" and "bubble (p-1)/(v*m) = 25%" in issue.message
+    assert not run(mbs=4, gbs=64).warnings     # m = 8 = 4*pp: no warning
+
+
+def test_issue_and_verdict_are_frozen_slotted_values():
+    verdict = run(dp=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        verdict.reasons = ()
+    assert not hasattr(verdict.reasons[0], "__dict__")
+
+
+def test_check_is_fast_enough_for_the_planner():
+    """The planner checks 100k layouts in < 2 s including its own work: aim <= 8 us per check (bound with slack
+    for a loaded CI machine)."""
+    model = ModelConfig(**MODEL)
+    layouts = [Layout(**{**LAYOUT, "mbs": mbs, "gbs": gbs, "recompute": rc})
+               for mbs in (1, 2, 4) for gbs in (64, 128, 256) for rc in ("none", "selective", "full")] * 200
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for lay in layouts:
+            check(model, CLUSTER, lay)
+        best = min(best, (time.perf_counter() - start) / len(layouts))
+    assert best < 15e-6, f"{best * 1e6:.1f} us per check"

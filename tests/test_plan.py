@@ -1,0 +1,86 @@
+import csv
+
+import pytest
+
+from launcher.errors import ConfigError, PlanError
+from launcher.plan import make_plan, plan_rows
+from launcher.plan_report import pruning_summary, write_plan_csv
+
+
+def test_70b_plan_is_ranked_pruned_and_budgeted(load):
+    cfg = load("+sweep=70b", "dry_run=true")
+    plan = make_plan(cfg)
+    assert len(plan.trials) == cfg.plan.max_trials
+    tokens = [t.estimate.tokens_per_s for t in plan.trials if t.selection == "predicted"]
+    assert tokens == sorted(tokens, reverse=True)
+    n_explore = sum(t.selection == "exploration" for t in plan.trials)
+    assert n_explore == round(cfg.plan.max_trials * cfg.plan.exploration_share)
+    for t in plan.trials:
+        assert t.estimate.peak_mem_gb <= (cfg.plan.mem_safety_margin + cfg.plan.keep_borderline) * 80
+        assert t.layout.tp * t.layout.pp * t.layout.dp == t.layout.gpus
+    assert plan.pruned_counts()["predicted_oom"] > 0 and plan.pruned_counts()["budget"] > 0
+    assert plan.gpu_hours > 0 and plan.n_points == 1296
+
+
+def test_exploration_picks_are_outside_the_predicted_top(load):
+    plan = make_plan(load("+sweep=70b", "dry_run=true"))
+    worst_top = min(t.estimate.tokens_per_s for t in plan.trials if t.selection == "predicted")
+    for t in plan.trials:
+        if t.selection == "exploration":
+            assert t.estimate.tokens_per_s <= worst_top
+
+
+def test_safety_margin_prunes_more_when_tighter(load):
+    loose = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0"))
+    tight = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0",
+                           "plan.mem_safety_margin=0.6"))
+    assert len(tight.trials) < len(loose.trials)
+    assert all(t.estimate.peak_mem_gb <= 0.6 * 80 for t in tight.trials)
+
+
+def test_borderline_configs_can_be_kept(load):
+    plan = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0.1"))
+    borderline = [t for t in plan.trials if t.selection == "borderline"]
+    assert borderline and all(0.9 * 80 < t.estimate.peak_mem_gb <= 1.0 * 80 for t in borderline)
+
+
+def test_grid_with_nothing_valid_names_the_constraint(load):
+    with pytest.raises(PlanError) as err:
+        make_plan(load("+sweep=70b", "dry_run=true", "grid.tp=[3]", "grid.nodes=[3]", "grid.pp=[1]"))
+    assert "heads_tp removed 36" in str(err.value) and "all 36 grid points" in str(err.value)
+
+
+def test_everything_predicted_oom_says_so(load):
+    with pytest.raises(PlanError, match="out of memory"):
+        make_plan(load("+sweep=70b", "dry_run=true", "grid.nodes=[1]", "grid.tp=[1]", "grid.pp=[1]"))
+
+
+def test_backend_refusals_are_rejections(load):
+    plan = make_plan(load("+sweep=70b", "dry_run=true", "grid.nodes=[8]", "grid.pp=[4]", "grid.vpp=[1,2]",
+                          "plan.max_trials=0"))
+    assert plan.rejected["backend"] > 0
+    assert all(t.layout.vpp == 1 for t in plan.trials)
+
+
+def test_a_real_run_needs_the_backend_paths(load):
+    cfg = load("+sweep=70b")
+    with pytest.raises(ConfigError, match="megatron_path"):
+        make_plan(cfg)
+
+
+def test_plan_csv_has_every_valid_config(load, tmp_path):
+    plan = make_plan(load("+sweep=70b", "dry_run=true"))
+    path = tmp_path / "plan.csv"
+    write_plan_csv(plan, path)
+    rows = list(csv.DictReader(path.open()))
+    assert len(rows) == len(plan.trials) + len(plan.pruned) == len(plan_rows(plan))
+    assert rows[0]["rank"] == "1" and rows[-1]["rank"] == ""
+    assert "rejected" in pruning_summary(plan)
+
+
+def test_tiny_plan_keeps_a_predicted_oom_to_measure(load):
+    plan = make_plan(load("+sweep=tiny"))
+    assert len(plan.trials) >= 8
+    assert any(t.selection == "borderline" for t in plan.trials)
+    assert {t.layout.tp for t in plan.trials} >= {1, 2} and {t.layout.pp for t in plan.trials} >= {1, 2}
+    assert any(t.layout.dp > 1 for t in plan.trials)
