@@ -55,9 +55,8 @@ def _workload_metrics(text: str, capacity_gb: float) -> tuple[dict, str]:
 
 
 def _megatron_metrics(text: str, capacity_gb: float, tokens_per_step: int) -> tuple[dict, str]:
-    iterations = parse_iterations(text)
     try:
-        stats = steady_state(iterations)
+        stats = steady_state(parse_iterations(text))
     except ParseError as exc:
         return {}, str(exc)
     metrics = {"step_time_s": stats.median_step_time_s, "tokens_per_s": tokens_per_step / stats.median_step_time_s,

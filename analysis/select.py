@@ -43,3 +43,35 @@ def margin_over_next(ranked: Sequence[dict]) -> Optional[float]:
     if len(ranked) < 2 or _tokens(ranked[1]) <= 0:
         return None
     return _tokens(ranked[0]) / _tokens(ranked[1]) - 1.0
+
+
+def group_repeats(trials: Sequence[dict]) -> list[dict]:
+    """Fold repeated measurements into one record per configuration: tokens/s is the median over the ok runs,
+    with `tokens_per_s_spread` = (max - min) / median and `n_runs`; headroom is the worst (smallest) seen.
+
+    Records without repeats pass through unchanged (n_runs 1, spread 0)."""
+    from statistics import median
+
+    groups: dict[str, list[dict]] = {}
+    order: list[str] = []
+    for t in trials:
+        base = t.get("repeat_of") or t["config_hash"]
+        if base not in groups:
+            order.append(base)
+        groups.setdefault(base, []).append(t)
+    folded = []
+    for base in order:
+        members = groups[base]
+        head = next((m for m in members if m["config_hash"] == base), members[0])
+        ok = [m for m in ok_trials(members)]
+        if len(members) == 1 or not ok:
+            folded.append({**head, "n_runs": len(ok), "metrics": {**head.get("metrics", {}),
+                                                                   "tokens_per_s_spread": 0.0}})
+            continue
+        tokens = sorted(_tokens(m) for m in ok)
+        mid = median(tokens)
+        metrics = {**head.get("metrics", {}), "tokens_per_s": mid,
+                   "tokens_per_s_spread": (tokens[-1] - tokens[0]) / mid if mid else 0.0,
+                   "headroom": min(_headroom(m) for m in ok)}
+        folded.append({**head, "state": "ok", "metrics": metrics, "n_runs": len(ok)})
+    return folded

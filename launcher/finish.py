@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -13,25 +14,29 @@ from launcher.schema import RootConfig
 from launcher.tracking_link import TrackingLink
 
 
-def best_payload(cfg: RootConfig, folder: Path, best: TrialRecord) -> dict:
+def best_payload(cfg: RootConfig, folder: Path, best: TrialRecord, ranked_entry: Optional[dict] = None) -> dict:
+    """The winner: its configuration, what was measured (the median over repeats when it was repeated), what was
+    predicted, and the exact command that runs it."""
     from launcher.backends import launch_command
     from launcher.trial_files import spec_for, trial_dir
 
     spec = spec_for(cfg, folder, best.layout, best.config_hash)
     return {"sweep": cfg.sweep.name, "config_hash": best.config_hash, "model": cfg.model.name,
             "cluster": cfg.cluster.name, "backend": cfg.backend.name, "layout": best.layout,
-            "measured": best.metrics, "predicted": best.predicted, "command": launch_command(spec),
+            "measured": (ranked_entry or {}).get("metrics", best.metrics), "n_runs": (ranked_entry or {}).get("n_runs", 1),
+            "predicted": best.predicted, "command": launch_command(spec),
             "launch_script": str(trial_dir(folder, best.config_hash) / "launch.sh"),
             "mlflow_run_id": best.mlflow_run_id}
 
 
-def write_best(cfg: RootConfig, folder: Path, best: Optional[TrialRecord]) -> Optional[Path]:
+def write_best(cfg: RootConfig, folder: Path, best: Optional[TrialRecord],
+               ranked_entry: Optional[dict] = None) -> Optional[Path]:
     path = folder / "best.json"
     if best is None:
         path.unlink(missing_ok=True)
         return None
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(best_payload(cfg, folder, best), indent=2, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(best_payload(cfg, folder, best, ranked_entry), indent=2, sort_keys=True) + "\n")
     tmp.replace(path)
     return path
 
@@ -40,13 +45,17 @@ def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)  # no 80-column wrap in CI logs and pipes
     table = Table(title=f"sweep {cfg.sweep.name}: ok trials, best first")
+    repeated = any(t.get("n_runs", 1) > 1 for t in ranked)
     for col in ("#", "trial", "layout", "tokens/s", "TFLOPs/GPU", "MFU", "peak GB", "headroom", "pred tok/s"):
         table.add_column(col, justify="left" if col in ("trial", "layout") else "right")
     for i, t in enumerate(ranked, 1):
         m, p, lay = t["metrics"], t["predicted"], t["layout"]
-        table.add_row(str(i), t["config_hash"][:8], _layout(lay), f"{m.get('tokens_per_s', 0):,.0f}",
+        tokens = f"{m.get('tokens_per_s', 0):,.0f}"
+        if repeated and t.get("n_runs", 1) > 1:  # median of n runs, with the spread
+            tokens += f" ±{m.get('tokens_per_s_spread', 0) / 2:.0%} (n={t['n_runs']})"
+        table.add_row(str(i), t["config_hash"][:8], _layout(lay), tokens,
                       f"{m.get('tflops_per_gpu') or 0:.3g}", f"{m.get('mfu') or 0:.1%}",
                       f"{m.get('peak_mem_gb') or 0:.2f}", f"{m.get('headroom') or 0:.0%}",
                       f"{p.get('tokens_per_s', 0):,.0f}")
@@ -65,13 +74,13 @@ def _layout(lay: dict) -> str:
 
 
 def finish_sweep(cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLink, elapsed_s: float) -> int:
-    from analysis.select import rank
+    from analysis.select import group_repeats, rank
 
     tracking.sync_pending()
     records = ledger.trials()
-    ranked = rank([asdict(r) for r in records], cfg.analysis.noise_tolerance)
+    ranked = rank(group_repeats([asdict(r) for r in records]), cfg.analysis.noise_tolerance)
     best = ledger.get(ranked[0]["config_hash"]) if ranked else None
-    best_path = write_best(cfg, folder, best)
+    best_path = write_best(cfg, folder, best, ranked[0] if ranked else None)
     print_results(cfg, ranked, records)
     summary = {"trials_ok": sum(r.state == "ok" for r in records), "trials_total": len(records),
                "elapsed_s": elapsed_s}

@@ -17,7 +17,7 @@ def read_logs(paths: Sequence[Path]) -> str:
 
 
 def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_state: str,
-          exit_code: Optional[int], job_error: str = "", nodes: str = "",
+          exit_code: Optional[int], job_error: str = "", nodes: Optional[str] = None,
           hang_s: Optional[float] = None) -> dict:
     from analysis.outcome import trial_outcome
 
@@ -26,9 +26,11 @@ def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_st
         tokens_per_step=record.layout["gbs"] * cfg.model.seq_len, slurm_state=job_state or None,
         exit_code=exit_code, job_error=job_error, seconds_since_progress=hang_s,
         hang_timeout_s=cfg.monitor.hang_timeout_min * 60)
+    nodes = record.nodes if nodes is None else nodes  # re-judging keeps where the job ran
     excluded = list(record.excluded_nodes)
     if exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned":
         excluded = sorted(set(excluded) | {nodes})
     return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
                 reason=outcome.reason, metrics=outcome.metrics, log_paths=[str(p) for p in paths],
-                excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error)
+                excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
+                nodes=nodes)

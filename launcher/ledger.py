@@ -26,11 +26,13 @@ CREATE TABLE IF NOT EXISTS trials (
     layout TEXT NOT NULL,
     predicted TEXT NOT NULL DEFAULT '{}',
     selection TEXT NOT NULL DEFAULT 'predicted',
+    repeat_of TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL,
     job_id TEXT NOT NULL DEFAULT '',
     job_state TEXT NOT NULL DEFAULT '',
     exit_code INTEGER,
     job_error TEXT NOT NULL DEFAULT '',
+    nodes TEXT NOT NULL DEFAULT '',
     attempts INTEGER NOT NULL DEFAULT 0,
     log_paths TEXT NOT NULL DEFAULT '[]',
     metrics TEXT NOT NULL DEFAULT '{}',
@@ -62,12 +64,16 @@ class TrialRecord:
     layout: dict
     predicted: dict = field(default_factory=dict)
     selection: str = "predicted"
+    repeat_of: str = ""
+    """For a repeated measurement: the config hash of the trial it repeats."""
     state: str = "planned"
     job_id: str = ""
     job_state: str = ""
     """How the job ended in SLURM's words (COMPLETED, FAILED, TIMEOUT, ...), kept so the log can be re-judged."""
     exit_code: Optional[int] = None
     job_error: str = ""
+    nodes: str = ""
+    """Where the job ran (SLURM node list)."""
     attempts: int = 0
     log_paths: list = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
@@ -131,10 +137,10 @@ class Ledger:
         with self._transaction():
             for r in records:
                 cur = self._db.execute(
-                    "INSERT OR IGNORE INTO trials(config_hash, position, layout, predicted, selection, state, reason, "
-                    "updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
-                    (r.config_hash, r.position, json.dumps(r.layout), json.dumps(r.predicted), r.selection, r.state,
-                     r.reason, now))
+                    "INSERT OR IGNORE INTO trials(config_hash, position, layout, predicted, selection, repeat_of, "
+                    "state, reason, excluded_nodes, updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (r.config_hash, r.position, json.dumps(r.layout), json.dumps(r.predicted), r.selection,
+                     r.repeat_of, r.state, r.reason, json.dumps(r.excluded_nodes), now))
                 if cur.rowcount:
                     new += 1
                     self._event(r.config_hash, r.state, "added", now)

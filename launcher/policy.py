@@ -56,3 +56,23 @@ def should_retry(record: TrialRecord, max_attempts: int) -> bool:
 def exclude_on_retry_kind(kind: str) -> bool:
     """Should a retry avoid the node the failure happened on (node failure, comm error, preemption)?"""
     return RETRY_POLICY.get(kind or "unknown", (True, False, None))[1]
+
+
+def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str], repeats: int,
+                   cluster_nodes: int) -> list[TrialRecord]:
+    """Extra runs of the best trials (`ranked_hashes`, best first) so that the ranking can use medians.
+
+    Repeat i of trial H is trial 'H~ri'. On SLURM a repeat avoids the nodes the first run used when the cluster
+    has room elsewhere, so a slow or fast node does not decide the winner."""
+    by_hash = {r.config_hash: r for r in records}
+    position = max((r.position for r in records), default=0) + 1
+    extra = []
+    for base_hash in ranked_hashes:
+        base = by_hash[base_hash]
+        spare = cluster_nodes - base.layout["nodes"] >= base.layout["nodes"]
+        avoid = [n for n in base.nodes.split(",") if n] if spare else []
+        for i in range(1, repeats):
+            extra.append(TrialRecord(f"{base_hash}~r{i}", position, base.layout, base.predicted, "repeat",
+                                     repeat_of=base_hash, excluded_nodes=avoid))
+            position += 1
+    return extra

@@ -9,6 +9,7 @@ from typing import Optional
 
 from launcher.ledger import TrialRecord
 
+PLAIN_HEARTBEAT_S = 30.0
 ORDER = ("planned", "submitted", "running", "ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")
 
 
@@ -50,16 +51,18 @@ class Progress:
         self.title = title
         self.interactive = sys.stdout.isatty() if interactive is None else interactive
         self.started_at = time.time()
-        self._last_line = ""
+        self._last_key = ""
+        self._last_print = 0.0
         self._live = None
 
     def update(self, records: list[TrialRecord], best: Optional[TrialRecord]) -> None:
         line = summary_line(records, self.started_at, best)
         if not self.interactive:
-            core = line.split("] ", 1)[1]  # print only when something changed, not every poll
-            if core != self._last_line:
+            # A line when a trial changes state, else a heartbeat every PLAIN_HEARTBEAT_S (CI logs stay short).
+            key = line.split("] ", 1)[1].rsplit(" | eta", 1)[0]
+            if key != self._last_key or time.time() - self._last_print > PLAIN_HEARTBEAT_S:
                 print(line, flush=True)
-                self._last_line = core
+                self._last_key, self._last_print = key, time.time()
             return
         self._render(records, line)
 

@@ -302,9 +302,17 @@ class SweepRunConfig:
 @dataclass
 class AnalysisConfig:
     repeats: int = 1
-    """Re-run the top trials this many times and rank by the median."""
+    """Runs of each top trial (1 = no repeats); the ranking then uses the median and reports the spread."""
+    repeat_top: int = 3
+    """How many of the best trials are repeated when repeats > 1."""
     noise_tolerance: float = 0.02
     """Throughputs within this share of each other tie; the tie is broken by memory headroom."""
+
+    def __post_init__(self) -> None:
+        _positive("analysis", "repeats", self.repeats, "use 1 (no repeats) or more")
+        _positive("analysis", "repeat_top", self.repeat_top, "use 1 or more")
+        if not 0 <= self.noise_tolerance < 1:
+            raise ConfigError("analysis.noise_tolerance", self.noise_tolerance, "use a share in [0, 1)")
 
 
 @dataclass

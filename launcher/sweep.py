@@ -17,7 +17,7 @@ from launcher.ledger import Ledger, TrialRecord
 from launcher.plan import Plan, make_plan, trial_context
 from launcher.plan_report import write_plan_csv
 from launcher.judge import judge
-from launcher.policy import dominated_by_oom, should_retry
+from launcher.policy import dominated_by_oom, repeat_records, should_retry
 from launcher.progress import Progress
 from launcher.schema import RootConfig
 from launcher.tracking_link import TrackingLink
@@ -148,14 +148,23 @@ class SweepLoop:
         return len(batch)
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
-        from analysis.select import select_best
+        from analysis.select import group_repeats, select_best
 
-        best = select_best([asdict(r) for r in records], self.cfg.analysis.noise_tolerance)
+        best = select_best(group_repeats([asdict(r) for r in records]), self.cfg.analysis.noise_tolerance)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
 def _short(layout: dict) -> str:
     return f"tp{layout['tp']} pp{layout['pp']} dp{layout['dp']} mbs{layout['mbs']} gbs{layout['gbs']}"
+
+
+def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
+    from analysis.select import rank
+
+    records = ledger.trials()
+    bases = [asdict(r) for r in records if not r.repeat_of]
+    top = [t["config_hash"] for t in rank(bases, cfg.analysis.noise_tolerance)[: cfg.analysis.repeat_top]]
+    return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
 def _write_inputs(cfg: RootConfig, folder: Path, plan: Plan, overrides: Sequence[str]) -> None:
@@ -178,6 +187,9 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
         loop = SweepLoop(cfg, folder, ledger, tracking)
         started = time.time()
         loop.run()
+        if cfg.analysis.repeats > 1 and ledger.add_trials(_repeats(cfg, ledger)):
+            print(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more time(s)")
+            loop.run()
         from launcher.finish import finish_sweep
 
         return finish_sweep(cfg, folder, ledger, tracking, time.time() - started)

@@ -26,3 +26,26 @@ def in_tmp(tmp_path, monkeypatch):
     """Run in an empty working directory (sweeps/, mlflow.db and mlruns/ land there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+def run_launcher(*args: str, cwd: Path, timeout_s: float = 900, env: dict | None = None):
+    """Run `python -m launcher ARGS` as a user would (a subprocess in `cwd`); returns the CompletedProcess."""
+    import subprocess
+    import sys
+
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=cwd, env=full_env, capture_output=True,
+                          text=True, timeout=timeout_s)
+
+
+@pytest.fixture(scope="session")
+def tiny_sweep(tmp_path_factory):
+    """The README's main job, run once per test session: `python -m launcher +sweep=tiny` in a fresh directory.
+
+    Returns (working directory, CompletedProcess). Its sweep folder is <dir>/sweeps/tiny and its MLflow store is
+    <dir>/mlflow.db. Tests that only read the result share it; tests that break things run their own sweep.
+    """
+    work = tmp_path_factory.mktemp("tiny-sweep")
+    proc = run_launcher("+sweep=tiny", cwd=work)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return work, proc

@@ -24,3 +24,18 @@ def test_rank_keeps_everyone_once_and_margin():
 
 def test_no_ok_trials():
     assert select_best([t("a", 0, 0.1), t("b", 100, 0.1, state="failed")]) is None
+
+
+def test_repeats_rank_by_median_with_spread():
+    from analysis.select import group_repeats
+
+    trials = [t("a", 130, 0.3), {**t("a~r1", 90, 0.2), "repeat_of": "a"}, {**t("a~r2", 100, 0.25), "repeat_of": "a"},
+              t("b", 110, 0.3), {**t("b~r1", 108, 0.3), "repeat_of": "b"}, {**t("b~r2", 112, 0.3), "repeat_of": "b"}]
+    folded = group_repeats(trials)
+    assert [f["config_hash"] for f in folded] == ["a", "b"]
+    a, b = folded
+    assert a["metrics"]["tokens_per_s"] == 100 and b["metrics"]["tokens_per_s"] == 110
+    assert abs(a["metrics"]["tokens_per_s_spread"] - 0.4) < 1e-9 and a["metrics"]["headroom"] == 0.2
+    assert a["n_runs"] == 3
+    # a single lucky run of `a` (130) would have won; the medians say b.
+    assert select_best(folded)["config_hash"] == "b" and select_best(trials)["config_hash"] == "a"
