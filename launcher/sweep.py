@@ -56,15 +56,19 @@ class SweepLoop:
         self.runner = make_runner(cfg.executor, cfg.cluster, folder / "jobs")
         self.progress = Progress(f"sweep {cfg.sweep.name}")
         self._progress_seen: dict[str, tuple[int, float]] = {}  # hash -> (log bytes, time it last grew)
+        self.overhead_s = 0.0
+        """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
 
     # -- one poll ---------------------------------------------------------------------------------------------
     def run(self) -> None:
         try:
             while True:
+                busy_from = time.perf_counter()
                 self._collect()
                 submitted = self._submit()
                 records = self.ledger.trials()
                 self.progress.update(records, self._best(records))
+                self.overhead_s += time.perf_counter() - busy_from
                 if not submitted and not any(r.is_live for r in records):
                     break
                 time.sleep(self.cfg.monitor.poll_interval_s)
@@ -174,7 +178,9 @@ def _write_inputs(cfg: RootConfig, folder: Path, plan: Plan, overrides: Sequence
 
 
 def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
+    t_plan = time.perf_counter()
     plan = make_plan(cfg)  # raises before anything is created or submitted
+    plan_s = time.perf_counter() - t_plan
     folder = sweep_folder(cfg)
     _write_inputs(cfg, folder, plan, overrides)
     with Ledger(folder / "ledger.sqlite") as ledger:
@@ -192,4 +198,11 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
             loop.run()
         from launcher.finish import finish_sweep
 
-        return finish_sweep(cfg, folder, ledger, tracking, time.time() - started)
+        t_finish = time.perf_counter()
+        status = finish_sweep(cfg, folder, ledger, tracking, time.time() - started)
+        ran = [r for r in ledger.trials() if r.attempts]
+        overhead = plan_s + loop.overhead_s + time.perf_counter() - t_finish
+        if ran:
+            print(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, submit, "
+                  f"poll, parse, MLflow; the trials' own run time excluded)")
+        return status

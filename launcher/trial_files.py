@@ -18,7 +18,7 @@ def trial_dir(folder: Path, config_hash: str) -> Path:
 
 def mem_limit_mb(cfg: RootConfig) -> int:
     """On the CPU stand-in the workload enforces the per-rank capacity itself (a real allocator OOM)."""
-    return int(cfg.cluster.gpu_mem_gb * 1000) if cfg.cluster.gpu == "cpu" else 0
+    return int(cfg.cluster.gpu_mem_gb * 1e9 / 2**20) if cfg.cluster.gpu == "cpu" else 0  # the workload counts MiB
 
 
 def spec_for(cfg: RootConfig, folder: Path, layout: dict, config_hash: str) -> LaunchSpec:

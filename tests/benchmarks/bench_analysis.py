@@ -12,6 +12,7 @@ MLflow. `build_sweep` is also the fixture builder of tests/test_analysis_cli.py.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -93,7 +94,7 @@ def build_sweep(workdir: Path, n_trials: int, iters: int, overrides: Sequence[st
     records, updates = [], []
     for i in range(n_trials):
         layout = layouts[i % len(layouts)]
-        chash = f"{i:012x}"
+        chash = hashlib.sha256(f"trial {i}".encode()).hexdigest()[:12]
         kind = "oom" if oom_every and i % oom_every == oom_every - 1 else (
             "crashed" if crash_every and i % crash_every == crash_every - 1 else "ok")
         job = str(1000 + i)
@@ -108,8 +109,9 @@ def build_sweep(workdir: Path, n_trials: int, iters: int, overrides: Sequence[st
             out.write_text("submitit INFO - Starting\n[parasweep] init done in 1.0 s\n")
             err.write_text(_failed_log(kind))
             result = {"tokens_per_s": 5000.0, "step_time_s": 0.2, "peak_mem_gb": 0.5}
-        predicted = {"tokens_per_s": result["tokens_per_s"] * rng.uniform(0.6, 1.6),
-                     "step_time_s": result["step_time_s"], "peak_mem_gb": result["peak_mem_gb"] * 0.8,
+        speedup = rng.uniform(0.6, 1.6)  # the estimator's error on this trial
+        predicted = {"tokens_per_s": result["tokens_per_s"] * speedup,
+                     "step_time_s": result["step_time_s"] / speedup, "peak_mem_gb": result["peak_mem_gb"] * 0.8,
                      "headroom": 1 - result["peak_mem_gb"] * 0.8 / cfg.cluster.gpu_mem_gb}
         records.append(TrialRecord(chash, i, layout, predicted))
         updates.append((chash, dict(

@@ -1,0 +1,121 @@
+"""`python -m torch.distributed.run --nproc-per-node W -m launcher.workload ARGS`: parse, validate, train.
+
+Invalid arguments exit with status 2 and ONE line naming the argument (before any process group exists, so
+no rank hangs waiting for a peer that already quit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+STARTED_S = time.perf_counter()  # before torch is imported: "init done in X s" includes the imports
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse prints usage + message; the sweep wants one line
+        fail(message)
+
+
+def fail(message: str) -> None:
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(f"parasweep workload: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m launcher.workload", description=__doc__)
+    model = p.add_argument_group("model")
+    model.add_argument("--layers", type=int, default=4)
+    model.add_argument("--hidden", type=int, default=256)
+    model.add_argument("--heads", type=int, default=4)
+    model.add_argument("--kv-heads", type=int, default=None, help="GQA key/value heads (default: --heads)")
+    model.add_argument("--ffn-hidden", type=int, default=None, help="default 4 * hidden")
+    model.add_argument("--swiglu", action="store_true")
+    model.add_argument("--seq-len", type=int, default=128)
+    model.add_argument("--vocab", type=int, default=1024)
+    model.add_argument("--untie-embeddings", action="store_true", help="separate output layer (default: tied)")
+    model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm")
+    model.add_argument("--attention", choices=("sdpa", "math"), default="sdpa",
+                       help="sdpa: fused kernel; math: explicit softmax(QK^T)V that stores the s x s scores")
+    lay = p.add_argument_group("layout")
+    for name in ("tp", "pp", "dp", "vpp", "mbs"):
+        lay.add_argument(f"--{name}", type=int, default=1)
+    lay.add_argument("--gbs", type=int, default=8)
+    lay.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    lay.add_argument("--sequence-parallel", action="store_true")
+    lay.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), default=0)
+    lay.add_argument("--distributed-optimizer", action="store_true", help="shard optimizer state (= ZeRO-1)")
+    run = p.add_argument_group("run")
+    run.add_argument("--precision", choices=("fp32", "bf16", "fp16"), default="fp32")
+    run.add_argument("--warmup-iters", type=int, default=2)
+    run.add_argument("--measure-iters", type=int, default=4)
+    run.add_argument("--seed", type=int, default=1234)
+    run.add_argument("--lr", type=float, default=1e-3)
+    run.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    run.add_argument("--mem-limit-mb", type=int, default=0, help="per-rank training-memory cap (0: none)")
+    run.add_argument("--peak-tflops", type=float, default=0.0, help="per-device peak, for MFU (0: no MFU)")
+    test = p.add_argument_group("fault injection (for testing the sweep's failure handling)")
+    test.add_argument("--fault", choices=("none", "hang", "garble", "crash"), default="none",
+                      help="hang: stop making progress after the warm-up; garble: print a truncated result line; "
+                           "crash: raise after the warm-up")
+    test.add_argument("--fault-if", default="", metavar="ARG=VALUE",
+                      help="inject only when this argument has this value, e.g. mbs=2 (one trial of a sweep)")
+    return p
+
+
+def validate(a: argparse.Namespace, world_size: int) -> str | None:
+    """The first problem with the arguments, as one message naming the argument; None when they are usable."""
+    if a.fault_if:
+        key, sep, _ = a.fault_if.partition("=")
+        if not sep or not hasattr(a, key.replace("-", "_")):
+            return f"--fault-if {a.fault_if!r} must be ARG=VALUE with ARG a workload argument (e.g. mbs=2)"
+    positive = ("layers", "hidden", "heads", "seq_len", "vocab", "tp", "pp", "dp", "vpp", "mbs", "gbs",
+                "measure_iters")
+    for name in positive:
+        if getattr(a, name) < 1:
+            return f"--{name.replace('_', '-')} {getattr(a, name)} must be >= 1"
+    for name in ("kv_heads", "ffn_hidden"):
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            return f"--{name.replace('_', '-')} {getattr(a, name)} must be >= 1"
+    for name in ("warmup_iters", "mem_limit_mb", "peak_tflops"):
+        if getattr(a, name) < 0:
+            return f"--{name.replace('_', '-')} {getattr(a, name)} must be >= 0"
+    kv = a.kv_heads or a.heads
+    ffn = a.ffn_hidden or 4 * a.hidden
+    micro = a.gbs // (a.mbs * a.dp)
+    checks = [
+        (a.tp * a.pp * a.dp != world_size,
+         f"--tp {a.tp} x --pp {a.pp} x --dp {a.dp} = {a.tp * a.pp * a.dp} must equal WORLD_SIZE {world_size}"),
+        (a.hidden % a.heads, f"--hidden {a.hidden} must be divisible by --heads {a.heads}"),
+        (a.heads % kv, f"--heads {a.heads} must be divisible by --kv-heads {kv}"),
+        (kv % a.tp, f"--kv-heads {kv} (and --heads) must be divisible by --tp {a.tp}"),
+        (ffn % a.tp, f"--ffn-hidden {ffn} must be divisible by --tp {a.tp}"),
+        (a.vocab % a.tp, f"--vocab {a.vocab} must be divisible by --tp {a.tp} (vocabulary-parallel output)"),
+        (a.sequence_parallel and a.seq_len % a.tp, f"--seq-len {a.seq_len} must be divisible by --tp {a.tp}"),
+        (a.gbs % (a.mbs * a.dp), f"--gbs {a.gbs} must be a multiple of --mbs {a.mbs} x --dp {a.dp}"),
+        (a.vpp > 1 and a.pp == 1, f"--vpp {a.vpp} needs --pp > 1"),
+        (a.layers % (a.pp * a.vpp), f"--layers {a.layers} must be divisible by --pp {a.pp} x --vpp {a.vpp}"),
+        (a.pp > 1 and micro < a.pp,
+         f"--gbs {a.gbs} gives {micro} microbatches per pipeline, fewer than --pp {a.pp} (1F1B needs >= pp)"),
+        (a.vpp > 1 and micro % a.pp,
+         f"--gbs {a.gbs} gives {micro} microbatches, not a multiple of --pp {a.pp} (interleaved schedule)"),
+    ]
+    return next((message for bad, message in checks if bad), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    problem = validate(args, int(os.environ.get("WORLD_SIZE", "1")))
+    if problem:
+        fail(problem)
+    from launcher.workload.train import run  # torch is imported only once the arguments are known good
+
+    run(args, STARTED_S)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
