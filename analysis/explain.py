@@ -56,6 +56,9 @@ def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
             text = (f"{name} ({speed}) ties with the faster-by-{-margin:.1%} {other} within the "
                     f"{noise_tolerance:.0%} noise tolerance and wins on memory: it {_memory(best, capacity_gb)} "
                     f"(the other {_headroom(runner_up) or 0:.0%}).")
+        elif margin < noise_tolerance:
+            text = (f"{name} ({speed}) is within the {noise_tolerance:.0%} noise tolerance of the next best ({other}, "
+                    f"{margin:+.1%}); of the tied trials it {_memory(best, capacity_gb)}.")
         else:
             text = (f"{name} is {margin:.0%} faster than the next best ({other}) with {speed}, and "
                     f"{_memory(best, capacity_gb)}.")

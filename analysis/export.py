@@ -57,6 +57,28 @@ def time_limit_s(step_time_s: Optional[float], iters: int, startup_s: float) -> 
     return max(MIN_TIME_S, startup_s + iters * step_time_s * TIME_MARGIN)
 
 
+def run_comments(best: dict, layout_label: str, sweep: str, cluster: dict, backend: dict, train_iters: int,
+                 sbatch_path: str) -> list[str]:
+    """What a reader of train.sbatch must know: what runs, what the benchmark measured, what changed from it."""
+    b, m = backend, best["metrics"]
+    step_s = m.get("step_time_s") or 0.0
+    benchmark = f"(benchmark: {b['warmup_iters']}+{b['measure_iters']})"
+    if b["name"] == "torch":
+        changed = f"--warmup-iters 0 --measure-iters {train_iters} {benchmark} of the embedded workload"
+    else:
+        changed = (f"--train-iters {train_iters} --exit-interval {train_iters} {benchmark}; kept from the benchmark: "
+                   "no evaluation, constant --lr, no --save/--load: add checkpointing, an LR schedule and evaluation "
+                   "before a production run")
+    return [f"parasweep: full-length training run of the winner of sweep {sweep}: trial {best['config_hash']}, "
+            f"{layout_label}, {best['layout']['gpus']} x {cluster['gpu']} on cluster {cluster['name']}.",
+            f"Benchmark measured {m.get('tokens_per_s', 0):,.0f} tokens/s, {step_s:.3g} s/step, peak "
+            f"{m.get('peak_mem_gb') or 0:.3g} of {cluster['gpu_mem_gb']:g} GB per GPU.",
+            f"Changed from the benchmark trial: {changed}.",
+            f"--time: start-up {b['startup_s']:g} s + {train_iters} iterations x {step_s:.3g} s x {TIME_MARGIN:g} "
+            f"margin (at least {MIN_TIME_S // 60} min).",
+            f"Submit with: sbatch {sbatch_path}"]
+
+
 def _one_line(text: str) -> str:
     """A config value on an #SBATCH or comment line: a newline would end it and start a shell command."""
     return " ".join(str(text).split())

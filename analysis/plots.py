@@ -92,8 +92,9 @@ def estimate_errors(trials: Sequence[dict]) -> list[dict]:
     rows = []
     for t in _ok(trials):
         pred = t.get("predicted", {})
-        row = {"trial": t, "tokens_measured": _measured(t, "tokens_per_s"), "tokens_predicted": pred.get("tokens_per_s"),
-               "mem_measured": _measured(t, "peak_mem_gb"), "mem_predicted": pred.get("peak_mem_gb")}
+        row = {"trial": t, "tokens_measured": _measured(t, "tokens_per_s"),
+               "tokens_predicted": pred.get("tokens_per_s"), "mem_measured": _measured(t, "peak_mem_gb"),
+               "mem_predicted": pred.get("peak_mem_gb")}
         row["tokens_error"] = relative_error(row["tokens_predicted"], row["tokens_measured"])
         row["mem_error"] = relative_error(row["mem_predicted"], row["mem_measured"])
         rows.append(row)

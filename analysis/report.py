@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ CONTEXT_AFTER = 5              # lines kept after the line the classifier quoted
 MIN_EVIDENCE_CHARS = 8         # shorter quoted text would match unrelated lines
 NOISE_PREFIXES = ("submitit INFO", "submitit WARNING")  # the job wrapper's chatter, never the cause
 TAIL_BYTES = 2_000_000         # a runaway log is read from its end: the cause of a failure is printed last
+OPEN_EXPORTS = ("train.sbatch", "command.txt")  # shown unfolded; the long launch scripts stay folded
 NOT_RUN = ("planned", "submitted", "running", "pruned")
 PLOT_CAPTIONS = {
     "throughput_heatmap": "Measured tokens/s over tp x pp, one panel per micro-batch size; X: out of memory.",
@@ -36,7 +38,7 @@ table { border-collapse: collapse; margin: 0.5em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #eee; } td.text { text-align: left; }
 tr.best { background: #e6f4e6; font-weight: bold; }
-pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 0.85em; }
+pre { background: #f6f6f6; padding: 0.6em; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.85em; }
 pre mark { background: #ffd7d7; }
 img { max-width: 100%; border: 1px solid #ddd; }
 .warning { color: #a40000; } .info { color: #1a4d8f; }
@@ -117,6 +119,26 @@ def failure_groups(trials: Sequence[dict], read_log: Callable[[str], Optional[st
 
 # ------------------------------------------------------------------------------------------------ HTML
 
+def summary_rows(model: dict, cluster: dict, backend: dict, executor: str, trials: Sequence[dict],
+                 noise_tolerance: float) -> dict:
+    """The summary table: what was swept where, how the trials ended, how long it took."""
+    m, c, b = model, cluster, backend
+    counts = Counter(t["state"] for t in trials)
+    spans = [(t["submitted_at"], t["finished_at"]) for t in trials if t.get("submitted_at") and t.get("finished_at")]
+    wall_s = max(f for _, f in spans) - min(s for s, _ in spans) if spans else 0.0
+    return {"model": f"{m['name']}: {m['layers']} layers, hidden {m['hidden']}, {m['heads']} heads, seq {m['seq_len']}",
+            "cluster": f"{c['name']}: {c['gpu']}, {c['gpu_mem_gb']:g} GB, {c['gpus_per_node']} GPUs/node, "
+                       f"{c['nodes']} node(s), partition {c['partition']}",
+            "backend": f"{b['name']} ({b['precision']}, {b['warmup_iters']} warm-up + {b['measure_iters']} measured "
+                       "iterations)",
+            "executor": executor,
+            "trials": f"{len(trials)}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+            "elapsed": f"{wall_s:,.0f} s from the first submission to the last finish; "
+                       f"{sum(f - s for s, f in spans):,.0f} s of trial time",
+            "ranking": f"measured tokens/s; ties within {noise_tolerance:.0%} go to memory headroom",
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
 @dataclass
 class ReportInput:
     sweep: str
@@ -133,14 +155,14 @@ class ReportInput:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]], text_cols: Sequence[int] = (),
            row_classes: Sequence[str] = ()) -> str:
-    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    head = f"<thead><tr>{''.join(f'<th>{e(h)}</th>' for h in header)}</tr></thead>" if header else ""
     body = []
     for i, row in enumerate(rows):
         cls = f' class="{e(row_classes[i])}"' if i < len(row_classes) and row_classes[i] else ""
         cells = "".join(f'<td class="text">{e(c)}</td>' if j in text_cols else f"<td>{e(c)}</td>"
                         for j, c in enumerate(row))
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<table>{head}<tbody>{''.join(body)}</tbody></table>"
 
 
 def _pct(value: Optional[float], signed: bool = False) -> str:
@@ -166,7 +188,7 @@ def _section(ident: str, title: str, body: str) -> str:
 def _summary(data: ReportInput) -> str:
     rows = [[k, v] for k, v in data.summary.items()]
     links = "".join(f'<p><a href="{e(url)}">{e(name)}</a>: {e(url)}</p>' for name, url in data.links.items())
-    return _table(["", ""], rows, text_cols=(0, 1)) + links
+    return _table([], rows, text_cols=(0, 1)) + links
 
 
 def _winner(data: ReportInput) -> str:
@@ -215,8 +237,8 @@ def _pruned(trials: Sequence[dict]) -> str:
 def _exports(files: dict) -> str:
     if not files:
         return "<p>Nothing exported (no trial finished ok).</p>"
-    return "".join(f"<details open><summary><code>{e(name)}</code></summary><pre>{e(text)}</pre></details>"
-                   for name, text in files.items())
+    return "".join(f"<details{' open' if name in OPEN_EXPORTS else ''}><summary><code>{e(name)}</code></summary>"
+                   f"<pre>{e(text)}</pre></details>" for name, text in files.items())
 
 
 def render_report(data: ReportInput) -> str:

@@ -101,7 +101,8 @@ class Tracker:
         if not run_id:
             layout = trial["layout"]
             name = " ".join(f"{k}{layout[k]}" for k in ("tp", "pp", "dp", "mbs")) + f" {chash[:6]}"
-            run = self.client.create_run(self.experiment_id, run_name=name,
+            started_ms = int(trial["submitted_at"] * 1000) if trial.get("submitted_at") else None
+            run = self.client.create_run(self.experiment_id, run_name=name, start_time=started_ms,
                                          tags={HASH_TAG: chash, SWEEP_TAG: sweep, "mlflow.parentRunId": parent_id})
             run_id = run.info.run_id
             params = {k: trial["layout"][k] for k in GRID_PARAMS if k in trial["layout"]}
@@ -110,10 +111,15 @@ class Tracker:
             self._log(run_id, params=params)
         self._log(run_id, metrics=trial_metrics(trial), tags=trial_tags(trial))
         for path in artifacts:
-            if Path(path).is_file():
+            path = Path(path)
+            if path.suffix in (".out", ".err") and path.is_file():
+                # Job logs as .log text: the MLflow UI previews .log/.txt files but not .out/.err.
+                self.client.log_text(run_id, path.read_text(errors="replace"), f"logs/{path.name}.log")
+            elif path.is_file():
                 self.client.log_artifact(run_id, str(path))
         if trial["state"] not in ("planned", "submitted", "running"):
-            self.client.set_terminated(run_id, RUN_STATUS.get(trial["state"], "FAILED"))
+            ended_ms = int(trial["finished_at"] * 1000) if trial.get("finished_at") else None
+            self.client.set_terminated(run_id, RUN_STATUS.get(trial["state"], "FAILED"), end_time=ended_ms)
         return run_id
 
     def tag_best(self, run_id: str, parent_id: str, best_hash: str) -> None:

@@ -14,6 +14,9 @@ from launcher.schema import RootConfig
 from launcher.tracking_link import TrackingLink
 
 
+TOP_PRINTED = 30
+
+
 def best_payload(cfg: RootConfig, folder: Path, best: TrialRecord, ranked_entry: Optional[dict] = None) -> dict:
     """The winner: its configuration, what was measured (the median over repeats when it was repeated), what was
     predicted, and the exact command that runs it."""
@@ -41,7 +44,9 @@ def write_best(cfg: RootConfig, folder: Path, best: Optional[TrialRecord],
     return path
 
 
-def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord]) -> None:
+def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord], folder: Path) -> None:
+    """The ranked table (top TOP_PRINTED rows: a 1,000-trial table takes seconds to lay out and nobody reads it),
+    then what did not finish ok."""
     from rich.console import Console
     from rich.table import Table
 
@@ -50,7 +55,7 @@ def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord
     repeated = any(t.get("n_runs", 1) > 1 for t in ranked)
     for col in ("#", "trial", "layout", "tokens/s", "TFLOPs/GPU", "MFU", "peak GB", "headroom", "pred tok/s"):
         table.add_column(col, justify="left" if col in ("trial", "layout") else "right")
-    for i, t in enumerate(ranked, 1):
+    for i, t in enumerate(ranked[:TOP_PRINTED], 1):
         m, p, lay = t["metrics"], t["predicted"], t["layout"]
         tokens = f"{m.get('tokens_per_s', 0):,.0f}"
         if repeated and t.get("n_runs", 1) > 1:  # median of n runs, with the spread
@@ -60,6 +65,8 @@ def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord
                       f"{m.get('peak_mem_gb') or 0:.2f}", f"{m.get('headroom') or 0:.0%}",
                       f"{p.get('tokens_per_s', 0):,.0f}")
     console.print(table)
+    if len(ranked) > TOP_PRINTED:
+        console.print(f"... and {len(ranked) - TOP_PRINTED} more ok trials: all of them in {folder / 'report.html'}")
     failed = [r for r in records if r.state not in ("ok", "pruned")]
     if failed:
         console.print("not ok: " + ", ".join(f"{r.config_hash[:8]} {r.state}"
@@ -81,7 +88,7 @@ def finish_sweep(cfg: RootConfig, folder: Path, ledger: Ledger, tracking: Tracki
     ranked = rank(group_repeats([asdict(r) for r in records]), cfg.analysis.noise_tolerance)
     best = ledger.get(ranked[0]["config_hash"]) if ranked else None
     best_path = write_best(cfg, folder, best, ranked[0] if ranked else None)
-    print_results(cfg, ranked, records)
+    print_results(cfg, ranked, records, folder)
     summary = {"trials_ok": sum(r.state == "ok" for r in records), "trials_total": len(records),
                "elapsed_s": elapsed_s}
     if best is not None:
@@ -90,6 +97,16 @@ def finish_sweep(cfg: RootConfig, folder: Path, ledger: Ledger, tracking: Tracki
               f"; command in {best_path}")
     else:
         print("no trial finished ok: nothing to select (see the failures above)")
+    from launcher.outputs import attach_outputs, print_outputs, write_analysis
+
+    outputs = write_analysis(cfg, folder, [asdict(r) for r in records],
+                             runs_url=ledger.get_meta("mlflow_runs_url", "") or "")
+    print_outputs(outputs, folder)
+    if tracking.active:
+        try:
+            attach_outputs(tracking.tracker, tracking.parent_id, outputs)
+        except Exception as exc:  # the store went away: the files are in the folder, python -m analysis attaches
+            tracking.lost(exc)
     url = tracking.finish(best, summary, [p for p in (folder / "plan.csv", best_path, folder / "config.yaml") if p])
     if url:
         print(f"MLflow runs: {url}")

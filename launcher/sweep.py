@@ -5,6 +5,7 @@ Running the same command again resumes: ok trials are kept, live jobs re-attache
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -173,7 +174,7 @@ def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
 
 def _write_inputs(cfg: RootConfig, folder: Path, plan: Plan, overrides: Sequence[str]) -> None:
     (folder / "config.yaml").write_text(to_yaml(cfg))
-    (folder / "command.txt").write_text("python -m launcher " + " ".join(overrides) + "\n")
+    (folder / "command.txt").write_text(shlex.join(["python", "-m", "launcher", *overrides]) + "\n")
     write_plan_csv(plan, folder / "plan.csv")
 
 

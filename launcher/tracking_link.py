@@ -73,7 +73,7 @@ class TrackingLink:
             run_id = self.tracker.sync_trial(self.cfg.sweep.name, self.parent_id, asdict(record), self.context,
                                              trial_artifacts(self.folder, record))
         except Exception as exc:  # the store went away mid-sweep: keep going on the ledger alone
-            self._lost(exc)
+            self.lost(exc)
             return
         self.ledger.update(record.config_hash, mlflow_run_id=run_id, synced=True)
 
@@ -95,11 +95,11 @@ class TrackingLink:
             self.tracker.log_artifacts(self.parent_id, artifacts)
             self.tracker.finish_parent(self.parent_id, "FINISHED", summary, {"status": "finished"})
         except Exception as exc:
-            self._lost(exc)
+            self.lost(exc)
             return None
         return self.tracker.runs_url
 
-    def _lost(self, exc: Exception) -> None:
+    def lost(self, exc: Exception) -> None:
         from analysis.tracking import warn
 
         warn(f"MLflow write failed ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); continuing on the "

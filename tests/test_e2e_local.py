@@ -210,3 +210,20 @@ def test_repeats_rank_by_the_median(tmp_path):
     tokens = sorted(json.loads(r["metrics"])["tokens_per_s"] for r in group)
     assert best["measured"]["tokens_per_s"] == tokens[1]  # the median of three
     assert "(n=3)" in proc.stdout
+
+
+def test_garbled_log_fails_that_trial_and_the_sweep_goes_on(tmp_path):
+    args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1]",
+            "grid.include=[]", "retry.max_attempts=1", "backend.extra_args=[--fault,garble,--fault-if,'pp=2']"]
+    proc = run_launcher(*args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    rows = {json.loads(r["layout"])["pp"]: r for r in ledger_rows(tmp_path)}
+    assert rows[1]["state"] == "ok"
+    assert rows[2]["state"] == "failed" and rows[2]["reason"].startswith("unparseable log")
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = next(c for c in child_runs(uri) if c.data.tags["parasweep.config_hash"] == rows[2]["config_hash"])
+    assert run.data.tags["status"] == "failed" and run.info.status == "FAILED"
+    artifacts = [a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(run.info.run_id, "logs")]
+    assert any(a.endswith("_log.out.log") for a in artifacts), artifacts

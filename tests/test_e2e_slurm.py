@@ -76,7 +76,7 @@ def test_two_node_trial_matches_single_process(slurm_env, tmp_path):
     assert row["state"] == "ok" and row["nodes"] == "n[1-2]"
     layout = json.loads(row["layout"])
     assert (layout["nodes"], layout["tp"], layout["pp"], layout["dp"]) == (2, 2, 2, 1)
-    logs = "\n".join(Path(p).read_text() for p in json.loads(row["log_paths"]))
+    logs = "\n".join((tmp_path / p).read_text() for p in json.loads(row["log_paths"]))  # relative to the cwd
     result = json.loads(next(l for l in logs.splitlines() if l.startswith("PARASWEEP_RESULT")).split(" ", 1)[1])
     assert result["world_size"] == 4
     reference = _single_process_losses(layout, tmp_path)
@@ -143,7 +143,7 @@ def test_hang_is_cancelled_within_timeout_plus_a_poll(slurm_env, tmp_path):
     (row,) = ledger_rows(tmp_path)
     assert (row["state"], row["failure_kind"]) == ("hang", "hang"), row
     hang_event = next(e for e in ledger_events(tmp_path) if e["state"] == "hang")
-    last_output = max(Path(p).stat().st_mtime for p in json.loads(row["log_paths"]))
+    last_output = max((tmp_path / p).stat().st_mtime for p in json.loads(row["log_paths"]))
     # Detected within hang_timeout plus one poll (plus the poll that saw the last output grow).
     assert hang_event["ts"] - last_output <= hang_timeout_s + 2 * poll_s + 3
     time.sleep(2)

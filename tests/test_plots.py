@@ -1,0 +1,92 @@
+"""analysis.plots: the data behind each plot, and the drawn figures (OOM crosses, empty sweeps, PNG files)."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.plots import (PLOT_FILES, draw_heatmap, estimate_errors, heatmap_cells, pareto_front, relative_error,
+                            trial_spans, write_plots)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def trial(tp=1, pp=1, mbs=1, state="ok", tokens=1000.0, mem=0.1, chash=None, gbs=8, predicted=None,
+          submitted_at=100.0, finished_at=110.0) -> dict:
+    dp = 4 // (tp * pp) or 1
+    metrics = {"tokens_per_s": tokens, "peak_mem_gb": mem, "headroom": 1 - mem / 0.5} if state == "ok" else {}
+    return {"config_hash": chash or f"{tp}{pp}{mbs}{state}{tokens}", "state": state,
+            "layout": {"gpus": tp * pp * dp, "nodes": 1, "tp": tp, "pp": pp, "dp": dp, "vpp": 1, "mbs": mbs,
+                       "gbs": gbs, "recompute": "none"},
+            "metrics": metrics, "predicted": predicted or {}, "failure_kind": "" if state == "ok" else state,
+            "reason": "", "log_paths": [], "submitted_at": submitted_at, "finished_at": finished_at}
+
+
+def test_heatmap_cells_keep_the_best_ok_trial_and_mark_ooms():
+    trials = [trial(1, 1, 1, tokens=100), trial(1, 1, 1, tokens=300, gbs=16), trial(2, 1, 1, state="oom"),
+              trial(1, 2, 2, state="failed"), trial(2, 2, 1, state="pruned"), trial(2, 2, 4, state="planned")]
+    cells = heatmap_cells(trials)
+    assert set(cells) == {1, 2}                    # pruned / planned trials never ran: no cell, no mbs panel
+    assert cells[1][(1, 1)].tokens_per_s == 300 and not cells[1][(1, 1)].oom
+    assert cells[1][(2, 1)].oom and cells[1][(2, 1)].tokens_per_s is None
+    assert cells[2][(1, 2)].failed and not cells[2][(1, 2)].oom
+    assert (2, 2) not in cells[1]
+
+
+def _texts(ax) -> dict[tuple[float, float], str]:
+    return {tuple(t.get_position()): t.get_text() for t in ax.texts}
+
+
+def test_heatmap_draws_an_x_on_the_oom_cell_only():
+    fig = draw_heatmap([trial(1, 1, 1, tokens=1234), trial(2, 1, 1, state="oom"), trial(1, 2, 1, tokens=999)])
+    ax = fig.axes[0]  # the only mbs panel (the colour bar is the second axes)
+    texts = _texts(ax)
+    # rows are tp values (1, 2), columns pp values (1, 2): (x=pp index, y=tp index)
+    assert texts[(0, 1)] == "X"
+    assert texts[(0, 0)] == "1,234" and texts[(1, 0)] == "999"
+    assert list(texts.values()).count("X") == 1
+
+
+def test_heatmap_marks_an_oom_beside_the_value_when_the_cell_also_has_an_ok_trial():
+    fig = draw_heatmap([trial(1, 1, 1, tokens=500), trial(1, 1, 1, state="oom", gbs=64)])
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert "X" in texts and "500" in texts
+
+
+def test_pareto_front_excludes_dominated_points():
+    fast_big = trial(chash="fast_big", tokens=900, mem=0.30)
+    slow_small = trial(chash="slow_small", tokens=300, mem=0.05)
+    middle = trial(chash="middle", tokens=600, mem=0.10)
+    dominated = trial(chash="dominated", tokens=500, mem=0.20)      # middle is faster and leaner
+    same_mem_slower = trial(chash="same_mem_slower", tokens=200, mem=0.05)
+    failed = trial(chash="failed", state="oom")
+    front = pareto_front([dominated, fast_big, failed, middle, same_mem_slower, slow_small])
+    assert [t["config_hash"] for t in front] == ["slow_small", "middle", "fast_big"]
+
+
+def test_estimate_errors_use_predicted_over_measured():
+    rows = estimate_errors([trial(tokens=1000, mem=0.2, predicted={"tokens_per_s": 1500, "peak_mem_gb": 0.1}),
+                            trial(state="oom", predicted={"tokens_per_s": 1.0})])
+    assert len(rows) == 1
+    assert rows[0]["tokens_error"] == pytest.approx(0.5) and rows[0]["mem_error"] == pytest.approx(-0.5)
+    assert relative_error(None, 3.0) is None and relative_error(2.0, 0.0) is None
+
+
+def test_trial_spans_measure_from_the_first_submission():
+    spans = trial_spans([trial(submitted_at=110, finished_at=130), trial(submitted_at=100, finished_at=105),
+                         trial(state="planned", submitted_at=0, finished_at=0)])
+    assert [(s, d) for _, s, d in spans] == [(10, 20), (0, 5)]
+
+
+@pytest.mark.parametrize("trials", [
+    [],
+    [trial(state="oom"), trial(state="failed"), trial(state="planned", submitted_at=0, finished_at=0)],
+    [trial()],
+    [trial(tp=t, pp=p, mbs=m, tokens=100.0 * i, predicted={"tokens_per_s": 90.0 * i, "peak_mem_gb": 0.05})
+     for i, (t, p, m) in enumerate([(1, 1, 1), (1, 2, 1), (2, 1, 2), (2, 2, 2)], 1)] * 15,  # 60: unlabelled
+], ids=["empty", "no-ok-trial", "one-trial", "sixty-trials"])
+def test_write_plots_always_writes_every_png(tmp_path, trials):
+    paths = write_plots(trials, 0.5, tmp_path / "plots", best_hash="x")
+    assert [p.name for p in paths] == list(PLOT_FILES.values())
+    for path in paths:
+        assert path.read_bytes().startswith(PNG_MAGIC) and path.stat().st_size > 1000
+    assert not list((tmp_path / "plots").glob("*.tmp.png"))
