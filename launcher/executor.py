@@ -186,9 +186,16 @@ class SlurmRunner:
         proc = subprocess.run(["sacct", "-X", "-n", "--parsable2", "-o", "JobID,State,ExitCode,NodeList",
                                "-j", ",".join(bases)], capture_output=True, text=True, check=False)
         table = parse_sacct(proc.stdout) if proc.returncode == 0 else {}
+        known_bases = {jid.split("_")[0] for jid in table}
         out = {}
         for job_id in job_ids:
-            status = table.get(job_id, JobStatus("PENDING"))  # not in sacct yet: just submitted
+            status = table.get(job_id)
+            if status is None and job_id.split("_")[0] in known_bases:
+                # sacct lists every live element of an array it knows (pending ones as 12_[3-7]); an element
+                # missing from it was cancelled while pending, which Slurm does not record.
+                status = JobStatus("CANCELLED", error="array task cancelled while pending (not in sacct)")
+            elif status is None:
+                status = JobStatus("PENDING")  # not in sacct yet: just submitted
             if not status.live:
                 outcome, text = read_result(self.jobs_dir, job_id)
                 if outcome == "error":

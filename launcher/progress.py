@@ -44,6 +44,16 @@ def _label(record: TrialRecord) -> str:
     return f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} mbs{lay['mbs']}"
 
 
+LIVE_ROWS = 20
+
+
+def _visible(records: list[TrialRecord]) -> list[TrialRecord]:
+    """The rows worth a terminal line: live trials first, then the most recently finished; pruned never."""
+    shown = [r for r in records if r.state != "pruned"]
+    shown.sort(key=lambda r: (not r.is_live, r.state == "planned", -r.updated_at))
+    return shown[:LIVE_ROWS]
+
+
 class Progress:
     """Call update() after every poll; close() at the end."""
 
@@ -73,9 +83,7 @@ class Progress:
         table = Table(title=f"{self.title} — {line}", expand=False)
         for col in ("trial", "layout", "state", "attempts", "tokens/s", "peak GB", "note"):
             table.add_column(col)
-        for r in records:
-            if r.state == "pruned":
-                continue
+        for r in _visible(records):
             table.add_row(r.config_hash[:8], _label(r), r.state, str(r.attempts),
                           f"{r.metrics.get('tokens_per_s', 0):,.0f}" if r.metrics.get("tokens_per_s") else "",
                           f"{r.metrics.get('peak_mem_gb', 0):.2f}" if r.metrics.get("peak_mem_gb") else "",

@@ -43,3 +43,23 @@ def test_local_concurrency_follows_cores(monkeypatch):
     runner = LocalRunner(ExecutorConfig(), None)
     assert runner.concurrency(4) == 2 and runner.concurrency(16) == 1
     assert LocalRunner(ExecutorConfig(max_concurrent=3), None).concurrency(4) == 3
+
+
+def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_path, monkeypatch):
+    from launcher.executor import SlurmRunner
+    from launcher.schema import ClusterConfig
+
+    calls = []
+
+    def fake_run(cmd, **kw):
+        calls.append(cmd)
+        import subprocess
+        return subprocess.CompletedProcess(cmd, 0, stdout="83_0|CANCELLED by 0|0:15|n1\n83_[2-4%1]|PENDING|0:0|\n", stderr="")
+
+    monkeypatch.setattr("launcher.executor.subprocess.run", fake_run)
+    runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
+    status = runner.poll(["83_0", "83_1", "83_2", "90_0"])
+    assert len(calls) == 1 and calls[0][-1] == "83,90"
+    assert status["83_0"].state == "CANCELLED" and status["83_2"].state == "PENDING"
+    assert status["83_1"].state == "CANCELLED"  # cancelled while pending: Slurm keeps no record of it
+    assert status["90_0"].state == "PENDING"  # just submitted, not in sacct yet

@@ -1,0 +1,76 @@
+"""MLflow records on a real sqlite store: idempotent parent/child runs, best tag, metrics beside predictions."""
+
+import pytest
+
+from analysis.tracking import Tracker, TrackingUnavailable, runs_table_url, trial_metrics
+
+LAYOUT = {"gpus": 2, "nodes": 1, "tp": 1, "pp": 2, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
+          "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
+
+
+def trial(h, state="ok", tokens=100.0, run_id=""):
+    return {"config_hash": h, "layout": LAYOUT, "state": state, "failure_kind": "" if state == "ok" else state,
+            "reason": "", "job_id": "7", "selection": "predicted", "attempts": 1, "mlflow_run_id": run_id,
+            "metrics": {"tokens_per_s": tokens, "peak_mem_gb": 0.1, "headroom": 0.8},
+            "predicted": {"tokens_per_s": 80.0, "peak_mem_gb": 0.12}, "submitted_at": 1.0e9, "finished_at": 1.0e9 + 5}
+
+
+@pytest.fixture
+def tracker(tmp_path):
+    return Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "exp")
+
+
+def children(tracker, parent):
+    return tracker.client.search_runs([tracker.experiment_id], f"tags.mlflow.parentRunId = '{parent}'")
+
+
+def test_parent_is_found_again_and_children_are_not_duplicated(tracker, tmp_path):
+    parent = tracker.parent_run("s", "", params={"model": "tiny"}, tags={})
+    assert tracker.parent_run("s", "", params={"model": "tiny"}, tags={}) == parent  # found by tag
+    first = tracker.sync_trial("s", parent, trial("a"), {"model": "tiny"})
+    # the ledger lost the run id (crash between MLflow write and ledger write): found by its config-hash tag
+    again = tracker.sync_trial("s", parent, trial("a", tokens=120.0), {"model": "tiny"})
+    assert again == first and len(children(tracker, parent)) == 1
+    run = tracker.client.get_run(first)
+    assert run.data.metrics["tokens_per_s"] == 120.0 and run.data.params["pp"] == "2"
+    assert run.info.status == "FINISHED" and run.info.end_time == int((1.0e9 + 5) * 1000)
+
+
+def test_failed_trial_run_status_and_log_artifact(tracker, tmp_path):
+    parent = tracker.parent_run("s", "", params={}, tags={})
+    log = tmp_path / "9_0_log.err"
+    log.write_text("DefaultCPUAllocator: can't allocate memory\n")
+    run_id = tracker.sync_trial("s", parent, trial("b", state="oom"), {}, [log])
+    run = tracker.client.get_run(run_id)
+    assert run.info.status == "FAILED" and run.data.tags["status"] == "oom"
+    assert [a.path for a in tracker.client.list_artifacts(run_id, "logs")] == ["logs/9_0_log.err.log"]
+
+
+def test_best_tag_moves_with_the_winner(tracker):
+    parent = tracker.parent_run("s", "", params={}, tags={})
+    a = tracker.sync_trial("s", parent, trial("a"), {})
+    b = tracker.sync_trial("s", parent, trial("b"), {})
+    tracker.tag_best(a, parent, "a")
+    tracker.tag_best(b, parent, "b")
+    tags = {r.info.run_id: r.data.tags.get("parasweep.best") for r in children(tracker, parent)}
+    assert tags == {a: "false", b: "true"}
+    assert tracker.client.get_run(parent).data.tags["parasweep.best_config_hash"] == "b"
+
+
+def test_predicted_beside_measured_with_the_error():
+    m = trial_metrics(trial("a"))
+    assert m["predicted_tokens_per_s"] == 80.0 and m["estimate_error_tokens"] == pytest.approx(-0.2)
+    assert m["estimate_error_mem"] == pytest.approx(0.2)
+
+
+def test_unreachable_server_fails_fast():
+    import time
+
+    start = time.time()
+    with pytest.raises(TrackingUnavailable, match="unreachable"):
+        Tracker.connect("http://127.0.0.1:9", "exp")
+    assert time.time() - start < 30
+
+
+def test_runs_table_link():
+    assert runs_table_url("http://h:5000/", "3") == "http://h:5000/#/experiments/3/runs"
