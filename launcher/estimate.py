@@ -1,7 +1,7 @@
 """Predicted memory and throughput of one layout, and `python -m launcher.estimate` (JSON lines in, out).
 
 `estimate()` combines launcher.memory (peak memory of the most loaded pipeline stage) and launcher.step_time
-(iteration time), and reports FLOP rates in both conventions of cost-model-formulas.md §8:
+(iteration time), and reports FLOP rates in both published conventions:
 tflops_per_gpu counts recomputation (Narayanan et al. 2021 eq. 3, "hardware" FLOPs), model_tflops_per_gpu does not
 (Korthikanti et al. 2022 eq. 7 / Megatron num_floating_point_operations), mfu = model_tflops_per_gpu / peak.
 

@@ -10,7 +10,7 @@ al. 2022, arXiv 2205.05198, App. A), written for GQA (g key/value heads of a) an
     => MHA, f = 4h:       24·B·s·h² + 4·B·s²·h
 Logits layer: 2·B·s·h·V forward. Backward = 2 x forward (weight and input gradients).
 
-Two numerators are reported (cost-model-formulas.md §1, §8):
+Two numerators are reported (the two conventions papers use):
 - model FLOPs = 3 x forward (no recomputation) = Korthikanti eq. (7) for MHA/f=4h: 72BLsh²(1 + s/6h + V/12hL);
 - hardware FLOPs = model FLOPs + the forward work recomputed: full recompute adds every layer's forward again
   (Narayanan eq. (3): 96BLsh²(1 + s/6h + V/16hL), what Table 1's teraFLOP/s use); selective recompute adds the

@@ -1,6 +1,6 @@
 """Peak device memory of one GPU (rank) for a layout: model states + activations + logits + framework overhead.
 
-Sources (see /work/shared/docs/cost-model-formulas.md §2-§4):
+Sources:
 - bytes/param: Megatron-LM docs/user-guide/features/dist_optimizer.md (18 B bf16 with fp32 main grads, 6 + 12/d with
   the distributed optimizer; 20 B fp16; 16 B fp32) and ZeRO (Rajbhandari et al. 2020 §5: stage 1/2/3 partition
   optimizer / +grads / +params over the d data-parallel ranks);

@@ -1,6 +1,6 @@
 """Time of one training iteration: per-micro-batch work on each pipeline stage, the 1F1B schedule, DP sync, optimizer.
 
-The structure follows Calculon (Isaev et al. SC23) and Narayanan et al. 2021 (cost-model-formulas.md §5-§6):
+The structure follows Calculon (Isaev et al. SC23) and Narayanan et al. 2021 (§2.2 bubble, §3 communication):
 - GEMMs: FLOPs / (peak · efficiency(m, n, k)) on the rank's shard; efficiency saturates with every dimension:
       eff = GEMM_EFF_MAX / (1 + GEMM_DIM_SCALE · (1/m + 1/n + 1/k))
   so thin tensor-parallel shards (h/t), few tokens per micro-batch (b·s) and small head dims lose efficiency.

@@ -52,8 +52,11 @@ def _predicted(est) -> dict:
 
 
 class SweepLoop:
-    def __init__(self, cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLink) -> None:
+    def __init__(self, cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLink,
+                 allowed: set[str]) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
+        self.allowed = allowed
+        """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
         self.runner = make_runner(cfg.executor, cfg.cluster, folder / "jobs")
         self.progress = Progress(f"sweep {cfg.sweep.name}")
         self._progress_seen: dict[str, tuple[int, float]] = {}  # hash -> (log bytes, time it last grew)
@@ -120,6 +123,8 @@ class SweepLoop:
         live = sum(1 for r in records if r.is_live)
         todo = []
         for r in records:
+            if r.config_hash not in self.allowed:
+                continue
             if r.state == "planned":
                 oom = dominated_by_oom(r, records)
                 if oom is not None:
@@ -189,13 +194,20 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
         resumed = len(ledger.trials()) - new
         if resumed:
             print(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder / 'ledger.sqlite'}")
+        allowed = {t.config_hash for t in plan.trials}
+        allowed |= {r.config_hash for r in ledger.trials() if r.repeat_of in allowed}
+        stale = [r for r in ledger.trials(("planned",)) if r.config_hash not in allowed]
+        if stale:
+            print(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
         ledger.set_meta("context", trial_context(cfg))
         tracking = TrackingLink.open(cfg, ledger, folder)
-        loop = SweepLoop(cfg, folder, ledger, tracking)
+        loop = SweepLoop(cfg, folder, ledger, tracking, allowed)
         started = time.time()
         loop.run()
-        if cfg.analysis.repeats > 1 and ledger.add_trials(_repeats(cfg, ledger)):
+        extra = _repeats(cfg, ledger) if cfg.analysis.repeats > 1 else []
+        if ledger.add_trials(extra):
             print(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more time(s)")
+            loop.allowed |= {r.config_hash for r in extra}
             loop.run()
         from launcher.finish import finish_sweep
 

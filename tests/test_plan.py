@@ -84,3 +84,10 @@ def test_tiny_plan_keeps_a_predicted_oom_to_measure(load):
     assert any(t.selection == "borderline" for t in plan.trials)
     assert {t.layout.tp for t in plan.trials} >= {1, 2} and {t.layout.pp for t in plan.trials} >= {1, 2}
     assert any(t.layout.dp > 1 for t in plan.trials)
+
+
+def test_impossible_layout_never_becomes_a_trial(load):
+    # tp=3 cannot split 4 heads; an explicit include does not bypass the constraints.
+    plan = make_plan(load("+sweep=tiny", "grid.include=[{gpus: 3, tp: 3, pp: 1, mbs: 1, gbs: 9}]"))
+    assert all(t.layout.tp != 3 for t in plan.trials + plan.pruned)
+    assert plan.rejected["heads_tp"] == 1 and "tp (3)" in plan.rejected_examples["heads_tp"]
