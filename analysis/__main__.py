@@ -32,8 +32,15 @@ def _load_config(folder: Path):
     if not path.is_file():
         raise ConfigError("sweep folder", str(folder), "give a folder made by `python -m launcher` (it holds "
                           "config.yaml and ledger.sqlite), e.g. sweeps/tiny")
-    merged = OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.load(path))
-    return OmegaConf.to_object(merged)
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.load(path))
+        return OmegaConf.to_object(merged)
+    except (OmegaConfBaseException, ValueError) as exc:  # edited by hand or written by another version
+        first = str(exc).splitlines()[0]
+        raise ConfigError(str(path), "…", f"does not match this parasweep's schema ({first}); re-create it "
+                          "by running the sweep's command again") from None
 
 
 def workdir_of(cfg, folder: Path) -> Path:

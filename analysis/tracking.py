@@ -22,6 +22,8 @@ PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tfl
 RUN_STATUS = {"ok": "FINISHED", "cancelled": "KILLED", "pruned": "KILLED"}
 HASH_TAG = "parasweep.config_hash"
 SWEEP_TAG = "parasweep.sweep"
+UID_TAG = "parasweep.sweep_uid"
+"""Identifies one sweep folder: a fresh sweep of the same name (same config hashes) gets new runs."""
 
 
 class TrackingUnavailable(Exception):
@@ -74,12 +76,12 @@ class Tracker:
         return runs_table_url(self.ui_url, self.experiment_id)
 
     # -- parent -----------------------------------------------------------------------------------------------
-    def parent_run(self, sweep: str, run_id: str, params: dict, tags: dict) -> str:
+    def parent_run(self, sweep: str, uid: str, run_id: str, params: dict, tags: dict) -> str:
         """The sweep's parent run: the remembered one if it still exists, else found by tag, else created."""
-        run_id = self._existing(run_id) or self._find({SWEEP_TAG: sweep, "parasweep.role": "sweep"})
+        run_id = self._existing(run_id) or self._find({UID_TAG: uid, "parasweep.role": "sweep"})
         if not run_id:
             run = self.client.create_run(self.experiment_id, run_name=f"sweep {sweep}",
-                                         tags={SWEEP_TAG: sweep, "parasweep.role": "sweep"})
+                                         tags={SWEEP_TAG: sweep, UID_TAG: uid, "parasweep.role": "sweep"})
             run_id = run.info.run_id
             self._log(run_id, params=params)
         self._log(run_id, tags=tags)
@@ -93,17 +95,18 @@ class Tracker:
         self.client.update_run(run_id, status="RUNNING")
 
     # -- children ---------------------------------------------------------------------------------------------
-    def sync_trial(self, sweep: str, parent_id: str, trial: dict, context: dict,
+    def sync_trial(self, sweep: str, uid: str, parent_id: str, trial: dict, context: dict,
                    artifacts: Iterable[Path] = ()) -> str:
         """Create or update the child run of one trial; returns its run id."""
         chash = trial["config_hash"]
-        run_id = self._existing(trial.get("mlflow_run_id", "")) or self._find({HASH_TAG: chash, SWEEP_TAG: sweep})
+        run_id = self._existing(trial.get("mlflow_run_id", "")) or self._find({HASH_TAG: chash, UID_TAG: uid})
         if not run_id:
             layout = trial["layout"]
             name = " ".join(f"{k}{layout[k]}" for k in ("tp", "pp", "dp", "mbs")) + f" {chash[:6]}"
             started_ms = int(trial["submitted_at"] * 1000) if trial.get("submitted_at") else None
             run = self.client.create_run(self.experiment_id, run_name=name, start_time=started_ms,
-                                         tags={HASH_TAG: chash, SWEEP_TAG: sweep, "mlflow.parentRunId": parent_id})
+                                         tags={HASH_TAG: chash, SWEEP_TAG: sweep, UID_TAG: uid,
+                                               "mlflow.parentRunId": parent_id})
             run_id = run.info.run_id
             params = {k: trial["layout"][k] for k in GRID_PARAMS if k in trial["layout"]}
             params.update(context)

@@ -93,7 +93,16 @@ def _check_keys(section: str, entries: Sequence[dict[str, Any]]) -> None:
 
 
 def _include_layout(entry: dict[str, Any], values: dict[str, list[Any]], worlds: list[tuple[int, int]],
-                    cluster: ClusterConfig) -> Layout:
+                    cluster: ClusterConfig, index: int) -> Layout:
+    try:
+        return _include_point(entry, values, worlds, cluster)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"grid.include[{index}]", dict(entry), f"values must be numbers/booleans/recompute "
+                          f"modes like the grid's lists ({exc})") from None
+
+
+def _include_point(entry: dict[str, Any], values: dict[str, list[Any]], worlds: list[tuple[int, int]],
+                   cluster: ClusterConfig) -> Layout:
     point = {name: items[0] for name, items in values.items()}
     point.update({k: v for k, v in entry.items() if k not in ("nodes", "gpus")})
     if "gpus" in entry:
@@ -115,7 +124,7 @@ def expand(grid: GridConfig, cluster: ClusterConfig) -> Iterator[Layout]:
     names = [names for names, _ in units]
     seen: set[Layout] = set()
     excludes = [dict(e) for e in grid.exclude]
-    includes = [_include_layout(dict(e), values, worlds, cluster) for e in grid.include]
+    includes = [_include_layout(dict(e), values, worlds, cluster, i) for i, e in enumerate(grid.include)]
     for combo in itertools.product(*(items for _, items in units)):
         point: dict[str, Any] = {}
         for group, vals in zip(names, combo):

@@ -6,6 +6,7 @@ turned into objects (`OmegaConf.to_object`), so a bad value fails before anythin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
@@ -269,6 +270,9 @@ class RetryConfig:
     max_attempts: int = 2
     """Attempts per trial for retryable failures (node failure, comm error, preemption, cancel, timeout)."""
 
+    def __post_init__(self) -> None:
+        _positive("retry", "max_attempts", self.max_attempts, "use 1 (no retries) or more")
+
 
 @dataclass
 class MonitorConfig:
@@ -276,6 +280,10 @@ class MonitorConfig:
     """Seconds between two polls of all live jobs (one sacct call per poll on SLURM)."""
     hang_timeout_min: float = 5.0
     """A trial with no new iteration for this long is a hang: cancelled and retried once."""
+
+    def __post_init__(self) -> None:
+        _positive("monitor", "poll_interval_s", self.poll_interval_s, "use a positive number of seconds")
+        _positive("monitor", "hang_timeout_min", self.hang_timeout_min, "use a positive number of minutes")
 
 
 @dataclass
@@ -297,6 +305,10 @@ class SweepRunConfig:
     """Where sweep folders live (relative to the working directory)."""
     fresh: bool = False
     """Start a new folder (the old one is kept under a dated name) instead of resuming."""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name or ""):
+            raise ConfigError("sweep.name", self.name, "use a folder name: letters, digits, '.', '_' or '-'")
 
 
 @dataclass

@@ -5,14 +5,18 @@ Running the same command again resumes: ok trials are kept, live jobs re-attache
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import shlex
 import time
+import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Optional, Sequence
 
 from launcher import trial_files
 from launcher.config import to_yaml
+from launcher.errors import ConfigError
 from launcher.executor import JobRequest, JobStatus, log_paths, make_runner
 from launcher.ledger import Ledger, TrialRecord
 from launcher.plan import Plan, make_plan, trial_context
@@ -27,6 +31,8 @@ from launcher.tracking_link import TrackingLink
 def sweep_folder(cfg: RootConfig) -> Path:
     folder = Path(cfg.sweep.root_dir) / cfg.sweep.name
     if cfg.sweep.fresh and folder.exists():
+        with _exclusive(folder):  # never rename a folder another launcher is working in
+            pass
         stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(folder.stat().st_mtime))
         kept = folder.with_name(f"{folder.name}.{stamp}")
         folder.rename(kept)
@@ -183,13 +189,38 @@ def _write_inputs(cfg: RootConfig, folder: Path, plan: Plan, overrides: Sequence
     write_plan_csv(plan, folder / "plan.csv")
 
 
+def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: Path) -> None:
+    """A folder holds one model/cluster/backend setup: trials of another would be ranked against these."""
+    stored, current = ledger.get_meta("context"), trial_context(cfg)
+    if stored and stored != current:
+        raise ConfigError("sweep.name", cfg.sweep.name, f"{folder} holds trials of another setup ({stored}; now "
+                          f"{current}): add sweep.fresh=true to start over (the old folder is kept) or pick "
+                          "another sweep.name")
+    ledger.set_meta("context", current)
+    if not ledger.get_meta("sweep_uid"):  # tells this folder's MLflow runs from those of a fresh sweep of one name
+        ledger.set_meta("sweep_uid", uuid.uuid4().hex)
+
+
+@contextlib.contextmanager
+def _exclusive(folder: Path):
+    """One launcher per sweep folder: a second one would resubmit the first one's in-flight trials."""
+    with (folder / ".lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError("sweep.name", folder.name, f"another launcher is running this sweep ({folder}); "
+                              "wait for it, or stop it first") from None
+        yield
+
+
 def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
     t_plan = time.perf_counter()
     plan = make_plan(cfg)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
     folder = sweep_folder(cfg)
-    _write_inputs(cfg, folder, plan, overrides)
-    with Ledger(folder / "ledger.sqlite") as ledger:
+    with _exclusive(folder), Ledger(folder / "ledger.sqlite") as ledger:
+        _check_same_setup(cfg, ledger, folder)
+        _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
         resumed = len(ledger.trials()) - new
         if resumed:
@@ -199,7 +230,6 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
         stale = [r for r in ledger.trials(("planned",)) if r.config_hash not in allowed]
         if stale:
             print(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
-        ledger.set_meta("context", trial_context(cfg))
         tracking = TrackingLink.open(cfg, ledger, folder)
         loop = SweepLoop(cfg, folder, ledger, tracking, allowed)
         started = time.time()

@@ -35,6 +35,7 @@ class TrackingLink:
     def __init__(self, cfg: RootConfig, ledger: Ledger, folder: Path, tracker, parent_id: str) -> None:
         self.cfg, self.ledger, self.folder = cfg, ledger, folder
         self.tracker, self.parent_id = tracker, parent_id
+        self.uid = ledger.get_meta("sweep_uid", "") or ""
         self.context = {"model": cfg.model.name, "cluster": cfg.cluster.name, "backend": cfg.backend.name,
                         "executor": cfg.executor.name, "sweep": cfg.sweep.name}
 
@@ -47,7 +48,8 @@ class TrackingLink:
         name = cfg.tracking.experiment or cfg.sweep.name
         try:
             tracker = Tracker.connect(cfg.tracking.uri, name, cfg.tracking.ui_url)
-            parent = tracker.parent_run(cfg.sweep.name, ledger.get_meta("mlflow_parent_run_id", "") or "",
+            parent = tracker.parent_run(cfg.sweep.name, ledger.get_meta("sweep_uid", "") or "",
+                                        ledger.get_meta("mlflow_parent_run_id", "") or "",
                                         params=_parent_params(cfg), tags={"status": "running"})
             tracker.reopen(parent)
         except TrackingUnavailable as exc:
@@ -70,8 +72,8 @@ class TrackingLink:
             return  # never ran: summarised in the parent run's plan.csv, not a child run
         try:
             write_trial_config(self.cfg, self.folder, record)
-            run_id = self.tracker.sync_trial(self.cfg.sweep.name, self.parent_id, asdict(record), self.context,
-                                             trial_artifacts(self.folder, record))
+            run_id = self.tracker.sync_trial(self.cfg.sweep.name, self.uid, self.parent_id, asdict(record),
+                                             self.context, trial_artifacts(self.folder, record))
         except Exception as exc:  # the store went away mid-sweep: keep going on the ledger alone
             self.lost(exc)
             return

@@ -74,3 +74,27 @@ def test_plain_wheel_install_finds_its_configs(tmp_path):
     import_path = subprocess.run([sys.executable, "-c", "import launcher; print(launcher.__file__)"], cwd=work,
                                  env=env, capture_output=True, text=True).stdout
     assert str(target) in import_path  # really the installed copy, not the checkout
+
+
+def test_a_folder_of_another_setup_is_refused_before_anything_runs(tmp_path):
+    from launcher.ledger import Ledger
+
+    folder = tmp_path / "sweeps" / "tiny"
+    with Ledger(folder / "ledger.sqlite") as ledger:
+        ledger.set_meta("context", "tiny/4x128x4x4x512x128x1024|local-cpu|torch/fp32/2+4/1234")
+    proc = run("+sweep=tiny", "tracking.enabled=false", cwd=tmp_path)
+    assert proc.returncode == 2 and "another setup" in proc.stderr and "sweep.fresh=true" in proc.stderr
+    assert not (folder / "config.yaml").exists() and not (folder / "jobs").exists()
+
+
+def test_a_second_launcher_on_the_same_folder_is_refused(tmp_path):
+    import fcntl
+
+    folder = tmp_path / "sweeps" / "tiny"
+    folder.mkdir(parents=True)
+    with (folder / ".lock").open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        proc = run("+sweep=tiny", "tracking.enabled=false", cwd=tmp_path)
+        fresh = run("+sweep=tiny", "tracking.enabled=false", "sweep.fresh=true", cwd=tmp_path)
+    assert proc.returncode == 2 and "another launcher is running this sweep" in proc.stderr
+    assert fresh.returncode == 2 and folder.exists()  # not renamed under the running launcher

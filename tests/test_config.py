@@ -87,6 +87,8 @@ def test_unknown_executor_key_lists_valid_keys(load):
     ("cluster.gpu_mem_gb=-1", "cluster.gpu_mem_gb"), ("grid.recompute=[fulll]", "grid.recompute"),
     ("grid.zero_stage=[4]", "grid.zero_stage"), ("backend.precision=fp8", "backend.precision"),
     ("cluster.gpu_mem_gb=lots", "cluster.gpu_mem_gb"), ("executor.timeout_min=0", "executor.timeout_min"),
+    ("monitor.poll_interval_s=-1", "monitor.poll_interval_s"), ("retry.max_attempts=0", "retry.max_attempts"),
+    ("sweep.name=", "sweep.name"), ("sweep.name=../x", "sweep.name"),
 ])
 def test_bad_values_name_the_field(load, override, field):
     with pytest.raises(ParasweepError) as err:

@@ -91,3 +91,15 @@ def test_impossible_layout_never_becomes_a_trial(load):
     plan = make_plan(load("+sweep=tiny", "grid.include=[{gpus: 3, tp: 3, pp: 1, mbs: 1, gbs: 9}]"))
     assert all(t.layout.tp != 3 for t in plan.trials + plan.pruned)
     assert plan.rejected["heads_tp"] == 1 and "tp (3)" in plan.rejected_examples["heads_tp"]
+
+
+def test_include_with_a_non_number_is_named(load):
+    with pytest.raises(ConfigError, match=r"grid.include\[0\]"):
+        make_plan(load("+sweep=tiny", "grid.include=[{tp: x}]"))
+
+
+def test_workload_refusals_are_rejected_at_plan_time(load):
+    # 2 micro-batches cannot fill a 4-stage 1F1B pipeline: the embedded workload would refuse it at run time.
+    with pytest.raises(PlanError, match="backend"):
+        make_plan(load("+sweep=tiny", "grid.gpus=[4]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[4]", "grid.mbs=[1]",
+                       "grid.gbs=[2]", "grid.include=[]"))

@@ -25,11 +25,11 @@ def children(tracker, parent):
 
 
 def test_parent_is_found_again_and_children_are_not_duplicated(tracker, tmp_path):
-    parent = tracker.parent_run("s", "", params={"model": "tiny"}, tags={})
-    assert tracker.parent_run("s", "", params={"model": "tiny"}, tags={}) == parent  # found by tag
-    first = tracker.sync_trial("s", parent, trial("a"), {"model": "tiny"})
+    parent = tracker.parent_run("s", "u1", "", params={"model": "tiny"}, tags={})
+    assert tracker.parent_run("s", "u1", "", params={"model": "tiny"}, tags={}) == parent  # found by tag
+    first = tracker.sync_trial("s", "u1", parent, trial("a"), {"model": "tiny"})
     # the ledger lost the run id (crash between MLflow write and ledger write): found by its config-hash tag
-    again = tracker.sync_trial("s", parent, trial("a", tokens=120.0), {"model": "tiny"})
+    again = tracker.sync_trial("s", "u1", parent, trial("a", tokens=120.0), {"model": "tiny"})
     assert again == first and len(children(tracker, parent)) == 1
     run = tracker.client.get_run(first)
     assert run.data.metrics["tokens_per_s"] == 120.0 and run.data.params["pp"] == "2"
@@ -37,19 +37,19 @@ def test_parent_is_found_again_and_children_are_not_duplicated(tracker, tmp_path
 
 
 def test_failed_trial_run_status_and_log_artifact(tracker, tmp_path):
-    parent = tracker.parent_run("s", "", params={}, tags={})
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
     log = tmp_path / "9_0_log.err"
     log.write_text("DefaultCPUAllocator: can't allocate memory\n")
-    run_id = tracker.sync_trial("s", parent, trial("b", state="oom"), {}, [log])
+    run_id = tracker.sync_trial("s", "u1", parent, trial("b", state="oom"), {}, [log])
     run = tracker.client.get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["status"] == "oom"
     assert [a.path for a in tracker.client.list_artifacts(run_id, "logs")] == ["logs/9_0_log.err.log"]
 
 
 def test_best_tag_moves_with_the_winner(tracker):
-    parent = tracker.parent_run("s", "", params={}, tags={})
-    a = tracker.sync_trial("s", parent, trial("a"), {})
-    b = tracker.sync_trial("s", parent, trial("b"), {})
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    a = tracker.sync_trial("s", "u1", parent, trial("a"), {})
+    b = tracker.sync_trial("s", "u1", parent, trial("b"), {})
     tracker.tag_best(a, parent, "a")
     tracker.tag_best(b, parent, "b")
     tags = {r.info.run_id: r.data.tags.get("parasweep.best") for r in children(tracker, parent)}
@@ -74,3 +74,12 @@ def test_unreachable_server_fails_fast():
 
 def test_runs_table_link():
     assert runs_table_url("http://h:5000/", "3") == "http://h:5000/#/experiments/3/runs"
+
+
+def test_a_fresh_sweep_of_the_same_name_gets_new_runs(tracker):
+    old_parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    old_child = tracker.sync_trial("s", "u1", old_parent, trial("a"), {})
+    new_parent = tracker.parent_run("s", "u2", "", params={}, tags={})
+    new_child = tracker.sync_trial("s", "u2", new_parent, trial("a", tokens=5.0), {})
+    assert new_parent != old_parent and new_child != old_child
+    assert tracker.client.get_run(old_child).data.metrics["tokens_per_s"] == 100.0  # the kept sweep is untouched

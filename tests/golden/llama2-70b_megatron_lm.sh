@@ -6,7 +6,8 @@ set -euo pipefail
 
 # Where this node sits in the job. Under SLURM the script runs as one task per node (srun --ntasks-per-node=1).
 EXPECTED_NNODES=8
-if [[ -n "${SLURM_JOB_NODELIST:-}" ]]; then
+# SUBMITIT_EXECUTOR=local: a local trial started from inside an allocation must not take its SLURM_* variables.
+if [[ -n "${SLURM_JOB_NODELIST:-}" && "${SUBMITIT_EXECUTOR:-}" != local ]]; then
   UNDER_SLURM=1
   # sed (not head) reads all of scontrol's output, so pipefail never sees a SIGPIPE.
   MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | sed -n 1p)"
