@@ -16,7 +16,6 @@ import contextlib
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -121,9 +120,9 @@ def _in_dir(path: Path):
 
 
 def _run(args) -> int:
-    from launcher.finish import print_results, write_best
+    from launcher.finish import conclude
     from launcher.ledger import Ledger
-    from launcher.outputs import print_outputs, write_analysis
+    from launcher.tracking_link import TrackingLink
 
     folder = args.folder.resolve()
     cfg = _load_config(folder)
@@ -132,28 +131,18 @@ def _run(args) -> int:
     with _in_dir(workdir), Ledger(folder / "ledger.sqlite") as ledger:
         t0 = time.perf_counter()
         changed = rejudge(cfg, ledger, resolve)
-        parse_s = time.perf_counter() - t0
         records = ledger.trials()
-        trials = [asdict(r) for r in records]
-        from analysis.select import group_repeats, rank
-
-        ranked = rank(group_repeats(trials), cfg.analysis.noise_tolerance)
-        write_best(cfg, folder, ledger.get(ranked[0]["config_hash"]) if ranked else None,
-                   ranked[0] if ranked else None)
-        print_results(cfg, ranked, records, folder)
-        print(f"re-parsed {sum(1 for r in records if r.job_state)} trial logs in {parse_s:.2f} s ({changed} changed)")
-        t1 = time.perf_counter()
-        outputs = write_analysis(cfg, folder, trials, train_iters=args.train_iters, resolve=resolve,
-                                 runs_url=ledger.get_meta("mlflow_runs_url", "") or "")
-        print_outputs(outputs, folder)
-        print(f"plots, report and export in {time.perf_counter() - t1:.2f} s")
+        print(f"re-parsed {sum(1 for r in records if r.job_state)} trial logs in {time.perf_counter() - t0:.2f} s "
+              f"({changed} changed)")
+        tracking = TrackingLink.disabled(cfg, ledger, folder)
         if not args.no_mlflow and cfg.tracking.enabled:
-            _sync(cfg, folder, ledger, ranked, outputs, args.resync_all)
+            tracking = _sync(cfg, folder, ledger, args.resync_all)
+        conclude(cfg, folder, ledger, tracking, summary={}, train_iters=args.train_iters, resolve=resolve)
     return 0
 
 
-def _sync(cfg, folder: Path, ledger, ranked: list, outputs, resync_all: bool) -> None:
-    from launcher.outputs import attach_outputs
+def _sync(cfg, folder: Path, ledger, resync_all: bool):
+    """Bring MLflow up to the ledger: the trials it does not have yet (or all of them), timed apart."""
     from launcher.tracking_link import TrackingLink
 
     t0 = time.perf_counter()
@@ -163,22 +152,8 @@ def _sync(cfg, folder: Path, ledger, ranked: list, outputs, resync_all: bool) ->
             tracking.sync(r)
     else:
         tracking.sync_pending()  # trials re-judged above were marked unsynced; the others are in MLflow already
-    best = ledger.get(ranked[0]["config_hash"]) if ranked else None
-    if tracking.active:
-        try:
-            attach_outputs(tracking.tracker, tracking.parent_id, outputs)
-        except Exception as exc:  # the store went away: the files are in the folder, the next run attaches them
-            from analysis.tracking import warn
-
-            warn(f"attaching plots/report to MLflow failed ({type(exc).__name__}: {str(exc)[:160]})")
-    records = ledger.trials()
-    if any(r.is_live for r in records):  # the launcher is still at work: it finishes the parent run itself
-        url = tracking.tracker.runs_url if tracking.active else None
-    else:
-        url = tracking.finish(best, {"trials_ok": len(ranked), "trials_total": len(records)},
-                              [p for p in (folder / "plan.csv", folder / "best.json", folder / "config.yaml")
-                               if p.exists()])
-    print(f"MLflow sync: {time.perf_counter() - t0:.2f} s" + (f"; runs: {url}" if url else " (unavailable)"))
+    print(f"MLflow sync: {time.perf_counter() - t0:.2f} s" + ("" if tracking.active else " (unavailable)"))
+    return tracking
 
 
 if __name__ == "__main__":

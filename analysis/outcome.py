@@ -45,7 +45,10 @@ def _workload_metrics(text: str, capacity_gb: float) -> tuple[dict, str]:
     r = log.result
     metrics = {k: r[k] for k in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu",
                                  "peak_mem_gb") if isinstance(r.get(k), (int, float))}
-    metrics["headroom"] = _headroom(metrics.get("peak_mem_gb"), capacity_gb)
+    # On a GPU the device loses what the caching allocator reserved, not only what tensors hold.
+    reserved = r.get("peak_mem_reserved_gb")
+    metrics["headroom"] = _headroom(reserved if isinstance(reserved, (int, float)) else metrics.get("peak_mem_gb"),
+                                    capacity_gb)
     measured = [it for it in log.iterations if it.phase == "measure"]
     if measured:
         stats = steady_state(measured)
@@ -63,7 +66,8 @@ def _megatron_metrics(text: str, capacity_gb: float, tokens_per_step: int) -> tu
                "step_time_std_s": stats.std_step_time_s, "n_measured": stats.n_used}
     if stats.median_tflops_per_gpu is not None:
         metrics["tflops_per_gpu"] = stats.median_tflops_per_gpu
-    peak_mb = peak_memory_mb(parse_memory(text), "max_reserved_mb") or peak_memory_mb(parse_memory(text))
+    reports = parse_memory(text)
+    peak_mb = peak_memory_mb(reports, "max_reserved_mb") or peak_memory_mb(reports)
     if peak_mb is not None:
         metrics["peak_mem_gb"] = peak_mb * MIB / 1e9
         metrics["headroom"] = _headroom(metrics["peak_mem_gb"], capacity_gb)

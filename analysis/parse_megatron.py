@@ -55,6 +55,7 @@ class MemoryReport:
 # lets `re` jump between occurrences of "iteration" (20x faster over a whole log).
 _ITER_START = re.compile(r"iteration\s*[=:]?\s*(\d+)\s*/\s*\d+\s*\|")
 _TEE_PREFIX = re.compile(r"^\s*\[(?:default|rank)\d+\]:")
+_PROGRESS = re.compile(r"\biteration\s*[=:]?\s*\d+\s*/\s*\d+")  # also a wrapped line's first part
 _MAX_WRAP_LINES = 6  # a hard-wrapped record spans at most this many extra physical lines
 # The embedded workload prints each step as one line with no closing '|' (launcher/workload/train.py).
 _WORKLOAD_TAG = "[parasweep] "
@@ -158,6 +159,12 @@ def _parse_record(iteration: int, record: str, complete: bool, source: str | Non
     batch = values.pop("global_batch", None)
     return Iteration(iteration=iteration, global_batch=None if batch is None else int(batch),
                      phase=phase, **values)
+
+
+def has_iteration(text: str) -> bool:
+    """Does this piece of log report a training iteration? (The monitor's progress signal: chatter such as NCCL
+    warnings grows a log without progress.)"""
+    return _PROGRESS.search(text) is not None
 
 
 def parse_iterations(text: str, *, source: str | None = None) -> list[Iteration]:

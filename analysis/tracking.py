@@ -137,9 +137,6 @@ class Tracker:
             if Path(path).is_file():
                 self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def child_count(self, parent_id: str) -> int:
-        return len(self._children(parent_id))
-
     # -- internals --------------------------------------------------------------------------------------------
     def _children(self, parent_id: str) -> list:
         return self.client.search_runs([self.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'",

@@ -10,15 +10,16 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
-from launcher.errors import SubmissionError
 from launcher.schema import ClusterConfig, ExecutorConfig
 
 LIVE_SLURM_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING"}
@@ -32,6 +33,17 @@ class JobRequest:
     nodes: int
     gpus_per_node: int
     exclude_nodes: tuple[str, ...] = ()
+    attempt: int = 1
+
+
+@dataclass
+class Submitted:
+    """What a submission call achieved: job id and job folder per trial, and why the others were refused."""
+
+    jobs: dict = field(default_factory=dict)
+    """key -> (job id, job folder)."""
+    refused: dict = field(default_factory=dict)
+    """key -> sbatch's error (a refused array does not stop the others)."""
 
 
 @dataclass(frozen=True)
@@ -48,19 +60,14 @@ class JobStatus:
         return self.state in LIVE_SLURM_STATES
 
 
-def job_folder(jobs_dir: Path, job_id: str) -> Path:
-    return jobs_dir / job_id
-
-
-def log_paths(jobs_dir: Path, job_id: str) -> list[Path]:
+def log_paths(job_dir: Path, job_id: str) -> list[Path]:
     """stdout/stderr files of every task of a job (task 0 first)."""
-    folder = job_folder(jobs_dir, job_id)
-    return sorted(folder.glob(f"{job_id}_*_log.out")) + sorted(folder.glob(f"{job_id}_*_log.err"))
+    return sorted(job_dir.glob(f"{job_id}_*_log.out")) + sorted(job_dir.glob(f"{job_id}_*_log.err"))
 
 
-def read_result(jobs_dir: Path, job_id: str) -> tuple[Optional[str], str]:
+def read_result(job_dir: Path, job_id: str) -> tuple[Optional[str], str]:
     """submitit's result pickle of task 0: ('success'|'error'|None, text)."""
-    path = job_folder(jobs_dir, job_id) / f"{job_id}_0_result.pkl"
+    path = job_dir / f"{job_id}_0_result.pkl"
     if not path.is_file():
         return None, ""
     try:
@@ -81,41 +88,62 @@ class LocalRunner:
 
     name = "local"
 
-    def __init__(self, cfg: ExecutorConfig, jobs_dir: Path) -> None:
+    def __init__(self, cfg: ExecutorConfig, jobs_dir: Path, gpus: Optional[list[int]] = None) -> None:
         self.cfg, self.jobs_dir = cfg, jobs_dir
         self.sbatch_calls = 0
         self._procs: dict = {}  # controller Popen objects of jobs this process started (reaped when polled)
+        self.gpus = local_gpus() if gpus is None else gpus
+        """This machine's GPU ids (empty on a CPU machine, where each rank is a process on the cores)."""
+        self._held: dict[str, list[int]] = {}  # job id -> the GPUs it was given
 
     def concurrency(self, ranks_per_trial: int) -> int:
         if self.cfg.max_concurrent:
             return self.cfg.max_concurrent
+        if self.gpus:  # one rank per GPU: trials must not share devices
+            return max(1, len(self.gpus) // max(1, ranks_per_trial))
         # Each rank is a busy process: more trials than cores would measure the scheduler, not the layout.
         return max(1, (os.cpu_count() or 1) // max(1, ranks_per_trial))
 
-    def submit(self, requests: Sequence[JobRequest]) -> dict[str, str]:
+    def _take_gpus(self, n: int) -> list[int]:
+        busy = {g for held in self._held.values() for g in held}
+        free = [g for g in self.gpus if g not in busy]
+        return free[:n] if len(free) >= n else []
+
+    def submit(self, requests: Sequence[JobRequest]) -> Submitted:
         from submitit.local.local import LocalExecutor
 
         from launcher.jobside import run_trial
 
-        ids = {}
+        done = Submitted()
         for req in requests:
-            executor = LocalExecutor(folder=str(self.jobs_dir / "%j"), max_num_timeout=0)
+            # One folder per trial attempt: a local job id is a pid, which the system reuses.
+            folder = self.jobs_dir / f"{req.key}.a{req.attempt}"
+            devices = self._take_gpus(req.gpus_per_node) if self.gpus else []
+            executor = LocalExecutor(folder=str(folder), max_num_timeout=0)
+            # gpus_per_node=0 hides every GPU (CUDA_VISIBLE_DEVICES=''): right on a CPU machine only.
             executor.update_parameters(timeout_min=self.cfg.timeout_min, tasks_per_node=1,
-                                       signal_delay_s=min(self.cfg.signal_delay_s, 30), setup=list(self.cfg.setup))
+                                       signal_delay_s=min(self.cfg.signal_delay_s, 30), setup=list(self.cfg.setup),
+                                       gpus_per_node=len(devices), visible_gpus=devices)
             job = executor.submit(run_trial, str(req.script))
-            ids[req.key] = str(job.job_id)
+            done.jobs[req.key] = (str(job.job_id), folder)
             self._procs[str(job.job_id)] = job._process
-        return ids
+            self._held[str(job.job_id)] = devices
+        return done
 
-    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        return {job_id: self._status(job_id) for job_id in job_ids}
+    def poll(self, jobs: dict[str, Path]) -> dict[str, JobStatus]:
+        """Status of each job id (-> its folder)."""
+        statuses = {job_id: self._status(job_id, folder) for job_id, folder in jobs.items()}
+        for job_id, status in statuses.items():
+            if not status.live:
+                self._held.pop(job_id, None)  # its GPUs are free again
+        return statuses
 
-    def _status(self, job_id: str) -> JobStatus:
+    def _status(self, job_id: str, folder: Path) -> JobStatus:
         proc = self._procs.get(job_id)
         if proc is not None and proc.poll() is not None:  # reap our own child so it is not left a zombie
             self._procs.pop(job_id)
         alive = _is_submitit_controller(int(job_id))
-        outcome, text = read_result(self.jobs_dir, job_id)
+        outcome, text = read_result(folder, job_id)
         if outcome == "success":
             return JobStatus("COMPLETED", 0)
         if outcome == "error":
@@ -137,6 +165,8 @@ class SlurmRunner:
         self.cfg, self.cluster, self.jobs_dir = cfg, cluster, jobs_dir
         self.sbatch_calls = 0
         self.sacct_calls = 0
+        self._sacct_failures = 0
+        self._missing: dict[str, int] = {}  # array task -> consecutive polls it was absent from sacct
 
     def concurrency(self, ranks_per_trial: int) -> int:
         return 1 << 30  # SLURM queues everything; the %N throttle limits what runs
@@ -160,49 +190,66 @@ class SlurmRunner:
         executor.update_parameters(**params)
         return executor
 
-    def submit(self, requests: Sequence[JobRequest]) -> dict[str, str]:
+    def submit(self, requests: Sequence[JobRequest]) -> Submitted:
+        """One array per resource shape. A refused array is reported, and the others still go out."""
         from launcher.jobside import run_trial
 
         groups: dict[tuple, list[JobRequest]] = defaultdict(list)
         for req in requests:
             groups[(req.nodes, req.gpus_per_node, req.exclude_nodes)].append(req)
-        ids: dict[str, str] = {}
+        done = Submitted()
         for (nodes, gpn, exclude), reqs in groups.items():
             executor = self._executor(nodes, gpn, exclude)
             try:
                 jobs = executor.map_array(run_trial, [str(r.script) for r in reqs])
-            except Exception as exc:  # sbatch refused: say what and why, nothing half-recorded
-                raise SubmissionError(f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs "
-                                      f"on partition {self.cluster.partition!r}): {str(exc).strip()[:400]}") from exc
+            except Exception as exc:  # sbatch refused this array: say what and why
+                why = (f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs on partition "
+                       f"{self.cluster.partition!r}): {str(exc).strip()[:400]}")
+                done.refused.update({r.key: why for r in reqs})
+                continue
             self.sbatch_calls += 1
-            ids.update({r.key: str(j.job_id) for r, j in zip(reqs, jobs)})
-        return ids
+            done.jobs.update({r.key: (str(j.job_id), self.jobs_dir / str(j.job_id)) for r, j in zip(reqs, jobs)})
+        return done
 
-    def poll(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
-        if not job_ids:
+    def poll(self, jobs: dict[str, Path]) -> dict[str, JobStatus]:
+        """Status of each job id (-> its folder), from ONE sacct call for all of them."""
+        if not jobs:
             return {}
-        bases = sorted({j.split("_")[0] for j in job_ids})
+        bases = sorted({j.split("_")[0] for j in jobs})
         self.sacct_calls += 1
         proc = subprocess.run(["sacct", "-X", "-n", "--parsable2", "-o", "JobID,State,ExitCode,NodeList",
                                "-j", ",".join(bases)], capture_output=True, text=True, check=False)
-        table = parse_sacct(proc.stdout) if proc.returncode == 0 else {}
+        if proc.returncode != 0:
+            self._sacct_failed(proc.stderr)
+            return {job_id: JobStatus("PENDING") for job_id in jobs}  # unknown: keep waiting, ask again
+        self._sacct_failures = 0
+        table = parse_sacct(proc.stdout)
         known_bases = {jid.split("_")[0] for jid in table}
         out = {}
-        for job_id in job_ids:
+        for job_id, folder in jobs.items():
             status = table.get(job_id)
-            if status is None and job_id.split("_")[0] in known_bases:
+            missing = status is None and job_id.split("_")[0] in known_bases
+            self._missing[job_id] = self._missing.get(job_id, 0) + 1 if missing else 0
+            if missing and self._missing[job_id] >= 2:
                 # sacct lists every live element of an array it knows (pending ones as 12_[3-7]); an element
-                # missing from it was cancelled while pending, which Slurm does not record.
+                # absent from two polls in a row was cancelled while pending, which Slurm does not record.
                 status = JobStatus("CANCELLED", error="array task cancelled while pending (not in sacct)")
             elif status is None:
                 status = JobStatus("PENDING")  # not in sacct yet: just submitted
             if not status.live:
-                outcome, text = read_result(self.jobs_dir, job_id)
+                outcome, text = read_result(folder, job_id)
                 if outcome == "error":
                     status = JobStatus(status.state, exit_code_from_error(text) or status.exit_code, status.nodes,
                                        text.strip().splitlines()[-1][:500])
             out[job_id] = status
         return out
+
+    def _sacct_failed(self, stderr: str) -> None:
+        self._sacct_failures += 1
+        if self._sacct_failures in (1, 10, 100):  # say it, without flooding the log on every poll
+            print(f"warning: sacct failed ({self._sacct_failures} poll(s) in a row): "
+                  f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep their last "
+                  "known state until it answers (is slurmdbd up?)", file=sys.stderr, flush=True)
 
     def cancel(self, job_id: str) -> None:
         subprocess.run(["scancel", job_id], capture_output=True, check=False)
@@ -234,6 +281,17 @@ def _expand_array_id(job_id: str) -> list[str]:
         lo, _, hi = part.partition("-")
         ids += [f"{base}_{i}" for i in range(int(lo), int(hi or lo) + 1)]
     return ids
+
+
+def local_gpus() -> list[int]:
+    """GPU ids a local job may use: CUDA_VISIBLE_DEVICES if set, else what `nvidia-smi -L` lists (no torch import)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [int(v) for v in visible.split(",") if v.strip().isdigit()]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
+    return [i for i, line in enumerate(l for l in listing.splitlines() if l.startswith("GPU "))]
 
 
 def make_runner(cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path):

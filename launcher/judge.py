@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from launcher.ledger import TrialRecord
-from launcher.policy import exclude_on_retry_kind, state_for_kind
+from launcher.policy import exclude_on_retry_kind, may_exclude, state_for_kind
 from launcher.schema import RootConfig
 
 
@@ -28,9 +28,28 @@ def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_st
         hang_timeout_s=cfg.monitor.hang_timeout_min * 60)
     nodes = record.nodes if nodes is None else nodes  # re-judging keeps where the job ran
     excluded = list(record.excluded_nodes)
-    if exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned":
+    if (exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned"
+            and may_exclude(cfg.cluster.nodes, record.layout["nodes"])):
         excluded = sorted(set(excluded) | {nodes})
     return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
-                reason=outcome.reason, metrics=outcome.metrics, log_paths=[str(p) for p in paths],
+                reason=outcome.reason, metrics=one_flop_convention(cfg, record, outcome.metrics), log_paths=[str(p) for p in paths],
                 excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
                 nodes=nodes)
+
+
+def one_flop_convention(cfg: RootConfig, record: TrialRecord, metrics: dict) -> dict:
+    """Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts recomputation, Megatron-LM's
+    "throughput per GPU" does not (and newer versions halve causal attention). A trial's FLOPs per iteration are
+    fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by
+    predicted / measured step time; the number the log printed is kept as reported_tflops_per_gpu."""
+    predicted = record.predicted
+    if cfg.backend.name == "torch" or not metrics.get("step_time_s") or not predicted.get("step_time_s"):
+        return metrics  # the embedded workload reports both conventions itself
+    scale = predicted["step_time_s"] / metrics["step_time_s"]
+    out = dict(metrics)
+    if "tflops_per_gpu" in out:
+        out["reported_tflops_per_gpu"] = out.pop("tflops_per_gpu")
+    out["tflops_per_gpu"] = predicted["tflops_per_gpu"] * scale
+    out["model_tflops_per_gpu"] = predicted["model_tflops_per_gpu"] * scale
+    out["mfu"] = out["model_tflops_per_gpu"] / cfg.cluster.peak_tflops
+    return out

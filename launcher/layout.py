@@ -64,6 +64,11 @@ class Layout:
             parts.append(f"{self.nodes}n")
         return " ".join(parts)
 
+    @staticmethod
+    def label(data: dict) -> str:
+        """short() of a layout stored as a dict (ledger records, plan rows)."""
+        return Layout.from_dict(data).short()
+
     @classmethod
     def from_dict(cls, data: dict) -> "Layout":
         names = {f.name for f in fields(cls)}

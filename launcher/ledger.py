@@ -16,7 +16,6 @@ from typing import Any, Iterable, Optional
 
 STATES = ("planned", "submitted", "running", "ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")
 LIVE_STATES = ("submitted", "running")
-FINAL_STATES = ("ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -29,6 +28,7 @@ CREATE TABLE IF NOT EXISTS trials (
     repeat_of TEXT NOT NULL DEFAULT '',
     state TEXT NOT NULL,
     job_id TEXT NOT NULL DEFAULT '',
+    job_dir TEXT NOT NULL DEFAULT '',
     job_state TEXT NOT NULL DEFAULT '',
     exit_code INTEGER,
     job_error TEXT NOT NULL DEFAULT '',
@@ -68,6 +68,8 @@ class TrialRecord:
     """For a repeated measurement: the config hash of the trial it repeats."""
     state: str = "planned"
     job_id: str = ""
+    job_dir: str = ""
+    """The job's folder (submitit's files and the task logs), relative to the launcher's working directory."""
     job_state: str = ""
     """How the job ended in SLURM's words (COMPLETED, FAILED, TIMEOUT, ...), kept so the log can be re-judged."""
     exit_code: Optional[int] = None

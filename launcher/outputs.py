@@ -63,19 +63,9 @@ def _full_length_spec(cfg, layout, train_iters: int, out: Path):
     """The winner's launch rendered for a long run: warmup 0 + measure N, which Megatron renders as
     --train-iters N --exit-interval N (megatron_common.run_args) and the embedded workload as
     --warmup-iters 0 --measure-iters N; everything else is the benchmarked configuration."""
-    from launcher.backends import render_launch
-    from launcher.backends.launch import env_exports
-    from launcher.trial_files import mem_limit_mb
+    from launcher.trial_files import spec_for
 
-    backend = replace(cfg.backend, warmup_iters=0, measure_iters=train_iters)
-    if cfg.executor.name == "local" and backend.python == "python":
-        backend = replace(backend, python=sys.executable)  # as trial_files.spec_for: local jobs use this Python
-    spec = render_launch(cfg.model, cfg.cluster, backend, layout, trial_dir=str(out), mem_limit_mb=mem_limit_mb(cfg))
-    spec = replace(spec, env={**cfg.executor.env, **spec.env})
-    if spec.env:  # as trial_files.write: the script exports the job's environment itself
-        spec = replace(spec, script=spec.script.replace("set -euo pipefail\n",
-                                                        "set -euo pipefail\n" + env_exports(spec.env), 1))
-    return spec
+    return spec_for(cfg, layout.to_dict(), out, replace(cfg.backend, warmup_iters=0, measure_iters=train_iters))
 
 
 def _export(cfg, folder: Path, best: dict, train_iters: int) -> dict:

@@ -70,9 +70,22 @@ def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str],
     for base_hash in ranked_hashes:
         base = by_hash[base_hash]
         spare = cluster_nodes - base.layout["nodes"] >= base.layout["nodes"]
-        avoid = [n for n in base.nodes.split(",") if n] if spare else []
+        avoid = [base.nodes] if spare and base.nodes else []  # a SLURM hostlist (n[1-2]) goes to --exclude whole
         for i in range(1, repeats):
             extra.append(TrialRecord(f"{base_hash}~r{i}", position, base.layout, base.predicted, "repeat",
                                      repeat_of=base_hash, excluded_nodes=avoid))
             position += 1
     return extra
+
+
+def refusal_kind(sbatch_error: str) -> str:
+    """A refused submission: a request SLURM can never satisfy is a config error (not retried), anything else
+    (controller busy or down) a crash that the retry policy may resubmit."""
+    never = ("Invalid partition", "Invalid account", "Invalid qos", "Requested node configuration is not available",
+             "Invalid generic resource", "Invalid feature", "Requested reservation is invalid", "More processors")
+    return "config_error" if any(text in sbatch_error for text in never) else "crashed"
+
+
+def may_exclude(cluster_nodes: int, trial_nodes: int) -> bool:
+    """Avoiding the failing node on a retry only makes sense if enough other nodes remain."""
+    return cluster_nodes >= 2 * trial_nodes

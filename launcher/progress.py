@@ -7,6 +7,7 @@ import time
 from collections import Counter
 from typing import Optional
 
+from launcher.layout import Layout
 from launcher.ledger import TrialRecord
 
 PLAIN_HEARTBEAT_S = 30.0
@@ -29,19 +30,23 @@ def _duration(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def summary_line(records: list[TrialRecord], started_at: float, best: Optional[TrialRecord]) -> str:
+def done_count(records: list[TrialRecord]) -> int:
+    return sum(r.state in ("ok", "oom", "failed", "timeout", "hang", "cancelled") for r in records)
+
+
+def summary_line(records: list[TrialRecord], started_at: float, best: Optional[TrialRecord],
+                 done_before: int = 0) -> str:
+    """One status line; the ETA extrapolates from the trials finished in THIS run (a resumed sweep's earlier
+    trials took none of its time)."""
     counts = Counter(r.state for r in records)
     total = sum(n for s, n in counts.items() if s != "pruned")
-    done = sum(counts[s] for s in ("ok", "oom", "failed", "timeout", "hang", "cancelled"))
+    done = done_count(records)
     states = " ".join(f"{s}={counts[s]}" for s in ORDER if counts[s])
     elapsed = time.time() - started_at
-    best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({_label(best)})" if best else "")
-    return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {format_eta(done, total, elapsed)}"
-
-
-def _label(record: TrialRecord) -> str:
-    lay = record.layout
-    return f"tp{lay['tp']} pp{lay['pp']} dp{lay['dp']} mbs{lay['mbs']}"
+    best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({Layout.label(best.layout)})" if best
+                 else "")
+    eta = format_eta(done - done_before, total - done_before, elapsed)
+    return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta}"
 
 
 LIVE_ROWS = 20
@@ -64,9 +69,12 @@ class Progress:
         self._last_key = ""
         self._last_print = 0.0
         self._live = None
+        self._done_before: Optional[int] = None  # trials already finished when this run started (a resume)
 
     def update(self, records: list[TrialRecord], best: Optional[TrialRecord]) -> None:
-        line = summary_line(records, self.started_at, best)
+        if self._done_before is None:
+            self._done_before = done_count(records)
+        line = summary_line(records, self.started_at, best, self._done_before)
         if not self.interactive:
             # A line when a trial changes state, else a heartbeat every PLAIN_HEARTBEAT_S (CI logs stay short).
             key = line.split("] ", 1)[1].rsplit(" | eta", 1)[0]
@@ -84,7 +92,7 @@ class Progress:
         for col in ("trial", "layout", "state", "attempts", "tokens/s", "peak GB", "note"):
             table.add_column(col)
         for r in _visible(records):
-            table.add_row(r.config_hash[:8], _label(r), r.state, str(r.attempts),
+            table.add_row(r.config_hash[:8], Layout.label(r.layout), r.state, str(r.attempts),
                           f"{r.metrics.get('tokens_per_s', 0):,.0f}" if r.metrics.get("tokens_per_s") else "",
                           f"{r.metrics.get('peak_mem_gb', 0):.2f}" if r.metrics.get("peak_mem_gb") else "",
                           (r.failure_kind or "")[:20])

@@ -18,11 +18,12 @@ from launcher import trial_files
 from launcher.config import to_yaml
 from launcher.errors import ConfigError
 from launcher.executor import JobRequest, JobStatus, log_paths, make_runner
+from launcher.layout import Layout
 from launcher.ledger import Ledger, TrialRecord
 from launcher.plan import Plan, make_plan, trial_context
 from launcher.plan_report import write_plan_csv
 from launcher.judge import judge
-from launcher.policy import dominated_by_oom, repeat_records, should_retry
+from launcher.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
 from launcher.progress import Progress
 from launcher.schema import RootConfig
 from launcher.tracking_link import TrackingLink
@@ -65,7 +66,7 @@ class SweepLoop:
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
         self.runner = make_runner(cfg.executor, cfg.cluster, folder / "jobs")
         self.progress = Progress(f"sweep {cfg.sweep.name}")
-        self._progress_seen: dict[str, tuple[int, float]] = {}  # hash -> (log bytes, time it last grew)
+        self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
 
@@ -92,7 +93,7 @@ class SweepLoop:
             self.ledger.update(r.config_hash, "no job id recorded: submission interrupted", state="cancelled",
                                failure_kind="cancelled", reason="submission interrupted")
         live = [r for r in live if r.job_id]
-        statuses = self.runner.poll([r.job_id for r in live])
+        statuses = self.runner.poll({r.job_id: Path(r.job_dir) for r in live})
         for r in live:
             status = statuses[r.job_id]
             if status.live:
@@ -105,22 +106,21 @@ class SweepLoop:
             self.ledger.update(r.config_hash, "running", state="running")
         if status.state != "RUNNING":
             return
-        size = sum(p.stat().st_size for p in log_paths(self.runner.jobs_dir, r.job_id) if p.exists())
-        seen_size, since = self._progress_seen.get(r.config_hash, (-1, time.time()))
-        if size != seen_size:
-            self._progress_seen[r.config_hash] = (size, time.time())
-            return
+        offsets, since = self._progress.get(r.config_hash, ({}, time.time()))  # the clock starts when it runs
+        if _new_iterations(log_paths(Path(r.job_dir), r.job_id), offsets):
+            since = time.time()
+        self._progress[r.config_hash] = (offsets, since)
         if time.time() - since > self.cfg.monitor.hang_timeout_min * 60:
             self.runner.cancel(r.job_id)
             self._finish(r, status, hang_s=time.time() - since)
 
     def _finish(self, r: TrialRecord, status: JobStatus, hang_s: Optional[float] = None) -> None:
-        paths = log_paths(self.runner.jobs_dir, r.job_id)
+        paths = log_paths(Path(r.job_dir), r.job_id)
         changes = judge(self.cfg, r, paths, job_state=status.state, exit_code=status.exit_code,
                         job_error=status.error, nodes=status.nodes, hang_s=hang_s)
         self.ledger.update(r.config_hash, f"{changes['failure_kind']}: {changes['reason']}"[:300],
                            finished_at=time.time(), synced=False, **changes)
-        self._progress_seen.pop(r.config_hash, None)
+        self._progress.pop(r.config_hash, None)
         self.tracking.sync(self.ledger.get(r.config_hash))
 
     # -- submission -------------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ class SweepLoop:
                 oom = dominated_by_oom(r, records)
                 if oom is not None:
                     self.ledger.update(r.config_hash, "pruned after OOM", state="pruned", reason=(
-                        f"needs more memory than trial {oom.config_hash} ({_short(oom.layout)}), which ran out of memory"))
+                        f"needs more memory than trial {oom.config_hash} ({Layout.label(oom.layout)}), which ran out of memory"))
                     self.tracking.sync(self.ledger.get(r.config_hash))
                     continue
                 todo.append(r)
@@ -153,14 +153,19 @@ class SweepLoop:
             script = trial_files.write(self.cfg, self.folder, r)
             lay = r.layout
             requests.append(JobRequest(r.config_hash, script, lay["nodes"], lay["gpus"] // lay["nodes"],
-                                       tuple(r.excluded_nodes)))
+                                       tuple(r.excluded_nodes), r.attempts + 1))
             # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
-            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state="submitted", job_id="",
+            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state="submitted", job_id="", job_dir="",
                                attempts=r.attempts + 1, submitted_at=time.time(), metrics={}, failure_kind="",
                                reason="")
-        ids = self.runner.submit(requests)
-        for key, job_id in ids.items():
-            self.ledger.update(key, f"job {job_id}", job_id=job_id)
+        done = self.runner.submit(requests)
+        for key, (job_id, job_dir) in done.jobs.items():
+            self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
+        for key, why in done.refused.items():
+            self.progress.log(f"warning: {why}")
+            self.ledger.update(key, why[:300], state="failed", failure_kind=refusal_kind(why), reason=why,
+                               finished_at=time.time(), synced=False)
+            self.tracking.sync(self.ledger.get(key))
         return len(batch)
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
@@ -170,8 +175,19 @@ class SweepLoop:
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
-def _short(layout: dict) -> str:
-    return f"tp{layout['tp']} pp{layout['pp']} dp{layout['dp']} mbs{layout['mbs']} gbs{layout['gbs']}"
+def _new_iterations(paths: Sequence[Path], offsets: dict) -> bool:
+    """Read what the logs gained since the last poll (tailing, not re-reading); True if it holds an iteration."""
+    from analysis.parse_megatron import has_iteration
+
+    found = False
+    for path in paths:
+        with path.open("rb") as fh:
+            fh.seek(offsets.get(path, 0))
+            chunk = fh.read()
+        offsets[path] = offsets.get(path, 0) + len(chunk)
+        found = found or has_iteration(chunk.decode(errors="replace"))
+    return found
+
 
 
 def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:

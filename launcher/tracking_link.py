@@ -42,7 +42,7 @@ class TrackingLink:
     @classmethod
     def open(cls, cfg: RootConfig, ledger: Ledger, folder: Path) -> "TrackingLink":
         if not cfg.tracking.enabled:
-            return cls(cfg, ledger, folder, None, "")
+            return cls.disabled(cfg, ledger, folder)
         from analysis.tracking import Tracker, TrackingUnavailable, warn
 
         name = cfg.tracking.experiment or cfg.sweep.name
@@ -55,15 +55,23 @@ class TrackingLink:
         except TrackingUnavailable as exc:
             warn(f"{exc}; the sweep goes on and records everything in the ledger. "
                  f"Sync later with: python -m analysis {folder}")
-            return cls(cfg, ledger, folder, None, "")
+            return cls.disabled(cfg, ledger, folder)
         ledger.set_meta("mlflow_parent_run_id", parent)
         ledger.set_meta("mlflow_experiment_id", tracker.experiment_id)
         ledger.set_meta("mlflow_runs_url", tracker.runs_url)
         return cls(cfg, ledger, folder, tracker, parent)
 
+    @classmethod
+    def disabled(cls, cfg: RootConfig, ledger: Ledger, folder: Path) -> "TrackingLink":
+        return cls(cfg, ledger, folder, None, "")
+
     @property
     def active(self) -> bool:
         return self.tracker is not None
+
+    @property
+    def runs_url(self) -> Optional[str]:
+        return self.tracker.runs_url if self.tracker is not None else None
 
     def sync(self, record: TrialRecord) -> None:
         if self.tracker is None or record.state in ("planned", "submitted", "running"):

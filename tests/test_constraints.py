@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import pytest
 
@@ -125,18 +124,3 @@ def test_issue_and_verdict_are_frozen_slotted_values():
     with pytest.raises(dataclasses.FrozenInstanceError):
         verdict.reasons = ()
     assert not hasattr(verdict.reasons[0], "__dict__")
-
-
-def test_check_is_fast_enough_for_the_planner():
-    """The planner checks 100k layouts in < 2 s including its own work: aim <= 8 us per check (bound with slack
-    for a loaded CI machine)."""
-    model = ModelConfig(**MODEL)
-    layouts = [Layout(**{**LAYOUT, "mbs": mbs, "gbs": gbs, "recompute": rc})
-               for mbs in (1, 2, 4) for gbs in (64, 128, 256) for rc in ("none", "selective", "full")] * 200
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        for lay in layouts:
-            check(model, CLUSTER, lay)
-        best = min(best, (time.perf_counter() - start) / len(layouts))
-    assert best < 15e-6, f"{best * 1e6:.1f} us per check"

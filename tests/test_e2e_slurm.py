@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -141,12 +140,14 @@ def test_hang_is_cancelled_within_timeout_plus_a_poll(slurm_env, tmp_path):
             "grid.mbs=[1]", "grid.include=[]", "tracking.enabled=false", "executor.timeout_min=10",
             f"monitor.hang_timeout_min={hang_timeout_s / 60}", f"monitor.poll_interval_s={poll_s}",
             "retry.max_attempts=1", "backend.extra_args=[--fault,hang]"]
-    proc = run_launcher(*args, cwd=tmp_path, env=slurm_env, timeout_s=600)
+    run_launcher(*args, cwd=tmp_path, env=slurm_env, timeout_s=600)
     (row,) = ledger_rows(tmp_path)
     assert (row["state"], row["failure_kind"]) == ("hang", "hang"), row
     hang_event = next(e for e in ledger_events(tmp_path) if e["state"] == "hang")
     last_output = max((tmp_path / p).stat().st_mtime for p in json.loads(row["log_paths"]))
     # Detected within hang_timeout plus one poll (plus the poll that saw the last output grow).
     assert hang_event["ts"] - last_output <= hang_timeout_s + 2 * poll_s + 3
-    time.sleep(2)
+    deadline = time.time() + 60  # scancel is asynchronous: wait for accounting to record it
+    while sacct_states(slurm_env, [row["job_id"]]).get(row["job_id"]) != "CANCELLED" and time.time() < deadline:
+        time.sleep(1)
     assert sacct_states(slurm_env, [row["job_id"]])[row["job_id"]] == "CANCELLED"

@@ -24,25 +24,25 @@ def test_parse_sacct_expands_pending_array_tasks():
 def test_result_pickles(tmp_path):
     folder = tmp_path / "77"
     folder.mkdir()
-    assert read_result(tmp_path, "77") == (None, "")
+    assert read_result(folder, "77") == (None, "")
     (folder / "77_0_result.pkl").write_bytes(pickle.dumps(("error", "Traceback...\nRuntimeError: trial script x exited with code 1")))
-    outcome, text = read_result(tmp_path, "77")
+    outcome, text = read_result(folder, "77")
     assert outcome == "error" and exit_code_from_error(text) == 1
     (folder / "77_0_result.pkl").write_bytes(b"\x80\x04trunc")
-    assert read_result(tmp_path, "77")[0] is None
+    assert read_result(folder, "77")[0] is None
 
 
 def test_local_status_of_a_vanished_job_is_lost(tmp_path):
     runner = LocalRunner(ExecutorConfig(), tmp_path)
     # pid 1 exists but is not a submitit controller; no result pickle -> the job is gone.
-    assert runner.poll(["1"])["1"].state == "LOST"
+    assert runner.poll({"1": tmp_path})["1"].state == "LOST"
 
 
 def test_local_concurrency_follows_cores(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 8)
-    runner = LocalRunner(ExecutorConfig(), None)
+    runner = LocalRunner(ExecutorConfig(), None, gpus=[])
     assert runner.concurrency(4) == 2 and runner.concurrency(16) == 1
-    assert LocalRunner(ExecutorConfig(max_concurrent=3), None).concurrency(4) == 3
+    assert LocalRunner(ExecutorConfig(max_concurrent=3), None, gpus=[]).concurrency(4) == 3
 
 
 def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_path, monkeypatch):
@@ -58,8 +58,68 @@ def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_pa
 
     monkeypatch.setattr("launcher.executor.subprocess.run", fake_run)
     runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
-    status = runner.poll(["83_0", "83_1", "83_2", "90_0"])
+    jobs = {j: tmp_path / j for j in ("83_0", "83_1", "83_2", "90_0")}
+    first = runner.poll(jobs)
     assert len(calls) == 1 and calls[0][-1] == "83,90"
-    assert status["83_0"].state == "CANCELLED" and status["83_2"].state == "PENDING"
-    assert status["83_1"].state == "CANCELLED"  # cancelled while pending: Slurm keeps no record of it
-    assert status["90_0"].state == "PENDING"  # just submitted, not in sacct yet
+    assert first["83_0"].state == "CANCELLED" and first["83_2"].state == "PENDING"
+    assert first["83_1"].state == "PENDING"  # absent once: maybe accounting lag, ask again
+    second = runner.poll(jobs)
+    assert second["83_1"].state == "CANCELLED"  # absent twice: cancelled while pending, Slurm keeps no record
+    assert second["90_0"].state == "PENDING"  # just submitted, not in sacct yet
+
+
+def test_sacct_failure_keeps_jobs_pending_and_warns(tmp_path, monkeypatch, capsys):
+    import subprocess
+
+    from launcher.executor import SlurmRunner
+    from launcher.schema import ClusterConfig
+
+    monkeypatch.setattr("launcher.executor.subprocess.run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 1, stdout="", stderr="sacct: error: Problem talking to the database: Connection refused"))
+    runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
+    assert runner.poll({"5_0": tmp_path})["5_0"].state == "PENDING"
+    runner.poll({"5_0": tmp_path})
+    err = capsys.readouterr().err
+    assert err.count("sacct failed") == 1 and "Connection refused" in err
+
+
+def test_refused_submissions_are_classified():
+    from launcher.policy import refusal_kind
+
+    assert refusal_kind("sbatch: error: Batch job submission failed: Invalid partition name specified") == "config_error"
+    assert refusal_kind("sbatch: error: Batch job submission failed: Socket timed out on send/recv") == "crashed"
+
+
+def test_local_gpus_are_split_between_concurrent_trials(tmp_path, monkeypatch):
+    from launcher.executor import JobRequest
+
+    runner = LocalRunner(ExecutorConfig(), tmp_path, gpus=[0, 1, 2, 3])
+    assert runner.concurrency(2) == 2 and runner.concurrency(8) == 1
+    given = []
+
+    class FakeExecutor:
+        def __init__(self, folder, max_num_timeout):
+            pass
+
+        def update_parameters(self, **params):
+            given.append((params["gpus_per_node"], params["visible_gpus"]))
+
+        def submit(self, fn, script):
+            class Job:
+                job_id = str(1000 + len(given))
+                _process = None
+            return Job()
+
+    monkeypatch.setattr("submitit.local.local.LocalExecutor", FakeExecutor)
+    done = runner.submit([JobRequest("a", tmp_path / "a.sh", 1, 2), JobRequest("b", tmp_path / "b.sh", 1, 2)])
+    assert given == [(2, [0, 1]), (2, [2, 3])]
+    runner.poll({done.jobs["a"][0]: tmp_path})  # job a is gone (no process, no result): its GPUs are free
+    runner.submit([JobRequest("c", tmp_path / "c.sh", 1, 2)])
+    assert given[-1] == (2, [0, 1])
+
+
+def test_cpu_machine_hides_gpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    from launcher.executor import local_gpus
+
+    assert local_gpus() == []

@@ -1,7 +1,6 @@
 import multiprocessing
 import os
 import signal
-import sqlite3
 
 import pytest
 
@@ -63,7 +62,13 @@ def test_sigkill_mid_write_leaves_a_consistent_ledger(tmp_path):
     proc = multiprocessing.get_context("fork").Process(target=_hammer, args=(path, 100000))
     proc.start()
     import time
-    time.sleep(0.5)
+
+    deadline = time.time() + 60
+    while time.time() < deadline:  # kill it mid-stream, once it has committed a few updates
+        with Ledger(path) as led:
+            if len(led.events("a")) >= 5:
+                break
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
     with Ledger(path) as led:

@@ -226,3 +226,17 @@ def test_thousand_logs_of_200_iterations_are_analysed_fast():
     cpu_s = time.process_time() - start
     assert (summary.n_total, failure.kind) == (200, "ok")
     assert cpu_s < 10.0, f"1000 logs x 200 iterations took {cpu_s:.1f} s of CPU"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[parasweep] iteration 3/6 | phase measure | step time (ms): 1.0", True),
+    (" iteration      199/  317892 | consumed samples:       152832 |", True),
+    ("[default7]: iteration     1232/  159576 | consumed samples", True),
+    ("NCCL WARN Call to connect returned Connection refused, retrying", False),
+    ("| number of skipped iterations:   0 | number of nan iterations:   0 |", False),
+    ("> compiling and loading fused kernels ...", False),
+])
+def test_has_iteration_is_the_monitors_progress_signal(text, expected):
+    from analysis.parse_megatron import has_iteration
+
+    assert has_iteration(text) is expected

@@ -3,7 +3,7 @@ import time
 from launcher.ledger import TrialRecord
 from launcher.progress import LIVE_ROWS, Progress, _visible, format_eta, summary_line
 
-LAY = {"tp": 1, "pp": 2, "dp": 2, "mbs": 1}
+LAY = {"gpus": 4, "nodes": 1, "tp": 1, "pp": 2, "dp": 2, "mbs": 1, "gbs": 8}
 
 
 def test_eta_from_finished_share():
@@ -36,3 +36,11 @@ def test_plain_output_prints_changes_not_every_poll(capsys):
     progress.update(recs, recs[0])
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 2 and "ok=1" in lines[1]
+
+
+def test_eta_of_a_resumed_sweep_counts_only_this_runs_trials():
+    recs = [TrialRecord(f"d{i}", i, LAY, state="ok") for i in range(8)] + \
+           [TrialRecord("n", 8, LAY, state="ok"), TrialRecord("m", 9, LAY, state="running")]
+    # 8 done before this run, 1 done in 60 s of this run, 1 to go: about a minute, not seconds
+    line = summary_line(recs, time.time() - 60, None, done_before=8)
+    assert line.endswith("eta 1m00s") or line.endswith("eta 59s")

@@ -19,7 +19,6 @@ from typing import Callable
 import pytest
 
 from slurm.cluster import parse_exports, skip_reason
-from slurm.fixtures import slurm_env  # noqa: F401  (session fixture: starts the cluster once)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
 
@@ -191,4 +190,5 @@ def test_submitit_round_trip(slurm_env: dict[str, str], tmp_path: Path,
     executor.update_parameters(slurm_partition="debug", timeout_min=5, slurm_signal_delay_s=30)
     job = executor.submit(answer)
     assert job.result() == 42
-    assert job.get_info(mode="force")["State"] == "COMPLETED"
+    # The result pickle can land before slurmdbd has recorded the end of the job: wait for accounting.
+    wait_until(lambda: job.get_info(mode="force")["State"] == "COMPLETED", 60, "sacct to say COMPLETED")

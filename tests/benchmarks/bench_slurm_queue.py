@@ -47,9 +47,12 @@ def main() -> None:
             record = TrialRecord(t.config_hash, 0, t.layout.to_dict())
             script = trial_files.write(cfg, folder, record)
             requests.append(JobRequest(t.config_hash, script, t.layout.nodes, t.layout.gpus_per_node))
-        ids = runner.submit(requests)
+        done = runner.submit(requests)
+        assert not done.refused, done.refused
+        ids = {key: job_id for key, (job_id, _) in done.jobs.items()}
         submitted_s = time.perf_counter() - start
-        statuses = runner.poll(list(ids.values()))
+        jobs = {job_id: folder for job_id, folder in done.jobs.values()}
+        statuses = runner.poll(jobs)
         queued_s = time.perf_counter() - start
         print(f"{len(trials)} trials, {len(shapes)} distinct shapes: sbatch calls = {runner.sbatch_calls}; "
               f"all queued {submitted_s:.2f} s after loading the config (plan, 256 launch files, sbatch; visible in sacct "
@@ -57,7 +60,7 @@ def main() -> None:
         polls, sacct_before = 3, runner.sacct_calls
         for _ in range(polls):
             poll_start = time.perf_counter()
-            statuses = runner.poll(list(ids.values()))
+            statuses = runner.poll(jobs)
             poll_s = time.perf_counter() - poll_start
         live = sum(s.live for s in statuses.values())
         print(f"monitoring {live} live jobs: {runner.sacct_calls - sacct_before} sacct calls for {polls} polls "
