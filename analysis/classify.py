@@ -29,15 +29,17 @@ FAILURE_KINDS = ("ok", "oom", "comm_error", "hang", "time_limit", "cancelled", "
 
 # kind -> (retryable, exclude the failing node on retry, max retries; None = up to retry.max_attempts).
 # oom and config_error fail the same way every time. A hang is retried once: a stale fused-kernel lock or a
-# flaky start clears, a real deadlock of the layout does not. Preemption is not the node's fault, so the node
-# is kept (the brief listed preempted with node exclusion; excluding healthy nodes only shrinks the partition).
+# flaky start clears, a real deadlock of the layout does not. node_failure, comm_error and preempted avoid the
+# node they ran on (as the cluster-path issue asks): a node that keeps being preempted (a higher-priority
+# partition overlapping it) is as useless to a short benchmark as a broken one. The launcher only excludes when
+# enough other nodes remain (launcher.policy.may_exclude).
 RETRY_POLICY: dict[str, tuple[bool, bool, int | None]] = {
     "ok": (False, False, 0),
     "oom": (False, False, 0),
     "config_error": (False, False, 0),
     "node_failure": (True, True, None),
     "comm_error": (True, True, None),
-    "preempted": (True, False, None),
+    "preempted": (True, True, None),
     "hang": (True, False, 1),
     "time_limit": (True, False, None),
     "cancelled": (True, False, None),

@@ -243,8 +243,8 @@ def test_retry_policy():
     assert set(RETRY_POLICY) == set(FAILURE_KINDS)
     for kind in ("oom", "config_error"):
         assert RETRY_POLICY[kind] == (False, False, 0)
-    for kind in ("node_failure", "comm_error"):
+    for kind in ("node_failure", "comm_error", "preempted"):
         assert RETRY_POLICY[kind] == (True, True, None)
     assert RETRY_POLICY["hang"] == (True, False, 1)
-    for kind in ("time_limit", "cancelled", "crashed", "unknown", "preempted"):
+    for kind in ("time_limit", "cancelled", "crashed", "unknown"):
         assert RETRY_POLICY[kind] == (True, False, None)
