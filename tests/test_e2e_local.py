@@ -27,11 +27,15 @@ SMALL = ["+sweep=tiny", "grid.mbs=[1]", "grid.include=[{gpus: 4, tp: 1, pp: 1, m
 
 
 def ledger_rows(work: Path, name: str = "tiny") -> list[dict]:
+    """The ledger's trials as a reader outside the launcher sees them ([] until the launcher has created it)."""
     db = sqlite3.connect(work / "sweeps" / name / "ledger.sqlite")
     db.row_factory = sqlite3.Row
-    rows = [dict(r) for r in db.execute("SELECT * FROM trials ORDER BY position")]
-    db.close()
-    return rows
+    try:
+        return [dict(r) for r in db.execute("SELECT * FROM trials ORDER BY position")]
+    except sqlite3.OperationalError:  # the file exists but the launcher has not created its tables yet
+        return []
+    finally:
+        db.close()
 
 
 def ledger_events(work: Path, name: str = "tiny") -> list[dict]:
