@@ -89,3 +89,15 @@ def workload_spec(tmp: Path, layout: Layout, **backend_changes) -> LaunchSpec:
 
 SLURM_RANK1 = {"SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_PROCID": "1", "SLURM_NNODES": "2", "SLURM_JOB_ID": "123456"}
 PORT_123456 = str(20000 + 123456 % 20000)  # 23456
+
+
+def assert_real_flags(argv: list[str], section: str) -> None:
+    """Every --flag in argv is in megatron_flags.txt's section, and a flag with fixed choices got one of them."""
+    from launcher.backends.megatron_common import known_flags
+
+    known = known_flags(section)
+    for i, token in enumerate(argv):
+        if token.startswith("--"):
+            assert token in known, f"{token} is not a {section} flag"
+            if known[token] is not None:
+                assert argv[i + 1] in known[token], f"{token} {argv[i + 1]}"

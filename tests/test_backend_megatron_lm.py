@@ -10,11 +10,10 @@ from dataclasses import replace
 
 import pytest
 
-from backend_helpers import (NASTY, PORT_123456, SLURM_RANK1, a100_80g, check_golden, fake_python, golden_layout,
+from backend_helpers import (NASTY, assert_real_flags, PORT_123456, SLURM_RANK1, a100_80g, check_golden, fake_python, golden_layout,
                              llama2_70b, received_argv, run_script)
 from launcher.backends import launch_command, render_launch
 from launcher.backends.launch import node_preamble
-from launcher.backends.megatron_common import known_flags
 from launcher.errors import ConfigError
 from launcher.layout import Layout
 from launcher.schema import BackendConfig, ModelConfig
@@ -48,13 +47,7 @@ VARIANTS = [
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=range(len(VARIANTS)))
 def test_every_rendered_flag_and_choice_is_a_real_megatron_lm_flag(variant):
-    known = known_flags("megatron_lm")
-    argv = render(**variant).program_argv[2:]
-    for i, token in enumerate(argv):
-        if token.startswith("--"):
-            assert token in known, f"{token} is not a Megatron-LM flag"
-            if known[token] is not None:
-                assert argv[i + 1] in known[token], f"{token} {argv[i + 1]}"
+    assert_real_flags(render(**variant).program_argv[2:], "megatron_lm")
 
 
 def test_llama_shape_layout_and_mock_data():

@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from analysis.classify import FAILURE_KINDS, RETRY_POLICY, Failure, classify
 
-FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
-ALL_LOGS = sorted(p.name for p in FIXTURES.glob("*.log"))
-
-
-def body(name: str) -> str:
-    """The log without the fixture's leading '# SOURCE ...' comment lines (they quote the errors they contain)."""
-    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
-    while lines and lines[0].startswith("#"):
-        lines.pop(0)
-    return "".join(lines)
+from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with the other log tests)
 
 
 HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,16 +19,7 @@ from analysis.parse_megatron import (
 from analysis.steady_state import steady_state
 from analysis.classify import classify
 
-FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
-ALL_LOGS = sorted(p.name for p in FIXTURES.glob("*.log"))
-
-
-def body(name: str) -> str:
-    """The log without the fixture's leading '# SOURCE ...' comment lines."""
-    lines = (FIXTURES / name).read_text().splitlines(keepends=True)
-    while lines and lines[0].startswith("#"):
-        lines.pop(0)
-    return "".join(lines)
+from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with the other log tests)
 
 
 def fields(it: Iteration) -> tuple:
