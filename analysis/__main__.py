@@ -69,7 +69,7 @@ def log_resolver(cfg, folder: Path, workdir: Path) -> Callable[[str], Path]:
 
 def rejudge(cfg, ledger, resolve: Callable[[str], Path] = Path) -> int:
     """Re-parse every trial whose job ended by itself; returns how many records changed."""
-    from launcher.judge import judge
+    from launcher.run.judge import judge
 
     changed = 0
     for r in ledger.trials():
@@ -120,9 +120,9 @@ def _in_dir(path: Path):
 
 
 def _run(args) -> int:
-    from launcher.finish import conclude
-    from launcher.ledger import Ledger
-    from launcher.tracking_link import TrackingLink
+    from launcher.conclude import conclude
+    from launcher.run.ledger import Ledger
+    from launcher.run.tracking_link import TrackingLink
 
     folder = args.folder.resolve()
     cfg = _load_config(folder)
@@ -143,7 +143,7 @@ def _run(args) -> int:
 
 def _sync(cfg, folder: Path, ledger, resync_all: bool):
     """Bring MLflow up to the ledger: the trials it does not have yet (or all of them), timed apart."""
-    from launcher.tracking_link import TrackingLink
+    from launcher.run.tracking_link import TrackingLink
 
     t0 = time.perf_counter()
     tracking = TrackingLink.open(cfg, ledger, folder)

@@ -32,7 +32,7 @@ FAILURE_KINDS = ("ok", "oom", "comm_error", "hang", "time_limit", "cancelled", "
 # flaky start clears, a real deadlock of the layout does not. node_failure, comm_error and preempted avoid the
 # node they ran on (as the cluster-path issue asks): a node that keeps being preempted (a higher-priority
 # partition overlapping it) is as useless to a short benchmark as a broken one. The launcher only excludes when
-# enough other nodes remain (launcher.policy.may_exclude).
+# enough other nodes remain (launcher.run.policy.may_exclude).
 RETRY_POLICY: dict[str, tuple[bool, bool, int | None]] = {
     "ok": (False, False, 0),
     "oom": (False, False, 0),

@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if cfg.dry_run:
             return _dry_run(cfg)
-        from launcher.sweep import run_sweep
+        from launcher.run.loop import run_sweep
 
         return run_sweep(cfg, overrides=args)
     except ParasweepError as exc:
@@ -50,8 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dry_run(cfg) -> int:
     from pathlib import Path
 
-    from launcher.plan import make_plan
-    from launcher.plan_report import print_plan, write_plan_csv
+    from launcher.plan.planner import make_plan
+    from launcher.plan.table import print_plan, write_plan_csv
 
     plan = make_plan(cfg)
     csv_path = Path(cfg.sweep.root_dir) / cfg.sweep.name / "plan.csv"

@@ -1,11 +1,8 @@
-"""Predicted memory and throughput of one layout, and `python -m launcher.estimate` (JSON lines in, out).
+"""`python -m launcher.estimate`: the estimator as JSON lines in, JSON lines out (one answer per request line).
 
-`estimate()` combines launcher.memory (peak memory of the most loaded pipeline stage) and launcher.step_time
-(iteration time), and reports FLOP rates in both published conventions:
-tflops_per_gpu counts recomputation (Narayanan et al. 2021 eq. 3, "hardware" FLOPs), model_tflops_per_gpu does not
-(Korthikanti et al. 2022 eq. 7 / Megatron num_floating_point_operations), mfu = model_tflops_per_gpu / peak.
-
-This module must stay light: no torch, submitit, mlflow or hydra here (the CLI reads presets with omegaconf).
+Each line names a model shape, a cluster preset (`gpu`), a GPU count and a layout; the answer holds the
+constraint verdict and the predicted memory and throughput (launcher.plan.estimator). Light on purpose: no torch,
+submitit, mlflow or hydra (presets are read with omegaconf).
 """
 
 from __future__ import annotations
@@ -14,52 +11,16 @@ import functools
 import json
 import math
 import sys
-from dataclasses import dataclass
 from typing import IO, Any, Optional
 
-from launcher import flops
-from launcher.constraints import check
 from launcher.errors import ConfigError, ParasweepError
 from launcher.layout import Layout
-from launcher.memory import peak_memory_gb, uses_flash_attention
 from launcher.paths import conf_dir
+from launcher.plan.estimator import Estimate, estimate
+from launcher.plan.rules import check
 from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
-from launcher.step_time import step_time_s
 
-
-@dataclass(frozen=True)
-class Estimate:
-    peak_mem_gb: float
-    headroom: float                       # 1 - peak / capacity (negative: predicted out of memory)
-    mem_breakdown_gb: dict[str, float]    # weights, grads, optimizer, activations, logits, overhead
-    step_time_s: float
-    tokens_per_s: float
-    tflops_per_gpu: float                 # hardware FLOPs, recompute counted (Narayanan eq. 3)
-    model_tflops_per_gpu: float           # model FLOPs, no recompute (Korthikanti eq. 7)
-    mfu: float                            # model_tflops_per_gpu / peak
-    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer
-
-
-def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
-             flash_attention: Optional[bool] = None) -> Estimate:
-    """Estimate one layout that passed `constraints.check`.
-
-    precision: "bf16" / "fp16" (GPU mixed precision) or "fp32" (the local CPU stand-in). flash_attention: None =
-    assumed on GPU (bf16/fp16), not on the CPU stand-in; pass False for runs that predate it (2021 Megatron).
-    """
-    if precision not in PRECISIONS:
-        raise ConfigError("precision", precision, f"use one of {', '.join(PRECISIONS)}")
-    flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
-    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash)
-    step_s, times = step_time_s(model, cluster, layout, precision, flash)
-    vocab = flops.padded_vocab(model.vocab, layout.tp)
-    per_gpu_s = step_s * layout.gpus * 1e12
-    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute) / per_gpu_s
-    model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
-    return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
-                    step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,
-                    tflops_per_gpu=hw_tflops, model_tflops_per_gpu=model_tflops,
-                    mfu=model_tflops / cluster.peak_tflops, time_breakdown_s=times)
+__all__ = ["Estimate", "estimate", "load_cluster_preset", "main", "answer", "parse_request", "LineError"]
 
 
 # ----------------------------------------------------------------------------------------------- cluster presets

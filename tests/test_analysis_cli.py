@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
-from launcher.outputs import _export
+from launcher.conclude import _export
 from analysis.plots import PLOT_FILES
 from benchmarks.bench_analysis import build_sweep
 
 
 def _ledger(folder: Path):
-    from launcher.ledger import Ledger
+    from launcher.run.ledger import Ledger
 
     with Ledger(folder / "ledger.sqlite") as ledger:
         return ledger.trials()
@@ -124,7 +124,7 @@ def test_megatron_winner_exports_a_full_length_run(load, tmp_path):
 def test_plots_and_report_are_attached_to_the_parent_run(tmp_path, elsewhere, capsys):
     from mlflow.tracking import MlflowClient
 
-    from launcher.ledger import Ledger
+    from launcher.run.ledger import Ledger
 
     folder = build_sweep(tmp_path / "work", n_trials=4, iters=10, oom_every=0, crash_every=0)
     with Ledger(folder / "ledger.sqlite") as ledger:  # one trial still running: the sweep is under way

@@ -47,7 +47,7 @@ def test_bad_input_exits_2_with_one_message(tmp_path, args, needle):
 
 
 def test_help_is_fast_and_imports_no_heavy_modules(tmp_path):
-    code = ("import sys, launcher.plan, launcher.estimate, launcher.config;"
+    code = ("import sys, launcher.plan.planner, launcher.estimate, launcher.config;"
             "heavy = [m for m in ('torch', 'submitit', 'mlflow') if m in sys.modules]; print(heavy)")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert proc.stdout.strip() == "[]"
@@ -77,7 +77,7 @@ def test_plain_wheel_install_finds_its_configs(tmp_path):
 
 
 def test_a_folder_of_another_setup_is_refused_before_anything_runs(tmp_path):
-    from launcher.ledger import Ledger
+    from launcher.run.ledger import Ledger
 
     folder = tmp_path / "sweeps" / "tiny"
     with Ledger(folder / "ledger.sqlite") as ledger:

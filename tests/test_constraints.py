@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from launcher.constraints import Issue, Verdict, check
+from launcher.plan.rules import Issue, Verdict, check
 from launcher.layout import Layout
 from launcher.schema import ClusterConfig, ModelConfig
 

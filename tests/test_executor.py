@@ -1,6 +1,6 @@
 import pickle
 
-from launcher.executor import LocalRunner, exit_code_from_error, parse_sacct, read_result
+from launcher.run.executor import LocalRunner, exit_code_from_error, parse_sacct, read_result
 from launcher.schema import ExecutorConfig
 
 SACCT = """\
@@ -46,7 +46,7 @@ def test_local_concurrency_follows_cores(monkeypatch):
 
 
 def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_path, monkeypatch):
-    from launcher.executor import SlurmRunner
+    from launcher.run.executor import SlurmRunner
     from launcher.schema import ClusterConfig
 
     calls = []
@@ -56,7 +56,7 @@ def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_pa
         import subprocess
         return subprocess.CompletedProcess(cmd, 0, stdout="83_0|CANCELLED by 0|0:15|n1\n83_[2-4%1]|PENDING|0:0|\n", stderr="")
 
-    monkeypatch.setattr("launcher.executor.subprocess.run", fake_run)
+    monkeypatch.setattr("launcher.run.executor.subprocess.run", fake_run)
     runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
     jobs = {j: tmp_path / j for j in ("83_0", "83_1", "83_2", "90_0")}
     first = runner.poll(jobs)
@@ -71,10 +71,10 @@ def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_pa
 def test_sacct_failure_keeps_jobs_pending_and_warns(tmp_path, monkeypatch, capsys):
     import subprocess
 
-    from launcher.executor import SlurmRunner
+    from launcher.run.executor import SlurmRunner
     from launcher.schema import ClusterConfig
 
-    monkeypatch.setattr("launcher.executor.subprocess.run", lambda cmd, **kw: subprocess.CompletedProcess(
+    monkeypatch.setattr("launcher.run.executor.subprocess.run", lambda cmd, **kw: subprocess.CompletedProcess(
         cmd, 1, stdout="", stderr="sacct: error: Problem talking to the database: Connection refused"))
     runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
     assert runner.poll({"5_0": tmp_path})["5_0"].state == "PENDING"
@@ -84,14 +84,14 @@ def test_sacct_failure_keeps_jobs_pending_and_warns(tmp_path, monkeypatch, capsy
 
 
 def test_refused_submissions_are_classified():
-    from launcher.policy import refusal_kind
+    from launcher.run.policy import refusal_kind
 
     assert refusal_kind("sbatch: error: Batch job submission failed: Invalid partition name specified") == "config_error"
     assert refusal_kind("sbatch: error: Batch job submission failed: Socket timed out on send/recv") == "crashed"
 
 
 def test_local_gpus_are_split_between_concurrent_trials(tmp_path, monkeypatch):
-    from launcher.executor import JobRequest
+    from launcher.run.executor import JobRequest
 
     runner = LocalRunner(ExecutorConfig(), tmp_path, gpus=[0, 1, 2, 3])
     assert runner.concurrency(2) == 2 and runner.concurrency(8) == 1
@@ -120,6 +120,6 @@ def test_local_gpus_are_split_between_concurrent_trials(tmp_path, monkeypatch):
 
 def test_cpu_machine_hides_gpus(tmp_path, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    from launcher.executor import local_gpus
+    from launcher.run.executor import local_gpus
 
     assert local_gpus() == []

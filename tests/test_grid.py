@@ -1,7 +1,7 @@
 import pytest
 
 from launcher.errors import ConfigError
-from launcher.grid import expand, grid_size
+from launcher.plan.grid import expand, grid_size
 from launcher.schema import ClusterConfig, GridConfig
 
 CLUSTER = ClusterConfig(name="c", gpu="g", gpus_per_node=8, nodes=4)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from launcher.judge import judge, one_flop_convention
-from launcher.ledger import TrialRecord
+from launcher.run.judge import judge, one_flop_convention
+from launcher.run.ledger import TrialRecord
 
 LAYOUT = {"gpus": 64, "nodes": 8, "tp": 8, "pp": 4, "dp": 2, "vpp": 1, "mbs": 1, "gbs": 1024, "recompute": "selective",
           "sequence_parallel": True, "zero_stage": 0, "distributed_optimizer": True}

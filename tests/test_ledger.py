@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from launcher.ledger import Ledger, TrialRecord
+from launcher.run.ledger import Ledger, TrialRecord
 
 
 def rec(h, pos=0, **kw):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import memory
+from launcher.plan import memory
 from launcher.layout import Layout
 from launcher.schema import ClusterConfig, ModelConfig
 

@@ -3,8 +3,8 @@ import csv
 import pytest
 
 from launcher.errors import ConfigError, PlanError
-from launcher.plan import make_plan, plan_rows
-from launcher.plan_report import pruning_summary, write_plan_csv
+from launcher.plan.planner import make_plan, plan_rows
+from launcher.plan.table import pruning_summary, write_plan_csv
 
 
 def test_70b_plan_is_ranked_pruned_and_budgeted(load):

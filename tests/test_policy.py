@@ -1,7 +1,7 @@
 import pytest
 
-from launcher.ledger import TrialRecord
-from launcher.policy import dominated_by_oom, needs_more_memory, should_retry, state_for_kind
+from launcher.run.ledger import TrialRecord
+from launcher.run.policy import dominated_by_oom, needs_more_memory, should_retry, state_for_kind
 
 BASE = dict(gpus=4, nodes=1, tp=1, pp=1, dp=4, vpp=1, mbs=2, gbs=64, recompute="none", sequence_parallel=False,
             zero_stage=0, distributed_optimizer=False)

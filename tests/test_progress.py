@@ -1,7 +1,7 @@
 import time
 
-from launcher.ledger import TrialRecord
-from launcher.progress import LIVE_ROWS, Progress, _visible, format_eta, summary_line
+from launcher.run.ledger import TrialRecord
+from launcher.run.progress import LIVE_ROWS, Progress, _visible, format_eta, summary_line
 
 LAY = {"gpus": 4, "nodes": 1, "tp": 1, "pp": 2, "dp": 2, "mbs": 1, "gbs": 8}
 

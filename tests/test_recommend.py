@@ -58,7 +58,7 @@ def test_next_mbs_raises_gbs_to_a_multiple_of_mbs_times_dp():
 
 
 def test_the_proposed_command_composes_and_adds_the_layout_to_the_same_sweep(load):
-    from launcher.grid import expand
+    from launcher.plan.grid import expand
 
     rec = next(r for r in recommend([trial()], [trial()], FACTS) if r.kind == "grow_mbs")
     argv = shlex.split(rec.command)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.constraints import check
+from launcher.plan.rules import check
 from launcher.estimate import estimate, load_cluster_preset
 from launcher.layout import Layout
 from launcher.schema import ModelConfig

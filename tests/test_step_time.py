@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from launcher import step_time as st
+from launcher.plan import step_time as st
 from launcher.estimate import estimate, load_cluster_preset
 from launcher.layout import Layout
 from launcher.schema import ModelConfig

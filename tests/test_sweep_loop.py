@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.executor import JobStatus, Submitted
-from launcher.ledger import Ledger, TrialRecord
-from launcher.sweep import SweepLoop
-from launcher.tracking_link import TrackingLink
+from launcher.run.executor import JobStatus, Submitted
+from launcher.run.ledger import Ledger, TrialRecord
+from launcher.run.loop import SweepLoop
+from launcher.run.tracking_link import TrackingLink
 
 OK_LOG = ("[parasweep] iteration 1/1 | phase measure | step time (ms): 10.0 | lm loss: 1.0 | tokens/s: 100.0\n"
           'PARASWEEP_RESULT {"step_time_s": 0.01, "tokens_per_s": %s, "peak_mem_gb": 0.1}\n')

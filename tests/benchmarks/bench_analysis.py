@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_analysis.py [--trials 1000] [--iters 200] [--keep DIR] [--mlflow]
 
 The folder looks like one the launcher leaves: config.yaml, command.txt, ledger.sqlite written through
-launcher.ledger.Ledger (job_state set, so every trial is re-judged from its log) and submitit-style log files
+launcher.run.ledger.Ledger (job_state set, so every trial is re-judged from its log) and submitit-style log files
 with paths relative to the working directory. The first run re-judges every trial (their recorded metrics are
 stale on purpose: each one is an update), the second finds nothing to change. Target: < 10 s per run without
 MLflow. `build_sweep` is also the fixture builder of tests/test_analysis_cli.py.
@@ -80,7 +80,7 @@ def build_sweep(workdir: Path, n_trials: int, iters: int, overrides: Sequence[st
                 oom_every: int = 10, crash_every: int = 37, seed: int = 0) -> Path:
     """Write workdir/sweeps/<name>/ as the launcher would leave it after n_trials finished; returns the folder."""
     from launcher.config import load_config, to_yaml
-    from launcher.ledger import Ledger, TrialRecord
+    from launcher.run.ledger import Ledger, TrialRecord
 
     cfg = load_config(list(overrides))
     rel = Path(cfg.sweep.root_dir) / cfg.sweep.name

@@ -18,8 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from launcher.config import load_config  # noqa: E402
-from launcher.constraints import check  # noqa: E402
-from launcher.grid import expand, grid_size  # noqa: E402
+from launcher.plan.rules import check  # noqa: E402
+from launcher.plan.grid import expand, grid_size  # noqa: E402
 from launcher.schema import GridConfig  # noqa: E402
 
 # 5 nodes x 5 tp x 5 pp x 5 mbs x 5 gbs (= 3,125) x 2 vpp x 2 recompute x 2 sp x 2 zero x 2 distopt = 100,000 points.

@@ -18,11 +18,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launcher import trial_files  # noqa: E402
+from launcher.run import trial_files  # noqa: E402
 from launcher.config import load_config  # noqa: E402
-from launcher.executor import JobRequest, SlurmRunner  # noqa: E402
-from launcher.ledger import TrialRecord  # noqa: E402
-from launcher.plan import make_plan  # noqa: E402
+from launcher.run.executor import JobRequest, SlurmRunner  # noqa: E402
+from launcher.run.ledger import TrialRecord  # noqa: E402
+from launcher.plan.planner import make_plan  # noqa: E402
 
 OVERRIDES = ["+sweep=tiny", "executor=slurm", "executor.max_concurrent=2", "cluster.nodes=2", "grid.zip=[]",
              "grid.include=[]", "grid.gpus=[1,2,4,8]", "grid.tp=[1,2]", "grid.pp=[1,2]", "grid.mbs=[1,2,4,8]",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from analysis.classify import RETRY_POLICY
-from launcher.ledger import TrialRecord
+from launcher.run.ledger import TrialRecord
 
 # Failure kinds -> ledger states (the ledger's vocabulary is coarser than the taxonomy; the kind is kept too).
 KIND_TO_STATE = {"ok": "ok", "oom": "oom", "time_limit": "timeout", "hang": "hang", "cancelled": "cancelled"}

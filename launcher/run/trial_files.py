@@ -9,7 +9,7 @@ from typing import Optional
 
 from launcher.backends import LaunchSpec, render_launch
 from launcher.layout import Layout
-from launcher.ledger import TrialRecord
+from launcher.run.ledger import TrialRecord
 from launcher.schema import BackendConfig, RootConfig
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
-from launcher.ledger import TrialRecord
-from launcher.policy import exclude_on_retry_kind, may_exclude, state_for_kind
+from launcher.run.ledger import TrialRecord
+from launcher.run.policy import exclude_on_retry_kind, may_exclude, state_for_kind
 from launcher.schema import RootConfig
 
 

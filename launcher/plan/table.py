@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from launcher.plan import PLAN_COLUMNS, Plan, plan_rows
+from launcher.plan.planner import PLAN_COLUMNS, Plan, plan_rows
 from launcher.schema import RootConfig
 
 MAX_TABLE_ROWS = 40

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Optional
 
 from launcher.layout import Layout
-from launcher.ledger import TrialRecord
+from launcher.run.ledger import TrialRecord
 
 PLAIN_HEARTBEAT_S = 30.0
 ORDER = ("planned", "submitted", "running", "ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")

@@ -10,10 +10,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.constraints import check
+from launcher.plan.rules import check
 from launcher.errors import ConfigError, PlanError
-from launcher.estimate import Estimate, estimate
-from launcher.grid import expand
+from launcher.plan.estimator import Estimate, estimate
+from launcher.plan.grid import expand
 from launcher.layout import Layout
 from launcher.schema import RootConfig
 

@@ -14,7 +14,7 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 
 from __future__ import annotations
 
-from launcher.flops import ffn_matrices, padded_vocab, qkv_width
+from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.layout import Layout
 from launcher.schema import ClusterConfig, ModelConfig
 

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from launcher.ledger import Ledger, TrialRecord
+from launcher.run.ledger import Ledger, TrialRecord
 from launcher.schema import RootConfig
 
 

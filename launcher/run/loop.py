@@ -14,19 +14,19 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional, Sequence
 
-from launcher import trial_files
+from launcher.run import trial_files
 from launcher.config import to_yaml
 from launcher.errors import ConfigError
-from launcher.executor import JobRequest, JobStatus, log_paths, make_runner
+from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
 from launcher.layout import Layout
-from launcher.ledger import Ledger, TrialRecord
-from launcher.plan import Plan, make_plan, trial_context
-from launcher.plan_report import write_plan_csv
-from launcher.judge import judge
-from launcher.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
-from launcher.progress import Progress
+from launcher.run.ledger import Ledger, TrialRecord
+from launcher.plan.planner import Plan, make_plan, trial_context
+from launcher.plan.table import write_plan_csv
+from launcher.run.judge import judge
+from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
+from launcher.run.progress import Progress
 from launcher.schema import RootConfig
-from launcher.tracking_link import TrackingLink
+from launcher.run.tracking_link import TrackingLink
 
 
 def sweep_folder(cfg: RootConfig) -> Path:
@@ -255,7 +255,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
             print(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more time(s)")
             loop.allowed |= {r.config_hash for r in extra}
             loop.run()
-        from launcher.finish import finish_sweep
+        from launcher.conclude import finish_sweep
 
         t_finish = time.perf_counter()
         status = finish_sweep(cfg, folder, ledger, tracking, time.time() - started)

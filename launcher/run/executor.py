@@ -112,7 +112,7 @@ class LocalRunner:
     def submit(self, requests: Sequence[JobRequest]) -> Submitted:
         from submitit.local.local import LocalExecutor
 
-        from launcher.jobside import run_trial
+        from launcher.run.jobside import run_trial
 
         done = Submitted()
         for req in requests:
@@ -192,7 +192,7 @@ class SlurmRunner:
 
     def submit(self, requests: Sequence[JobRequest]) -> Submitted:
         """One array per resource shape. A refused array is reported, and the others still go out."""
-        from launcher.jobside import run_trial
+        from launcher.run.jobside import run_trial
 
         groups: dict[tuple, list[JobRequest]] = defaultdict(list)
         for req in requests:

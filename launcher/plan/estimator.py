@@ -1,0 +1,56 @@
+"""Predicted memory and throughput of one layout.
+
+`estimate()` combines launcher.plan.memory (peak memory of the most loaded pipeline stage) and
+launcher.plan.step_time (iteration time), and reports FLOP rates in both published conventions:
+tflops_per_gpu counts recomputation (Narayanan et al. 2021 eq. 3, "hardware" FLOPs), model_tflops_per_gpu does not
+(Korthikanti et al. 2022 eq. 7 / Megatron num_floating_point_operations), mfu = model_tflops_per_gpu / peak.
+
+This module must stay light: no torch, submitit, mlflow or hydra here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from launcher.errors import ConfigError
+from launcher.layout import Layout
+from launcher.plan import flops
+from launcher.plan.memory import peak_memory_gb, uses_flash_attention
+from launcher.plan.step_time import step_time_s
+from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
+
+
+@dataclass(frozen=True)
+class Estimate:
+    peak_mem_gb: float
+    headroom: float                       # 1 - peak / capacity (negative: predicted out of memory)
+    mem_breakdown_gb: dict[str, float]    # weights, grads, optimizer, activations, logits, overhead
+    step_time_s: float
+    tokens_per_s: float
+    tflops_per_gpu: float                 # hardware FLOPs, recompute counted (Narayanan eq. 3)
+    model_tflops_per_gpu: float           # model FLOPs, no recompute (Korthikanti eq. 7)
+    mfu: float                            # model_tflops_per_gpu / peak
+    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer
+
+
+def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
+             flash_attention: Optional[bool] = None) -> Estimate:
+    """Estimate one layout that passed `constraints.check`.
+
+    precision: "bf16" / "fp16" (GPU mixed precision) or "fp32" (the local CPU stand-in). flash_attention: None =
+    assumed on GPU (bf16/fp16), not on the CPU stand-in; pass False for runs that predate it (2021 Megatron).
+    """
+    if precision not in PRECISIONS:
+        raise ConfigError("precision", precision, f"use one of {', '.join(PRECISIONS)}")
+    flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
+    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash)
+    step_s, times = step_time_s(model, cluster, layout, precision, flash)
+    vocab = flops.padded_vocab(model.vocab, layout.tp)
+    per_gpu_s = step_s * layout.gpus * 1e12
+    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute) / per_gpu_s
+    model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
+    return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
+                    step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,
+                    tflops_per_gpu=hw_tflops, model_tflops_per_gpu=model_tflops,
+                    mfu=model_tflops / cluster.peak_tflops, time_breakdown_s=times)
