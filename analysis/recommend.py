@@ -17,8 +17,7 @@ MICROBATCHES_PER_STAGE = 4  # m >= 4p keeps the 1F1B bubble (p-1)/(v*m) under ~2
 ESTIMATE_OFF = 0.25      # measured and predicted further apart than this: the cost model needs a look
 BUBBLE_SHARE = 0.15      # predicted bubble share of the step above which the bubble is the suspect term
 COMM_SHARE = 0.30        # predicted communication share of the step above which communication is the suspect
-INCLUDE_KEYS = ("gpus", "tp", "pp", "vpp", "mbs", "gbs", "recompute", "sequence_parallel", "zero_stage",
-                "distributed_optimizer")  # dp follows from gpus/(tp*pp); nodes from gpus and the node size
+ALWAYS_INCLUDED = ("gpus", "mbs", "gbs")  # an include entry without its world would take the grid's first one
 COMM_TERMS = ("tp_comm", "pp_comm", "dp_comm")
 COMPUTE_TERMS = ("compute", "recompute", "optimizer")
 
@@ -38,33 +37,30 @@ class SweepFacts:
     command: str = ""                                  # how the sweep was launched (sweeps/<name>/command.txt)
     includes: tuple = ()                               # its grid.include entries (a list override replaces them)
     grid_first: dict = field(default_factory=dict)     # first value per grid dimension: an include's fallback
+    implied: tuple = ("dp", "nodes")                   # layout keys an include entry leaves out (derived by the grid)
 
 
 # ------------------------------------------------------------------------------------------------ commands
 
 def split_overrides(text: str) -> list[str]:
-    """Split a command line on spaces outside [] and {} (command.txt holds overrides without shell quotes)."""
-    tokens, current, depth = [], "", 0
-    for ch in text.strip():
-        depth += (ch in "[{") - (ch in "]}")
-        if ch.isspace() and depth <= 0:
-            if current:
-                tokens.append(current)
-            current = ""
-        else:
-            current += ch
-    return tokens + ([current] if current else [])
+    """The tokens of a sweep's command.txt, which the launcher writes with shlex.join (so shell rules apply:
+    `'grid.tp=[1, 2]'` is one token). A line that is not valid shell (edited by hand) is split on spaces."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
 
 
 def _yaml_value(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def include_entry(layout: dict, grid_first: Optional[dict] = None) -> dict:
-    """The grid.include entry of a layout; keys equal to the grid's first value (the fallback) are left out."""
+def include_entry(layout: dict, grid_first: Optional[dict] = None, implied: Sequence[str] = ("dp", "nodes")) -> dict:
+    """The grid.include entry of a layout: its world and batch, and every other key that differs from the grid's
+    first value (the fallback); keys the grid derives (`implied`) are left out."""
     first = grid_first or {}
-    return {k: layout[k] for k in INCLUDE_KEYS
-            if k in layout and (k in ("gpus", "tp", "pp", "mbs", "gbs") or first.get(k) != layout[k])}
+    return {k: v for k, v in layout.items()
+            if k not in implied and (k in ALWAYS_INCLUDED or first.get(k) != v)}
 
 
 def extend_sweep_command(command: str, includes: Sequence[dict]) -> str:
@@ -84,7 +80,7 @@ def next_mbs_layout(layout: dict) -> dict:
 
 
 def _same_but_batch(a: dict, b: dict) -> bool:
-    return all(a.get(k) == b.get(k) for k in INCLUDE_KEYS if k not in ("mbs", "gbs"))
+    return all(a.get(k) == b.get(k) for k in set(a) | set(b) if k not in ("mbs", "gbs"))
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -109,7 +105,7 @@ def _grow_mbs(best: dict, trials: Sequence[dict], facts: SweepFacts,
     if next_predicted_peak_gb:
         predicted = (f" The estimator predicts {next_predicted_peak_gb:.3g} GB peak "
                      f"({1 - next_predicted_peak_gb / facts.capacity_gb:.0%} headroom) for it.")
-    command = extend_sweep_command(facts.command, [*facts.includes, include_entry(proposal, facts.grid_first)])
+    command = extend_sweep_command(facts.command, [*facts.includes, include_entry(proposal, facts.grid_first, facts.implied)])
     return Recommendation(
         "grow_mbs", "info",
         f"The winner keeps {headroom:.0%} memory headroom (> {LARGE_HEADROOM:.0%}): try mbs {proposal['mbs']}"

@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 from typing import Iterable, Optional
 
-GRID_PARAMS = ("gpus", "nodes", "tp", "pp", "dp", "vpp", "mbs", "gbs", "recompute", "sequence_parallel",
-               "zero_stage", "distributed_optimizer")
 MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
                     "headroom", "step_time_std_s", "n_measured")
 PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
@@ -108,7 +106,7 @@ class Tracker:
                                          tags={HASH_TAG: chash, SWEEP_TAG: sweep, UID_TAG: uid,
                                                "mlflow.parentRunId": parent_id})
             run_id = run.info.run_id
-            params = {k: trial["layout"][k] for k in GRID_PARAMS if k in trial["layout"]}
+            params = dict(trial["layout"])  # every dimension of the layout, as the launcher defines them
             params.update(context)
             params["config_hash"] = chash
             self._log(run_id, params=params)

@@ -1,33 +1,76 @@
-"""One point of the grid: how a trial splits the model over its GPUs and batches its data."""
+"""One point of the grid: how a trial splits the model over its GPUs and batches its data.
+
+The fields of `Layout` are the project's one vocabulary of parallel dimensions. Each carries a `Dim` in its
+metadata (grid default, valid values, label, unit, doc), and everything that lists dimensions is derived from
+them: the config schema's `grid` section (launcher.schema.GridConfig), grid expansion, plan.csv, the ledger's
+columns, the OOM-dominance rule, the recommendations' include entries and the MLflow params. Adding a dimension
+is adding a field here (plus its rules and its cost in the estimator).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Iterator, Optional
 
-GRID_DIMENSIONS = ("nodes", "gpus", "tp", "pp", "dp", "vpp", "mbs", "gbs", "recompute", "sequence_parallel",
-                   "zero_stage", "distributed_optimizer")
+RECOMPUTE_MODES = ("none", "selective", "full")
+ZERO_STAGES = (0, 1, 2, 3)
+ALWAYS_SHOWN = "<always shown>"
+"""Dim.hidden_at for a label part that is never left out."""
+
+
+@dataclass(frozen=True)
+class Dim:
+    """What a Layout field means and how it shows."""
+
+    doc: str
+    kind: str
+    """'world' (how many GPUs/nodes), 'split' (how the model is cut), 'batch', or 'memory' (what is kept/sharded)."""
+    grid: Optional[tuple] = None
+    """Default list in the config's grid section; None for the world (gpus/nodes) and derived dimensions (dp)."""
+    choices: Optional[tuple] = None
+    """Allowed values (None: any integer >= 1 for int fields)."""
+    label: str = "{name}{value}"
+    """Short-label part ('' = never shown); {name} and {value} are filled in."""
+    hidden_at: Any = ALWAYS_SHOWN
+    """Value at which the label part is left out."""
+    factor: bool = False
+    """A factor of the world size: gpus = the product of the factor dimensions (tp x pp x dp)."""
+    hashed_at_default: bool = True
+    """False for a dimension added after sweeps existed: at its default it stays out of the config hash, so the
+    trials of an older sweep keep their identity."""
+    unit: str = ""
+
+
+def _dim(default: Any = MISSING, **meta: Any) -> Any:
+    return field(default=default, metadata={"dim": Dim(**meta)})
 
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """A trial's parallel layout. world (gpus) = tp * pp * dp is checked by the constraints, not here."""
+    """A trial's parallel layout. world (gpus) = tp * pp * dp is checked by the rules, not here."""
 
-    gpus: int
-    """World size (GPUs, or ranks on the local CPU)."""
-    nodes: int
-    """Nodes the job spans."""
-    tp: int
-    pp: int
-    dp: int
-    vpp: int = 1
-    mbs: int = 1
-    gbs: int = 1
-    recompute: str = "none"
-    sequence_parallel: bool = False
-    zero_stage: int = 0
-    distributed_optimizer: bool = False
+    gpus: int = _dim(doc="World size: GPUs, or ranks on the local CPU.", kind="world", label="", unit="GPUs")
+    nodes: int = _dim(doc="Nodes the job spans.", kind="world", label="{value}n", hidden_at=1, unit="nodes")
+    tp: int = _dim(doc="Tensor-parallel size.", kind="split", grid=(1,), factor=True)
+    pp: int = _dim(doc="Pipeline-parallel size (stages).", kind="split", grid=(1,), factor=True)
+    dp: int = _dim(doc="Data-parallel size; in the grid None means derived: world / the other factors.",
+                   kind="split", factor=True)
+    vpp: int = _dim(1, doc="Virtual pipeline stages per rank (interleaved 1F1B when > 1).", kind="split", grid=(1,),
+                    hidden_at=1)
+    mbs: int = _dim(1, doc="Micro-batch size (sequences per micro-batch).", kind="batch", grid=(1,), unit="sequences")
+    gbs: int = _dim(1, doc="Global batch size (sequences per iteration).", kind="batch", grid=(8,),
+                    unit="sequences")
+    recompute: str = _dim("none", doc="Activation recomputation: none, selective (attention core) or full.",
+                          kind="memory", grid=("none",), choices=RECOMPUTE_MODES, label="rc={value}",
+                          hidden_at="none")
+    sequence_parallel: bool = _dim(False, doc="Megatron sequence parallelism (needs tp > 1).", kind="memory",
+                                   grid=(False,), label="sp", hidden_at=False)
+    zero_stage: int = _dim(0, doc="DeepSpeed ZeRO stage 0-3.", kind="memory", grid=(0,), choices=ZERO_STAGES,
+                           label="zero{value}", hidden_at=0)
+    distributed_optimizer: bool = _dim(False, doc="Megatron's distributed optimizer (shards the optimizer state).",
+                                       kind="memory", grid=(False,), label="distopt", hidden_at=False)
 
     @property
     def microbatches(self) -> int:
@@ -38,38 +81,107 @@ class Layout:
     def gpus_per_node(self) -> int:
         return max(1, self.gpus // max(1, self.nodes))
 
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one model replica spans: the product of the world factors other than dp."""
+        size = 1
+        for name in FACTORS:
+            if name != "dp":
+                size *= getattr(self, name)
+        return size
+
+    @property
+    def world(self) -> int:
+        """The product of the world factors (tp x pp x dp), which the rules compare with gpus."""
+        return self.model_parallel * self.dp
+
     def to_dict(self) -> dict:
         return asdict(self)
 
     def config_hash(self, context: str = "") -> str:
-        """Stable identity of the trial: the normalised layout plus the model/cluster/backend context."""
-        payload = json.dumps({"layout": self.to_dict(), "context": context}, sort_keys=True)
+        """Stable identity of the trial: the layout plus the model/cluster/backend context."""
+        payload = json.dumps({"layout": _hashed(self), "context": context}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
     def short(self) -> str:
-        """Human label, e.g. 'tp2 pp2 dp1 mbs1 gbs8 rc=none'."""
-        parts = [f"tp{self.tp}", f"pp{self.pp}", f"dp{self.dp}"]
-        if self.vpp > 1:
-            parts.append(f"vpp{self.vpp}")
-        parts += [f"mbs{self.mbs}", f"gbs{self.gbs}"]
-        if self.recompute != "none":
-            parts.append(f"rc={self.recompute}")
-        if self.sequence_parallel:
-            parts.append("sp")
-        if self.zero_stage:
-            parts.append(f"zero{self.zero_stage}")
-        if self.distributed_optimizer:
-            parts.append("distopt")
-        if self.nodes > 1:
-            parts.append(f"{self.nodes}n")
-        return " ".join(parts)
+        """Human label, e.g. 'tp2 pp2 dp1 mbs1 gbs8 rc=full sp 2n' (world fields last)."""
+        parts = [_part(d, getattr(self, d.name)) for d in DIMENSIONS if d.kind != "world"]
+        parts += [_part(d, getattr(self, d.name)) for d in DIMENSIONS if d.kind == "world"]
+        return " ".join(p for p in parts if p)
 
     @staticmethod
     def label(data: dict) -> str:
-        """short() of a layout stored as a dict (ledger records, plan rows)."""
+        """short() of a layout stored as a dict (plan rows, analysis records)."""
         return Layout.from_dict(data).short()
 
     @classmethod
     def from_dict(cls, data: dict) -> "Layout":
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        """From a dict with at least the required fields; unknown keys are ignored, missing ones take defaults."""
+        return cls(**{name: data[name] for name in NAMES if name in data})
+
+    def replace(self, **changes: Any) -> "Layout":
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A Layout field with its metadata: the unit every derived list is made of."""
+
+    name: str
+    type: type
+    default: Any
+    dim: Dim
+
+    @property
+    def kind(self) -> str:
+        return self.dim.kind
+
+    @property
+    def required(self) -> bool:
+        return self.default is MISSING
+
+
+_TYPES = {"int": int, "str": str, "bool": bool}
+
+
+def _dimensions() -> tuple[Dimension, ...]:
+    return tuple(Dimension(f.name, _TYPES[str(f.type)], f.default, f.metadata["dim"]) for f in fields(Layout))
+
+
+DIMENSIONS: tuple[Dimension, ...] = _dimensions()
+NAMES: tuple[str, ...] = tuple(d.name for d in DIMENSIONS)
+WORLD: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.kind == "world")
+"""gpus and nodes: the grid gives one of them, the other follows from the cluster."""
+FACTORS: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.dim.factor)
+"""The dimensions whose product is the world size."""
+GRID_DIMENSIONS: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.kind != "world")
+"""The grid section's lists besides the world (dp included: None there means derived)."""
+SHAPE: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.kind in ("world", "split", "memory"))
+"""Everything but the batch: two layouts with the same shape differ only in mbs/gbs (OOM dominance)."""
+
+
+def dimension(name: str) -> Dimension:
+    for d in DIMENSIONS:
+        if d.name == name:
+            return d
+    raise KeyError(name)
+
+
+def _part(d: Dimension, value: Any) -> str:
+    if not d.dim.label or value == d.dim.hidden_at:
+        return ""
+    return d.dim.label.format(name=d.name, value=value)
+
+
+def _hashed(layout: Layout) -> dict:
+    return {d.name: getattr(layout, d.name) for d in DIMENSIONS
+            if d.dim.hashed_at_default or getattr(layout, d.name) != d.default}
+
+
+def grid_defaults() -> Iterator[tuple[str, Optional[list]]]:
+    """(name, default list) of each grid dimension, in field order (None: derived, e.g. dp)."""
+    for d in DIMENSIONS:
+        if d.kind != "world":
+            yield d.name, None if d.dim.grid is None else list(d.dim.grid)

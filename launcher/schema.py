@@ -7,14 +7,14 @@ turned into objects (`OmegaConf.to_object`), so a bad value fails before anythin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
 from launcher.errors import ConfigError
+from launcher.layout import DIMENSIONS, RECOMPUTE_MODES, Dimension, dimension, grid_defaults
 
-RECOMPUTE_MODES = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp32")
 BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
 EXECUTORS = ("local", "slurm")
@@ -202,43 +202,47 @@ class ExecutorConfig:
             raise ConfigError("executor.max_concurrent", self.max_concurrent, "use 0 (automatic) or more")
 
 
-@dataclass
-class GridConfig:
-    """One list per dimension; the grid is their product, except zipped dimensions, which pair up."""
+def _validate_grid(self) -> None:
+    """Every value of every list is one the Layout field accepts (launcher.layout.Dim: choices or integers >= 1)."""
+    for d in DIMENSIONS:
+        for value in getattr(self, d.name, None) or []:
+            _check_dimension_value(d, value)
 
-    nodes: Optional[List[int]] = None
-    """Node counts (world = nodes * cluster.gpus_per_node). Use `gpus` instead for partial nodes."""
-    gpus: Optional[List[int]] = None
-    """GPU counts (world size); exclusive with nodes."""
-    tp: List[int] = field(default_factory=lambda: [1])
-    pp: List[int] = field(default_factory=lambda: [1])
-    dp: Optional[List[int]] = None
-    """None: derived as world/(tp*pp)."""
-    vpp: List[int] = field(default_factory=lambda: [1])
-    """Virtual pipeline stages per rank (interleaved 1F1B when > 1)."""
-    mbs: List[int] = field(default_factory=lambda: [1])
-    gbs: List[int] = field(default_factory=lambda: [8])
-    recompute: List[str] = field(default_factory=lambda: ["none"])
-    sequence_parallel: List[bool] = field(default_factory=lambda: [False])
-    zero_stage: List[int] = field(default_factory=lambda: [0])
-    distributed_optimizer: List[bool] = field(default_factory=lambda: [False])
-    zip: List[List[str]] = field(default_factory=list)
-    """Groups of dimensions that vary together, e.g. [[tp, pp]] pairs tp[i] with pp[i]."""
-    include: List[Dict[str, Any]] = field(default_factory=list)
-    """Extra configurations added as they are (missing keys take the first value of their dimension)."""
-    exclude: List[Dict[str, Any]] = field(default_factory=list)
-    """Partial configurations removed from the grid (every given key must match)."""
 
-    def __post_init__(self) -> None:
-        for name in ("nodes", "gpus", "tp", "pp", "dp", "vpp", "mbs", "gbs"):
-            for value in getattr(self, name) or []:
-                _positive("grid", name, value, "use positive integers")
-        for value in self.recompute:
-            if value not in RECOMPUTE_MODES:
-                raise ConfigError("grid.recompute", value, f"use one of {', '.join(RECOMPUTE_MODES)}")
-        for value in self.zero_stage:
-            if value not in (0, 1, 2, 3):
-                raise ConfigError("grid.zero_stage", value, "use ZeRO stages 0, 1, 2 or 3")
+def _check_dimension_value(d: Dimension, value: object) -> None:
+    if d.dim.choices is not None:
+        if value not in d.dim.choices:
+            raise ConfigError(f"grid.{d.name}", value, f"use one of {', '.join(map(str, d.dim.choices))}")
+    elif d.type is int and value < 1:
+        raise ConfigError(f"grid.{d.name}", value, "use positive integers")
+
+
+def _grid_config_class() -> type:
+    """GridConfig, generated from the Layout's fields: one list per dimension (`nodes` or `gpus` for the world;
+    a dimension without a grid default, dp, is derived when left None), plus zip / include / exclude."""
+    lists = {int: List[int], str: List[str], bool: List[bool]}
+    specs: list[tuple] = [(name, Optional[List[int]], field(default=None)) for name in ("nodes", "gpus")]
+    for name, default in grid_defaults():
+        kind = lists[dimension(name).type]
+        if default is None:
+            specs.append((name, Optional[kind], field(default=None)))
+        else:
+            specs.append((name, kind, field(default_factory=lambda v=tuple(default): list(v))))
+    specs += [
+        # Groups of dimensions that vary together, e.g. [[tp, pp]] pairs tp[i] with pp[i].
+        ("zip", List[List[str]], field(default_factory=list)),
+        # Extra configurations added as they are (missing keys take the first value of their dimension).
+        ("include", List[Dict[str, Any]], field(default_factory=list)),
+        # Partial configurations removed from the grid (every given key must match).
+        ("exclude", List[Dict[str, Any]], field(default_factory=list)),
+    ]
+    doc = ("One list per Layout dimension; the grid is their product, except zipped dimensions, which pair up.\n"
+           + "\n".join(f"  {d.name}: {d.dim.doc}" for d in DIMENSIONS))
+    return make_dataclass("GridConfig", specs, namespace={"__post_init__": _validate_grid, "__doc__": doc,
+                                                          "__module__": __name__})
+
+
+GridConfig = _grid_config_class()
 
 
 @dataclass

@@ -71,8 +71,11 @@ def test_the_proposed_command_composes_and_adds_the_layout_to_the_same_sweep(loa
 
 
 def test_command_txt_overrides_are_requoted_and_fresh_is_dropped():
-    command = "python -m launcher +sweep=tiny grid.include=[{gpus: 2, mbs: 4}] sweep.fresh=true grid.tp=[1, 2]"
-    assert split_overrides(command)[-1] == "grid.tp=[1, 2]"
+    # written as the launcher writes command.txt (shlex.join), read back token for token
+    argv = ["python", "-m", "launcher", "+sweep=tiny", "grid.include=[{gpus: 2, mbs: 4}]", "sweep.fresh=true",
+            "grid.tp=[1, 2]"]
+    command = shlex.join(argv)
+    assert split_overrides(command) == argv
     out = extend_sweep_command(command, [{"gpus": 2, "tp": 1, "sequence_parallel": True}])
     assert shlex.split(out) == ["python", "-m", "launcher", "+sweep=tiny", "grid.tp=[1, 2]",
                                 "grid.include=[{gpus: 2, tp: 1, sequence_parallel: true}]"]

@@ -10,13 +10,12 @@ import itertools
 from typing import Any, Iterator, Sequence
 
 from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.layout import FACTORS, GRID_DIMENSIONS, NAMES, Layout, dimension
 from launcher.schema import ClusterConfig, GridConfig
 
-# Dimensions of a layout other than the world size (which comes from `nodes` or `gpus`).
-_SHAPE_DIMS = ("tp", "pp", "dp", "vpp", "mbs", "gbs", "recompute", "sequence_parallel", "zero_stage",
-               "distributed_optimizer")
-_ALL_DIMS = ("nodes", "gpus") + _SHAPE_DIMS
+# A grid point is the world (gpus, nodes) plus one value per grid dimension; dp may be derived.
+_CASTS = {name: dimension(name).type for name in GRID_DIMENSIONS}
+_OTHER_FACTORS = tuple(name for name in FACTORS if name != "dp")
 
 
 def world_choices(grid: GridConfig, cluster: ClusterConfig) -> list[tuple[int, int]]:
@@ -32,7 +31,7 @@ def world_choices(grid: GridConfig, cluster: ClusterConfig) -> list[tuple[int, i
 
 def _dimension_values(grid: GridConfig) -> dict[str, list[Any]]:
     values: dict[str, list[Any]] = {}
-    for name in _SHAPE_DIMS:
+    for name in GRID_DIMENSIONS:
         raw = getattr(grid, name)
         if raw is None:  # only dp may be None: derived from the world size
             continue
@@ -54,7 +53,7 @@ def _units(grid: GridConfig, values: dict[str, list[Any]], worlds: list[tuple[in
         for n in names:
             if n not in axes:
                 raise ConfigError("grid.zip", list(group), f"{n!r} is not a grid dimension with values; "
-                                  f"use names from {', '.join(_ALL_DIMS)}")
+                                  f"use names from {', '.join(NAMES)}")
             if n in zipped:
                 raise ConfigError("grid.zip", list(group), f"{n!r} appears in two zip groups; put it in one")
         lengths = {n: len(axes[n]) for n in names}
@@ -70,14 +69,13 @@ def _units(grid: GridConfig, values: dict[str, list[Any]], worlds: list[tuple[in
 
 def _make_layout(point: dict[str, Any]) -> Layout:
     gpus, nodes = point["world"]
-    tp, pp = int(point["tp"]), int(point["pp"])
-    dp = point.get("dp")
-    if dp is None:  # derived: world / (tp * pp); a remainder is left for the "world" constraint to report
-        dp = gpus // (tp * pp) if tp > 0 and pp > 0 else 0
-    return Layout(gpus=gpus, nodes=nodes, tp=tp, pp=pp, dp=int(dp), vpp=int(point["vpp"]), mbs=int(point["mbs"]),
-                  gbs=int(point["gbs"]), recompute=str(point["recompute"]),
-                  sequence_parallel=bool(point["sequence_parallel"]), zero_stage=int(point["zero_stage"]),
-                  distributed_optimizer=bool(point["distributed_optimizer"]))
+    values = {name: _CASTS[name](point[name]) for name in GRID_DIMENSIONS if point.get(name) is not None}
+    if "dp" not in values:  # derived: world / model-parallel size; a remainder is left for the "world" rule
+        split = 1
+        for name in _OTHER_FACTORS:
+            split *= values.get(name, 1)
+        values["dp"] = gpus // split if split > 0 else 0
+    return Layout(gpus=gpus, nodes=nodes, **values)
 
 
 def _matches(layout: Layout, partial: dict[str, Any]) -> bool:
@@ -85,11 +83,11 @@ def _matches(layout: Layout, partial: dict[str, Any]) -> bool:
 
 
 def _check_keys(section: str, entries: Sequence[dict[str, Any]]) -> None:
-    valid = set(_ALL_DIMS)
+    valid = set(NAMES)
     for i, entry in enumerate(entries):
         unknown = sorted(set(entry) - valid)
         if unknown:
-            raise ConfigError(f"grid.{section}[{i}]", unknown[0], f"not a grid dimension; valid: {', '.join(_ALL_DIMS)}")
+            raise ConfigError(f"grid.{section}[{i}]", unknown[0], f"not a grid dimension; valid: {', '.join(NAMES)}")
 
 
 def _include_layout(entry: dict[str, Any], values: dict[str, list[Any]], worlds: list[tuple[int, int]],

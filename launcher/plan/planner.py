@@ -14,7 +14,7 @@ from launcher.plan.rules import check
 from launcher.errors import ConfigError, PlanError
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand
-from launcher.layout import Layout
+from launcher.layout import NAMES, Layout
 from launcher.schema import RootConfig
 
 
@@ -192,10 +192,8 @@ def make_plan(cfg: RootConfig) -> Plan:
                 n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours)
 
 
-PLAN_COLUMNS = ("rank", "config_hash", "selection", "gpus", "nodes", "tp", "pp", "dp", "vpp", "mbs", "gbs",
-                "recompute", "sequence_parallel", "zero_stage", "distributed_optimizer", "peak_mem_gb", "headroom",
-                "step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_reason",
-                "warnings")
+PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "headroom", "step_time_s", "tokens_per_s",
+                "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_reason", "warnings")
 
 
 def plan_rows(plan: Plan) -> list[dict]:

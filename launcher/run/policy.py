@@ -5,14 +5,12 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from analysis.classify import RETRY_POLICY
+from launcher.layout import SHAPE
 from launcher.run.ledger import TrialRecord
 
 # Failure kinds -> ledger states (the ledger's vocabulary is coarser than the taxonomy; the kind is kept too).
 KIND_TO_STATE = {"ok": "ok", "oom": "oom", "time_limit": "timeout", "hang": "hang", "cancelled": "cancelled"}
 
-# Dimensions that must be equal for one trial's OOM to rule out another.
-_SAME_FOR_DOMINANCE = ("gpus", "nodes", "tp", "pp", "dp", "vpp", "recompute", "sequence_parallel", "zero_stage",
-                       "distributed_optimizer")
 
 
 def state_for_kind(kind: str) -> str:
@@ -28,7 +26,7 @@ def _in_flight(layout: dict) -> int:
 def needs_more_memory(candidate: dict, oomed: dict) -> bool:
     """True when `candidate` needs strictly more activation memory than `oomed` with everything else equal:
     same layout except a larger micro-batch (and at least as many micro-batches in flight)."""
-    if any(candidate[k] != oomed[k] for k in _SAME_FOR_DOMINANCE):
+    if any(candidate[k] != oomed[k] for k in SHAPE):  # everything but the batch must be equal
         return False
     return (candidate["mbs"] > oomed["mbs"]
             and candidate["mbs"] * _in_flight(candidate) > oomed["mbs"] * _in_flight(oomed))
