@@ -67,24 +67,6 @@ def log_resolver(cfg, folder: Path, workdir: Path) -> Callable[[str], Path]:
     return resolve
 
 
-def rejudge(cfg, ledger, resolve: Callable[[str], Path] = Path) -> int:
-    """Re-parse every trial whose job ended by itself; returns how many records changed."""
-    from launcher.run.judge import judge
-
-    changed = 0
-    for r in ledger.trials():
-        if not r.job_state or r.state in ("planned", "submitted", "running", "pruned") or r.failure_kind == "hang":
-            continue  # live, never run, or judged by the monitor (a hang is not visible in the log alone)
-        changes = judge(cfg, r, [resolve(p) for p in r.log_paths], job_state=r.job_state, exit_code=r.exit_code,
-                        job_error=r.job_error)
-        changes["log_paths"] = r.log_paths  # stored as the launcher wrote them, not as resolved here
-        current = {k: getattr(r, k) for k in changes}
-        if changes != current:
-            ledger.update(r.config_hash, "re-judged by python -m analysis", synced=False, **changes)
-            changed += 1
-    return changed
-
-
 # ------------------------------------------------------------------------------------------------ command line
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -121,14 +103,16 @@ def _in_dir(path: Path):
 
 def _run(args) -> int:
     from launcher.conclude import conclude
+    from launcher.folder import SweepFolder
+    from launcher.run.judge import rejudge
     from launcher.run.ledger import Ledger
     from launcher.run.tracking_link import TrackingLink
 
-    folder = args.folder.resolve()
-    cfg = _load_config(folder)
-    workdir = workdir_of(cfg, folder)
-    resolve = log_resolver(cfg, folder, workdir)
-    with _in_dir(workdir), Ledger(folder / "ledger.sqlite") as ledger:
+    folder = SweepFolder(args.folder.resolve())
+    cfg = _load_config(folder.root)
+    workdir = workdir_of(cfg, folder.root)
+    resolve = log_resolver(cfg, folder.root, workdir)
+    with _in_dir(workdir), Ledger(folder.ledger, create=False) as ledger:
         t0 = time.perf_counter()
         changed = rejudge(cfg, ledger, resolve)
         records = ledger.trials()
@@ -141,7 +125,7 @@ def _run(args) -> int:
     return 0
 
 
-def _sync(cfg, folder: Path, ledger, resync_all: bool):
+def _sync(cfg, folder, ledger, resync_all: bool):
     """Bring MLflow up to the ledger: the trials it does not have yet (or all of them), timed apart."""
     from launcher.run.tracking_link import TrackingLink
 

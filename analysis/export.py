@@ -58,17 +58,11 @@ def time_limit_s(step_time_s: Optional[float], iters: int, startup_s: float) -> 
 
 
 def run_comments(best: dict, layout_label: str, sweep: str, cluster: dict, backend: dict, train_iters: int,
-                 sbatch_path: str) -> list[str]:
-    """What a reader of train.sbatch must know: what runs, what the benchmark measured, what changed from it."""
+                 sbatch_path: str, changed: str) -> list[str]:
+    """What a reader of train.sbatch must know: what runs, what the benchmark measured, what changed from it
+    (`changed`: the backend's own words)."""
     b, m = backend, best["metrics"]
     step_s = m.get("step_time_s") or 0.0
-    benchmark = f"(benchmark: {b['warmup_iters']}+{b['measure_iters']})"
-    if b["name"] == "torch":
-        changed = f"--warmup-iters 0 --measure-iters {train_iters} {benchmark} of the embedded workload"
-    else:
-        changed = (f"--train-iters {train_iters} --exit-interval {train_iters} {benchmark}; kept from the benchmark: "
-                   "no evaluation, constant --lr, no --save/--load: add checkpointing, an LR schedule and evaluation "
-                   "before a production run")
     return [f"parasweep: full-length training run of the winner of sweep {sweep}: trial {best['config_hash']}, "
             f"{layout_label}, {best['layout']['gpus']} x {cluster['gpu']} on cluster {cluster['name']}.",
             f"Benchmark measured {m.get('tokens_per_s', 0):,.0f} tokens/s, {step_s:.3g} s/step, peak "

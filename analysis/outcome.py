@@ -74,11 +74,11 @@ def _megatron_metrics(text: str, capacity_gb: float, tokens_per_step: int) -> tu
     return metrics, ""
 
 
-def trial_outcome(log_text: str, *, backend: str, capacity_gb: float, tokens_per_step: int,
+def trial_outcome(log_text: str, *, log_format: str, capacity_gb: float, tokens_per_step: int,
                   slurm_state: Optional[str] = None, exit_code: Optional[int] = None, job_error: str = "",
                   seconds_since_progress: Optional[float] = None, hang_timeout_s: Optional[float] = None) -> Outcome:
     state = _job_state(slurm_state, job_error)
-    if backend == "torch":
+    if log_format == "workload":  # the embedded workload's result line; else Megatron-style iteration lines
         metrics, problem = _workload_metrics(log_text, capacity_gb)
     else:
         metrics, problem = _megatron_metrics(log_text, capacity_gb, tokens_per_step)

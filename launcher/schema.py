@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import MISSING
 
 from launcher.errors import ConfigError
-from launcher.layout import DIMENSIONS, RECOMPUTE_MODES, Dimension, dimension, grid_defaults
+from launcher.layout import DIMENSIONS, Dimension, dimension, grid_defaults
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
@@ -113,39 +113,50 @@ class ClusterConfig:
 
 
 @dataclass
+class MegatronConfig:
+    """Settings only the Megatron backends read (megatron_deepspeed, megatron_lm): backend.megatron.*"""
+
+    path: str = ""
+    """Checkout of Megatron-DeepSpeed / Megatron-LM on the cluster (the folder holding pretrain_gpt.py)."""
+    data_path: str = ""
+    """Megatron data prefix, or Megatron's 'weight prefix weight prefix ...' list ('' = synthetic data where the
+    program has it: Megatron-LM's --mock-data)."""
+    tokenizer_type: str = "GPT2BPETokenizer"
+    """Megatron --tokenizer-type."""
+    vocab_file: str = ""
+    """Megatron --vocab-file (GPT2BPETokenizer, BERT tokenizers)."""
+    merge_file: str = ""
+    """Megatron --merge-file (GPT2BPETokenizer)."""
+    tokenizer_model: str = ""
+    """Megatron --tokenizer-model (SentencePiece / Llama / HF tokenizers)."""
+
+
+@dataclass
 class BackendConfig:
+    """The program a trial runs and how long it measures. Program-specific settings live in their own section."""
+
     name: str = "torch"
     """Which program runs a trial: 'torch' (embedded GPT), 'megatron_deepspeed' or 'megatron_lm'."""
     precision: str = "bf16"
-    """'bf16' or 'fp16' mixed precision."""
+    """'bf16' or 'fp16' mixed precision ('fp32' for the CPU stand-in)."""
     warmup_iters: int = 3
     """Iterations run before measuring (also detected from the log for Megatron backends)."""
     measure_iters: int = 5
     """Iterations measured per trial."""
     seed: int = 1234
     """Seed for weights and synthetic data (same seed: same losses in every layout)."""
-    megatron_path: str = ""
-    """Checkout of Megatron-DeepSpeed / Megatron-LM on the cluster (holds pretrain_gpt.py)."""
     launcher: str = "torchrun"
     """Per-node launcher under srun: 'torchrun' or 'deepspeed'."""
     flash_attention: bool = True
-    """Use flash attention (--use-flash-attn for Megatron-DeepSpeed)."""
-    data_path: str = ""
-    """Megatron data prefix ('' = mock/synthetic data)."""
-    tokenizer_type: str = "GPT2BPETokenizer"
-    """Megatron --tokenizer-type."""
-    vocab_file: str = ""
-    """Megatron --vocab-file (GPT2BPETokenizer)."""
-    merge_file: str = ""
-    """Megatron --merge-file (GPT2BPETokenizer)."""
-    tokenizer_model: str = ""
-    """Megatron --tokenizer-model (SentencePiece / Llama tokenizers)."""
+    """Use flash attention (Megatron: --use-flash-attn / --use-flash-attn-v2)."""
     extra_args: List[str] = field(default_factory=list)
     """Further program arguments, passed through (shell-quoted)."""
     python: str = "python"
     """Python interpreter on the compute nodes ('python' on the local executor means this interpreter)."""
     startup_s: float = 180.0
     """Expected job start-up before the first iteration (init, data, kernels), for GPU-hour estimates."""
+    megatron: MegatronConfig = field(default_factory=MegatronConfig)
+    """backend.megatron.*: checkout, data and tokenizer of the Megatron backends."""
 
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:

@@ -8,18 +8,33 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from launcher.backends import LaunchSpec, render_launch
 from launcher.layout import Layout
-from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.schema import BackendConfig, ClusterConfig, MegatronConfig, ModelConfig
 
 GOLDEN = Path(__file__).parent / "golden"
 # Shell metacharacters that must reach the program as text. Harmless if they ever ran (they only create pwned*
 # files in the test's folder), because a broken quoting must not run a destructive command on a developer's box.
 NASTY = ["; touch pwned1", "$(touch pwned2)", "`touch pwned3`", "&& touch pwned4 #", "a'b\"c", "two\nlines", "*",
          "$HOME", ""]
+
+
+def backend_config(name: str, **settings) -> BackendConfig:
+    """A BackendConfig from flat keyword settings: the keys of backend.megatron (path, data_path, tokenizer_type,
+    ...) go into that section, the others are top-level fields."""
+    megatron_keys = {f.name for f in fields(MegatronConfig)}
+    megatron = MegatronConfig(**{k: v for k, v in settings.items() if k in megatron_keys})
+    return BackendConfig(name=name, megatron=megatron, **{k: v for k, v in settings.items() if k not in megatron_keys})
+
+
+def changed(backend: BackendConfig, **changes) -> BackendConfig:
+    """`backend` with flat changes applied (backend.megatron keys routed into their section)."""
+    megatron_keys = {f.name for f in fields(MegatronConfig)}
+    megatron = replace(backend.megatron, **{k: v for k, v in changes.items() if k in megatron_keys})
+    return replace(backend, megatron=megatron, **{k: v for k, v in changes.items() if k not in megatron_keys})
 
 
 def check_golden(name: str, text: str) -> None:
@@ -84,7 +99,9 @@ def received_argv(tmp: Path) -> list[str]:
 def workload_spec(tmp: Path, layout: Layout, **backend_changes) -> LaunchSpec:
     (tmp / "trial").mkdir(exist_ok=True)  # the lead creates the trial folder before the job starts
     backend = BackendConfig(name="torch", precision="fp32", python=fake_python(tmp), **backend_changes)
-    return render_launch(tiny(), cpu(), backend, layout, trial_dir=str(tmp / "trial"), mem_limit_mb=500)
+    # a multi-node layout is run on whole nodes of its size (the rules refuse partial nodes)
+    cluster = cpu() if layout.nodes == 1 else replace(cpu(), gpus_per_node=layout.gpus_per_node)
+    return render_launch(tiny(), cluster, backend, layout, trial_dir=str(tmp / "trial"), mem_limit_mb=500)
 
 
 SLURM_RANK1 = {"SLURM_JOB_NODELIST": "node-[a-b]", "SLURM_PROCID": "1", "SLURM_NNODES": "2", "SLURM_JOB_ID": "123456"}

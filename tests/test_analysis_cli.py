@@ -11,6 +11,7 @@ import pytest
 
 from analysis.__main__ import main
 from launcher.conclude import _export
+from launcher.folder import SweepFolder
 from analysis.plots import PLOT_FILES
 from benchmarks.bench_analysis import build_sweep
 
@@ -100,13 +101,13 @@ def test_not_a_sweep_folder(tmp_path, capsys):
 def test_megatron_winner_exports_a_full_length_run(load, tmp_path):
     cfg = load("model=gpt-1.7b", "cluster=a100-80g", "backend=megatron_deepspeed", "executor=slurm",
                "sweep.name=big", "executor.setup=[module load cuda]",
-               "backend.megatron_path=/shared/Megatron-DeepSpeed", "backend.data_path=/data/gpt2_text_document", "backend.vocab_file=/data/gpt2-vocab.json",
-               "backend.merge_file=/data/gpt2-merges.txt")
+               "backend.megatron.path=/shared/Megatron-DeepSpeed", "backend.megatron.data_path=/data/gpt2_text_document",
+               "backend.megatron.vocab_file=/data/gpt2-vocab.json", "backend.megatron.merge_file=/data/gpt2-merges.txt")
     layout = dict(gpus=16, nodes=2, tp=2, pp=2, dp=4, vpp=1, mbs=1, gbs=64, recompute="selective",
                   sequence_parallel=False, zero_stage=1, distributed_optimizer=False)
     best = {"config_hash": "abcdef123456", "layout": layout,
             "metrics": {"tokens_per_s": 90000.0, "step_time_s": 1.5, "peak_mem_gb": 50.0}}
-    written = _export(cfg, tmp_path, best, train_iters=1000)
+    written = _export(cfg, SweepFolder(tmp_path), best, train_iters=1000)
     export = tmp_path / "export"
     launch = written["launch.sh"].read_text()
     assert re.search(r"--train-iters 1000\b", launch) and re.search(r"--exit-interval 1000\b", launch)

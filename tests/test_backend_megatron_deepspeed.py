@@ -18,7 +18,7 @@ from launcher.backends.launch import node_preamble
 from launcher.errors import ConfigError
 from launcher.layout import Layout
 from launcher.schema import BackendConfig, ModelConfig
-from backend_helpers import (NASTY, assert_real_flags, PORT_123456, SLURM_RANK1, a100_80g, check_golden, fake_python,
+from backend_helpers import (NASTY, backend_config, changed, assert_real_flags, PORT_123456, SLURM_RANK1, a100_80g, check_golden, fake_python,
                              golden_layout, llama2_70b, received_argv, run_script)
 
 MDS = "/shared/Megatron-DeepSpeed"
@@ -26,10 +26,10 @@ TRIAL = "/scratch/sweeps/70b/trials/t0002"
 
 
 def backend(**changes) -> BackendConfig:
-    base = BackendConfig(name="megatron_deepspeed", precision="bf16", warmup_iters=5, measure_iters=10,
-                         megatron_path=MDS, data_path="/datasets/llama2/tokens_text_document",
-                         tokenizer_type="GPTSentencePieceTokenizer", tokenizer_model="/datasets/llama2/tokenizer.model")
-    return replace(base, **changes)
+    base = backend_config("megatron_deepspeed", precision="bf16", warmup_iters=5, measure_iters=10, path=MDS,
+                          data_path="/datasets/llama2/tokens_text_document", tokenizer_type="GPTSentencePieceTokenizer",
+                          tokenizer_model="/datasets/llama2/tokenizer.model")
+    return changed(base, **changes)
 
 
 def mds_layout(**changes) -> Layout:
@@ -110,15 +110,15 @@ def test_sequence_parallel_sets_the_cuda_connection_limit_megatron_deepspeed_che
 
 
 @pytest.mark.parametrize("changes, layout_changes, field", [
-    (dict(data_path=""), {}, "backend.data_path"),                              # no mock data upstream
-    ({}, dict(vpp=2), "layout.vpp"),                                             # PipelineEngine: no interleaving
-    ({}, dict(zero_stage=2), "layout.zero_stage"),                               # ZeRO-2/3 with pp > 1
-    ({}, dict(distributed_optimizer=True), "layout.distributed_optimizer"),     # DeepSpeed owns the optimizer
-    ({}, dict(gbs=1001), "layout.gbs"),                                          # not a multiple of mbs x dp
-    (dict(megatron_path=""), {}, "backend.megatron_path"),
-    (dict(megatron_path="/path/to/Megatron-DeepSpeed"), {}, "backend.megatron_path"),  # shipped placeholder
-    (dict(tokenizer_type="GPT2BPETokenizer"), {}, "backend.vocab_file"),
-    (dict(tokenizer_type="Llama2Tokenizer"), {}, "backend.tokenizer_type"),  # a Megatron-LM-only tokenizer
+    (dict(data_path=""), {}, "backend.megatron.data_path"),                     # no mock data upstream
+    ({}, dict(vpp=2), "layout.mds_vpp"),                                         # PipelineEngine: no interleaving
+    ({}, dict(zero_stage=2), "layout.zero_pp"),                                  # ZeRO-2/3 with pp > 1
+    ({}, dict(distributed_optimizer=True, zero_stage=0), "layout.mds_distopt"),               # DeepSpeed owns the optimizer
+    ({}, dict(gbs=1001), "layout.gbs_divisible"),                                # not a multiple of mbs x dp
+    (dict(path=""), {}, "backend.megatron.path"),
+    (dict(path="/path/to/Megatron-DeepSpeed"), {}, "backend.megatron.path"),  # shipped placeholder
+    (dict(tokenizer_type="GPT2BPETokenizer"), {}, "backend.megatron.vocab_file"),
+    (dict(tokenizer_type="Llama2Tokenizer"), {}, "backend.megatron.tokenizer_type"),  # a Megatron-LM-only tokenizer
     (dict(precision="fp32"), {}, "backend.flash_attention"),
 ])
 def test_settings_upstream_cannot_run_are_config_errors(changes, layout_changes, field):
@@ -131,7 +131,7 @@ def test_multi_node_launch_uses_the_same_preamble_as_the_workload(tmp_path):
     mega = tmp_path / "mega tron; $(touch pwned3)"
     mega.mkdir()
     layout = Layout(gpus=4, nodes=2, tp=2, pp=1, dp=2, gbs=4)
-    spec = render_launch(GPT3, a100_80g(), backend(python=fake_python(tmp_path), megatron_path=str(mega),
+    spec = render_launch(GPT3, replace(a100_80g(), gpus_per_node=2), backend(python=fake_python(tmp_path), path=str(mega),
                                                    tokenizer_type="NullTokenizer", extra_args=NASTY),
                          layout, trial_dir=str(tmp_path / "trial"))
     assert node_preamble(2) in spec.script
@@ -152,7 +152,7 @@ def test_only_a_stale_fused_kernel_lock_is_removed(tmp_path, age_min, removed):
     then = time.time() - 60 * age_min
     os.utime(lock, (then, then))
     spec = render(layout=Layout(gpus=2, nodes=1, tp=1, pp=1, dp=2, gbs=2), python=fake_python(tmp_path),
-                  megatron_path=str(tmp_path / "mds"))
+                  path=str(tmp_path / "mds"))
     assert run_script(spec.script, tmp_path).returncode == 0
     assert lock.exists() is not removed
 

@@ -35,8 +35,8 @@ def test_unknown_backend_name_is_a_config_error():
 
 
 @pytest.mark.parametrize("layout, field", [
-    (Layout(gpus=6, nodes=4, tp=2, pp=1, dp=3), "layout.gpus"),      # not whole nodes
-    (Layout(gpus=16, nodes=1, tp=2, pp=2, dp=4), "layout.nodes"),    # 16 ranks on an 8-GPU node
+    (Layout(gpus=6, nodes=4, tp=2, pp=1, dp=3), "layout.gpus_nodes"),      # not whole nodes
+    (Layout(gpus=16, nodes=1, tp=2, pp=2, dp=4), "layout.gpus_nodes"),    # 16 ranks on an 8-GPU node
 ])
 def test_layouts_the_nodes_cannot_hold_are_refused(layout, field):
     with pytest.raises(ConfigError) as err:
@@ -48,13 +48,13 @@ def test_layouts_the_nodes_cannot_hold_are_refused(layout, field):
 
 def test_workload_argv_carries_model_layout_and_run_settings(tmp_path):
     layout = Layout(gpus=8, nodes=1, tp=2, pp=2, dp=2, vpp=2, mbs=1, gbs=8, recompute="full",
-                    sequence_parallel=True, zero_stage=1, distributed_optimizer=True)
+                    sequence_parallel=True, zero_stage=0, distributed_optimizer=True)
     spec = workload_spec(tmp_path, layout, extra_args=["--attention", "math"])
     assert spec.program_argv[1:] == [
         "-m", "launcher.workload", "--layers", "4", "--hidden", "256", "--heads", "4", "--kv-heads", "4",
         "--ffn-hidden", "1024", "--seq-len", "128", "--vocab", "1024", "--norm", "layernorm",
         "--tp", "2", "--pp", "2", "--dp", "2", "--vpp", "2", "--mbs", "1", "--gbs", "8", "--recompute", "full",
-        "--sequence-parallel", "--zero-stage", "1", "--distributed-optimizer", "--precision", "fp32",
+        "--sequence-parallel", "--zero-stage", "0", "--distributed-optimizer", "--precision", "fp32",
         "--warmup-iters", "3", "--measure-iters", "5", "--seed", "1234", "--mem-limit-mb", "500",
         "--peak-tflops", "0.1", "--attention", "math"]
     assert spec.nproc_per_node == 8 and spec.nnodes == 1 and spec.files == {} and spec.env == {}

@@ -207,7 +207,7 @@ def test_child_run_page_shows_params_metrics_and_the_log(sweep, mlflow_ui, page)
     _close_assistant(page)
     text = page.inner_text("body")
     page.screenshot(path=str(SHOTS / "mlflow-child-run.png"), full_page=True)
-    metrics, layout = json.loads(winner["metrics"]), json.loads(winner["layout"])
+    metrics, layout = json.loads(winner["metrics"]), winner  # one ledger column per layout dimension
     assert re.search(rf"tokens_per_s\s+{re.escape(repr(metrics['tokens_per_s']))}", text)
     assert re.search(r"predicted_tokens_per_s\s+[\d.]+", text) and re.search(r"headroom\s+0\.\d+", text)
     for param in ("tp", "pp", "dp", "mbs", "gbs"):

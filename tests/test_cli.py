@@ -35,7 +35,7 @@ def test_dry_run_prints_ranked_table_and_writes_plan(tmp_path):
     (["+sweep=70b", "grid.tpp=[2]", "dry_run=true"], "grid.tpp"),
     (["+sweep=70b", "executor.partiton=x", "dry_run=true"], "valid keys"),
     (["sweep=70b"], "+sweep=NAME"),
-    (["+sweep=70b"], "backend.megatron_path"),  # a real run needs the checkout: refused before any submission
+    (["+sweep=70b"], "backend.megatron.path"),  # a real run needs the checkout: refused before any submission
 ])
 def test_bad_input_exits_2_with_one_message(tmp_path, args, needle):
     proc = run(*args, cwd=tmp_path)

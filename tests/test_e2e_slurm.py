@@ -72,13 +72,12 @@ def test_two_node_trial_matches_single_process(slurm_env, tmp_path):
     proc = run_launcher(*args, cwd=tmp_path, env=slurm_env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = ledger_rows(tmp_path)
-    assert row["state"] == "ok" and row["nodes"] == "n[1-2]"
-    layout = json.loads(row["layout"])
-    assert (layout["nodes"], layout["tp"], layout["pp"], layout["dp"]) == (2, 2, 2, 1)
+    assert row["state"] == "ok" and row["node_list"] == "n[1-2]"
+    assert (row["nodes"], row["tp"], row["pp"], row["dp"]) == (2, 2, 2, 1)
     logs = "\n".join((tmp_path / p).read_text() for p in json.loads(row["log_paths"]))  # relative to the cwd
     result = json.loads(next(l for l in logs.splitlines() if l.startswith("PARASWEEP_RESULT")).split(" ", 1)[1])
     assert result["world_size"] == 4
-    reference = _single_process_losses(layout, tmp_path)
+    reference = _single_process_losses(row, tmp_path)
     assert len(result["losses"]) == len(reference)
     assert max(abs(a - b) for a, b in zip(result["losses"], reference)) < 1e-4
 

@@ -11,7 +11,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
 
 
 def outcome(text, **kw):
-    defaults = dict(backend="torch", capacity_gb=0.5, tokens_per_step=4 * 128)
+    defaults = dict(log_format="workload", capacity_gb=0.5, tokens_per_step=4 * 128)
     return trial_outcome(text, **{**defaults, **kw})
 
 
@@ -52,7 +52,7 @@ def test_hang_needs_the_monitor_observation():
 
 def test_megatron_log_metrics_from_steady_state_and_memory_report():
     text = (FIXTURES / "megatronlm_iter_mem_new_1.log").read_text()
-    out = outcome(text, backend="megatron_lm", capacity_gb=80.0, tokens_per_step=16 * 4096,
+    out = outcome(text, log_format="megatron", capacity_gb=80.0, tokens_per_step=16 * 4096,
                   slurm_state="COMPLETED", exit_code=0)
     assert out.failure_kind == "ok"
     assert out.metrics["step_time_s"] == pytest.approx(0.744)
@@ -62,6 +62,6 @@ def test_megatron_log_metrics_from_steady_state_and_memory_report():
 
 def test_megatron_oom_fixture():
     text = (FIXTURES / "megatronlm_oom_1.log").read_text()
-    out = outcome(text, backend="megatron_lm", capacity_gb=80.0, tokens_per_step=1, slurm_state="FAILED",
+    out = outcome(text, log_format="megatron", capacity_gb=80.0, tokens_per_step=1, slurm_state="FAILED",
                   exit_code=1)
     assert out.failure_kind == "oom"

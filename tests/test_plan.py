@@ -58,13 +58,13 @@ def test_everything_predicted_oom_says_so(load):
 def test_backend_refusals_are_rejections(load):
     plan = make_plan(load("+sweep=70b", "dry_run=true", "grid.nodes=[8]", "grid.pp=[4]", "grid.vpp=[1,2]",
                           "plan.max_trials=0"))
-    assert plan.rejected["backend"] > 0
+    assert plan.rejected["mds_vpp"] > 0  # Megatron-DeepSpeed's own rule in the rules table
     assert all(t.layout.vpp == 1 for t in plan.trials)
 
 
 def test_a_real_run_needs_the_backend_paths(load):
     cfg = load("+sweep=70b")
-    with pytest.raises(ConfigError, match="megatron_path"):
+    with pytest.raises(ConfigError, match="backend.megatron.path"):
         make_plan(cfg)
 
 
@@ -100,6 +100,6 @@ def test_include_with_a_non_number_is_named(load):
 
 def test_workload_refusals_are_rejected_at_plan_time(load):
     # 2 micro-batches cannot fill a 4-stage 1F1B pipeline: the embedded workload would refuse it at run time.
-    with pytest.raises(PlanError, match="backend"):
+    with pytest.raises(PlanError, match="pp_microbatches"):
         make_plan(load("+sweep=tiny", "grid.gpus=[4]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[4]", "grid.mbs=[1]",
                        "grid.gbs=[2]", "grid.include=[]"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from launcher.folder import SweepFolder
 from launcher.run.executor import JobStatus, Submitted
 from launcher.run.ledger import Ledger, TrialRecord
 from launcher.run.loop import SweepLoop
@@ -73,11 +74,11 @@ def lay(mbs: int, tp: int = 1) -> dict:
 
 def run_loop(load, tmp_path, script, records, refuse=frozenset(), slots=2, **overrides):
     cfg = load("+sweep=tiny", "monitor.poll_interval_s=0.01", *[f"{k}={v}" for k, v in overrides.items()])
-    folder = tmp_path / "sweeps" / "tiny"
-    ledger = Ledger(folder / "ledger.sqlite")
+    folder = SweepFolder(tmp_path / "sweeps" / "tiny")
+    ledger = Ledger(folder.ledger)
     ledger.add_trials(records)
     loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), {r.config_hash for r in records})
-    runner = ScriptedRunner(folder / "jobs", script, refuse, slots)
+    runner = ScriptedRunner(folder.jobs, script, refuse, slots)
     loop.runner = runner
     loop.run()
     return {r.config_hash: r for r in ledger.trials()}, runner
@@ -119,10 +120,10 @@ def test_a_silent_job_is_cancelled_as_a_hang(load, tmp_path, in_tmp):
 
 def test_trials_outside_the_current_plan_are_not_submitted(load, tmp_path, in_tmp):
     cfg = load("+sweep=tiny", "monitor.poll_interval_s=0.01")
-    folder = tmp_path / "sweeps" / "tiny"
-    ledger = Ledger(folder / "ledger.sqlite")
+    folder = SweepFolder(tmp_path / "sweeps" / "tiny")
+    ledger = Ledger(folder.ledger)
     ledger.add_trials([TrialRecord("old", 0, lay(1)), TrialRecord("new", 1, lay(2))])
     loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), {"new"})
-    loop.runner = ScriptedRunner(folder / "jobs", {"new": [("ok", 1)]})
+    loop.runner = ScriptedRunner(folder.jobs, {"new": [("ok", 1)]})
     loop.run()
     assert loop.runner.submitted == ["new"] and ledger.get("old").state == "planned"

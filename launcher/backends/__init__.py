@@ -1,38 +1,71 @@
-"""Backends: render how one trial is launched (a per-node bash script, files for the trial folder, environment).
+"""Backends: the programs a trial runs, behind one protocol.
 
-    spec = render_launch(model, cluster, backend, layout, trial_dir="/sweeps/x/trials/abc")
+    backend = get_backend(cfg.backend.name)
+    problems = backend.problems(cfg.backend, cfg.model)        # settings a real run still needs (paths, tokenizer)
+    spec = backend.render(model, cluster, cfg.backend, layout, trial_dir="/sweeps/x/trials/abc", env={...})
     # the lead writes spec.files into trial_dir, then runs spec.script once per node
 
-Pure functions: nothing here runs a process or writes a file.
+What a backend refuses is not found by rendering: it is the rules table (launcher.plan.rules) filtered to the
+backend. Nothing outside this package compares backend names. Pure: nothing here runs a process or writes a file.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Mapping, Protocol
 
 from launcher.backends import megatron_deepspeed, megatron_lm, torch_workload
 from launcher.backends.launch import LaunchSpec, one_line_command
 from launcher.errors import ConfigError
 from launcher.layout import Layout
-from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.plan.rules import Issue
+from launcher.schema import BACKENDS, BackendConfig, ClusterConfig, ModelConfig
 
-__all__ = ["LaunchSpec", "render_launch", "launch_command", "RENDERERS"]
+__all__ = ["Backend", "LaunchSpec", "get_backend", "render_launch", "launch_command", "REGISTRY"]
 
-Renderer = Callable[..., LaunchSpec]
-RENDERERS: dict[str, Renderer] = {
-    "torch": torch_workload.render,
-    "megatron_deepspeed": megatron_deepspeed.render,
-    "megatron_lm": megatron_lm.render,
-}
+
+class Backend(Protocol):
+    name: str
+    log_format: str
+    """How analysis reads the job's log: 'workload' (the embedded GPT's result line) or 'megatron' (iteration,
+    memory and throughput lines)."""
+    reports_planner_flops: bool
+    """True when the program's FLOP rates follow the planner's conventions (the embedded workload prints both);
+    False: the measured rates are the predicted FLOPs over the measured step time (launcher/run/judge.py)."""
+
+    def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
+        """Settings a real run still needs (checkout, data, tokenizer files, placeholders): empty when it can run."""
+
+    def refusals(self, model: ModelConfig, cluster: ClusterConfig, layout: Layout) -> tuple[Issue, ...]:
+        """Why the program cannot run this layout (the rules it enforces), empty when it can."""
+
+    def render(self, model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
+               trial_dir: str, env: Mapping[str, str] = ..., mem_limit_mb: int = 0) -> LaunchSpec:
+        """The trial's per-node launch. Raises ConfigError for a refused layout or a setting it cannot run."""
+
+    def full_length(self, backend: BackendConfig, iterations: int) -> BackendConfig:
+        """The settings of a full-length training run of `iterations` steps at the benchmarked configuration."""
+
+    def full_length_note(self, backend: BackendConfig, iterations: int) -> str:
+        """What changed from the benchmark in that run, and what a production run still has to add."""
+
+
+REGISTRY: dict[str, Backend] = {b.name: b for b in (torch_workload.BACKEND, megatron_deepspeed.BACKEND,
+                                                     megatron_lm.BACKEND)}
+assert tuple(REGISTRY) == BACKENDS, "schema.BACKENDS lists the registered backends"
+
+
+def get_backend(name: str) -> Backend:
+    backend = REGISTRY.get(name)
+    if backend is None:
+        raise ConfigError("backend.name", name, f"use one of {', '.join(REGISTRY)}")
+    return backend
 
 
 def render_launch(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
-                  trial_dir: str, mem_limit_mb: int = 0) -> LaunchSpec:
-    """The trial's launch for backend.name. Raises ConfigError for a setting the program cannot run."""
-    renderer = RENDERERS.get(backend.name)
-    if renderer is None:
-        raise ConfigError("backend.name", backend.name, f"use one of {', '.join(RENDERERS)}")
-    return renderer(model, cluster, backend, layout, trial_dir=trial_dir, mem_limit_mb=mem_limit_mb)
+                  trial_dir: str, env: Mapping[str, str] | None = None, mem_limit_mb: int = 0) -> LaunchSpec:
+    """The trial's launch for backend.name (see Backend.render)."""
+    return get_backend(backend.name).render(model, cluster, backend, layout, trial_dir=trial_dir, env=env or {},
+                                            mem_limit_mb=mem_limit_mb)
 
 
 def launch_command(spec: LaunchSpec) -> str:

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 from launcher.errors import ConfigError
 from launcher.layout import Layout
-from launcher.schema import ClusterConfig
 
 # MASTER_PORT = base + SLURM_JOB_ID % span: every node of a job computes the same port without talking to the
 # others, and two jobs sharing a node (non-exclusive partitions) almost never pick the same one.
@@ -51,16 +50,6 @@ class LaunchSpec:
 
 def quote(value: object) -> str:
     return shlex.quote(str(value))
-
-
-def check_layout(layout: Layout, cluster: ClusterConfig) -> None:
-    """A layout the per-node launch can express: whole nodes, no more ranks per node than the node has GPUs."""
-    if layout.nodes < 1 or layout.gpus % layout.nodes:
-        raise ConfigError("layout.gpus", layout.gpus, f"use a multiple of the node count ({layout.nodes})")
-    if layout.gpus_per_node > cluster.gpus_per_node:
-        raise ConfigError("layout.nodes", layout.nodes,
-                          f"{layout.gpus} GPUs on {layout.nodes} node(s) is {layout.gpus_per_node} per node, but "
-                          f"cluster {cluster.name!r} has {cluster.gpus_per_node}: use more nodes")
 
 
 def node_preamble(expected_nodes: int) -> str:

@@ -12,7 +12,7 @@ from importlib import resources
 
 from launcher.errors import ConfigError
 from launcher.layout import Layout
-from launcher.schema import BackendConfig, ModelConfig
+from launcher.schema import BackendConfig, MegatronConfig, ModelConfig
 
 FLAGS_FILE = "megatron_flags.txt"
 PLACEHOLDER_PREFIX = "/path/to/"
@@ -31,16 +31,50 @@ NEEDS_MODEL_FILE = frozenset({"SentencePieceTokenizer", "GPTSentencePieceTokeniz
 NEEDS_VOCAB_SIZE = frozenset({"NullTokenizer"})
 
 
-def pretrain_script(backend: BackendConfig, program: str) -> str:
+def pretrain_script(megatron: MegatronConfig) -> str:
     """Path of pretrain_gpt.py in the configured checkout."""
-    path = backend.megatron_path
-    if not path:
-        raise ConfigError("backend.megatron_path", path, f"set it to the {program} checkout on the cluster "
-                          "(the folder holding pretrain_gpt.py)")
-    if path.startswith(PLACEHOLDER_PREFIX):
-        raise ConfigError("backend.megatron_path", path, f"this is the shipped placeholder: set it to the {program} "
-                          "checkout on the cluster, e.g. backend.megatron_path=/shared/Megatron")
-    return posixpath.join(path, "pretrain_gpt.py")
+    return posixpath.join(megatron.path, "pretrain_gpt.py")
+
+
+def problems(backend: BackendConfig, model: ModelConfig, *, program: str, tokenizers: frozenset[str],
+             needs_data: bool) -> list[ConfigError]:
+    """What must be set before a real run of either Megatron program: the checkout, data when the program has no
+    synthetic data, the tokenizer and its files, no placeholder path left from a shipped config, a precision
+    flash attention runs in."""
+    m = backend.megatron
+    out = []
+    if not m.path:
+        out.append(ConfigError("backend.megatron.path", m.path, f"set it to the {program} checkout on the cluster "
+                               "(the folder holding pretrain_gpt.py)"))
+    if needs_data and not m.data_path:
+        out.append(ConfigError("backend.megatron.data_path", m.data_path, f"{program} has no synthetic-data option "
+                               "(no --mock-data): set it to a preprocessed dataset prefix (tools/preprocess_data.py)"))
+    for name in ("path", "data_path", "vocab_file", "merge_file", "tokenizer_model"):
+        value = getattr(m, name)
+        if value.startswith(PLACEHOLDER_PREFIX):
+            out.append(ConfigError(f"backend.megatron.{name}", value, f"this is the shipped placeholder: set it to "
+                                   f"the real path on the cluster, e.g. backend.megatron.{name}=/shared/..."))
+    out += _tokenizer_problems(m, tokenizers, program)
+    if backend.precision == "fp32" and backend.flash_attention:
+        out.append(ConfigError("backend.flash_attention", True, "flash attention runs in bf16/fp16 only: set "
+                               "backend.precision=bf16 or backend.flash_attention=false"))
+    return out
+
+
+def _tokenizer_problems(m: MegatronConfig, allowed: frozenset[str], program: str) -> list[ConfigError]:
+    kind = m.tokenizer_type
+    if kind not in allowed:
+        return [ConfigError("backend.megatron.tokenizer_type", kind, f"{program} accepts {', '.join(sorted(allowed))}")]
+    needed = []
+    if kind in NEEDS_VOCAB_AND_MERGES | NEEDS_VOCAB:
+        needed.append("vocab_file")
+    if kind in NEEDS_VOCAB_AND_MERGES:
+        needed.append("merge_file")
+    if kind in NEEDS_MODEL_FILE:
+        needed.append("tokenizer_model")
+    return [ConfigError(f"backend.megatron.{name}", getattr(m, name), f"tokenizer {kind} needs it (or use "
+                        "backend.megatron.tokenizer_type=NullTokenizer with synthetic data)")
+            for name in needed if not getattr(m, name)]
 
 
 def llama_style(model: ModelConfig) -> bool:
@@ -66,12 +100,6 @@ def shape_args(model: ModelConfig) -> list[str]:
     return args
 
 
-def check_batch(layout: Layout) -> None:
-    if layout.gbs % (layout.mbs * layout.dp):
-        raise ConfigError("layout.gbs", layout.gbs,
-                          f"use a multiple of mbs x dp = {layout.mbs} x {layout.dp} = {layout.mbs * layout.dp}")
-
-
 def parallel_args(layout: Layout) -> list[str]:
     args = ["--tensor-model-parallel-size", str(layout.tp), "--pipeline-model-parallel-size", str(layout.pp),
             "--micro-batch-size", str(layout.mbs), "--global-batch-size", str(layout.gbs)]
@@ -87,32 +115,18 @@ def recompute_args(recompute: str) -> list[str]:
         return []
     if recompute == "selective":
         return ["--recompute-granularity", "selective"]
-    if recompute == "full":
-        return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
-    raise ConfigError("layout.recompute", recompute, "use none, selective or full")
+    return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
 def virtual_pipeline_args(model: ModelConfig, layout: Layout) -> list[str]:
     """Interleaved 1F1B: vpp chunks of layers/(pp x vpp) layers on each pipeline rank (Narayanan et al. 2021)."""
     if layout.vpp <= 1:
         return []
-    if layout.pp < 2:
-        raise ConfigError("layout.vpp", layout.vpp, "virtual pipeline stages need pp >= 2: use vpp=1")
-    if model.layers % (layout.pp * layout.vpp):
-        raise ConfigError("layout.vpp", layout.vpp, f"layers ({model.layers}) must divide into pp x vpp = "
-                          f"{layout.pp * layout.vpp} chunks: pick another vpp")
     return ["--num-layers-per-virtual-pipeline-stage", str(model.layers // (layout.pp * layout.vpp))]
 
 
 def precision_args(backend: BackendConfig) -> list[str]:
-    if backend.precision == "bf16":
-        return ["--bf16"]
-    if backend.precision == "fp16":
-        return ["--fp16"]
-    if backend.flash_attention:
-        raise ConfigError("backend.flash_attention", True, "flash attention runs in bf16/fp16 only: set "
-                          "backend.precision=bf16 or backend.flash_attention=false")
-    return []
+    return {"bf16": ["--bf16"], "fp16": ["--fp16"]}.get(backend.precision, [])
 
 
 def run_args(backend: BackendConfig) -> list[str]:
@@ -126,33 +140,36 @@ def run_args(backend: BackendConfig) -> list[str]:
             "--lr", str(BENCHMARK_LR), "--seed", str(backend.seed), "--distributed-backend", "nccl"]
 
 
-def tokenizer_args(backend: BackendConfig, model: ModelConfig, allowed: frozenset[str], program: str) -> list[str]:
-    kind = backend.tokenizer_type
-    if kind not in allowed:
-        raise ConfigError("backend.tokenizer_type", kind, f"{program} accepts {', '.join(sorted(allowed))}")
+def tokenizer_args(megatron: MegatronConfig, model: ModelConfig) -> list[str]:
+    """--tokenizer-type and the files it needs (checked by `problems` before anything renders)."""
+    kind = megatron.tokenizer_type
     args = ["--tokenizer-type", kind]
     if kind in NEEDS_VOCAB_SIZE:
         args += ["--vocab-size", str(model.vocab)]
     if kind in NEEDS_VOCAB_AND_MERGES | NEEDS_VOCAB:
-        args += ["--vocab-file", _required(backend, "vocab_file", kind)]
+        args += ["--vocab-file", megatron.vocab_file]
     if kind in NEEDS_VOCAB_AND_MERGES:
-        args += ["--merge-file", _required(backend, "merge_file", kind)]
+        args += ["--merge-file", megatron.merge_file]
     if kind in NEEDS_MODEL_FILE:
-        args += ["--tokenizer-model", _required(backend, "tokenizer_model", kind)]
+        args += ["--tokenizer-model", megatron.tokenizer_model]
     return args
 
 
-def _required(backend: BackendConfig, name: str, kind: str) -> str:
-    value = getattr(backend, name)
-    if not value:
-        raise ConfigError(f"backend.{name}", value, f"tokenizer {kind} needs it (or use tokenizer_type=NullTokenizer "
-                          "with synthetic data)")
-    return value
+def data_args(megatron: MegatronConfig) -> list[str]:
+    """--data-path takes a prefix, or Megatron's space-separated list of weight/prefix pairs: split on whitespace
+    only when the value is such a list (it starts with a number), so a single path with spaces stays whole."""
+    tokens = megatron.data_path.split()
+    if len(tokens) > 1 and _is_weight(tokens[0]):
+        return ["--data-path", *tokens]
+    return ["--data-path", megatron.data_path]
 
 
-def data_args(backend: BackendConfig) -> list[str]:
-    """--data-path takes a prefix, or a space-separated list of weight/prefix pairs (Megatron's format)."""
-    return ["--data-path", *backend.data_path.split()]
+def _is_weight(token: str) -> bool:
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return True
 
 
 def known_flags(section: str) -> dict[str, frozenset[str] | None]:

@@ -18,7 +18,8 @@ import json
 import posixpath
 
 from launcher.backends import megatron_common as mc
-from launcher.backends.launch import LaunchSpec, check_layout, render_script
+from launcher.backends.base import BackendBase
+from launcher.backends.launch import LaunchSpec, render_script
 from launcher.errors import ConfigError
 from launcher.layout import Layout
 from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
@@ -33,40 +34,30 @@ GRADIENT_CLIPPING = 1.0
 is part of a real step's cost)."""
 
 
-def render(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
-           trial_dir: str, mem_limit_mb: int = 0) -> LaunchSpec:
-    """`mem_limit_mb` is the embedded workload's CPU cap; a GPU program is bounded by the device itself."""
-    check_layout(layout, cluster)
-    check_supported(backend, layout)
-    script_path = mc.pretrain_script(backend, PROGRAM)
-    ds_config_path = posixpath.join(trial_dir, DS_CONFIG)
-    program_argv = [backend.python, script_path, *program_args(model, backend, layout, ds_config_path)]
-    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"} if layout.sequence_parallel else {}
-    # Megatron-DeepSpeed's validate_args raises unless CUDA_DEVICE_MAX_CONNECTIONS=1 when sequence parallelism is
-    # on; without it (async TP all-reduce is off under --deepspeed) the variable would only limit overlap.
-    script = render_script(title=f"{model.name} on {PROGRAM}", layout=layout, python=backend.python,
-                           launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir,
-                           megatron_path=backend.megatron_path)
-    return LaunchSpec(script=script, files={DS_CONFIG: ds_config(backend, layout)}, env=env,
-                      program_argv=program_argv, nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+class MegatronDeepSpeed(BackendBase):
+    name = "megatron_deepspeed"
+
+    def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
+        return mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, needs_data=True)
+
+    def launch(self, model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
+               trial_dir: str, env: dict[str, str], mem_limit_mb: int) -> LaunchSpec:
+        """`mem_limit_mb` is the embedded workload's CPU cap; a GPU program is bounded by the device itself."""
+        ds_config_path = posixpath.join(trial_dir, DS_CONFIG)
+        program_argv = [backend.python, mc.pretrain_script(backend.megatron),
+                        *program_args(model, backend, layout, ds_config_path)]
+        # Megatron-DeepSpeed's validate_args raises unless CUDA_DEVICE_MAX_CONNECTIONS=1 when sequence parallelism
+        # is on; without it (async TP all-reduce is off under --deepspeed) the variable would only limit overlap.
+        if layout.sequence_parallel:
+            env = {**env, "CUDA_DEVICE_MAX_CONNECTIONS": "1"}
+        script = render_script(title=f"{model.name} on {PROGRAM}", layout=layout, python=backend.python,
+                               launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir,
+                               megatron_path=backend.megatron.path)
+        return LaunchSpec(script=script, files={DS_CONFIG: ds_config(backend, layout)}, env=env,
+                          program_argv=program_argv, nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
 
 
-def check_supported(backend: BackendConfig, layout: Layout) -> None:
-    if not backend.data_path:
-        raise ConfigError("backend.data_path", backend.data_path, f"{PROGRAM} has no synthetic-data option "
-                          "(no --mock-data): set it to a preprocessed dataset prefix (tools/preprocess_data.py)")
-    if layout.vpp > 1:
-        raise ConfigError("layout.vpp", layout.vpp, f"{PROGRAM} pipelines through DeepSpeed's PipelineEngine, "
-                          "which has no interleaved schedule: use vpp=1 (or backend megatron_lm)")
-    if layout.zero_stage not in (0, 1, 2, 3):
-        raise ConfigError("layout.zero_stage", layout.zero_stage, "use a ZeRO stage 0-3")
-    if layout.zero_stage >= 2 and layout.pp > 1:
-        raise ConfigError("layout.zero_stage", layout.zero_stage, "DeepSpeed refuses ZeRO-2/3 with pipeline "
-                          "parallelism: use zero_stage <= 1 or pp=1")
-    if layout.distributed_optimizer:
-        raise ConfigError("layout.distributed_optimizer", True, "under DeepSpeed the optimizer is DeepSpeed's: "
-                          "use zero_stage=1 (ZeRO-1 shards the optimizer state the same way)")
-    mc.check_batch(layout)
+BACKEND = MegatronDeepSpeed()
 
 
 def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout, ds_config_path: str) -> list[str]:
@@ -81,7 +72,7 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout, ds_
         # from flash-attn 2.x; v2 is what current GPUs and wheels provide.
         args.append("--use-flash-attn-v2")
     args += mc.run_args(backend)
-    args += mc.data_args(backend) + mc.tokenizer_args(backend, model, TOKENIZERS, PROGRAM)
+    args += mc.data_args(backend.megatron) + mc.tokenizer_args(backend.megatron, model)
     args += ["--deepspeed", "--deepspeed_config", ds_config_path, "--zero-stage", str(layout.zero_stage)]
     return args + list(backend.extra_args)
 

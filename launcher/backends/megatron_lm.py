@@ -14,7 +14,8 @@ Sharding gradients and parameters too (ZeRO-2/3) needs Megatron-LM's FSDP code p
 from __future__ import annotations
 
 from launcher.backends import megatron_common as mc
-from launcher.backends.launch import LaunchSpec, check_layout, render_script
+from launcher.backends.base import BackendBase
+from launcher.backends.launch import LaunchSpec, render_script
 from launcher.errors import ConfigError
 from launcher.layout import Layout
 from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
@@ -29,19 +30,25 @@ TOKENIZERS = frozenset({"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPET
 ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
-def render(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
-           trial_dir: str, mem_limit_mb: int = 0) -> LaunchSpec:
-    """`mem_limit_mb` is the embedded workload's CPU cap; a GPU program is bounded by the device itself."""
-    check_layout(layout, cluster)
-    mc.check_batch(layout)
-    script_path = mc.pretrain_script(backend, PROGRAM)
-    program_argv = [backend.python, script_path, *program_args(model, backend, layout)]
-    env = dict(ENV)
-    script = render_script(title=f"{model.name} on {PROGRAM}", layout=layout, python=backend.python,
-                           launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir,
-                           megatron_path=backend.megatron_path)
-    return LaunchSpec(script=script, files={}, env=env, program_argv=program_argv,
-                      nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+class MegatronLM(BackendBase):
+    name = "megatron_lm"
+
+    def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
+        return mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, needs_data=False)
+
+    def launch(self, model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
+               trial_dir: str, env: dict[str, str], mem_limit_mb: int) -> LaunchSpec:
+        """`mem_limit_mb` is the embedded workload's CPU cap; a GPU program is bounded by the device itself."""
+        program_argv = [backend.python, mc.pretrain_script(backend.megatron), *program_args(model, backend, layout)]
+        env = {**env, **ENV}
+        script = render_script(title=f"{model.name} on {PROGRAM}", layout=layout, python=backend.python,
+                               launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir,
+                               megatron_path=backend.megatron.path)
+        return LaunchSpec(script=script, files={}, env=env, program_argv=program_argv,
+                          nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+
+
+BACKEND = MegatronLM()
 
 
 def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> list[str]:
@@ -51,7 +58,7 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> 
     if backend.flash_attention:
         args.append("--use-flash-attn")
     args += mc.run_args(backend) + ["--log-throughput"]
-    args += data_args(backend) + mc.tokenizer_args(backend, model, TOKENIZERS, PROGRAM)
+    args += data_args(backend) + mc.tokenizer_args(backend.megatron, model)
     return args + list(backend.extra_args)
 
 
@@ -67,10 +74,7 @@ def model_style_args(model: ModelConfig) -> list[str]:
 
 
 def optimizer_args(layout: Layout) -> list[str]:
-    if layout.zero_stage not in (0, 1):
-        raise ConfigError("layout.zero_stage", layout.zero_stage,
-                          f"{PROGRAM} has no ZeRO-2/3: its distributed optimizer shards only the optimizer state "
-                          "(ZeRO-1); use zero_stage 0 or 1, or backend megatron_deepspeed for ZeRO-2/3")
+    """ZeRO-1 and the distributed optimizer are one thing here (ZeRO-2/3 are refused by the rules table)."""
     if layout.zero_stage == 1 or layout.distributed_optimizer:
         return ["--use-distributed-optimizer"]
     return []
@@ -78,4 +82,4 @@ def optimizer_args(layout: Layout) -> list[str]:
 
 def data_args(backend: BackendConfig) -> list[str]:
     """Synthetic tokens unless a dataset is configured (Megatron-LM requires exactly one data source)."""
-    return mc.data_args(backend) if backend.data_path else ["--mock-data"]
+    return mc.data_args(backend.megatron) if backend.megatron.data_path else ["--mock-data"]

@@ -7,37 +7,33 @@ interpreter it runs under, on a cluster it is the compute nodes' Python.
 
 from __future__ import annotations
 
-from launcher.backends.launch import LaunchSpec, check_layout, render_script
-from launcher.errors import ConfigError
+from launcher.backends.base import BackendBase
+from launcher.backends.launch import LaunchSpec, render_script
 from launcher.layout import Layout
 from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
 
 MODULE = "launcher.workload"
 
 
-def render(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
-           trial_dir: str, mem_limit_mb: int = 0) -> LaunchSpec:
-    check_layout(layout, cluster)
-    check_supported(model, layout)
-    program_argv = [backend.python, "-m", MODULE, *workload_args(model, cluster, backend, layout, mem_limit_mb)]
-    script = render_script(title=f"{model.name} on the embedded workload", layout=layout, python=backend.python,
-                           launcher=backend.launcher, target=program_argv[1:], env={}, trial_dir=trial_dir)
-    return LaunchSpec(script=script, files={}, env={}, program_argv=program_argv,
-                      nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+class TorchWorkload(BackendBase):
+    name = "torch"
+    log_format = "workload"
+    reports_planner_flops = True  # the workload prints FLOP rates in both of the planner's conventions
+
+    def launch(self, model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
+               trial_dir: str, env: dict[str, str], mem_limit_mb: int) -> LaunchSpec:
+        program_argv = [backend.python, "-m", MODULE, *workload_args(model, cluster, backend, layout, mem_limit_mb)]
+        script = render_script(title=f"{model.name} on the embedded workload", layout=layout, python=backend.python,
+                               launcher=backend.launcher, target=program_argv[1:], env=env, trial_dir=trial_dir)
+        return LaunchSpec(script=script, files={}, env=env, program_argv=program_argv,
+                          nproc_per_node=layout.gpus_per_node, nnodes=layout.nodes)
+
+    def full_length_note(self, backend: BackendConfig, iterations: int) -> str:
+        return (f"--warmup-iters 0 --measure-iters {iterations} (benchmark: {backend.warmup_iters}+"
+                f"{backend.measure_iters}) of the embedded workload")
 
 
-def check_supported(model: ModelConfig, layout: Layout) -> None:
-    """What the embedded workload refuses beyond Megatron's rules (launcher/workload/__main__.py validate), so the
-    planner rejects it instead of a job failing with config_error."""
-    if model.vocab % layout.tp:
-        raise ConfigError("layout.tp", layout.tp, f"the workload shards the vocabulary ({model.vocab}) over tp: "
-                          "pick a tp dividing it")
-    if layout.sequence_parallel and model.seq_len % layout.tp:
-        raise ConfigError("layout.sequence_parallel", True, f"seq_len {model.seq_len} must be divisible by tp "
-                          f"{layout.tp} to shard the sequence")
-    if layout.pp > 1 and layout.microbatches < layout.pp:
-        raise ConfigError("layout.gbs", layout.gbs, f"{layout.microbatches} micro-batches per pipeline, fewer than "
-                          f"pp={layout.pp}: 1F1B needs at least pp; raise gbs or lower mbs")
+BACKEND = TorchWorkload()
 
 
 def workload_args(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout,

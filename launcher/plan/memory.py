@@ -14,8 +14,8 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 
 from __future__ import annotations
 
-from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.layout import Layout
+from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.schema import ClusterConfig, ModelConfig
 
 GB = 1e9

@@ -10,12 +10,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from launcher.plan.rules import check
-from launcher.errors import ConfigError, PlanError
+from launcher.errors import PlanError
+from launcher.layout import NAMES, Layout
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand
-from launcher.layout import NAMES, Layout
+from launcher.plan.rules import Checker
 from launcher.schema import RootConfig
+from launcher.states import PruneReason
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,16 @@ class PlannedTrial:
     config_hash: str
     estimate: Estimate
     warnings: tuple[str, ...] = ()
+    pruned_by: Optional[PruneReason] = None
+    """None for a kept trial; else why the planner will not run it ..."""
     pruned_reason: str = ""
-    """Empty for a kept trial; else why the planner will not run it."""
+    """... in words, with the numbers."""
     selection: str = "predicted"
     """'predicted' (in the predicted top), 'exploration' (kept to check the ranking) or 'borderline'."""
 
     @property
     def kept(self) -> bool:
-        return not self.pruned_reason
+        return self.pruned_by is None
 
 
 @dataclass
@@ -51,7 +54,7 @@ class Plan:
     gpu_hours: float = 0.0
 
     def pruned_counts(self) -> Counter:
-        return Counter(t.pruned_reason.split(":")[0] for t in self.pruned)
+        return Counter(str(t.pruned_by) for t in self.pruned)
 
 
 def trial_context(cfg: RootConfig) -> str:
@@ -90,7 +93,7 @@ def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[Pla
     rng = random.Random(cfg.plan.seed)
     explore_idx = set(rng.sample(range(len(rest)), n_explore))
     explored = [_replace(t, selection="exploration") for i, t in enumerate(rest) if i in explore_idx]
-    dropped = [_replace(t, pruned_reason=f"budget: outside plan.max_trials={budget}")
+    dropped = [_replace(t, pruned_by=PruneReason.BUDGET, pruned_reason=f"outside plan.max_trials={budget}")
                for i, t in enumerate(rest) if i not in explore_idx]
     return sorted(top + explored, key=_rank_key), dropped
 
@@ -108,42 +111,12 @@ def _nothing_left(rejected: Counter, examples: dict[str, str], n_points: int) ->
                      f"e.g. {examples.get(code, '')}. Change the grid so that this constraint can hold.")
 
 
-def backend_refusal(cfg: RootConfig, layout: Layout) -> str:
-    """Why the configured program cannot run this layout ('' if it can), found by rendering its launch.
+def backend_problems(cfg: RootConfig) -> list[str]:
+    """What the configured program still needs before it can really run (checkout, data, tokenizer files). A real
+    run stops on the first; a dry run plans anyway and lists them as notes."""
+    from launcher.backends import get_backend
 
-    A refusal about the layout (e.g. Megatron-DeepSpeed has no interleaved schedule) rejects the point; a refusal
-    about the backend config itself (e.g. no data path) is the user's to fix and stops the plan.
-    """
-    from launcher.backends import render_launch
-
-    backend = _without_paths(cfg.backend) if cfg.dry_run else cfg.backend
-    try:
-        render_launch(cfg.model, cfg.cluster, backend, layout, trial_dir="/plan-check")
-    except ConfigError as exc:
-        if exc.field.startswith("layout."):
-            return f"{cfg.backend.name}: {exc}"
-        raise
-    return ""
-
-
-def _without_paths(backend):
-    """A dry run plans without a Megatron checkout or data: stand-in paths, so only layout refusals remain
-    (the plan's notes say what a real run still needs)."""
-    from dataclasses import replace
-
-    paths = ("megatron_path", "data_path", "vocab_file", "merge_file", "tokenizer_model")
-    return replace(backend, **{name: f"/dry-run/{name}" for name in paths if getattr(backend, name)})
-
-
-def backend_config_problem(cfg: RootConfig, layout: Layout) -> str:
-    """For a dry run: what must be set before this sweep can really run ('' if nothing)."""
-    from launcher.backends import render_launch
-
-    try:
-        render_launch(cfg.model, cfg.cluster, cfg.backend, layout, trial_dir="/plan-check")
-    except ConfigError as exc:
-        return str(exc)
-    return ""
+    return [str(p) for p in get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)]
 
 
 def make_plan(cfg: RootConfig) -> Plan:
@@ -153,18 +126,19 @@ def make_plan(cfg: RootConfig) -> Plan:
     fitting: list[PlannedTrial] = []
     pruned: list[PlannedTrial] = []
     n_points = 0
+    problems = backend_problems(cfg)
+    if problems and not cfg.dry_run:
+        from launcher.backends import get_backend
+
+        raise get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)[0]
+    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes)
     for layout in expand(cfg.grid, cfg.cluster):
         n_points += 1
-        verdict = check(cfg.model, cfg.cluster, layout, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes)
+        verdict = checker.check(layout)
         if not verdict.ok:
             first = verdict.reasons[0]
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
-            continue
-        refusal = backend_refusal(cfg, layout)
-        if refusal:
-            rejected["backend"] += 1
-            examples.setdefault("backend", refusal)
             continue
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision)
         trial = PlannedTrial(layout, layout.config_hash(context), est, tuple(w.message for w in verdict.warnings))
@@ -174,8 +148,8 @@ def make_plan(cfg: RootConfig) -> Plan:
         elif borderline:
             fitting.append(_replace(trial, selection="borderline"))
         else:
-            pruned.append(_replace(trial, pruned_reason=(
-                f"predicted_oom: {est.peak_mem_gb:.1f} GB > {cfg.plan.mem_safety_margin:.0%} of "
+            pruned.append(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM, pruned_reason=(
+                f"predicted {est.peak_mem_gb:.1f} GB > {cfg.plan.mem_safety_margin:.0%} of "
                 f"{cfg.cluster.gpu_mem_gb:g} GB")))
     if n_points and not fitting and not pruned:
         raise _nothing_left(rejected, examples, n_points)
@@ -187,13 +161,13 @@ def make_plan(cfg: RootConfig) -> Plan:
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=_rank_key))
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
-    notes = [p for p in [backend_config_problem(cfg, kept[0].layout)] if p] if cfg.dry_run else []
+    notes = problems if cfg.dry_run else []
     return Plan(trials=kept, pruned=pruned + over_budget, rejected=rejected, rejected_examples=examples,
                 n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours)
 
 
 PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "headroom", "step_time_s", "tokens_per_s",
-                "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_reason", "warnings")
+                "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_by", "pruned_reason", "warnings")
 
 
 def plan_rows(plan: Plan) -> list[dict]:
@@ -213,4 +187,4 @@ def _row(t: PlannedTrial, rank: Optional[int]) -> dict:
             "peak_mem_gb": round(e.peak_mem_gb, 3), "headroom": round(e.headroom, 4),
             "step_time_s": round(e.step_time_s, 5), "tokens_per_s": round(e.tokens_per_s, 1),
             "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
-            "mfu": round(e.mfu, 4), "pruned_reason": t.pruned_reason, "warnings": "; ".join(t.warnings)}
+            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason, "warnings": "; ".join(t.warnings)}

@@ -1,33 +1,29 @@
-"""Which layouts Megatron-LM / Megatron-DeepSpeed / DeepSpeed accept, and which ones they accept but run badly.
+"""The rules table: which layouts Megatron-LM, Megatron-DeepSpeed, DeepSpeed and the embedded workload accept, and
+which ones they accept but run badly. One table for the planner, the backends' refusals and the workload's own
+argument check (tests/test_rules.py runs the same cases against all three).
 
-`check()` is pure and on the planner's hot path (100k layouts in well under 2 s): plain integer tests, messages
-built only when a rule fails, one shared Verdict for the common "no issue" case.
-
-Rules and where they come from:
-- world = tp x pp x dp (Megatron initialize_model_parallel; torchtitan ParallelDims);
-- tensor parallelism inside a node unless explicitly allowed (TP traffic needs NVLink, Narayanan et al. §3.3);
-- heads, kv heads (GQA), FFN width divisible by tp (Megatron ColumnParallelLinear `divide()` asserts);
-- layers divisible by pp, and by pp x vpp with an interleaved schedule, which also needs pp > 2 and a number of
-  micro-batches that is a multiple of pp (Megatron arguments.py / schedules.py);
-- gbs divisible by mbs x dp (Megatron's micro-batch calculator);
-- sequence parallelism needs tp > 1 (Megatron disables/refuses it at tp = 1);
-- ZeRO-2/3 with pp > 1: DeepSpeed "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism";
-- the Megatron distributed optimizer and DeepSpeed ZeRO both shard the optimizer: pick one.
-Warnings: GEMM widths per TP shard not a multiple of 64, vocabulary padding per shard (Megatron pads to a multiple
-of 128 x tp, --make-vocab-size-divisible-by), and a pipeline bubble (p-1)/(v·m) from too few micro-batches.
+Each `Rule` has a code, the backends it applies to (None: every backend), the Layout fields it reads, a predicate
+that says when the layout breaks it, a message naming the values and the fix, and where the rule comes from.
+`Checker` is on the planner's hot path (10^6 layouts in a few seconds): rules are grouped by the fields they read
+and each group's verdict is cached per distinct value tuple, so a grid of a million points evaluates each rule only
+for the few distinct (tp,), (pp, vpp), (gbs, mbs, dp), ... combinations it holds. Messages are built only when a
+rule is broken.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
 
-from launcher.layout import Layout
-from launcher.schema import RECOMPUTE_MODES, ClusterConfig, ModelConfig
+from launcher.layout import DIMENSIONS, FACTORS, Layout
+from launcher.schema import ClusterConfig, ModelConfig
 
 GEMM_ALIGN = 64         # per-shard GEMM widths that are multiples of 64 keep tensor cores on full tiles
 VOCAB_ALIGN = 128       # Megatron --make-vocab-size-divisible-by default
 MIN_MICROBATCHES_PER_STAGE = 4   # below m = 4p the 1F1B bubble (p-1)/m exceeds ~20 %
+
+MEGATRON_LM, MEGATRON_DEEPSPEED, TORCH = "megatron_lm", "megatron_deepspeed", "torch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,117 +44,271 @@ class Verdict:
         return not self.reasons
 
 
-_CLEAN = Verdict((), ())
+@dataclass(frozen=True)
+class Facts:
+    """What a rule may look at besides the layout: fixed for a whole plan."""
+
+    model: ModelConfig
+    gpus_per_node: int
+    cluster_nodes: int = 1 << 30
+    allow_tp_across_nodes: bool = False
 
 
-def _rejections(model: ModelConfig, gpn: int, lay: Layout, allow_tp_across_nodes: bool) -> list[Issue]:
-    tp, pp, dp, vpp, mbs, gbs, gpus, nodes = lay.tp, lay.pp, lay.dp, lay.vpp, lay.mbs, lay.gbs, lay.gpus, lay.nodes
-    out: list[Issue] = []
-    if tp * pp * dp != gpus:
-        out.append(Issue("world", f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} != gpus ({gpus}): "
-                                  f"pick dp = gpus/(tp*pp) or change gpus"))
-    if gpus > nodes * gpn or (nodes > 1 and gpus != nodes * gpn):
-        out.append(Issue("gpus_nodes", f"gpus ({gpus}) do not match nodes ({nodes}) x gpus_per_node ({gpn}): "
-                                       f"use whole nodes (gpus = {nodes * gpn}) or a single partial node"))
-    if tp > gpn and not allow_tp_across_nodes:
-        out.append(Issue("tp_node", f"tp ({tp}) > gpus_per_node ({gpn}): tensor parallelism across nodes is slow; "
-                                    f"use tp <= {gpn} or set plan.allow_tp_across_nodes=true"))
-    heads, kv = model.heads, model.kv_heads
-    if heads % tp:
-        out.append(Issue("heads_tp", f"heads ({heads}) not divisible by tp ({tp}): pick tp dividing {heads}"))
-    if kv % tp:
-        out.append(Issue("kv_heads_tp", f"kv_heads ({kv}) not divisible by tp ({tp}): pick tp dividing {kv}"))
-    if model.ffn_hidden % tp:
-        out.append(Issue("ffn_tp", f"ffn_hidden ({model.ffn_hidden}) not divisible by tp ({tp}): "
-                                   f"pick tp dividing {model.ffn_hidden}"))
-    layers = model.layers
-    if layers % pp:
-        out.append(Issue("layers_pp", f"layers ({layers}) not divisible by pp ({pp}): pick pp dividing {layers}"))
-    micro = mbs * dp
-    if gbs % micro:
-        out.append(Issue("gbs_divisible", f"gbs ({gbs}) not divisible by mbs*dp = {mbs}*{dp} = {micro}: "
-                                          f"use a gbs that is a multiple of {micro}"))
-    if vpp > 1:
-        if layers % (pp * vpp):
-            out.append(Issue("layers_vpp", f"layers ({layers}) not divisible by pp*vpp = {pp}*{vpp}: "
-                                           f"pick vpp so that pp*vpp divides {layers}"))
-        if pp <= 2:
-            out.append(Issue("vpp_pp", f"vpp ({vpp}) > 1 needs pp > 2 (Megatron's interleaved schedule), "
-                                       f"pp is {pp}: use vpp=1 or pp >= 3"))
-        m = gbs // micro
-        if m % pp:
-            out.append(Issue("vpp_microbatches", f"microbatches ({m} = gbs/(mbs*dp)) not a multiple of pp ({pp}) "
-                                                 f"with vpp > 1: pick gbs as a multiple of {micro * pp}"))
-    if lay.sequence_parallel and tp == 1:
-        out.append(Issue("sp_tp", "sequence_parallel needs tp > 1 (it splits the tensor-parallel replicated "
-                                  "activations): set sequence_parallel=false or tp >= 2"))
-    zero = lay.zero_stage
-    if zero not in (0, 1, 2, 3):
-        out.append(Issue("zero_stage", f"zero_stage ({zero}) must be 0, 1, 2 or 3"))
-    elif zero >= 2 and pp > 1:
-        out.append(Issue("zero_pp", f"ZeRO-{zero} with pp={pp}: DeepSpeed refuses it (ZeRO-2 and ZeRO-3 are "
-                                    f"incompatible with pipeline parallelism); use zero_stage <= 1 or pp=1"))
-    if lay.distributed_optimizer and zero > 0:
-        out.append(Issue("distopt_zero", f"distributed_optimizer with zero_stage={zero}: both shard the optimizer; "
-                                         f"pick one (zero_stage=0 or distributed_optimizer=false)"))
-    if lay.recompute not in RECOMPUTE_MODES:
-        out.append(Issue("recompute", f"recompute ({lay.recompute!r}) must be one of {', '.join(RECOMPUTE_MODES)}"))
-    if model.max_position < model.seq_len:
-        out.append(Issue("max_position", f"max_position ({model.max_position}) < seq_len ({model.seq_len}): "
-                                         f"raise max_position or shorten seq_len"))
-    if model.hidden % heads:
-        out.append(Issue("hidden_heads", f"hidden ({model.hidden}) not divisible by heads ({heads}): "
-                                         f"the head dimension must be an integer"))
-    return out
+Predicate = Callable[[Facts, Layout], bool]
 
 
-@functools.lru_cache(maxsize=4096)
-def _shape_warnings(hidden: int, ffn_hidden: int, vocab: int, tp: int) -> tuple[Issue, ...]:
-    """Warnings that depend on the model shape and tp only (cached: the planner asks for the same few pairs)."""
-    out: list[Issue] = []
-    if (hidden // tp) % GEMM_ALIGN:
-        out.append(Issue("gemm_hidden_tp", f"hidden/tp = {hidden}/{tp} = {hidden // tp} is not a multiple of "
-                                           f"{GEMM_ALIGN}: slower GEMMs; prefer a tp that keeps it so"))
-    if (ffn_hidden // tp) % GEMM_ALIGN:
-        out.append(Issue("gemm_ffn_tp", f"ffn_hidden/tp = {ffn_hidden}/{tp} = {ffn_hidden // tp} is not a multiple "
-                                        f"of {GEMM_ALIGN}: slower GEMMs"))
-    step = VOCAB_ALIGN * tp
-    if vocab % step:
-        padded = -(-vocab // step) * step
-        out.append(Issue("gemm_vocab", f"vocab ({vocab}) per tp shard is not a multiple of {VOCAB_ALIGN}: "
-                                       f"Megatron pads it to {padded} (multiple of {VOCAB_ALIGN}*tp = {step}); "
-                                       f"{padded - vocab} padding rows cost memory and FLOPs"))
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    reads: tuple[str, ...]
+    """The Layout fields the predicate and message read (the cache key; tests check the declaration)."""
+    broken: Predicate
+    message: Callable[[Facts, Layout], str]
+    source: str
+    backends: Optional[frozenset[str]] = None
+    """The programs that enforce it (None: every backend)."""
+    warning: bool = False
+    """A layout that breaks a warning runs, slowly."""
+
+    def applies_to(self, backend: Optional[str]) -> bool:
+        return self.backends is None or backend is None or backend in self.backends
+
+
+def _factors(lay: Layout) -> str:
+    return "*".join(FACTORS)
+
+
+def _vocab_padding(f: Facts, lay: Layout) -> int:
+    step = VOCAB_ALIGN * lay.tp
+    return -(-f.model.vocab // step) * step
+
+
+def _bubble(lay: Layout) -> float:
+    return (lay.pp - 1) / (lay.vpp * max(1, lay.microbatches))
+
+
+_WORLD = FACTORS + ("gpus",)
+_M = ("gbs", "mbs", "dp")
+
+RULES: tuple[Rule, ...] = (
+    # -- the world -------------------------------------------------------------------------------------------
+    Rule("world", _WORLD, lambda f, lay: lay.world != lay.gpus,
+         lambda f, lay: (f"{_factors(lay)} = " + "*".join(str(getattr(lay, n)) for n in FACTORS)
+                         + f" = {lay.world} != gpus ({lay.gpus}): pick dp = gpus/(tp*pp) or change gpus"),
+         "Megatron initialize_model_parallel; torchtitan ParallelDims"),
+    Rule("gpus_nodes", ("gpus", "nodes"),
+         lambda f, lay: lay.gpus > lay.nodes * f.gpus_per_node or (lay.nodes > 1 and lay.gpus != lay.nodes * f.gpus_per_node),
+         lambda f, lay: (f"gpus ({lay.gpus}) do not match nodes ({lay.nodes}) x gpus_per_node ({f.gpus_per_node}): "
+                         f"use whole nodes (gpus = {lay.nodes * f.gpus_per_node}) or a single partial node"),
+         "one task per node launches gpus_per_node ranks (launcher/backends/launch.py)"),
+    Rule("too_many_nodes", ("nodes",), lambda f, lay: lay.nodes > f.cluster_nodes,
+         lambda f, lay: (f"the trial needs {lay.nodes} nodes but the cluster has {f.cluster_nodes} "
+                         "(cluster.nodes): use fewer nodes/gpus in the grid or raise cluster.nodes"),
+         "the partition's size (cluster.nodes)"),
+    Rule("tp_node", ("tp",), lambda f, lay: lay.tp > f.gpus_per_node and not f.allow_tp_across_nodes,
+         lambda f, lay: (f"tp ({lay.tp}) > gpus_per_node ({f.gpus_per_node}): tensor parallelism across nodes is "
+                         f"slow; use tp <= {f.gpus_per_node} or set plan.allow_tp_across_nodes=true"),
+         "TP traffic needs NVLink (Narayanan et al. 2021 §3.3)"),
+    # -- the model's shape against the split ------------------------------------------------------------------
+    Rule("heads_tp", ("tp",), lambda f, lay: f.model.heads % lay.tp != 0,
+         lambda f, lay: f"heads ({f.model.heads}) not divisible by tp ({lay.tp}): pick tp dividing {f.model.heads}",
+         "Megatron ColumnParallelLinear divide()"),
+    Rule("kv_heads_tp", ("tp",), lambda f, lay: f.model.kv_heads % lay.tp != 0,
+         lambda f, lay: (f"kv_heads ({f.model.kv_heads}) not divisible by tp ({lay.tp}): pick tp dividing "
+                         f"{f.model.kv_heads}"),
+         "Megatron GQA: query groups split over tp"),
+    Rule("ffn_tp", ("tp",), lambda f, lay: f.model.ffn_hidden % lay.tp != 0,
+         lambda f, lay: (f"ffn_hidden ({f.model.ffn_hidden}) not divisible by tp ({lay.tp}): pick tp dividing "
+                         f"{f.model.ffn_hidden}"),
+         "Megatron ColumnParallelLinear divide()"),
+    Rule("layers_pp", ("pp",), lambda f, lay: f.model.layers % lay.pp != 0,
+         lambda f, lay: f"layers ({f.model.layers}) not divisible by pp ({lay.pp}): pick pp dividing {f.model.layers}",
+         "Megatron arguments.py"),
+    Rule("max_position", (), lambda f, lay: f.model.max_position < f.model.seq_len,
+         lambda f, lay: (f"max_position ({f.model.max_position}) < seq_len ({f.model.seq_len}): raise max_position "
+                         "or shorten seq_len"),
+         "Megatron arguments.py"),
+    Rule("hidden_heads", (), lambda f, lay: f.model.hidden % f.model.heads != 0,
+         lambda f, lay: (f"hidden ({f.model.hidden}) not divisible by heads ({f.model.heads}): the head dimension "
+                         "must be an integer"),
+         "Megatron arguments.py"),
+    # -- batch and pipeline schedule --------------------------------------------------------------------------
+    Rule("gbs_divisible", _M, lambda f, lay: lay.gbs % (lay.mbs * lay.dp) != 0,
+         lambda f, lay: (f"gbs ({lay.gbs}) not divisible by mbs*dp = {lay.mbs}*{lay.dp} = {lay.mbs * lay.dp}: "
+                         f"use a gbs that is a multiple of {lay.mbs * lay.dp}"),
+         "Megatron's micro-batch calculator; DeepSpeed train_batch_size check"),
+    Rule("layers_vpp", ("pp", "vpp"), lambda f, lay: lay.vpp > 1 and f.model.layers % (lay.pp * lay.vpp) != 0,
+         lambda f, lay: (f"layers ({f.model.layers}) not divisible by pp*vpp = {lay.pp}*{lay.vpp}: pick vpp so that "
+                         f"pp*vpp divides {f.model.layers}"),
+         "Megatron arguments.py (layers per virtual stage)"),
+    Rule("vpp_pp", ("pp", "vpp"), lambda f, lay: lay.vpp > 1 and lay.pp < 2,
+         lambda f, lay: f"vpp ({lay.vpp}) > 1 needs pipeline parallelism (pp >= 2), pp is {lay.pp}: use vpp=1",
+         "interleaved 1F1B schedules (Megatron, torch.distributed.pipelining)"),
+    Rule("vpp_pp_overlap", ("pp", "vpp"), lambda f, lay: lay.vpp > 1 and lay.pp == 2,
+         lambda f, lay: (f"vpp ({lay.vpp}) > 1 needs pp > 2 in Megatron-LM's interleaved schedule unless p2p "
+                         "overlap is on (2024 releases assert it), pp is 2: use vpp=1 or pp >= 3"),
+         "Megatron-LM arguments.py: 'pipeline-model-parallel size should be greater than 2'",
+         backends=frozenset({MEGATRON_LM})),
+    Rule("vpp_microbatches", _M + ("pp", "vpp"), lambda f, lay: lay.vpp > 1 and lay.microbatches % lay.pp != 0,
+         lambda f, lay: (f"microbatches ({lay.microbatches} = gbs/(mbs*dp)) not a multiple of pp ({lay.pp}) with "
+                         f"vpp > 1: pick gbs as a multiple of {lay.mbs * lay.dp * lay.pp}"),
+         "Megatron schedules.py / torch ScheduleInterleaved1F1B"),
+    Rule("pp_microbatches", _M + ("pp",), lambda f, lay: lay.pp > 1 and lay.microbatches < lay.pp,
+         lambda f, lay: (f"{lay.microbatches} micro-batches per pipeline, fewer than pp={lay.pp}: the workload's "
+                         "1F1B schedule needs at least pp; raise gbs or lower mbs"),
+         "torch.distributed.pipelining Schedule1F1B", backends=frozenset({TORCH})),
+    Rule("mds_vpp", ("vpp",), lambda f, lay: lay.vpp > 1,
+         lambda f, lay: (f"vpp ({lay.vpp}): Megatron-DeepSpeed pipelines through DeepSpeed's PipelineEngine, which "
+                         "has no interleaved schedule: use vpp=1 (or backend megatron_lm)"),
+         "Megatron-DeepSpeed training.py passes only model[0] to deepspeed.initialize",
+         backends=frozenset({MEGATRON_DEEPSPEED})),
+    # -- memory features --------------------------------------------------------------------------------------
+    Rule("sp_tp", ("sequence_parallel", "tp"), lambda f, lay: lay.sequence_parallel and lay.tp == 1,
+         lambda f, lay: ("sequence_parallel needs tp > 1 (it splits the tensor-parallel replicated activations): "
+                         "set sequence_parallel=false or tp >= 2"),
+         "Megatron arguments.py disables it at tp = 1"),
+    Rule("sp_seq_tp", ("sequence_parallel", "tp"),
+         lambda f, lay: lay.sequence_parallel and f.model.seq_len % lay.tp != 0,
+         lambda f, lay: (f"sequence_parallel with seq_len {f.model.seq_len} not divisible by tp {lay.tp}: the "
+                         "workload shards the sequence; pick tp dividing seq_len"),
+         "launcher/workload (DTensor Shard(1) of the sequence)", backends=frozenset({TORCH})),
+    Rule("vocab_tp", ("tp",), lambda f, lay: f.model.vocab % lay.tp != 0,
+         lambda f, lay: (f"the workload shards the vocabulary ({f.model.vocab}) over tp ({lay.tp}) without padding: "
+                         "pick a tp dividing it"),
+         "launcher/workload (vocabulary-parallel output)", backends=frozenset({TORCH})),
+    Rule("zero_pp", ("zero_stage", "pp"), lambda f, lay: lay.zero_stage >= 2 and lay.pp > 1,
+         lambda f, lay: (f"ZeRO-{lay.zero_stage} with pp={lay.pp}: DeepSpeed refuses it (ZeRO-2 and ZeRO-3 are "
+                         "incompatible with pipeline parallelism); use zero_stage <= 1 or pp=1"),
+         "DeepSpeed runtime/pipe/engine.py"),
+    Rule("zero_megatron_lm", ("zero_stage",), lambda f, lay: lay.zero_stage >= 2,
+         lambda f, lay: (f"zero_stage {lay.zero_stage}: Megatron-LM has no ZeRO-2/3 (its distributed optimizer "
+                         "shards only the optimizer state, ZeRO-1); use zero_stage 0 or 1, or backend "
+                         "megatron_deepspeed"),
+         "Megatron-LM: --use-distributed-optimizer is ZeRO-1; FSDP is another program setup",
+         backends=frozenset({MEGATRON_LM})),
+    Rule("distopt_zero", ("distributed_optimizer", "zero_stage"),
+         lambda f, lay: lay.distributed_optimizer and lay.zero_stage > 0,
+         lambda f, lay: (f"distributed_optimizer with zero_stage={lay.zero_stage}: both shard the optimizer; pick "
+                         "one (zero_stage=0 or distributed_optimizer=false)"),
+         "two owners of one optimizer state"),
+    Rule("mds_distopt", ("distributed_optimizer",), lambda f, lay: lay.distributed_optimizer,
+         lambda f, lay: ("distributed_optimizer under DeepSpeed: the optimizer is DeepSpeed's; use zero_stage=1 "
+                         "(ZeRO-1 shards the optimizer state the same way)"),
+         "Megatron-DeepSpeed --deepspeed", backends=frozenset({MEGATRON_DEEPSPEED})),
+    # -- warnings: it runs, slowly ----------------------------------------------------------------------------
+    Rule("gemm_hidden_tp", ("tp",), lambda f, lay: (f.model.hidden // lay.tp) % GEMM_ALIGN != 0,
+         lambda f, lay: (f"hidden/tp = {f.model.hidden}/{lay.tp} = {f.model.hidden // lay.tp} is not a multiple of "
+                         f"{GEMM_ALIGN}: slower GEMMs; prefer a tp that keeps it so"),
+         "tensor-core tile sizes", warning=True),
+    Rule("gemm_ffn_tp", ("tp",), lambda f, lay: (f.model.ffn_hidden // lay.tp) % GEMM_ALIGN != 0,
+         lambda f, lay: (f"ffn_hidden/tp = {f.model.ffn_hidden}/{lay.tp} = {f.model.ffn_hidden // lay.tp} is not a "
+                         f"multiple of {GEMM_ALIGN}: slower GEMMs"),
+         "tensor-core tile sizes", warning=True),
+    Rule("gemm_vocab", ("tp",), lambda f, lay: f.model.vocab % (VOCAB_ALIGN * lay.tp) != 0,
+         lambda f, lay: (f"vocab ({f.model.vocab}) per tp shard is not a multiple of {VOCAB_ALIGN}: Megatron pads it "
+                         f"to {_vocab_padding(f, lay)} (multiple of {VOCAB_ALIGN}*tp = {VOCAB_ALIGN * lay.tp}); "
+                         f"{_vocab_padding(f, lay) - f.model.vocab} padding rows cost memory and FLOPs"),
+         "Megatron --make-vocab-size-divisible-by 128", warning=True),
+    Rule("bubble", _M + ("pp", "vpp"),
+         lambda f, lay: lay.pp > 1 and lay.microbatches < MIN_MICROBATCHES_PER_STAGE * lay.pp,
+         lambda f, lay: (f"only {lay.microbatches} microbatches for pp={lay.pp}: bubble (p-1)/(v*m) = "
+                         f"{_bubble(lay):.0%}; raise gbs or lower mbs to reach >= {MIN_MICROBATCHES_PER_STAGE * lay.pp}"),
+         "1F1B bubble (Narayanan et al. 2021 §2.2)", warning=True),
+)
+
+
+def _choice_rules() -> tuple[Rule, ...]:
+    """A value outside a dimension's choices (e.g. a grid.include entry with zero_stage 4)."""
+    out = []
+    for d in DIMENSIONS:
+        if d.dim.choices is None:
+            continue
+        choices = d.dim.choices
+        out.append(Rule(d.name, (d.name,), lambda f, lay, n=d.name, c=choices: getattr(lay, n) not in c,
+                        lambda f, lay, n=d.name, c=choices: (f"{n} ({getattr(lay, n)!r}) must be one of "
+                                                             f"{', '.join(map(str, c))}"),
+                        "launcher/layout.py choices"))
     return tuple(out)
 
 
-def _bubble_warning(lay: Layout) -> Issue | None:
-    pp = lay.pp
-    m = lay.gbs // (lay.mbs * lay.dp)
-    if pp > 1 and m < MIN_MICROBATCHES_PER_STAGE * pp:
-        bubble = (pp - 1) / (lay.vpp * max(1, m))
-        return Issue("bubble", f"only {m} microbatches for pp={pp}: bubble (p-1)/(v*m) = {bubble:.0%}; "
-                               f"raise gbs or lower mbs to reach >= {MIN_MICROBATCHES_PER_STAGE * pp}")
-    return None
+ALL_RULES: tuple[Rule, ...] = _choice_rules() + RULES
+_SIZES = tuple(d.name for d in DIMENSIONS if d.type is int and d.dim.choices is None)
+_size_getter = operator.attrgetter(*_SIZES)
 
 
-def check(model: ModelConfig, cluster: ClusterConfig, layout: Layout, *,
-          allow_tp_across_nodes: bool = False) -> Verdict:
-    """Rejections (the job would be refused or crash) and warnings (it would run, slowly) for one layout."""
-    lay = layout
-    if (lay.tp < 1 or lay.pp < 1 or lay.dp < 1 or lay.vpp < 1 or lay.mbs < 1 or lay.gbs < 1 or lay.gpus < 1
-            or lay.nodes < 1 or model.layers < 1 or model.hidden < 1 or model.heads < 1 or model.kv_heads < 1
-            or model.seq_len < 1 or model.vocab < 1 or model.ffn_hidden < 1):
-        # the other rules divide by these sizes: stop here
-        return Verdict((Issue("positive", f"sizes must be >= 1: tp={lay.tp} pp={lay.pp} dp={lay.dp} "
-                                          f"vpp={lay.vpp} mbs={lay.mbs} gbs={lay.gbs} gpus={lay.gpus} "
-                                          f"nodes={lay.nodes}; model layers={model.layers} hidden={model.hidden} "
-                                          f"heads={model.heads} kv_heads={model.kv_heads} seq_len={model.seq_len} "
-                                          f"vocab={model.vocab} ffn_hidden={model.ffn_hidden}"),), ())
-    reasons = _rejections(model, cluster.gpus_per_node, lay, allow_tp_across_nodes)
-    warnings = _shape_warnings(model.hidden, model.ffn_hidden, model.vocab, lay.tp)
-    bubble = _bubble_warning(lay)
-    if bubble is not None:
-        warnings += (bubble,)
-    if not reasons and not warnings:
-        return _CLEAN
-    return Verdict(tuple(reasons), warnings)
+def rules_for(backend: Optional[str]) -> tuple[Rule, ...]:
+    """The rules a backend enforces (every general rule plus its own); None: the general rules only."""
+    return tuple(r for r in ALL_RULES if (r.backends is None) or (backend is not None and backend in r.backends))
+
+
+@dataclass
+class _Group:
+    """Rules reading the same fields, with their verdict cached per value tuple."""
+
+    reads: tuple[str, ...]
+    rules: list[tuple[int, Rule]]
+    key: Callable[[Layout], object]
+    cache: dict = field(default_factory=dict)
+
+
+class Checker:
+    """Checks layouts against the rules one backend enforces, for one model and cluster (a plan's whole grid)."""
+
+    def __init__(self, model: ModelConfig, cluster: ClusterConfig, backend: Optional[str] = None, *,
+                 allow_tp_across_nodes: bool = False, enforce_cluster_nodes: bool = True) -> None:
+        self.facts = Facts(model, cluster.gpus_per_node, cluster.nodes if enforce_cluster_nodes else 1 << 30,
+                           allow_tp_across_nodes)
+        self.rules = rules_for(backend)
+        groups: dict[tuple[str, ...], _Group] = {}
+        for index, rule in enumerate(self.rules):
+            reads = tuple(sorted(rule.reads))
+            if reads not in groups:
+                key = operator.attrgetter(*reads) if reads else (lambda lay: ())
+                groups[reads] = _Group(reads, [], key)
+            groups[reads].rules.append((index, rule))
+        self._groups = list(groups.values())
+        self._model_sizes_ok = min(model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len,
+                                   model.vocab, model.ffn_hidden) >= 1
+
+    def check(self, layout: Layout) -> Verdict:
+        if not self._model_sizes_ok or min(_size_getter(layout)) < 1:
+            return Verdict((self._positive(layout),), ())  # the other rules divide by these sizes: stop here
+        found: list[tuple[int, Rule, Issue]] = []
+        for group in self._groups:
+            key = group.key(layout)
+            hits = group.cache.get(key)
+            if hits is None:
+                hits = tuple((i, r, Issue(r.code, r.message(self.facts, layout)))
+                             for i, r in group.rules if r.broken(self.facts, layout))
+                group.cache[key] = hits
+            if hits:
+                found.extend(hits)
+        if not found:
+            return _CLEAN
+        found.sort(key=lambda hit: hit[0])
+        return Verdict(tuple(issue for _, r, issue in found if not r.warning),
+                       tuple(issue for _, r, issue in found if r.warning))
+
+    def _positive(self, lay: Layout) -> Issue:
+        m = self.facts.model
+        sizes = " ".join(f"{name}={getattr(lay, name)}" for name in _SIZES)
+        return Issue("positive", f"sizes must be >= 1: {sizes}; model layers={m.layers} hidden={m.hidden} "
+                                 f"heads={m.heads} kv_heads={m.kv_heads} seq_len={m.seq_len} vocab={m.vocab} "
+                                 f"ffn_hidden={m.ffn_hidden}")
+
+
+_CLEAN = Verdict((), ())
+
+
+def check(model: ModelConfig, cluster: ClusterConfig, layout: Layout, *, backend: Optional[str] = None,
+          allow_tp_across_nodes: bool = False, enforce_cluster_nodes: bool = False) -> Verdict:
+    """Rejections (the job would be refused or crash) and warnings (it would run, slowly) for one layout.
+
+    One-off callers; the planner keeps one Checker for its whole grid. `enforce_cluster_nodes` is off here
+    because a single layout is often judged against a preset whose `nodes` is just a default."""
+    return Checker(model, cluster, backend, allow_tp_across_nodes=allow_tp_across_nodes,
+                   enforce_cluster_nodes=enforce_cluster_nodes).check(layout)
+
+
+def codes(issues: Sequence[Issue]) -> list[str]:
+    return [i.code for i in issues]

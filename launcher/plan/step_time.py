@@ -24,9 +24,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.layout import Layout
-from launcher.plan.memory import ACTIVATION_BYTES, STATE_BYTES, is_cpu_standin, stage_params, state_bytes_per_param
+from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
+from launcher.plan.memory import (
+    ACTIVATION_BYTES,
+    STATE_BYTES,
+    is_cpu_standin,
+    stage_params,
+    state_bytes_per_param,
+)
 from launcher.schema import ClusterConfig, ModelConfig
 
 GEMM_EFF_MAX = 0.76        # large fp16/bf16 GEMMs as run inside training (cuBLAS on A100 measures ~0.8-0.9 alone)

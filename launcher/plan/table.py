@@ -64,6 +64,6 @@ def pruning_summary(plan: Plan) -> str:
     for code, n in plan.rejected.most_common():
         lines.append(f"  rejected {n:>6} x {code}: e.g. {plan.rejected_examples.get(code, '')}")
     for code, n in plan.pruned_counts().most_common():
-        example = next(t.pruned_reason for t in plan.pruned if t.pruned_reason.startswith(code))
+        example = next(t.pruned_reason for t in plan.pruned if str(t.pruned_by) == code)
         lines.append(f"  pruned   {n:>6} x {code}: e.g. {example}")
     return "\n".join(lines)

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from launcher.run.ledger import TrialRecord
-from launcher.run.policy import exclude_on_retry_kind, may_exclude, state_for_kind
+from launcher.backends import get_backend
+from launcher.run.ledger import Ledger, TrialRecord
+from launcher.run.policy import exclude_on_retry_kind, may_exclude
+from launcher.states import state_for_kind
 from launcher.schema import RootConfig
 
 
@@ -21,35 +23,53 @@ def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_st
           hang_s: Optional[float] = None) -> dict:
     from analysis.outcome import trial_outcome
 
+    backend = get_backend(cfg.backend.name)
     outcome = trial_outcome(
-        read_logs(paths), backend=cfg.backend.name, capacity_gb=cfg.cluster.gpu_mem_gb,
-        tokens_per_step=record.layout["gbs"] * cfg.model.seq_len, slurm_state=job_state or None,
+        read_logs(paths), log_format=backend.log_format, capacity_gb=cfg.cluster.gpu_mem_gb,
+        tokens_per_step=record.layout.gbs * cfg.model.seq_len, slurm_state=job_state or None,
         exit_code=exit_code, job_error=job_error, seconds_since_progress=hang_s,
         hang_timeout_s=cfg.monitor.hang_timeout_min * 60)
-    nodes = record.nodes if nodes is None else nodes  # re-judging keeps where the job ran
+    nodes = record.node_list if nodes is None else nodes  # re-judging keeps where the job ran
     excluded = list(record.excluded_nodes)
     if (exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned"
-            and may_exclude(cfg.cluster.nodes, record.layout["nodes"])):
+            and may_exclude(cfg.cluster.nodes, record.layout.nodes)):
         excluded = sorted(set(excluded) | {nodes})
     return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
-                reason=outcome.reason, metrics=one_flop_convention(cfg, record, outcome.metrics), log_paths=[str(p) for p in paths],
+                reason=outcome.reason, log_paths=[str(p) for p in paths],
+                metrics=outcome.metrics if backend.reports_planner_flops else
+                one_flop_convention(record.predicted, outcome.metrics, cfg.cluster.peak_tflops),
                 excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
-                nodes=nodes)
+                node_list=nodes)
 
 
-def one_flop_convention(cfg: RootConfig, record: TrialRecord, metrics: dict) -> dict:
+def one_flop_convention(predicted: dict, metrics: dict, peak_tflops: float) -> dict:
     """Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts recomputation, Megatron-LM's
     "throughput per GPU" does not (and newer versions halve causal attention). A trial's FLOPs per iteration are
     fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by
     predicted / measured step time; the number the log printed is kept as reported_tflops_per_gpu."""
-    predicted = record.predicted
-    if cfg.backend.name == "torch" or not metrics.get("step_time_s") or not predicted.get("step_time_s"):
-        return metrics  # the embedded workload reports both conventions itself
+    if not metrics.get("step_time_s") or not predicted.get("step_time_s"):
+        return metrics
     scale = predicted["step_time_s"] / metrics["step_time_s"]
     out = dict(metrics)
     if "tflops_per_gpu" in out:
         out["reported_tflops_per_gpu"] = out.pop("tflops_per_gpu")
     out["tflops_per_gpu"] = predicted["tflops_per_gpu"] * scale
     out["model_tflops_per_gpu"] = predicted["model_tflops_per_gpu"] * scale
-    out["mfu"] = out["model_tflops_per_gpu"] / cfg.cluster.peak_tflops
+    out["mfu"] = out["model_tflops_per_gpu"] / peak_tflops
     return out
+
+
+def rejudge(cfg: RootConfig, ledger: Ledger, resolve: Callable[[str], Path] = Path) -> int:
+    """Re-parse every trial whose job ended by itself; returns how many records changed."""
+    changed = 0
+    for r in ledger.trials():
+        if not r.job_state or not r.state.finished or r.failure_kind == "hang":
+            continue  # live, never run, or judged by the monitor (a hang is not visible in the log alone)
+        changes = judge(cfg, r, [resolve(p) for p in r.log_paths], job_state=r.job_state, exit_code=r.exit_code,
+                        job_error=r.job_error)
+        changes["log_paths"] = r.log_paths  # stored as the launcher wrote them, not as resolved here
+        current = {k: getattr(r, k) for k in changes}
+        if changes != current:
+            ledger.update(r.config_hash, "re-judged by python -m analysis", synced=False, **changes)
+            changed += 1
+    return changed

@@ -3,6 +3,10 @@
 sqlite with WAL and synchronous=FULL: every update is one transaction, so a launcher killed at any instant
 leaves either the old or the new row, never half of one. An append-only `events` table keeps the history of
 every state change (what a person reads when a sweep did something surprising).
+
+The `trials` table's columns are derived: one per Layout dimension (tp, pp, ..., so `SELECT tp, pp, state FROM
+trials` works) and one per TrialRecord field (dicts and lists as JSON). Opening a ledger adds the columns a newer
+parasweep introduced (with their defaults) and converts a first-release ledger, whose layout was one JSON column.
 """
 
 from __future__ import annotations
@@ -10,63 +14,34 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-STATES = ("planned", "submitted", "running", "ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")
-LIVE_STATES = ("submitted", "running")
+from launcher.errors import ParasweepError
+from launcher.layout import DIMENSIONS, Layout
+from launcher.states import TrialState
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS trials (
-    config_hash TEXT PRIMARY KEY,
-    position INTEGER NOT NULL,
-    layout TEXT NOT NULL,
-    predicted TEXT NOT NULL DEFAULT '{}',
-    selection TEXT NOT NULL DEFAULT 'predicted',
-    repeat_of TEXT NOT NULL DEFAULT '',
-    state TEXT NOT NULL,
-    job_id TEXT NOT NULL DEFAULT '',
-    job_dir TEXT NOT NULL DEFAULT '',
-    job_state TEXT NOT NULL DEFAULT '',
-    exit_code INTEGER,
-    job_error TEXT NOT NULL DEFAULT '',
-    nodes TEXT NOT NULL DEFAULT '',
-    attempts INTEGER NOT NULL DEFAULT 0,
-    log_paths TEXT NOT NULL DEFAULT '[]',
-    metrics TEXT NOT NULL DEFAULT '{}',
-    failure_kind TEXT NOT NULL DEFAULT '',
-    reason TEXT NOT NULL DEFAULT '',
-    excluded_nodes TEXT NOT NULL DEFAULT '[]',
-    mlflow_run_id TEXT NOT NULL DEFAULT '',
-    synced INTEGER NOT NULL DEFAULT 0,
-    submitted_at REAL NOT NULL DEFAULT 0,
-    finished_at REAL NOT NULL DEFAULT 0,
-    updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts REAL NOT NULL,
-    config_hash TEXT NOT NULL,
-    state TEXT NOT NULL,
-    detail TEXT NOT NULL DEFAULT ''
-);
-"""
+LEDGER_VERSION = "2"
 
-_JSON_FIELDS = ("layout", "predicted", "log_paths", "metrics", "excluded_nodes")
+
+class LedgerError(ParasweepError):
+    """The ledger file is not one this parasweep can use (corrupt, another program's, or a newer version)."""
 
 
 @dataclass
 class TrialRecord:
     config_hash: str
     position: int
-    layout: dict
+    layout: Layout
     predicted: dict = field(default_factory=dict)
+    """The plan's estimate, recorded at plan time: numbers plus the memory and step-time breakdowns."""
     selection: str = "predicted"
     repeat_of: str = ""
     """For a repeated measurement: the config hash of the trial it repeats."""
-    state: str = "planned"
+    state: TrialState = TrialState.PLANNED
+    pruned_by: str = ""
+    """A PruneReason value when the trial is pruned ('' otherwise)."""
     job_id: str = ""
     job_dir: str = ""
     """The job's folder (submitit's files and the task logs), relative to the launcher's working directory."""
@@ -74,8 +49,8 @@ class TrialRecord:
     """How the job ended in SLURM's words (COMPLETED, FAILED, TIMEOUT, ...), kept so the log can be re-judged."""
     exit_code: Optional[int] = None
     job_error: str = ""
-    nodes: str = ""
-    """Where the job ran (SLURM node list)."""
+    node_list: str = ""
+    """Where the job ran (SLURM's NodeList, e.g. 'n[1-2]')."""
     attempts: int = 0
     log_paths: list = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
@@ -88,30 +63,138 @@ class TrialRecord:
     finished_at: float = 0.0
     updated_at: float = 0.0
 
+    def __post_init__(self) -> None:
+        if isinstance(self.layout, dict):  # records built from plain data (tests, older callers)
+            self.layout = Layout.from_dict(self.layout)
+        self.state = TrialState(self.state)
+
     @property
     def is_live(self) -> bool:
-        return self.state in LIVE_STATES
+        return self.state.live
 
 
-def _row_to_record(row: sqlite3.Row) -> TrialRecord:
+# -- the derived table ---------------------------------------------------------------------------------------------
+_RECORD_FIELDS = tuple(f for f in fields(TrialRecord) if f.name != "layout")
+_JSON_TYPES = ("dict", "list")
+_SQL_TYPES = {"int": "INTEGER", "bool": "INTEGER", "float": "REAL", "str": "TEXT", "TrialState": "TEXT",
+              "Optional[int]": "INTEGER", "Layout": "TEXT", "dict": "TEXT", "list": "TEXT"}
+_KEY = "config_hash"
+
+
+def _column_sql(name: str, type_name: str, default: Any) -> str:
+    sql = f"{name} {_SQL_TYPES[type_name]}"
+    if type_name.startswith("Optional"):
+        return sql
+    if default is MISSING:
+        return sql + " NOT NULL"
+    if type_name in _JSON_TYPES:
+        return sql + f" NOT NULL DEFAULT '{'{}' if type_name == 'dict' else '[]'}'"
+    value = int(default) if isinstance(default, bool) else default
+    return sql + f" NOT NULL DEFAULT {_literal(value)}"
+
+
+def _literal(value: Any) -> str:
+    return f"'{value}'" if isinstance(value, str) else repr(value)
+
+
+def _columns() -> dict[str, str]:
+    """column name -> its SQL definition: the record's fields, then one column per Layout dimension."""
+    cols = {}
+    for f in _RECORD_FIELDS:
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        cols[f.name] = _column_sql(f.name, str(f.type), default)
+    cols[_KEY] = f"{_KEY} TEXT PRIMARY KEY"
+    cols["updated_at"] = "updated_at REAL NOT NULL"
+    for d in DIMENSIONS:
+        assert d.name not in cols, f"Layout.{d.name} clashes with TrialRecord.{d.name}"
+        cols[d.name] = _column_sql(d.name, d.type.__name__, d.default)
+    return cols
+
+
+COLUMNS = _columns()
+_DIMENSION_NAMES = tuple(d.name for d in DIMENSIONS)
+_JSON_FIELDS = tuple(f.name for f in _RECORD_FIELDS if str(f.type) in _JSON_TYPES)
+_BOOL_FIELDS = tuple(f.name for f in _RECORD_FIELDS if str(f.type) == "bool")
+_BOOL_DIMENSIONS = tuple(d.name for d in DIMENSIONS if d.type is bool)
+
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trials ({", ".join(COLUMNS.values())});
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    config_hash TEXT NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+"""
+
+
+def _to_row(record: TrialRecord, now: float) -> dict[str, Any]:
+    row = {f.name: getattr(record, f.name) for f in _RECORD_FIELDS}
+    for name in _JSON_FIELDS:
+        row[name] = json.dumps(row[name])
+    for name in _BOOL_FIELDS:
+        row[name] = int(row[name])
+    row["state"] = str(record.state)
+    row["updated_at"] = now
+    for name in _DIMENSION_NAMES:
+        value = getattr(record.layout, name)
+        row[name] = int(value) if isinstance(value, bool) else value
+    return row
+
+
+def _from_row(row: sqlite3.Row) -> TrialRecord:
     data = dict(row)
+    layout = {name: data.pop(name) for name in _DIMENSION_NAMES}
+    for name in _BOOL_DIMENSIONS:
+        layout[name] = bool(layout[name])
     for name in _JSON_FIELDS:
         data[name] = json.loads(data[name])
-    data["synced"] = bool(data["synced"])
-    return TrialRecord(**data)
+    for name in _BOOL_FIELDS:
+        data[name] = bool(data[name])
+    return TrialRecord(layout=Layout(**layout), **{k: v for k, v in data.items() if k in _RECORD_NAMES})
+
+
+_RECORD_NAMES = frozenset(f.name for f in _RECORD_FIELDS)
 
 
 class Ledger:
     """Open (or create) the ledger of one sweep folder."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        if not create and not path.is_file():
+            raise LedgerError(f"{path} does not exist: give a sweep folder made by `python -m launcher` "
+                              "(it holds ledger.sqlite)")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._open_schema()
+        except sqlite3.DatabaseError as exc:
+            raise LedgerError(f"{path} is not a usable parasweep ledger ({exc}): move it away, or start over "
+                              "with sweep.fresh=true (the old folder is kept)") from None
+
+    def _open_schema(self) -> None:
+        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "trials" not in tables:
+            raise LedgerError(f"{self.path} is another program's sqlite file (tables: {', '.join(sorted(tables))}): "
+                              "move it away, or pick another sweep.name")
+        existing = [r["name"] for r in self._db.execute("PRAGMA table_info(trials)")]
+        if "layout" in existing:
+            _migrate_v1(self._db)
+            existing = [r["name"] for r in self._db.execute("PRAGMA table_info(trials)")]
         self._db.executescript(_SCHEMA)
+        for name, sql in COLUMNS.items():
+            if existing and name not in existing:  # a dimension or field added by a newer parasweep
+                self._db.execute(f"ALTER TABLE trials ADD COLUMN {sql}")
+        version = self.get_meta("ledger_version")
+        if version is not None and version > LEDGER_VERSION:
+            raise LedgerError(f"{self.path} was written by a newer parasweep (ledger version {version}): upgrade")
+        self.set_meta("ledger_version", LEDGER_VERSION)
 
     def close(self) -> None:
         self._db.close()
@@ -138,27 +221,26 @@ class Ledger:
         new = 0
         with self._transaction():
             for r in records:
-                cur = self._db.execute(
-                    "INSERT OR IGNORE INTO trials(config_hash, position, layout, predicted, selection, repeat_of, "
-                    "state, reason, excluded_nodes, updated_at) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (r.config_hash, r.position, json.dumps(r.layout), json.dumps(r.predicted), r.selection,
-                     r.repeat_of, r.state, r.reason, json.dumps(r.excluded_nodes), now))
+                row = _to_row(r, now)
+                names = ", ".join(row)
+                marks = ", ".join("?" for _ in row)
+                cur = self._db.execute(f"INSERT OR IGNORE INTO trials({names}) VALUES({marks})", tuple(row.values()))
                 if cur.rowcount:
                     new += 1
-                    self._event(r.config_hash, r.state, "added", now)
+                    self._event(r.config_hash, str(r.state), "added", now)
         return new
 
     def get(self, config_hash: str) -> TrialRecord:
         row = self._db.execute("SELECT * FROM trials WHERE config_hash = ?", (config_hash,)).fetchone()
         if row is None:
             raise KeyError(config_hash)
-        return _row_to_record(row)
+        return _from_row(row)
 
     def trials(self, states: Optional[Iterable[str]] = None) -> list[TrialRecord]:
         rows = self._db.execute("SELECT * FROM trials ORDER BY position").fetchall()
-        records = [_row_to_record(r) for r in rows]
+        records = [_from_row(r) for r in rows]
         if states is not None:
-            wanted = set(states)
+            wanted = {TrialState(s) for s in states}
             records = [r for r in records if r.state in wanted]
         return records
 
@@ -166,20 +248,24 @@ class Ledger:
         """Change fields of one trial in one transaction, journaling a state change."""
         if not changes:
             return
-        unknown = set(changes) - set(TrialRecord.__dataclass_fields__)
+        unknown = set(changes) - _RECORD_NAMES
         if unknown:
             raise ValueError(f"unknown trial fields: {sorted(unknown)}")
-        if "state" in changes and changes["state"] not in STATES:
-            raise ValueError(f"unknown state {changes['state']!r}; valid: {STATES}")
+        if "state" in changes:
+            try:
+                changes["state"] = TrialState(changes["state"])
+            except ValueError:
+                raise ValueError(f"unknown state {changes['state']!r}; valid: "
+                                 f"{', '.join(s.value for s in TrialState)}") from None
         now = time.time()
-        values = {k: (json.dumps(v) if k in _JSON_FIELDS else int(v) if k == "synced" else v)
-                  for k, v in changes.items()}
+        values = {k: (json.dumps(v) if k in _JSON_FIELDS else int(v) if k in _BOOL_FIELDS
+                      else str(v) if k == "state" else v) for k, v in changes.items()}
         values["updated_at"] = now
         assignments = ", ".join(f"{k} = ?" for k in values)
         with self._transaction():
             self._db.execute(f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash))
             if "state" in changes or detail:
-                self._event(config_hash, changes.get("state", ""), detail, now)
+                self._event(config_hash, str(changes.get("state", "")), detail, now)
 
     def events(self, config_hash: Optional[str] = None) -> list[dict]:
         if config_hash is None:
@@ -209,3 +295,31 @@ class _Transaction:
 
     def __exit__(self, exc_type, *_: object) -> None:
         self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """A first-release ledger kept the layout as one JSON column and no pruning code: rebuild the table with the
+    derived columns, in one transaction (a launcher killed here leaves the old table)."""
+    rows = [dict(r) for r in db.execute("SELECT * FROM trials ORDER BY position")]
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("ALTER TABLE trials RENAME TO trials_v1")
+        db.execute(f"CREATE TABLE trials ({', '.join(COLUMNS.values())})")
+        for row in rows:
+            layout = Layout.from_dict(json.loads(row.pop("layout")))
+            reason = row.get("reason", "")
+            pruned_by = ("predicted_oom" if reason.startswith("predicted_oom")
+                         else "oom_dominated" if reason.startswith("needs more memory") else "")
+            row["node_list"] = row.pop("nodes", "")
+            data = {k: v for k, v in row.items() if k in _RECORD_NAMES}
+            for name in _JSON_FIELDS:
+                data[name] = json.loads(data.get(name) or ("{}" if name in ("predicted", "metrics") else "[]"))
+            record = TrialRecord(layout=layout, pruned_by=pruned_by, **data)
+            new = _to_row(record, row.get("updated_at") or time.time())
+            db.execute(f"INSERT INTO trials({', '.join(new)}) VALUES({', '.join('?' for _ in new)})",
+                       tuple(new.values()))
+        db.execute("DROP TABLE trials_v1")
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise

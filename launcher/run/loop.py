@@ -5,9 +5,6 @@ Running the same command again resumes: ok trials are kept, live jobs re-attache
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import shlex
 import time
 import uuid
 from dataclasses import asdict
@@ -18,7 +15,7 @@ from launcher.run import trial_files
 from launcher.config import to_yaml
 from launcher.errors import ConfigError
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
-from launcher.layout import Layout
+from launcher.folder import SweepFolder
 from launcher.run.ledger import Ledger, TrialRecord
 from launcher.plan.planner import Plan, make_plan, trial_context
 from launcher.plan.table import write_plan_csv
@@ -26,45 +23,37 @@ from launcher.run.judge import judge
 from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.schema import RootConfig
+from launcher.states import PruneReason, TrialState
 from launcher.run.tracking_link import TrackingLink
 
 
-def sweep_folder(cfg: RootConfig) -> Path:
-    folder = Path(cfg.sweep.root_dir) / cfg.sweep.name
-    if cfg.sweep.fresh and folder.exists():
-        with _exclusive(folder):  # never rename a folder another launcher is working in
-            pass
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(folder.stat().st_mtime))
-        kept = folder.with_name(f"{folder.name}.{stamp}")
-        folder.rename(kept)
-        print(f"sweep.fresh=true: previous sweep kept in {kept}")
-    folder.mkdir(parents=True, exist_ok=True)
+def open_folder(cfg: RootConfig) -> SweepFolder:
+    folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)
+    if cfg.sweep.fresh and folder.root.exists():
+        print(f"sweep.fresh=true: previous sweep kept in {folder.keep_aside()}")
+    folder.create()
     return folder
 
 
 def _records(plan: Plan) -> list[TrialRecord]:
-    records = []
-    for pos, t in enumerate(plan.trials):
-        records.append(TrialRecord(t.config_hash, pos, t.layout.to_dict(), _predicted(t.estimate), t.selection))
+    """The plan as ledger records: kept trials, then those pruned as predicted OOMs (budget-dropped layouts are not
+    trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream."""
+    records = [TrialRecord(t.config_hash, pos, t.layout, asdict(t.estimate), t.selection)
+               for pos, t in enumerate(plan.trials)]
     for pos, t in enumerate(plan.pruned, len(plan.trials)):
-        if t.pruned_reason.startswith("predicted_oom"):  # budget-dropped layouts are not trials of this sweep
-            records.append(TrialRecord(t.config_hash, pos, t.layout.to_dict(), _predicted(t.estimate), "pruned",
-                                       state="pruned", reason=t.pruned_reason))
+        if t.pruned_by is PruneReason.PREDICTED_OOM:
+            records.append(TrialRecord(t.config_hash, pos, t.layout, asdict(t.estimate), "pruned",
+                                       state=TrialState.PRUNED, pruned_by=t.pruned_by, reason=t.pruned_reason))
     return records
 
 
-def _predicted(est) -> dict:
-    data = asdict(est)
-    return {k: v for k, v in data.items() if isinstance(v, (int, float))}
-
-
 class SweepLoop:
-    def __init__(self, cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLink,
+    def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink,
                  allowed: set[str]) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
         self.allowed = allowed
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
-        self.runner = make_runner(cfg.executor, cfg.cluster, folder / "jobs")
+        self.runner = make_runner(cfg.executor, cfg.cluster, folder.jobs)
         self.progress = Progress(f"sweep {cfg.sweep.name}")
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
@@ -87,10 +76,10 @@ class SweepLoop:
             self.progress.close()
 
     def _collect(self) -> None:
-        live = self.ledger.trials(("submitted", "running"))
+        live = self.ledger.trials((TrialState.SUBMITTED, TrialState.RUNNING))
         unknown = [r for r in live if not r.job_id]  # launcher died between marking and submitting
         for r in unknown:
-            self.ledger.update(r.config_hash, "no job id recorded: submission interrupted", state="cancelled",
+            self.ledger.update(r.config_hash, "no job id recorded: submission interrupted", state=TrialState.CANCELLED,
                                failure_kind="cancelled", reason="submission interrupted")
         live = [r for r in live if r.job_id]
         statuses = self.runner.poll({r.job_id: Path(r.job_dir) for r in live})
@@ -102,8 +91,8 @@ class SweepLoop:
                 self._finish(r, status)
 
     def _watch(self, r: TrialRecord, status: JobStatus) -> None:
-        if status.state == "RUNNING" and r.state != "running":
-            self.ledger.update(r.config_hash, "running", state="running")
+        if status.state == "RUNNING" and r.state is not TrialState.RUNNING:
+            self.ledger.update(r.config_hash, "running", state=TrialState.RUNNING)
         if status.state != "RUNNING":
             return
         offsets, since = self._progress.get(r.config_hash, ({}, time.time()))  # the clock starts when it runs
@@ -131,11 +120,13 @@ class SweepLoop:
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
-            if r.state == "planned":
+            if r.state is TrialState.PLANNED:
                 oom = dominated_by_oom(r, records)
                 if oom is not None:
-                    self.ledger.update(r.config_hash, "pruned after OOM", state="pruned", reason=(
-                        f"needs more memory than trial {oom.config_hash} ({Layout.label(oom.layout)}), which ran out of memory"))
+                    self.ledger.update(r.config_hash, "pruned after OOM", state=TrialState.PRUNED,
+                                       pruned_by=PruneReason.OOM_DOMINATED, reason=(
+                                           f"needs more memory than trial {oom.config_hash} ({oom.layout.short()}), "
+                                           "which ran out of memory"))
                     self.tracking.sync(self.ledger.get(r.config_hash))
                     continue
                 todo.append(r)
@@ -143,7 +134,7 @@ class SweepLoop:
                 todo.append(r)
         if not todo:
             return 0
-        ranks = max(r.layout["gpus"] for r in todo)
+        ranks = max(r.layout.gpus for r in todo)
         room = max(0, self.runner.concurrency(ranks) - live)
         batch = todo[:room]
         if not batch:
@@ -151,11 +142,11 @@ class SweepLoop:
         requests = []
         for r in batch:
             script = trial_files.write(self.cfg, self.folder, r)
-            lay = r.layout
-            requests.append(JobRequest(r.config_hash, script, lay["nodes"], lay["gpus"] // lay["nodes"],
+            requests.append(JobRequest(r.config_hash, script, r.layout.nodes, r.layout.gpus_per_node,
                                        tuple(r.excluded_nodes), r.attempts + 1))
             # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
-            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state="submitted", job_id="", job_dir="",
+            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
+                               job_dir="",
                                attempts=r.attempts + 1, submitted_at=time.time(), metrics={}, failure_kind="",
                                reason="")
         done = self.runner.submit(requests)
@@ -163,7 +154,7 @@ class SweepLoop:
             self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
         for key, why in done.refused.items():
             self.progress.log(f"warning: {why}")
-            self.ledger.update(key, why[:300], state="failed", failure_kind=refusal_kind(why), reason=why,
+            self.ledger.update(key, why[:300], state=TrialState.FAILED, failure_kind=refusal_kind(why), reason=why,
                                finished_at=time.time(), synced=False)
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
@@ -199,51 +190,39 @@ def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
     return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
-def _write_inputs(cfg: RootConfig, folder: Path, plan: Plan, overrides: Sequence[str]) -> None:
-    (folder / "config.yaml").write_text(to_yaml(cfg))
-    (folder / "command.txt").write_text(shlex.join(["python", "-m", "launcher", *overrides]) + "\n")
-    write_plan_csv(plan, folder / "plan.csv")
+def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan, overrides: Sequence[str]) -> None:
+    folder.config.write_text(to_yaml(cfg))
+    folder.write_command(["python", "-m", "launcher", *overrides])
+    write_plan_csv(plan, folder.plan_csv)
 
 
-def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: Path) -> None:
+def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> None:
     """A folder holds one model/cluster/backend setup: trials of another would be ranked against these."""
     stored, current = ledger.get_meta("context"), trial_context(cfg)
     if stored and stored != current:
-        raise ConfigError("sweep.name", cfg.sweep.name, f"{folder} holds trials of another setup ({stored}; now "
-                          f"{current}): add sweep.fresh=true to start over (the old folder is kept) or pick "
+        raise ConfigError("sweep.name", cfg.sweep.name, f"{folder.root} holds trials of another setup ({stored}; "
+                          f"now {current}): add sweep.fresh=true to start over (the old folder is kept) or pick "
                           "another sweep.name")
     ledger.set_meta("context", current)
     if not ledger.get_meta("sweep_uid"):  # tells this folder's MLflow runs from those of a fresh sweep of one name
         ledger.set_meta("sweep_uid", uuid.uuid4().hex)
 
 
-@contextlib.contextmanager
-def _exclusive(folder: Path):
-    """One launcher per sweep folder: a second one would resubmit the first one's in-flight trials."""
-    with (folder / ".lock").open("a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError("sweep.name", folder.name, f"another launcher is running this sweep ({folder}); "
-                              "wait for it, or stop it first") from None
-        yield
-
-
 def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
     t_plan = time.perf_counter()
     plan = make_plan(cfg)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
-    folder = sweep_folder(cfg)
-    with _exclusive(folder), Ledger(folder / "ledger.sqlite") as ledger:
+    folder = open_folder(cfg)
+    with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
         resumed = len(ledger.trials()) - new
         if resumed:
-            print(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder / 'ledger.sqlite'}")
+            print(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
         allowed = {t.config_hash for t in plan.trials}
         allowed |= {r.config_hash for r in ledger.trials() if r.repeat_of in allowed}
-        stale = [r for r in ledger.trials(("planned",)) if r.config_hash not in allowed]
+        stale = [r for r in ledger.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
         if stale:
             print(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
         tracking = TrackingLink.open(cfg, ledger, folder)

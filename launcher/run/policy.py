@@ -5,45 +5,39 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from analysis.classify import RETRY_POLICY
-from launcher.layout import SHAPE
+from launcher.layout import SHAPE, Layout
+from launcher.states import TrialState
 from launcher.run.ledger import TrialRecord
 
-# Failure kinds -> ledger states (the ledger's vocabulary is coarser than the taxonomy; the kind is kept too).
-KIND_TO_STATE = {"ok": "ok", "oom": "oom", "time_limit": "timeout", "hang": "hang", "cancelled": "cancelled"}
 
 
 
-def state_for_kind(kind: str) -> str:
-    return KIND_TO_STATE.get(kind, "failed")
-
-
-def _in_flight(layout: dict) -> int:
+def _in_flight(layout: Layout) -> int:
     """Micro-batches whose activations the first pipeline stage holds under 1F1B: min(pp, m)."""
-    m = layout["gbs"] // max(1, layout["mbs"] * layout["dp"])
-    return min(layout["pp"], max(1, m))
+    return min(layout.pp, max(1, layout.microbatches))
 
 
-def needs_more_memory(candidate: dict, oomed: dict) -> bool:
+def needs_more_memory(candidate: Layout, oomed: Layout) -> bool:
     """True when `candidate` needs strictly more activation memory than `oomed` with everything else equal:
     same layout except a larger micro-batch (and at least as many micro-batches in flight)."""
-    if any(candidate[k] != oomed[k] for k in SHAPE):  # everything but the batch must be equal
+    if any(getattr(candidate, k) != getattr(oomed, k) for k in SHAPE):  # everything but the batch must be equal
         return False
-    return (candidate["mbs"] > oomed["mbs"]
-            and candidate["mbs"] * _in_flight(candidate) > oomed["mbs"] * _in_flight(oomed))
+    return (candidate.mbs > oomed.mbs
+            and candidate.mbs * _in_flight(candidate) > oomed.mbs * _in_flight(oomed))
 
 
 def dominated_by_oom(candidate: TrialRecord, trials: Sequence[TrialRecord]) -> Optional[TrialRecord]:
     for other in trials:
-        if other.state == "oom" and needs_more_memory(candidate.layout, other.layout):
+        if other.state is TrialState.OOM and needs_more_memory(candidate.layout, other.layout):
             return other
     return None
 
 
 def should_retry(record: TrialRecord, max_attempts: int) -> bool:
     """Retry a finished trial? oom and config errors never; a hang once; others up to retry.max_attempts."""
-    if record.state in ("ok", "oom", "pruned", "planned", "submitted", "running"):
+    if record.state in (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED) or record.is_live:
         return False
-    kind = record.failure_kind or ("cancelled" if record.state == "cancelled" else "unknown")
+    kind = record.failure_kind or ("cancelled" if record.state is TrialState.CANCELLED else "unknown")
     retryable, _exclude, max_retries = RETRY_POLICY.get(kind, (True, False, None))
     if not retryable:
         return False
@@ -67,8 +61,8 @@ def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str],
     extra = []
     for base_hash in ranked_hashes:
         base = by_hash[base_hash]
-        spare = cluster_nodes - base.layout["nodes"] >= base.layout["nodes"]
-        avoid = [base.nodes] if spare and base.nodes else []  # a SLURM hostlist (n[1-2]) goes to --exclude whole
+        spare = cluster_nodes - base.layout.nodes >= base.layout.nodes
+        avoid = [base.node_list] if spare and base.node_list else []  # a SLURM hostlist (n[1-2]) goes to --exclude whole
         for i in range(1, repeats):
             extra.append(TrialRecord(f"{base_hash}~r{i}", position, base.layout, base.predicted, "repeat",
                                      repeat_of=base_hash, excluded_nodes=avoid))

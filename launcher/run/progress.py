@@ -7,11 +7,10 @@ import time
 from collections import Counter
 from typing import Optional
 
-from launcher.layout import Layout
 from launcher.run.ledger import TrialRecord
+from launcher.states import TrialState
 
 PLAIN_HEARTBEAT_S = 30.0
-ORDER = ("planned", "submitted", "running", "ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")
 
 
 def format_eta(done: int, total: int, elapsed_s: float) -> str:
@@ -31,7 +30,7 @@ def _duration(seconds: float) -> str:
 
 
 def done_count(records: list[TrialRecord]) -> int:
-    return sum(r.state in ("ok", "oom", "failed", "timeout", "hang", "cancelled") for r in records)
+    return sum(r.state.finished for r in records)
 
 
 def summary_line(records: list[TrialRecord], started_at: float, best: Optional[TrialRecord],
@@ -39,11 +38,11 @@ def summary_line(records: list[TrialRecord], started_at: float, best: Optional[T
     """One status line; the ETA extrapolates from the trials finished in THIS run (a resumed sweep's earlier
     trials took none of its time)."""
     counts = Counter(r.state for r in records)
-    total = sum(n for s, n in counts.items() if s != "pruned")
+    total = sum(n for s, n in counts.items() if s.counted)
     done = done_count(records)
-    states = " ".join(f"{s}={counts[s]}" for s in ORDER if counts[s])
+    states = " ".join(f"{s}={counts[s]}" for s in TrialState if counts[s])
     elapsed = time.time() - started_at
-    best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({Layout.label(best.layout)})" if best
+    best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({best.layout.short()})" if best
                  else "")
     eta = format_eta(done - done_before, total - done_before, elapsed)
     return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta}"
@@ -54,8 +53,8 @@ LIVE_ROWS = 20
 
 def _visible(records: list[TrialRecord]) -> list[TrialRecord]:
     """The rows worth a terminal line: live trials first, then the most recently finished; pruned never."""
-    shown = [r for r in records if r.state != "pruned"]
-    shown.sort(key=lambda r: (not r.is_live, r.state == "planned", -r.updated_at))
+    shown = [r for r in records if r.state.counted]
+    shown.sort(key=lambda r: (not r.is_live, r.state is TrialState.PLANNED, -r.updated_at))
     return shown[:LIVE_ROWS]
 
 
@@ -92,7 +91,7 @@ class Progress:
         for col in ("trial", "layout", "state", "attempts", "tokens/s", "peak GB", "note"):
             table.add_column(col)
         for r in _visible(records):
-            table.add_row(r.config_hash[:8], Layout.label(r.layout), r.state, str(r.attempts),
+            table.add_row(r.config_hash[:8], r.layout.short(), str(r.state), str(r.attempts),
                           f"{r.metrics.get('tokens_per_s', 0):,.0f}" if r.metrics.get("tokens_per_s") else "",
                           f"{r.metrics.get('peak_mem_gb', 0):.2f}" if r.metrics.get("peak_mem_gb") else "",
                           (r.failure_kind or "")[:20])

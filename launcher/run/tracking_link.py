@@ -12,27 +12,28 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.run.ledger import Ledger, TrialRecord
+from launcher.folder import SweepFolder
 from launcher.schema import RootConfig
+from launcher.states import PruneReason, TrialState
 
 
-def trial_artifacts(folder: Path, record: TrialRecord) -> list[Path]:
+def trial_artifacts(folder: SweepFolder, record: TrialRecord) -> list[Path]:
     paths = [Path(p) for p in record.log_paths]
-    tdir = folder / "trials" / record.config_hash
-    return paths + sorted(p for p in tdir.glob("*") if p.is_file())
+    return paths + sorted(p for p in folder.trial(record.config_hash).glob("*") if p.is_file())
 
 
-def write_trial_config(cfg: RootConfig, folder: Path, record: TrialRecord) -> Path:
+def write_trial_config(cfg: RootConfig, folder: SweepFolder, record: TrialRecord) -> Path:
     """trials/<hash>/trial.json: the trial's resolved configuration (attached to its MLflow run)."""
-    out = folder / "trials" / record.config_hash / "trial.json"
+    out = folder.trial(record.config_hash) / "trial.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    data = {"config_hash": record.config_hash, "layout": record.layout, "model": asdict(cfg.model),
+    data = {"config_hash": record.config_hash, "layout": record.layout.to_dict(), "model": asdict(cfg.model),
             "cluster": asdict(cfg.cluster), "backend": asdict(cfg.backend), "predicted": record.predicted}
     out.write_text(json.dumps(data, indent=2, sort_keys=True))
     return out
 
 
 class TrackingLink:
-    def __init__(self, cfg: RootConfig, ledger: Ledger, folder: Path, tracker, parent_id: str) -> None:
+    def __init__(self, cfg: RootConfig, ledger: Ledger, folder: SweepFolder, tracker, parent_id: str) -> None:
         self.cfg, self.ledger, self.folder = cfg, ledger, folder
         self.tracker, self.parent_id = tracker, parent_id
         self.uid = ledger.get_meta("sweep_uid", "") or ""
@@ -40,7 +41,7 @@ class TrackingLink:
                         "executor": cfg.executor.name, "sweep": cfg.sweep.name}
 
     @classmethod
-    def open(cls, cfg: RootConfig, ledger: Ledger, folder: Path) -> "TrackingLink":
+    def open(cls, cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> "TrackingLink":
         if not cfg.tracking.enabled:
             return cls.disabled(cfg, ledger, folder)
         from analysis.tracking import Tracker, TrackingUnavailable, warn
@@ -54,7 +55,7 @@ class TrackingLink:
             tracker.reopen(parent)
         except TrackingUnavailable as exc:
             warn(f"{exc}; the sweep goes on and records everything in the ledger. "
-                 f"Sync later with: python -m analysis {folder}")
+                 f"Sync later with: python -m analysis {folder.root}")
             return cls.disabled(cfg, ledger, folder)
         ledger.set_meta("mlflow_parent_run_id", parent)
         ledger.set_meta("mlflow_experiment_id", tracker.experiment_id)
@@ -62,7 +63,7 @@ class TrackingLink:
         return cls(cfg, ledger, folder, tracker, parent)
 
     @classmethod
-    def disabled(cls, cfg: RootConfig, ledger: Ledger, folder: Path) -> "TrackingLink":
+    def disabled(cls, cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> "TrackingLink":
         return cls(cfg, ledger, folder, None, "")
 
     @property
@@ -74,9 +75,9 @@ class TrackingLink:
         return self.tracker.runs_url if self.tracker is not None else None
 
     def sync(self, record: TrialRecord) -> None:
-        if self.tracker is None or record.state in ("planned", "submitted", "running"):
+        if self.tracker is None or record.state is TrialState.PLANNED or record.is_live:
             return
-        if record.state == "pruned" and record.reason.startswith("predicted_oom"):
+        if record.pruned_by == PruneReason.PREDICTED_OOM:
             return  # never ran: summarised in the parent run's plan.csv, not a child run
         try:
             write_trial_config(self.cfg, self.folder, record)
@@ -88,13 +89,23 @@ class TrackingLink:
         self.ledger.update(record.config_hash, mlflow_run_id=run_id, synced=True)
 
     def sync_pending(self) -> int:
-        pending = [r for r in self.ledger.trials() if not r.synced and r.state not in ("planned", "submitted",
-                                                                                          "running")]
+        pending = [r for r in self.ledger.trials() if not r.synced and r.state is not TrialState.PLANNED
+                   and not r.is_live]
         for record in pending:
             if self.tracker is None:
                 break
             self.sync(record)
         return len(pending)
+
+    def attach_outputs(self, plots: list[Path], report_files: list[Path]) -> None:
+        """The sweep's plots under 'plots/' and its report files under 'report/' of the parent run."""
+        if self.tracker is None:
+            return
+        try:
+            self.tracker.log_artifacts(self.parent_id, plots, "plots")
+            self.tracker.log_artifacts(self.parent_id, report_files, "report")
+        except Exception as exc:  # the store went away: the files are in the folder, python -m analysis attaches
+            self.lost(exc)
 
     def finish(self, best: Optional[TrialRecord], summary: dict, artifacts: list[Path]) -> Optional[str]:
         if self.tracker is None:
@@ -113,7 +124,7 @@ class TrackingLink:
         from analysis.tracking import warn
 
         warn(f"MLflow write failed ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); continuing on the "
-             f"ledger only. Sync later with: python -m analysis {self.folder}")
+             f"ledger only. Sync later with: python -m analysis {self.folder.root}")
         self.tracker = None
 
 

@@ -8,13 +8,10 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.backends import LaunchSpec, render_launch
+from launcher.folder import SweepFolder
 from launcher.layout import Layout
 from launcher.run.ledger import TrialRecord
 from launcher.schema import BackendConfig, RootConfig
-
-
-def trial_dir(folder: Path, config_hash: str) -> Path:
-    return folder / "trials" / config_hash
 
 
 def mem_limit_mb(cfg: RootConfig) -> int:
@@ -22,26 +19,19 @@ def mem_limit_mb(cfg: RootConfig) -> int:
     return int(cfg.cluster.gpu_mem_gb * 1e9 / 2**20) if cfg.cluster.gpu == "cpu" else 0  # the workload counts MiB
 
 
-def spec_for(cfg: RootConfig, layout: dict, out_dir: Path, backend: Optional[BackendConfig] = None) -> LaunchSpec:
+def spec_for(cfg: RootConfig, layout: Layout, out_dir: Path, backend: Optional[BackendConfig] = None) -> LaunchSpec:
     """The launch of one layout, run from `out_dir`, with the executor's environment exported by the script itself
     (so the script also runs on its own). `backend` overrides cfg.backend (e.g. a full-length run's iterations)."""
     backend = backend or cfg.backend
     if cfg.executor.name == "local" and backend.python == "python":
         backend = replace(backend, python=sys.executable)  # local jobs use this very interpreter
-    spec = render_launch(cfg.model, cfg.cluster, backend, Layout.from_dict(layout), trial_dir=str(out_dir.resolve()),
-                         mem_limit_mb=mem_limit_mb(cfg))
-    if not cfg.executor.env:
-        return spec
-    from launcher.backends.launch import env_exports
-
-    # Right after `set -euo pipefail`: before the launcher and the program read the environment.
-    script = spec.script.replace("set -euo pipefail\n", "set -euo pipefail\n" + env_exports(cfg.executor.env), 1)
-    return replace(spec, script=script, env={**cfg.executor.env, **spec.env})
+    return render_launch(cfg.model, cfg.cluster, backend, layout, trial_dir=str(out_dir.resolve()),
+                         env=cfg.executor.env, mem_limit_mb=mem_limit_mb(cfg))
 
 
-def write(cfg: RootConfig, folder: Path, record: TrialRecord) -> Path:
+def write(cfg: RootConfig, folder: SweepFolder, record: TrialRecord) -> Path:
     """Render and write the trial's files; returns the launch script each node runs."""
-    out = trial_dir(folder, record.config_hash)
+    out = folder.trial(record.config_hash)
     spec = spec_for(cfg, record.layout, out)
     out.mkdir(parents=True, exist_ok=True)
     for name, content in spec.files.items():

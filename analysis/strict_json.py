@@ -1,0 +1,24 @@
+"""Strict JSON: what the project writes must load in any JSON reader, and NaN / Infinity are not JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def finite(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, +-inf) replaced by None, recursively through dicts, lists and
+    tuples (a measurement that is not a number is not known)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """json.dumps that never writes NaN or Infinity (they become null)."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)
