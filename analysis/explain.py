@@ -38,29 +38,32 @@ def predicted_rank(ranked: Sequence[dict], config_hash: str) -> Optional[int]:
 
 
 def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
-                   noise_tolerance: float = 0.02) -> str:
+                   noise_tolerance: float = 0.02, objective: str = "tokens_per_s") -> str:
     """E.g. 'tp1 pp1 dp2 mbs4 (5e4dc80a) is 12% faster than the next best (tp1 pp2 dp2 mbs2, 5,115 tokens/s) and
-    keeps 79% memory headroom (0.107 of 0.5 GB per GPU). The estimator had ranked it 9th of 9.'"""
+    keeps 79% memory headroom (0.107 of 0.5 GB per GPU). The estimator had ranked it 9th of 9.'
+    With objective 'tokens_per_s_per_gpu' the margins compare tokens/s per GPU."""
     if not ranked:
         return "No trial finished ok, so there is no winner yet: see the failures."
     best = ranked[0]
     name = f"{label(best)} gbs{best['layout']['gbs']} ({best['config_hash'][:8]})"
-    speed = f"{_tokens(best):,.0f} tokens/s"
+    per_gpu = objective == "tokens_per_s_per_gpu"
+    faster = "more efficient per GPU" if per_gpu else "faster"
+    speed = f"{_tokens(best):,.0f} tokens/s" + (f", {_tokens(best) / best['layout']['gpus']:,.0f} per GPU" if per_gpu else "")
     if len(ranked) == 1:
         text = f"{name} is the only trial that finished ok ({speed}) and {_memory(best, capacity_gb)}."
     else:
         runner_up = ranked[1]
         other = f"{label(runner_up)}, {_tokens(runner_up):,.0f} tokens/s"
-        margin = margin_over_next(ranked) or 0.0
+        margin = margin_over_next(ranked, objective) or 0.0
         if margin < 0:  # selected on headroom inside the noise band: the runner-up measured faster
-            text = (f"{name} ({speed}) ties with the faster-by-{-margin:.1%} {other} within the "
+            text = (f"{name} ({speed}) ties with the {faster}-by-{-margin:.1%} {other} within the "
                     f"{noise_tolerance:.0%} noise tolerance and wins on memory: it {_memory(best, capacity_gb)} "
                     f"(the other {_headroom(runner_up) or 0:.0%}).")
         elif margin < noise_tolerance:
             text = (f"{name} ({speed}) is within the {noise_tolerance:.0%} noise tolerance of the next best ({other}, "
                     f"{margin:+.1%}); of the tied trials it {_memory(best, capacity_gb)}.")
         else:
-            text = (f"{name} is {margin:.0%} faster than the next best ({other}) with {speed}, and "
+            text = (f"{name} is {margin:.0%} {faster} than the next best ({other}) with {speed}, and "
                     f"{_memory(best, capacity_gb)}.")
     rank = predicted_rank(ranked, best["config_hash"])
     if rank is not None and len(ranked) > 1:

@@ -1,15 +1,31 @@
-"""Choosing the best trial: measured tokens/s among ok trials; ties within measurement noise go to headroom.
+"""Choosing the best trial by the sweep's objective among ok trials; ties within measurement noise go to headroom.
 
-Works on plain trial records (dicts with `state`, `metrics`, ...), so it never needs the launcher.
+Objectives (plan.objective): 'tokens_per_s' (fastest), 'tokens_per_s_per_gpu' (most efficient per GPU: what a
+per-GPU-hour budget buys), 'time_to_target' (fastest wall-clock to a token count: ranks like tokens_per_s).
+Works on plain trial records (dicts with `state`, `metrics`, `layout`, ...), so it never needs the launcher.
 """
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
+OBJECTIVES = ("tokens_per_s", "tokens_per_s_per_gpu", "time_to_target")
+
+
+def objective_value(tokens_per_s: float, gpus: int, objective: str = "tokens_per_s") -> float:
+    """Higher is better. Per GPU divides by the trial's GPUs; time to a fixed token count is 1/tokens_per_s, so it
+    ranks like tokens_per_s."""
+    if objective == "tokens_per_s_per_gpu":
+        return tokens_per_s / max(1, gpus)
+    return tokens_per_s
+
 
 def _tokens(trial: dict) -> float:
     return float(trial.get("metrics", {}).get("tokens_per_s") or 0.0)
+
+
+def _score(trial: dict, objective: str) -> float:
+    return objective_value(_tokens(trial), int(trial.get("layout", {}).get("gpus") or 1), objective)
 
 
 def _headroom(trial: dict) -> float:
@@ -21,28 +37,29 @@ def ok_trials(trials: Sequence[dict]) -> list[dict]:
     return [t for t in trials if t.get("state") == "ok" and _tokens(t) > 0]
 
 
-def rank(trials: Sequence[dict], noise_tolerance: float = 0.02) -> list[dict]:
-    """Ok trials best first. Throughputs within `noise_tolerance` of the fastest tie, and the tie is broken by
-    memory headroom (a faster-by-noise config that is closer to OOM is the worse production choice)."""
-    ranked = sorted(ok_trials(trials), key=_tokens, reverse=True)
+def rank(trials: Sequence[dict], noise_tolerance: float = 0.02, objective: str = "tokens_per_s") -> list[dict]:
+    """Ok trials best first by the objective. Scores within `noise_tolerance` of the best tie, and the tie is
+    broken by memory headroom (a faster-by-noise config that is closer to OOM is the worse production choice)."""
+    ranked = sorted(ok_trials(trials), key=lambda t: _score(t, objective), reverse=True)
     if not ranked:
         return []
-    fastest = _tokens(ranked[0])
-    tied = [t for t in ranked if _tokens(t) >= fastest * (1.0 - noise_tolerance)]
+    best = _score(ranked[0], objective)
+    tied = [t for t in ranked if _score(t, objective) >= best * (1.0 - noise_tolerance)]
     winner = max(tied, key=_headroom)
     return [winner] + [t for t in ranked if t is not winner]
 
 
-def select_best(trials: Sequence[dict], noise_tolerance: float = 0.02) -> Optional[dict]:
-    ranked = rank(trials, noise_tolerance)
+def select_best(trials: Sequence[dict], noise_tolerance: float = 0.02,
+                objective: str = "tokens_per_s") -> Optional[dict]:
+    ranked = rank(trials, noise_tolerance, objective)
     return ranked[0] if ranked else None
 
 
-def margin_over_next(ranked: Sequence[dict]) -> Optional[float]:
-    """How much faster the winner is than the next best (share), None with fewer than two ok trials."""
-    if len(ranked) < 2 or _tokens(ranked[1]) <= 0:
+def margin_over_next(ranked: Sequence[dict], objective: str = "tokens_per_s") -> Optional[float]:
+    """How much better the winner scores than the next best (share), None with fewer than two ok trials."""
+    if len(ranked) < 2 or _score(ranked[1], objective) <= 0:
         return None
-    return _tokens(ranked[0]) / _tokens(ranked[1]) - 1.0
+    return _score(ranked[0], objective) / _score(ranked[1], objective) - 1.0
 
 
 def group_repeats(trials: Sequence[dict]) -> list[dict]:

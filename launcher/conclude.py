@@ -57,7 +57,7 @@ def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: Tra
 
     records = ledger.trials()
     trials = [asdict(r) for r in records]
-    ranked = rank(group_repeats(trials), cfg.analysis.noise_tolerance)
+    ranked = rank(group_repeats(trials), cfg.analysis.noise_tolerance, cfg.plan.objective)
     best = ledger.get(ranked[0]["config_hash"]) if ranked else None
     done = Conclusion(ranked, best)
     benchmark = _benchmark_launch(cfg, folder, best)
@@ -154,7 +154,8 @@ def _explain_and_recommend(cfg: RootConfig, folder: SweepFolder, done: Conclusio
     from analysis.explain import explain_winner
     from analysis.recommend import next_mbs_layout, recommend
 
-    done.explanation = explain_winner(done.ranked, cfg.cluster.gpu_mem_gb, cfg.analysis.noise_tolerance)
+    done.explanation = explain_winner(done.ranked, cfg.cluster.gpu_mem_gb, cfg.analysis.noise_tolerance,
+                                      cfg.plan.objective)
     if not done.ranked:
         return
     predicted = done.ranked[0].get("predicted", {})

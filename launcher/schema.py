@@ -12,12 +12,14 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
+from analysis.select import OBJECTIVES
 from launcher.errors import ConfigError
 from launcher.layout import DIMENSIONS, Dimension, dimension, grid_defaults
 
 PRECISIONS = ("bf16", "fp16", "fp32")
 BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
 EXECUTORS = ("local", "slurm")
+TRANSFORMER_IMPLS = ("transformer_engine", "local")
 
 
 def _positive(section: str, name: str, value: float | int | None, fix: str = "use a number > 0") -> None:
@@ -129,6 +131,14 @@ class MegatronConfig:
     """Megatron --merge-file (GPT2BPETokenizer)."""
     tokenizer_model: str = ""
     """Megatron --tokenizer-model (SentencePiece / Llama / HF tokenizers)."""
+    transformer_impl: str = "transformer_engine"
+    """Megatron-LM --transformer-impl: 'transformer_engine' (NVIDIA's fused kernels), or 'local' for a machine without
+    Transformer Engine and apex (it then also turns off the fusions that need them, and has no flash attention)."""
+
+    def __post_init__(self) -> None:
+        if self.transformer_impl not in TRANSFORMER_IMPLS:
+            raise ConfigError("backend.megatron.transformer_impl", self.transformer_impl,
+                              f"use one of {', '.join(TRANSFORMER_IMPLS)}")
 
 
 @dataclass
@@ -270,8 +280,19 @@ class PlanConfig:
     """Allow tensor parallelism to span nodes (slow: TP traffic on the inter-node link)."""
     seed: int = 0
     """Seed for picking the exploration share."""
+    objective: str = "tokens_per_s"
+    """What 'best' means, for the plan's ranking and the winner: 'tokens_per_s' (fastest, the choice at a fixed node
+    count), 'tokens_per_s_per_gpu' (most efficient per GPU: what a per-GPU-hour budget buys) or 'time_to_target'
+    (fastest wall-clock to plan.target_tokens; the plan prints wall-clock and GPU-hours for its top rows)."""
+    target_tokens: float = 0.0
+    """Tokens to train for objective=time_to_target, e.g. 2e12."""
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ConfigError("plan.objective", self.objective, f"use one of {', '.join(OBJECTIVES)}")
+        if self.objective == "time_to_target" and not 0 < self.target_tokens < float("inf"):
+            raise ConfigError("plan.target_tokens", self.target_tokens, "objective=time_to_target needs the tokens "
+                              "to train, e.g. plan.target_tokens=2e12")
         if not 0 < self.mem_safety_margin <= 1:
             raise ConfigError("plan.mem_safety_margin", self.mem_safety_margin, "use a share in (0, 1]")
         if not 0 <= self.exploration_share < 1:

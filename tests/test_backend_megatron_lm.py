@@ -126,3 +126,15 @@ def test_runs_with_quoted_values_under_slurm(tmp_path):
 
 def test_golden_llama2_70b():
     check_golden("llama2-70b_megatron_lm.sh", render().script)
+
+
+def test_local_transformer_for_machines_without_transformer_engine():
+    argv = render(transformer_impl="local", flash_attention=False).program_argv
+    joined = " ".join(argv)
+    assert ("--transformer-impl local --no-gradient-accumulation-fusion --no-persist-layer-norm "
+            "--no-masked-softmax-fusion") in joined and "--use-flash-attn" not in argv
+    assert_real_flags(argv[2:], "megatron_lm")
+    assert "--transformer-impl" not in render().program_argv  # Transformer Engine is Megatron-LM's default
+    with pytest.raises(ConfigError) as err:
+        render(transformer_impl="local")  # flash attention needs Transformer Engine here
+    assert err.value.field == "backend.flash_attention"

@@ -103,3 +103,41 @@ def test_workload_refusals_are_rejected_at_plan_time(load):
     with pytest.raises(PlanError, match="pp_microbatches"):
         make_plan(load("+sweep=tiny", "grid.gpus=[4]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[4]", "grid.mbs=[1]",
                        "grid.gbs=[2]", "grid.include=[]"))
+
+
+def test_objective_per_gpu_ranks_by_efficiency_and_the_table_shows_each_node_count(load, capsys):
+    from launcher.plan.table import best_per_node_count, print_plan
+
+    fastest = make_plan(load("+sweep=70b", "dry_run=true"))
+    efficient = make_plan(load("+sweep=70b", "dry_run=true", "plan.objective=tokens_per_s_per_gpu"))
+    per_gpu = [t.estimate.tokens_per_s / t.layout.gpus for t in efficient.trials if t.selection == "predicted"]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    assert fastest.trials[0].layout.nodes == 32 and efficient.trials[0].layout.nodes == 8
+    best = best_per_node_count(efficient)
+    assert [t.layout.nodes for t in best] == [8, 16, 32]
+    print_plan(load("+sweep=70b", "dry_run=true", "plan.objective=tokens_per_s_per_gpu"), efficient)
+    out = capsys.readouterr().out
+    assert "best predicted per node count" in out and "tok/s/GPU" in out
+
+
+def test_time_to_target_needs_the_token_count_and_prints_wall_clock(load, capsys):
+    from launcher.errors import ConfigError
+    from launcher.plan.table import print_plan
+
+    with pytest.raises(ConfigError, match="plan.target_tokens"):
+        load("+sweep=70b", "dry_run=true", "plan.objective=time_to_target")
+    cfg = load("+sweep=70b", "dry_run=true", "plan.objective=time_to_target", "plan.target_tokens=2e12")
+    plan = make_plan(cfg)
+    print_plan(cfg, plan)
+    out = capsys.readouterr().out
+    days = 2e12 / plan.trials[0].estimate.tokens_per_s / 86400
+    assert f"{days:,.1f} d" in out and "GPU-h to" in out
+
+
+def test_a_warning_kind_is_summarised_once_not_per_message(load, capsys):
+    from launcher.plan.table import print_plan
+
+    cfg = load("+sweep=70b", "dry_run=true")
+    print_plan(cfg, make_plan(cfg))
+    out = capsys.readouterr().out
+    assert out.count("gemm_vocab on ") == 1 and "of 48 kept trials" in out

@@ -39,3 +39,13 @@ def test_repeats_rank_by_median_with_spread():
     assert a["n_runs"] == 3
     # a single lucky run of `a` (130) would have won; the medians say b.
     assert select_best(folded)["config_hash"] == "b" and select_best(trials)["config_hash"] == "a"
+
+
+def test_the_objective_decides_the_winner():
+    from analysis.select import rank
+
+    big = {"config_hash": "big", "state": "ok", "layout": {"gpus": 64}, "metrics": {"tokens_per_s": 1000.0}}
+    small = {"config_hash": "small", "state": "ok", "layout": {"gpus": 8}, "metrics": {"tokens_per_s": 200.0}}
+    assert rank([big, small])[0]["config_hash"] == "big"
+    assert rank([big, small], objective="tokens_per_s_per_gpu")[0]["config_hash"] == "small"
+    assert rank([big, small], objective="time_to_target")[0]["config_hash"] == "big"

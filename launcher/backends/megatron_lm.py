@@ -30,11 +30,22 @@ TOKENIZERS = frozenset({"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPET
 ENV = {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}
 
 
+# Megatron-LM on a machine without Transformer Engine and apex (checked on core 0.20 on one H100): the local
+# transformer, and no fusions that need apex or TE kernels. It has no flash attention either (see `problems`).
+LOCAL_IMPL_ARGS = ["--transformer-impl", "local", "--no-gradient-accumulation-fusion", "--no-persist-layer-norm",
+                   "--no-masked-softmax-fusion"]
+
+
 class MegatronLM(BackendBase):
     name = "megatron_lm"
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
-        return mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, needs_data=False)
+        out = mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, needs_data=False)
+        if backend.megatron.transformer_impl == "local" and backend.flash_attention:
+            out.append(ConfigError("backend.flash_attention", True, "Megatron-LM's local transformer has no flash "
+                                   "attention: set backend.flash_attention=false (the plan then counts the "
+                                   "attention scores it stores)"))
+        return out
 
     def launch(self, model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
                trial_dir: str, env: dict[str, str], mem_limit_mb: int) -> LaunchSpec:
@@ -55,6 +66,8 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> 
     args = mc.shape_args(model) + model_style_args(model)
     args += mc.parallel_args(layout) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
     args += mc.precision_args(backend)
+    if backend.megatron.transformer_impl == "local":
+        args += LOCAL_IMPL_ARGS
     if backend.flash_attention:
         args.append("--use-flash-attn")
     args += mc.run_args(backend) + ["--log-throughput"]

@@ -14,7 +14,7 @@ from launcher.errors import PlanError
 from launcher.layout import NAMES, Layout
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand
-from launcher.plan.rules import Checker
+from launcher.plan.rules import Checker, Issue
 from launcher.schema import RootConfig
 from launcher.states import PruneReason
 
@@ -24,7 +24,8 @@ class PlannedTrial:
     layout: Layout
     config_hash: str
     estimate: Estimate
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Issue, ...] = ()
+    """What the rules say it runs with, but slowly (code + message)."""
     pruned_by: Optional[PruneReason] = None
     """None for a kept trial; else why the planner will not run it ..."""
     pruned_reason: str = ""
@@ -70,8 +71,13 @@ def job_duration_s(cfg: RootConfig, est: Estimate) -> float:
     return cfg.backend.startup_s + iters * est.step_time_s
 
 
-def _rank_key(t: PlannedTrial) -> tuple[float, float]:
-    return (-t.estimate.tokens_per_s, -t.estimate.headroom)
+def rank_key(objective: str):
+    """Sort key of planned trials, best first: the objective, then memory headroom."""
+    from analysis.select import objective_value
+
+    def key(t: PlannedTrial) -> tuple[float, float]:
+        return (-objective_value(t.estimate.tokens_per_s, t.layout.gpus, objective), -t.estimate.headroom)
+    return key
 
 
 def _memory_verdict(cfg: RootConfig, est: Estimate) -> tuple[bool, bool]:
@@ -95,7 +101,7 @@ def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[Pla
     explored = [_replace(t, selection="exploration") for i, t in enumerate(rest) if i in explore_idx]
     dropped = [_replace(t, pruned_by=PruneReason.BUDGET, pruned_reason=f"outside plan.max_trials={budget}")
                for i, t in enumerate(rest) if i not in explore_idx]
-    return sorted(top + explored, key=_rank_key), dropped
+    return sorted(top + explored, key=rank_key(cfg.plan.objective)), dropped
 
 
 def _replace(t: PlannedTrial, **changes) -> PlannedTrial:
@@ -141,7 +147,7 @@ def make_plan(cfg: RootConfig) -> Plan:
             examples.setdefault(first.code, first.message)
             continue
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision)
-        trial = PlannedTrial(layout, layout.config_hash(context), est, tuple(w.message for w in verdict.warnings))
+        trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings)
         fits, borderline = _memory_verdict(cfg, est)
         if fits:
             fitting.append(trial)
@@ -158,7 +164,7 @@ def make_plan(cfg: RootConfig) -> Plan:
         raise PlanError(f"every valid configuration ({len(pruned)}) is predicted to run out of memory; the smallest "
                         f"needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.short()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
-    kept, over_budget = _apply_budget(cfg, sorted(fitting, key=_rank_key))
+    kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
     notes = problems if cfg.dry_run else []
@@ -187,4 +193,4 @@ def _row(t: PlannedTrial, rank: Optional[int]) -> dict:
             "peak_mem_gb": round(e.peak_mem_gb, 3), "headroom": round(e.headroom, 4),
             "step_time_s": round(e.step_time_s, 5), "tokens_per_s": round(e.tokens_per_s, 1),
             "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
-            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason, "warnings": "; ".join(t.warnings)}
+            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason, "warnings": "; ".join(w.message for w in t.warnings)}

@@ -7,7 +7,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from launcher.plan.planner import PLAN_COLUMNS, Plan, plan_rows
+from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
+from launcher.plan.rules import Issue
 from launcher.schema import RootConfig
 
 MAX_TABLE_ROWS = 40
@@ -25,37 +26,120 @@ def write_plan_csv(plan: Plan, path: Path) -> None:
 
 def print_plan(cfg: RootConfig, plan: Plan, csv_path: Path | None = None) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     # A wide console also off a terminal (CI logs, pipes), where rich would otherwise wrap at 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 160)
-    cap = cfg.cluster.gpu_mem_gb
-    table = Table(title=f"plan: {cfg.sweep.name} — {cfg.model.name} on {cfg.cluster.name} "
-                        f"({len(plan.trials)} trials, best predicted first)")
-    for col in ("#", "layout", "gpus", "peak GB", "headroom", "TFLOPs/GPU", "MFU", "tokens/s", "step s", "note"):
-        table.add_column(col, justify="right" if col not in ("layout", "note") else "left",
-                         no_wrap=col == "layout")
-    for rank, t in enumerate(plan.trials[:MAX_TABLE_ROWS], 1):
-        e = t.estimate
-        note = t.selection if t.selection != "predicted" else ""
-        if t.warnings:
-            note = f"{note} ⚠{len(t.warnings)}".strip()
-        table.add_row(str(rank), t.layout.short(), str(t.layout.gpus), f"{e.peak_mem_gb:.1f}/{cap:g}",
-                      f"{e.headroom:.0%}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}", f"{e.tokens_per_s:,.0f}",
-                      f"{e.step_time_s:.3g}", note)
-    console.print(table)
+    common = common_warnings(plan)
+    for issue in common:
+        console.print(f"⚠ every kept trial ({issue.code}): {issue.message}" + (
+            " (the numbers vary with tp)" if len({w.message for t in plan.trials for w in t.warnings
+                                                  if w.code == issue.code}) > 1 else ""))
+    console.print(_ranked_table(cfg, plan, common))
     if len(plan.trials) > MAX_TABLE_ROWS:
         console.print(f"... and {len(plan.trials) - MAX_TABLE_ROWS} more kept trials (see plan.csv)")
+    per_nodes = best_per_node_count(plan)
+    if len(per_nodes) > 1:
+        console.print(_per_node_table(cfg, per_nodes))
     console.print(pruning_summary(plan))
-    warnings = Counter(w for t in plan.trials for w in t.warnings)
-    for text, n in warnings.most_common(5):
-        console.print(f"  ⚠ {n} kept trial(s): {text}")
+    for line in warning_summary(plan, {w.code for w in common}):
+        console.print(line)
     console.print(f"cost: {len(plan.trials)} jobs, ~{plan.gpu_hours:,.1f} GPU-hours "
                   f"(~{plan.job_seconds / 3600:.2f} job-hours if run one after another)")
     for note in plan.notes:
         console.print(f"before a real run: {note}")
     if csv_path is not None:
         console.print(f"plan written to {csv_path}")
+
+
+def common_warnings(plan: Plan) -> list[Issue]:
+    """Warnings of a kind every kept trial carries (e.g. the model's vocabulary padding): said once above the table,
+    not on every row. One example message per code (the first trial's)."""
+    if len(plan.trials) < 2:
+        return []
+    shared = {w.code for w in plan.trials[0].warnings}
+    for t in plan.trials[1:]:
+        shared &= {w.code for w in t.warnings}
+    return [w for w in plan.trials[0].warnings if w.code in shared]
+
+
+def warning_summary(plan: Plan, said: set[str]) -> list[str]:
+    """One line per warning code (not per message: the numbers in a message vary with tp), with how many kept
+    trials carry it and one example."""
+    counts = Counter(w.code for t in plan.trials for w in t.warnings if w.code not in said)
+    example = {w.code: w.message for t in reversed(plan.trials) for w in t.warnings}
+    return [f"  ⚠ {code} on {n} of {len(plan.trials)} kept trials: e.g. {example[code]}"
+            for code, n in counts.most_common()]
+
+
+def best_per_node_count(plan: Plan) -> list[PlannedTrial]:
+    """The best kept trial of each node count (plan.trials is ranked by the objective), fewest nodes first."""
+    best: dict[int, PlannedTrial] = {}
+    for t in plan.trials:
+        best.setdefault(t.layout.nodes, t)
+    return [best[n] for n in sorted(best)]
+
+
+def _objective_columns(cfg: RootConfig) -> tuple[str, ...]:
+    if cfg.plan.objective == "time_to_target":
+        return ("to target", "GPU-h to target")
+    return ("tok/s/GPU",) if cfg.plan.objective == "tokens_per_s_per_gpu" else ()
+
+
+def _objective_cells(cfg: RootConfig, t: PlannedTrial) -> list[str]:
+    e = t.estimate
+    if cfg.plan.objective == "time_to_target":
+        wall_s = cfg.plan.target_tokens / e.tokens_per_s
+        return [_duration(wall_s), _count(wall_s * t.layout.gpus / 3600)]
+    if cfg.plan.objective == "tokens_per_s_per_gpu":
+        return [f"{e.tokens_per_s / t.layout.gpus:,.0f}"]
+    return []
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 86400:,.1f} d" if seconds >= 86400 else f"{seconds / 3600:.1f} h"
+
+
+def _count(value: float) -> str:
+    for unit, size in (("M", 1e6), ("k", 1e3)):
+        if value >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def _ranked_table(cfg: RootConfig, plan: Plan, common: list[str]):
+    from rich.table import Table
+
+    cap = cfg.cluster.gpu_mem_gb
+    table = Table(title=f"plan: {cfg.sweep.name} — {cfg.model.name} on {cfg.cluster.name} "
+                        f"({len(plan.trials)} trials, best by {cfg.plan.objective} first)")
+    columns = ("#", "layout", "gpus", "peak GB", "headroom", "TFLOPs/GPU", "MFU", "tokens/s",
+               *_objective_columns(cfg), "step s", "note")
+    for col in columns:
+        table.add_column(col, justify="right" if col not in ("layout", "note") else "left", no_wrap=col == "layout")
+    for rank, t in enumerate(plan.trials[:MAX_TABLE_ROWS], 1):
+        e = t.estimate
+        note = t.selection if t.selection != "predicted" else ""
+        own = [w for w in t.warnings if w.code not in {c.code for c in common}]
+        if own:
+            note = f"{note} ⚠{len(own)}".strip()
+        table.add_row(str(rank), t.layout.short(), str(t.layout.gpus), f"{e.peak_mem_gb:.1f}/{cap:g}",
+                      f"{e.headroom:.0%}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}", f"{e.tokens_per_s:,.0f}",
+                      *_objective_cells(cfg, t), f"{e.step_time_s:.3g}", note)
+    return table
+
+
+def _per_node_table(cfg: RootConfig, best: list[PlannedTrial]):
+    """One row per node count: a user choosing how many nodes to train on, or paying per GPU-hour, compares these."""
+    from rich.table import Table
+
+    table = Table(title="best predicted per node count")
+    for col in ("nodes", "gpus", "layout", "tokens/s", "tok/s/GPU", "MFU"):
+        table.add_column(col, justify="left" if col == "layout" else "right")
+    for t in best:
+        e = t.estimate
+        table.add_row(str(t.layout.nodes), str(t.layout.gpus), t.layout.short(), f"{e.tokens_per_s:,.0f}",
+                      f"{e.tokens_per_s / t.layout.gpus:,.0f}", f"{e.mfu:.1%}")
+    return table
 
 
 def pruning_summary(plan: Plan) -> str:

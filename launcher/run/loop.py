@@ -162,7 +162,8 @@ class SweepLoop:
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
         from analysis.select import group_repeats, select_best
 
-        best = select_best(group_repeats([asdict(r) for r in records]), self.cfg.analysis.noise_tolerance)
+        best = select_best(group_repeats([asdict(r) for r in records]), self.cfg.analysis.noise_tolerance,
+                           self.cfg.plan.objective)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
@@ -186,7 +187,7 @@ def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
 
     records = ledger.trials()
     bases = [asdict(r) for r in records if not r.repeat_of]
-    top = [t["config_hash"] for t in rank(bases, cfg.analysis.noise_tolerance)[: cfg.analysis.repeat_top]]
+    top = [t["config_hash"] for t in rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)[: cfg.analysis.repeat_top]]
     return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
