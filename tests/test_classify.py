@@ -16,7 +16,7 @@ HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}
 FIXTURE_CASES = [
     ("alcf_mds_iter_kv_format_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("alcf_mds_iter_mem_1.log", {"has_result": True, "slurm_state": "COMPLETED"}, "ok", "finished"),
-    ("bigscience_mds_exit_duration_1.log", {"exit_code": 0}, "unknown", "finished without a result"),
+    ("bigscience_mds_exit_duration_1.log", {"exit_code": 0}, "unknown", "finished, no metrics I can read"),
     # faulty GPU: ECC error, then "CUDA error: out of memory" at the restart's barrier -> the node, not the layout
     ("bigscience_mds_gpu_fault_cuda_oom_1.log", {"exit_code": 1}, "node_failure", "uncorrectable ECC error"),
     ("bigscience_mds_hang_eval_1.log", {"slurm_state": "RUNNING", **HUNG}, "hang", "no progress for 7200 s"),
@@ -24,9 +24,11 @@ FIXTURE_CASES = [
     ("bigscience_mds_iter_fp16_losscale_1.log", {"slurm_state": "TIMEOUT"}, "time_limit", "SLURM state TIMEOUT"),
     ("bigscience_mds_iter_ok_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("bigscience_mds_iter_wrapped_1.log", {"slurm_state": "PREEMPTED"}, "preempted", "SLURM state PREEMPTED"),
-    ("fused_kernel_compile_hang_2.log", {"slurm_state": "TIMEOUT"}, "hang", "fused-kernel build"),
+    ("fused_kernel_compile_hang_2.log", {"slurm_state": "TIMEOUT"}, "hang", "compiling and loading fused kernels"),
     ("fused_kernel_hang_1.log", {"slurm_state": "CANCELLED by 0", **HUNG}, "hang", "fused_kernels/build/lock"),
-    ("fused_kernel_hang_1.log", {}, "unknown", "compiling and loading fused kernels"),
+    # a log alone that ends at a known stall point: nothing says the job ended any other way
+    ("fused_kernel_hang_1.log", {}, "hang", "compiling and loading fused kernels"),
+    ("fused_kernel_hang_1.log", {"exit_code": 1}, "crashed", "exit code 1"),
     ("mds_iter_ok_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("mds_oom_1.log", {"exit_code": 1}, "oom", "Tried to allocate 37631.79 GiB"),
     ("megatronlm_bert_iter_mem_1.log", {"slurm_state": "CANCELLED+"}, "cancelled", "SLURM state CANCELLED"),
@@ -34,7 +36,7 @@ FIXTURE_CASES = [
     ("megatronlm_iter_ok_1.log", {"exit_code": 1}, "crashed", "exit code 1"),
     ("megatronlm_old_iter_mem_1.log", {"slurm_state": "NODE_FAIL"}, "node_failure", "SLURM state NODE_FAIL"),
     ("megatronlm_oom_1.log", {"exit_code": 1}, "oom", "Tried to allocate 786.00 MiB"),  # not ChildFailedError
-    ("nccl_error_broken_network_1.log", {}, "comm_error", "unhandled system error"),
+    ("nccl_error_broken_network_1.log", {}, "comm_error", "unhandled system error"),  # the RuntimeError line
     ("nccl_timeout_1.log", {}, "comm_error", "Watchdog caught collective operation timeout"),
     ("nccl_timeout_2.log", {"exit_code": 1}, "comm_error", "SeqNum=305, OpType=ALLREDUCE"),
     # the watchdog line is more informative than the "terminate called ... DistBackendError" printed before it
@@ -142,9 +144,12 @@ def test_megatron_argument_assertion_is_config_error_but_other_assertions_crash(
           'AssertionError: number of layers should be divisible by the pipeline parallel size\n')
     assert classify(tb, exit_code=1).kind == "config_error"
     other = tb.replace("megatron/training/arguments.py", "megatron/core/models/gpt.py").replace(
-        "validate_args", "forward")
+        "validate_args", "forward").replace("should be divisible by the pipeline parallel size", "got NaN")
     failure = classify(other, exit_code=1)
-    assert failure.kind == "crashed" and "AssertionError: number of layers" in failure.reason
+    assert failure.kind == "crashed" and "AssertionError: number of layers got NaN" in failure.reason
+    # a divisibility message is a configuration error wherever it is raised (deep in model code too)
+    deep = other.replace("got NaN", "should be divisible by the pipeline parallel size")
+    assert classify(deep, exit_code=1).kind == "config_error"
 
 
 @pytest.mark.parametrize("state, kind", [
@@ -159,7 +164,9 @@ def test_slurm_state_alone(state, kind):
 
 def test_exit_code_2_is_config_error_and_other_codes_crash():
     assert classify("", exit_code=2).kind == "config_error"
-    assert classify("last words\n", exit_code=-9).reason == "crashed (exit code -9): last words"
+    assert classify("last words\n", exit_code=-9).reason == ("crashed (exit code -9, SIGKILL (the host OOM killer?)): "
+                                                             "last words")
+    assert classify("x\n", exit_code=139).reason == "crashed (exit code 139, SIGSEGV): x"
     assert classify("", exit_code=0).kind == "unknown"
     assert classify("").reason == "no failure signature; last line: (empty log)"
 

@@ -23,14 +23,16 @@ def test_workload_result_gives_measurements_and_headroom():
     assert out.metrics["n_measured"] == 4 and out.metrics["step_time_std_s"] > 0
 
 
-def test_truncated_result_with_a_clean_exit_is_an_unparseable_log():
+def test_truncated_result_with_a_clean_exit_is_an_unparseable_log_not_a_crash():
     out = outcome(STEPS + RESULT[:120] + "\n", slurm_state="COMPLETED", exit_code=0)
-    assert out.failure_kind == "crashed" and out.reason.startswith("unparseable log")
+    assert out.failure_kind == "unknown" and out.reason.startswith("unparseable log")
+    assert "finished, no metrics I can read" in out.reason
     assert out.metrics == {}
 
 
-def test_no_output_at_all_after_success_is_unparseable():
-    assert outcome("", slurm_state="COMPLETED", exit_code=0).reason.startswith("unparseable log")
+def test_no_output_at_all_after_success_is_unknown():
+    out = outcome("", slurm_state="COMPLETED", exit_code=0)
+    assert out.failure_kind == "unknown" and "no PARASWEEP_RESULT line" in out.reason
 
 
 def test_lost_local_job_is_cancelled_and_timed_out_is_time_limit():

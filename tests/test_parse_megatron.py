@@ -6,7 +6,6 @@ import time
 
 import pytest
 
-from analysis.errors import ParseError
 from analysis.parse_megatron import (
     Iteration,
     MemoryReport,
@@ -103,15 +102,38 @@ def test_truncated_record_keeps_fields_before_the_cut():
     assert (it.step_time_s, it.loss, it.tflops_per_gpu) == (0.25, 2.5, None)  # "14" may be cut from "149.10"
 
 
-def test_record_without_step_time_names_file_and_line():
+def test_record_without_step_time_is_dropped_with_a_note_naming_file_and_line():
     text = "hello\n iteration 3/ 10 | consumed samples: 24 | lm loss: 2.0E+00 |\n"
-    with pytest.raises(ParseError, match=r"run\.log:2: .*elapsed time per iteration"):
-        parse_iterations(text, source="run.log")
+    notes: list[str] = []
+    assert parse_iterations(text, source="run.log", notes=notes) == []
+    assert notes == ["run.log:2: iteration 3 has no step time field; record ignored"]
 
 
-def test_non_numeric_value_names_the_field():
-    with pytest.raises(ParseError, match="'lm loss' has value 'abc'"):
-        parse_iterations(" iteration 3/ 10 | elapsed time per iteration (ms): 1.0 | lm loss: abc |", source="x")
+def test_non_numeric_value_loses_that_field_with_a_note():
+    notes: list[str] = []
+    (it,) = parse_iterations(" iteration 3/ 10 | elapsed time per iteration (ms): 1.0 | lm loss: abc |",
+                             source="x", notes=notes)
+    assert (it.step_time_s, it.loss) == (0.001, None)
+    assert len(notes) == 1 and "'lm loss' has value 'abc'" in notes[0]
+
+
+@pytest.mark.parametrize("value", ["0.0", "-12.5", "nan", "inf", "-inf", "NaN"])
+def test_impossible_step_times_are_dropped_never_divided_by(value):
+    notes: list[str] = []
+    text = (f" iteration 1/ 3 | elapsed time per iteration (ms): {value} | lm loss: 1.0 |\n"
+            " iteration 2/ 3 | elapsed time per iteration (ms): 100.0 | lm loss: 1.0 |\n")
+    assert [it.iteration for it in parse_iterations(text, notes=notes)] == [2]
+    assert "zero, negative or not finite" in notes[0]
+
+
+def test_two_records_merged_onto_one_line_are_both_read():
+    # two ranks printed at once: no newline between the records; with and without torchrun's prefix
+    one = " iteration 7/ 9 | elapsed time per iteration (ms): 100.0 | TFLOPs: 10.0 |"
+    two = " iteration 8/ 9 | elapsed time per iteration (ms): 300.0 | TFLOPs: 30.0 |"
+    for text in (one + two, f"[default0]:{one}[default1]:{two}", one[:-1] + two):
+        its = parse_iterations(text)
+        assert [(it.iteration, it.step_time_s, it.tflops_per_gpu) for it in its] == [(7, 0.1, 10.0),
+                                                                                        (8, 0.3, 30.0)], text
 
 
 @pytest.mark.parametrize("line, expected", [
