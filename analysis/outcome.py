@@ -112,6 +112,18 @@ def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
     return metrics, ""
 
 
+def measurements(text: str, *, backend: str = "auto", capacity_gb: Optional[float] = None,
+                 tokens_per_step: Optional[int] = None) -> tuple[dict, str, LogReading]:
+    """What a normalised log measures, whatever its verdict: (metrics, problem, reading). `problem` says why
+    there is no usable step time ("" when there is one). Used by trial_outcome and the triage command."""
+    reading = read_log(text)
+    if backend == "torch" or (backend == "auto" and reading.format == "workload" and reading.workload):
+        metrics, problem = _workload_metrics(reading, capacity_gb)
+    else:
+        metrics, problem = _log_metrics(reading, capacity_gb, tokens_per_step)
+    return metrics, problem, reading
+
+
 def _finite_only(metrics: dict) -> dict:
     """What may go to the ledger and MLflow: numbers that are finite (strict JSON has no NaN)."""
     return {k: v for k, v in metrics.items() if not isinstance(v, float) or math.isfinite(v)}
@@ -122,11 +134,8 @@ def _judge(log_text: str | bytes, *, backend: str, capacity_gb: Optional[float],
            seconds_since_progress: Optional[float], hang_timeout_s: Optional[float]) -> Outcome:
     text = normalize(log_text)
     state = _job_state(slurm_state, job_error or "")
-    reading = read_log(text)
-    if backend == "torch" or (backend == "auto" and reading.format == "workload" and reading.workload):
-        metrics, problem = _workload_metrics(reading, capacity_gb)
-    else:
-        metrics, problem = _log_metrics(reading, capacity_gb, tokens_per_step)
+    metrics, problem, reading = measurements(text, backend=backend, capacity_gb=capacity_gb,
+                                             tokens_per_step=tokens_per_step)
     has_result = "step_time_s" in metrics and not problem
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
                        seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s)
