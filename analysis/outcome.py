@@ -147,15 +147,24 @@ def _judge(log_text: str | bytes, *, backend: str, capacity_gb: Optional[float],
             return Outcome(FailureKind.INVALID_MEASUREMENT.value, f"impossible measurement: {why}", {}, **common)
         return Outcome(FailureKind.OK.value, failure.reason, _finite_only(metrics), **common)
     impossible = [n for n in reading.notes if IMPOSSIBLE_STEP in n]
-    finished = state in ("COMPLETED", None) and exit_code in (0, None)
+    finished = state in ("COMPLETED", None) and exit_code in (0, None)  # or nothing says otherwise
     if failure.kind == FailureKind.UNKNOWN and finished and impossible and not has_result:
         # every step the log reports has a zero, negative or infinite time: a measurement, but an impossible one
         return Outcome(FailureKind.INVALID_MEASUREMENT.value, f"impossible measurement: {impossible[0]}", {},
                        **common)
-    if failure.kind == FailureKind.UNKNOWN and finished and problem:
-        # The job says it succeeded (or nothing says otherwise), but its log has nothing this library can read.
-        reason = problem if problem.startswith("finished") else f"unparseable log: {problem}; finished, no " \
-                                                                  "metrics I can read"
+    if failure.kind == FailureKind.UNKNOWN and problem:
+        # Nothing failed, but the log has nothing this library can read: an unrecognised format, or a garbled or
+        # truncated result line.
+        detail = problem.removeprefix("finished, no metrics I can read")
+        if reading.workload is not None or backend == "torch":
+            detail = f" (unparseable log: {problem})"
+        if state == "COMPLETED" or exit_code == 0:
+            reason = f"finished, no metrics I can read{detail}"
+        else:  # nothing says how the job ended (a log alone)
+            reason = failure.reason.replace("no failure signature", f"no failure signature and no metrics I can "
+                                                                    f"read{detail}", 1)
+        if detail.startswith(" (unparseable log"):
+            reason = f"unparseable log: {problem}; " + reason.replace(detail, "")
         return Outcome(FailureKind.UNKNOWN.value, reason, _finite_only(metrics), **common)
     kept = _finite_only(metrics) if failure.kind == FailureKind.OOM else {}
     return Outcome(failure.kind.value, failure.reason, kept, **common)

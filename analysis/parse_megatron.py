@@ -56,7 +56,7 @@ class MemoryReport:
     max_allocated_mb: float | None
     reserved_mb: float | None
     max_reserved_mb: float | None
-    kind: str = "megatron"  # "megatron" | "deepspeed_timer" | "deepspeed_see_memory"
+    kind: str = "megatron"  # "megatron" | "deepspeed_timer" | "deepspeed_see_memory" | "nemo2"
 
 
 def note(notes: list[str] | None, message: str) -> None:
@@ -241,7 +241,10 @@ _MEM_UNITS = {"memory (MB)": 1.0, "memory (GB)": 1024.0}
 _MEM_RANK = re.compile(r"\[Rank (\d{1,6})\]")
 _MEM_ITER = re.compile(r"after (\d{1,12}) iterations")
 _MEM_KEYS = {"allocated": "allocated_mb", "max allocated": "max_allocated_mb", "reserved": "reserved_mb",
-             "max reserved": "max_reserved_mb", "cached": "reserved_mb", "max cached": "max_reserved_mb"}
+             "max reserved": "max_reserved_mb", "cached": "reserved_mb", "max cached": "max_reserved_mb",
+             # Megatron-LM >= 0.13 / Megatron-Bridge: "memory (GB) | mem-allocated-gigabytes: 51.072 | ..."
+             "mem-allocated-gigabytes": "allocated_mb", "mem-max-allocated-gigabytes": "max_allocated_mb",
+             "mem-reserved-gigabytes": "reserved_mb", "mem-max-reserved-gigabytes": "max_reserved_mb"}
 # DeepSpeed runtime/utils.py see_memory_usage: "MA 0.03 GB  Max_MA 0.03 GB  CA 0.04 GB  Max_CA 0 GB" (GiB).
 _DS_SEE_MEMORY = re.compile(r"\bMA ([\d.]{1,20}) GB\s{1,40}Max_MA ([\d.]{1,20}) GB\s{1,40}CA ([\d.]{1,20}) GB"
                             r"\s{1,40}Max_CA ([\d.]{1,20}) GB")
@@ -270,7 +273,7 @@ def _megatron_memory(line: str, notes: list[str] | None, where: str) -> MemoryRe
     ranks = _MEM_RANK.findall(head)
     name = head[max(head.rfind("|"), head.rfind("]"), head.rfind("[")) + 1:]
     values: dict[str, float] = {}
-    for raw in after[1:].split("|", 8)[:8]:
+    for raw in after[1:].split("|", 12)[:12]:
         kv = _split_field(raw)
         if kv is None or (attr := _MEM_KEYS.get(" ".join(kv[0].split()))) is None:
             continue
@@ -286,6 +289,23 @@ def _megatron_memory(line: str, notes: list[str] | None, where: str) -> MemoryRe
                         iteration=None if at is None else int(at.group(1)),
                         allocated_mb=values.get("allocated_mb"), max_allocated_mb=values.get("max_allocated_mb"),
                         reserved_mb=values.get("reserved_mb"), max_reserved_mb=values.get("max_reserved_mb"))
+
+
+# NeMo 2's memory monitor callback on its progress line: "peak_memory_usage: 70833405952 | memory_allocated:
+# 44271689728" (bytes; the peak is torch.cuda.max_memory_reserved).
+_NEMO2_PEAK = re.compile(r"peak_memory_usage: (\d{1,16})")
+_NEMO2_ALLOCATED = re.compile(r"memory_allocated: (\d{1,16})")
+_NEMO2_ITER = re.compile(r"global_step: (\d{1,12})")
+
+
+def _nemo2_memory(line: str) -> MemoryReport | None:
+    peak = _NEMO2_PEAK.search(line)
+    if peak is None:
+        return None
+    allocated, step = _NEMO2_ALLOCATED.search(line), _NEMO2_ITER.search(line)
+    return MemoryReport(rank=None, iteration=int(step.group(1)) if step else None,
+                        allocated_mb=int(allocated.group(1)) / 2**20 if allocated else None, max_allocated_mb=None,
+                        reserved_mb=None, max_reserved_mb=int(peak.group(1)) / 2**20, kind="nemo2")
 
 
 def _float_or_none(text: str | None) -> float | None:
@@ -332,9 +352,14 @@ def lines_with(text: str, markers: tuple[str, ...]) -> list[tuple[int, str]]:
 def parse_memory(text: str, *, source: str | None = None, notes: list[str] | None = None) -> list[MemoryReport]:
     """Every memory report in log order (exact duplicates, e.g. a line printed twice, are kept once)."""
     reports: dict[MemoryReport, None] = {}  # insertion-ordered set
-    for line_no, line in lines_with(text, ("memory (", "MemAllocated=", "Max_MA")):
+    for line_no, line in lines_with(text, ("memory (", "MemAllocated=", "Max_MA", "peak_memory_usage:")):
         where = f"{source or '<log>'}:{line_no}"
-        report = _megatron_memory(line, notes, where) if "memory (" in line else _deepspeed_memory(line)
+        if "memory (" in line:
+            report = _megatron_memory(line, notes, where)
+        elif "peak_memory_usage:" in line:
+            report = _nemo2_memory(line)
+        else:
+            report = _deepspeed_memory(line)
         if report is not None:
             reports.setdefault(report)
     return list(reports)

@@ -12,7 +12,8 @@ from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with th
 
 HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}
 
-# (fixture, classify kwargs, expected kind, text the reason must contain)
+# The first 27 fixtures under several job states (tests/test_corpus.py judges every fixture once, with the context
+# its INDEX.tsv row gives). (fixture, classify kwargs, expected kind, text the reason must contain)
 FIXTURE_CASES = [
     ("alcf_mds_iter_kv_format_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("alcf_mds_iter_mem_1.log", {"has_result": True, "slurm_state": "COMPLETED"}, "ok", "finished"),
@@ -48,10 +49,6 @@ FIXTURE_CASES = [
     ("slurm_time_limit_1.log", {"slurm_state": "CANCELLED"}, "time_limit", "DUE TO TIME LIMIT"),
     ("slurm_time_limit_2.log", {}, "time_limit", "STEP 32233190.0 ON nid01934"),
 ]
-
-
-def test_every_fixture_has_a_case():
-    assert {name for name, *_ in FIXTURE_CASES} == set(ALL_LOGS)
 
 
 @pytest.mark.parametrize("name, kwargs, kind, reason", FIXTURE_CASES,
@@ -115,7 +112,9 @@ def test_real_workload_argument_error_through_torchrun_exit_1():
      "[127.0.0.1]:23456", "comm_error"),
     ("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no "
      "error", "comm_error"),
-    ("n1:1:1 [0] NCCL WARN Net : Connection closed by remote peer", "unknown"),  # WARN without a refused connect
+    # a peer process died: its own log says why, this one only sees the socket close (the run did not finish)
+    ("n1:1:1 [0] NCCL WARN Net : Connection closed by remote peer", "comm_error"),
+    ("n1:1:1 [0] NCCL WARN NET/Plugin : No plugin found (libnccl-net.so)", "unknown"),  # WARN chatter
     ("pretrain_gpt.py: error: unrecognized arguments: --bogus", "config_error"),
     ("AssertionError: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", "config_error"),
     ("AssertionError: number of attention heads (12) must be divisible by tensor parallel size (8)",
@@ -223,9 +222,10 @@ def test_exception_line_is_found_under_torchrun_prefixes():
     assert classify(text, exit_code=1).reason == "crashed: KeyError: 'lm_head.weight'"
 
 
-def test_reason_is_trimmed():
-    failure = classify("CUDA out of memory. " + "x" * 1000)
-    assert failure.kind == "oom" and len(failure.reason) == 240 and failure.reason.endswith("...")
+def test_reason_is_trimmed_around_the_match():
+    failure = classify("x" * 1000 + "CUDA out of memory. " + "y" * 1000)
+    assert failure.kind == "oom" and len(failure.reason) <= 240 and failure.reason.endswith("...")
+    assert "CUDA out of memory" in failure.reason
 
 
 @pytest.mark.parametrize("name", ALL_LOGS)

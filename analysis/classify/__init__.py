@@ -40,7 +40,12 @@ _PROGRESS = re.compile(r"iteration\s{0,40}[=:]?\s{0,40}\d{1,12}\s{0,40}/\s{0,40}
 _RESULT_MARKERS = ("PARASWEEP_RESULT", "train_step_timing", "SamplesPerSec=", "train_runtime")
 _EXCEPTION = re.compile(r"(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,100}(?:Error|Exception|Exit|Interrupt|Failure)\b")
 _XID = re.compile(r"Xid \([^)\n]{0,60}\): (\d{1,5})")
+_XID_CAUSE = re.compile(r"caused by previous Xid (\d{1,5})")
 _MODULE = re.compile(r"No module named '?([\w.]{1,100})")
+# Launchers that report their child's exit status: DeepSpeed's "exits with return code = -9", torchrun's
+# "failed (exitcode: -9)" and its ChildFailedError summary "exitcode  : -9".
+_REPORTED_EXIT = re.compile(r"(?:exits with return code = |\(exitcode: |exitcode {0,4}: )(-?\d{1,4})")
+_EXIT_NEEDLES = ("exits with return code = ", "exitcode")
 # sacct states (a trailing "+" or " by UID" is stripped) that name a kind on their own.
 _STATE_KIND = {"OUT_OF_MEMORY": FailureKind.OOM, "NODE_FAIL": FailureKind.NODE_FAILURE,
                "BOOT_FAIL": FailureKind.NODE_FAILURE, "PREEMPTED": FailureKind.PREEMPTED,
@@ -50,6 +55,7 @@ _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL (th
             11: "SIGSEGV", 15: "SIGTERM"}
 _MAX_REASON_CHARS = 240
 _MAX_EVIDENCE_CHARS = 300
+_LONG_LINE_CHARS = 160
 _TRACEBACK_SCAN_CHARS = 200_000  # an exception line is looked for this far after its "Traceback"
 
 Evidence = tuple[tuple[int, str], ...]  # (1-based line number, line)
@@ -98,12 +104,23 @@ def _first(text: str, rows: tuple[P.Signature, ...], start: int) -> tuple[int, P
     return None
 
 
+def _around(text: str, idx: int, needle: str) -> str:
+    """The line holding text[idx]; a long line (a progress bar and an error written together) is cut to the part
+    around the needle, so that the reason shows what matched."""
+    start, end = _line_bounds(text, idx)
+    if end - start <= _LONG_LINE_CHARS:
+        return text[start:end].strip()
+    left = max(start, idx - 40)
+    right = min(end, idx + len(needle) + _LONG_LINE_CHARS)
+    return ("..." if left > start else "") + text[left:right].strip() + ("..." if right < end else "")
+
+
 def _by_log(text: str, kind: FailureKind, rows: tuple[P.Signature, ...], start: int, state: str | None = None,
             state_label: str = "") -> Failure | None:
     found = _first(text, rows, start)
     if found is not None:
         idx, row = found
-        return _failure(kind, f"{row.label}: {_line_at(text, idx)}", _evidence(text, idx))
+        return _failure(kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
     if state is not None and _STATE_KIND.get(state) == kind:
         return _failure(kind, f"{state_label}: SLURM state {state}")
     return None
@@ -116,10 +133,10 @@ def _gpu_fault(text: str, start: int) -> Failure | None:
     idx = text.find(P.XID_NEEDLE, start)
     while idx >= 0:
         line = _line_at(text, idx)
-        match = _XID.search(line)
-        if match is not None and int(match.group(1)) in P.HARDWARE_XIDS:
-            return _failure(FailureKind.NODE_FAILURE, f"GPU hardware fault (Xid {match.group(1)}): {line}",
-                            _evidence(text, idx))
+        for match in (_XID.search(line), _XID_CAUSE.search(line)):
+            if match is not None and int(match.group(1)) in P.HARDWARE_XIDS:
+                return _failure(FailureKind.NODE_FAILURE, f"GPU hardware fault (Xid {match.group(1)}): {line}",
+                                _evidence(text, idx))
         idx = text.find(P.XID_NEEDLE, idx + 1)
     return None
 
@@ -160,6 +177,17 @@ def _nccl_warn(text: str, start: int) -> Failure | None:
                 return _failure(FailureKind.COMM_ERROR, f"{row.label}: {line}", _evidence(text, idx))
         idx = text.find(P.NCCL_WARN, idx + 1)
     return None
+
+
+def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
+    """A cancellation, unless srun cancelled the step itself because a task had failed ("srun: Terminating job
+    step" before the CANCELLED line): then the failure of that task is the cause, looked for further on."""
+    failure = _by_log(text, FailureKind.CANCELLED, P.CANCELLED, start, state, "cancelled")
+    if failure is not None and failure.evidence:
+        idx = text.find(P.CANCELLED[0].needle, start)
+        if text.rfind(P.SRUN_TERMINATING, start, idx) >= 0:
+            return None
+    return failure
 
 
 def _has_progress(text: str, start: int) -> bool:
@@ -234,7 +262,25 @@ def _exit_text(exit_code: int) -> str:
     return f"exit code {exit_code}" + (f", {name}" if name else "")
 
 
+def _reported_exit_code(text: str, start: int) -> tuple[int, int] | None:
+    """(position, code) of the first non-zero exit status a launcher printed for a child process."""
+    for needle in _EXIT_NEEDLES:
+        idx = text.find(needle, start)
+        while idx >= 0:
+            match = _REPORTED_EXIT.search(text, max(0, idx - 1), idx + 40)
+            if match is not None and int(match.group(1)) != 0:
+                return idx, int(match.group(1))
+            idx = text.find(needle, idx + 1)
+    return None
+
+
 def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -> Failure:
+    if exit_code is None:
+        reported = _reported_exit_code(text, start)
+        if reported is not None and reported[1] != 2:
+            idx, code = reported
+            return _failure(FailureKind.CRASHED, f"crashed ({_exit_text(code)}, as the launcher reports): "
+                                                 f"{_line_at(text, idx)[-110:]}", _evidence(text, idx))
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
     crash = _first(text, P.CRASH, start)
@@ -242,6 +288,10 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         exc = _exception_line(text, start)
         idx, line = exc if exc is not None else (crash[0], _line_at(text, crash[0]))
         return _failure(FailureKind.CRASHED, f"crashed: {line}", _evidence(text, idx))
+    last = _last_line(text)
+    if exit_code in (None, 137, -9) and last.endswith("Killed"):  # the shell's report of a SIGKILLed child
+        return _failure(FailureKind.CRASHED, f"killed (SIGKILL; the host OOM killer?): {last}",
+                        _evidence(text, len(text.rstrip()) - 1))
     if (exit_code not in (None, 0)) or state == "FAILED":
         what = _exit_text(exit_code) if exit_code not in (None, 0) else f"SLURM state {state}"
         return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
@@ -269,7 +319,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_log(text, FailureKind.PREEMPTED, P.PREEMPTED, start, state, "preempted")
         or _hang(text, start, state, exit_code, seconds_since_progress, hang_timeout_s)
         or _by_log(text, FailureKind.TIME_LIMIT, P.TIME_LIMIT, start, state, "time limit")
-        or _by_log(text, FailureKind.CANCELLED, P.CANCELLED, start, state, "cancelled")
+        or _cancelled(text, start, state)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
         or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
         or _nccl_warn(text, start)

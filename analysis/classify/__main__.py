@@ -9,6 +9,7 @@ Exit status: 0 whatever the verdicts; 2 for a usage error or a file that cannot 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -109,5 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def _run() -> int:
+    try:
+        return main()
+    except BrokenPipeError:  # `... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_run())

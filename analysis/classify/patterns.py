@@ -38,7 +38,9 @@ GPU_FAULT = _rows(
     "GPU hardware fault",
     ("uncorrectable ECC error", "RuntimeError: CUDA error: uncorrectable ECC error encountered"),
     ("cudaErrorECCUncorrectable", "CUDA error: cudaErrorECCUncorrectable"),
-    ("GPU has fallen off the bus", "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."),
+    ("fallen off the bus", "NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus."),
+    ("Unable to determine the device handle for GPU", "Unable to determine the device handle for "
+                                                      "GPU0000:03:00.0: Unknown Error"),
     ("NVML_ERROR_GPU_IS_LOST", "nvmlDeviceGetHandleByIndex failed: NVML_ERROR_GPU_IS_LOST"),
     ("GPU is lost", "Unable to determine the device handle for GPU 0000:B5:00.0: GPU is lost.  Reboot the system "
                     "to recover this GPU"),
@@ -53,9 +55,11 @@ GPU_FAULT = _rows(
 )
 # Xid codes that mean hardware (NVIDIA's Xid catalogue): 48 double-bit ECC, 62/63/64 ECC page retirement or
 # remapping, 74 NVLink, 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC,
-# 119/120 GSP, 140 unrecovered ECC. 13, 31, 43 and 45 are raised by the application's own faults.
+# 119/120 GSP, 140 unrecovered ECC, 144-150 NVLink. 13, 31, 43 and 45 are raised by the application's own faults
+# (45 is the driver cleaning up a channel; its line names the Xid that caused it, "caused by previous Xid 149").
 XID_NEEDLE = "NVRM: Xid"
-HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 69, 74, 79, 92, 94, 95, 119, 120, 122, 123, 140})
+HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 69, 74, 79, 92, 94, 95, 119, 120, 122, 123, 140,
+                           144, 145, 146, 147, 148, 149, 150})
 XID_EXAMPLE = "NVRM: Xid (PCI:0000:b3:00): 79, pid=1234, GPU has fallen off the bus."
 
 # ---- oom: the layout does not fit. Device first (PyTorch's allocator, NCCL, cuBLAS, cuDNN), then the host.
@@ -176,6 +180,9 @@ CANCELLED = _rows(
     "cancelled",
     ("CANCELLED AT", "slurmstepd: error: *** JOB 1234 ON n1 CANCELLED AT 2025-02-13T15:47:35 ***"),
 )
+# srun prints this when it ends a step because a task failed (--kill-on-bad-exit); a CANCELLED line after it is
+# srun's doing, not a user's scancel (fixture slurm-logs/slurm_task_bus_error_1.log).
+SRUN_TERMINATING = "srun: Terminating job step"
 
 # ---- hard crashes of one rank; checked before comm_error because the other ranks then fail in NCCL (watchdog
 # timeouts, closed connections), which would otherwise be blamed on the network and exclude a healthy node.
@@ -229,7 +236,8 @@ COMM = _rows(
     ("The client socket has timed out", "torch.distributed.DistStoreError: The client socket has timed out "
                                         "after 600s while trying to connect to (10.0.0.1, 29500)."),
 )
-# NCCL WARN lines are chatter unless they say a connection or the fabric failed.
+# NCCL WARN lines are chatter (topology, tuning, plugin fallbacks) unless they say a connection or the fabric
+# failed. These only decide a run that did not finish with a result.
 NCCL_WARN = "NCCL WARN"
 NCCL_WARN_FAILURES = _rows(
     "communication error",
@@ -242,6 +250,10 @@ NCCL_WARN_FAILURES = _rows(
     ("IBV_WC_", "n1:1:1 [2] NCCL WARN NET/IB : Got completion with error IBV_WC_RETRY_EXC_ERR"),
     ("Socket Timeout", "n1:1:1 [0] NCCL WARN socketProgressOpt: Call to recv from 10.0.0.2<51234> failed : "
                        "Socket Timeout"),
+    # a peer process died (its own log says why; this one only sees the socket close)
+    ("Broken pipe", "a100-st-p4d24xlarge-22:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv "
+                    "from 10.200.84.247<58355> failed : Broken pipe"),
+    ("Connection closed by remote peer", "n1:1:1 [0] NCCL WARN Net : Connection closed by remote peer"),
 )
 
 # ---- crashed: any other sign that the program died (checked last, after everything above).
