@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -16,23 +17,36 @@ def read_logs(paths: Sequence[Path]) -> str:
     return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).exists())
 
 
+def guarded_outcome(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], **job):
+    """trial_outcome, and anything around it that can fail on a strange log or file (reading it, the FLOP
+    conversion): an unexpected error makes this trial `unknown` with the error in its reason and a warning on
+    stderr, instead of stopping the sweep (and stopping it again at every resume)."""
+    from analysis.outcome import Outcome, trial_outcome
+
+    try:
+        outcome = trial_outcome(
+            read_logs(paths), backend=cfg.backend.name, capacity_gb=cfg.cluster.gpu_mem_gb,
+            tokens_per_step=record.layout["gbs"] * cfg.model.seq_len, peak_tflops=cfg.cluster.peak_tflops,
+            hang_timeout_s=cfg.monitor.hang_timeout_min * 60, **job)
+        return Outcome(outcome.failure_kind, outcome.reason, one_flop_convention(cfg, record, outcome.metrics))
+    except Exception as exc:  # noqa: BLE001 - one unreadable trial must not stop the sweep
+        reason = f"judging failed ({type(exc).__name__}: {str(exc)[:160]})"
+        print(f"warning: trial {record.config_hash}: {reason}; it is marked unknown", file=sys.stderr)
+        return Outcome("unknown", reason, {})
+
+
 def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_state: str,
           exit_code: Optional[int], job_error: str = "", nodes: Optional[str] = None,
           hang_s: Optional[float] = None) -> dict:
-    from analysis.outcome import trial_outcome
-
-    outcome = trial_outcome(
-        read_logs(paths), backend=cfg.backend.name, capacity_gb=cfg.cluster.gpu_mem_gb,
-        tokens_per_step=record.layout["gbs"] * cfg.model.seq_len, slurm_state=job_state or None,
-        exit_code=exit_code, job_error=job_error, seconds_since_progress=hang_s,
-        hang_timeout_s=cfg.monitor.hang_timeout_min * 60)
+    outcome = guarded_outcome(cfg, record, paths, slurm_state=job_state or None, exit_code=exit_code,
+                              job_error=job_error, seconds_since_progress=hang_s)
     nodes = record.nodes if nodes is None else nodes  # re-judging keeps where the job ran
     excluded = list(record.excluded_nodes)
     if (exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned"
             and may_exclude(cfg.cluster.nodes, record.layout["nodes"])):
         excluded = sorted(set(excluded) | {nodes})
     return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
-                reason=outcome.reason, metrics=one_flop_convention(cfg, record, outcome.metrics), log_paths=[str(p) for p in paths],
+                reason=outcome.reason, metrics=outcome.metrics, log_paths=[str(p) for p in paths],
                 excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
                 nodes=nodes)
 
@@ -43,7 +57,8 @@ def one_flop_convention(cfg: RootConfig, record: TrialRecord, metrics: dict) -> 
     fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by
     predicted / measured step time; the number the log printed is kept as reported_tflops_per_gpu."""
     predicted = record.predicted
-    if cfg.backend.name == "torch" or not metrics.get("step_time_s") or not predicted.get("step_time_s"):
+    if (cfg.backend.name == "torch" or not metrics.get("step_time_s") or not predicted.get("step_time_s")
+            or not cfg.cluster.peak_tflops):
         return metrics  # the embedded workload reports both conventions itself
     scale = predicted["step_time_s"] / metrics["step_time_s"]
     out = dict(metrics)
