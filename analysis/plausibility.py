@@ -33,6 +33,21 @@ def _finite(value: Any) -> bool:
     return _is_number(value) and math.isfinite(value)
 
 
+def _bounded(metrics: dict, keys: tuple[str, ...], limit: float | None, tolerance: float,
+             above: str) -> str | None:
+    """The first of `keys` that is not a finite number >= 0, or is above `limit` (when known) by more than
+    `tolerance`."""
+    for key in keys:
+        value = metrics.get(key)
+        if not _is_number(value):
+            continue
+        if not math.isfinite(value) or value < 0:
+            return f"{key} = {value!r} (must be a finite number >= 0)"
+        if _finite(limit) and limit > 0 and value > limit * (1 + tolerance):
+            return f"{key} = {value:.4g} is " + above.format(limit=limit, tolerance=tolerance)
+    return None
+
+
 def implausible(metrics: dict, *, capacity_gb: float | None = None, peak_tflops: float | None = None,
                 tokens_per_step: float | None = None) -> str | None:
     """Why these measurements cannot be true, in one sentence; None when they can."""
@@ -40,26 +55,17 @@ def implausible(metrics: dict, *, capacity_gb: float | None = None, peak_tflops:
         value = metrics.get(key)
         if _is_number(value) and not (math.isfinite(value) and value > 0):
             return f"{key} = {value!r} (must be a finite positive number)"
-    for key in _MEMORY:
-        value = metrics.get(key)
-        if not _is_number(value):
-            continue
-        if not math.isfinite(value) or value < 0:
-            return f"{key} = {value!r} (memory must be a finite number >= 0)"
-        if _finite(capacity_gb) and capacity_gb > 0 and value > capacity_gb * (1 + CAPACITY_TOLERANCE):
-            return (f"{key} = {value:.3g} GB is above the device capacity {capacity_gb:g} GB "
-                    f"(+{CAPACITY_TOLERANCE:.0%})")
+    why = _bounded(metrics, _MEMORY, capacity_gb, CAPACITY_TOLERANCE,
+                   "above the device capacity {limit:g} GB (+{tolerance:.0%})")
+    if why is not None:
+        return why
     mfu = metrics.get("mfu")
     if _is_number(mfu) and not (math.isfinite(mfu) and 0 <= mfu <= 1):
         return f"mfu = {mfu!r} (model FLOPs utilisation must be between 0 and 1)"
-    for key in _TFLOPS:
-        value = metrics.get(key)
-        if not _is_number(value):
-            continue
-        if not math.isfinite(value) or value < 0:
-            return f"{key} = {value!r} (must be a finite number >= 0)"
-        if _finite(peak_tflops) and peak_tflops > 0 and value > peak_tflops * (1 + PEAK_TOLERANCE):
-            return f"{key} = {value:.4g} is above the cluster's peak {peak_tflops:g} TFLOP/s per GPU"
+    why = _bounded(metrics, _TFLOPS, peak_tflops, PEAK_TOLERANCE,
+                   "above the cluster's peak {limit:g} TFLOP/s per GPU (+{tolerance:.0%})")
+    if why is not None:
+        return why
     step_s, tokens_per_s = metrics.get("step_time_s"), metrics.get("tokens_per_s")
     if _finite(tokens_per_step) and tokens_per_step > 0 and _finite(step_s) and _finite(tokens_per_s):
         if tokens_per_s * step_s > TOKENS_TOLERANCE * tokens_per_step:

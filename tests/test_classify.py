@@ -234,14 +234,3 @@ def test_every_fixture_gives_a_known_kind_and_its_policy(name, kwargs):
     failure = classify(body(name), **kwargs)
     assert isinstance(failure, Failure) and failure.kind in FAILURE_KINDS and failure.reason
     assert (failure.retryable, failure.exclude_node, failure.max_retries) == RETRY_POLICY[failure.kind]
-
-
-def test_retry_policy():
-    assert set(RETRY_POLICY) == set(FAILURE_KINDS)
-    for kind in ("oom", "config_error"):
-        assert RETRY_POLICY[kind] == (False, False, 0)
-    for kind in ("node_failure", "comm_error", "preempted"):
-        assert RETRY_POLICY[kind] == (True, True, None)
-    assert RETRY_POLICY["hang"] == (True, False, 1)
-    for kind in ("time_limit", "cancelled", "crashed", "unknown"):
-        assert RETRY_POLICY[kind] == (True, False, None)

@@ -6,7 +6,7 @@ spliced, several ranks' lines merged onto one physical line, and real records wh
 hostile ones. Each generated example is fed as LOGS_PER_EXAMPLE logs (the text, its bytes, its bytes with invalid
 UTF-8, truncated, lines reversed, repeated, carriage returns for newlines, newlines removed between lines).
 
-Default run: 5 tests x 280 examples x 8 = 11,200 logs (about 8 s). Slow tier (-m slow): 2,800 examples x 8 =
+Default run: 5 generators x 280 examples x 8 = 11,200 logs (about 8 s). Slow tier (-m slow): 2,800 examples x 8 =
 22,400 logs from all generators with longer logs, plus 6 logs of a few megabytes each (about 50 s). Speed on logs of
 tens of megabytes is measured by tests/benchmarks/bench_judge.py.
 """
@@ -169,34 +169,16 @@ def feed(log: str | bytes, seed: int) -> None:
         judge_everything(variant, CONTEXTS[(seed + i) % len(CONTEXTS)])
 
 
+GENERATORS = {"format tokens": token_logs, "text and bytes": st.one_of(text_logs, byte_logs),
+              "real lines shuffled and spliced": spliced_logs(), "ranks merged onto one line": merged_rank_logs(),
+              "real records with hostile numbers": mutated_number_logs()}
+
+
+@pytest.mark.parametrize("name", GENERATORS)
 @FAST
-@given(token_logs, st.integers(0, 100))
-def test_random_format_tokens(log, seed):
-    feed(log, seed)
-
-
-@FAST
-@given(st.one_of(text_logs, byte_logs), st.integers(0, 100))
-def test_random_text_and_bytes(log, seed):
-    feed(log, seed)
-
-
-@FAST
-@given(spliced_logs(), st.integers(0, 100))
-def test_real_lines_shuffled_and_spliced(log, seed):
-    feed(log, seed)
-
-
-@FAST
-@given(merged_rank_logs(), st.integers(0, 100))
-def test_ranks_merged_onto_one_line(log, seed):
-    feed(log, seed)
-
-
-@FAST
-@given(mutated_number_logs(), st.integers(0, 100))
-def test_real_records_with_hostile_numbers(log, seed):
-    feed(log, seed)
+@given(data=st.data())
+def test_generated_logs(name, data):
+    feed(data.draw(GENERATORS[name]), data.draw(st.integers(0, 100)))
 
 
 # ---- the slow tier: ten times the examples, and bigger logs
