@@ -112,12 +112,12 @@ def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
     return metrics, ""
 
 
-def measurements(text: str, *, backend: str = "auto", capacity_gb: Optional[float] = None,
+def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
                  tokens_per_step: Optional[int] = None) -> tuple[dict, str, LogReading]:
     """What a normalised log measures, whatever its verdict: (metrics, problem, reading). `problem` says why
     there is no usable step time ("" when there is one). Used by trial_outcome and the triage command."""
     reading = read_log(text)
-    if backend == "torch" or (backend == "auto" and reading.format == "workload" and reading.workload):
+    if log_format == "workload" or (log_format == "auto" and reading.format == "workload" and reading.workload):
         metrics, problem = _workload_metrics(reading, capacity_gb)
     else:
         metrics, problem = _log_metrics(reading, capacity_gb, tokens_per_step)
@@ -129,12 +129,12 @@ def _finite_only(metrics: dict) -> dict:
     return {k: v for k, v in metrics.items() if not isinstance(v, float) or math.isfinite(v)}
 
 
-def _judge(log_text: str | bytes, *, backend: str, capacity_gb: Optional[float], tokens_per_step: Optional[int],
+def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[float], tokens_per_step: Optional[int],
            peak_tflops: Optional[float], slurm_state: Optional[str], exit_code: Optional[int], job_error: str,
            seconds_since_progress: Optional[float], hang_timeout_s: Optional[float]) -> Outcome:
     text = normalize(log_text)
     state = _job_state(slurm_state, job_error or "")
-    metrics, problem, reading = measurements(text, backend=backend, capacity_gb=capacity_gb,
+    metrics, problem, reading = measurements(text, log_format=log_format, capacity_gb=capacity_gb,
                                              tokens_per_step=tokens_per_step)
     has_result = "step_time_s" in metrics and not problem
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
@@ -156,7 +156,7 @@ def _judge(log_text: str | bytes, *, backend: str, capacity_gb: Optional[float],
         # Nothing failed, but the log has nothing this library can read: an unrecognised format, or a garbled or
         # truncated result line.
         detail = problem.removeprefix("finished, no metrics I can read")
-        if reading.workload is not None or backend == "torch":
+        if reading.workload is not None or log_format == "workload":
             detail = f" (unparseable log: {problem})"
         if state == "COMPLETED" or exit_code == 0:
             reason = f"finished, no metrics I can read{detail}"
@@ -170,18 +170,19 @@ def _judge(log_text: str | bytes, *, backend: str, capacity_gb: Optional[float],
     return Outcome(failure.kind.value, failure.reason, kept, **common)
 
 
-def trial_outcome(log_text: str | bytes, *, backend: str = "auto", capacity_gb: Optional[float] = None,
+def trial_outcome(log_text: str | bytes, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
                   tokens_per_step: Optional[int] = None, peak_tflops: Optional[float] = None,
                   slurm_state: Optional[str] = None, exit_code: Optional[int] = None, job_error: str = "",
                   seconds_since_progress: Optional[float] = None,
                   hang_timeout_s: Optional[float] = None) -> Outcome:
-    """Judge one finished (or monitored) job. `backend` "torch" reads the embedded workload's result line, any
-    other value (or "auto", which also recognises the workload) reads whichever format the log is in.
-    `capacity_gb` (device memory) and `peak_tflops` (per GPU) bound what a plausible measurement may report;
-    `tokens_per_step` (global batch x sequence length) turns step times into tokens/s. Never raises: an
-    unexpected error becomes an `unknown` outcome whose reason names it."""
+    """Judge one finished (or monitored) job. `log_format` "workload" reads the embedded workload's result line;
+    "megatron" (the other backends) or "auto" reads whichever format the log is in (Megatron-LM/-DeepSpeed, NeMo 1
+    and 2, DeepSpeed, the HF Trainer; "auto" also recognises the workload's result line). `capacity_gb` (device
+    memory) and `peak_tflops` (per GPU) bound what a plausible measurement may report; `tokens_per_step` (global
+    batch x sequence length) turns step times into tokens/s. Never raises: an unexpected error becomes an
+    `unknown` outcome whose reason names it."""
     try:
-        return _judge(log_text, backend=backend, capacity_gb=capacity_gb, tokens_per_step=tokens_per_step,
+        return _judge(log_text, log_format=log_format, capacity_gb=capacity_gb, tokens_per_step=tokens_per_step,
                       peak_tflops=peak_tflops, slurm_state=slurm_state, exit_code=exit_code, job_error=job_error,
                       seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s)
     except Exception as exc:  # noqa: BLE001 - judging must never stop a sweep; the reason carries the error

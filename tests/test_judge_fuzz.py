@@ -133,10 +133,10 @@ def variants(log: str | bytes) -> list[str | bytes]:
     return out
 
 
-CONTEXTS = [dict(backend="auto"), dict(backend="torch", exit_code=0, slurm_state="COMPLETED"),
-            dict(backend="megatron_lm", exit_code=1, slurm_state="FAILED"), dict(backend="auto", exit_code=137),
-            dict(backend="megatron_deepspeed", slurm_state="TIMEOUT"),
-            dict(backend="auto", slurm_state="RUNNING", seconds_since_progress=1e9, hang_timeout_s=1.0)]
+CONTEXTS = [dict(log_format="auto"), dict(log_format="workload", exit_code=0, slurm_state="COMPLETED"),
+            dict(log_format="megatron", exit_code=1, slurm_state="FAILED"), dict(log_format="auto", exit_code=137),
+            dict(log_format="megatron", slurm_state="TIMEOUT"),
+            dict(log_format="auto", slurm_state="RUNNING", seconds_since_progress=1e9, hang_timeout_s=1.0)]
 
 
 def judge_everything(log: str | bytes, context: dict) -> None:

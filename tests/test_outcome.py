@@ -11,7 +11,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
 
 
 def outcome(text, **kw):
-    defaults = dict(backend="torch", capacity_gb=0.5, tokens_per_step=4 * 128)
+    defaults = dict(log_format="workload", capacity_gb=0.5, tokens_per_step=4 * 128)
     return trial_outcome(text, **{**defaults, **kw})
 
 
@@ -54,7 +54,7 @@ def test_hang_needs_the_monitor_observation():
 
 def test_megatron_log_metrics_from_steady_state_and_memory_report():
     text = (FIXTURES / "megatronlm_iter_mem_new_1.log").read_text()
-    out = outcome(text, backend="megatron_lm", capacity_gb=80.0, tokens_per_step=16 * 4096,
+    out = outcome(text, log_format="megatron", capacity_gb=80.0, tokens_per_step=16 * 4096,
                   slurm_state="COMPLETED", exit_code=0)
     assert out.failure_kind == "ok"
     assert out.metrics["step_time_s"] == pytest.approx(0.744)
@@ -64,7 +64,7 @@ def test_megatron_log_metrics_from_steady_state_and_memory_report():
 
 def test_megatron_oom_fixture():
     text = (FIXTURES / "megatronlm_oom_1.log").read_text()
-    out = outcome(text, backend="megatron_lm", capacity_gb=80.0, tokens_per_step=1, slurm_state="FAILED",
+    out = outcome(text, log_format="megatron", capacity_gb=80.0, tokens_per_step=1, slurm_state="FAILED",
                   exit_code=1)
     assert out.failure_kind == "oom"
 
@@ -97,21 +97,21 @@ def test_a_plausible_workload_result_is_ok():
 def test_megatron_log_whose_every_step_time_is_impossible_is_invalid_not_unknown():
     text = "".join(f" iteration {i}/ 3 | elapsed time per iteration (ms): {t} | lm loss: 1.0E+00 |\n"
                    for i, t in ((1, "0.0"), (2, "-5.0"), (3, "nan")))
-    out = outcome(text, backend="megatron_lm", tokens_per_step=1, slurm_state="COMPLETED", exit_code=0)
+    out = outcome(text, log_format="megatron", tokens_per_step=1, slurm_state="COMPLETED", exit_code=0)
     assert out.failure_kind == "invalid_measurement" and "zero, negative or not finite" in out.reason
 
 
 def test_megatron_tokens_per_s_from_the_logs_own_argument_dump():
     text = (FIXTURES.parent / "megatron-logs" / "megatronlm_iter_ok_1.log").read_text()
     dump = "  global_batch_size ............................... 128\n  seq_length ...................................... 4096\n"
-    out = trial_outcome(dump + text, backend="auto", slurm_state="COMPLETED", exit_code=0)
+    out = trial_outcome(dump + text, log_format="auto", slurm_state="COMPLETED", exit_code=0)
     assert out.metrics["tokens_per_s"] == pytest.approx(128 * 4096 / out.metrics["step_time_s"])
 
 
 def test_bytes_and_garbage_are_judged_not_raised():
     raw = b"\x00\xff\xfe garbage \x80\n" + _result().encode() + b"\xc3\x28\n"
     assert outcome(raw, slurm_state="COMPLETED", exit_code=0).failure_kind == "ok"
-    out = trial_outcome(b"\x00" * 1000, backend="megatron_lm", exit_code=0)
+    out = trial_outcome(b"\x00" * 1000, log_format="megatron", exit_code=0)
     assert out.failure_kind == "unknown" and out.reason.startswith("finished, no metrics I can read")
 
 

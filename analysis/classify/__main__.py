@@ -69,7 +69,7 @@ def _as_text(path: Path, outcome: Outcome, metrics: dict, n_iterations: int) -> 
     if outcome.log_format:
         what = f"{n_iterations} iterations" if n_iterations else "final metrics"
         lines.append(f"  format:   {outcome.log_format} ({what})")
-    figures = _figures(strict_json.finite_or_none(metrics))
+    figures = _figures(strict_json.finite(metrics))
     if figures["step_time_s"] is not None:
         used = metrics.get("n_measured")
         parts = [_fmt(figures["step_time_s"], ".4g", " s/step") + (f" (median of {used} steady steps)" if used
@@ -95,11 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
             status = 2
             continue
-        outcome = trial_outcome(data, backend=args.backend, capacity_gb=args.capacity_gb,
+        log_format = "workload" if args.backend in ("torch", "workload") else "auto"
+        outcome = trial_outcome(data, log_format=log_format, capacity_gb=args.capacity_gb,
                                 tokens_per_step=args.tokens_per_step, peak_tflops=args.peak_tflops,
                                 slurm_state=args.slurm_state, exit_code=args.exit_code)
         try:
-            metrics, _, reading = measurements(normalize(data), backend=args.backend,
+            metrics, _, reading = measurements(normalize(data), log_format=log_format,
                                                      capacity_gb=args.capacity_gb,
                                                      tokens_per_step=args.tokens_per_step)
             n_iterations = len(reading.iterations)

@@ -25,7 +25,8 @@ def guarded_outcome(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path],
 
     try:
         outcome = trial_outcome(
-            read_logs(paths), backend=cfg.backend.name, capacity_gb=cfg.cluster.gpu_mem_gb,
+            read_logs(paths), log_format="workload" if cfg.backend.name == "torch" else "megatron",
+            capacity_gb=cfg.cluster.gpu_mem_gb,
             tokens_per_step=record.layout["gbs"] * cfg.model.seq_len, peak_tflops=cfg.cluster.peak_tflops,
             hang_timeout_s=cfg.monitor.hang_timeout_min * 60, **job)
         return Outcome(outcome.failure_kind, outcome.reason, one_flop_convention(cfg, record, outcome.metrics))

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, build in SHAPES.items():
         log = build(size)
         t0 = time.perf_counter()
-        out = trial_outcome(log, backend="auto", capacity_gb=80.0, tokens_per_step=4096, peak_tflops=989.0)
+        out = trial_outcome(log, log_format="auto", capacity_gb=80.0, tokens_per_step=4096, peak_tflops=989.0)
         wall_s = time.perf_counter() - t0
         worst = max(worst, wall_s)
         print(f"{name:32s} {len(log) / 1e6:6.1f} MB  {wall_s:6.2f} s  {len(log) / 1e6 / wall_s:7.1f} MB/s  "
