@@ -143,12 +143,16 @@ def _line_end(text: str, pos: int) -> int:
 def _gather(text: str, start: int, stop: int) -> tuple[str, bool, int]:
     """The logical record starting at text[start], not reaching past `stop` (the next record's start):
     (record, complete?, offset just past its last line)."""
-    end = min(_line_end(text, start), stop)
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    if stop < end:  # another record follows on the same line: this one ends there
+        return text[start:stop].rstrip(), True, stop
     first = text[start:end].rstrip()
-    if end == stop and stop < len(text) and text[stop] != "\n":
-        return first, True, end  # another record follows on the same line: this one ends here
+    if first.endswith("|"):
+        return first, True, end
     line_start = text.rfind("\n", 0, start) + 1
-    if first.endswith("|") or any(text.find(tag, line_start, start) >= 0 for tag in _SINGLE_LINE_TAGS):
+    if text.startswith(_SINGLE_LINE_TAGS, line_start) or any(text.find(tag, line_start, start) >= 0
+                                                              for tag in _SINGLE_LINE_TAGS):
         return first, True, end
     parts, pos = [first], end
     for _ in range(_MAX_WRAP_LINES):
@@ -165,7 +169,7 @@ def _gather(text: str, start: int, stop: int) -> tuple[str, bool, int]:
     return first, False, end  # never closed: truncated, not wrapped; keep the single line
 
 
-def _parse_record(iteration: int, record: str, complete: bool, where: str,
+def _parse_record(iteration: int, record: str, complete: bool, source: str | None, line_no: int,
                   notes: list[str] | None) -> Iteration | None:
     values: dict[str, float] = {}
     phase = None
@@ -184,19 +188,22 @@ def _parse_record(iteration: int, record: str, complete: bool, where: str,
         spec = _field_spec(key)
         if spec is None:
             continue
-        parsed = number(value)
+        try:
+            parsed = float(value) if len(value) < 64 else None  # the common case, fast; surrounding blanks are fine
+        except ValueError:
+            parsed = number(value)
         if parsed is None:
-            note(notes, f"{where}: field {key.strip()[:40]!r} has value {value.strip()[:40]!r}, not a number; "
+            note(notes, f"{source or '<log>'}:{line_no}: field {key.strip()[:40]!r} has value {value.strip()[:40]!r}, not a number; "
                         "field ignored")
             continue
         values[spec[0]] = parsed / spec[1]
     step_s = values.get("step_time_s")
     if step_s is None:
         if complete:
-            note(notes, f"{where}: iteration {iteration} has no step time field; record ignored")
+            note(notes, f"{source or '<log>'}:{line_no}: iteration {iteration} has no step time field; record ignored")
         return None  # incomplete: the job died while printing this line
     if not math.isfinite(step_s) or step_s <= 0:
-        note(notes, f"{where}: iteration {iteration} has step time {step_s!r} s ({IMPOSSIBLE_STEP}); record dropped")
+        note(notes, f"{source or '<log>'}:{line_no}: iteration {iteration} has step time {step_s!r} s ({IMPOSSIBLE_STEP}); record dropped")
         return None
     batch = values.pop("global_batch", None)
     if batch is not None and not (math.isfinite(batch) and 0 < batch < 2**53):
@@ -229,7 +236,7 @@ def parse_iterations(text: str, *, source: str | None = None, notes: list[str] |
         counted_to = start
         stop = starts[k + 1][0] if k + 1 < len(starts) else len(text)
         record, complete, resume = _gather(text, start, stop)
-        it = _parse_record(iteration, record, complete, f"{source or '<log>'}:{line_no}", notes)
+        it = _parse_record(iteration, record, complete, source, line_no, notes)
         if it is not None and iteration not in by_iteration:
             by_iteration[iteration] = it
     return [by_iteration[k] for k in sorted(by_iteration)]
