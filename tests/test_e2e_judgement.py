@@ -17,6 +17,12 @@ from test_e2e_local import ledger_rows
 pytestmark = pytest.mark.slow
 
 
+def dp_of(row: dict) -> int:
+    """The trial's data-parallel size (main's typed ledger has a column per layout dimension; before it, one JSON
+    layout column)."""
+    return row["dp"] if "dp" in row else json.loads(row["layout"])["dp"]
+
+
 def strict_loads(text: str):
     def refuse(constant):
         raise ValueError(f"not strict JSON: {constant}")
@@ -29,7 +35,7 @@ def test_impossible_measurements_are_rejected_and_the_real_best_wins(tmp_path):
     proc = run_launcher("+sweep=tiny", "grid.mbs=[1]", "grid.include=[]", "retry.max_attempts=1",
                         f"backend.extra_args={faults}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = {json.loads(r["layout"])["dp"]: r for r in ledger_rows(tmp_path)}
+    rows = {dp_of(r): r for r in ledger_rows(tmp_path)}
     assert sorted(rows) == [1, 2, 4]  # dp=2 holds two trials; the dict keeps one, checked below by state
     impossible, zero_step = rows[1], rows[4]
     assert (impossible["state"], impossible["failure_kind"]) == ("failed", "invalid_measurement")
@@ -40,7 +46,7 @@ def test_impossible_measurements_are_rejected_and_the_real_best_wins(tmp_path):
 
     all_rows = ledger_rows(tmp_path)
     real = [r for r in all_rows if r["state"] == "ok"]
-    assert len(real) == 2 and all(json.loads(r["layout"])["dp"] == 2 for r in real)
+    assert len(real) == 2 and all(dp_of(r) == 2 for r in real)
     for row in all_rows:  # the ledger holds strict JSON only
         strict_loads(row["metrics"] or "{}")
     best = strict_loads((tmp_path / "sweeps" / "tiny" / "best.json").read_text())
