@@ -9,7 +9,6 @@ Step lines use Megatron's `key: value |` layout, so parse_megatron.parse_iterati
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 
 from analysis.parse_megatron import Iteration, parse_iterations
@@ -32,21 +31,26 @@ class WorkloadLog:
 def _result_lines(text: str) -> list[tuple[int, str]]:
     """(1-based line number, text after the marker) for every result line, in log order."""
     found = []
+    line_no, counted_to = 1, 0
     start = text.find(RESULT_MARKER)
     while start >= 0:
         end = text.find("\n", start)
         end = len(text) if end < 0 else end
-        found.append((text.count("\n", 0, start) + 1, text[start + len(RESULT_MARKER):end].strip()))
+        line_no += text.count("\n", counted_to, start)  # incremental: linear however many result lines
+        counted_to = start
+        found.append((line_no, text[start + len(RESULT_MARKER):end].strip()))
         start = text.find(RESULT_MARKER, end)
     return found
 
 
 def _decode(where: str, payload: str) -> tuple[dict | None, str | None]:
     try:
-        result = json.loads(payload)
+        result = json.loads(payload)  # accepts NaN/Infinity: the plausibility check names such values
     except json.JSONDecodeError as err:
         return None, (f"{where}: {RESULT_MARKER} is not valid JSON ({err.msg} at char {err.pos}; "
                       f"truncated output?): {payload[:120]!r}")
+    except (RecursionError, ValueError) as err:  # '[[[[...' nested past the recursion limit; huge integers
+        return None, f"{where}: {RESULT_MARKER} cannot be decoded ({type(err).__name__}): {payload[:120]!r}"
     if not isinstance(result, dict):
         return None, f"{where}: {RESULT_MARKER} must be a JSON object, got {type(result).__name__}"
     missing = [k for k in REQUIRED_RESULT_KEYS if not _is_number(result.get(k))]
@@ -56,21 +60,22 @@ def _decode(where: str, payload: str) -> tuple[dict | None, str | None]:
 
 
 def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A JSON number, finite or not (NaN and Infinity are numbers the plausibility check rejects by name)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _per_gpu(iterations: list[Iteration], result: dict | None) -> tuple[Iteration, ...]:
     """Fill tokens_per_gpu_per_s = tokens_per_s / world_size when the result names the world size."""
     world_size = result.get("world_size") if result else None
-    if not isinstance(world_size, int) or world_size <= 0:
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or not 0 < world_size < 2**31:
         return tuple(iterations)
-    return tuple(replace(it, tokens_per_gpu_per_s=it.tokens_per_s / world_size)
+    return tuple(replace(it, tokens_per_gpu_per_s=float(it.tokens_per_s) / world_size)
                  if it.tokens_per_s is not None and it.tokens_per_gpu_per_s is None else it for it in iterations)
 
 
-def parse_workload(text: str, *, source: str | None = None) -> WorkloadLog:
+def parse_workload(text: str, *, source: str | None = None, notes: list[str] | None = None) -> WorkloadLog:
     """Step lines and the final result. Several ranks may print the result: the last usable one wins."""
-    iterations = parse_iterations(text, source=source)
+    iterations = parse_iterations(text, source=source, notes=notes)
     result, problem = None, None
     for line_no, payload in reversed(_result_lines(text)):
         result, why = _decode(f"{source or '<log>'}:{line_no}", payload)

@@ -12,11 +12,12 @@ from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with th
 
 HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}
 
-# (fixture, classify kwargs, expected kind, text the reason must contain)
+# The first 27 fixtures under several job states (tests/test_corpus.py judges every fixture once, with the context
+# its INDEX.tsv row gives). (fixture, classify kwargs, expected kind, text the reason must contain)
 FIXTURE_CASES = [
     ("alcf_mds_iter_kv_format_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("alcf_mds_iter_mem_1.log", {"has_result": True, "slurm_state": "COMPLETED"}, "ok", "finished"),
-    ("bigscience_mds_exit_duration_1.log", {"exit_code": 0}, "unknown", "finished without a result"),
+    ("bigscience_mds_exit_duration_1.log", {"exit_code": 0}, "unknown", "finished, no metrics I can read"),
     # faulty GPU: ECC error, then "CUDA error: out of memory" at the restart's barrier -> the node, not the layout
     ("bigscience_mds_gpu_fault_cuda_oom_1.log", {"exit_code": 1}, "node_failure", "uncorrectable ECC error"),
     ("bigscience_mds_hang_eval_1.log", {"slurm_state": "RUNNING", **HUNG}, "hang", "no progress for 7200 s"),
@@ -24,9 +25,11 @@ FIXTURE_CASES = [
     ("bigscience_mds_iter_fp16_losscale_1.log", {"slurm_state": "TIMEOUT"}, "time_limit", "SLURM state TIMEOUT"),
     ("bigscience_mds_iter_ok_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("bigscience_mds_iter_wrapped_1.log", {"slurm_state": "PREEMPTED"}, "preempted", "SLURM state PREEMPTED"),
-    ("fused_kernel_compile_hang_2.log", {"slurm_state": "TIMEOUT"}, "hang", "fused-kernel build"),
+    ("fused_kernel_compile_hang_2.log", {"slurm_state": "TIMEOUT"}, "hang", "compiling and loading fused kernels"),
     ("fused_kernel_hang_1.log", {"slurm_state": "CANCELLED by 0", **HUNG}, "hang", "fused_kernels/build/lock"),
-    ("fused_kernel_hang_1.log", {}, "unknown", "compiling and loading fused kernels"),
+    # a log alone that ends at a known stall point: nothing says the job ended any other way
+    ("fused_kernel_hang_1.log", {}, "hang", "compiling and loading fused kernels"),
+    ("fused_kernel_hang_1.log", {"exit_code": 1}, "crashed", "exit code 1"),
     ("mds_iter_ok_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("mds_oom_1.log", {"exit_code": 1}, "oom", "Tried to allocate 37631.79 GiB"),
     ("megatronlm_bert_iter_mem_1.log", {"slurm_state": "CANCELLED+"}, "cancelled", "SLURM state CANCELLED"),
@@ -34,7 +37,7 @@ FIXTURE_CASES = [
     ("megatronlm_iter_ok_1.log", {"exit_code": 1}, "crashed", "exit code 1"),
     ("megatronlm_old_iter_mem_1.log", {"slurm_state": "NODE_FAIL"}, "node_failure", "SLURM state NODE_FAIL"),
     ("megatronlm_oom_1.log", {"exit_code": 1}, "oom", "Tried to allocate 786.00 MiB"),  # not ChildFailedError
-    ("nccl_error_broken_network_1.log", {}, "comm_error", "unhandled system error"),
+    ("nccl_error_broken_network_1.log", {}, "comm_error", "unhandled system error"),  # the RuntimeError line
     ("nccl_timeout_1.log", {}, "comm_error", "Watchdog caught collective operation timeout"),
     ("nccl_timeout_2.log", {"exit_code": 1}, "comm_error", "SeqNum=305, OpType=ALLREDUCE"),
     # the watchdog line is more informative than the "terminate called ... DistBackendError" printed before it
@@ -46,10 +49,6 @@ FIXTURE_CASES = [
     ("slurm_time_limit_1.log", {"slurm_state": "CANCELLED"}, "time_limit", "DUE TO TIME LIMIT"),
     ("slurm_time_limit_2.log", {}, "time_limit", "STEP 32233190.0 ON nid01934"),
 ]
-
-
-def test_every_fixture_has_a_case():
-    assert {name for name, *_ in FIXTURE_CASES} == set(ALL_LOGS)
 
 
 @pytest.mark.parametrize("name, kwargs, kind, reason", FIXTURE_CASES,
@@ -113,7 +112,9 @@ def test_real_workload_argument_error_through_torchrun_exit_1():
      "[127.0.0.1]:23456", "comm_error"),
     ("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no "
      "error", "comm_error"),
-    ("n1:1:1 [0] NCCL WARN Net : Connection closed by remote peer", "unknown"),  # WARN without a refused connect
+    # a peer process died: its own log says why, this one only sees the socket close (the run did not finish)
+    ("n1:1:1 [0] NCCL WARN Net : Connection closed by remote peer", "comm_error"),
+    ("n1:1:1 [0] NCCL WARN NET/Plugin : No plugin found (libnccl-net.so)", "unknown"),  # WARN chatter
     ("pretrain_gpt.py: error: unrecognized arguments: --bogus", "config_error"),
     ("AssertionError: ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism", "config_error"),
     ("AssertionError: number of attention heads (12) must be divisible by tensor parallel size (8)",
@@ -142,9 +143,12 @@ def test_megatron_argument_assertion_is_config_error_but_other_assertions_crash(
           'AssertionError: number of layers should be divisible by the pipeline parallel size\n')
     assert classify(tb, exit_code=1).kind == "config_error"
     other = tb.replace("megatron/training/arguments.py", "megatron/core/models/gpt.py").replace(
-        "validate_args", "forward")
+        "validate_args", "forward").replace("should be divisible by the pipeline parallel size", "got NaN")
     failure = classify(other, exit_code=1)
-    assert failure.kind == "crashed" and "AssertionError: number of layers" in failure.reason
+    assert failure.kind == "crashed" and "AssertionError: number of layers got NaN" in failure.reason
+    # a divisibility message is a configuration error wherever it is raised (deep in model code too)
+    deep = other.replace("got NaN", "should be divisible by the pipeline parallel size")
+    assert classify(deep, exit_code=1).kind == "config_error"
 
 
 @pytest.mark.parametrize("state, kind", [
@@ -159,7 +163,9 @@ def test_slurm_state_alone(state, kind):
 
 def test_exit_code_2_is_config_error_and_other_codes_crash():
     assert classify("", exit_code=2).kind == "config_error"
-    assert classify("last words\n", exit_code=-9).reason == "crashed (exit code -9): last words"
+    assert classify("last words\n", exit_code=-9).reason == ("crashed (exit code -9, SIGKILL (the host OOM killer?)): "
+                                                             "last words")
+    assert classify("x\n", exit_code=139).reason == "crashed (exit code 139, SIGSEGV): x"
     assert classify("", exit_code=0).kind == "unknown"
     assert classify("").reason == "no failure signature; last line: (empty log)"
 
@@ -216,9 +222,10 @@ def test_exception_line_is_found_under_torchrun_prefixes():
     assert classify(text, exit_code=1).reason == "crashed: KeyError: 'lm_head.weight'"
 
 
-def test_reason_is_trimmed():
-    failure = classify("CUDA out of memory. " + "x" * 1000)
-    assert failure.kind == "oom" and len(failure.reason) == 240 and failure.reason.endswith("...")
+def test_reason_is_trimmed_around_the_match():
+    failure = classify("x" * 1000 + "CUDA out of memory. " + "y" * 1000)
+    assert failure.kind == "oom" and len(failure.reason) <= 240 and failure.reason.endswith("...")
+    assert "CUDA out of memory" in failure.reason
 
 
 @pytest.mark.parametrize("name", ALL_LOGS)
@@ -227,14 +234,3 @@ def test_every_fixture_gives_a_known_kind_and_its_policy(name, kwargs):
     failure = classify(body(name), **kwargs)
     assert isinstance(failure, Failure) and failure.kind in FAILURE_KINDS and failure.reason
     assert (failure.retryable, failure.exclude_node, failure.max_retries) == RETRY_POLICY[failure.kind]
-
-
-def test_retry_policy():
-    assert set(RETRY_POLICY) == set(FAILURE_KINDS)
-    for kind in ("oom", "config_error"):
-        assert RETRY_POLICY[kind] == (False, False, 0)
-    for kind in ("node_failure", "comm_error", "preempted"):
-        assert RETRY_POLICY[kind] == (True, True, None)
-    assert RETRY_POLICY["hang"] == (True, False, 1)
-    for kind in ("time_limit", "cancelled", "crashed", "unknown"):
-        assert RETRY_POLICY[kind] == (True, False, None)

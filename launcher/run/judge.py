@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -18,26 +19,45 @@ def read_logs(paths: Sequence[Path]) -> str:
     return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).exists())
 
 
+def guarded_outcome(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], **job):
+    """trial_outcome, and anything around it that can fail on a strange log or file (reading it, the FLOP
+    conversion): an unexpected error makes this trial `unknown` with the error in its reason and a warning on
+    stderr, instead of stopping the sweep (and stopping it again at every resume)."""
+    from analysis.outcome import Outcome, trial_outcome
+
+    try:
+        backend = get_backend(cfg.backend.name)
+        outcome = trial_outcome(
+            read_logs(paths), log_format=backend.log_format, capacity_gb=cfg.cluster.gpu_mem_gb,
+            tokens_per_step=record.layout.gbs * cfg.model.seq_len, peak_tflops=physical_peak_tflops(cfg),
+            hang_timeout_s=cfg.monitor.hang_timeout_min * 60, **job)
+        metrics = (outcome.metrics if backend.reports_planner_flops else
+                   one_flop_convention(record.predicted, outcome.metrics, cfg.cluster.peak_tflops))
+        return Outcome(outcome.failure_kind, outcome.reason, metrics)
+    except Exception as exc:  # noqa: BLE001 - one unreadable trial must not stop the sweep
+        reason = f"judging failed ({type(exc).__name__}: {str(exc)[:160]})"
+        print(f"warning: trial {record.config_hash}: {reason}; it is marked unknown", file=sys.stderr)
+        return Outcome("unknown", reason, {})
+
+
+def physical_peak_tflops(cfg: RootConfig) -> Optional[float]:
+    """The cluster's peak as a bound no measurement can pass: a GPU's datasheet figure. The CPU stand-in's peak is
+    nominal (one core's rough FMA rate; a faster CPU beats it honestly), so it bounds nothing."""
+    return None if cfg.cluster.gpu.lower() == "cpu" else cfg.cluster.peak_tflops
+
+
 def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_state: str,
           exit_code: Optional[int], job_error: str = "", nodes: Optional[str] = None,
           hang_s: Optional[float] = None) -> dict:
-    from analysis.outcome import trial_outcome
-
-    backend = get_backend(cfg.backend.name)
-    outcome = trial_outcome(
-        read_logs(paths), log_format=backend.log_format, capacity_gb=cfg.cluster.gpu_mem_gb,
-        tokens_per_step=record.layout.gbs * cfg.model.seq_len, slurm_state=job_state or None,
-        exit_code=exit_code, job_error=job_error, seconds_since_progress=hang_s,
-        hang_timeout_s=cfg.monitor.hang_timeout_min * 60)
+    outcome = guarded_outcome(cfg, record, paths, slurm_state=job_state or None, exit_code=exit_code,
+                              job_error=job_error, seconds_since_progress=hang_s)
     nodes = record.node_list if nodes is None else nodes  # re-judging keeps where the job ran
     excluded = list(record.excluded_nodes)
     if (exclude_on_retry_kind(outcome.failure_kind) and nodes and nodes != "None assigned"
             and may_exclude(cfg.cluster.nodes, record.layout.nodes)):
         excluded = sorted(set(excluded) | {nodes})
     return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
-                reason=outcome.reason, log_paths=[str(p) for p in paths],
-                metrics=outcome.metrics if backend.reports_planner_flops else
-                one_flop_convention(record.predicted, outcome.metrics, cfg.cluster.peak_tflops),
+                reason=outcome.reason, metrics=outcome.metrics, log_paths=[str(p) for p in paths],
                 excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
                 node_list=nodes)
 
@@ -47,7 +67,7 @@ def one_flop_convention(predicted: dict, metrics: dict, peak_tflops: float) -> d
     "throughput per GPU" does not (and newer versions halve causal attention). A trial's FLOPs per iteration are
     fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by
     predicted / measured step time; the number the log printed is kept as reported_tflops_per_gpu."""
-    if not metrics.get("step_time_s") or not predicted.get("step_time_s"):
+    if not metrics.get("step_time_s") or not predicted.get("step_time_s") or not peak_tflops:
         return metrics
     scale = predicted["step_time_s"] / metrics["step_time_s"]
     out = dict(metrics)

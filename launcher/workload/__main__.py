@@ -58,20 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mem-limit-mb", type=int, default=0, help="per-rank training-memory cap (0: none)")
     run.add_argument("--peak-tflops", type=float, default=0.0, help="per-device peak, for MFU (0: no MFU)")
     test = p.add_argument_group("fault injection (for testing the sweep's failure handling)")
-    test.add_argument("--fault", choices=("none", "hang", "garble", "crash"), default="none",
+    test.add_argument("--fault", choices=("none", "hang", "garble", "crash", "impossible", "zero-step"),
+                      action="append", default=None,
                       help="hang: stop making progress after the warm-up; garble: print a truncated result line; "
-                           "crash: raise after the warm-up")
-    test.add_argument("--fault-if", default="", metavar="ARG=VALUE",
+                           "crash: raise after the warm-up; impossible: report 1e30 tokens/s, negative memory and "
+                           "NaN MFU; zero-step: report zero and negative step times. Repeatable: the n-th --fault "
+                           "goes with the n-th --fault-if")
+    test.add_argument("--fault-if", action="append", default=None, metavar="ARG=VALUE",
                       help="inject only when this argument has this value, e.g. mbs=2 (one trial of a sweep)")
     return p
 
 
 def validate(a: argparse.Namespace, world_size: int) -> str | None:
     """The first problem with the arguments, as one message naming the argument; None when they are usable."""
-    if a.fault_if:
-        key, sep, _ = a.fault_if.partition("=")
+    for condition in a.fault_if or ():
+        key, sep, _ = condition.partition("=")
         if not sep or not hasattr(a, key.replace("-", "_")):
-            return f"--fault-if {a.fault_if!r} must be ARG=VALUE with ARG a workload argument (e.g. mbs=2)"
+            return f"--fault-if {condition!r} must be ARG=VALUE with ARG a workload argument (e.g. mbs=2)"
+    if len(a.fault_if or ()) > len(a.fault or ()):
+        return f"--fault-if is given {len(a.fault_if)} times but --fault {len(a.fault or ())}: pair each with a fault"
     positive = ("layers", "hidden", "heads", "seq_len", "vocab", "tp", "pp", "dp", "vpp", "mbs", "gbs",
                 "measure_iters")
     for name in positive:

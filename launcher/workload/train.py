@@ -173,11 +173,17 @@ class Trainer:
 
 
 def injected_fault(args: argparse.Namespace) -> str:
-    """The fault to inject (--fault), unless --fault-if ARG=VALUE names another trial."""
-    if args.fault == "none" or not args.fault_if:
-        return args.fault
-    key, _, value = args.fault_if.partition("=")
-    return args.fault if str(getattr(args, key.replace("-", "_"))) == value else "none"
+    """The fault to inject: the first --fault whose --fault-if ARG=VALUE (its n-th pair) names this trial, or that
+    has no condition; "none" when no fault applies."""
+    faults, conditions = args.fault or ["none"], args.fault_if or []
+    for i, fault in enumerate(faults):
+        condition = conditions[i] if i < len(conditions) else ""
+        if not condition:
+            return fault
+        key, _, value = condition.partition("=")
+        if str(getattr(args, key.replace("-", "_"))) == value:
+            return fault
+    return "none"
 
 
 def _inject(fault: str) -> None:
@@ -185,6 +191,21 @@ def _inject(fault: str) -> None:
         raise RuntimeError("parasweep workload: injected crash (--fault crash)")
     while True:  # a hang: alive, silent, holding its resources, like a stuck collective
         time.sleep(3600)
+
+
+def _reported_step_s(dt: float, it: int, fault: str) -> float:
+    """--fault zero-step: a broken timer's zero and negative step times instead of the real one."""
+    return (0.0 if it % 2 == 0 else -dt) if fault == "zero-step" else dt
+
+
+def _falsified(result: dict, fault: str) -> dict:
+    """--fault impossible / zero-step: the numbers a broken counter or timer would report (the judge must reject
+    them as an invalid measurement, never rank them)."""
+    if fault == "impossible":
+        return {**result, "tokens_per_s": 1e30, "peak_mem_gb": -1.0, "mfu": float("nan")}
+    if fault == "zero-step":
+        return {**result, "step_time_s": 0.0}
+    return result
 
 
 def run(args: argparse.Namespace, started_s: float | None = None) -> dict:
@@ -210,9 +231,10 @@ def run(args: argparse.Namespace, started_s: float | None = None) -> dict:
         losses.append(loss)
         if phase == "measure":
             times.append(dt)
-        say(f"[parasweep] iteration {it + 1}/{total} | phase {phase} | step time (ms): {dt * 1e3:.2f} "
+        shown_s = _reported_step_s(dt, it, fault)
+        say(f"[parasweep] iteration {it + 1}/{total} | phase {phase} | step time (ms): {shown_s * 1e3:.2f} "
             f"| lm loss: {loss:.6f} | tokens/s: {tokens_per_step / dt:.1f}", flush=True)
-    result = summarize(trainer, losses, times)
+    result = _falsified(summarize(trainer, losses, times), fault)
     line = json.dumps(result)
     say("PARASWEEP_RESULT " + (line[: len(line) // 3] if fault == "garble" else line), flush=True)
     dist.barrier()  # leave together: a rank tearing down gloo while a peer still talks can abort the process
