@@ -98,3 +98,16 @@ def test_bad_values_name_the_field(load, override, field):
 
 def test_fresh_is_a_value_override(load):
     assert load("+sweep=tiny", "sweep.fresh=true").sweep.fresh is True
+
+
+@pytest.mark.parametrize("override, message", [
+    ("grid.tp=four", "grid.tp='four': give a list, e.g. grid.tp=[1,2,4]"),
+    ("grid.tp=[1,four]", "grid.tp[1]='four': give an integer"),
+    ("cluster.gpu_mem_gb=lots", "cluster.gpu_mem_gb='lots': give a float"),
+    ("plan.keep_borderline=-1", "plan.keep_borderline=-1.0: use 0 (prune at the margin) or more"),
+    ("plan.max_trials=-1", "plan.max_trials=-1: use 0 (no budget) or more"),
+])
+def test_bad_values_name_the_field_and_the_value_given(load, override, message):
+    with pytest.raises(ConfigError) as err:
+        load(override)
+    assert str(err.value) == message
