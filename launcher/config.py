@@ -302,6 +302,12 @@ def describe_groups(args: Sequence[str] = ()) -> str:
 
 
 def to_yaml(cfg: RootConfig) -> str:
+    """The resolved config (the sweep folder's config.yaml). A model read from a config.json is written with its
+    shape and without hf_config, so that `python -m analysis` never needs that file again (model.source names it)."""
+    from dataclasses import replace
+
     from omegaconf import OmegaConf
 
+    if cfg.model.hf_config:
+        cfg = replace(cfg, model=replace(cfg.model, hf_config=""))
     return OmegaConf.to_yaml(OmegaConf.structured(cfg))

@@ -53,8 +53,15 @@ class ModelConfig:
     """'layernorm' or 'rmsnorm'."""
     source: str = ""
     """Where the shape comes from (paper, model card)."""
+    hf_config: str = ""
+    """A Hugging Face config.json (or the folder holding it) to read the shape from (model=hf): layers, hidden,
+    heads, kv_heads, ffn_hidden, swiglu, vocab, max_position, tied_embeddings and norm come from the file."""
 
     def __post_init__(self) -> None:
+        if self.hf_config or self.name == "hf":
+            from launcher.hf_config import apply_to_model
+
+            apply_to_model(self)
         for name in ("layers", "hidden", "heads", "seq_len", "vocab"):
             _positive("model", name, getattr(self, name), "use a positive integer")
         if self.kv_heads is None:

@@ -15,14 +15,20 @@ def names(group):
 
 def test_registry_has_the_required_models_and_clusters():
     assert {"gpt-1.7b", "gpt-1t", "gpt3-175b", "bloom-176b", "llama2-70b", "llama3-70b", "tiny"} <= set(names("model"))
+    assert {"llama2-7b", "llama2-13b", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b",
+            "qwen2.5-72b", "hf"} <= set(names("model"))
     assert len([n for n in names("model") if n.startswith("gpt-")]) == 10
     assert {"a100-40g", "a100-80g", "h100-80g", "h200-141g", "v100-32g", "local-cpu"} <= set(names("cluster"))
 
 
 @pytest.mark.parametrize("model", names("model"))
 def test_every_model_composes_and_names_its_source(load, model):
-    cfg = load(f"model={model}")
-    assert cfg.model.name == model
+    if model == "hf":  # the shape comes from a config.json (tests/test_hf_config.py); its name from its folder
+        cfg = load("model=hf", f"model.hf_config={CONF.parent / 'tests' / 'fixtures' / 'hf' / 'gpt2'}")
+        assert cfg.model.name == "gpt2"
+    else:
+        cfg = load(f"model={model}")
+        assert cfg.model.name == model
     assert cfg.model.source
     assert (CONF / "model" / f"{model}.yaml").read_text().startswith("#")
     assert cfg.model.hidden % cfg.model.heads == 0
