@@ -121,7 +121,7 @@ def conclude(cfg: RootConfig, folder: Path, ledger: Ledger, tracking: TrackingLi
         url = tracking.finish(best, summary, [p for p in (folder / "plan.csv", best_path, folder / "config.yaml")
                                               if p and p.exists()])
     if url:
-        print(f"MLflow runs: {url}")
+        print(tracking.link_text(url))
     return best
 
 
