@@ -117,3 +117,13 @@ def test_bad_values_name_the_field_and_the_value_given(load, override, message):
     with pytest.raises(ConfigError) as err:
         load(override)
     assert str(err.value) == message
+
+
+def test_the_tiny_sweep_comment_counts_its_trials(load):
+    """conf/sweep/tiny.yaml says how many trials it runs: the plan must agree (it once said 8 and ran 10)."""
+    import re
+
+    from launcher.plan.planner import make_plan
+
+    said = int(re.search(r"# (\d+) trials", (CONF / "sweep" / "tiny.yaml").read_text()).group(1))
+    assert len(make_plan(load("+sweep=tiny")).trials) == said
