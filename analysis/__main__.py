@@ -125,6 +125,11 @@ def _run(args) -> int:
     from launcher.run.tracking_link import TrackingLink
 
     folder = args.folder.resolve()
+    if not (folder / "ledger.sqlite").exists() and (folder / "plan.csv").is_file():  # a dry run's folder
+        from analysis.plan_summary import planned_only
+
+        print(planned_only(args.folder))
+        return 0
     cfg = _load_config(folder)
     workdir = workdir_of(cfg, folder)
     resolve = log_resolver(cfg, folder, workdir)

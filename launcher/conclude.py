@@ -187,6 +187,7 @@ def _export(cfg, folder: Path, best: dict, train_iters: int) -> dict:
     """Write export/: the full-length launch.sh (+ side files), its one-line command, train.sbatch."""
     from analysis.export import (
         SbatchSpec,
+        gpus_to_request,
         run_comments,
         sbatch_script,
         time_limit_s,
@@ -201,7 +202,7 @@ def _export(cfg, folder: Path, best: dict, train_iters: int) -> dict:
     ex = cfg.executor
     sbatch = sbatch_script(SbatchSpec(
         job_name=f"{cfg.sweep.name}-train-{best['config_hash'][:8]}", partition=cfg.cluster.partition,
-        nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, workdir=str(out),
+        nodes=layout.nodes, gpus_per_node=gpus_to_request(asdict(cfg.cluster), layout.gpus_per_node), workdir=str(out),
         time_s=time_limit_s(best["metrics"].get("step_time_s"), train_iters, cfg.backend.startup_s),
         exclusive=ex.exclusive, account=ex.account, qos=ex.qos, constraint=ex.constraint,
         reservation=ex.reservation, cpus_per_task=ex.cpus_per_task, mem_gb=ex.mem_gb,
