@@ -45,8 +45,9 @@ NOTE_TAG = "mlflow.note.content"
 ACTIVE_TAG = "parasweep.active_ms"
 SESSION_TAG = "parasweep.session_started_ms"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-VIEW_METRICS = ("tokens_per_s", "predicted_tokens_per_s", "estimate_error_tokens", "mfu", "tflops_per_gpu",
-                "peak_mem_gb", "headroom", "step_time_s")
+VIEW_METRICS = ("tokens_per_s", "predicted_tokens_per_s", "estimate_error_tokens", "mfu", "peak_mem_gb", "headroom",
+                "step_time_s")
+"""The view's metric columns (MFU says what TFLOPs/GPU would; seven fit a 1900-pixel window with the status)."""
 VIEW_TAGS = ("status", "failure_kind")
 SIGNIFICANT_DIGITS = 6
 """Metrics are logged to 6 significant digits: a benchmark's throughput varies by about 1%, and a value such as
@@ -108,10 +109,11 @@ def view_state(uid: str, sweep: str) -> dict:
     return {"searchFilter": where, "orderByKey": "metrics.`tokens_per_s`", "orderByAsc": False, "startTime": "ALL",
             "lifecycleFilter": "Active", "modelVersionFilter": "All Runs", "datasetsFilter": [],
             "selectedColumns": columns,
-            # widths apply to the columns named in columnOrder (MLflow 3.17 applies them together)
+            # widths apply to the columns named in columnOrder (MLflow 3.17 applies them together); the order
+            # itself is applied only when the grid has drawn those columns already, so it is a wish, not a promise
             "columnOrder": ["attributes.`Run Name`", *columns, "runDateAndNestInfo", "duration"],
             "columnWidths": {"attributes.`Run Name`": 230,
-                             **{c: max(110, 8 * len(c.split("`")[1]) + 40) for c in columns}}}
+                             **{c: max(96, 7 * len(c.split("`")[1]) + 30) for c in columns}}}
 
 
 def view_tag_value(name: str, state: dict, now_ms: int) -> str:
