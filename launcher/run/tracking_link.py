@@ -43,7 +43,7 @@ class TrackingLink:
         if tracker is not None:
             from analysis.tracking import varying_dimensions
 
-            self.varying = varying_dimensions(r.layout for r in ledger.trials())
+            self.varying = varying_dimensions(_layout_dict(r.layout) for r in ledger.trials())
 
     @classmethod
     def open(cls, cfg: RootConfig, ledger: Ledger, folder: Path) -> "TrackingLink":
@@ -141,7 +141,7 @@ def _best_note(cfg: RootConfig, best: TrialRecord) -> str:
     from launcher.layout import Layout
 
     m = best.metrics
-    return (f"Best trial of sweep {cfg.sweep.name}: {Layout.label(best.layout)}, "
+    return (f"Best trial of sweep {cfg.sweep.name}: {Layout.label(_layout_dict(best.layout))}, "
             f"{m.get('tokens_per_s', 0):,.0f} tokens/s, {m.get('mfu') or 0:.1%} MFU, peak {m.get('peak_mem_gb') or 0:.3g}"
             f" of {cfg.cluster.gpu_mem_gb:g} GB per GPU (trial {best.config_hash}). The exact command is in "
             f"{cfg.sweep.root_dir}/{cfg.sweep.name}/best.json; the full-length job in the parent run's report/train.sbatch.")
@@ -160,4 +160,9 @@ def _parent_note(cfg: RootConfig, best: Optional[TrialRecord], summary: dict) ->
 def _winner_name(best: TrialRecord) -> str:
     from launcher.layout import Layout
 
-    return f"{Layout.label(best.layout)} ({best.config_hash[:8]})"
+    return f"{Layout.label(_layout_dict(best.layout))} ({best.config_hash[:8]})"
+
+
+def _layout_dict(layout) -> dict:
+    """A record's layout as a dict (ledger records hold a dict, or a typed Layout with to_dict)."""
+    return layout.to_dict() if hasattr(layout, "to_dict") else dict(layout)
