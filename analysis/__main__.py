@@ -109,6 +109,11 @@ def _run(args) -> int:
     from launcher.run.tracking_link import TrackingLink
 
     folder = SweepFolder(args.folder.resolve())
+    if not folder.ledger.exists() and folder.plan_csv.is_file():  # a dry run's folder: nothing ran yet
+        from analysis.plan_summary import planned_only
+
+        print(planned_only(args.folder))
+        return 0
     cfg = _load_config(folder.root)
     workdir = workdir_of(cfg, folder.root)
     resolve = log_resolver(cfg, folder.root, workdir)

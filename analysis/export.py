@@ -26,6 +26,7 @@ class SbatchSpec:
     partition: str
     nodes: int
     gpus_per_node: int
+    """GPUs to request per node (0: none, on a CPU cluster; see gpus_to_request)."""
     time_s: float
     workdir: str                      # --chdir: the export folder, where launch.sh lies
     exclusive: bool = True
@@ -40,6 +41,12 @@ class SbatchSpec:
     setup: Sequence[str] = ()                      # executor.setup: module load, venv activation
     srun_args: Sequence[str] = ()
     comments: Sequence[str] = ()                   # what the reader must know (what changed from the benchmark)
+
+
+def gpus_to_request(cluster: dict, gpus_per_node: int) -> int:
+    """GPUs per node for #SBATCH --gpus-per-node: none on a CPU cluster (cluster.gpu 'cpu', e.g. local-cpu, whose
+    ranks are processes that launch.sh starts itself); asking for GPUs there leaves the job pending forever."""
+    return 0 if str(cluster.get("gpu", "")).strip().lower() == "cpu" else gpus_per_node
 
 
 def slurm_time(seconds: float) -> str:
@@ -81,7 +88,9 @@ def _one_line(text: str) -> str:
 def sbatch_script(spec: SbatchSpec) -> str:
     """#SBATCH header (one task per node: launch.sh starts the node's ranks itself), setup, `srun bash launch.sh`."""
     options = [("job-name", spec.job_name), ("partition", spec.partition), ("nodes", spec.nodes),
-               ("ntasks-per-node", 1), ("gpus-per-node", spec.gpus_per_node), ("time", slurm_time(spec.time_s))]
+               ("ntasks-per-node", 1)]
+    options += [("gpus-per-node", spec.gpus_per_node)] if spec.gpus_per_node > 0 else []
+    options += [("time", slurm_time(spec.time_s))]
     optional = [("account", spec.account), ("qos", spec.qos), ("constraint", spec.constraint),
                 ("reservation", spec.reservation), ("cpus-per-task", spec.cpus_per_task),
                 ("mem", f"{spec.mem_gb}G" if spec.mem_gb else ""), ("exclude", ",".join(spec.exclude))]

@@ -196,7 +196,9 @@ def draw_headroom(trials: Sequence[dict], capacity_gb: float):
     ax.set_ylabel("peak memory per GPU (GB)")
     ax.set_title("memory per trial" + (" (label: measured headroom)" if labelled else " (red: out of memory)"))
     _trial_ticks(ax, ran)
-    ax.legend(loc="upper left", fontsize=8)
+    # Outside the axes, right of the plot: inside, any corner can cover a bar, its label or a predicted peak (the
+    # tiny sweep's first trial is an OOM predicted far above capacity, right under the upper-left corner).
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
     return fig
 
 

@@ -3,11 +3,24 @@
 All MLflow calls of the project live here. Idempotent by construction: a child run is found again by its
 `parasweep.config_hash` tag (and its remembered run id), so a resumed sweep or `python -m analysis` updates the
 same runs and never creates a second child for a trial. Takes plain dicts, never imports the launcher.
+
+What a person sees (MLflow 3.x UI): the printed link opens the experiment's "Training runs" table through a saved
+view. MLflow 3 keeps saved views as experiment tags `mlflow.sharedViewState.<key>` (the UI's Views menu and its
+"share" links write them; the UI reads one when the URL carries `?viewStateShareKey=<key>`). The value is an
+envelope {name, createdAt, updatedAt, state}; state is the JSON of the runs page's search facets (searchFilter,
+orderByKey, orderByAsc, startTime, lifecycleFilter, modelVersionFilter, datasetsFilter: the same keys the page
+accepts as plain URL parameters) and its UI state (selectedColumns, columnOrder, columnWidths, groupBy, ...: kept
+only in the browser's local storage otherwise). parasweep writes one view per sweep folder: the sweep's runs,
+sorted by measured tokens/s (descending: the winner first, failed trials without a throughput last), with the key
+metrics and the status as columns. Without the view the table shows one collapsed parent row and no metric
+column. Child run names are short layout labels; the winner's starts with a star and carries a description.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -22,6 +35,24 @@ HASH_TAG = "parasweep.config_hash"
 SWEEP_TAG = "parasweep.sweep"
 UID_TAG = "parasweep.sweep_uid"
 """Identifies one sweep folder: a fresh sweep of the same name (same config hashes) gets new runs."""
+BEST_TAG = "parasweep.best"
+BEST_MARK = "\u2605 "
+"""A star before the winner's run name: visible in the runs table whatever columns are shown."""
+NOTE_TAG = "mlflow.note.content"
+"""MLflow's run description (shown on the run page)."""
+ACTIVE_TAG = "parasweep.active_ms"
+SESSION_TAG = "parasweep.session_started_ms"
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_METRICS = ("tokens_per_s", "predicted_tokens_per_s", "estimate_error_tokens", "mfu", "peak_mem_gb", "headroom",
+                "step_time_s")
+"""The view's metric columns (MFU says what TFLOPs/GPU would; seven fit a 1900-pixel window with the status)."""
+VIEW_TAGS = ("status", "failure_kind")
+SIGNIFICANT_DIGITS = 6
+"""Metrics are logged to 6 significant digits: a benchmark's throughput varies by about 1%, and a value such as
+3893.05083868526 fills the table's column with noise (the ledger keeps the exact figures)."""
+LABEL_EXTRAS = (("vpp", "v{}"), ("gbs", "g{}"), ("recompute", "rc-{}"), ("sequence_parallel", "sp"),
+                ("zero_stage", "z{}"), ("distributed_optimizer", "do"), ("nodes", "{}n"))
+"""Layout dimensions added to a child run's name when they vary in the sweep (booleans only when true)."""
 
 
 class TrackingUnavailable(Exception):
@@ -34,9 +65,86 @@ def _fail_fast_http() -> None:
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "5")
 
 
-def runs_table_url(ui_url: str, experiment_id: str) -> str:
-    """The 'Training runs' table (the experiment's default page in MLflow 3 is a GenAI overview without runs)."""
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs"
+def runs_table_url(ui_url: str, experiment_id: str, view_key: str = "") -> str:
+    """The 'Training runs' table (the experiment's default page in MLflow 3 is a GenAI overview without runs),
+    opened through the sweep's saved view when there is one."""
+    url = f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    return f"{url}?viewStateShareKey={view_key}" if view_key else url
+
+
+def run_label(layout: dict, varying: Iterable[str] = (), repeat: bool = False) -> str:
+    """A child run's name, short enough for the runs table's name column: 'tp2 pp1 dp2 mb4', plus the dimensions
+    that vary in this sweep ('tp2 pp1 dp2 mb4 g256 rc-sel')."""
+    varying = set(varying)
+    parts = [f"tp{layout['tp']}", f"pp{layout['pp']}", f"dp{layout['dp']}", f"mb{layout['mbs']}"]
+    for key, form in LABEL_EXTRAS:
+        value = layout.get(key)
+        if key not in varying or value is None or value is False:
+            continue
+        if key == "recompute":
+            value = {"selective": "sel"}.get(value, value)
+        parts.append(form.format(value))
+    return " ".join(parts) + (" rep" if repeat else "")
+
+
+def varying_dimensions(layouts: Iterable[dict]) -> set[str]:
+    """The layout keys whose values differ between the given layouts."""
+    seen: dict[str, set] = {}
+    for layout in layouts:
+        for key, value in layout.items():
+            seen.setdefault(key, set()).add(repr(value))
+    return {key for key, values in seen.items() if len(values) > 1}
+
+
+def view_key(uid: str, sweep: str) -> str:
+    return f"parasweep-{uid[:12] or sweep}"
+
+
+def view_state(uid: str, sweep: str) -> dict:
+    """The runs page of one sweep folder: its runs, best measured throughput first, key metrics as columns."""
+    columns = [f"metrics.`{m}`" for m in VIEW_METRICS] + [f"tags.`{t}`" for t in VIEW_TAGS]
+    where = f"tags.`{UID_TAG}` = '{uid}'" if uid else f"tags.`{SWEEP_TAG}` = '{sweep}'"
+    return {"searchFilter": where, "orderByKey": "metrics.`tokens_per_s`", "orderByAsc": False, "startTime": "ALL",
+            "lifecycleFilter": "Active", "modelVersionFilter": "All Runs", "datasetsFilter": [],
+            "selectedColumns": columns,
+            # widths apply to the columns named in columnOrder (MLflow 3.17 applies them together); the order
+            # itself is applied only when the grid has drawn those columns already, so it is a wish, not a promise
+            "columnOrder": ["attributes.`Run Name`", *columns, "runDateAndNestInfo", "duration"],
+            "columnWidths": {"attributes.`Run Name`": 230,
+                             **{c: max(96, 7 * len(c.split("`")[1]) + 30) for c in columns}}}
+
+
+def view_tag_value(name: str, state: dict, now_ms: int) -> str:
+    """A saved view as the MLflow 3 UI stores it: an envelope around the JSON of the page state."""
+    return json.dumps({"name": name, "createdAt": now_ms, "updatedAt": now_ms, "state": json.dumps(state)})
+
+
+def ui_command(uri: str, ui_url: str) -> str:
+    """The command that serves `uri` at `ui_url` (so that the printed link works), or '' for a tracking server
+    (the link is the server's own). The sqlite path is made absolute: the command works from any directory."""
+    if uri.startswith("http"):
+        return ""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(ui_url)
+    store = uri
+    if uri.startswith("sqlite:///"):
+        store = "sqlite:///" + str(Path(uri[len("sqlite:///"):]).resolve())
+    args = [_mlflow_program(), "ui", "--backend-store-uri", store]
+    if parts.hostname and parts.hostname not in ("127.0.0.1", "localhost"):
+        args += ["--host", parts.hostname]
+    args += ["--port", str(parts.port or 5000)]
+    return " ".join(shlex.quote(a) if a != args[0] else a for a in args)
+
+
+def _mlflow_program() -> str:
+    """`mlflow` when the one on PATH belongs to this interpreter's environment, else `<python> -m mlflow`."""
+    import shutil
+
+    found = shutil.which("mlflow")
+    if found and Path(found).resolve().parent == Path(sys.executable).resolve().parent:
+        return "mlflow"
+    return f"{shlex.quote(sys.executable)} -m mlflow"
 
 
 class Tracker:
@@ -48,6 +156,7 @@ class Tracker:
         self.ui_url = uri if uri.startswith("http") else ui_url
         self.client = MlflowClient(tracking_uri=uri)
         self.experiment_id = self._experiment(experiment)
+        self.view_key = ""
 
     @classmethod
     def connect(cls, uri: str, experiment: str, ui_url: str = "http://127.0.0.1:5000") -> "Tracker":
@@ -71,11 +180,16 @@ class Tracker:
 
     @property
     def runs_url(self) -> str:
-        return runs_table_url(self.ui_url, self.experiment_id)
+        return runs_table_url(self.ui_url, self.experiment_id, self.view_key)
+
+    @property
+    def ui_command(self) -> str:
+        return ui_command(self.uri, self.ui_url)
 
     # -- parent -----------------------------------------------------------------------------------------------
     def parent_run(self, sweep: str, uid: str, run_id: str, params: dict, tags: dict) -> str:
-        """The sweep's parent run: the remembered one if it still exists, else found by tag, else created."""
+        """The sweep's parent run: the remembered one if it still exists, else found by tag, else created. Also
+        writes the sweep's saved view of the runs table (see the module docstring)."""
         run_id = self._existing(run_id) or self._find({UID_TAG: uid, "parasweep.role": "sweep"})
         if not run_id:
             run = self.client.create_run(self.experiment_id, run_name=f"sweep {sweep}",
@@ -83,24 +197,59 @@ class Tracker:
             run_id = run.info.run_id
             self._log(run_id, params=params)
         self._log(run_id, tags=tags)
+        self._saved_view(sweep, uid)
         return run_id
 
-    def finish_parent(self, run_id: str, status: str, metrics: dict, tags: dict) -> None:
-        self._log(run_id, metrics=metrics, tags=tags)
-        self.client.set_terminated(run_id, status)
+    def _saved_view(self, sweep: str, uid: str) -> None:
+        key = view_key(uid, sweep)
+        tag = VIEW_TAG_PREFIX + key
+        state = view_state(uid, sweep)
+        current = self.client.get_experiment(self.experiment_id).tags.get(tag)
+        try:
+            unchanged = current is not None and json.loads(json.loads(current)["state"]) == state
+        except (ValueError, KeyError, TypeError):
+            unchanged = False
+        if not unchanged:
+            name = f"parasweep: sweep {sweep}" + (f" ({uid[:8]})" if uid else "") + " by tokens/s"
+            self.client.set_experiment_tag(self.experiment_id, tag, view_tag_value(name, state, _now_ms()))
+        self.view_key = key
 
     def reopen(self, run_id: str) -> None:
+        """A session of the sweep begins (launcher or python -m analysis): the parent runs again, and the time from
+        now to finish_parent counts as active. A session that ended without finish_parent (the launcher was
+        killed) counts up to the last trial it recorded."""
+        run = self.client.get_run(run_id)
+        started = _int(run.data.tags.get(SESSION_TAG))
+        if started:
+            ends = [r.info.end_time for r in self._children(run_id) if r.info.end_time and r.info.end_time > started]
+            self._add_active(run_id, run, max(ends, default=started) - started)
+        self.client.set_tag(run_id, SESSION_TAG, str(_now_ms()))
         self.client.update_run(run_id, status="RUNNING")
+
+    def finish_parent(self, run_id: str, status: str, metrics: dict, tags: dict) -> None:
+        """End the session: its time is added to the active time, and the parent's end time is set so that its
+        duration in the UI is the sweep's active time, not the wall time across resumes."""
+        run = self.client.get_run(run_id)
+        started = _int(run.data.tags.get(SESSION_TAG))
+        total = self._add_active(run_id, run, _now_ms() - started if started else 0)
+        self._log(run_id, metrics={**metrics, "active_time_s": total / 1000}, tags=tags)
+        self.client.set_terminated(run_id, status, end_time=run.info.start_time + total)
+
+    def _add_active(self, run_id: str, run, ms: int) -> int:
+        total = _int(run.data.tags.get(ACTIVE_TAG)) + max(0, ms)
+        self.client.set_tag(run_id, ACTIVE_TAG, str(total))
+        self.client.set_tag(run_id, SESSION_TAG, "")
+        return total
 
     # -- children ---------------------------------------------------------------------------------------------
     def sync_trial(self, sweep: str, uid: str, parent_id: str, trial: dict, context: dict,
-                   artifacts: Iterable[Path] = ()) -> str:
-        """Create or update the child run of one trial; returns its run id."""
+                   artifacts: Iterable[Path] = (), varying: Iterable[str] = ()) -> str:
+        """Create or update the child run of one trial; returns its run id. `varying`: the layout dimensions that
+        differ between the sweep's trials (named in the run's name besides tp/pp/dp/mbs)."""
         chash = trial["config_hash"]
         run_id = self._existing(trial.get("mlflow_run_id", "")) or self._find({HASH_TAG: chash, UID_TAG: uid})
         if not run_id:
-            layout = trial["layout"]
-            name = " ".join(f"{k}{layout[k]}" for k in ("tp", "pp", "dp", "mbs")) + f" {chash[:6]}"
+            name = run_label(trial["layout"], varying, repeat=bool(trial.get("repeat_of")))
             started_ms = int(trial["submitted_at"] * 1000) if trial.get("submitted_at") else None
             run = self.client.create_run(self.experiment_id, run_name=name, start_time=started_ms,
                                          tags={HASH_TAG: chash, SWEEP_TAG: sweep, UID_TAG: uid,
@@ -123,11 +272,22 @@ class Tracker:
             self.client.set_terminated(run_id, RUN_STATUS.get(trial["state"], "FAILED"), end_time=ended_ms)
         return run_id
 
-    def tag_best(self, run_id: str, parent_id: str, best_hash: str) -> None:
-        for run in self._children(parent_id):  # the previous best loses its tag when the winner changes
-            if run.data.tags.get("parasweep.best") == "true" and run.info.run_id != run_id:
-                self.client.set_tag(run.info.run_id, "parasweep.best", "false")
-        self.client.set_tag(run_id, "parasweep.best", "true")
+    def tag_best(self, run_id: str, parent_id: str, best_hash: str, note: str = "") -> None:
+        """Mark the winner: tag parasweep.best, a star before its name, `note` as its description; the previous
+        winner loses all three when the winner changes."""
+        for run in self._children(parent_id):
+            name = run.info.run_name or ""
+            if run.info.run_id == run_id:
+                if not name.startswith(BEST_MARK):
+                    self.client.update_run(run_id, name=BEST_MARK + name)
+            elif run.data.tags.get(BEST_TAG) == "true" or name.startswith(BEST_MARK):
+                self.client.set_tag(run.info.run_id, BEST_TAG, "false")
+                self.client.update_run(run.info.run_id, name=name.removeprefix(BEST_MARK))
+                if run.data.tags.get(NOTE_TAG, "").startswith("Best trial"):
+                    self.client.set_tag(run.info.run_id, NOTE_TAG, "")
+        self.client.set_tag(run_id, BEST_TAG, "true")
+        if note:
+            self.client.set_tag(run_id, NOTE_TAG, note)
         self.client.set_tag(parent_id, "parasweep.best_config_hash", best_hash)
 
     def log_artifacts(self, run_id: str, paths: Iterable[Path], artifact_path: Optional[str] = None) -> None:
@@ -160,10 +320,10 @@ class Tracker:
              tags: Optional[dict] = None) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
-        now = int(time.time() * 1000)
+        now = _now_ms()
         self.client.log_batch(
             run_id,
-            metrics=[Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if v is not None],
+            metrics=[Metric(k, _rounded(v), now, 0) for k, v in (metrics or {}).items() if v is not None],
             params=[Param(k, str(v)) for k, v in (params or {}).items()],
             tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
@@ -190,6 +350,21 @@ def trial_tags(trial: dict) -> dict:
     return {"status": trial["state"], "failure_kind": trial.get("failure_kind", ""),
             "failure_reason": trial.get("reason", "")[:500], "job_id": trial.get("job_id", ""),
             HASH_TAG: trial["config_hash"], "selection": trial.get("selection", "")}
+
+
+def _rounded(value: float) -> float:
+    return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _int(text: Optional[str]) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
 
 
 def warn(message: str) -> None:

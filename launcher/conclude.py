@@ -70,7 +70,7 @@ def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: Tra
     print(f"plots, report and export in {time.perf_counter() - started:.2f} s")
     done.runs_url = _record_in_mlflow(folder, tracking, done, records, summary)
     if done.runs_url:
-        print(f"MLflow runs: {done.runs_url}")
+        print(tracking.link_text(done.runs_url))
     return done
 
 
@@ -214,7 +214,7 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
 
 def _export(cfg: RootConfig, folder: SweepFolder, best: dict, train_iters: int) -> dict[str, Path]:
     """export/: the winner's full-length launch.sh (+ side files), its one-line command and train.sbatch."""
-    from analysis.export import SbatchSpec, run_comments, sbatch_script, time_limit_s, write_export
+    from analysis.export import SbatchSpec, gpus_to_request, run_comments, sbatch_script, time_limit_s, write_export
 
     out = folder.export.resolve()
     layout = Layout.from_dict(best["layout"])
@@ -223,7 +223,8 @@ def _export(cfg: RootConfig, folder: SweepFolder, best: dict, train_iters: int) 
     ex = cfg.executor
     sbatch = sbatch_script(SbatchSpec(
         job_name=f"{cfg.sweep.name}-train-{best['config_hash'][:8]}", partition=cfg.cluster.partition,
-        nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, workdir=str(out),
+        nodes=layout.nodes, gpus_per_node=gpus_to_request(asdict(cfg.cluster), layout.gpus_per_node),
+        workdir=str(out),
         time_s=time_limit_s(best["metrics"].get("step_time_s"), train_iters, cfg.backend.startup_s),
         exclusive=ex.exclusive, account=ex.account, qos=ex.qos, constraint=ex.constraint,
         reservation=ex.reservation, cpus_per_task=ex.cpus_per_task, mem_gb=ex.mem_gb,

@@ -55,8 +55,15 @@ class ModelConfig:
     """'layernorm' or 'rmsnorm'."""
     source: str = ""
     """Where the shape comes from (paper, model card)."""
+    hf_config: str = ""
+    """A Hugging Face config.json (or the folder holding it) to read the shape from (model=hf): layers, hidden,
+    heads, kv_heads, ffn_hidden, swiglu, vocab, max_position, tied_embeddings and norm come from the file."""
 
     def __post_init__(self) -> None:
+        if self.hf_config or self.name == "hf":
+            from launcher.hf_config import apply_to_model
+
+            apply_to_model(self)
         for name in ("layers", "hidden", "heads", "seq_len", "vocab"):
             _positive("model", name, getattr(self, name), "use a positive integer")
         if self.kv_heads is None:
@@ -297,8 +304,10 @@ class PlanConfig:
             raise ConfigError("plan.mem_safety_margin", self.mem_safety_margin, "use a share in (0, 1]")
         if not 0 <= self.exploration_share < 1:
             raise ConfigError("plan.exploration_share", self.exploration_share, "use a share in [0, 1)")
-        if self.max_trials < 0 or self.keep_borderline < 0:
+        if self.max_trials < 0:
             raise ConfigError("plan.max_trials", self.max_trials, "use 0 (no budget) or more")
+        if self.keep_borderline < 0:
+            raise ConfigError("plan.keep_borderline", self.keep_borderline, "use 0 (prune at the margin) or more")
 
 
 @dataclass

@@ -54,7 +54,8 @@ def test_analysis_writes_report_plots_and_export(tmp_path, elsewhere, capsys):
     assert "--warmup-iters 0" in launch and "--measure-iters 500" in launch
     sbatch = (export / "train.sbatch").read_text()
     lay = best["layout"]
-    assert f"#SBATCH --nodes={lay['nodes']}\n" in sbatch and f"#SBATCH --gpus-per-node={lay['gpus']}\n" in sbatch
+    assert f"#SBATCH --nodes={lay['nodes']}\n" in sbatch
+    assert "--gpus-per-node" not in sbatch  # cluster=local-cpu: a CPU cluster must not ask SLURM for GPUs
     assert f"#SBATCH --chdir={export}\n" in sbatch and sbatch.rstrip().endswith("srun bash launch.sh")
     assert not (export / "benchmark_launch.sh").exists()  # the synthetic sweep has no trials/<hash>/launch.sh
 
@@ -146,3 +147,27 @@ def test_plots_and_report_are_attached_to_the_parent_run(tmp_path, elsewhere, ca
     assert main([str(folder)]) == 0
     assert client.get_run(parent).info.status == "FINISHED"
     assert len(client.list_artifacts(parent, "plots")) == len(PLOT_FILES)  # replaced, not duplicated
+
+
+def test_after_a_dry_run_the_analysis_reports_the_plan(tmp_path):
+    """The README says `python -m analysis sweeps/<name>` works any time: after a dry run there is only plan.csv."""
+    import csv
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO, run_launcher
+
+    assert run_launcher("+sweep=70b", "dry_run=true", cwd=tmp_path, timeout_s=300).returncode == 0
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "analysis", "sweeps/70b"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((tmp_path / "sweeps" / "70b" / "plan.csv").open()))
+    kept = [r for r in rows if r["selection"] != "pruned"]
+    best = max(kept, key=lambda r: float(r["tokens_per_s"]))
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("sweeps/70b holds a plan only") and f"{len(kept)} trials planned" in lines[0]
+    assert best["config_hash"][:8] in lines[2] and f"{float(best['tokens_per_s']):,.0f} tokens/s" in lines[2]
+    assert "without dry_run=true" in lines[-1]
+    assert not (tmp_path / "sweeps" / "70b" / "ledger.sqlite").exists() and not (tmp_path / "mlflow.db").exists()

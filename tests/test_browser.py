@@ -1,10 +1,11 @@
 """The MLflow dashboard and report.html of a real tiny sweep, checked in headless Chromium.
 
 Uses the session's tiny sweep (conftest `tiny_sweep`), runs `python -m analysis sweeps/tiny` on it (plots, report,
-export, attachments to the parent run), serves its store with `mlflow server` on a free port and drives Debian's
-/usr/bin/chromium through playwright. The launcher prints the configured tracking.ui_url
-(http://127.0.0.1:5000/#/experiments/<id>/runs); the test keeps that link's path and fragment and swaps in its
-own server's host:port. Screenshots land in test-artifacts/browser/ (git-ignored).
+export, attachments to the parent run), starts the MLflow UI with the very command the launcher printed (its port
+swapped for a free one, one worker for this 2-core machine) and drives Debian's /usr/bin/chromium through
+playwright. The launcher prints the configured tracking.ui_url
+(http://127.0.0.1:5000/#/experiments/<id>/runs?viewStateShareKey=<key>); the test keeps that link's path, fragment
+and query and swaps in its own server's host:port. Screenshots land in test-artifacts/browser/ (git-ignored).
 
 Skipped only when chromium or playwright is missing and PARASWEEP_REQUIRE_BROWSER is unset; with it set, a
 missing browser fails. Never runs `playwright install`.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import sqlite3
@@ -88,17 +90,26 @@ def _healthy(base: str) -> bool:
         return False
 
 
+def _ui_command(launcher_stdout: str, port: int) -> list[str]:
+    """The printed `mlflow ui ...` command, with its port swapped for `port`."""
+    printed = re.search(r"start the MLflow UI first: (.+)\)$", launcher_stdout, re.MULTILINE)
+    assert printed, "the launcher did not print the command that starts the MLflow UI"
+    args = shlex.split(printed.group(1))
+    assert args[args.index("--port") + 1] == "5000"  # tracking.ui_url's port
+    args[args.index("--port") + 1] = str(port)
+    return args + ["--workers", "1"]
+
+
 @pytest.fixture(scope="module")
-def mlflow_ui(sweep):
-    """`mlflow server` on the sweep's store; runs' artifacts are served from their absolute file:// URIs (the
-    experiment's artifact_location beside the db, see analysis/tracking.py). Always stopped at teardown."""
-    work, _ = sweep
+def mlflow_ui(sweep, tmp_path_factory):
+    """The printed `mlflow ui` command, started from another directory (the store's path is absolute); runs'
+    artifacts are served from their absolute file:// URIs (the experiment's artifact_location beside the db, see
+    analysis/tracking.py). Always stopped at teardown."""
+    _, stdout = sweep
     port = _free_port()
     log = (SHOTS / "mlflow-server.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
-                               f"sqlite:///{work / 'mlflow.db'}", "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", "1"], cwd=work, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    server = subprocess.Popen(_ui_command(stdout, port), cwd=tmp_path_factory.mktemp("elsewhere"), stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + SERVER_START_S
@@ -136,8 +147,9 @@ def _ledger(work: Path) -> tuple[list[dict], dict]:
 
 
 def _runs_url(launcher_stdout: str, base: str) -> str:
-    printed = re.search(r"MLflow runs: (http://[^/\s]+)(/#/experiments/\d+/runs)", launcher_stdout)
-    assert printed, "the launcher did not print the MLflow runs link"
+    printed = re.search(r"MLflow runs: (http://[^/\s]+)(/#/experiments/\d+/runs\?viewStateShareKey=\S+)",
+                        launcher_stdout)
+    assert printed, "the launcher did not print the MLflow runs link (with its saved view)"
     return base + printed.group(2)
 
 
@@ -146,17 +158,6 @@ def _close_assistant(page) -> None:
     close = page.locator('button[data-component-id="mlflow.assistant.chat_panel.close"]')
     if close.count():
         close.first.click()
-
-
-def _add_columns(page, names: list[str]) -> None:
-    page.get_by_role("button", name="Columns").click()
-    menu = page.locator("[data-radix-popper-content-wrapper]").last
-    for name in names:
-        node = menu.locator(".du-bois-light-tree-treenode", has=page.locator(f'[title="{name}"]'))
-        node.locator(".du-bois-light-tree-checkbox").click()
-    page.keyboard.press("Escape")
-    for name in names:
-        page.locator(".ag-header-cell", has_text=name).first.wait_for()
 
 
 ROWS_JS = """() => {
@@ -174,26 +175,43 @@ def _table_rows(page) -> list[dict]:
     return page.evaluate(ROWS_JS)
 
 
-def test_runs_table_lists_the_parent_and_every_child_with_its_status(sweep, mlflow_ui, page):
+def _number(text: str) -> float | None:
+    return float(text) if re.fullmatch(r"-?[\d.]+(e-?\d+)?", text) else None
+
+
+def test_the_printed_link_shows_every_run_with_its_metrics_best_first_and_the_winner_starred(sweep, mlflow_ui,
+                                                                                           page):
+    from analysis.tracking import run_label, varying_dimensions
+
     work, stdout = sweep
     trials, _ = _ledger(work)
-    expected = {t["config_hash"]: t["state"] for t in trials
-                if not (t["state"] == "pruned" and t["reason"].startswith("predicted_oom"))}
+    best = json.loads((work / "sweeps" / "tiny" / "best.json").read_text())
+    ran = [t for t in trials if not (t["state"] == "pruned" and t["reason"].startswith("predicted_oom"))]
+    varying = varying_dimensions(json.loads(t["layout"]) for t in trials)
+    labels = {t["config_hash"]: run_label(json.loads(t["layout"]), varying) for t in ran}
     page.goto(_runs_url(stdout, mlflow_ui))
     page.get_by_text("sweep tiny", exact=True).wait_for()
+    page.locator(".ag-header-cell[col-id='metrics.`tokens_per_s`']").wait_for()  # the view's columns, no clicks
     _close_assistant(page)
-    _add_columns(page, ["status", "parasweep.config_hash"])
-    page.locator('button[data-component-id*="runnamecellrenderer"]').first.click()  # expand the nested children
-    page.get_by_text(next(iter(expected))[:6], exact=False).first.wait_for()
-    rows = _table_rows(page)
+    page.wait_for_timeout(1000)  # column widths settle, for the screenshot only
     page.screenshot(path=str(SHOTS / "mlflow-runs-table.png"), full_page=True)
-    names = [r.get("attributes.`Run Name`", "").split("\n")[-1] for r in rows]
-    parents = [r for r, name in zip(rows, names) if name == "sweep tiny"]
-    assert len(parents) == 1 and parents[0]["tags.`status`"] == "finished", rows
-    listed = {r["tags.`parasweep.config_hash`"]: r["tags.`status`"] for r in rows if r is not parents[0]}
-    assert listed == expected, rows
-    assert all(name.endswith(h[:6]) for name, r in zip(names, rows) for h in [r["tags.`parasweep.config_hash`"]]
-               if r is not parents[0])
+    headers = page.evaluate("Array.from(document.querySelectorAll('.ag-header-cell')).map(h => h.getAttribute('col-id'))")
+    for column in ("metrics.`tokens_per_s`", "metrics.`predicted_tokens_per_s`", "metrics.`peak_mem_gb`",
+                   "metrics.`headroom`", "metrics.`mfu`", "tags.`status`"):
+        assert column in headers, headers
+    rows = _table_rows(page)
+    names = [r["attributes.`Run Name`"].split("\n")[-1] for r in rows]
+    assert names.count("sweep tiny") == 1 and len(rows) == len(ran) + 1, names
+    assert names[0] == "\u2605 " + labels[best["config_hash"]]  # the winner: first row, starred
+    assert sum(n.startswith("\u2605") for n in names) == 1
+    assert sorted(n.removeprefix("\u2605 ") for n in names if n != "sweep tiny") == sorted(labels.values())
+    measured = [_number(r["metrics.`tokens_per_s`"]) for r in rows]
+    ok = [m for m in measured if m is not None]
+    assert ok == sorted(ok, reverse=True) and len(ok) == sum(t["state"] == "ok" for t in ran)
+    assert ok[0] == pytest.approx(best["measured"]["tokens_per_s"], rel=1e-5)
+    statuses = sorted(r["tags.`status`"] for r, n in zip(rows, names) if n != "sweep tiny")
+    assert statuses == sorted(t["state"] for t in ran)
+    assert all(len(n) <= 26 for n in names)  # fits the 230-pixel name column without an ellipsis
 
 
 def test_child_run_page_shows_params_metrics_and_the_log(sweep, mlflow_ui, page):
@@ -208,7 +226,9 @@ def test_child_run_page_shows_params_metrics_and_the_log(sweep, mlflow_ui, page)
     text = page.inner_text("body")
     page.screenshot(path=str(SHOTS / "mlflow-child-run.png"), full_page=True)
     metrics, layout = json.loads(winner["metrics"]), winner  # one ledger column per layout dimension
-    assert re.search(rf"tokens_per_s\s+{re.escape(repr(metrics['tokens_per_s']))}", text)
+    shown = repr(float(f"{metrics['tokens_per_s']:.6g}"))  # logged to 6 significant digits
+    assert re.search(rf"tokens_per_s\s+{re.escape(shown)}", text)
+    assert "Best trial of sweep tiny" in text  # the winner's description
     assert re.search(r"predicted_tokens_per_s\s+[\d.]+", text) and re.search(r"headroom\s+0\.\d+", text)
     for param in ("tp", "pp", "dp", "mbs", "gbs"):
         assert re.search(rf"\n{param}\s+{layout[param]}\n", text), param

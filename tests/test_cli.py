@@ -98,3 +98,26 @@ def test_a_second_launcher_on_the_same_folder_is_refused(tmp_path):
         fresh = run("+sweep=tiny", "tracking.enabled=false", "sweep.fresh=true", cwd=tmp_path)
     assert proc.returncode == 2 and "another launcher is running this sweep" in proc.stderr
     assert fresh.returncode == 2 and folder.exists()  # not renamed under the running launcher
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_with_one_line(tmp_path):
+    """Ctrl-C on a terminal signals the launcher and every process of its group (the local jobs' controllers too):
+    the user sees the launcher's one line, no traceback from anything."""
+    import signal
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", "+sweep=tiny", "tracking.enabled=false"], cwd=tmp_path,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own group, as a terminal's foreground job
+    jobs = tmp_path / "sweeps" / "tiny" / "jobs"
+    deadline = time.time() + 120
+    while not any(jobs.glob("*/*_submitted.pkl")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+    time.sleep(3)  # trials running under their controllers
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    time.sleep(2)  # anything a dying child still prints would have arrived
+    assert proc.returncode == 130
+    assert err.strip() == "interrupted: the ledger is intact; run the same command again to resume"

@@ -15,14 +15,20 @@ def names(group):
 
 def test_registry_has_the_required_models_and_clusters():
     assert {"gpt-1.7b", "gpt-1t", "gpt3-175b", "bloom-176b", "llama2-70b", "llama3-70b", "tiny"} <= set(names("model"))
+    assert {"llama2-7b", "llama2-13b", "llama3.1-8b", "llama3.1-70b", "llama3.1-405b", "mistral-7b", "qwen2.5-7b",
+            "qwen2.5-72b", "hf"} <= set(names("model"))
     assert len([n for n in names("model") if n.startswith("gpt-")]) == 10
     assert {"a100-40g", "a100-80g", "h100-80g", "h200-141g", "v100-32g", "local-cpu"} <= set(names("cluster"))
 
 
 @pytest.mark.parametrize("model", names("model"))
 def test_every_model_composes_and_names_its_source(load, model):
-    cfg = load(f"model={model}")
-    assert cfg.model.name == model
+    if model == "hf":  # the shape comes from a config.json (tests/test_hf_config.py); its name from its folder
+        cfg = load("model=hf", f"model.hf_config={CONF.parent / 'tests' / 'fixtures' / 'hf' / 'gpt2'}")
+        assert cfg.model.name == "gpt2"
+    else:
+        cfg = load(f"model={model}")
+        assert cfg.model.name == model
     assert cfg.model.source
     assert (CONF / "model" / f"{model}.yaml").read_text().startswith("#")
     assert cfg.model.hidden % cfg.model.heads == 0
@@ -98,3 +104,26 @@ def test_bad_values_name_the_field(load, override, field):
 
 def test_fresh_is_a_value_override(load):
     assert load("+sweep=tiny", "sweep.fresh=true").sweep.fresh is True
+
+
+@pytest.mark.parametrize("override, message", [
+    ("grid.tp=four", "grid.tp='four': give a list, e.g. grid.tp=[1,2,4]"),
+    ("grid.tp=[1,four]", "grid.tp[1]='four': give an integer"),
+    ("cluster.gpu_mem_gb=lots", "cluster.gpu_mem_gb='lots': give a float"),
+    ("plan.keep_borderline=-1", "plan.keep_borderline=-1.0: use 0 (prune at the margin) or more"),
+    ("plan.max_trials=-1", "plan.max_trials=-1: use 0 (no budget) or more"),
+])
+def test_bad_values_name_the_field_and_the_value_given(load, override, message):
+    with pytest.raises(ConfigError) as err:
+        load(override)
+    assert str(err.value) == message
+
+
+def test_the_tiny_sweep_comment_counts_its_trials(load):
+    """conf/sweep/tiny.yaml says how many trials it runs: the plan must agree (it once said 8 and ran 10)."""
+    import re
+
+    from launcher.plan.planner import make_plan
+
+    said = int(re.search(r"# (\d+) trials", (CONF / "sweep" / "tiny.yaml").read_text()).group(1))
+    assert len(make_plan(load("+sweep=tiny")).trials) == said

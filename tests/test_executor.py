@@ -123,3 +123,29 @@ def test_cpu_machine_hides_gpus(tmp_path, monkeypatch):
     from launcher.run.executor import local_gpus
 
     assert local_gpus() == []
+
+
+def test_a_ctrl_c_leaves_the_local_controllers_traceback_in_the_job_folder(tmp_path, capfd):
+    """Ctrl-C signals the whole foreground process group, submitit's job controller included: its KeyboardInterrupt
+    traceback must not follow the launcher's one-line message on the terminal."""
+    import os
+    import signal
+    import time
+
+    from launcher.run.executor import CONTROLLER_ERR, JobRequest
+
+    script = tmp_path / "trial.sh"
+    script.write_text("sleep 30\n")
+    runner = LocalRunner(ExecutorConfig(timeout_min=2), tmp_path / "jobs", gpus=[])
+    done = runner.submit([JobRequest("abc", script, nodes=1, gpus_per_node=1)])
+    job_id, folder = done.jobs["abc"]
+    deadline = time.time() + 60
+    while runner.poll({job_id: folder})[job_id].state != "RUNNING" and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)  # the controller is inside its wait loop
+    os.kill(int(job_id), signal.SIGINT)  # what the terminal sends it on Ctrl-C
+    while runner.poll({job_id: folder})[job_id].live and time.time() < deadline:
+        time.sleep(0.2)
+    runner.cancel(job_id)
+    assert "Traceback" not in capfd.readouterr().err
+    assert "KeyboardInterrupt" in (folder / CONTROLLER_ERR).read_text()

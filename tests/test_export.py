@@ -75,3 +75,11 @@ def test_write_export_writes_every_file(tmp_path):
     assert (out / "ds_config.json").read_text() == "{}\n" and (out / "command.txt").read_text() == "torchrun x\n"
     assert os.access(out / "launch.sh", os.X_OK) and not os.access(out / "ds_config.json", os.X_OK)
     assert not list(out.glob("*.tmp"))
+
+
+def test_a_cpu_cluster_asks_for_no_gpus():
+    from analysis.export import gpus_to_request
+
+    assert gpus_to_request({"gpu": "cpu"}, 2) == 0 and gpus_to_request({"gpu": "A100-SXM4-80GB"}, 8) == 8
+    options = _options(_sbatch(gpus_per_node=0))
+    assert "gpus-per-node" not in options and options["nodes"] == "4" and options["ntasks-per-node"] == "1"

@@ -90,3 +90,22 @@ def test_write_plots_always_writes_every_png(tmp_path, trials):
     for path in paths:
         assert path.read_bytes().startswith(PNG_MAGIC) and path.stat().st_size > 1000
     assert not list((tmp_path / "plots").glob("*.tmp.png"))
+
+
+def test_the_memory_legend_hides_no_marker_bar_or_label():
+    """The tiny sweep's first trial is the mbs-64 OOM, predicted far above capacity: its marker sat under the
+    legend in the upper left corner."""
+    from analysis.plots import draw_headroom
+
+    trials = [trial(1, 1, 64, state="oom", predicted={"peak_mem_gb": 0.87}, chash="big")]
+    trials += [trial(tp, pp, mbs, mem=0.05 + 0.01 * i, predicted={"peak_mem_gb": 0.04 + 0.01 * i}, chash=f"t{i}")
+               for i, (tp, pp, mbs) in enumerate([(1, 1, 2), (2, 1, 2), (1, 1, 1), (2, 2, 1), (1, 2, 1)])]
+    fig = draw_headroom(trials, 0.5)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    markers = ax.transData.transform(ax.collections[0].get_offsets())
+    assert len(markers) == len(trials)
+    assert not any(legend.contains(x, y) for x, y in markers)
+    assert not any(legend.overlaps(p.get_window_extent()) for p in ax.patches)
+    assert not any(legend.overlaps(t.get_window_extent()) for t in ax.texts)

@@ -83,3 +83,91 @@ def test_a_fresh_sweep_of_the_same_name_gets_new_runs(tracker):
     new_child = tracker.sync_trial("s", "u2", new_parent, trial("a", tokens=5.0), {})
     assert new_parent != old_parent and new_child != old_child
     assert tracker.client.get_run(old_child).data.metrics["tokens_per_s"] == 100.0  # the kept sweep is untouched
+
+
+def test_child_names_are_short_layout_labels_with_what_varies():
+    from analysis.tracking import run_label, varying_dimensions
+
+    layouts = [LAYOUT, {**LAYOUT, "gbs": 256, "mbs": 64}, {**LAYOUT, "recompute": "selective"}]
+    varying = varying_dimensions(layouts)
+    assert varying == {"gbs", "mbs", "recompute"}
+    assert run_label(LAYOUT) == "tp1 pp2 dp1 mb1"
+    assert run_label(layouts[1], varying) == "tp1 pp2 dp1 mb64 g256 rc-none"
+    assert run_label(layouts[2], varying, repeat=True) == "tp1 pp2 dp1 mb1 g8 rc-sel rep"
+    assert run_label({**LAYOUT, "sequence_parallel": False}, {"sequence_parallel"}) == "tp1 pp2 dp1 mb1"
+    assert run_label({**LAYOUT, "sequence_parallel": True}, {"sequence_parallel"}) == "tp1 pp2 dp1 mb1 sp"
+
+
+def test_the_link_opens_a_saved_view_of_this_sweep_sorted_by_throughput(tracker):
+    import json
+
+    from analysis.tracking import VIEW_TAG_PREFIX
+
+    tracker.parent_run("s", "u123456789abcdef", "", params={}, tags={})
+    assert tracker.runs_url.endswith(f"/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey="
+                                     "parasweep-u123456789ab")
+    tags = tracker.client.get_experiment(tracker.experiment_id).tags
+    envelope = json.loads(tags[VIEW_TAG_PREFIX + "parasweep-u123456789ab"])
+    state = json.loads(envelope["state"])
+    assert state["searchFilter"] == "tags.`parasweep.sweep_uid` = 'u123456789abcdef'"
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`tokens_per_s`", False)
+    assert {"metrics.`tokens_per_s`", "metrics.`peak_mem_gb`", "tags.`status`"} <= set(state["selectedColumns"])
+    assert envelope["name"].startswith("parasweep: sweep s") and isinstance(envelope["createdAt"], int)
+    tracker.parent_run("s", "u123456789abcdef", "", params={}, tags={})  # a resume: the same view, not rewritten
+    assert tracker.client.get_experiment(tracker.experiment_id).tags[VIEW_TAG_PREFIX + "parasweep-u123456789ab"] \
+        == json.dumps(envelope)
+
+
+def test_the_winner_is_starred_and_described_and_loses_both_when_overtaken(tracker):
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    a = tracker.sync_trial("s", "u1", parent, trial("a"), {})
+    b = tracker.sync_trial("s", "u1", parent, {**trial("b"), "layout": {**LAYOUT, "mbs": 2}}, {}, varying={"mbs"})
+    tracker.tag_best(a, parent, "a", note="Best trial of sweep s: a")
+    assert tracker.client.get_run(a).info.run_name == "\u2605 tp1 pp2 dp1 mb1"
+    tracker.tag_best(a, parent, "a", note="Best trial of sweep s: a")  # again (python -m analysis): one star
+    assert tracker.client.get_run(a).info.run_name == "\u2605 tp1 pp2 dp1 mb1"
+    tracker.tag_best(b, parent, "b", note="Best trial of sweep s: b")
+    run_a, run_b = tracker.client.get_run(a), tracker.client.get_run(b)
+    assert (run_a.info.run_name, run_b.info.run_name) == ("tp1 pp2 dp1 mb1", "\u2605 tp1 pp2 dp1 mb2")
+    assert run_a.data.tags["mlflow.note.content"] == "" and run_b.data.tags["mlflow.note.content"].endswith(": b")
+
+
+def test_the_parent_lasts_the_active_time_not_the_wall_time_across_resumes(tracker, monkeypatch):
+    import analysis.tracking as tracking
+
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    t0 = tracker.client.get_run(parent).info.start_time
+    clock = {"now": t0}
+    monkeypatch.setattr(tracking, "_now_ms", lambda: clock["now"])
+    tracker.reopen(parent)
+    clock["now"] = t0 + 60_000                          # first session: 60 s
+    tracker.finish_parent(parent, "FINISHED", {}, {})
+    clock["now"] = t0 + 3_600_000                       # resumed an hour later
+    tracker.reopen(parent)
+    child = tracker.sync_trial("s", "u1", parent, {**trial("a"), "submitted_at": (t0 + 3_600_000) / 1000,
+                                                   "finished_at": (t0 + 3_640_000) / 1000}, {})
+    clock["now"] = t0 + 7_200_000                       # killed: no finish; the next session credits up to the trial
+    tracker.reopen(parent)
+    clock["now"] = t0 + 7_230_000                       # third session: 30 s, finished
+    tracker.finish_parent(parent, "FINISHED", {"elapsed_s": 30}, {})
+    run = tracker.client.get_run(parent)
+    assert run.info.end_time - run.info.start_time == 60_000 + 40_000 + 30_000
+    assert run.data.metrics["active_time_s"] == 130 and run.info.status == "FINISHED"
+    assert tracker.client.get_run(child).info.end_time == t0 + 3_640_000
+
+
+def test_the_ui_command_serves_the_store_at_the_printed_port(tmp_path, monkeypatch):
+    from analysis.tracking import ui_command
+
+    monkeypatch.chdir(tmp_path)
+    command = ui_command("sqlite:///mlflow.db", "http://127.0.0.1:5123")
+    assert command.split()[-5:] == ["ui", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--port",
+                                    "5123"]
+    assert "--host login01" in ui_command("sqlite:///x.db", "http://login01:8080")
+    assert ui_command("http://tracking:5000", "http://127.0.0.1:5000") == ""
+
+
+def test_metrics_are_logged_to_six_significant_digits(tracker):
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    run = tracker.sync_trial("s", "u1", parent, trial("a", tokens=3893.05083868526), {})
+    assert tracker.client.get_run(run).data.metrics["tokens_per_s"] == 3893.05

@@ -7,6 +7,7 @@ submit itself: local jobs by their controller pid, SLURM jobs with ONE `sacct` c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -18,7 +19,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from launcher.schema import ClusterConfig, ExecutorConfig
 
@@ -83,6 +84,29 @@ def exit_code_from_error(text: str) -> Optional[int]:
     return int(match.group(1)) if match else None
 
 
+CONTROLLER_ERR = "controller.err"
+
+
+@contextlib.contextmanager
+def children_stderr_to(path: Path) -> Iterator[None]:
+    """Processes started inside the block write their stderr (fd 2) to `path`; the launcher's own is restored.
+
+    submitit's LocalExecutor starts each job's controller (`python -m submitit.local._local`) with the launcher's
+    stderr and in its process group, so a Ctrl-C reaches the controller too, and its KeyboardInterrupt traceback
+    used to land below the launcher's one-line message. In the job folder it is evidence instead of noise.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as handle:
+            os.dup2(handle.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 class LocalRunner:
     """Trials as local processes (submitit LocalExecutor): one job per trial, the caller limits concurrency."""
 
@@ -124,7 +148,8 @@ class LocalRunner:
             executor.update_parameters(timeout_min=self.cfg.timeout_min, tasks_per_node=1,
                                        signal_delay_s=min(self.cfg.signal_delay_s, 30), setup=list(self.cfg.setup),
                                        gpus_per_node=len(devices), visible_gpus=devices)
-            job = executor.submit(run_trial, str(req.script))
+            with children_stderr_to(folder / CONTROLLER_ERR):
+                job = executor.submit(run_trial, str(req.script))
             done.jobs[req.key] = (str(job.job_id), folder)
             self._procs[str(job.job_id)] = job._process
             self._held[str(job.job_id)] = devices

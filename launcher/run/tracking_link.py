@@ -39,6 +39,12 @@ class TrackingLink:
         self.uid = ledger.get_meta("sweep_uid", "") or ""
         self.context = {"model": cfg.model.name, "cluster": cfg.cluster.name, "backend": cfg.backend.name,
                         "executor": cfg.executor.name, "sweep": cfg.sweep.name}
+        self.varying: set[str] = set()
+        """Layout dimensions that differ between the sweep's trials: named in the child runs' names."""
+        if tracker is not None:
+            from analysis.tracking import varying_dimensions
+
+            self.varying = varying_dimensions(_layout_dict(r.layout) for r in ledger.trials())
 
     @classmethod
     def open(cls, cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> "TrackingLink":
@@ -82,7 +88,7 @@ class TrackingLink:
         try:
             write_trial_config(self.cfg, self.folder, record)
             run_id = self.tracker.sync_trial(self.cfg.sweep.name, self.uid, self.parent_id, asdict(record),
-                                             self.context, trial_artifacts(self.folder, record))
+                                             self.context, trial_artifacts(self.folder, record), self.varying)
         except Exception as exc:  # the store went away mid-sweep: keep going on the ledger alone
             self.lost(exc)
             return
@@ -112,13 +118,20 @@ class TrackingLink:
             return None
         try:
             if best is not None and best.mlflow_run_id:
-                self.tracker.tag_best(best.mlflow_run_id, self.parent_id, best.config_hash)
+                self.tracker.tag_best(best.mlflow_run_id, self.parent_id, best.config_hash, _best_note(self.cfg, best))
             self.tracker.log_artifacts(self.parent_id, artifacts)
-            self.tracker.finish_parent(self.parent_id, "FINISHED", summary, {"status": "finished"})
+            self.tracker.finish_parent(self.parent_id, "FINISHED", summary,
+                                       {"status": "finished", "mlflow.note.content": _parent_note(self.cfg, best,
+                                                                                                   summary)})
         except Exception as exc:
             self.lost(exc)
             return None
         return self.tracker.runs_url
+
+    def link_text(self, url: str) -> str:
+        """The printed link, and the command that makes it work when the store is a file (not a server)."""
+        command = self.tracker.ui_command if self.tracker is not None else ""
+        return f"MLflow runs: {url}" + (f"\n  (start the MLflow UI first: {command})" if command else "")
 
     def lost(self, exc: Exception) -> None:
         from analysis.tracking import warn
@@ -132,3 +145,35 @@ def _parent_params(cfg: RootConfig) -> dict:
     return {"model": cfg.model.name, "cluster": cfg.cluster.name, "backend": cfg.backend.name,
             "executor": cfg.executor.name, "sweep": cfg.sweep.name, "gpu_mem_gb": cfg.cluster.gpu_mem_gb,
             "peak_tflops": cfg.cluster.peak_tflops, "seq_len": cfg.model.seq_len}
+
+
+def _best_note(cfg: RootConfig, best: TrialRecord) -> str:
+    """The winner's run description."""
+    from launcher.layout import Layout
+
+    m = best.metrics
+    return (f"Best trial of sweep {cfg.sweep.name}: {Layout.label(_layout_dict(best.layout))}, "
+            f"{m.get('tokens_per_s', 0):,.0f} tokens/s, {m.get('mfu') or 0:.1%} MFU, peak {m.get('peak_mem_gb') or 0:.3g}"
+            f" of {cfg.cluster.gpu_mem_gb:g} GB per GPU (trial {best.config_hash}). The exact command is in "
+            f"{cfg.sweep.root_dir}/{cfg.sweep.name}/best.json; the full-length job in the parent run's report/train.sbatch.")
+
+
+def _parent_note(cfg: RootConfig, best: Optional[TrialRecord], summary: dict) -> str:
+    """The parent run's description."""
+    head = (f"parasweep sweep {cfg.sweep.name}: {cfg.model.name} on {cfg.cluster.name} ({cfg.backend.name}), "
+            f"{summary.get('trials_ok', 0)} of {summary.get('trials_total', 0)} trials ok.")
+    if best is None:
+        return head + " No trial finished ok."
+    return (head + f" Winner: {_winner_name(best)} at {best.metrics.get('tokens_per_s', 0):,.0f} tokens/s. "
+            "Plots under plots/, report.html and train.sbatch under report/.")
+
+
+def _winner_name(best: TrialRecord) -> str:
+    from launcher.layout import Layout
+
+    return f"{Layout.label(_layout_dict(best.layout))} ({best.config_hash[:8]})"
+
+
+def _layout_dict(layout) -> dict:
+    """A record's layout as a dict (ledger records hold a dict, or a typed Layout with to_dict)."""
+    return layout.to_dict() if hasattr(layout, "to_dict") else dict(layout)
