@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from launcher.plan import step_time as st
+from launcher.plan.constants import Constants
 from launcher.estimate import estimate, load_cluster_preset
 from launcher.layout import Layout
 from launcher.schema import ModelConfig
@@ -32,18 +33,19 @@ def test_gemm_efficiency_saturates_in_every_dimension():
 
 def test_ring_collective_times():
     S, bw, lat = 1e9, 100.0, 1e-5   # 1 GB over 100 GB/s links
+    r = st.rates(Constants(latency_gpu_s=lat), cpu=False)
     link = bw * 1e9 * st.NET_EFF
-    assert st.collective_time_s(S, 8, bw, "all_reduce", lat) == pytest.approx(2 * 7 / 8 * S / link + lat)
-    assert st.collective_time_s(S, 8, bw, "all_gather", lat) == pytest.approx(7 / 8 * S / link + lat)
-    assert st.collective_time_s(S, 2, bw, "p2p", lat) == pytest.approx(S / link + lat)
-    assert st.collective_time_s(S, 1, bw, "all_reduce", lat) == 0.0
+    assert st.collective_time_s(S, 8, bw, "all_reduce", r) == pytest.approx(2 * 7 / 8 * S / link + lat)
+    assert st.collective_time_s(S, 8, bw, "all_gather", r) == pytest.approx(7 / 8 * S / link + lat)
+    assert st.collective_time_s(S, 2, bw, "p2p", r) == pytest.approx(S / link + lat)
+    assert st.collective_time_s(S, 1, bw, "all_reduce", r) == 0.0
 
 
 def test_breakdown_adds_up_and_rates_follow_from_step_time():
     e = step()
     assert sum(e.time_breakdown_s.values()) == pytest.approx(e.step_time_s)
-    assert set(e.time_breakdown_s) == {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble",
-                                       "optimizer"}
+    assert set(e.time_breakdown_s) == {"compute", "recompute", "tp_comm", "pp_comm", "fixed", "dispatch", "dp_comm",
+                                       "bubble", "optimizer"}
     assert e.tokens_per_s == pytest.approx(64 * 2048 / e.step_time_s)
     assert e.mfu == pytest.approx(e.model_tflops_per_gpu / 312)
     assert e.tflops_per_gpu > e.model_tflops_per_gpu   # selective recompute counted in hardware FLOPs
