@@ -19,7 +19,6 @@ from typing import IO, Any, Optional
 from launcher.errors import ConfigError, ParasweepError
 from launcher.layout import Layout
 from launcher.paths import conf_dir
-from launcher.plan.constants import constants_for
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.rules import check
 from launcher.schema import BACKENDS, PRECISIONS, ClusterConfig, ModelConfig
@@ -107,7 +106,7 @@ class Request:
     def estimate(self, constants=None) -> Estimate:
         """The estimate with the backend's a-priori constants, or with `constants` (e.g. calibrated ones)."""
         return estimate(self.model, self.cluster, self.layout, self.precision, flash_attention=self.flash_attention,
-                        constants=constants or constants_for(self.backend))
+                        backend=self.backend, constants=constants)
 
 
 def parse_request(text: str) -> Request:

@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants
+from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
 from launcher.plan.memory import stage_memory_gb
 from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
 from launcher.schema import ClusterConfig, ModelConfig
@@ -113,7 +113,7 @@ def _vector(x) -> np.ndarray:
 def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
                    flash: bool) -> TrialFeatures:
     """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts."""
-    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES)
+    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster))
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
     bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0)
     fixed, transient = [], []

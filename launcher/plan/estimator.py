@@ -16,7 +16,7 @@ from typing import Optional
 from launcher.errors import ConfigError
 from launcher.layout import Layout
 from launcher.plan import flops
-from launcher.plan.constants import DEFAULT, Constants
+from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
 from launcher.plan.step_time import step_time_s
 from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
@@ -37,17 +37,20 @@ class Estimate:
 
 
 def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
-             flash_attention: Optional[bool] = None, constants: Constants = DEFAULT) -> Estimate:
+             flash_attention: Optional[bool] = None, backend: str = "",
+             constants: Optional[Constants] = None) -> Estimate:
     """Estimate one layout that passed `constraints.check`.
 
     precision: "bf16" / "fp16" (mixed precision) or "fp32" (the local CPU stand-in; on a GPU the CUDA cores).
     flash_attention: None = assumed for 16-bit training, not for fp32; plans pass backend.flash_attention, and
-    False reproduces runs that predate it (2021 Megatron). constants: the physical constants (default: the
-    a-priori values; launcher.plan.calibrate fits them to a sweep's measurements).
+    False reproduces runs that predate it (2021 Megatron). backend: the software stack whose a-priori constants
+    apply (launcher.plan.constants.constants_for; '' = Megatron-LM's). constants: other physical constants, e.g.
+    the ones launcher.plan.calibrate fitted to a sweep's measurements (they replace the stack's).
     """
     if precision not in PRECISIONS:
         raise ConfigError("precision", precision, f"use one of {', '.join(PRECISIONS)}")
     flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
+    constants = constants or constants_for(backend)
     peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash, constants)
     step_s, times = step_time_s(model, cluster, layout, precision, flash, constants)
     vocab = flops.padded_vocab(model.vocab, layout.tp)

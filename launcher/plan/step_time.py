@@ -32,7 +32,6 @@ constants without running the model again.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 from launcher.layout import Layout
@@ -96,9 +95,9 @@ def collective_time_s(nbytes: float, ranks: int, gbytes_per_s: float, kind: str,
     return _RING_FACTOR[kind](ranks) * nbytes / (gbytes_per_s * 1e9) * r.net + r.latency
 
 
-@dataclass(frozen=True)
-class MicrobatchTimes:
-    """One rank's work for one micro-batch (seconds), each linear in the rates."""
+class MicrobatchTimes(NamedTuple):
+    """One rank's work for one micro-batch (seconds), each linear in the rates. (NamedTuples here: the planner
+    builds a few per layout, 100k layouts per second, and frozen dataclasses are slow to construct.)"""
 
     compute: Num     # forward + backward GEMMs and element-wise kernels
     backward: Num    # the backward part of `compute` (+ its TP comm): the window that hides the DP reduction
@@ -120,8 +119,7 @@ def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max) -> 
     return cpu * (gpu + mb.dispatch) + (1 - cpu) * maximum(gpu, mb.dispatch)
 
 
-@dataclass(frozen=True)
-class _Ctx:
+class _Ctx(NamedTuple):
     """Per-call values shared by the helpers (derived once)."""
 
     model: ModelConfig
@@ -164,10 +162,11 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float]:
     return dense, core_fwd, core_bwd, ew, scores
 
 
-def microbatch_times(c: _Ctx, stage: int, params: float) -> MicrobatchTimes:
+def microbatch_times(c: _Ctx, stage: int, params: float, layer: tuple) -> MicrobatchTimes:
+    """One micro-batch on pipeline stage `stage` holding `params` parameters; `layer` = _layer_times(c)."""
     md, lay, r = c.model, c.layout, c.r
     t, p, v = lay.tp, lay.pp, lay.vpp
-    dense, core_fwd, core_bwd, ew, scores = _layer_times(c)
+    dense, core_fwd, core_bwd, ew, scores = layer
     layers = md.layers / p
     hbm_s = r.hbm / c.hbm      # seconds per byte of memory-bound traffic
     fwd = dense + core_fwd + (ew + scores) * hbm_s
@@ -241,8 +240,7 @@ def _optimizer_s(c: _Ctx, precision: str, params: float) -> Num:
     return (opt_params * (2 * optim + grad + weight) + local_grad_bytes) * c.r.hbm / c.hbm
 
 
-@dataclass(frozen=True)
-class StepPieces:
+class StepPieces(NamedTuple):
     """Everything `combine` needs, each time linear in the rates. `stages` are the first, the last and a middle
     stage (the same object repeated where pp < 3); `weights` say how many of the pp stages each stands for."""
 
@@ -259,8 +257,7 @@ class StepPieces:
 
 
 def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
-                r: Rates) -> StepPieces:
-    cpu = is_cpu_cluster(cluster)
+                r: Rates, cpu: bool) -> StepPieces:
     gpn = cluster.gpus_per_node
     tp_inter = layout.tp > gpn
     pp_inter = layout.nodes > 1
@@ -269,21 +266,26 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
              cluster.inter_node_gbytes_per_s if tp_inter else cluster.intra_node_gbytes_per_s,
              cluster.inter_node_gbytes_per_s if pp_inter else cluster.intra_node_gbytes_per_s, pp_inter)
     p = layout.pp
-    params = max(stage_params(model, layout, s) for s in {0, p - 1})
-    first = microbatch_times(c, 0, stage_params(model, layout, 0))
-    last = microbatch_times(c, p - 1, stage_params(model, layout, p - 1)) if p > 1 else first
-    middle = microbatch_times(c, 1, stage_params(model, layout, 1)) if p > 2 else first
+    first_params = stage_params(model, layout, 0)
+    last_params = stage_params(model, layout, p - 1) if p > 1 else first_params
+    params = max(first_params, last_params)   # the most loaded stage sets the DP traffic and the optimizer step
+    layer = _layer_times(c)
+    first = microbatch_times(c, 0, first_params, layer)
+    last = microbatch_times(c, p - 1, last_params, layer) if p > 1 else first
+    middle = microbatch_times(c, 1, stage_params(model, layout, 1), layer) if p > 2 else first
     weights = (1.0, 1.0 if p > 1 else 0.0, float(max(0, p - 2)))
     reduce, gather = _dp_collectives(c, cluster, precision, params)
     return StepPieces((first, last, middle), weights, max(1, layout.microbatches), p, layout.vpp,
                       int(layout.zero_stage == 3), int(cpu), reduce, gather, _optimizer_s(c, precision, params))
 
 
-def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num]:
-    """(step, bottleneck stage per micro-batch, exposed DP time, bubble) from the pieces. Only arithmetic and
-    `maximum` (builtin max for floats, numpy.maximum elementwise over arrays of trials)."""
-    first = pc.stages[0]
-    totals = [microbatch_total(mb, pc.cpu, maximum) for mb in pc.stages]
+def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num, list]:
+    """(step, bottleneck stage per micro-batch, exposed DP time, bubble, per-stage totals) from the pieces. Only
+    arithmetic and `maximum` (builtin max for floats, numpy.maximum elementwise over arrays of trials)."""
+    first, last, middle = pc.stages
+    t0 = microbatch_total(first, pc.cpu, maximum)
+    totals = [t0, t0 if last is first else microbatch_total(last, pc.cpu, maximum),
+              t0 if middle is first else microbatch_total(middle, pc.cpu, maximum)]
     bottleneck = maximum(maximum(totals[0], totals[1]), totals[2])
     mean = (pc.weights[0] * totals[0] + pc.weights[1] * totals[1] + pc.weights[2] * totals[2]) / pc.pp
     # The gradient reduction hides behind the last backward; ZeRO-3 gathers parameters for the forward and the
@@ -292,15 +294,16 @@ def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num
     exposed = (maximum(0.0, pc.dp_reduce - first.backward)
                + z3 * pc.microbatches * maximum(0.0, 2 * pc.dp_gather - first.compute) + (1 - z3) * pc.dp_gather)
     bubble = (pc.pp - 1) / pc.vpp * mean
-    return pc.microbatches * bottleneck + exposed + bubble + pc.optimizer, bottleneck, exposed, bubble
+    return pc.microbatches * bottleneck + exposed + bubble + pc.optimizer, bottleneck, exposed, bubble, totals
 
 
 def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
                 constants: Constants = DEFAULT) -> tuple[float, dict[str, float]]:
     """(iteration seconds, breakdown) for one layout."""
-    pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, is_cpu_cluster(cluster)))
-    step, bottleneck_s, exposed, bubble = combine(pc)
-    mb = max(pc.stages, key=lambda x: microbatch_total(x, pc.cpu))
+    cpu = is_cpu_cluster(cluster)
+    pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, cpu), cpu)
+    step, bottleneck_s, exposed, bubble, totals = combine(pc)
+    mb = pc.stages[totals.index(bottleneck_s)]
     m = pc.microbatches
     breakdown = {
         "compute": m * mb.compute,
