@@ -159,7 +159,8 @@ def _estimate(cfg, layout: dict):
     lay = Layout.from_dict(layout)
     if not check(cfg.model, cfg.cluster, lay).ok:
         return None
-    return estimate(cfg.model, cfg.cluster, lay, precision=cfg.backend.precision)
+    return estimate(cfg.model, cfg.cluster, lay, precision=cfg.backend.precision,
+                    flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name)
 
 
 def _recommendations(cfg, folder: Path, ranked: list, trials: list) -> list:

@@ -103,3 +103,18 @@ def test_workload_refusals_are_rejected_at_plan_time(load):
     with pytest.raises(PlanError, match="backend"):
         make_plan(load("+sweep=tiny", "grid.gpus=[4]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[4]", "grid.mbs=[1]",
                        "grid.gbs=[2]", "grid.include=[]"))
+
+
+def test_plan_honours_backend_flash_attention(load):
+    """Without flash attention the s x s scores are stored: more memory predicted, more trials pruned (the H100
+    trial the plan once predicted to fit with flash assumed ran out of memory without it)."""
+    def peaks(*overrides):
+        plan = make_plan(load("+sweep=70b", "dry_run=true", *overrides))
+        return {t.config_hash: t.estimate.peak_mem_gb for t in plan.trials + plan.pruned
+                if t.layout.recompute == "none"}, plan
+    with_flash, _ = peaks()
+    without, plan = peaks("backend.flash_attention=false")
+    common = set(with_flash) & set(without)
+    assert common and all(without[k] > with_flash[k] for k in common)
+    assert plan.pruned_counts()["predicted_oom"] > make_plan(load("+sweep=70b", "dry_run=true")).pruned_counts()[
+        "predicted_oom"]

@@ -166,7 +166,8 @@ def make_plan(cfg: RootConfig) -> Plan:
             rejected["backend"] += 1
             examples.setdefault("backend", refusal)
             continue
-        est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision)
+        est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
+                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name)
         trial = PlannedTrial(layout, layout.config_hash(context), est, tuple(w.message for w in verdict.warnings))
         fits, borderline = _memory_verdict(cfg, est)
         if fits:
