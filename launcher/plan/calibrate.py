@@ -250,11 +250,11 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
     return np.array(grads).T
 
 
-def _fit(residuals, n_params: int, prior_sd: np.ndarray):
+def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
     from scipy.optimize import least_squares   # lazy: planning never needs scipy
 
-    result = least_squares(residuals, np.zeros(n_params), loss="soft_l1", f_scale=ROBUST_SCALE, method="trf",
-                           x_scale=prior_sd)
+    x0 = np.zeros(len(prior_sd)) if start is None else start
+    result = least_squares(residuals, x0, loss="soft_l1", f_scale=ROBUST_SCALE, method="trf", x_scale=prior_sd)
     jac = result.jac
     try:
         cov = np.linalg.inv(jac.T @ jac)
@@ -274,20 +274,29 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     measured = np.log([o.step_time_s for o in timed])
     sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
 
-    def residuals(theta: np.ndarray) -> np.ndarray:
-        predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
-        return np.concatenate([(predicted - measured) / MODEL_ERROR_SD, theta / sd])
+    def fit(scale: float, start: Optional[np.ndarray] = None):
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
+            return np.concatenate([(predicted - measured) / scale, theta / sd])
 
-    theta, cov = _fit(residuals, len(STEP_PARAMETERS), sd)
+        theta, cov = _fit(residuals, sd, start)
+        errors = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta))) - measured
+        k_eff = float(np.sum(1 - np.diag(cov) / sd ** 2))       # parameters the data determined (0..k)
+        spread = 1.4826 * float(np.median(np.abs(errors)))       # robust sd of the log errors
+        return theta, cov, errors, spread * math.sqrt(len(timed) / max(1.0, len(timed) - k_eff))
+
+    scale = MODEL_ERROR_SD
+    theta, cov, errors, spread = fit(scale)
+    if len(timed) > 2 * len(STEP_PARAMETERS) and spread < MODEL_ERROR_SD:
+        # Enough trials, and the model fits them better than assumed: weigh them by the error they show
+        # (empirical Bayes), so that a well-measured sweep is not held back by the priors.
+        scale = max(spread, MIN_RESIDUAL_SD)
+        theta, cov, errors, spread = fit(scale, theta)
     constants = apply_parameters(prior, STEP_PARAMETERS, theta)
-    errors = np.log(table.step_time_s(constants)) - measured
-    k_eff = float(np.sum(1 - np.diag(cov) / sd ** 2))       # parameters the data determined (0..k)
-    spread = 1.4826 * float(np.median(np.abs(errors)))       # robust sd of the log errors
-    dof = max(1.0, len(timed) - k_eff)
     held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed if o.predicted_step_time_s])
     holdout = float(np.median(np.abs(held))) if len(held) else None
-    residual_sd = max(MIN_RESIDUAL_SD, spread * math.sqrt(len(timed) / dof), 1.4826 * (holdout or 0.0))
-    cov = cov * max(1.0, (residual_sd / MODEL_ERROR_SD) ** 2)
+    residual_sd = max(MIN_RESIDUAL_SD, spread, 1.4826 * (holdout or 0.0))
+    cov = cov * max(1.0, (residual_sd / scale) ** 2)
 
     mem = [o for o in timed if o.peak_mem_gb]
     mem_theta, mem_sd = np.zeros(len(MEMORY_PARAMETERS)), MEMORY_ERROR_SD
@@ -300,7 +309,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
             predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
             return np.concatenate([(predicted - mem_measured) / MEMORY_ERROR_SD, t / msd])
 
-        mem_theta, _ = _fit(mem_residuals, len(MEMORY_PARAMETERS), msd)
+        mem_theta, _ = _fit(mem_residuals, msd)
         fitted = mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, mem_theta))
         mem_sd = max(MIN_RESIDUAL_SD, 1.4826 * float(np.median(np.abs(np.log(fitted) - mem_measured))))
     constants = apply_parameters(constants, MEMORY_PARAMETERS, mem_theta)
