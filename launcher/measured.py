@@ -97,18 +97,32 @@ def parse_row(raw: dict, where: str, line: int) -> tuple[MeasuredRow, str]:
 
 
 def read_rows(lines: Iterable[str], source: str = "<table>") -> list[MeasuredSweep]:
-    """The sweeps of a measured table, in order of first appearance."""
+    """The sweeps of a measured table, in order of first appearance. One row per line (no quoted newlines)."""
     numbered = [(i, text) for i, text in enumerate(lines, 1) if text.strip() and not text.lstrip().startswith("#")]
     if not numbered:
         raise TableError(f"{source}: no rows")
-    reader = csv.DictReader(text for _, text in numbered)
+    header = _fields(numbered[0][1], f"{source}:{numbered[0][0]}")
     sweeps: dict[str, list[MeasuredRow]] = {}
     names: dict[str, str] = {}
-    for (line, _), raw in zip(numbered[1:], reader):
-        row, key = parse_row(raw, f"{source}:{line}", line)
+    for line, text in numbered[1:]:
+        where = f"{source}:{line}"
+        values = _fields(text, where)
+        if len(values) != len(header):
+            raise TableError(f"{where}: {len(values)} fields, the header has {len(header)}")
+        raw = dict(zip(header, values))
+        row, key = parse_row(raw, where, line)
         sweeps.setdefault(key, []).append(row)
         names.setdefault(key, (raw.get("sweep") or "").strip() or _default_name(row))
-    return [MeasuredSweep(names[k], tuple(rows)) for k, rows in sweeps.items()]
+    taken = list(names.values())
+    return [MeasuredSweep(names[k] if taken.count(names[k]) == 1 else f"{names[k]}-{rows[0].gpus}gpu", tuple(rows))
+            for k, rows in sweeps.items()]
+
+
+def _fields(text: str, where: str) -> list[str]:
+    try:
+        return next(csv.reader([text]))
+    except (csv.Error, StopIteration) as exc:
+        raise TableError(f"{where}: not a CSV line ({exc})") from None
 
 
 def _default_name(row: MeasuredRow) -> str:
