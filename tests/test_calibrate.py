@@ -148,3 +148,12 @@ def test_h100_sweeps_after_three_trials():
         predicted = fit.predict(cal.FeatureTable([feats[r.line] for r in rest])).step_time_s
         errors += [abs(p / r.step_time_s - 1) for p, r in zip(predicted, rest)]
     assert len(errors) >= 15 and statistics.median(errors) <= 0.10, errors
+
+
+def test_a_calibration_is_recorded_as_plain_json():
+    import json
+
+    fit = cal.calibrate(observations(truth(), list(range(10))), DEFAULT)
+    data = json.loads(json.dumps(fit.to_json()))
+    assert data["applied"] and data["constants"]["gemm_eff_max"] == fit.constants.gemm_eff_max
+    assert set(data["parameters"]) == {p.name for p in cal.PARAMETERS}

@@ -211,6 +211,14 @@ class Calibration:
     covariance: tuple[tuple[float, ...], ...] = ()
     """Posterior covariance of the step-time thetas (STEP_PARAMETERS order)."""
 
+    def to_json(self) -> dict:
+        """What a sweep records (ledger, MLflow, report): the constants, the multipliers and how sure they are."""
+        return {"applied": self.applied, "n_trials": self.n_trials, "note": self.note,
+                "constants": self.constants.to_dict(), "parameters": self.parameters,
+                "parameter_sd": self.parameter_sd, "supported": list(self.supported),
+                "residual_sd": self.residual_sd, "memory_residual_sd": self.memory_residual_sd,
+                "n_holdout": self.n_holdout, "holdout_error": self.holdout_error}
+
     def predict(self, table: FeatureTable) -> "Prediction":
         """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
         step = table.step_time_s(self.constants)

@@ -97,12 +97,19 @@ class Constants:
     net_eff: float = NET_EFF
     """Collective bus bandwidth / the cluster's link bandwidth (1.0 when the bandwidths are measured ones)."""
     latency_gpu_s: float = LATENCY_GPU_S
+    """Seconds per collective or p2p call on GPUs (NCCL)."""
     latency_cpu_s: float = LATENCY_CPU_S
+    """The same on the CPU stand-in (gloo)."""
     microbatch_param_bytes: float = MICROBATCH_PARAM_BYTES
+    """HBM bytes per parameter per micro-batch outside the GEMMs (weight casts, gradient accumulation)."""
     recompute_cast_bytes: float = 0.0
+    """Extra bytes per parameter per micro-batch under full recompute (weights cast again)."""
     layer_dispatch_s: float = LAYER_DISPATCH_S
+    """CPU seconds to issue one layer's forward + backward kernels, per micro-batch."""
     forward_dispatch_share: float = FORWARD_DISPATCH_SHARE
+    """Share of layer_dispatch_s issued again by full recompute."""
     checkpoint_dispatch_s: float = CHECKPOINT_DISPATCH_S
+    """CPU seconds per activation-checkpoint region (layer) and micro-batch."""
     gpu_context_gb: float = GPU_CONTEXT_GB
     cpu_context_gb: float = CPU_CONTEXT_GB
     transient_share: float = TRANSIENT_SHARE
@@ -114,6 +121,7 @@ class Constants:
                 raise ConfigError(f"constants.{f.name}", value, "use a positive number")
 
     def to_dict(self) -> dict[str, float]:
+        """Field -> value, e.g. to record a calibration in the ledger or MLflow."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def with_values(self, **values: float) -> "Constants":
