@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from launcher.plan import step_time as st
-from launcher.plan.constants import Constants, constants_for
+from launcher.plan.constants import GEMM_DIM_SCALE, GEMM_EFF_MAX, NET_EFF, Constants, constants_for
 from launcher.estimate import estimate, load_cluster_preset
 from launcher.layout import Layout
 from launcher.schema import ModelConfig
@@ -24,17 +24,17 @@ def step(model=GPT_175B, cluster=A100, precision="bf16", flash=None, **kw):
 
 def test_gemm_efficiency_saturates_in_every_dimension():
     big = st.gemm_efficiency(16384, 16384, 16384)
-    assert st.GEMM_EFF_MAX * 0.99 < big < st.GEMM_EFF_MAX
+    assert GEMM_EFF_MAX * 0.99 < big < GEMM_EFF_MAX
     assert st.gemm_efficiency(16384, 16384, 128) < st.gemm_efficiency(16384, 16384, 1024) < big
     assert st.gemm_efficiency(512, 16384, 16384) < st.gemm_efficiency(4096, 16384, 16384)
-    d = st.GEMM_DIM_SCALE   # one dimension equal to the scale (others huge) halves the efficiency
-    assert st.gemm_efficiency(d, 1e12, 1e12) == pytest.approx(st.GEMM_EFF_MAX / 2, rel=1e-6)
+    d = GEMM_DIM_SCALE   # one dimension equal to the scale (others huge) halves the efficiency
+    assert st.gemm_efficiency(d, 1e12, 1e12) == pytest.approx(GEMM_EFF_MAX / 2, rel=1e-6)
 
 
 def test_ring_collective_times():
     S, bw, lat = 1e9, 100.0, 1e-5   # 1 GB over 100 GB/s links
     r = st.rates(Constants(latency_gpu_s=lat), cpu=False)
-    link = bw * 1e9 * st.NET_EFF
+    link = bw * 1e9 * NET_EFF
     assert st.collective_time_s(S, 8, bw, "all_reduce", r) == pytest.approx(2 * 7 / 8 * S / link + lat)
     assert st.collective_time_s(S, 8, bw, "all_gather", r) == pytest.approx(7 / 8 * S / link + lat)
     assert st.collective_time_s(S, 2, bw, "p2p", r) == pytest.approx(S / link + lat)

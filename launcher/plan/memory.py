@@ -15,8 +15,7 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 from __future__ import annotations
 
 from launcher.layout import Layout
-from launcher.plan.constants import (CPU_CONTEXT_GB, DEFAULT, GPU_CONTEXT_GB, TRANSIENT_SHARE,  # noqa: F401
-                                     Constants, is_cpu_cluster)
+from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.schema import ClusterConfig, ModelConfig
 

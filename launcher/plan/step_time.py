@@ -35,8 +35,7 @@ import functools
 from typing import Any, Callable, NamedTuple
 
 from launcher.layout import Layout
-from launcher.plan.constants import (DEFAULT, FP32_PEAK_SHARE, GEMM_DIM_SCALE, GEMM_EFF_MAX,  # noqa: F401
-                                     HBM_EFF, NET_EFF, Constants, is_cpu_cluster)
+from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants, is_cpu_cluster
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.plan.memory import ACTIVATION_BYTES, STATE_BYTES, stage_params, state_bytes_per_param
 from launcher.schema import ClusterConfig, ModelConfig
