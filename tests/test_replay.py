@@ -158,3 +158,35 @@ def test_hostile_tables_fail_with_a_table_error_only(lines):
         assert "hostile.csv" in str(exc)
     else:
         assert sweeps and all(r.request.layout.gpus >= 1 for s in sweeps for r in s.rows)
+
+
+def test_a_sweep_folder_exports_as_a_replay_table(load, tmp_path):
+    """python -m launcher.measured: the ledger's measured trials (ok, stopped early, oom) become table rows."""
+    from launcher.config import to_yaml
+    from launcher.measured import main as export_main
+    from launcher.run.ledger import Ledger, TrialRecord
+
+    cfg = load("+sweep=tiny")
+    folder = tmp_path / "sweeps" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(to_yaml(cfg))
+    lay = {"gpus": 4, "nodes": 1, "tp": 2, "pp": 1, "dp": 2, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
+           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
+    with Ledger(folder / "ledger.sqlite") as ledger:
+        ledger.add_trials([TrialRecord("a", 0, lay), TrialRecord("b", 1, {**lay, "mbs": 2}),
+                           TrialRecord("c", 2, {**lay, "mbs": 4}), TrialRecord("d", 3, {**lay, "tp": 1, "dp": 4})])
+        ledger.update("a", state="ok", metrics={"step_time_s": 0.5, "peak_mem_gb": 0.1})
+        ledger.update("b", state="oom")
+        ledger.update("c", state="failed")
+    out = tmp_path / "table.csv"
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        assert export_main([str(folder)]) == 0
+    out.write_text(buffer.getvalue())
+    (sweep,) = read_table(out)
+    assert [(r.request.layout.mbs, r.state, r.step_time_s) for r in sweep.rows] == [(1, "ok", 0.5), (2, "oom", None)]
+    assert sweep.rows[0].request.backend == "torch" and sweep.rows[0].request.cluster.name == "local-cpu"
+    assert export_main([str(tmp_path)]) == 2
