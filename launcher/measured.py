@@ -149,10 +149,12 @@ MEASURED_STATES = {"ok": "ok", "stopped_early": "ok", "oom": "oom"}
 """Ledger state -> table state: a trial stopped early kept its (partial) measurement."""
 
 
-def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: bool, layout: dict, state: str,
+def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: bool, layout, state,
               metrics: dict) -> Optional[dict]:
-    """One trial as a table row (None for a trial without a measured outcome)."""
-    table_state = MEASURED_STATES.get(state)
+    """One trial as a table row (None for a trial without a measured outcome). `layout` is a dict or a Layout,
+    `state` a string or a str enum."""
+    layout = layout.to_dict() if hasattr(layout, "to_dict") else layout
+    table_state = MEASURED_STATES.get(str(getattr(state, "value", state)))
     if table_state is None or (table_state == "ok" and not metrics.get("step_time_s")):
         return None
     return {"sweep": sweep, "backend": backend, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
