@@ -8,6 +8,7 @@ Every plot copes with no data (a sweep with 0 ok trials draws a labelled empty p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -300,11 +301,147 @@ def write_plots(trials: Sequence[dict], capacity_gb: float, out_dir: Path, best_
     figures = {"heatmap": lambda: draw_heatmap(trials), "headroom": lambda: draw_headroom(trials, capacity_gb),
                "estimate": lambda: draw_estimate(trials), "pareto": lambda: draw_pareto(trials, best_hash),
                "timeline": lambda: draw_timeline(trials)}
+    return _write(figures, PLOT_FILES, out_dir)
+
+
+def _write(figures: dict, files: dict[str, str], out_dir: Path) -> list[Path]:
     paths = []
     for name, draw in figures.items():
-        path = out_dir / PLOT_FILES[name]
+        path = out_dir / files[name]
         tmp = path.with_suffix(".tmp.png")
         draw().savefig(tmp, format="png")
         tmp.replace(path)  # a report or MLflow upload never sees a half-written image
         paths.append(path)
     return paths
+
+
+# ------------------------------------------------------------------------------------------------- the search
+# Plain data in (no launcher types): run-order curves of (cumulative GPU-hours, measured tokens/s or None), the
+# calibration's fitted multipliers, the network probe's measurements as dicts (launcher.netbench JSON rows).
+
+SEARCH_PLOT_FILES = {
+    "search": "search_progress.png",
+    "calibration": "calibration.png",
+    "network": "network_probe.png",
+}
+
+
+def best_so_far(points: Sequence[tuple[float, Optional[float]]]) -> list[tuple[float, float]]:
+    """(GPU-hours spent, tokens/s or None) in run order -> the best measured so far after each trial, starting at
+    the first measured one (a step curve: failed or slower trials keep the level and move it right)."""
+    out: list[tuple[float, float]] = []
+    best: Optional[float] = None
+    for hours, speed in points:
+        if speed is not None and (best is None or speed > best):
+            best = speed
+        if best is not None:
+            out.append((hours, best))
+    return out
+
+
+def hours_to_within(points: Sequence[tuple[float, Optional[float]]], target: float,
+                    within: float = 0.02) -> Optional[float]:
+    """GPU-hours spent when a trial within `within` of `target` tokens/s was first measured (None: never)."""
+    return next((h for h, s in points if s is not None and s >= (1.0 - within) * target), None)
+
+
+def draw_search_progress(curves: dict[str, Sequence[tuple[float, Optional[float]]]],
+                         best_tokens_per_s: Optional[float] = None, within: float = 0.02):
+    """Best-so-far throughput against GPU-hours spent, one curve per strategy (e.g. this sweep and, when replay
+    data exists, exhaustive search); a band marks `within` of the best known."""
+    fig, (ax,) = _figure(7.0, 4.2)
+    drawn = {name: best_so_far(points) for name, points in curves.items()}
+    if not any(drawn.values()):
+        _empty(ax, "no trial measured yet")
+        return fig
+    top = best_tokens_per_s or max(s for c in drawn.values() for _, s in c)
+    ax.axhspan((1.0 - within) * top, top, color="tab:green", alpha=0.15, label=f"within {within:.0%} of the best")
+    for name, curve in drawn.items():
+        if not curve:
+            continue
+        xs, ys = zip(*curve)
+        found = hours_to_within(curves[name], top, within)
+        tail = f", within {within:.0%} after {found:.3g} GPU-h" if found is not None else ""
+        ax.step(xs, ys, where="post", marker="o", markersize=3,
+                label=f"{name}: {len(curves[name])} trials, {xs[-1]:.3g} GPU-h{tail}")
+    ax.set_xlabel("GPU-hours spent")
+    ax.set_ylabel("best tokens/s so far")
+    ax.set_title("search progress")
+    ax.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+def draw_calibration(parameters: dict[str, tuple[float, float]], supported: Sequence[str] = (), note: str = ""):
+    """The calibration's fitted constants as multipliers of their a-priori values (1 = unchanged), with the
+    posterior +-1 sd (log-space) as error bars; parameters the measurements constrain are drawn solid."""
+    fig, (ax,) = _figure(7.0, 0.35 * max(3, len(parameters)) + 1.4)
+    if not parameters:
+        _empty(ax, "no calibration")
+        return fig
+    names = list(parameters)
+    ys = range(len(names))
+    values = [parameters[n][0] for n in names]
+    lo = [v - v * math.exp(-parameters[n][1]) for n, v in zip(names, values)]
+    hi = [v * math.exp(parameters[n][1]) - v for n, v in zip(names, values)]
+    colors = ["tab:blue" if n in supported else "0.7" for n in names]
+    ax.barh(ys, [v - 1.0 for v in values], left=1.0, color=colors, xerr=[lo, hi], ecolor="0.3", capsize=3)
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    for y, v in zip(ys, values):
+        ax.text(max(v, 1.0), y, f" x{v:.3g}", va="center", fontsize=8)
+    ax.set_yticks(ys, names)
+    ax.set_xscale("log")
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())   # log-axis minor labels overlap
+    ax.set_xlabel("fitted / a-priori value (log scale; grey: not constrained by the data)")
+    ax.set_title("calibration" + (f": {note}" if note else ""), fontsize=9)
+    return fig
+
+
+def network_series(measurements: Sequence[dict]) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(scope, op) -> [(bytes, bus GB/s)] sorted by size, from probe measurement rows."""
+    out: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for m in measurements:
+        out.setdefault((m["scope"], m["op"]), []).append((int(m["bytes"]), float(m["busbw_gbytes_per_s"])))
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def draw_network(measurements: Sequence[dict], datasheet_gbytes_per_s: Optional[dict[str, float]] = None):
+    """Bus bandwidth against message size per operation, one panel per scope (intra-node, inter-node); dashed
+    lines at the datasheet bandwidths the estimator would otherwise use."""
+    series = network_series(measurements)
+    scopes = [s for s in ("intra_node", "inter_node") if any(k[0] == s for k in series)] or ["intra_node"]
+    fig, axes = _figure(5.2 * len(scopes), 4.0, len(scopes))
+    if not series:
+        _empty(axes[0], "no network measurement")
+        return fig
+    for ax, scope in zip(axes, scopes):
+        for (s, op), points in series.items():
+            if s == scope:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, marker="o", markersize=3, label=op)
+        sheet = (datasheet_gbytes_per_s or {}).get(scope)
+        if sheet:
+            ax.axhline(sheet, color="0.4", linestyle="--", label=f"datasheet {sheet:g} GB/s")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("bus bandwidth (GB/s; x8 = Gbit/s)")
+        ax.set_title(scope.replace("_", "-"))
+        ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
+def write_search_plots(out_dir: Path, curves: Optional[dict] = None, best_tokens_per_s: Optional[float] = None,
+                       calibration: Optional[dict] = None, supported: Sequence[str] = (),
+                       network: Optional[Sequence[dict]] = None,
+                       datasheet_gbytes_per_s: Optional[dict[str, float]] = None) -> list[Path]:
+    """Draw the search plots whose data is given into out_dir; returns their PNG paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    if curves is not None:
+        figures["search"] = lambda: draw_search_progress(curves, best_tokens_per_s)
+    if calibration is not None:
+        figures["calibration"] = lambda: draw_calibration(calibration, supported)
+    if network is not None:
+        figures["network"] = lambda: draw_network(network, datasheet_gbytes_per_s)
+    return _write(figures, SEARCH_PLOT_FILES, out_dir)

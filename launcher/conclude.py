@@ -187,7 +187,7 @@ def _predicted_peak_gb(cfg: RootConfig, layout: dict) -> Optional[float]:
     if not check(cfg.model, cfg.cluster, lay, backend=cfg.backend.name).ok:
         return None
     return estimate(cfg.model, cfg.cluster, lay, precision=cfg.backend.precision,
-                    flash_attention=cfg.backend.flash_attention).peak_mem_gb
+                    flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name).peak_mem_gb
 
 
 def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: Conclusion, trials: list[dict],

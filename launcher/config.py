@@ -268,6 +268,9 @@ def load_config(overrides: Sequence[str], config_dirs: Sequence[str] = ()) -> Ro
             raise cause from None
         raise _explain_key(str(exc)) from None
     assert isinstance(obj, RootConfig)
+    from launcher.plan.constants import resolve_precision
+
+    obj.backend.precision = resolve_precision(obj.backend.precision, obj.cluster)
     return obj
 
 

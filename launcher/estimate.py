@@ -1,7 +1,9 @@
 """`python -m launcher.estimate`: the estimator as JSON lines in, JSON lines out (one answer per request line).
 
 Each line names a model shape, a cluster preset (`gpu`), a GPU count and a layout; the answer holds the
-constraint verdict and the predicted memory and throughput (launcher.plan.estimator). Light on purpose: no torch,
+constraint verdict and the predicted memory and throughput (launcher.plan.estimator). Optional keys: `precision`
+(bf16), `flash_attention` (default: assumed for 16-bit, not for fp32) and `backend` (the software stack whose
+fixed costs apply: torch, megatron_lm or megatron_deepspeed; default Megatron's). Light on purpose: no torch,
 submitit, mlflow or hydra (presets are read with omegaconf).
 """
 
@@ -11,6 +13,7 @@ import functools
 import json
 import math
 import sys
+from dataclasses import dataclass
 from typing import IO, Any, Optional
 
 from launcher.errors import ConfigError, ParasweepError
@@ -18,9 +21,10 @@ from launcher.layout import Layout
 from launcher.paths import conf_dir
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.rules import check
-from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
+from launcher.schema import BACKENDS, PRECISIONS, ClusterConfig, ModelConfig
 
-__all__ = ["Estimate", "estimate", "load_cluster_preset", "main", "answer", "parse_request", "LineError"]
+__all__ = ["Estimate", "estimate", "load_cluster_preset", "main", "answer", "parse_request", "request_from_fields",
+           "Request", "LineError", "FIELD_TYPES"]
 
 
 # ----------------------------------------------------------------------------------------------- cluster presets
@@ -57,7 +61,10 @@ _FIELDS: dict[str, tuple[str, Any]] = {
     "vpp": (_INT, 1), "sequence_parallel": (_BOOL, False), "zero_stage": (_INT, 0),
     "distributed_optimizer": (_BOOL, False), "precision": (_STR, "bf16"),
     "tied_embeddings": (_BOOL, True), "norm": (_STR, "layernorm"), "max_position": (_INT, None),
+    "flash_attention": (_BOOL, None), "backend": (_STR, ""),
 }
+FIELD_TYPES = {key: kind for key, (kind, _) in _FIELDS.items()}
+"""Request key -> 'int', 'bool' or 'str' (for readers of other formats, e.g. launcher.replay's CSV)."""
 _REQUIRED = ("layers", "hidden", "heads", "seq_len", "vocab", "gpu", "n_gpus", "tp", "pp", "dp", "mbs", "gbs",
              "recompute")
 _MAY_BE_ZERO = ("zero_stage",)
@@ -84,14 +91,38 @@ def _typed(key: str, value: Any) -> Any:
     return value
 
 
-def parse_request(text: str) -> tuple[ModelConfig, ClusterConfig, Layout, str, Any]:
-    """One JSON line -> (model, cluster, layout, precision, id). Raises LineError naming the field."""
+@dataclass(frozen=True)
+class Request:
+    """One parsed request: what `estimate()` needs, with the stack's a-priori constants."""
+
+    model: ModelConfig
+    cluster: ClusterConfig
+    layout: Layout
+    precision: str
+    flash_attention: Optional[bool]
+    backend: str
+    id: Any = None
+
+    def estimate(self, constants=None) -> Estimate:
+        """The estimate with the backend's a-priori constants, or with `constants` (e.g. calibrated ones)."""
+        return estimate(self.model, self.cluster, self.layout, self.precision, flash_attention=self.flash_attention,
+                        backend=self.backend, constants=constants)
+
+
+def parse_request(text: str) -> Request:
+    """One JSON line -> Request. Raises LineError naming the field."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LineError(f"not valid JSON: {exc.msg} (column {exc.colno})", None) from None
     if not isinstance(data, dict):
         raise LineError("expected a JSON object per line", None)
+    return request_from_fields(data)
+
+
+def request_from_fields(fields: dict) -> Request:
+    """A request's keys (typed values; None = the default) -> Request. Raises LineError naming the field."""
+    data = dict(fields)
     request_id = data.pop("id", None)
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
@@ -102,6 +133,8 @@ def parse_request(text: str) -> tuple[ModelConfig, ClusterConfig, Layout, str, A
     v = {k: (_typed(k, data[k]) if data.get(k) is not None else default) for k, (_, default) in _FIELDS.items()}
     if v["precision"] not in PRECISIONS:
         raise LineError(f"precision={v['precision']!r}: use one of {', '.join(PRECISIONS)}", "precision")
+    if v["backend"] and v["backend"] not in BACKENDS:
+        raise LineError(f"backend={v['backend']!r}: use one of {', '.join(BACKENDS)}", "backend")
     try:
         model = ModelConfig(name="jsonl", layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
                             kv_heads=v["kv_heads"], ffn_hidden=v["ffn_hidden"], swiglu=v["swiglu"],
@@ -117,7 +150,7 @@ def parse_request(text: str) -> tuple[ModelConfig, ClusterConfig, Layout, str, A
     layout = Layout(gpus=v["n_gpus"], nodes=nodes, tp=v["tp"], pp=v["pp"], dp=v["dp"], vpp=v["vpp"], mbs=v["mbs"],
                     gbs=v["gbs"], recompute=v["recompute"], sequence_parallel=v["sequence_parallel"],
                     zero_stage=v["zero_stage"], distributed_optimizer=v["distributed_optimizer"])
-    return model, cluster, layout, v["precision"], request_id
+    return Request(model, cluster, layout, v["precision"], v["flash_attention"], v["backend"], request_id)
 
 
 def _round(x: float) -> float:
@@ -126,15 +159,15 @@ def _round(x: float) -> float:
 
 def answer(text: str) -> dict:
     """The output object for one valid-JSON request line (may raise LineError)."""
-    model, cluster, layout, precision, request_id = parse_request(text)
-    verdict = check(model, cluster, layout)
-    out: dict[str, Any] = {"id": request_id} if request_id is not None else {}
+    request = parse_request(text)
+    verdict = check(request.model, request.cluster, request.layout)
+    out: dict[str, Any] = {"id": request.id} if request.id is not None else {}
     out.update(valid=verdict.ok, reasons=[i.message for i in verdict.reasons],
                warnings=[i.message for i in verdict.warnings])
     if not verdict.ok:
         out.update(dict.fromkeys(_OUTPUT_NUMBERS))
         return out
-    est = estimate(model, cluster, layout, precision)
+    est = request.estimate()
     out.update({k: _round(getattr(est, k)) for k in _OUTPUT_NUMBERS})
     return out
 

@@ -155,7 +155,8 @@ class BackendConfig:
     name: str = "torch"
     """Which program runs a trial: 'torch' (embedded GPT), 'megatron_deepspeed' or 'megatron_lm'."""
     precision: str = "bf16"
-    """'bf16' or 'fp16' mixed precision ('fp32' for the CPU stand-in)."""
+    """'bf16' or 'fp16' mixed precision, 'fp32', or 'auto': what the hardware does well (bf16 on GPU clusters, fp32 on
+    the CPU stand-in), resolved when the config is loaded."""
     warmup_iters: int = 3
     """Iterations run before measuring (also detected from the log for Megatron backends)."""
     measure_iters: int = 5
@@ -178,8 +179,9 @@ class BackendConfig:
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:
             raise ConfigError("backend.name", self.name, f"use one of {', '.join(BACKENDS)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError("backend.precision", self.precision, f"use one of {', '.join(PRECISIONS)}")
+        if self.precision not in PRECISIONS + ("auto",):
+            raise ConfigError("backend.precision", self.precision, f"use one of {', '.join(PRECISIONS)} or auto "
+                              "(bf16 on GPU clusters, fp32 on the CPU stand-in)")
         if self.launcher not in ("torchrun", "deepspeed"):
             raise ConfigError("backend.launcher", self.launcher, "use 'torchrun' or 'deepspeed'")
         _positive("backend", "measure_iters", self.measure_iters, "use at least 1")

@@ -184,3 +184,10 @@ def test_one_line_command_multi_node_names_the_rendezvous_variables():
     command = launch_command(spec)
     assert '--nnodes 8 --nproc-per-node 8 --node-rank "$NODE_RANK"' in command
     assert '--rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT"' in command
+
+
+def test_workload_without_flash_attention_runs_the_attention_the_plan_assumes(tmp_path):
+    layout = Layout(gpus=2, nodes=1, tp=1, pp=1, dp=2, gbs=2)
+    assert "--attention" not in workload_spec(tmp_path, layout).program_argv
+    argv = workload_spec(tmp_path, layout, flash_attention=False).program_argv
+    assert argv[argv.index("--attention") + 1] == "math"

@@ -54,8 +54,8 @@ def test_unknown_preset_lists_the_valid_names():
 # ----------------------------------------------------------------------------------------------- estimate()
 
 def test_estimate_fields_are_consistent():
-    model, cluster, layout, precision, _ = parse_request(json.dumps(GOOD))
-    e = estimate(model, cluster, layout, precision)
+    r = parse_request(json.dumps(GOOD))
+    e = estimate(r.model, r.cluster, r.layout, r.precision)
     assert isinstance(e, Estimate)
     assert e.headroom == pytest.approx(1 - e.peak_mem_gb / 80)
     assert sum(e.mem_breakdown_gb.values()) == pytest.approx(e.peak_mem_gb)
@@ -65,9 +65,9 @@ def test_estimate_fields_are_consistent():
 
 
 def test_unknown_precision_is_a_config_error():
-    model, cluster, layout, _, _ = parse_request(json.dumps(GOOD))
+    r = parse_request(json.dumps(GOOD))
     with pytest.raises(ConfigError):
-        estimate(model, cluster, layout, "fp8")
+        estimate(r.model, r.cluster, r.layout, "fp8")
 
 
 def test_fp32_cpu_standin_materialises_attention_scores():
@@ -85,18 +85,20 @@ def test_fp32_cpu_standin_materialises_attention_scores():
 # ----------------------------------------------------------------------------------------------- request parsing
 
 def test_defaults_for_optional_keys():
-    model, cluster, layout, precision, _ = parse_request(json.dumps({**GOOD, "sequence_parallel": None}))
-    assert model.kv_heads == 96 and model.ffn_hidden == 4 * 12288 and precision == "bf16"
+    r = parse_request(json.dumps({**GOOD, "sequence_parallel": None}))
+    model, layout = r.model, r.layout
+    assert model.kv_heads == 96 and model.ffn_hidden == 4 * 12288 and r.precision == "bf16"
     assert (layout.vpp, layout.zero_stage, layout.distributed_optimizer, layout.sequence_parallel) == (1, 0, False,
                                                                                                       False)
-    assert layout.nodes == 8 and cluster.gpus_per_node == 8
-    swiglu, *_ = parse_request(json.dumps({**GOOD, "swiglu": True, "hidden": 8192, "heads": 64}))
+    assert layout.nodes == 8 and r.cluster.gpus_per_node == 8
+    assert (r.flash_attention, r.backend) == (None, "")
+    swiglu = parse_request(json.dumps({**GOOD, "swiglu": True, "hidden": 8192, "heads": 64})).model
     assert swiglu.ffn_hidden == swiglu_ffn(8192) == 22016
 
 
 def test_gpus_per_node_override_changes_nodes():
-    _, cluster, layout, _, _ = parse_request(json.dumps({**GOOD, "gpus_per_node": 4}))
-    assert cluster.gpus_per_node == 4 and layout.nodes == 16      # ceil(64 / 4)
+    r = parse_request(json.dumps({**GOOD, "gpus_per_node": 4}))
+    assert r.cluster.gpus_per_node == 4 and r.layout.nodes == 16      # ceil(64 / 4)
 
 
 # ----------------------------------------------------------------------------------------------- the CLI
@@ -159,3 +161,28 @@ def test_module_runs_as_a_script_without_heavy_imports():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["valid"] is True and "Traceback" not in done.stderr
+
+
+def test_flash_attention_key_changes_memory_and_time():
+    """Without flash attention the s x s scores are stored (memory) and written/read (time): the H100 trial that the
+    plan once predicted to fit with flash assumed ran out of memory without it."""
+    h100_mbs8 = dict(layers=24, hidden=2304, heads=24, seq_len=2048, vocab=51200, gpu="h100-80g", n_gpus=1, tp=1,
+                     pp=1, dp=1, mbs=8, gbs=16, recompute="none")
+    out, _ = run_cli([json.dumps(h100_mbs8), json.dumps({**h100_mbs8, "flash_attention": True}),
+                      json.dumps({**h100_mbs8, "flash_attention": False}), json.dumps({**h100_mbs8,
+                                                                                        "flash_attention": "no"})])
+    default, flash, no_flash, bad = out
+    assert default == flash                                       # bf16: flash assumed, as before
+    assert no_flash["peak_mem_gb"] > 80 > flash["peak_mem_gb"]    # measured: a real CUDA OOM
+    assert no_flash["step_time_s"] > flash["step_time_s"]
+    assert bad["field"] == "flash_attention"
+
+
+def test_backend_key_selects_the_stack_fixed_costs():
+    small = dict(layers=24, hidden=2304, heads=24, seq_len=2048, vocab=51200, gpu="h100-80g", n_gpus=1, tp=1, pp=1,
+                 dp=1, mbs=1, gbs=8, recompute="full")
+    out, _ = run_cli([json.dumps(small), json.dumps({**small, "backend": "megatron_lm"}),
+                      json.dumps({**small, "backend": "torch"}), json.dumps({**small, "backend": "jax"})])
+    assert out[0] == out[1]                                       # no backend: Megatron's constants
+    assert out[2]["step_time_s"] > 1.5 * out[1]["step_time_s"]    # autocast casts + CPU dispatch at mbs 1
+    assert out[3]["field"] == "backend" and "megatron_lm" in out[3]["error"]

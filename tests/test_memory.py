@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.plan import memory
+from launcher.plan.constants import GPU_CONTEXT_GB
 from launcher.layout import Layout
 from launcher.schema import ClusterConfig, ModelConfig
 
@@ -152,7 +153,7 @@ def test_stage_memory_breakdown_hand_computed():
     acts = 22 * SBH * 4 + SBH * 2
     assert first["activations"] == pytest.approx(acts / 1e9)
     assert first["logits"] == 0
-    assert first["overhead"] == pytest.approx(memory.GPU_CONTEXT_GB + 0.1 * acts / 1e9)
+    assert first["overhead"] == pytest.approx(GPU_CONTEXT_GB + 0.1 * acts / 1e9)
     last = memory.stage_memory_gb(SMALL, GPU, lay, "bf16", 1)
     # final-norm and output-layer inputs 2·e·sbh + fp32 logits 4·s·b·V/t = 4,194,304 + 65,536,000
     assert last["logits"] == pytest.approx((4 * SBH + 4 * 512 * 2 * 32000 / 2) / 1e9)

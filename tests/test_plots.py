@@ -109,3 +109,57 @@ def test_the_memory_legend_hides_no_marker_bar_or_label():
     assert not any(legend.contains(x, y) for x, y in markers)
     assert not any(legend.overlaps(p.get_window_extent()) for p in ax.patches)
     assert not any(legend.overlaps(t.get_window_extent()) for t in ax.texts)
+
+
+# ------------------------------------------------------------------------------------------------- the search
+
+from analysis.plots import (SEARCH_PLOT_FILES, best_so_far, draw_calibration, draw_network,  # noqa: E402
+                            draw_search_progress, hours_to_within, network_series, write_search_plots)
+
+
+def test_best_so_far_starts_at_the_first_measurement_and_only_rises():
+    points = [(0.1, None), (0.3, 100.0), (0.4, 80.0), (0.7, None), (1.0, 120.0), (1.2, 119.0)]
+    assert best_so_far(points) == [(0.3, 100.0), (0.4, 100.0), (0.7, 100.0), (1.0, 120.0), (1.2, 120.0)]
+    assert best_so_far([(0.1, None)]) == []
+    assert hours_to_within(points, 121.0) == 1.0 and hours_to_within(points, 130.0) is None
+    assert hours_to_within(points, 102.0) == 0.3          # 100 is within 2 % of 102
+
+
+def test_search_progress_draws_one_step_curve_per_strategy():
+    curves = {"adaptive": [(1.0, 90.0), (2.0, 100.0)], "exhaustive": [(1.0, 50.0), (3.0, 90.0), (5.0, 100.0)]}
+    fig = draw_search_progress(curves, best_tokens_per_s=100.0)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith("adaptive: 2 trials, 2 GPU-h, within 2% after 2 GPU-h") for t in labels), labels
+    assert any(t.startswith("exhaustive: 3 trials, 5 GPU-h") for t in labels), labels
+    assert len(ax.lines) == 2
+    empty = draw_search_progress({"adaptive": [(1.0, None)]})
+    assert "no trial measured" in empty.axes[0].texts[0].get_text()
+
+
+def test_calibration_plot_shows_multipliers_and_what_the_data_constrain():
+    fig = draw_calibration({"compute": (0.8, 0.05), "network": (1.0, 0.7)}, supported=["compute"], note="3 trials")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["compute", "network"]
+    assert {t.get_text().strip() for t in ax.texts} == {"x0.8", "x1"}
+    assert "3 trials" in ax.get_title()
+    assert "no calibration" in draw_calibration({}).axes[0].texts[0].get_text()
+
+
+def test_network_plot_one_panel_per_scope_with_the_datasheet_line():
+    rows = [{"op": op, "scope": scope, "bytes": size, "busbw_gbytes_per_s": size / 1e6}
+            for scope in ("inter_node", "intra_node") for op in ("all_reduce", "sendrecv") for size in (4096, 1 << 20)]
+    series = network_series(rows)
+    assert series[("intra_node", "all_reduce")] == [(4096, 4096 / 1e6), (1 << 20, (1 << 20) / 1e6)]
+    fig = draw_network(rows, {"intra_node": 5.0})
+    intra, inter = fig.axes[:2]
+    assert intra.get_title() == "intra-node" and inter.get_title() == "inter-node"
+    assert len(intra.lines) == 3 and len(inter.lines) == 2          # + the dashed datasheet line
+    assert "no network measurement" in draw_network([]).axes[0].texts[0].get_text()
+
+
+def test_write_search_plots_only_what_has_data(tmp_path):
+    paths = write_search_plots(tmp_path, curves={"adaptive": [(1.0, 5.0)]}, calibration={"compute": (1.1, 0.1)})
+    assert [p.name for p in paths] == [SEARCH_PLOT_FILES["search"], SEARCH_PLOT_FILES["calibration"]]
+    assert all(p.read_bytes().startswith(PNG_MAGIC) for p in paths)
+    assert not (tmp_path / SEARCH_PLOT_FILES["network"]).exists()

@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from launcher.plan import step_time as st
+from launcher.plan.constants import GEMM_DIM_SCALE, GEMM_EFF_MAX, NET_EFF, Constants, constants_for
 from launcher.estimate import estimate, load_cluster_preset
 from launcher.layout import Layout
 from launcher.schema import ModelConfig
@@ -23,27 +24,28 @@ def step(model=GPT_175B, cluster=A100, precision="bf16", flash=None, **kw):
 
 def test_gemm_efficiency_saturates_in_every_dimension():
     big = st.gemm_efficiency(16384, 16384, 16384)
-    assert st.GEMM_EFF_MAX * 0.99 < big < st.GEMM_EFF_MAX
+    assert GEMM_EFF_MAX * 0.99 < big < GEMM_EFF_MAX
     assert st.gemm_efficiency(16384, 16384, 128) < st.gemm_efficiency(16384, 16384, 1024) < big
     assert st.gemm_efficiency(512, 16384, 16384) < st.gemm_efficiency(4096, 16384, 16384)
-    d = st.GEMM_DIM_SCALE   # one dimension equal to the scale (others huge) halves the efficiency
-    assert st.gemm_efficiency(d, 1e12, 1e12) == pytest.approx(st.GEMM_EFF_MAX / 2, rel=1e-6)
+    d = GEMM_DIM_SCALE   # one dimension equal to the scale (others huge) halves the efficiency
+    assert st.gemm_efficiency(d, 1e12, 1e12) == pytest.approx(GEMM_EFF_MAX / 2, rel=1e-6)
 
 
 def test_ring_collective_times():
     S, bw, lat = 1e9, 100.0, 1e-5   # 1 GB over 100 GB/s links
-    link = bw * 1e9 * st.NET_EFF
-    assert st.collective_time_s(S, 8, bw, "all_reduce", lat) == pytest.approx(2 * 7 / 8 * S / link + lat)
-    assert st.collective_time_s(S, 8, bw, "all_gather", lat) == pytest.approx(7 / 8 * S / link + lat)
-    assert st.collective_time_s(S, 2, bw, "p2p", lat) == pytest.approx(S / link + lat)
-    assert st.collective_time_s(S, 1, bw, "all_reduce", lat) == 0.0
+    r = st.rates(Constants(latency_gpu_s=lat), cpu=False)
+    link = bw * 1e9 * NET_EFF
+    assert st.collective_time_s(S, 8, bw, "all_reduce", r) == pytest.approx(2 * 7 / 8 * S / link + lat)
+    assert st.collective_time_s(S, 8, bw, "all_gather", r) == pytest.approx(7 / 8 * S / link + lat)
+    assert st.collective_time_s(S, 2, bw, "p2p", r) == pytest.approx(S / link + lat)
+    assert st.collective_time_s(S, 1, bw, "all_reduce", r) == 0.0
 
 
 def test_breakdown_adds_up_and_rates_follow_from_step_time():
     e = step()
     assert sum(e.time_breakdown_s.values()) == pytest.approx(e.step_time_s)
-    assert set(e.time_breakdown_s) == {"compute", "recompute", "tp_comm", "pp_comm", "dp_comm", "bubble",
-                                       "optimizer"}
+    assert set(e.time_breakdown_s) == {"compute", "recompute", "tp_comm", "pp_comm", "fixed", "dispatch", "dp_comm",
+                                       "bubble", "optimizer"}
     assert e.tokens_per_s == pytest.approx(64 * 2048 / e.step_time_s)
     assert e.mfu == pytest.approx(e.model_tflops_per_gpu / 312)
     assert e.tflops_per_gpu > e.model_tflops_per_gpu   # selective recompute counted in hardware FLOPs
@@ -133,3 +135,58 @@ def test_korthikanti_table5_iteration_times():
             errors.append(abs(predicted / published - 1))
     assert statistics.median(errors) <= 0.06, errors
     assert max(errors) <= 0.10, errors
+
+
+# ------------------------------------------------------------------------------------------------- fixed costs
+
+H100 = load_cluster_preset("h100-80g")
+GPT_1_7B = ModelConfig(name="1.7b", layers=24, hidden=2304, heads=24, seq_len=2048, vocab=51200)
+
+
+def single(mbs, recompute="none", backend="torch", cluster=H100, precision="bf16", **kw):
+    return estimate(GPT_1_7B, cluster, Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=mbs, gbs=8,
+                                              recompute=recompute), precision, backend=backend, **kw)
+
+
+def test_parameter_traffic_is_paid_per_micro_batch():
+    """Same tokens, 8 micro-batches instead of 1: 7 more passes of MICROBATCH_PARAM_BYTES per parameter."""
+    from launcher.plan.constants import TORCH_AUTOCAST
+    from launcher.plan.memory import stage_params
+
+    params = stage_params(GPT_1_7B, Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1), 0)
+    per_pass = params * TORCH_AUTOCAST.microbatch_param_bytes / (H100.hbm_gbytes_per_s * 1e9 * TORCH_AUTOCAST.hbm_eff)
+    assert single(1).time_breakdown_s["fixed"] - single(8).time_breakdown_s["fixed"] == pytest.approx(7 * per_pass)
+    assert single(1, backend="megatron_lm").time_breakdown_s["fixed"] == 0.0   # fused into the wgrad GEMM
+
+
+def test_cpu_dispatch_floor_binds_only_small_micro_batches():
+    """GPU kernels run while the CPU issues the next: the step is the slower of the two per micro-batch."""
+    assert single(8).time_breakdown_s["dispatch"] == 0.0
+    full_1 = single(1, "full").time_breakdown_s
+    assert full_1["dispatch"] > 0.2 * sum(full_1.values())          # measured: 131 ms of CPU vs ~83 ms of GPU
+    assert single(1, "full", constants=Constants(layer_dispatch_s=0.0, checkpoint_dispatch_s=0.0)
+                  ).time_breakdown_s["dispatch"] == 0.0
+
+
+def test_cpu_standin_adds_dispatch_to_compute():
+    """On the CPU stand-in the same cores issue and run the kernels: dispatch adds up, never hides."""
+    cpu = load_cluster_preset("local-cpu")
+    tiny = ModelConfig(name="tiny", layers=4, hidden=256, heads=4, seq_len=128, vocab=1024)
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=2, gbs=8, recompute="none")
+    e = estimate(tiny, cpu, lay, "fp32", backend="torch")
+    assert e.time_breakdown_s["dispatch"] == pytest.approx(4 * 4 * constants_for("torch").layer_dispatch_s)
+
+
+def test_fp32_on_a_gpu_uses_the_cuda_core_peak():
+    bf16, fp32 = single(8).time_breakdown_s["compute"], single(8, precision="fp32").time_breakdown_s["compute"]
+    assert 8 < fp32 / bf16 < 989 / 67 * 1.1        # GEMMs at 1/14.8 of the speed, element-wise at 1/2
+
+
+@pytest.mark.parametrize("layout", [dict(gpus=64, nodes=8, tp=8, pp=8, dp=1, vpp=3, mbs=1, gbs=64),
+                                    dict(gpus=64, nodes=8, tp=4, pp=4, dp=4, mbs=2, gbs=256, zero_stage=1),
+                                    dict(gpus=16, nodes=2, tp=2, pp=1, dp=8, mbs=1, gbs=64, zero_stage=3)])
+def test_breakdown_adds_up_with_the_new_terms(layout):
+    for backend in ("torch", "megatron_lm", "megatron_deepspeed"):
+        e = estimate(GPT_22B, A100, Layout(**layout, recompute="full"), "bf16", backend=backend)
+        assert sum(e.time_breakdown_s.values()) == pytest.approx(e.step_time_s)
+        assert min(e.time_breakdown_s.values()) >= 0

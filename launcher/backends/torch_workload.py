@@ -53,6 +53,8 @@ def workload_args(model: ModelConfig, cluster: ClusterConfig, backend: BackendCo
     args += ["--zero-stage", layout.zero_stage]
     if layout.distributed_optimizer:
         args.append("--distributed-optimizer")
+    if not backend.flash_attention:  # the explicit softmax(QK^T)V that stores the s x s scores, as the plan assumes
+        args += ["--attention", "math"]
     args += ["--precision", backend.precision, "--warmup-iters", backend.warmup_iters,
              "--measure-iters", backend.measure_iters, "--seed", backend.seed,
              "--mem-limit-mb", mem_limit_mb, "--peak-tflops", cluster.peak_tflops]

@@ -16,6 +16,7 @@ from typing import Optional
 from launcher.errors import ConfigError
 from launcher.layout import Layout
 from launcher.plan import flops
+from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
 from launcher.plan.step_time import step_time_s
 from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
@@ -31,21 +32,27 @@ class Estimate:
     tflops_per_gpu: float                 # hardware FLOPs, recompute counted (Narayanan eq. 3)
     model_tflops_per_gpu: float           # model FLOPs, no recompute (Korthikanti eq. 7)
     mfu: float                            # model_tflops_per_gpu / peak
-    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, dp_comm, bubble, optimizer
+    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, fixed, dispatch, dp_comm, bubble,
+    #                                       optimizer
 
 
 def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
-             flash_attention: Optional[bool] = None) -> Estimate:
+             flash_attention: Optional[bool] = None, backend: str = "",
+             constants: Optional[Constants] = None) -> Estimate:
     """Estimate one layout that passed `constraints.check`.
 
-    precision: "bf16" / "fp16" (GPU mixed precision) or "fp32" (the local CPU stand-in). flash_attention: None =
-    assumed on GPU (bf16/fp16), not on the CPU stand-in; pass False for runs that predate it (2021 Megatron).
+    precision: "bf16" / "fp16" (mixed precision) or "fp32" (the local CPU stand-in; on a GPU the CUDA cores).
+    flash_attention: None = assumed for 16-bit training, not for fp32; plans pass backend.flash_attention, and
+    False reproduces runs that predate it (2021 Megatron). backend: the software stack whose a-priori constants
+    apply (launcher.plan.constants.constants_for; '' = Megatron-LM's). constants: other physical constants, e.g.
+    the ones launcher.plan.calibrate fitted to a sweep's measurements (they replace the stack's).
     """
     if precision not in PRECISIONS:
         raise ConfigError("precision", precision, f"use one of {', '.join(PRECISIONS)}")
     flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
-    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash)
-    step_s, times = step_time_s(model, cluster, layout, precision, flash)
+    constants = constants or constants_for(backend)
+    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash, constants)
+    step_s, times = step_time_s(model, cluster, layout, precision, flash, constants)
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
     hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute) / per_gpu_s

@@ -15,6 +15,7 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 from __future__ import annotations
 
 from launcher.layout import Layout
+from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.schema import ClusterConfig, ModelConfig
 
@@ -26,22 +27,15 @@ GB = 1e9
 STATE_BYTES = {"bf16": (2.0, 4.0, 12.0), "fp16": (2.0, 2.0, 16.0), "fp32": (4.0, 4.0, 8.0)}
 ACTIVATION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
-# Framework overhead outside the tensors counted here. GPU: CUDA context + cuBLAS/NCCL workspaces (~1.5 GB on
-# A100/H100 with a few NCCL communicators), plus caching-allocator fragmentation and backward temporaries, taken
-# as a share of the activation-like (short-lived) memory. CPU stand-in: the capacity is set above the rank's
-# post-init footprint (conf/cluster/local-cpu.yaml), so only the fragmentation/temporaries share remains.
-GPU_CONTEXT_GB = 1.5
-CPU_CONTEXT_GB = 0.0
-TRANSIENT_SHARE = 0.10
-
-
-def is_cpu_standin(cluster: ClusterConfig, precision: str) -> bool:
-    """fp32 means the local CPU stand-in (the GPUs train in bf16/fp16)."""
-    return precision == "fp32" or cluster.gpu.lower() == "cpu"
+# Framework overhead outside the tensors counted here (launcher.plan.constants): GPU_CONTEXT_GB of CUDA context and
+# cuBLAS/NCCL workspaces, plus caching-allocator fragmentation and backward temporaries taken as TRANSIENT_SHARE of
+# the activation-like (short-lived) memory. CPU stand-in: the capacity is set above the rank's post-init footprint
+# (conf/cluster/local-cpu.yaml), so only the fragmentation/temporaries share remains (CPU_CONTEXT_GB = 0).
 
 
 def uses_flash_attention(precision: str) -> bool:
-    """Flash attention is assumed on GPU (bf16/fp16); on the CPU stand-in the s x s scores are materialised."""
+    """The default when a request does not say: flash attention assumed for 16-bit training (GPU), not for fp32
+    (the CPU stand-in materialises the s x s scores). Plans pass backend.flash_attention explicitly."""
     return precision != "fp32"
 
 
@@ -139,7 +133,7 @@ def inflight_layers(layout: Layout, layers: int, stage: int) -> float:
 
 
 def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, stage: int,
-                    flash: bool | None = None) -> dict[str, float]:
+                    flash: bool | None = None, constants: Constants = DEFAULT) -> dict[str, float]:
     """Memory breakdown (GB) of one GPU of pipeline stage `stage`."""
     flash = uses_flash_attention(precision) if flash is None else flash
     e, t, sp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel
@@ -160,19 +154,20 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     if stage == layout.pp - 1:  # final-norm and output-layer inputs + fp32 logits, one micro-batch (Korthikanti §4.3)
         vocab = padded_vocab(model.vocab, t)
         logits = 2 * e * sbh / (t if sp else 1) + 4.0 * model.seq_len * layout.mbs * vocab / t
-    context = CPU_CONTEXT_GB if is_cpu_standin(cluster, precision) else GPU_CONTEXT_GB
+    c = constants
+    context = c.cpu_context_gb if is_cpu_cluster(cluster) else c.gpu_context_gb
     return {"weights": (params * w + gathered) / GB, "grads": params * g / GB, "optimizer": params * o / GB,
             "activations": activations / GB, "logits": logits / GB,
-            "overhead": context + TRANSIENT_SHARE * (activations + logits) / GB}
+            "overhead": context + c.transient_share * (activations + logits) / GB}
 
 
 def peak_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
-                   flash: bool | None = None) -> tuple[float, dict[str, float]]:
+                   flash: bool | None = None, constants: Constants = DEFAULT) -> tuple[float, dict[str, float]]:
     """(peak GB, breakdown) over the stages that can be the most loaded: the first (most activations in flight,
     embeddings) and the last (output layer, logits)."""
     best_total, best = -1.0, {}
     for stage in {0, layout.pp - 1}:
-        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash)
+        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, constants)
         total = sum(parts.values())
         if total > best_total:
             best_total, best = total, parts

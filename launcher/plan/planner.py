@@ -146,7 +146,8 @@ def make_plan(cfg: RootConfig) -> Plan:
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
             continue
-        est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision)
+        est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
+                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name)
         trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings)
         fits, borderline = _memory_verdict(cfg, est)
         if fits:

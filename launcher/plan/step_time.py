@@ -2,110 +2,148 @@
 
 The structure follows Calculon (Isaev et al. SC23) and Narayanan et al. 2021 (§2.2 bubble, §3 communication):
 - GEMMs: FLOPs / (peak · efficiency(m, n, k)) on the rank's shard; efficiency saturates with every dimension:
-      eff = GEMM_EFF_MAX / (1 + GEMM_DIM_SCALE · (1/m + 1/n + 1/k))
+      eff = gemm_eff_max / (1 + gemm_dim_scale · (1/m + 1/n + 1/k))
   so thin tensor-parallel shards (h/t), few tokens per micro-batch (b·s) and small head dims lose efficiency.
-  Backward GEMMs (input and weight gradients) = 2 x forward.
+  Backward GEMMs (input and weight gradients) = 2 x forward. fp32 on a GPU runs at FP32_PEAK_SHARE of the peak.
 - Element-wise kernels (norms, dropout, residual adds, activation functions, softmax over s x s scores, layout
-  copies) are memory-bound: bytes moved / (HBM bandwidth · HBM_EFF); backward moves 2 x the forward bytes.
+  copies) are memory-bound: bytes moved / (HBM bandwidth · hbm_eff); backward moves 2 x the forward bytes.
 - Collectives on the link of their tier (NVLink inside a node, the NICs between nodes), NCCL ring convention:
-  all-reduce 2(n-1)/n · S / (bw · NET_EFF), reduce-scatter / all-gather (n-1)/n · S / (bw · NET_EFF), plus a latency.
+  all-reduce 2(n-1)/n · S / (bw · net_eff), reduce-scatter / all-gather (n-1)/n · S / (bw · net_eff), plus a latency.
   TP: 2 all-reduces of b·s·h in forward and 2 in backward per layer (Narayanan §3.2), +2 under full recompute;
   sequence parallelism replaces each by a reduce-scatter + all-gather of the same volume (Korthikanti §4.2.2).
+- Fixed costs per micro-batch (tests/data/h100_single_gpu_sweeps.csv): HBM traffic proportional to the parameters
+  (weight casts, gradient accumulation: constants.MICROBATCH_PARAM_BYTES), and the CPU time that issues the
+  kernels (constants.LAYER_DISPATCH_S): GPU kernels run asynchronously, so a micro-batch takes
+  max(GPU work, CPU dispatch); on the CPU stand-in both run on the same cores and add up.
 - Pipeline (1F1B): step = m · (bottleneck stage per micro-batch) + (p - 1)/v · (mean stage per micro-batch), the
   bubble fraction (p - 1)/(v·m) of Narayanan §2.2; p2p of b·s·h (/t when scattered over the NICs or under SP).
 - DP gradient reduction overlaps the backward of the last micro-batch; ZeRO/distributed-optimizer parameter
   all-gathers after the optimizer step are exposed; ZeRO-3 gathers parameters every micro-batch (overlapped).
 - Optimizer step: memory-bound Adam update over the rank's optimizer shard.
 
-Only the five constants below are calibrated (on Narayanan et al. 2021 Table 1, tests/test_scaling_table.py).
+How constants enter (what calibration relies on): every time below is a constant-free amount times a rate
+(`Rates`, derived from `Constants`): FLOPs/peak x 1/gemm_eff_max, bytes/bandwidth x 1/hbm_eff, ... . `step_pieces`
+adds such products only, so each piece is linear in the rates; the only non-linear steps (maxima: CPU vs GPU,
+the bottleneck stage, DP overlap) are in `combine`, which works on floats and, elementwise, on numpy arrays.
+launcher.plan.calibrate evaluates pieces once with unit rates (numpy vectors) and then re-combines them for any
+constants without running the model again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from typing import Any, Callable, NamedTuple
 
 from launcher.layout import Layout
+from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants, is_cpu_cluster
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
-from launcher.plan.memory import (
-    ACTIVATION_BYTES,
-    STATE_BYTES,
-    is_cpu_standin,
-    stage_params,
-    state_bytes_per_param,
-)
+from launcher.plan.memory import ACTIVATION_BYTES, STATE_BYTES, stage_params, state_bytes_per_param
 from launcher.schema import ClusterConfig, ModelConfig
-
-GEMM_EFF_MAX = 0.76        # large fp16/bf16 GEMMs as run inside training (cuBLAS on A100 measures ~0.8-0.9 alone)
-GEMM_DIM_SCALE = 48.0      # a GEMM dimension of 48 alone would halve the efficiency
-HBM_EFF = 0.7              # share of HBM bandwidth reached by element-wise kernels
-NET_EFF = 0.7              # NCCL bus bandwidth / nominal link bandwidth (A100 NVSwitch ~240 of 300 GB/s)
-LATENCY_S = {"gpu": 20e-6, "cpu": 200e-6}   # per collective / p2p call (NCCL ~10-30 us; gloo on loopback more)
 
 FLASH_CAUSAL_SHARE = 0.5   # a causal flash kernel skips the masked half of Q·Kᵀ and attention·V
 FLASH_BACKWARD = 2.5       # flash backward recomputes Q·Kᵀ: 5 GEMMs vs 2 in forward
 GRAD_COMM_BYTES = {"bf16": 4.0, "fp16": 2.0, "fp32": 4.0}  # bf16 reduces the fp32 main grads (Megatron)
 
+Num = Any  # float, or a numpy array of amounts when evaluated with unit rates (launcher.plan.calibrate)
 
-def gemm_efficiency(m: float, n: float, k: float) -> float:
+
+class Rates(NamedTuple):
+    """Seconds per unit of each constant-free amount the model adds up."""
+
+    gemm: Num          # per FLOP/peak: 1 / gemm_eff_max
+    gemm_dim: Num      # per FLOP/peak x (1/m + 1/n + 1/k): gemm_dim_scale / gemm_eff_max
+    hbm: Num           # per byte / HBM bandwidth: 1 / hbm_eff
+    net: Num           # per byte / link bandwidth: 1 / net_eff
+    latency: Num       # per collective or p2p call
+    dispatch: Num      # per layer issued (forward + backward), per micro-batch
+    redispatch: Num    # per layer whose forward is issued again (full recompute)
+    checkpoint: Num    # per checkpoint region (recompute), per layer
+    param_bytes: Num   # per parameter / HBM bandwidth, per micro-batch: microbatch_param_bytes / hbm_eff
+    recast_bytes: Num  # the same, under full recompute: recompute_cast_bytes / hbm_eff
+
+
+@functools.lru_cache(maxsize=64)
+def rates(constants: Constants, cpu: bool) -> Rates:
+    c = constants
+    return Rates(gemm=1.0 / c.gemm_eff_max, gemm_dim=c.gemm_dim_scale / c.gemm_eff_max, hbm=1.0 / c.hbm_eff,
+                 net=1.0 / c.net_eff, latency=c.latency_cpu_s if cpu else c.latency_gpu_s,
+                 dispatch=c.layer_dispatch_s, redispatch=c.layer_dispatch_s * c.forward_dispatch_share,
+                 checkpoint=c.checkpoint_dispatch_s, param_bytes=c.microbatch_param_bytes / c.hbm_eff,
+                 recast_bytes=c.recompute_cast_bytes / c.hbm_eff)
+
+
+def gemm_efficiency(m: float, n: float, k: float, constants: Constants = DEFAULT) -> float:
     """Share of peak a GEMM of shape (m x k) @ (k x n) reaches."""
-    return GEMM_EFF_MAX / (1.0 + GEMM_DIM_SCALE * (1.0 / m + 1.0 / n + 1.0 / k))
+    return constants.gemm_eff_max / (1.0 + constants.gemm_dim_scale * (1.0 / m + 1.0 / n + 1.0 / k))
 
 
-def gemm_time_s(m: float, n: float, k: float, peak_flops: float) -> float:
-    return 2.0 * m * n * k / (peak_flops * gemm_efficiency(m, n, k))
+def gemm_time_s(m: float, n: float, k: float, peak_flops: float, r: Rates) -> Num:
+    """2mnk / (peak · eff(m, n, k)), written as amount x rate (see the module docstring)."""
+    return 2.0 * m * n * k / peak_flops * (r.gemm + r.gemm_dim * (1.0 / m + 1.0 / n + 1.0 / k))
 
 
-def collective_time_s(nbytes: float, ranks: int, gbytes_per_s: float, kind: str, latency_s: float) -> float:
-    """NCCL ring time: all_reduce moves 2(n-1)/n · S per rank, reduce_scatter/all_gather (n-1)/n · S, p2p S."""
+_RING_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+                "all_gather": lambda n: (n - 1) / n, "p2p": lambda n: 1.0}
+
+
+def collective_time_s(nbytes: float, ranks: int, gbytes_per_s: float, kind: str, r: Rates) -> Num:
+    """NCCL ring time: all_reduce moves 2(n-1)/n · S per rank, reduce_scatter/all_gather (n-1)/n · S, p2p S;
+    over the link bandwidth x net_eff (nccl-tests' bus bandwidth), plus one latency."""
     if ranks <= 1 and kind != "p2p":
         return 0.0
-    factor = {"all_reduce": 2.0 * (ranks - 1) / ranks, "reduce_scatter": (ranks - 1) / ranks,
-              "all_gather": (ranks - 1) / ranks, "p2p": 1.0}[kind]
-    return factor * nbytes / (gbytes_per_s * 1e9 * NET_EFF) + latency_s
+    return _RING_FACTOR[kind](ranks) * nbytes / (gbytes_per_s * 1e9) * r.net + r.latency
 
 
-@dataclass(frozen=True)
-class MicrobatchTimes:
-    """One rank's work for one micro-batch (seconds)."""
+class MicrobatchTimes(NamedTuple):
+    """One rank's work for one micro-batch (seconds), each linear in the rates. (NamedTuples here: the planner
+    builds a few per layout, 100k layouts per second, and frozen dataclasses are slow to construct.)"""
 
-    compute: float     # forward + backward GEMMs and element-wise kernels
-    backward: float    # the backward part of `compute` (+ its TP comm): the window that hides the DP reduction
-    recompute: float
-    tp_comm: float
-    pp_comm: float
+    compute: Num     # forward + backward GEMMs and element-wise kernels
+    backward: Num    # the backward part of `compute` (+ its TP comm): the window that hides the DP reduction
+    recompute: Num
+    tp_comm: Num
+    pp_comm: Num
+    fixed: Num       # parameter-proportional HBM traffic (weight casts, gradient accumulation)
+    dispatch: Num    # CPU time issuing this micro-batch's kernels
 
     @property
-    def total(self) -> float:
-        return self.compute + self.recompute + self.tp_comm + self.pp_comm
+    def gpu(self) -> Num:
+        return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.fixed
 
 
-@dataclass(frozen=True)
-class _Ctx:
-    """Per-call constants shared by the helpers (derived once)."""
+def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max) -> Num:
+    """GPU: kernels run while the CPU issues the next ones, so the slower of the two; CPU stand-in (cpu = 1):
+    both share the same cores, so they add up. Arithmetic select, so that `cpu` may be an array of 0/1."""
+    gpu = mb.gpu
+    return cpu * (gpu + mb.dispatch) + (1 - cpu) * maximum(gpu, mb.dispatch)
+
+
+class _Ctx(NamedTuple):
+    """Per-call values shared by the helpers (derived once)."""
 
     model: ModelConfig
     layout: Layout
+    r: Rates
     peak: float          # FLOP/s
-    hbm: float           # B/s, effective
+    hbm: float           # B/s, nominal (hbm_eff is in the rates)
     e: int               # activation bytes
     flash: bool
-    latency: float
     tp_bw: float         # GB/s of the TP tier
     pp_bw: float
     pp_inter: bool
 
 
-def _layer_times(c: _Ctx) -> tuple[float, float, float, float, float]:
+def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float]:
     """(dense GEMM fwd, attention-core fwd, attention-core bwd, element-wise fwd bytes, score bytes fwd) per layer."""
-    md, lay = c.model, c.layout
+    md, lay, r = c.model, c.layout, c.r
     t, h, f, s = lay.tp, md.hidden, md.ffn_hidden, md.seq_len
     tokens = lay.mbs * s
     gated = ffn_matrices(md)
-    dense = (gemm_time_s(tokens, qkv_width(md) / t, h, c.peak) + gemm_time_s(tokens, h, h / t, c.peak)
-             + gemm_time_s(tokens, (gated - 1) * f / t, h, c.peak) + gemm_time_s(tokens, h, f / t, c.peak))
+    dense = (gemm_time_s(tokens, qkv_width(md) / t, h, c.peak, r) + gemm_time_s(tokens, h, h / t, c.peak, r)
+             + gemm_time_s(tokens, (gated - 1) * f / t, h, c.peak, r) + gemm_time_s(tokens, h, f / t, c.peak, r))
     heads_local = md.heads / t * lay.mbs
     head_dim = h / md.heads
-    core = heads_local * 2 * gemm_time_s(s, s, head_dim, c.peak)          # Q·Kᵀ and attention·V
+    core = heads_local * 2 * gemm_time_s(s, s, head_dim, c.peak, r)          # Q·Kᵀ and attention·V
     # Element-wise bytes per s·b·h element (forward): replicated 10e+2 (2 norms r/w, 2 bias-dropout-add with mask),
     # sharded: QKV split/transposes 2e·qkv/h, context transpose 2e, activation function γ·e·f/h (GeLU reads f and
     # writes f; SwiGLU reads 2f, writes f).
@@ -123,16 +161,18 @@ def _layer_times(c: _Ctx) -> tuple[float, float, float, float, float]:
     return dense, core_fwd, core_bwd, ew, scores
 
 
-def microbatch_times(c: _Ctx, stage: int) -> MicrobatchTimes:
-    md, lay = c.model, c.layout
+def microbatch_times(c: _Ctx, stage: int, params: float, layer: tuple) -> MicrobatchTimes:
+    """One micro-batch on pipeline stage `stage` holding `params` parameters; `layer` = _layer_times(c)."""
+    md, lay, r = c.model, c.layout, c.r
     t, p, v = lay.tp, lay.pp, lay.vpp
-    dense, core_fwd, core_bwd, ew, scores = _layer_times(c)
+    dense, core_fwd, core_bwd, ew, scores = layer
     layers = md.layers / p
-    fwd = dense + core_fwd + (ew + scores) / c.hbm
-    bwd = 2 * dense + core_bwd + 2 * (ew + scores) / c.hbm
+    hbm_s = r.hbm / c.hbm      # seconds per byte of memory-bound traffic
+    fwd = dense + core_fwd + (ew + scores) * hbm_s
+    bwd = 2 * dense + core_bwd + 2 * (ew + scores) * hbm_s
     tokens = lay.mbs * md.seq_len
     act_bytes = tokens * md.hidden * c.e
-    allreduce = 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", c.latency) if t > 1 else 0.0
+    allreduce = 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r) if t > 1 else 0.0
     n_tp = 3 if lay.recompute == "full" else 2          # forward, backward (+ forward again)
     tp_comm = n_tp * allreduce
     if lay.sequence_parallel and t > 1:
@@ -140,22 +180,26 @@ def microbatch_times(c: _Ctx, stage: int) -> MicrobatchTimes:
         # QKV and FC1 (Korthikanti §4.2.2). Megatron overlaps these with the input-gradient GEMMs, which then run
         # slower; counted as exposed, this reproduces Table 4's small net SP gain (-3 %, not the -8 % of the
         # element-wise savings alone).
-        tp_comm += 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_gather", c.latency)
-    recompute = {"full": fwd, "selective": core_fwd + scores / c.hbm}.get(lay.recompute, 0.0)
+        tp_comm += 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_gather", r)
+    recompute = {"full": fwd, "selective": core_fwd + scores * hbm_s}.get(lay.recompute, 0.0)
     compute, backward = layers * (fwd + bwd), layers * (bwd + allreduce)
     if stage == 0:   # embedding lookup and its gradient scatter-add (memory-bound, small)
-        compute += 3 * act_bytes / c.hbm
+        compute += 3 * act_bytes * hbm_s
     if stage == p - 1:   # final norm, output layer (h -> V/t) and the fp32 cross-entropy over V/t logits
         vocab = padded_vocab(md.vocab, t)
-        logit = gemm_time_s(tokens, vocab / t, md.hidden, c.peak)
-        ce = tokens * vocab / t * (2 * c.e + 20) / c.hbm
-        compute += 3 * logit + ce + 3 * act_bytes / c.hbm
+        logit = gemm_time_s(tokens, vocab / t, md.hidden, c.peak, r)
+        ce = tokens * vocab / t * (2 * c.e + 20) * hbm_s
+        compute += 3 * logit + ce + 3 * act_bytes * hbm_s
         backward += 2 * logit
     pp = 0.0
     if p > 1:   # one activation forward, one gradient backward per chunk; scattered over the TP ranks when useful
         shard = t if (lay.sequence_parallel or c.pp_inter) else 1
-        pp = 2 * v * collective_time_s(act_bytes / shard, 2, c.pp_bw, "p2p", c.latency)
-    return MicrobatchTimes(compute, backward, layers * recompute, layers * tp_comm, pp)
+        pp = 2 * v * collective_time_s(act_bytes / shard, 2, c.pp_bw, "p2p", r)
+    full = lay.recompute == "full"
+    fixed = params / c.hbm * (r.param_bytes + (r.recast_bytes if full else 0.0))
+    dispatch = layers * (r.dispatch + (r.redispatch if full else 0.0)
+                         + (r.checkpoint if lay.recompute != "none" else 0.0))
+    return MicrobatchTimes(compute, backward, layers * recompute, layers * tp_comm, pp, fixed, dispatch)
 
 
 def _dp_bandwidth(cluster: ClusterConfig, layout: Layout) -> float:
@@ -168,27 +212,22 @@ def _dp_bandwidth(cluster: ClusterConfig, layout: Layout) -> float:
     return min(cluster.intra_node_gbytes_per_s, members * cluster.inter_node_gbytes_per_s)
 
 
-def _dp_exposed_s(c: _Ctx, cluster: ClusterConfig, precision: str, params: float, mb: MicrobatchTimes) -> float:
+def _dp_collectives(c: _Ctx, cluster: ClusterConfig, precision: str, params: float) -> tuple[Num, Num]:
+    """(gradient reduction, parameter all-gather) times of the DP group (0 without DP)."""
     lay = c.layout
     d = lay.dp
     if d <= 1:
-        return 0.0
+        return 0.0, 0.0
     bw = _dp_bandwidth(cluster, lay)
     grad_bytes = params * GRAD_COMM_BYTES[precision]
     weight_bytes = params * STATE_BYTES[precision][0]
     if lay.zero_stage == 0 and not lay.distributed_optimizer:
-        reduce, gather = collective_time_s(grad_bytes, d, bw, "all_reduce", c.latency), 0.0
-    else:
-        reduce = collective_time_s(grad_bytes, d, bw, "reduce_scatter", c.latency)
-        gather = collective_time_s(weight_bytes, d, bw, "all_gather", c.latency)
-    exposed = max(0.0, reduce - mb.backward)
-    if lay.zero_stage == 3:  # parameters gathered for forward and backward of every micro-batch, prefetched
-        exposed += lay.microbatches * max(0.0, 2 * gather - mb.compute)
-        return exposed
-    return exposed + gather
+        return collective_time_s(grad_bytes, d, bw, "all_reduce", c.r), 0.0
+    return (collective_time_s(grad_bytes, d, bw, "reduce_scatter", c.r),
+            collective_time_s(weight_bytes, d, bw, "all_gather", c.r))
 
 
-def _optimizer_s(c: _Ctx, precision: str, params: float) -> float:
+def _optimizer_s(c: _Ctx, precision: str, params: float) -> Num:
     """Adam reads and writes its states (2 x optimizer bytes), reads the grad and writes the weight for the
     parameters of its shard; the grad-norm/clipping pass reads every local grad once. All memory-bound."""
     lay = c.layout
@@ -197,35 +236,83 @@ def _optimizer_s(c: _Ctx, precision: str, params: float) -> float:
     opt_params = params / lay.dp if sharded else params
     local_grad_bytes = params * state_bytes_per_param(precision, lay.zero_stage, lay.distributed_optimizer,
                                                       lay.dp)[1]
-    return (opt_params * (2 * optim + grad + weight) + local_grad_bytes) / c.hbm
+    return (opt_params * (2 * optim + grad + weight) + local_grad_bytes) * c.r.hbm / c.hbm
 
 
-def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
-                flash: bool) -> tuple[float, dict[str, float]]:
-    """(iteration seconds, breakdown) for one layout."""
-    cpu = is_cpu_standin(cluster, precision)
+class StepPieces(NamedTuple):
+    """Everything `combine` needs, each time linear in the rates. `stages` are the first, the last and a middle
+    stage (the same object repeated where pp < 3); `weights` say how many of the pp stages each stands for."""
+
+    stages: tuple[MicrobatchTimes, MicrobatchTimes, MicrobatchTimes]
+    weights: tuple[float, float, float]
+    microbatches: int
+    pp: int
+    vpp: int
+    zero3: Num          # 1 under ZeRO-3, else 0
+    cpu: Num            # 1 on the CPU stand-in, else 0
+    dp_reduce: Num
+    dp_gather: Num
+    optimizer: Num
+
+
+def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
+                r: Rates, cpu: bool) -> StepPieces:
     gpn = cluster.gpus_per_node
     tp_inter = layout.tp > gpn
     pp_inter = layout.nodes > 1
-    c = _Ctx(model, layout, cluster.peak_tflops * 1e12, cluster.hbm_gbytes_per_s * 1e9 * HBM_EFF,
-             ACTIVATION_BYTES[precision], flash, LATENCY_S["cpu" if cpu else "gpu"],
+    peak = cluster.peak_tflops * 1e12 * (FP32_PEAK_SHARE if precision == "fp32" and not cpu else 1.0)
+    c = _Ctx(model, layout, r, peak, cluster.hbm_gbytes_per_s * 1e9, ACTIVATION_BYTES[precision], flash,
              cluster.inter_node_gbytes_per_s if tp_inter else cluster.intra_node_gbytes_per_s,
              cluster.inter_node_gbytes_per_s if pp_inter else cluster.intra_node_gbytes_per_s, pp_inter)
-    p, m = layout.pp, max(1, layout.microbatches)
-    stages = sorted({0, p - 1})
-    per_stage = {s: microbatch_times(c, s) for s in stages}
-    middle = microbatch_times(c, 1) if p > 2 else None
-    bottleneck = max(per_stage.values(), key=lambda x: x.total)
-    totals = [x.total for x in per_stage.values()]
-    mean_stage = (sum(totals) + (p - len(totals)) * (middle.total if middle else 0.0)) / p
-    params = max(stage_params(model, layout, s) for s in stages)
+    p = layout.pp
+    first_params = stage_params(model, layout, 0)
+    last_params = stage_params(model, layout, p - 1) if p > 1 else first_params
+    params = max(first_params, last_params)   # the most loaded stage sets the DP traffic and the optimizer step
+    layer = _layer_times(c)
+    first = microbatch_times(c, 0, first_params, layer)
+    last = microbatch_times(c, p - 1, last_params, layer) if p > 1 else first
+    middle = microbatch_times(c, 1, stage_params(model, layout, 1), layer) if p > 2 else first
+    weights = (1.0, 1.0 if p > 1 else 0.0, float(max(0, p - 2)))
+    reduce, gather = _dp_collectives(c, cluster, precision, params)
+    return StepPieces((first, last, middle), weights, max(1, layout.microbatches), p, layout.vpp,
+                      int(layout.zero_stage == 3), int(cpu), reduce, gather, _optimizer_s(c, precision, params))
+
+
+def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num, list]:
+    """(step, bottleneck stage per micro-batch, exposed DP time, bubble, per-stage totals) from the pieces. Only
+    arithmetic and `maximum` (builtin max for floats, numpy.maximum elementwise over arrays of trials)."""
+    first, last, middle = pc.stages
+    t0 = microbatch_total(first, pc.cpu, maximum)
+    totals = [t0, t0 if last is first else microbatch_total(last, pc.cpu, maximum),
+              t0 if middle is first else microbatch_total(middle, pc.cpu, maximum)]
+    bottleneck = maximum(maximum(totals[0], totals[1]), totals[2])
+    mean = (pc.weights[0] * totals[0] + pc.weights[1] * totals[1] + pc.weights[2] * totals[2]) / pc.pp
+    # The gradient reduction hides behind the last backward; ZeRO-3 gathers parameters for the forward and the
+    # backward of every micro-batch (prefetched behind compute), the others once after the optimizer step.
+    z3 = pc.zero3
+    exposed = (maximum(0.0, pc.dp_reduce - first.backward)
+               + z3 * pc.microbatches * maximum(0.0, 2 * pc.dp_gather - first.compute) + (1 - z3) * pc.dp_gather)
+    bubble = (pc.pp - 1) / pc.vpp * mean
+    return pc.microbatches * bottleneck + exposed + bubble + pc.optimizer, bottleneck, exposed, bubble, totals
+
+
+def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
+                constants: Constants = DEFAULT) -> tuple[float, dict[str, float]]:
+    """(iteration seconds, breakdown) for one layout."""
+    cpu = is_cpu_cluster(cluster)
+    pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, cpu), cpu)
+    step, bottleneck_s, exposed, bubble, totals = combine(pc)
+    mb = pc.stages[totals.index(bottleneck_s)]
+    m = pc.microbatches
     breakdown = {
-        "compute": m * bottleneck.compute,
-        "recompute": m * bottleneck.recompute,
-        "tp_comm": m * bottleneck.tp_comm,
-        "pp_comm": m * bottleneck.pp_comm,
-        "dp_comm": _dp_exposed_s(c, cluster, precision, params, per_stage[0]),
-        "bubble": (p - 1) / layout.vpp * mean_stage,
-        "optimizer": _optimizer_s(c, precision, params),
+        "compute": m * mb.compute,
+        "recompute": m * mb.recompute,
+        "tp_comm": m * mb.tp_comm,
+        "pp_comm": m * mb.pp_comm,
+        "fixed": m * mb.fixed,
+        "dispatch": m * (bottleneck_s - mb.gpu),   # CPU dispatch time not hidden behind GPU work
+        "dp_comm": exposed,
+        "bubble": bubble,
+        "optimizer": pc.optimizer,
     }
-    return sum(breakdown.values()), breakdown
+    return step, breakdown

@@ -1,0 +1,333 @@
+"""Calibration: fit the estimator's few physical constants to a sweep's measured step times and peak memory.
+
+What is fitted (`PARAMETERS`): the compute efficiency and its size dependence, memory-bound (HBM) efficiency,
+network efficiency and latency, the per-micro-batch fixed costs (parameter traffic, CPU dispatch), and the memory
+overhead (context + transient share). Never a per-trial factor: every trial is predicted by the same
+`launcher.plan.estimator` with the same `Constants`, so a calibration re-predicts any layout, run or not
+(`estimate(..., constants=calibration.constants)`).
+
+How: maximum a posteriori with robust least squares (scipy.optimize.least_squares, soft_l1 loss) on log errors:
+each parameter is a log multiplier of its a-priori value with a Gaussian prior (`Parameter.prior_sd`), so a
+parameter the measurements say nothing about stays where it was, and a measurement far off (a noisy trial) is
+down-weighted rather than followed. Below `min_trials` measured trials nothing changes (`applied` False, and the
+note says so). The uncertainty (for the scheduler's stop rule) is the Gauss-Newton posterior covariance of the
+parameters plus the residual model error, both in log space.
+
+Speed: the model is evaluated once per trial with unit rates (`trial_features`: each step-time piece as a vector
+of constant-free amounts, see launcher.plan.step_time), after which predicting any number of trials for any
+constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000 trials takes milliseconds
+(tests/benchmarks/bench_calibrate.py).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from launcher.layout import Layout
+from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.plan.memory import stage_memory_gb
+from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
+from launcher.schema import ClusterConfig, ModelConfig
+
+MIN_TRIALS = 3
+"""Measured trials before a calibration changes anything."""
+MODEL_ERROR_SD = 0.08
+"""A-priori size of the model's log error on one trial after calibration (measurement noise + what the physics
+leaves out); it scales the data residuals against the priors."""
+ROBUST_SCALE = 2.0
+"""soft_l1 f_scale in units of MODEL_ERROR_SD: residuals beyond ~16 % count linearly, not quadratically."""
+MIN_RESIDUAL_SD = 0.02
+"""Floor of the fitted model error (run-to-run noise of a benchmark step is ~1-2 %)."""
+MEMORY_ERROR_SD = 0.05
+
+_GROUPS = Rates._fields
+_UNIT_RATES = Rates(*np.eye(len(_GROUPS)))
+_MB_FIELDS = ("compute", "backward", "recompute", "tp_comm", "pp_comm", "fixed", "dispatch")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted constant (or a group moved together): value = (prior + offset) x exp(theta) - offset."""
+
+    name: str
+    fields: tuple[str, ...]   # Constants fields it scales
+    prior_sd: float           # sd of theta (log multiplier) a priori
+    offset: float = 0.0       # lets a constant whose prior is 0 move (it is then (offset)·(e^θ - 1))
+    memory: bool = False      # fitted on peak memory, not step time
+
+
+PARAMETERS = (
+    Parameter("compute", ("gemm_eff_max",), 0.5),
+    Parameter("gemm_size", ("gemm_dim_scale",), 0.7),
+    Parameter("memory_bw", ("hbm_eff",), 0.5),
+    Parameter("network", ("net_eff",), 0.7),
+    Parameter("latency", ("latency_gpu_s", "latency_cpu_s"), 1.5),
+    Parameter("fixed", ("microbatch_param_bytes", "recompute_cast_bytes"), 1.0, offset=8.0),
+    Parameter("dispatch", ("layer_dispatch_s", "checkpoint_dispatch_s"), 1.0),
+    Parameter("mem_context", ("gpu_context_gb", "cpu_context_gb"), 1.0, offset=1.0, memory=True),
+    Parameter("mem_transient", ("transient_share",), 1.0, offset=0.1, memory=True),
+)
+STEP_PARAMETERS = tuple(p for p in PARAMETERS if not p.memory)
+MEMORY_PARAMETERS = tuple(p for p in PARAMETERS if p.memory)
+
+
+def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float]) -> Constants:
+    values = {}
+    for p, t in zip(params, theta):
+        for name in p.fields:
+            base = getattr(prior, name)
+            values[name] = max(0.0, (base + p.offset) * math.exp(float(t)) - p.offset)
+    return prior.with_values(**values)
+
+
+# ------------------------------------------------------------------------------------------------ features
+
+@dataclass(frozen=True)
+class TrialFeatures:
+    """One trial's constant-free amounts: each step-time piece as a vector over the rate groups, and the memory
+    of its first and last stage without and with the transient share (GB)."""
+
+    stages: np.ndarray          # (3 stages, 7 MicrobatchTimes fields, groups)
+    weights: tuple[float, float, float]
+    microbatches: int
+    pp: int
+    vpp: int
+    zero3: int
+    cpu: int
+    dp_reduce: np.ndarray       # (groups,)
+    dp_gather: np.ndarray
+    optimizer: np.ndarray
+    mem_fixed_gb: tuple[float, float]      # weights + grads + optimizer + activations + logits, per stage
+    mem_transient_gb: tuple[float, float]  # activations + logits (what the transient share multiplies)
+    tokens_per_step: int
+
+
+def _vector(x) -> np.ndarray:
+    return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
+
+
+def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
+                   flash: bool) -> TrialFeatures:
+    """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts."""
+    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster))
+    stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
+    bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0)
+    fixed, transient = [], []
+    for stage in (0, layout.pp - 1):
+        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare)
+        fixed.append(sum(parts.values()))
+        transient.append(parts["activations"] + parts["logits"])
+    return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, int(pc.zero3), int(pc.cpu),
+                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), tuple(fixed),
+                         tuple(transient), layout.gbs * model.seq_len)
+
+
+class FeatureTable:
+    """Many trials' features as arrays: predicts all of them for any constants at once."""
+
+    def __init__(self, features: Sequence[TrialFeatures]) -> None:
+        self.n = len(features)
+        f = features
+        self.stages = np.array([x.stages for x in f]).reshape(self.n, 3, len(_MB_FIELDS), len(_GROUPS))
+        self.weights = np.array([x.weights for x in f], dtype=float).reshape(self.n, 3)
+        self.microbatches = np.array([x.microbatches for x in f], dtype=float)
+        self.pp = np.array([x.pp for x in f], dtype=float)
+        self.vpp = np.array([x.vpp for x in f], dtype=float)
+        self.zero3 = np.array([x.zero3 for x in f], dtype=float)
+        self.cpu = np.array([x.cpu for x in f], dtype=float)
+        self.dp = np.array([[x.dp_reduce, x.dp_gather, x.optimizer] for x in f]).reshape(self.n, 3, len(_GROUPS))
+        self.mem_fixed = np.array([x.mem_fixed_gb for x in f], dtype=float).reshape(self.n, 2)
+        self.mem_transient = np.array([x.mem_transient_gb for x in f], dtype=float).reshape(self.n, 2)
+        self.tokens_per_step = np.array([x.tokens_per_step for x in f], dtype=float)
+
+    def subset(self, index: Sequence[int]) -> "FeatureTable":
+        out = object.__new__(FeatureTable)
+        idx = np.asarray(index, dtype=int)
+        for name, value in vars(self).items():
+            setattr(out, name, value[idx] if isinstance(value, np.ndarray) else value)
+        out.n = len(idx)
+        return out
+
+    def _rates(self, constants: Constants) -> np.ndarray:
+        gpu, cpu = np.array(rates(constants, False)), np.array(rates(constants, True))
+        return np.where(self.cpu[:, None] > 0, cpu[None, :], gpu[None, :])
+
+    def step_time_s(self, constants: Constants) -> np.ndarray:
+        r = self._rates(constants)
+        amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
+        dp = np.einsum("nkg,ng->nk", self.dp, r)
+        stages = tuple(MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
+        pc = StepPieces(stages, tuple(self.weights[:, s] for s in range(3)), self.microbatches, self.pp, self.vpp,
+                        self.zero3, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2])
+        return combine(pc, np.maximum)[0]
+
+    def peak_mem_gb(self, constants: Constants) -> np.ndarray:
+        context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
+        return (self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient).max(axis=1)
+
+
+# ------------------------------------------------------------------------------------------------ the fit
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured trial: its features and what it measured (None: not measured, e.g. an OOM)."""
+
+    features: TrialFeatures
+    step_time_s: Optional[float]
+    peak_mem_gb: Optional[float] = None
+    predicted_step_time_s: Optional[float] = None
+    """What an applied calibration predicted for it before it ran (None: no calibration yet). These out-of-sample
+    errors keep the uncertainty honest when the physics misses something the fit cannot absorb."""
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fitted constants and how sure the fit is. `constants` re-predicts any layout."""
+
+    constants: Constants
+    prior: Constants
+    applied: bool
+    """False below min_trials measured trials: `constants` is then the prior, unchanged."""
+    n_trials: int
+    parameters: dict[str, float] = field(default_factory=dict)
+    """Parameter name -> fitted multiplier of its prior value (exp(theta))."""
+    parameter_sd: dict[str, float] = field(default_factory=dict)
+    """Parameter name -> posterior sd of its log multiplier (prior sd when not fitted)."""
+    supported: tuple[str, ...] = ()
+    """Parameters the data constrain (posterior sd under half the prior sd)."""
+    residual_sd: float = MODEL_ERROR_SD
+    """Log-space model error of the step time after the fit (robust, floored)."""
+    memory_residual_sd: float = MEMORY_ERROR_SD
+    n_holdout: int = 0
+    """Trials measured after a calibration predicted them: the fit's out-of-sample check."""
+    holdout_error: Optional[float] = None
+    """Median |log error| of those predictions (None: none yet)."""
+    note: str = ""
+    theta: tuple[float, ...] = ()
+    covariance: tuple[tuple[float, ...], ...] = ()
+    """Posterior covariance of the step-time thetas (STEP_PARAMETERS order)."""
+
+    def to_json(self) -> dict:
+        """What a sweep records (ledger, MLflow, report): the constants, the multipliers and how sure they are."""
+        return {"applied": self.applied, "n_trials": self.n_trials, "note": self.note,
+                "constants": self.constants.to_dict(), "parameters": self.parameters,
+                "parameter_sd": self.parameter_sd, "supported": list(self.supported),
+                "residual_sd": self.residual_sd, "memory_residual_sd": self.memory_residual_sd,
+                "n_holdout": self.n_holdout, "holdout_error": self.holdout_error}
+
+    def predict(self, table: FeatureTable) -> "Prediction":
+        """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
+        step = table.step_time_s(self.constants)
+        peak = table.peak_mem_gb(self.constants)
+        var = np.full(table.n, self.residual_sd ** 2)
+        if self.covariance:
+            grad = _log_gradient(table, self.prior, np.array(self.theta))
+            var = var + np.einsum("ni,ij,nj->n", grad, np.array(self.covariance), grad)
+        return Prediction(step, np.sqrt(var), peak, np.full(table.n, self.memory_residual_sd))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    step_time_s: np.ndarray
+    step_sd: np.ndarray        # log-space sd of step_time_s
+    peak_mem_gb: np.ndarray
+    mem_sd: np.ndarray
+
+
+def uncalibrated(prior: Constants = DEFAULT, n_trials: int = 0, note: str = "") -> Calibration:
+    return Calibration(prior, prior, False, n_trials,
+                       parameters={p.name: 1.0 for p in PARAMETERS},
+                       parameter_sd={p.name: p.prior_sd for p in PARAMETERS},
+                       residual_sd=MODEL_ERROR_SD * 2, note=note)
+
+
+def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+    """d log(step time) / d theta for every trial (central differences; STEP_PARAMETERS order)."""
+    grads = []
+    for i in range(len(STEP_PARAMETERS)):
+        up, down = theta.copy(), theta.copy()
+        up[i] += eps
+        down[i] -= eps
+        hi = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, up))
+        lo = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, down))
+        grads.append((np.log(hi) - np.log(lo)) / (2 * eps))
+    return np.array(grads).T
+
+
+def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
+    from scipy.optimize import least_squares   # lazy: planning never needs scipy
+
+    x0 = np.zeros(len(prior_sd)) if start is None else start
+    result = least_squares(residuals, x0, loss="soft_l1", f_scale=ROBUST_SCALE, method="trf", x_scale=prior_sd)
+    jac = result.jac
+    try:
+        cov = np.linalg.inv(jac.T @ jac)
+    except np.linalg.LinAlgError:
+        cov = np.diag(prior_sd ** 2)
+    return result.x, cov
+
+
+def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *,
+              min_trials: int = MIN_TRIALS) -> Calibration:
+    """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials."""
+    timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
+    if len(timed) < min_trials:
+        return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
+                                               "constants are kept")
+    table = FeatureTable([o.features for o in timed])
+    measured = np.log([o.step_time_s for o in timed])
+    sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
+
+    def fit(scale: float, start: Optional[np.ndarray] = None):
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
+            return np.concatenate([(predicted - measured) / scale, theta / sd])
+
+        theta, cov = _fit(residuals, sd, start)
+        errors = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta))) - measured
+        k_eff = float(np.sum(1 - np.diag(cov) / sd ** 2))       # parameters the data determined (0..k)
+        spread = 1.4826 * float(np.median(np.abs(errors)))       # robust sd of the log errors
+        return theta, cov, errors, spread * math.sqrt(len(timed) / max(1.0, len(timed) - k_eff))
+
+    scale = MODEL_ERROR_SD
+    theta, cov, errors, spread = fit(scale)
+    if len(timed) > 2 * len(STEP_PARAMETERS) and spread < MODEL_ERROR_SD:
+        # Enough trials, and the model fits them better than assumed: weigh them by the error they show
+        # (empirical Bayes), so that a well-measured sweep is not held back by the priors.
+        scale = max(spread, MIN_RESIDUAL_SD)
+        theta, cov, errors, spread = fit(scale, theta)
+    constants = apply_parameters(prior, STEP_PARAMETERS, theta)
+    held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed if o.predicted_step_time_s])
+    holdout = float(np.median(np.abs(held))) if len(held) else None
+    residual_sd = max(MIN_RESIDUAL_SD, spread, 1.4826 * (holdout or 0.0))
+    cov = cov * max(1.0, (residual_sd / scale) ** 2)
+
+    mem = [o for o in timed if o.peak_mem_gb]
+    mem_theta, mem_sd = np.zeros(len(MEMORY_PARAMETERS)), MEMORY_ERROR_SD
+    if len(mem) >= min_trials:
+        mem_table = FeatureTable([o.features for o in mem])
+        mem_measured = np.log([o.peak_mem_gb for o in mem])
+        msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
+
+        def mem_residuals(t: np.ndarray) -> np.ndarray:
+            predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
+            return np.concatenate([(predicted - mem_measured) / MEMORY_ERROR_SD, t / msd])
+
+        mem_theta, _ = _fit(mem_residuals, msd)
+        fitted = mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, mem_theta))
+        mem_sd = max(MIN_RESIDUAL_SD, 1.4826 * float(np.median(np.abs(np.log(fitted) - mem_measured))))
+    constants = apply_parameters(constants, MEMORY_PARAMETERS, mem_theta)
+    post_sd = np.sqrt(np.diag(cov))
+    names = [p.name for p in STEP_PARAMETERS]
+    supported = tuple(n for n, s, s0 in zip(names, post_sd, sd) if s < 0.5 * s0)
+    params = {n: float(math.exp(t)) for n, t in zip(names, theta)}
+    params.update({p.name: float(math.exp(t)) for p, t in zip(MEMORY_PARAMETERS, mem_theta)})
+    return Calibration(constants, prior, True, len(timed), params,
+                       {**dict(zip(names, map(float, post_sd))), **{p.name: p.prior_sd for p in MEMORY_PARAMETERS}},
+                       supported, residual_sd, mem_sd, len(held), holdout,
+                       f"fitted on {len(timed)} measured trials; constrained: {', '.join(supported) or 'none'}",
+                       tuple(map(float, theta)), tuple(tuple(map(float, row)) for row in cov))
