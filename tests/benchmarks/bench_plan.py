@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from launcher.config import load_config  # noqa: E402
-from launcher.plan.rules import check  # noqa: E402
+from launcher.plan.rules import Checker  # noqa: E402
 from launcher.plan.grid import expand, grid_size  # noqa: E402
 from launcher.schema import GridConfig  # noqa: E402
 
@@ -31,9 +31,10 @@ GRID = GridConfig(nodes=[4, 8, 16, 32, 64], tp=[1, 2, 4, 8, 16], pp=[1, 2, 4, 8,
 def bench_grid(cfg) -> tuple[int, float, int]:
     start = time.perf_counter()
     n = valid = 0
+    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name)  # one per plan, as the planner keeps it
     for layout in expand(GRID, cfg.cluster):
         n += 1
-        if check(cfg.model, cfg.cluster, layout).ok:
+        if checker.check(layout).ok:
             valid += 1
     return n, time.perf_counter() - start, valid
 
