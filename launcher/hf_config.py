@@ -13,7 +13,7 @@ the file, the architecture and the fields.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -39,6 +39,8 @@ class HfShape:
     tied_embeddings: bool
     norm: str
     notes: tuple[str, ...] = field(default_factory=tuple)
+    tokenizer: str = ""
+    """The tokenizer kind the family ships (model.tokenizer): gpt2, sentencepiece or huggingface."""
 
 
 class _Reader:
@@ -196,7 +198,19 @@ def shape_from_config(data: Any, where: str = "config.json") -> HfShape:
     if not family:
         raise ConfigError(FIELD, where, f"architecture {label} is not supported; supported: {SUPPORTED}; for "
                           "another model write its shape in a model file (DIR/model/NAME.yaml, see conf/model/)")
-    return FAMILIES[family](_Reader(data, where, label))
+    shape = FAMILIES[family](_Reader(data, where, label))
+    return replace(shape, tokenizer=tokenizer_of(family, shape.vocab))
+
+
+def tokenizer_of(family: str, vocab: int) -> str:
+    """Which tokenizer files a family ships: GPT-2's BPE vocab + merges; a SentencePiece tokenizer.model (Llama 1/2,
+    Mistral, Gemma); or Hugging Face tokenizer files (Llama 3's 128K tiktoken-style vocabulary, Qwen2, GPT-NeoX,
+    Falcon)."""
+    if family == "gpt2":
+        return "gpt2"
+    if family in ("mistral", "gemma", "gemma2") or (family == "llama" and vocab < 100_000):
+        return "sentencepiece"
+    return "huggingface"
 
 
 def config_path(text: str) -> Path:
@@ -253,3 +267,5 @@ def apply_to_model(model: Any) -> None:
         model.name = name if name not in ("", "hf") else "hf-model"  # "hf" would ask for a config.json again
     if not model.source:
         model.source = f"{path} ({shape.architecture})" + "".join(f"; {n}" for n in shape.notes)
+    if not model.tokenizer:
+        model.tokenizer = shape.tokenizer

@@ -20,6 +20,7 @@ PRECISIONS = ("bf16", "fp16", "fp32")
 BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
 EXECUTORS = ("local", "slurm")
 TRANSFORMER_IMPLS = ("transformer_engine", "local")
+MODEL_TOKENIZERS = ("", "gpt2", "sentencepiece", "huggingface")
 
 
 def _positive(section: str, name: str, value: float | int | None, fix: str = "use a number > 0") -> None:
@@ -55,6 +56,10 @@ class ModelConfig:
     """'layernorm' or 'rmsnorm'."""
     source: str = ""
     """Where the shape comes from (paper, model card)."""
+    tokenizer: str = ""
+    """The tokenizer the model was trained with, which Megatron must load: 'gpt2' (BPE vocab + merges files),
+    'sentencepiece' (a tokenizer.model: Llama 1/2, Mistral), 'huggingface' (Llama 3, Qwen2) or '' (not said: set
+    backend.megatron.tokenizer_type yourself). The Megatron backends pick their --tokenizer-type from it."""
     hf_config: str = ""
     """A Hugging Face config.json (or the folder holding it) to read the shape from (model=hf): layers, hidden,
     heads, kv_heads, ffn_hidden, swiglu, vocab, max_position, tied_embeddings and norm come from the file."""
@@ -76,6 +81,9 @@ class ModelConfig:
         _positive("model", "ffn_hidden", self.ffn_hidden, "use a positive integer")
         if self.max_position is None:
             self.max_position = self.seq_len
+        if self.tokenizer not in MODEL_TOKENIZERS:
+            raise ConfigError("model.tokenizer", self.tokenizer, f"use one of {', '.join(MODEL_TOKENIZERS[1:])} (or "
+                              "leave it empty)")
         if self.norm not in ("layernorm", "rmsnorm"):
             raise ConfigError("model.norm", self.norm, "use 'layernorm' or 'rmsnorm'")
 
@@ -130,8 +138,10 @@ class MegatronConfig:
     data_path: str = ""
     """Megatron data prefix, or Megatron's 'weight prefix weight prefix ...' list ('' = synthetic data where the
     program has it: Megatron-LM's --mock-data)."""
-    tokenizer_type: str = "GPT2BPETokenizer"
-    """Megatron --tokenizer-type."""
+    tokenizer_type: str = ""
+    """Megatron --tokenizer-type ('' = follow the model: NullTokenizer on synthetic data where the program has it,
+    else the program's type for model.tokenizer: GPT2BPETokenizer, Llama2Tokenizer / GPTSentencePieceTokenizer,
+    HuggingFaceTokenizer / HFTokenizer)."""
     vocab_file: str = ""
     """Megatron --vocab-file (GPT2BPETokenizer, BERT tokenizers)."""
     merge_file: str = ""
@@ -169,8 +179,9 @@ class BackendConfig:
     """Use flash attention (Megatron: --use-flash-attn / --use-flash-attn-v2)."""
     extra_args: List[str] = field(default_factory=list)
     """Further program arguments, passed through (shell-quoted)."""
-    python: str = "python"
-    """Python interpreter on the compute nodes ('python' on the local executor means this interpreter)."""
+    python: str = ""
+    """Python interpreter that runs a trial on the compute nodes ('' = the launcher's own interpreter, as submitit
+    does: right when the nodes see the same filesystem; 'python' = whatever the nodes' PATH gives)."""
     startup_s: float = 180.0
     """Expected job start-up before the first iteration (init, data, kernels), for GPU-hour estimates."""
     megatron: MegatronConfig = field(default_factory=MegatronConfig)

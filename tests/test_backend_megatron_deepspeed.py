@@ -26,7 +26,7 @@ TRIAL = "/scratch/sweeps/70b/trials/t0002"
 
 
 def backend(**changes) -> BackendConfig:
-    base = backend_config("megatron_deepspeed", precision="bf16", warmup_iters=5, measure_iters=10, path=MDS,
+    base = backend_config("megatron_deepspeed", python="python", precision="bf16", warmup_iters=5, measure_iters=10, path=MDS,
                           data_path="/datasets/llama2/tokens_text_document", tokenizer_type="GPTSentencePieceTokenizer",
                           tokenizer_model="/datasets/llama2/tokenizer.model")
     return changed(base, **changes)
@@ -161,3 +161,12 @@ def test_golden_llama2_70b():
     spec = render()
     check_golden("llama2-70b_megatron_deepspeed.sh", spec.script)
     check_golden("llama2-70b_megatron_deepspeed.ds_config.json", spec.files["ds_config.json"])
+
+
+@pytest.mark.parametrize("kind, expected", [("sentencepiece", "GPTSentencePieceTokenizer"),
+                                            ("huggingface", "HFTokenizer"), ("gpt2", "GPT2BPETokenizer")])
+def test_the_tokenizer_follows_the_model(kind, expected):
+    model = replace(llama2_70b(), tokenizer=kind)
+    argv = render(model=model, tokenizer_type="", vocab_file="/d/v.json", merge_file="/d/m.txt").program_argv
+    assert argv[argv.index("--tokenizer-type") + 1] == expected
+    assert_real_flags(argv[2:], "megatron_deepspeed")

@@ -24,7 +24,7 @@ GPT3 = ModelConfig(name="gpt3-175b", layers=96, hidden=12288, heads=96, seq_len=
 
 
 def backend(**changes) -> BackendConfig:
-    base = backend_config("megatron_lm", precision="bf16", warmup_iters=5, measure_iters=10, path=MLM,
+    base = backend_config("megatron_lm", python="python", precision="bf16", warmup_iters=5, measure_iters=10, path=MLM,
                           tokenizer_type="NullTokenizer")
     return changed(base, **changes)
 
@@ -138,3 +138,26 @@ def test_local_transformer_for_machines_without_transformer_engine():
     with pytest.raises(ConfigError) as err:
         render(transformer_impl="local")  # flash attention needs Transformer Engine here
     assert err.value.field == "backend.flash_attention"
+
+
+@pytest.mark.parametrize("kind, data, expected", [
+    ("sentencepiece", "", "NullTokenizer"),                    # synthetic tokens: no tokenizer files needed
+    ("sentencepiece", "/d/llama_text_document", "Llama2Tokenizer"),
+    ("huggingface", "/d/llama3_text_document", "HuggingFaceTokenizer"),
+    ("gpt2", "/d/gpt_text_document", "GPT2BPETokenizer"),
+])
+def test_the_tokenizer_follows_the_model_unless_set(kind, data, expected):
+    model = replace(llama2_70b(), tokenizer=kind)
+    files = dict(tokenizer_model="/d/tok.model", vocab_file="/d/v.json", merge_file="/d/m.txt")
+    argv = render(model=model, tokenizer_type="", data_path=data, **files).program_argv
+    assert argv[argv.index("--tokenizer-type") + 1] == expected
+    assert_real_flags(argv[2:], "megatron_lm")
+
+
+def test_a_model_that_does_not_name_its_tokenizer_asks_for_one():
+    with pytest.raises(ConfigError) as err:
+        render(model=replace(llama2_70b(), tokenizer=""), tokenizer_type="", data_path="/d/x_text_document")
+    assert err.value.field == "backend.megatron.tokenizer_type" and "model.tokenizer" in err.value.fix
+    with pytest.raises(ConfigError) as err:  # the file the model's tokenizer needs
+        render(model=replace(llama2_70b(), tokenizer="sentencepiece"), tokenizer_type="", data_path="/d/x")
+    assert err.value.field == "backend.megatron.tokenizer_model" and "model.tokenizer=sentencepiece" in err.value.fix

@@ -74,7 +74,7 @@ def test_workload_parser_accepts_every_rendered_argument(tmp_path):
 
 
 def test_workload_golden_llama2_70b():
-    backend = BackendConfig(name="torch", precision="bf16", warmup_iters=5, measure_iters=10)
+    backend = BackendConfig(name="torch", precision="bf16", warmup_iters=5, measure_iters=10, python="python")
     spec = render_launch(llama2_70b(), a100_80g(), backend, golden_layout(), trial_dir="/scratch/sweeps/70b/t0001")
     check_golden("llama2-70b_torch.sh", spec.script)
 

@@ -149,3 +149,15 @@ def test_a_ctrl_c_leaves_the_local_controllers_traceback_in_the_job_folder(tmp_p
     runner.cancel(job_id)
     assert "Traceback" not in capfd.readouterr().err
     assert "KeyboardInterrupt" in (folder / CONTROLLER_ERR).read_text()
+
+
+def test_a_trial_runs_the_launcher_s_interpreter_unless_told_otherwise(load, tmp_path):
+    import sys
+
+    from launcher.layout import Layout
+    from launcher.run.trial_files import spec_for
+
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, gbs=8)
+    assert spec_for(load("+sweep=tiny"), lay, tmp_path).program_argv[0] == sys.executable
+    assert spec_for(load("+sweep=tiny", "executor=slurm"), lay, tmp_path).program_argv[0] == sys.executable
+    assert spec_for(load("+sweep=tiny", "backend.python=python3"), lay, tmp_path).program_argv[0] == "python3"

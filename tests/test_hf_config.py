@@ -76,6 +76,7 @@ def test_gemma_head_dim_is_approximated_and_said():
 def test_shipped_model_equals_what_its_config_json_gives(name, folder):
     data = yaml.safe_load((REPO / "conf" / "model" / f"{name}.yaml").read_text())
     assert tuple(data[k] for k in SHAPE_FIELDS) == as_tuple(shape(folder))
+    assert data["tokenizer"] == shape(folder).tokenizer  # what the Megatron backends load
     assert data["source"] == INDEX[folder][0]
     assert data["seq_len"] <= data["max_position"]
 
@@ -170,3 +171,12 @@ def test_the_written_config_holds_the_shape_and_reloads_without_the_file(load, t
     again = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.create(text)))
     assert as_tuple(again.model) == as_tuple(cfg.model) and again.model.name == "hf-model"
     assert str(folder / "config.json") in again.model.source
+
+
+@pytest.mark.parametrize("folder, tokenizer", [("Llama-2-7b-hf", "sentencepiece"), ("Llama-3.1-8B", "huggingface"),
+                                               ("Mistral-7B-v0.1", "sentencepiece"), ("Qwen2.5-7B", "huggingface"),
+                                               ("gpt2", "gpt2"), ("gemma-7b", "sentencepiece")])
+def test_the_tokenizer_kind_follows_the_family(folder, tokenizer):
+    from launcher.hf_config import load_shape
+
+    assert load_shape(str(HF / folder))[1].tokenizer == tokenizer

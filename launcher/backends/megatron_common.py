@@ -36,8 +36,19 @@ def pretrain_script(megatron: MegatronConfig) -> str:
     return posixpath.join(megatron.path, "pretrain_gpt.py")
 
 
+def tokenizer_type(megatron: MegatronConfig, model: ModelConfig, by_kind: dict[str, str], *,
+                   synthetic_data: bool) -> str:
+    """The --tokenizer-type a trial uses: as configured; else NullTokenizer when the program trains on synthetic
+    tokens (no data given); else the program's type for the model's tokenizer kind ('' when the model does not say)."""
+    if megatron.tokenizer_type:
+        return megatron.tokenizer_type
+    if synthetic_data and not megatron.data_path:
+        return "NullTokenizer"
+    return by_kind.get(model.tokenizer, "")
+
+
 def problems(backend: BackendConfig, model: ModelConfig, *, program: str, tokenizers: frozenset[str],
-             needs_data: bool) -> list[ConfigError]:
+             by_kind: dict[str, str], needs_data: bool) -> list[ConfigError]:
     """What must be set before a real run of either Megatron program: the checkout, data when the program has no
     synthetic data, the tokenizer and its files, no placeholder path left from a shipped config, a precision
     flash attention runs in."""
@@ -54,15 +65,20 @@ def problems(backend: BackendConfig, model: ModelConfig, *, program: str, tokeni
         if value.startswith(PLACEHOLDER_PREFIX):
             out.append(ConfigError(f"backend.megatron.{name}", value, f"this is the shipped placeholder: set it to "
                                    f"the real path on the cluster, e.g. backend.megatron.{name}=/shared/..."))
-    out += _tokenizer_problems(m, tokenizers, program)
+    kind = tokenizer_type(m, model, by_kind, synthetic_data=not needs_data)
+    out += _tokenizer_problems(m, kind, model, tokenizers, program)
     if backend.precision == "fp32" and backend.flash_attention:
         out.append(ConfigError("backend.flash_attention", True, "flash attention runs in bf16/fp16 only: set "
                                "backend.precision=bf16 or backend.flash_attention=false"))
     return out
 
 
-def _tokenizer_problems(m: MegatronConfig, allowed: frozenset[str], program: str) -> list[ConfigError]:
-    kind = m.tokenizer_type
+def _tokenizer_problems(m: MegatronConfig, kind: str, model: ModelConfig, allowed: frozenset[str],
+                        program: str) -> list[ConfigError]:
+    if not kind:
+        return [ConfigError("backend.megatron.tokenizer_type", "", f"model {model.name} does not say which tokenizer "
+                            "it was trained with (model.tokenizer): set backend.megatron.tokenizer_type and its files, "
+                            "or model.tokenizer=gpt2|sentencepiece|huggingface")]
     if kind not in allowed:
         return [ConfigError("backend.megatron.tokenizer_type", kind, f"{program} accepts {', '.join(sorted(allowed))}")]
     needed = []
@@ -72,7 +88,8 @@ def _tokenizer_problems(m: MegatronConfig, allowed: frozenset[str], program: str
         needed.append("merge_file")
     if kind in NEEDS_MODEL_FILE:
         needed.append("tokenizer_model")
-    return [ConfigError(f"backend.megatron.{name}", getattr(m, name), f"tokenizer {kind} needs it (or use "
+    source = "" if m.tokenizer_type else f" (for model.tokenizer={model.tokenizer or 'unset'})"
+    return [ConfigError(f"backend.megatron.{name}", getattr(m, name), f"tokenizer {kind}{source} needs it (or use "
                         "backend.megatron.tokenizer_type=NullTokenizer with synthetic data)")
             for name in needed if not getattr(m, name)]
 
@@ -140,9 +157,8 @@ def run_args(backend: BackendConfig) -> list[str]:
             "--lr", str(BENCHMARK_LR), "--seed", str(backend.seed), "--distributed-backend", "nccl"]
 
 
-def tokenizer_args(megatron: MegatronConfig, model: ModelConfig) -> list[str]:
-    """--tokenizer-type and the files it needs (checked by `problems` before anything renders)."""
-    kind = megatron.tokenizer_type
+def tokenizer_args(kind: str, megatron: MegatronConfig, model: ModelConfig) -> list[str]:
+    """--tokenizer-type `kind` and the files it needs (checked by `problems` before anything renders)."""
     args = ["--tokenizer-type", kind]
     if kind in NEEDS_VOCAB_SIZE:
         args += ["--vocab-size", str(model.vocab)]

@@ -29,6 +29,8 @@ DS_CONFIG = "ds_config.json"
 # --tokenizer-type choices in megatron/arguments.py @ c84829e5.
 TOKENIZERS = frozenset({"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
                         "GPTSentencePieceTokenizer", "HFTokenizer", "NullTokenizer"})
+# model.tokenizer -> --tokenizer-type.
+BY_KIND = {"gpt2": "GPT2BPETokenizer", "sentencepiece": "GPTSentencePieceTokenizer", "huggingface": "HFTokenizer"}
 GRADIENT_CLIPPING = 1.0
 """Megatron's default --clip-grad; under DeepSpeed the engine clips, so the config must say it (the global norm
 is part of a real step's cost)."""
@@ -38,7 +40,7 @@ class MegatronDeepSpeed(BackendBase):
     name = "megatron_deepspeed"
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
-        return mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, needs_data=True)
+        return mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, by_kind=BY_KIND, needs_data=True)
 
     def launch(self, model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,
                trial_dir: str, env: dict[str, str], mem_limit_mb: int) -> LaunchSpec:
@@ -72,7 +74,8 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout, ds_
         # from flash-attn 2.x; v2 is what current GPUs and wheels provide.
         args.append("--use-flash-attn-v2")
     args += mc.run_args(backend)
-    args += mc.data_args(backend.megatron) + mc.tokenizer_args(backend.megatron, model)
+    kind = mc.tokenizer_type(backend.megatron, model, BY_KIND, synthetic_data=False)
+    args += mc.data_args(backend.megatron) + mc.tokenizer_args(kind, backend.megatron, model)
     args += ["--deepspeed", "--deepspeed_config", ds_config_path, "--zero-stage", str(layout.zero_stage)]
     return args + list(backend.extra_args)
 

@@ -21,9 +21,12 @@ from launcher.layout import Layout
 from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
 
 PROGRAM = "Megatron-LM"
-# --tokenizer-type choices present in both Megatron-LM versions read (2024 @ 307dcf37 and 2025).
+# --tokenizer-type choices present in both Megatron-LM versions read (2024 @ 307dcf37 and 2025), plus
+# HuggingFaceTokenizer, which only the 2025 versions have (Llama 3 and Qwen2 ship Hugging Face tokenizers).
 TOKENIZERS = frozenset({"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer", "SentencePieceTokenizer",
-                        "GPTSentencePieceTokenizer", "Llama2Tokenizer", "NullTokenizer"})
+                        "GPTSentencePieceTokenizer", "Llama2Tokenizer", "NullTokenizer", "HuggingFaceTokenizer"})
+# model.tokenizer -> --tokenizer-type (Megatron-LM's own Llama-2 tokenizer for SentencePiece models).
+BY_KIND = {"gpt2": "GPT2BPETokenizer", "sentencepiece": "Llama2Tokenizer", "huggingface": "HuggingFaceTokenizer"}
 # Megatron-LM's validate_args raises unless CUDA_DEVICE_MAX_CONNECTIONS=1: in 2024 whenever the (default-on)
 # async tensor-parallel all-reduce or sequence parallelism is used, in 2025 whenever tp > 1 (before Blackwell).
 # One kernel queue keeps the communication kernels in launch order, which those overlaps rely on.
@@ -40,7 +43,7 @@ class MegatronLM(BackendBase):
     name = "megatron_lm"
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
-        out = mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, needs_data=False)
+        out = mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, by_kind=BY_KIND, needs_data=False)
         if backend.megatron.transformer_impl == "local" and backend.flash_attention:
             out.append(ConfigError("backend.flash_attention", True, "Megatron-LM's local transformer has no flash "
                                    "attention: set backend.flash_attention=false (the plan then counts the "
@@ -71,7 +74,8 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> 
     if backend.flash_attention:
         args.append("--use-flash-attn")
     args += mc.run_args(backend) + ["--log-throughput"]
-    args += data_args(backend) + mc.tokenizer_args(backend.megatron, model)
+    kind = mc.tokenizer_type(backend.megatron, model, BY_KIND, synthetic_data=True)
+    args += data_args(backend) + mc.tokenizer_args(kind, backend.megatron, model)
     return args + list(backend.extra_args)
 
 

@@ -23,8 +23,8 @@ def spec_for(cfg: RootConfig, layout: Layout, out_dir: Path, backend: Optional[B
     """The launch of one layout, run from `out_dir`, with the executor's environment exported by the script itself
     (so the script also runs on its own). `backend` overrides cfg.backend (e.g. a full-length run's iterations)."""
     backend = backend or cfg.backend
-    if cfg.executor.name == "local" and backend.python == "python":
-        backend = replace(backend, python=sys.executable)  # local jobs use this very interpreter
+    if not backend.python:  # the launcher's own interpreter, as submitit runs itself on the nodes
+        backend = replace(backend, python=sys.executable)
     return render_launch(cfg.model, cfg.cluster, backend, layout, trial_dir=str(out_dir.resolve()),
                          env=cfg.executor.env, mem_limit_mb=mem_limit_mb(cfg))
 
