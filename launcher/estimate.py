@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Optional
 
 from launcher.errors import ConfigError, ParasweepError
-from launcher.layout import Layout
+from launcher.layout import DIMENSIONS, Layout
 from launcher.paths import conf_dir
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.rules import check
@@ -52,22 +52,24 @@ def load_cluster_preset(name: str) -> ClusterConfig:
 # ----------------------------------------------------------------------------------------------- JSON-lines CLI
 
 _INT, _BOOL, _STR = "int", "bool", "str"
+# The layout's keys come from the Layout itself (its non-world dimensions, with their types and defaults; the world
+# is n_gpus): a dimension added to the Layout is a key here too.
+_LAYOUT_KEYS: dict[str, tuple[str, Any]] = {
+    d.name: ({int: _INT, bool: _BOOL, str: _STR}[d.type], None if d.required or d.name in ("mbs", "gbs") else d.default)
+    for d in DIMENSIONS if d.kind != "world"}
 # key -> (type, default); default None with required=True below means the key must be given.
 _FIELDS: dict[str, tuple[str, Any]] = {
     "layers": (_INT, None), "hidden": (_INT, None), "heads": (_INT, None), "seq_len": (_INT, None),
-    "vocab": (_INT, None), "gpu": (_STR, None), "n_gpus": (_INT, None), "tp": (_INT, None), "pp": (_INT, None),
-    "dp": (_INT, None), "mbs": (_INT, None), "gbs": (_INT, None), "recompute": (_STR, None),
+    "vocab": (_INT, None), "gpu": (_STR, None), "n_gpus": (_INT, None), **_LAYOUT_KEYS,
     "kv_heads": (_INT, None), "ffn_hidden": (_INT, None), "swiglu": (_BOOL, False), "gpus_per_node": (_INT, None),
-    "vpp": (_INT, 1), "sequence_parallel": (_BOOL, False), "zero_stage": (_INT, 0),
-    "distributed_optimizer": (_BOOL, False), "precision": (_STR, "bf16"),
-    "tied_embeddings": (_BOOL, True), "norm": (_STR, "layernorm"), "max_position": (_INT, None),
-    "flash_attention": (_BOOL, None), "backend": (_STR, ""),
+    "precision": (_STR, "bf16"), "tied_embeddings": (_BOOL, True), "norm": (_STR, "layernorm"),
+    "max_position": (_INT, None), "flash_attention": (_BOOL, None), "backend": (_STR, ""),
 }
 FIELD_TYPES = {key: kind for key, (kind, _) in _FIELDS.items()}
 """Request key -> 'int', 'bool' or 'str' (for readers of other formats, e.g. launcher.replay's CSV)."""
 _REQUIRED = ("layers", "hidden", "heads", "seq_len", "vocab", "gpu", "n_gpus", "tp", "pp", "dp", "mbs", "gbs",
              "recompute")
-_MAY_BE_ZERO = ("zero_stage",)
+_MAY_BE_ZERO = tuple(d.name for d in DIMENSIONS if d.dim.choices and 0 in d.dim.choices)
 _OUTPUT_NUMBERS = ("peak_mem_gb", "headroom", "step_time_s", "tokens_per_s", "tflops_per_gpu",
                    "model_tflops_per_gpu", "mfu")
 
@@ -147,9 +149,7 @@ def request_from_fields(fields: dict) -> Request:
         cluster.gpus_per_node = v["gpus_per_node"]
     nodes = math.ceil(v["n_gpus"] / cluster.gpus_per_node)
     cluster.nodes = max(cluster.nodes, nodes)
-    layout = Layout(gpus=v["n_gpus"], nodes=nodes, tp=v["tp"], pp=v["pp"], dp=v["dp"], vpp=v["vpp"], mbs=v["mbs"],
-                    gbs=v["gbs"], recompute=v["recompute"], sequence_parallel=v["sequence_parallel"],
-                    zero_stage=v["zero_stage"], distributed_optimizer=v["distributed_optimizer"])
+    layout = Layout(gpus=v["n_gpus"], nodes=nodes, **{name: v[name] for name in _LAYOUT_KEYS})
     return Request(model, cluster, layout, v["precision"], v["flash_attention"], v["backend"], request_id)
 
 
