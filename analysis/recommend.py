@@ -18,8 +18,12 @@ ESTIMATE_OFF = 0.25      # measured and predicted further apart than this: the c
 BUBBLE_SHARE = 0.15      # predicted bubble share of the step above which the bubble is the suspect term
 COMM_SHARE = 0.30        # predicted communication share of the step above which communication is the suspect
 ALWAYS_INCLUDED = ("gpus", "mbs", "gbs")  # an include entry without its world would take the grid's first one
-COMM_TERMS = ("tp_comm", "pp_comm", "dp_comm")
-COMPUTE_TERMS = ("compute", "recompute", "optimizer")
+COMPUTE_TERMS = ("compute", "recompute", "optimizer", "fixed", "dispatch")
+
+
+def _comm_terms(breakdown: dict) -> tuple[str, ...]:
+    """The breakdown's communication terms (tp_comm, pp_comm, dp_comm, ...): whatever the estimator names *_comm."""
+    return tuple(k for k in breakdown if k.endswith("_comm"))
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ def _suspect_term(breakdown: dict, pp: int, gap_s: float) -> str:
     """The predicted term most likely wrong: a large bubble (pp > 1), then large communication, else compute.
     When the run was faster than predicted (gap < 0) the term must be at least as large as the gap."""
     total = sum(breakdown.values()) or 1.0
-    comm = {k: breakdown.get(k, 0.0) for k in COMM_TERMS}
+    comm = {k: breakdown.get(k, 0.0) for k in _comm_terms(breakdown)}
     candidates = []
     if pp > 1 and breakdown.get("bubble", 0.0) / total >= BUBBLE_SHARE:
         candidates.append(("pipeline bubble", breakdown["bubble"]))

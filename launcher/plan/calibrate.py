@@ -46,7 +46,7 @@ MEMORY_ERROR_SD = 0.05
 
 _GROUPS = Rates._fields
 _UNIT_RATES = Rates(*np.eye(len(_GROUPS)))
-_MB_FIELDS = ("compute", "backward", "recompute", "tp_comm", "pp_comm", "fixed", "dispatch")
+_MB_FIELDS = MicrobatchTimes._fields  # every piece of a micro-batch, whatever the step-time model adds
 
 
 @dataclass(frozen=True)
