@@ -36,7 +36,7 @@ class Dim:
     hidden_at: Any = ALWAYS_SHOWN
     """Value at which the label part is left out."""
     factor: bool = False
-    """A factor of the world size: gpus = the product of the factor dimensions (tp x pp x dp)."""
+    """A factor of the world size: gpus = the product of the factor dimensions (tp x pp x cp x dp)."""
     hashed_at_default: bool = True
     """False for a dimension added after sweeps existed: at its default it stays out of the config hash, so the
     trials of an older sweep keep their identity."""
@@ -49,7 +49,7 @@ def _dim(default: Any = MISSING, **meta: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """A trial's parallel layout. world (gpus) = tp * pp * dp is checked by the rules, not here."""
+    """A trial's parallel layout. world (gpus) = tp * pp * cp * dp is checked by the rules, not here."""
 
     gpus: int = _dim(doc="World size: GPUs, or ranks on the local CPU.", kind="world", label="", unit="GPUs")
     nodes: int = _dim(doc="Nodes the job spans.", kind="world", label="{value}n", hidden_at=1, unit="nodes")
@@ -57,6 +57,8 @@ class Layout:
     pp: int = _dim(doc="Pipeline-parallel size (stages).", kind="split", grid=(1,), factor=True)
     dp: int = _dim(doc="Data-parallel size; in the grid None means derived: world / the other factors.",
                    kind="split", factor=True)
+    cp: int = _dim(1, doc="Context-parallel size: the sequence split over cp ranks (ring attention).", kind="split",
+                   grid=(1,), factor=True, hidden_at=1, hashed_at_default=False)
     vpp: int = _dim(1, doc="Virtual pipeline stages per rank (interleaved 1F1B when > 1).", kind="split", grid=(1,),
                     hidden_at=1)
     mbs: int = _dim(1, doc="Micro-batch size (sequences per micro-batch).", kind="batch", grid=(1,), unit="sequences")
@@ -82,6 +84,17 @@ class Layout:
         return max(1, self.gpus // max(1, self.nodes))
 
     @property
+    def sequence_shards(self) -> int:
+        """How many ranks share one sequence (cp): each holds and computes seq_len / cp tokens of it."""
+        return self.cp
+
+    @property
+    def gradient_group(self) -> int:
+        """Ranks holding the same parameters, over which gradients are reduced and optimizer state is sharded:
+        dp x cp (context-parallel ranks hold the same weights, Megatron's data-parallel group with CP)."""
+        return self.dp * self.cp
+
+    @property
     def model_parallel(self) -> int:
         """GPUs one model replica spans: the product of the world factors other than dp."""
         size = 1
@@ -92,7 +105,7 @@ class Layout:
 
     @property
     def world(self) -> int:
-        """The product of the world factors (tp x pp x dp), which the rules compare with gpus."""
+        """The product of the world factors (tp x pp x cp x dp), which the rules compare with gpus."""
         return self.model_parallel * self.dp
 
     def to_dict(self) -> dict:

@@ -37,7 +37,7 @@ def test_grid_values_are_checked_against_the_dimension():
 def test_every_derived_list_covers_every_dimension():
     assert set(NAMES) <= set(PLAN_COLUMNS) and set(NAMES) <= set(COLUMNS)
     assert set(SHAPE) == set(NAMES) - {d.name for d in DIMENSIONS if d.kind == "batch"}
-    assert FACTORS == ("tp", "pp", "dp")
+    assert FACTORS == ("tp", "pp", "dp", "cp")
 
 
 def test_world_and_model_parallel_size_come_from_the_factors():

@@ -11,12 +11,12 @@ from analysis.recommend import (ESTIMATE_OFF, LARGE_HEADROOM, SMALL_HEADROOM, Sw
 
 FACTS = SweepFacts(capacity_gb=80.0, gpus_per_node=8, command="python -m launcher +sweep=tiny",
                    includes=({"gpus": 4, "tp": 1, "pp": 1, "mbs": 64, "gbs": 256},),
-                   grid_first={"vpp": 1, "recompute": "none", "sequence_parallel": False, "zero_stage": 0,
+                   grid_first={"cp": 1, "vpp": 1, "recompute": "none", "sequence_parallel": False, "zero_stage": 0,
                                "distributed_optimizer": False})
 
 
 def layout(tp=1, pp=1, dp=2, mbs=4, gbs=8, **extra) -> dict:
-    return {"gpus": tp * pp * dp, "nodes": 1, "tp": tp, "pp": pp, "dp": dp, "vpp": 1, "mbs": mbs, "gbs": gbs,
+    return {"gpus": tp * pp * dp, "nodes": 1, "tp": tp, "pp": pp, "dp": dp, "cp": 1, "vpp": 1, "mbs": mbs, "gbs": gbs,
             "recompute": "none", "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False, **extra}
 
 

@@ -94,7 +94,7 @@ def stage_params(model: ModelConfig, layout: Layout, stage: int) -> float:
 
 
 def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_parallel: bool, recompute: str,
-                           flash: bool, act_bytes: int) -> float:
+                           flash: bool, act_bytes: int, cp: int = 1) -> float:
     """Bytes one layer keeps for backward, per micro-batch (Korthikanti Table 2, generalised to GQA and gated FFNs).
 
     Per s·b·h element, e = activation bytes (2, or 4 on the CPU stand-in), masks 1 byte:
@@ -102,9 +102,11 @@ def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_paral
       sharded by TP:  Q, K, V e·(1 + 2g/a) + projection input e + FFN (act. input(s) + FC2 input) (γ'+1)·e·f/h
       attention scores (no flash, no selective recompute):  (2e + 1)·a·s/h, sharded
     GPT (e = 2, g = a, f = 4h): 10 + 24/t + 5as/(ht)  (Korthikanti eq. 2).
+    Context parallelism keeps s/cp tokens of each sequence per rank (the scores of its queries still span all s
+    keys, hence a·s/h per element).
     """
     h, a, s = model.hidden, model.heads, model.seq_len
-    sbh = s * mbs * h
+    sbh = s / cp * mbs * h
     if recompute == "full":  # only the layer input is kept (sequence-sharded under SP)
         return act_bytes * sbh / (tp if sequence_parallel else 1)
     e = act_bytes
@@ -138,22 +140,24 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     flash = uses_flash_attention(precision) if flash is None else flash
     e, t, sp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel
     params = stage_params(model, layout, stage)
-    w, g, o = state_bytes_per_param(precision, layout.zero_stage, layout.distributed_optimizer, layout.dp)
+    w, g, o = state_bytes_per_param(precision, layout.zero_stage, layout.distributed_optimizer,
+                                    layout.gradient_group)
     gathered = 0.0
     if layout.zero_stage >= 3:  # ZeRO-3 gathers the layer it runs and prefetches the next one: 2 full layers live
         sharded, replicated = layer_params(model)
         gathered = 2 * (sharded / t + replicated) * STATE_BYTES[precision][0]
-    sbh = model.seq_len * layout.mbs * model.hidden
-    per_layer = layer_activation_bytes(model, layout.mbs, t, sp, layout.recompute, flash, e)
+    cp = layout.sequence_shards
+    sbh = model.seq_len / cp * layout.mbs * model.hidden
+    per_layer = layer_activation_bytes(model, layout.mbs, t, sp, layout.recompute, flash, e, cp)
     activations = per_layer * inflight_layers(layout, model.layers, stage)
     if layout.recompute == "full":  # backward rematerialises one layer's full activations (formulas §3 [derived])
-        activations += layer_activation_bytes(model, layout.mbs, t, sp, "none", flash, e)
+        activations += layer_activation_bytes(model, layout.mbs, t, sp, "none", flash, e, cp)
     if stage == 0:  # embedding-dropout mask per micro-batch in flight (Korthikanti §4.3)
         activations += sbh / (t if sp else 1) * min(layout.pp, max(1, layout.microbatches))
     logits = 0.0
     if stage == layout.pp - 1:  # final-norm and output-layer inputs + fp32 logits, one micro-batch (Korthikanti §4.3)
         vocab = padded_vocab(model.vocab, t)
-        logits = 2 * e * sbh / (t if sp else 1) + 4.0 * model.seq_len * layout.mbs * vocab / t
+        logits = 2 * e * sbh / (t if sp else 1) + 4.0 * model.seq_len / cp * layout.mbs * vocab / t
     c = constants
     context = c.cpu_context_gb if is_cpu_cluster(cluster) else c.gpu_context_gb
     return {"weights": (params * w + gathered) / GB, "grads": params * g / GB, "optimizer": params * o / GB,

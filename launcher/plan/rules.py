@@ -16,7 +16,7 @@ import operator
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-from launcher.layout import DIMENSIONS, FACTORS, Layout
+from launcher.layout import DIMENSIONS, FACTORS, Layout, dimension
 from launcher.schema import ClusterConfig, ModelConfig
 
 GEMM_ALIGN = 64         # per-shard GEMM widths that are multiples of 64 keep tensor cores on full tiles
@@ -74,8 +74,9 @@ class Rule:
         return self.backends is None or backend is None or backend in self.backends
 
 
-def _factors(lay: Layout) -> str:
-    return "*".join(FACTORS)
+def _shown_factors(lay: Layout) -> list[str]:
+    """The world factors worth naming: tp, pp, dp always, a later one (cp) when it is not 1."""
+    return [n for n in FACTORS if dimension(n).dim.hashed_at_default or getattr(lay, n) != dimension(n).default]
 
 
 def _vocab_padding(f: Facts, lay: Layout) -> int:
@@ -93,7 +94,7 @@ _M = ("gbs", "mbs", "dp")
 RULES: tuple[Rule, ...] = (
     # -- the world -------------------------------------------------------------------------------------------
     Rule("world", _WORLD, lambda f, lay: lay.world != lay.gpus,
-         lambda f, lay: (f"{_factors(lay)} = " + "*".join(str(getattr(lay, n)) for n in FACTORS)
+         lambda f, lay: ("*".join(_shown_factors(lay)) + " = " + "*".join(str(getattr(lay, n)) for n in _shown_factors(lay))
                          + f" = {lay.world} != gpus ({lay.gpus}): pick dp = gpus/(tp*pp) or change gpus"),
          "Megatron initialize_model_parallel; torchtitan ParallelDims"),
     Rule("gpus_nodes", ("gpus", "nodes"),
@@ -162,6 +163,31 @@ RULES: tuple[Rule, ...] = (
                          "has no interleaved schedule: use vpp=1 (or backend megatron_lm)"),
          "Megatron-DeepSpeed training.py passes only model[0] to deepspeed.initialize",
          backends=frozenset({MEGATRON_DEEPSPEED})),
+    # -- context parallelism --------------------------------------------------------------------------------
+    Rule("cp_seq", ("cp",), lambda f, lay: lay.cp > 1 and f.model.seq_len % (2 * lay.cp) != 0,
+         lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by 2*cp = {2 * lay.cp}: load-balanced causal "
+                         f"attention splits each sequence into 2*cp chunks; pick cp so that 2*cp divides it"),
+         "Megatron-LM arguments.py: 'seq-length should be a multiple of 2 * context-parallel-size'"),
+    Rule("cp_sp_seq", ("cp", "tp", "sequence_parallel"),
+         lambda f, lay: lay.cp > 1 and lay.sequence_parallel and f.model.seq_len % (lay.cp * lay.tp) != 0,
+         lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by cp*tp = {lay.cp * lay.tp}: sequence "
+                         "parallelism splits each rank's seq_len/cp tokens over tp"),
+         "Megatron sequence parallelism over the context-parallel shard"),
+    Rule("cp_node", ("cp", "tp"), lambda f, lay: lay.cp > 1 and lay.tp * lay.cp > f.gpus_per_node
+         and not f.allow_tp_across_nodes,
+         lambda f, lay: (f"tp*cp = {lay.tp}*{lay.cp} = {lay.tp * lay.cp} > gpus_per_node ({f.gpus_per_node}): the "
+                         "ring-attention exchange of every layer would cross nodes; use tp*cp <= "
+                         f"{f.gpus_per_node} or set plan.allow_tp_across_nodes=true"),
+         "Megatron rank order tp-cp-dp-pp: cp ranks follow the tp ranks in a node"),
+    Rule("mds_cp", ("cp",), lambda f, lay: lay.cp > 1,
+         lambda f, lay: (f"cp ({lay.cp}): Megatron-DeepSpeed has no context parallelism (no --context-parallel-size; "
+                         "its --ds-sequence-parallel-size is DeepSpeed-Ulysses): use cp=1 or backend megatron_lm"),
+         "microsoft/Megatron-DeepSpeed megatron/arguments.py", backends=frozenset({MEGATRON_DEEPSPEED})),
+    Rule("workload_cp", ("cp",), lambda f, lay: lay.cp > 1,
+         lambda f, lay: (f"cp ({lay.cp}): the embedded workload has no context parallelism (PyTorch's "
+                         "context_parallel shards only CUDA flash/efficient attention; on CPU it fails with no "
+                         "sharding strategy for the CPU attention kernel): use cp=1 or backend megatron_lm"),
+         "torch.distributed.tensor.experimental.context_parallel (torch 2.13)", backends=frozenset({TORCH})),
     # -- memory features --------------------------------------------------------------------------------------
     Rule("sp_tp", ("sequence_parallel", "tp"), lambda f, lay: lay.sequence_parallel and lay.tp == 1,
          lambda f, lay: ("sequence_parallel needs tp > 1 (it splits the tensor-parallel replicated activations): "

@@ -103,12 +103,13 @@ class MicrobatchTimes(NamedTuple):
     recompute: Num
     tp_comm: Num
     pp_comm: Num
+    cp_comm: Num     # context parallelism: the exposed part of ring attention's K/V exchange
     fixed: Num       # parameter-proportional HBM traffic (weight casts, gradient accumulation)
     dispatch: Num    # CPU time issuing this micro-batch's kernels
 
     @property
     def gpu(self) -> Num:
-        return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.fixed
+        return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.cp_comm + self.fixed
 
 
 def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max) -> Num:
@@ -131,19 +132,21 @@ class _Ctx(NamedTuple):
     tp_bw: float         # GB/s of the TP tier
     pp_bw: float
     pp_inter: bool
+    cp_bw: float         # GB/s of the context-parallel ring (NVLink while tp x cp fits in a node)
 
 
 def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float]:
     """(dense GEMM fwd, attention-core fwd, attention-core bwd, element-wise fwd bytes, score bytes fwd) per layer."""
     md, lay, r = c.model, c.layout, c.r
     t, h, f, s = lay.tp, md.hidden, md.ffn_hidden, md.seq_len
-    tokens = lay.mbs * s
+    s_local = s / lay.sequence_shards   # context parallelism: each rank's share of every sequence
+    tokens = lay.mbs * s_local
     gated = ffn_matrices(md)
     dense = (gemm_time_s(tokens, qkv_width(md) / t, h, c.peak, r) + gemm_time_s(tokens, h, h / t, c.peak, r)
              + gemm_time_s(tokens, (gated - 1) * f / t, h, c.peak, r) + gemm_time_s(tokens, h, f / t, c.peak, r))
     heads_local = md.heads / t * lay.mbs
     head_dim = h / md.heads
-    core = heads_local * 2 * gemm_time_s(s, s, head_dim, c.peak, r)          # Q·Kᵀ and attention·V
+    core = heads_local * 2 * gemm_time_s(s_local, s, head_dim, c.peak, r)    # Q·Kᵀ and attention·V (local queries)
     # Element-wise bytes per s·b·h element (forward): replicated 10e+2 (2 norms r/w, 2 bias-dropout-add with mask),
     # sharded: QKV split/transposes 2e·qkv/h, context transpose 2e, activation function γ·e·f/h (GeLU reads f and
     # writes f; SwiGLU reads 2f, writes f).
@@ -157,7 +160,7 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float]:
         core_fwd, core_bwd = core * FLASH_CAUSAL_SHARE, core * FLASH_CAUSAL_SHARE * FLASH_BACKWARD
     else:
         core_fwd, core_bwd = core, 2 * core
-        scores = heads_local * s * s * (4 * e + 1)   # fused softmax r/w + dropout r/w + 1-byte mask
+        scores = heads_local * s_local * s * (4 * e + 1)   # fused softmax r/w + dropout r/w + 1-byte mask
     return dense, core_fwd, core_bwd, ew, scores
 
 
@@ -170,7 +173,7 @@ def microbatch_times(c: _Ctx, stage: int, params: float, layer: tuple) -> Microb
     hbm_s = r.hbm / c.hbm      # seconds per byte of memory-bound traffic
     fwd = dense + core_fwd + (ew + scores) * hbm_s
     bwd = 2 * dense + core_bwd + 2 * (ew + scores) * hbm_s
-    tokens = lay.mbs * md.seq_len
+    tokens = lay.mbs * md.seq_len / lay.sequence_shards
     act_bytes = tokens * md.hidden * c.e
     allreduce = 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r) if t > 1 else 0.0
     n_tp = 3 if lay.recompute == "full" else 2          # forward, backward (+ forward again)
@@ -195,18 +198,26 @@ def microbatch_times(c: _Ctx, stage: int, params: float, layer: tuple) -> Microb
     if p > 1:   # one activation forward, one gradient backward per chunk; scattered over the TP ranks when useful
         shard = t if (lay.sequence_parallel or c.pp_inter) else 1
         pp = 2 * v * collective_time_s(act_bytes / shard, 2, c.pp_bw, "p2p", r)
+    cp = 0.0
+    if lay.sequence_shards > 1:
+        # Ring attention passes each rank's K and V chunk (tokens x kv width / t) round the cp ranks: cp-1 steps,
+        # each overlapped with the attention of the chunk before, so the first step of the forward and the first two
+        # of the backward (K/V again, then their gradients) are exposed (Liu et al. 2023, Ring Attention; Megatron's
+        # p2p context parallelism in Transformer Engine).
+        kv_bytes = 2 * tokens * md.kv_heads * (md.hidden / md.heads) / t * c.e
+        cp = layers * 3 * collective_time_s(kv_bytes, 2, c.cp_bw, "p2p", r)
     full = lay.recompute == "full"
     fixed = params / c.hbm * (r.param_bytes + (r.recast_bytes if full else 0.0))
     dispatch = layers * (r.dispatch + (r.redispatch if full else 0.0)
                          + (r.checkpoint if lay.recompute != "none" else 0.0))
-    return MicrobatchTimes(compute, backward, layers * recompute, layers * tp_comm, pp, fixed, dispatch)
+    return MicrobatchTimes(compute, backward, layers * recompute, layers * tp_comm, pp, cp, fixed, dispatch)
 
 
 def _dp_bandwidth(cluster: ClusterConfig, layout: Layout) -> float:
     """GB/s per rank of the DP group: NVLink if the group (after TP) fits in a node, else the NICs of the group's
     members in each node (rank order tp, dp, pp: a group has gpus_per_node/tp members per node)."""
     gpn = cluster.gpus_per_node
-    if layout.tp * layout.dp <= gpn:
+    if layout.tp * layout.gradient_group <= gpn:
         return cluster.intra_node_gbytes_per_s
     members = max(1, gpn // layout.tp)
     return min(cluster.intra_node_gbytes_per_s, members * cluster.inter_node_gbytes_per_s)
@@ -215,7 +226,7 @@ def _dp_bandwidth(cluster: ClusterConfig, layout: Layout) -> float:
 def _dp_collectives(c: _Ctx, cluster: ClusterConfig, precision: str, params: float) -> tuple[Num, Num]:
     """(gradient reduction, parameter all-gather) times of the DP group (0 without DP)."""
     lay = c.layout
-    d = lay.dp
+    d = lay.gradient_group   # dp x cp ranks hold the same parameters
     if d <= 1:
         return 0.0, 0.0
     bw = _dp_bandwidth(cluster, lay)
@@ -233,9 +244,9 @@ def _optimizer_s(c: _Ctx, precision: str, params: float) -> Num:
     lay = c.layout
     weight, grad, optim = STATE_BYTES[precision]
     sharded = lay.zero_stage >= 1 or lay.distributed_optimizer
-    opt_params = params / lay.dp if sharded else params
+    opt_params = params / lay.gradient_group if sharded else params
     local_grad_bytes = params * state_bytes_per_param(precision, lay.zero_stage, lay.distributed_optimizer,
-                                                      lay.dp)[1]
+                                                      lay.gradient_group)[1]
     return (opt_params * (2 * optim + grad + weight) + local_grad_bytes) * c.r.hbm / c.hbm
 
 
@@ -263,7 +274,8 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
     peak = cluster.peak_tflops * 1e12 * (FP32_PEAK_SHARE if precision == "fp32" and not cpu else 1.0)
     c = _Ctx(model, layout, r, peak, cluster.hbm_gbytes_per_s * 1e9, ACTIVATION_BYTES[precision], flash,
              cluster.inter_node_gbytes_per_s if tp_inter else cluster.intra_node_gbytes_per_s,
-             cluster.inter_node_gbytes_per_s if pp_inter else cluster.intra_node_gbytes_per_s, pp_inter)
+             cluster.inter_node_gbytes_per_s if pp_inter else cluster.intra_node_gbytes_per_s, pp_inter,
+             cluster.inter_node_gbytes_per_s if layout.tp * layout.cp > gpn else cluster.intra_node_gbytes_per_s)
     p = layout.pp
     first_params = stage_params(model, layout, 0)
     last_params = stage_params(model, layout, p - 1) if p > 1 else first_params
@@ -309,6 +321,7 @@ def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
         "recompute": m * mb.recompute,
         "tp_comm": m * mb.tp_comm,
         "pp_comm": m * mb.pp_comm,
+        "cp_comm": m * mb.cp_comm,
         "fixed": m * mb.fixed,
         "dispatch": m * (bottleneck_s - mb.gpu),   # CPU dispatch time not hidden behind GPU work
         "dp_comm": exposed,
