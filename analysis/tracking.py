@@ -59,6 +59,28 @@ class TrackingUnavailable(Exception):
     """The tracking server cannot be reached; the sweep goes on and `python -m analysis` syncs later."""
 
 
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What an unreachable or broken tracking store raises: MLflow's own errors (a REST failure after its retries,
+    a refused request), network errors, sqlite and SQLAlchemy errors (a locked or unwritable store), file-system
+    errors (an artifact folder that cannot be written) and a missing mlflow installation. Anything else is a bug
+    and must propagate, not be taken for "MLflow unreachable"."""
+    import sqlite3
+
+    errors: list[type[BaseException]] = [TrackingUnavailable, OSError, sqlite3.Error, ImportError]
+    try:
+        from mlflow.exceptions import MlflowException
+
+        errors.append(MlflowException)
+    except ImportError:
+        pass
+    for module, name in (("requests.exceptions", "RequestException"), ("sqlalchemy.exc", "SQLAlchemyError")):
+        try:
+            errors.append(getattr(__import__(module, fromlist=[name]), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errors)
+
+
 def _fail_fast_http() -> None:
     # MLflow retries an unreachable server for minutes by default; one quick probe is what a sweep can afford.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
@@ -162,7 +184,7 @@ class Tracker:
     def connect(cls, uri: str, experiment: str, ui_url: str = "http://127.0.0.1:5000") -> "Tracker":
         try:
             return cls(uri, experiment, ui_url)
-        except Exception as exc:  # any failure to reach the store: one warning, the ledger keeps everything
+        except store_errors() as exc:  # the store cannot be reached: one warning, the ledger keeps everything
             raise TrackingUnavailable(f"MLflow at {uri} unreachable ({type(exc).__name__}: "
                                       f"{str(exc).splitlines()[0][:160]})") from exc
 

@@ -171,3 +171,33 @@ def test_metrics_are_logged_to_six_significant_digits(tracker):
     parent = tracker.parent_run("s", "u1", "", params={}, tags={})
     run = tracker.sync_trial("s", "u1", parent, trial("a", tokens=3893.05083868526), {})
     assert tracker.client.get_run(run).data.metrics["tokens_per_s"] == 3893.05
+
+
+def test_only_store_errors_count_as_mlflow_going_away(load, tmp_path, in_tmp):
+    """An unreachable store costs a warning and the sweep goes on; a bug in our own code is not hidden as one."""
+    from mlflow.exceptions import MlflowException
+
+    from launcher.folder import SweepFolder
+    from launcher.run.ledger import Ledger, TrialRecord
+    from launcher.run.tracking_link import TrackingLink
+
+    cfg = load("+sweep=tiny")
+    folder = SweepFolder(tmp_path / "sweeps" / "tiny")
+    folder.create()
+    with Ledger(folder.ledger) as ledger:
+        layout = {"gpus": 1, "nodes": 1, "tp": 1, "pp": 1, "dp": 1, "mbs": 1, "gbs": 8}
+        ledger.add_trials([TrialRecord("a", 0, layout, state="ok"), TrialRecord("b", 1, layout, state="ok")])
+
+        class Broken:
+            def __init__(self, error):
+                self.error = error
+
+            def sync_trial(self, *args, **kwargs):
+                raise self.error
+
+        link = TrackingLink(cfg, ledger, folder, Broken(TypeError("a bug")), "parent")
+        with pytest.raises(TypeError, match="a bug"):
+            link.sync(ledger.get("a"))
+        link = TrackingLink(cfg, ledger, folder, Broken(MlflowException("connection refused")), "parent")
+        link.sync(ledger.get("a"))
+        assert not link.active and not ledger.get("a").synced  # python -m analysis syncs it later

@@ -11,8 +11,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
 
-from launcher.run.ledger import Ledger, TrialRecord
+from analysis.tracking import store_errors
 from launcher.folder import SweepFolder
+from launcher.run.ledger import Ledger, TrialRecord
 from launcher.schema import RootConfig
 from launcher.states import PruneReason, TrialState
 
@@ -89,7 +90,7 @@ class TrackingLink:
             write_trial_config(self.cfg, self.folder, record)
             run_id = self.tracker.sync_trial(self.cfg.sweep.name, self.uid, self.parent_id, asdict(record),
                                              self.context, trial_artifacts(self.folder, record), self.varying)
-        except Exception as exc:  # the store went away mid-sweep: keep going on the ledger alone
+        except store_errors() as exc:  # the store went away mid-sweep: keep going on the ledger alone
             self.lost(exc)
             return
         self.ledger.update(record.config_hash, mlflow_run_id=run_id, synced=True)
@@ -110,7 +111,7 @@ class TrackingLink:
         try:
             self.tracker.log_artifacts(self.parent_id, plots, "plots")
             self.tracker.log_artifacts(self.parent_id, report_files, "report")
-        except Exception as exc:  # the store went away: the files are in the folder, python -m analysis attaches
+        except store_errors() as exc:  # the store went away: the files are in the folder, python -m analysis attaches
             self.lost(exc)
 
     def finish(self, best: Optional[TrialRecord], summary: dict, artifacts: list[Path]) -> Optional[str]:
@@ -123,7 +124,7 @@ class TrackingLink:
             self.tracker.finish_parent(self.parent_id, "FINISHED", summary,
                                        {"status": "finished", "mlflow.note.content": _parent_note(self.cfg, best,
                                                                                                    summary)})
-        except Exception as exc:
+        except store_errors() as exc:
             self.lost(exc)
             return None
         return self.tracker.runs_url
