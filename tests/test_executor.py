@@ -104,7 +104,7 @@ def test_local_gpus_are_split_between_concurrent_trials(tmp_path, monkeypatch):
         def update_parameters(self, **params):
             given.append((params["gpus_per_node"], params["visible_gpus"]))
 
-        def submit(self, fn, script):
+        def submit(self, fn, *args):
             class Job:
                 job_id = str(1000 + len(given))
                 _process = None
