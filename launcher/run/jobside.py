@@ -75,7 +75,7 @@ def keep(script_path: str, keeper_file: Path, *, marker: str, time_limit_s: floa
         why = stop.why
         raise
     except BaseException as exc:  # submitit's SIGUSR2 handler raises here (timed out / requeue)
-        why = type(exc).__name__
+        why = "time_limit" if "timed-out" in str(exc) else type(exc).__name__
         raise
     finally:
         signal.pthread_sigmask(signal.SIG_BLOCK, quiet)  # nothing interrupts the clean-up
