@@ -18,6 +18,7 @@ RECOMPUTE_MODES = ("none", "selective", "full")
 PRECISIONS = ("bf16", "fp16", "fp32")
 BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
 EXECUTORS = ("local", "slurm")
+MAX_SWEEP_NAME_CHARS = 100
 
 
 def _positive(section: str, name: str, value: float | int | None, fix: str = "use a number > 0") -> None:
@@ -200,6 +201,9 @@ class ExecutorConfig:
         _positive("executor", "timeout_min", self.timeout_min, "use a positive number of minutes")
         if self.max_concurrent < 0:
             raise ConfigError("executor.max_concurrent", self.max_concurrent, "use 0 (automatic) or more")
+        for name in ("signal_delay_s", "cpus_per_task", "mem_gb"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"executor.{name}", getattr(self, name), "use 0 or more")
 
 
 @dataclass
@@ -255,8 +259,11 @@ class PlanConfig:
     """Allow tensor parallelism to span nodes (slow: TP traffic on the inter-node link)."""
     seed: int = 0
     """Seed for picking the exploration share."""
+    max_grid_points: int = 1_000_000
+    """Refuse a grid whose product of dimensions exceeds this (expanding and checking takes ~5 us per point)."""
 
     def __post_init__(self) -> None:
+        _positive("plan", "max_grid_points", self.max_grid_points, "use a positive number of grid points")
         if not 0 < self.mem_safety_margin <= 1:
             raise ConfigError("plan.mem_safety_margin", self.mem_safety_margin, "use a share in (0, 1]")
         if not 0 <= self.exploration_share < 1:
@@ -296,6 +303,11 @@ class TrackingConfig:
     """Where people open the MLflow UI (for the printed link, when the URI is not http)."""
     enabled: bool = True
 
+    def __post_init__(self) -> None:
+        # It becomes a clickable link in report.html: only a web address (no javascript:, data:, file: ...).
+        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", self.ui_url or ""):
+            raise ConfigError("tracking.ui_url", self.ui_url, "use an http:// or https:// address of the MLflow UI")
+
 
 @dataclass
 class SweepRunConfig:
@@ -309,6 +321,9 @@ class SweepRunConfig:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name or ""):
             raise ConfigError("sweep.name", self.name, "use a folder name: letters, digits, '.', '_' or '-'")
+        if len(self.name) > MAX_SWEEP_NAME_CHARS:  # a folder name, plus '.<date>-<time>' when sweep.fresh keeps it
+            raise ConfigError("sweep.name", self.name[:40] + "...", f"is {len(self.name)} characters long: use at "
+                              f"most {MAX_SWEEP_NAME_CHARS}")
 
 
 @dataclass
