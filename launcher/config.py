@@ -7,10 +7,12 @@ becomes one clear message and exit code 2 rather than Hydra's traceback and exit
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
 from typing import Sequence
 
+from launcher import inputs
 from launcher.errors import ConfigError, ParasweepError
 from launcher.paths import conf_dir
 from launcher.schema import RootConfig, register_configs
@@ -73,9 +75,11 @@ def compose(overrides: Sequence[str]) -> "object":
     from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
     register_configs()
+    inputs.check_sweep_file(conf_dir(), overrides)
     try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=list(overrides))
+        with _file_errors_explained(overrides):
+            with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+                return hydra_compose(config_name="config", overrides=list(overrides))
     except MissingConfigException as exc:
         raise _explain_missing(str(exc)) from None
     except ConfigKeyError as exc:
@@ -94,6 +98,23 @@ def compose(overrides: Sequence[str]) -> "object":
         raise ParasweepError(_first_lines(str(exc))) from None
 
 
+@contextlib.contextmanager
+def _file_errors_explained(overrides: Sequence[str]):
+    """YAML syntax errors, tabs, duplicate keys, non-UTF-8 files and unparsable overrides -> one message naming the
+    file and line, or the override (launcher/inputs.py)."""
+    import yaml
+    from hydra.errors import OverrideParseException
+
+    try:
+        yield
+    except yaml.YAMLError as exc:
+        raise inputs.yaml_error(exc) from None
+    except UnicodeDecodeError as exc:
+        raise (inputs.find_undecodable(conf_dir()) or ParasweepError(f"a config file is not UTF-8 text: {exc}")) from None
+    except OverrideParseException as exc:
+        raise inputs.override_error(str(exc), overrides) from None
+
+
 def _first_lines(text: str, n: int = 3) -> str:
     return " ".join(line.strip() for line in text.strip().splitlines()[:n])
 
@@ -104,6 +125,7 @@ def load_config(overrides: Sequence[str]) -> RootConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     cfg = compose(overrides)
+    inputs.check_known_keys(cfg, RootConfig)  # a '+key=value' adds keys the conversion would silently drop
     try:
         obj = OmegaConf.to_object(cfg)
     except ConfigError:
@@ -114,6 +136,7 @@ def load_config(overrides: Sequence[str]) -> RootConfig:
             raise cause from None
         raise _explain_key(str(exc)) from None
     assert isinstance(obj, RootConfig)
+    inputs.check_values(obj)  # one-line strings, valid dict keys, finite floats
     return obj
 
 
