@@ -34,6 +34,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if show_cfg:
             print(to_yaml(cfg))
             return 0
+        from launcher.inputs import check_environment
+
+        check_environment(cfg)  # a writable sweep folder; SLURM's commands for executor=slurm
         if cfg.dry_run:
             return _dry_run(cfg)
         from launcher.run.loop import run_sweep
