@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from launcher.errors import ConfigError
+
 STATES = ("planned", "submitted", "running", "ok", "oom", "failed", "timeout", "hang", "cancelled", "pruned")
 LIVE_STATES = ("submitted", "running")
 
@@ -93,6 +95,26 @@ class TrialRecord:
         return self.state in LIVE_STATES
 
 
+class _Foreign(Exception):
+    """An sqlite file that holds something else than a ledger."""
+
+
+def _check_foreign(db: sqlite3.Connection) -> None:
+    """Tables other than the ledger's: another program's database (reading it also fails on a corrupt file)."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    other = sorted(tables - {"meta", "trials", "events", "sqlite_sequence"})
+    if other:
+        raise _Foreign(f"it holds the tables {', '.join(other[:5])}")
+
+
+def _check_columns(db: sqlite3.Connection) -> None:
+    """A `trials` table made by something else (or another version) lacks the ledger's columns."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(trials)")}
+    missing = sorted(set(TrialRecord.__dataclass_fields__) - columns)
+    if missing:
+        raise _Foreign(f"its trials table lacks {', '.join(missing[:5])}")
+
+
 def _row_to_record(row: sqlite3.Row) -> TrialRecord:
     data = dict(row)
     for name in _JSON_FIELDS:
@@ -102,16 +124,27 @@ def _row_to_record(row: sqlite3.Row) -> TrialRecord:
 
 
 class Ledger:
-    """Open (or create) the ledger of one sweep folder."""
+    """Open (or create) the ledger of one sweep folder. `create=False` (python -m analysis): it must exist."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, create: bool = True) -> None:
+        if not create and not path.is_file():
+            raise ConfigError("sweep folder", str(path.parent), f"has no ledger ({path.name}): give a folder made by "
+                              "`python -m launcher`, e.g. sweeps/tiny")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            _check_foreign(self._db)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+            _check_columns(self._db)
+        except (sqlite3.DatabaseError, _Foreign) as exc:
+            self._db.close()
+            raise ConfigError("sweep.name", path.parent.name, f"{path} is not a parasweep ledger ({exc}): move it "
+                              "away, or start over with sweep.fresh=true (the folder is kept) or another "
+                              "sweep.name") from None
 
     def close(self) -> None:
         self._db.close()
