@@ -128,7 +128,7 @@ def _run(args) -> int:
     cfg = _load_config(folder)
     workdir = workdir_of(cfg, folder)
     resolve = log_resolver(cfg, folder, workdir)
-    with _in_dir(workdir), Ledger(folder / "ledger.sqlite") as ledger:
+    with _in_dir(workdir), Ledger(folder / "ledger.sqlite", create=False) as ledger:  # never create an empty one
         t0 = time.perf_counter()
         changed = rejudge(cfg, ledger, resolve)
         records = ledger.trials()
