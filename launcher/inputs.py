@@ -22,6 +22,7 @@ Generic, so that it follows the schema as it grows: the checks walk the dataclas
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 import os
 import re
@@ -220,3 +221,28 @@ def check_writable_folder(folder: Path, field: str, value: str) -> None:
     except OSError as exc:
         raise ConfigError(field, value, f"cannot write in {probe} ({exc.strerror}): pick a folder you can write "
                           "(sweep.root_dir=PATH)") from None
+
+
+# -- storage failures mid-run ------------------------------------------------------------------------------------
+STORAGE_ERRNOS = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
+                  errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+                  errno.EPERM: "operation not permitted", errno.EIO: "an I/O error"}
+SQLITE_STORAGE = ("disk is full", "readonly database", "disk i/o error", "unable to open database file")
+
+
+def storage_problem(exc: BaseException) -> Optional[str]:
+    """One line for a write that failed because of the storage (full disk, read-only folder), else None.
+
+    The ledger is safe: every change is one sqlite transaction, and a failed one is rolled back, so the same
+    command resumes once there is room again."""
+    import sqlite3
+
+    if isinstance(exc, OSError) and exc.errno in STORAGE_ERRNOS:
+        where = f" ({exc.filename})" if exc.filename else ""
+        what = STORAGE_ERRNOS[exc.errno]
+    elif isinstance(exc, sqlite3.Error) and any(text in str(exc).lower() for text in SQLITE_STORAGE):
+        where, what = " (the ledger)", f"the sweep folder cannot be written: {exc}"
+    else:
+        return None
+    return (f"cannot write{where}: {what}. The ledger is intact and running local trials go on: free space or fix "
+            "the folder's permissions, then run the same command again to resume")
