@@ -45,6 +45,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParasweepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a full disk or a read-only sweep folder mid-run: one line, not a traceback
+        from launcher.inputs import storage_problem
+
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: the ledger is intact; run the same command again to resume", file=sys.stderr)
         return 130
