@@ -268,8 +268,10 @@ class PlanConfig:
             raise ConfigError("plan.mem_safety_margin", self.mem_safety_margin, "use a share in (0, 1]")
         if not 0 <= self.exploration_share < 1:
             raise ConfigError("plan.exploration_share", self.exploration_share, "use a share in [0, 1)")
-        if self.max_trials < 0 or self.keep_borderline < 0:
+        if self.max_trials < 0:
             raise ConfigError("plan.max_trials", self.max_trials, "use 0 (no budget) or more")
+        if self.keep_borderline < 0:
+            raise ConfigError("plan.keep_borderline", self.keep_borderline, "use 0 (keep none) or more")
 
 
 @dataclass
