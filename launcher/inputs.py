@@ -185,13 +185,20 @@ def yaml_error(exc: Exception) -> ParasweepError:
 
 
 def override_error(message: str, overrides: Sequence[str]) -> ParasweepError:
-    """Hydra's override grammar error ("mismatched input '(' ...") -> which override, and how to quote it."""
+    """Hydra's override grammar error ("mismatched input '(' ...") -> which override, and how to write it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
     first = message.strip().splitlines()[0] if message.strip() else "cannot parse"
+    parser = OverridesParser.create()
     for override in overrides:
-        key, sep, value = override.partition("=")
-        if sep and any(ch in value for ch in "()[]{}'\",: $`;\\") and not value.startswith(("[", "{", "'", '"')):
-            return ConfigError(key.lstrip("+~"), value, f"cannot be parsed as an override ({first}): quote the value, "
-                               f"e.g. {key}='{value}'")
+        try:
+            parser.parse_overrides([override])
+        except OverrideParseException:
+            key, _, value = override.partition("=")
+            return ConfigError(key.lstrip("+~"), value, f"cannot be parsed as an override ({first}): quote a value "
+                               f"holding spaces or ()[]{{}}:;$` characters, e.g. {key}='...'; dict keys must be "
+                               "plain names")
     return ParasweepError(f"cannot parse the command line: {first}")
 
 
