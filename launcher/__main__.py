@@ -62,9 +62,11 @@ def _dry_run(cfg) -> int:
     from pathlib import Path
 
     from launcher.plan.planner import make_plan
+    from launcher.plan.planning_progress import PlanningProgress
     from launcher.plan.table import print_plan, write_plan_csv
 
-    plan = make_plan(cfg)
+    with PlanningProgress() as progress:  # on stderr, once planning has taken a second
+        plan = make_plan(cfg, progress)
     csv_path = Path(cfg.sweep.root_dir) / cfg.sweep.name / "plan.csv"
     write_plan_csv(plan, csv_path)
     print_plan(cfg, plan, csv_path)
