@@ -21,6 +21,7 @@ from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
 from launcher.layout import Layout
 from launcher.run.ledger import Ledger, TrialRecord
 from launcher.plan.planner import Plan, make_plan, trial_context
+from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
 from launcher.run.judge import judge
@@ -242,7 +243,8 @@ def _exclusive(folder: Path):
 
 def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
     t_plan = time.perf_counter()
-    plan = make_plan(cfg)  # raises before anything is created or submitted
+    with PlanningProgress() as progress:  # on stderr, once planning has taken a second
+        plan = make_plan(cfg, progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
     folder = sweep_folder(cfg)
     with _exclusive(folder), Ledger(folder / "ledger.sqlite") as ledger:
