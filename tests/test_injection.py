@@ -29,13 +29,12 @@ from launcher.schema import RootConfig
 REAL_COMPOSE = launcher.config.compose
 LAYOUT = {"gpus": 1, "nodes": 1, "tp": 1, "pp": 1, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
-BACKENDS = {  # each backend with the paths its launch needs, so that the launch is really rendered
+BACKENDS = {  # backend -> overrides (the shipped placeholder paths are replaced in load_with: see real_paths)
     "torch": [],
-    "megatron_deepspeed": ["backend.megatron_path=/opt/mds", "backend.vocab_file=/d/vocab.json",
-                           "backend.merge_file=/d/merges.txt", "backend.launcher=deepspeed"],
-    "megatron_lm": ["backend.megatron_path=/opt/mlm", "backend.vocab_file=/d/vocab.json",
-                    "backend.merge_file=/d/merges.txt", "backend.data_path=/d/pile_text_document"],
+    "megatron_deepspeed": ["backend.launcher=deepspeed"],  # DeepSpeed's runner: the other launcher text
+    "megatron_lm": [],
 }
+PLACEHOLDER = "/path/to/"
 FAKES = {
     "python": 'echo 29500\nexit 0',  # also answers the DeepSpeed launcher's free-port question
     "srun": 'echo "srun $*" >> "$FAKE_LOG"\nexit 0',
@@ -114,7 +113,22 @@ def load_with(monkeypatch, base: list[str], path: str, value):
 
 @functools.lru_cache(maxsize=None)
 def _composed(base: tuple[str, ...]):
-    return REAL_COMPOSE(list(base))
+    composed = REAL_COMPOSE(list(base))
+    real_paths(composed)
+    return composed
+
+
+def real_paths(node) -> None:
+    """The shipped Megatron configs point at /path/to/... placeholders, which the backends refuse: give every such
+    value (wherever the schema keeps it) a real-looking path, so that the whole launch is rendered."""
+    from omegaconf import DictConfig
+
+    for key in list(node.keys()):
+        value = node._get_node(key)
+        if isinstance(value, DictConfig):
+            real_paths(node[key])
+        elif isinstance(node[key], str) and node[key].startswith(PLACEHOLDER):
+            node[key] = "/opt/" + node[key][len(PLACEHOLDER):]
 
 
 def render_all(cfg, out: Path) -> list[Path]:

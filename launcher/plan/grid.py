@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import operator
 from typing import Any, Callable, Iterator, Sequence
 
@@ -141,6 +142,8 @@ def expand(grid: GridConfig, cluster: ClusterConfig) -> Iterator[Layout]:
             yield layout
 
 
+_SPLIT_FACTORS = ("tp", "pp")
+"""The model-parallel factors a derived dp divides the world by (every parallel factor but dp)."""
 _CONVERT = {"tp": int, "pp": int, "dp": int, "vpp": int, "mbs": int, "gbs": int, "zero_stage": int,
             "recompute": str, "sequence_parallel": bool, "distributed_optimizer": bool}
 
@@ -174,12 +177,16 @@ def _builder(units: list[tuple[tuple[str, ...], list[tuple]]], derive_dp: bool) 
     getter = operator.itemgetter(*index)
     if not derive_dp:
         return lambda combo: Layout(*getter(sum(combo, consts)))
-    dp_at, gpus_at, tp_at, pp_at = (next(i for i, f in enumerate(layout_fields) if f.name == n)
-                                    for n in ("dp", "gpus", "tp", "pp"))
+    at = {f.name: i for i, f in enumerate(layout_fields)}
+    dp_at, gpus_at = at["dp"], at["gpus"]
+    split_at = [at[name] for name in _SPLIT_FACTORS]
 
     def build(combo: tuple) -> Layout:
         vals = list(getter(sum(combo, consts)))
-        vals[dp_at] = vals[gpus_at] // (vals[tp_at] * vals[pp_at])
+        split = 1
+        for i in split_at:
+            split *= vals[i]
+        vals[dp_at] = vals[gpus_at] // split
         return Layout(*vals)
 
     return build
@@ -192,7 +199,7 @@ def _in_product(layout: Layout, units: list[tuple[tuple[str, ...], list[tuple]]]
     for names, items in units:
         if tuple(getattr(layout, n) for n in names) not in items:
             return False
-    if derive_dp and layout.dp != layout.gpus // (layout.tp * layout.pp):
+    if derive_dp and layout.dp != layout.gpus // math.prod(getattr(layout, n) for n in _SPLIT_FACTORS):
         return False
     return not (excludes and any(_matches(layout, e) for e in excludes))
 

@@ -41,6 +41,6 @@ def interrupted_changes(cfg: RootConfig, record: TrialRecord, paths: Sequence[Pa
 
 def unrecorded_submission_changes(record: TrialRecord) -> dict:
     """A trial marked submitted without a job id: the launcher died between marking and submitting, which is not
-    the trial's failure either."""
-    return dict(state="cancelled", failure_kind="cancelled", attempts=max(0, record.attempts - 1),
+    the trial's failure either (the caller sets the cancelled state)."""
+    return dict(failure_kind="cancelled", attempts=max(0, record.attempts - 1),
                 reason=f"{NOT_COUNTED}: submission interrupted (the launcher stopped before recording the job)")

@@ -133,7 +133,7 @@ class SweepLoop:
         if stop is not None:
             stop(r.config_hash, r.attempts)
         changes = unrecorded_submission_changes(r)
-        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], **changes)
+        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], state="cancelled", **changes)
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
