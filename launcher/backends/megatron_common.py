@@ -7,7 +7,9 @@ flags per backend with the commits they were read from, and the tests check ever
 
 from __future__ import annotations
 
+import functools
 import posixpath
+from pathlib import Path, PurePosixPath
 from importlib import resources
 
 from launcher.errors import ConfigError
@@ -40,7 +42,26 @@ def pretrain_script(backend: BackendConfig, program: str) -> str:
     if path.startswith(PLACEHOLDER_PREFIX):
         raise ConfigError("backend.megatron_path", path, f"this is the shipped placeholder: set it to the {program} "
                           "checkout on the cluster, e.g. backend.megatron_path=/shared/Megatron")
+    missing = missing_checkout(path)
+    if missing:
+        raise ConfigError("backend.megatron_path", path, f"{missing}: set it to the {program} checkout (the folder "
+                          "holding pretrain_gpt.py)")
     return posixpath.join(path, "pretrain_gpt.py")
+
+
+@functools.lru_cache(maxsize=64)
+def missing_checkout(path: str) -> str:
+    """Why the checkout is not there, when the launcher can tell ('' when it is, or when it cannot tell).
+
+    The launcher sees the path's file system when the path's top folder exists here (a login node mounts the
+    cluster's /shared, the local executor runs on this very machine): then a missing checkout is a
+    configuration error found before anything is submitted, not a crash of every trial and its retries. A path
+    on a file system only the compute nodes mount cannot be checked here."""
+    checkout = PurePosixPath(path)
+    if not checkout.is_absolute() or len(checkout.parts) < 2 or Path(checkout).exists():
+        return ""
+    top = Path(*checkout.parts[:2])
+    return f"{path} does not exist (the launcher sees {top})" if top.is_dir() else ""
 
 
 def llama_style(model: ModelConfig) -> bool:
