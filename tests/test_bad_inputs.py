@@ -94,6 +94,9 @@ OTHER = [
     ("unknown model", [*DRY, "model=gpt-5"], "model"),
     # the run environment and the sweep folder's state (real runs)
     ("slurm without its commands", [*RUN, "executor=slurm"], "sbatch"),
+    ("missing Megatron checkout", ["+sweep=70b", "executor=local", "tracking.enabled=false",
+                                   "backend.megatron_path=/proc/no-megatron-here", "backend.data_path=/c/d",
+                                   "backend.vocab_file=/c/v", "backend.merge_file=/c/m"], "backend.megatron_path"),
     ("corrupt ledger", [*RUN, "sweep.name=corrupt"], "ledger.sqlite"),
     ("foreign ledger", [*RUN, "sweep.name=foreign"], "ledger.sqlite"),
 ]

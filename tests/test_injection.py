@@ -128,7 +128,7 @@ def real_paths(node) -> None:
         if isinstance(value, DictConfig):
             real_paths(node[key])
         elif isinstance(node[key], str) and node[key].startswith(PLACEHOLDER):
-            node[key] = "/opt/" + node[key][len(PLACEHOLDER):]
+            node[key] = "/cluster-only-fs/" + node[key][len(PLACEHOLDER):]  # not mounted here: not checked
 
 
 def render_all(cfg, out: Path) -> list[Path]:
