@@ -5,6 +5,7 @@ User mistakes exit with code 2 and one message; nothing is submitted before the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Sequence
 
@@ -67,10 +68,28 @@ def _dry_run(cfg) -> int:
 
     with PlanningProgress() as progress:  # on stderr, once planning has taken a second
         plan = make_plan(cfg, progress)
-    csv_path = Path(cfg.sweep.root_dir) / cfg.sweep.name / "plan.csv"
-    write_plan_csv(plan, csv_path)
+    with _plan_destination(Path(cfg.sweep.root_dir) / cfg.sweep.name) as csv_path:
+        write_plan_csv(plan, csv_path)
     print_plan(cfg, plan, csv_path)
     return 0
+
+
+@contextlib.contextmanager
+def _plan_destination(folder):
+    """Where a dry run writes its plan: plan.csv under the sweep folder's lock. While a launcher runs the sweep it
+    holds that lock, and its plan.csv describes what it runs: the dry run writes plan.dry-run.csv beside it."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"a launcher is running this sweep: the dry run's plan goes to {folder / 'plan.dry-run.csv'}, "
+                  "its plan.csv is left as it is", file=sys.stderr)
+            yield folder / "plan.dry-run.csv"
+            return
+        yield folder / "plan.csv"
 
 
 if __name__ == "__main__":
