@@ -172,3 +172,19 @@ def test_bad_input_is_one_clean_message_and_exit_2(world, capsys, args, needle):
     assert needle in lines[0], lines[0]
     assert "Traceback" not in err + out
     assert nothing_submitted(world) == []
+
+
+def test_a_dry_run_leaves_a_running_sweeps_plan_alone(in_tmp, capsys):
+    import fcntl
+
+    folder = in_tmp / "sweeps" / "tiny"
+    folder.mkdir(parents=True)
+    (folder / "plan.csv").write_text("the running sweep's plan\n")
+    with (folder / ".lock").open("a+") as lock:  # what a running launcher holds
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(["+sweep=tiny", "dry_run=true"]) == 0
+    assert (folder / "plan.csv").read_text() == "the running sweep's plan\n"
+    assert (folder / "plan.dry-run.csv").read_text().startswith("rank,")
+    assert "plan.dry-run.csv" in capsys.readouterr().err
+    assert main(["+sweep=tiny", "dry_run=true"]) == 0  # nobody running: the lock is taken, plan.csv written
+    assert (folder / "plan.csv").read_text().startswith("rank,")
