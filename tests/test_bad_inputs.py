@@ -188,3 +188,18 @@ def test_a_dry_run_leaves_a_running_sweeps_plan_alone(in_tmp, capsys):
     assert "plan.dry-run.csv" in capsys.readouterr().err
     assert main(["+sweep=tiny", "dry_run=true"]) == 0  # nobody running: the lock is taken, plan.csv written
     assert (folder / "plan.csv").read_text().startswith("rank,")
+
+
+def test_analysis_of_a_folder_without_a_ledger_exits_2_and_creates_nothing(in_tmp, capsys):
+    from analysis.__main__ import main as analysis_main
+
+    assert main(["+sweep=tiny", "dry_run=true"]) == 0  # a folder with a plan, never run
+    folder = in_tmp / "sweeps" / "tiny"
+    from launcher.config import load_config, to_yaml
+
+    (folder / "config.yaml").write_text(to_yaml(load_config(["+sweep=tiny"])))
+    capsys.readouterr()
+    assert analysis_main([str(folder), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "ledger" in err, err
+    assert not (folder / "ledger.sqlite").exists()
