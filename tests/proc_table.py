@@ -2,31 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
-from launcher.run.reaper import TRIAL_MARKER, is_zombie
+from launcher.run.reaper import marker_table
 
 
 def trial_processes(root: Path) -> dict[str, list[int]]:
     """Live processes whose trial marker lies under `root`: marker (the attempt's job folder) -> pids."""
-    prefix = f"{TRIAL_MARKER}={root}".encode()
-    found: dict[str, list[int]] = defaultdict(list)
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        for item in environ.split(b"\0"):
-            if item.startswith(prefix) and not is_zombie(int(name)):
-                found[item.split(b"=", 1)[1].decode()].append(int(name))
-                break
-    return dict(found)
+    return {marker: pids for marker, pids in marker_table().items() if marker.startswith(str(root))}
 
 
 def trial_of(marker: str) -> str:

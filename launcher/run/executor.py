@@ -114,6 +114,7 @@ class LocalRunner:
         self.gpus = local_gpus() if gpus is None else gpus
         """This machine's GPU ids (empty on a CPU machine, where each rank is a process on the cores)."""
         self._held: dict[str, list[int]] = {}  # job id -> the GPUs it was given
+        self._marked: Optional[dict[str, list[int]]] = None  # marker -> live processes, read once per poll
 
     def concurrency(self, ranks_per_trial: int) -> int:
         if self.cfg.max_concurrent:
@@ -160,6 +161,7 @@ class LocalRunner:
     def poll(self, jobs: dict[str, Path]) -> dict[str, JobStatus]:
         """Status of each job id (-> its folder)."""
         self._folders.update({job_id: Path(folder) for job_id, folder in jobs.items()})
+        self._marked = None  # read /proc at most once per poll, and only if a job needs it
         statuses = {job_id: self._status(job_id, Path(folder)) for job_id, folder in jobs.items()}
         for job_id, status in statuses.items():
             if not status.live:
@@ -180,7 +182,7 @@ class LocalRunner:
             return JobStatus("RUNNING")
         if keeper is not None and keeper.stopped:  # killed between recording its end and writing the pickle
             return _ended(keeper, "")
-        leftovers = reaper.marked_processes(keeper.marker if keeper else _marker(folder))
+        leftovers = self._leftovers(keeper.marker if keeper else _marker(folder))
         if keeper is None:  # not started yet (its controller is starting it), or never will be
             return JobStatus("PENDING") if leftovers else JobStatus(
                 "LOST", error="job process gone before the trial started", interrupted=True)
@@ -191,6 +193,11 @@ class LocalRunner:
             return JobStatus("RUNNING")
         return JobStatus("LOST", error="the trial's processes are gone without a result (killed from outside)",
                          interrupted=True)
+
+    def _leftovers(self, marker: str) -> list[int]:
+        if self._marked is None:
+            self._marked = reaper.marker_table()
+        return self._marked.get(marker, [])
 
     def stop_unrecorded(self, key: str, attempt: int) -> int:
         """Kill what a launcher started for this attempt but never recorded (it died in between): found by the
@@ -357,6 +364,11 @@ class SlurmRunner:
             print(f"warning: sacct failed ({self._sacct_failures} poll(s) in a row): "
                   f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep their last "
                   "known state until it answers (is slurmdbd up?)", file=sys.stderr, flush=True)
+
+    def _leftovers(self, marker: str) -> list[int]:
+        if self._marked is None:
+            self._marked = reaper.marker_table()
+        return self._marked.get(marker, [])
 
     def stop_unrecorded(self, key: str, attempt: int) -> int:
         """An array submitted by a launcher that died before recording its ids cannot be told from other

@@ -111,10 +111,16 @@ def descendants(pid: int) -> list[int]:
 
 def marked_processes(marker: str, name: str = TRIAL_MARKER) -> list[int]:
     """Processes whose environment (as it was at their exec) holds NAME=marker: the processes of one trial, even
-    after their keeper died. Other users' processes are unreadable and skipped (they cannot be ours)."""
-    needle = f"{name}={marker}".encode()
+    after their keeper died."""
+    return marker_table(name).get(marker, [])
+
+
+def marker_table(name: str = TRIAL_MARKER) -> dict[str, list[int]]:
+    """One pass over /proc: marker value -> live processes carrying it. Other users' processes are unreadable and
+    skipped (they cannot be ours)."""
+    prefix = f"{name}=".encode()
     me = os.getpid()
-    found = []
+    table: dict[str, list[int]] = {}
     for pid in _pids():
         if pid == me:
             continue
@@ -122,9 +128,12 @@ def marked_processes(marker: str, name: str = TRIAL_MARKER) -> list[int]:
             environ = Path(f"/proc/{pid}/environ").read_bytes()
         except OSError:
             continue
-        if needle in environ.split(b"\0") and not is_zombie(pid):
-            found.append(pid)
-    return found
+        for item in environ.split(b"\0"):
+            if item.startswith(prefix):
+                if not is_zombie(pid):
+                    table.setdefault(item[len(prefix):].decode(errors="replace"), []).append(pid)
+                break
+    return table
 
 
 def signal_all(pids: Iterable[int], sig: int) -> None:
