@@ -35,7 +35,9 @@ def interrupted_changes(cfg: RootConfig, record: TrialRecord, paths: Sequence[Pa
             return {**unseen, "job_state": changes.get("job_state", ""),
                     "reason": "finished with a result (its end was not seen: the job was interrupted afterwards)"}
     if changes["failure_kind"] == "cancelled" and free_interruptions(events) < MAX_FREE_INTERRUPTIONS:
-        return {**changes, "attempts": max(0, record.attempts - 1), "reason": f"{NOT_COUNTED}: {changes['reason']}"}
+        why = (changes.get("job_error") or "").split(": ", 1)[-1]  # "...TrialStopped: trial stopped by SIGINT ..."
+        return {**changes, "attempts": max(0, record.attempts - 1),
+                "reason": f"{NOT_COUNTED}" + (f" ({why})" if why else "") + f": {changes['reason']}"}
     return changes
 
 
