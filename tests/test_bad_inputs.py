@@ -203,3 +203,15 @@ def test_analysis_of_a_folder_without_a_ledger_exits_2_and_creates_nothing(in_tm
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "ledger" in err, err
     assert not (folder / "ledger.sqlite").exists()
+
+
+def test_an_unwritable_root_dir_is_refused(in_tmp, capsys):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes through permission bits; a read-only mount is tested in test_storage_failures")
+    locked = in_tmp / "locked"
+    locked.mkdir(mode=0o555)
+    assert main(["+sweep=tiny", "dry_run=true", f"sweep.root_dir={locked}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sweep.root_dir" in err

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from conftest import REPO, run_launcher
+from launcher.run.interruption import NOT_COUNTED
 from proc_table import Sampler, trial_processes
 
 
@@ -32,17 +33,26 @@ def sweep_args(tmp_path: Path, seconds: float) -> list[str]:
             "monitor.poll_interval_s=0.2", "tracking.enabled=false"]
 
 
-def states(work: Path) -> Counter:
+def _query(work: Path, sql: str) -> list[tuple]:
     path = work / "sweeps" / "tiny" / "ledger.sqlite"
     if not path.exists():
-        return Counter()
+        return []
     db = sqlite3.connect(path, timeout=30)
     try:
-        return Counter(row[0] for row in db.execute("SELECT state FROM trials"))
+        return db.execute(sql).fetchall()
     except sqlite3.OperationalError:  # tables not created yet
-        return Counter()
+        return []
     finally:
         db.close()
+
+
+def states(work: Path) -> Counter:
+    return Counter(row[0] for row in _query(work, "SELECT state FROM trials"))
+
+
+def events(work: Path) -> Counter:
+    """How many times trials entered each state, over the whole sweep (all launchers)."""
+    return Counter(row[0] for row in _query(work, "SELECT state FROM events"))
 
 
 def start_launcher(args: list[str], cwd: Path) -> subprocess.Popen:
@@ -51,12 +61,14 @@ def start_launcher(args: list[str], cwd: Path) -> subprocess.Popen:
                             stderr=subprocess.DEVNULL)
 
 
-def kill_when(proc: subprocess.Popen, ready, whole_group: bool, timeout_s: float = 120) -> None:
+def kill_when(proc: subprocess.Popen, ready, how: str, timeout_s: float = 120) -> None:
     deadline = time.time() + timeout_s
     while time.time() < deadline and proc.poll() is None and not ready():
         time.sleep(0.05)
-    if whole_group:  # the launcher and submitit's controllers (what a closed terminal or `kill -9 -PGID` does)
+    if how == "group":  # the launcher and submitit's controllers (what `kill -9 -PGID` does)
         os.killpg(proc.pid, signal.SIGKILL)
+    elif how == "ctrl-c":  # a terminal's Ctrl-C: SIGINT to the launcher and its controllers, which stop the trials
+        os.killpg(proc.pid, signal.SIGINT)
     else:
         os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -64,14 +76,20 @@ def kill_when(proc: subprocess.Popen, ready, whole_group: bool, timeout_s: float
 
 def test_a_killed_launcher_never_doubles_a_trial_and_leaves_nothing_behind(tmp_path):
     args = sweep_args(tmp_path, seconds=3)
-    kill_points = [  # (when, kill the whole process group?)
-        (lambda: states(tmp_path)["submitted"] >= 1, True),  # while submitting / before the trials started
-        (lambda: states(tmp_path)["running"] >= 1, False),   # the launcher alone, trials running
-        (lambda: states(tmp_path)["ok"] >= 1 and states(tmp_path)["running"] >= 1, True),
+    def more(state: str):  # a kill point: this launcher made `state` happen once more
+        before = events(tmp_path)[state]
+        return lambda: events(tmp_path)[state] > before
+
+    kill_points = [  # (when, how): each launcher is killed, then the next one resumes
+        (lambda: more("running"), "ctrl-c"),    # the trials it started are stopped with it (cancelled)
+        (lambda: more("submitted"), "group"),   # in the middle of (re)submitting
+        (lambda: more("running"), "launcher"),  # the launcher alone, its trials running
+        (lambda: more("ok"), "group"),          # after a trial finished, others running
     ]
     with Sampler(tmp_path / "sweeps") as sampler:
-        for ready, whole_group in kill_points:
-            kill_when(start_launcher(args, tmp_path), ready, whole_group)
+        for when, how in kill_points:
+            ready = when()
+            kill_when(start_launcher(args, tmp_path), ready, how)
         final = run_launcher(*args, cwd=tmp_path, timeout_s=300)
     assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
     assert sampler.samples > 20 and sampler.max_copies, "the sampler saw no trial process"
@@ -80,6 +98,9 @@ def test_a_killed_launcher_never_doubles_a_trial_and_leaves_nothing_behind(tmp_p
     db = sqlite3.connect(tmp_path / "sweeps" / "tiny" / "ledger.sqlite")
     rows = db.execute("SELECT state, attempts FROM trials").fetchall()
     db.close()
-    # retry.max_attempts=1: a trial interrupted by the launcher's death keeps its attempt, so all still end ok.
+    # retry.max_attempts=1: a trial interrupted by the launcher's death or cancelled by a Ctrl-C keeps its attempt,
+    # so all still end ok.
     assert [state for state, _ in rows] == ["ok"] * 3, rows
     assert all(attempts == 1 for _, attempts in rows), rows
+    given_back = [d for (d,) in _query(tmp_path, "SELECT detail FROM events") if NOT_COUNTED in d]
+    assert any("SIGINT" in d for d in given_back), given_back  # the Ctrl-C'd trials, cancelled, kept their attempt
