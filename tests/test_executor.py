@@ -178,3 +178,20 @@ def test_attempt_folders_are_never_reused(tmp_path):
     first.mkdir()
     second = attempt_folder(tmp_path, "abc", 1)  # an interrupted attempt keeps its number
     assert first.name == "abc.a1" and second.name == "abc.a1.2"
+
+
+def test_a_local_job_whose_setup_fails_is_a_failure_not_an_interruption(tmp_path):
+    """A setup line that fails ends the job before its keeper starts: the trial's own fault, counted."""
+    from launcher.run.executor import JobRequest
+
+    script = tmp_path / "trial.sh"
+    script.write_text("echo never\n")
+    runner = LocalRunner(ExecutorConfig(timeout_min=1, setup=["exit 3"]), tmp_path / "jobs", gpus=[])
+    job_id, folder = runner.submit([JobRequest("k", script, 1, 1)]).jobs["k"]
+    import time
+
+    deadline = time.time() + 60
+    while (status := runner.poll({job_id: folder})[job_id]).live and time.time() < deadline:
+        time.sleep(0.1)
+    assert (status.state, status.exit_code, status.interrupted) == ("FAILED", 3, False), status
+    assert "executor.setup" in status.error

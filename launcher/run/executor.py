@@ -110,6 +110,7 @@ class LocalRunner:
         self.cfg, self.jobs_dir = cfg, jobs_dir
         self.sbatch_calls = 0
         self._procs: dict = {}  # controller Popen objects of jobs this process started (reaped when polled)
+        self._exits: dict[str, int] = {}  # job id -> exit code of a controller of ours that has ended
         self._folders: dict[str, Path] = {}  # job id -> job folder, from submit and poll (cancel needs it)
         self.gpus = local_gpus() if gpus is None else gpus
         """This machine's GPU ids (empty on a CPU machine, where each rank is a process on the cores)."""
@@ -171,7 +172,7 @@ class LocalRunner:
     def _status(self, job_id: str, folder: Path) -> JobStatus:
         proc = self._procs.get(job_id)
         if proc is not None and proc.poll() is not None:  # reap our own child so it is not left a zombie
-            self._procs.pop(job_id)
+            self._exits[job_id] = self._procs.pop(job_id).returncode
         outcome, text = read_result(folder, job_id)
         keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id))
         if outcome == "success":
@@ -184,8 +185,12 @@ class LocalRunner:
             return _ended(keeper, "")
         leftovers = self._leftovers(keeper.marker if keeper else _marker(folder))
         if keeper is None:  # not started yet (its controller is starting it), or never will be
-            return JobStatus("PENDING") if leftovers else JobStatus(
-                "LOST", error="job process gone before the trial started", interrupted=True)
+            if leftovers:
+                return JobStatus("PENDING")
+            if self._exits.get(job_id, 0) > 0:  # our controller failed by itself (not killed): e.g. a setup line
+                return JobStatus("FAILED", self._exits[job_id], error=f"the job exited with code "
+                                 f"{self._exits[job_id]} before the trial started (check executor.setup)")
+            return JobStatus("LOST", error="job process gone before the trial started", interrupted=True)
         if leftovers:  # the keeper was killed, its orphans live on: follow them until they end
             if keeper.time_limit_s and time.time() > keeper.started_at + keeper.time_limit_s + self.ORPHAN_GRACE_S:
                 reaper.kill_marked(keeper.marker)
