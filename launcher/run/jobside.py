@@ -24,6 +24,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
 from launcher.run import reaper
 
 POLL_S = 0.2
