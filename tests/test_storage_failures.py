@@ -78,9 +78,12 @@ until "$PY" -c "import sqlite3,sys; sys.exit(0 if sqlite3.connect('$DISK/work/sw
   kill -0 $pid 2>/dev/null || break; sleep 0.2; done
 dd if=/dev/zero of="$DISK/filler" bs=64k 2>/dev/null
 wait $pid; echo $? > "$OUT/rc1"
-# 2. room again, but the folder is read-only
+# 2. room again, but the folder is read-only (once the trials of run 1, which go on, have ended: a file open for
+#    writing keeps a remount from succeeding)
 rm -f "$DISK/filler"
-mount -o remount,ro "$DISK"
+until "$PY" -c "import sys; from launcher.run.reaper import marker_table; sys.exit(any(m.startswith('$DISK') for m in marker_table()))"; do
+  sleep 0.2; done
+mount -o remount,ro "$DISK" || exit 91
 run "${ARGS[@]}" 2> "$OUT/err2" > /dev/null; echo $? > "$OUT/rc2"
 # 3. writable again: the same command resumes
 mount -o remount,rw "$DISK"
