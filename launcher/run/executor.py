@@ -170,9 +170,7 @@ class LocalRunner:
         return statuses
 
     def _status(self, job_id: str, folder: Path) -> JobStatus:
-        proc = self._procs.get(job_id)
-        if proc is not None and proc.poll() is not None:  # reap our own child so it is not left a zombie
-            self._exits[job_id] = self._procs.pop(job_id).returncode
+        self._reap(job_id)
         outcome, text = read_result(folder, job_id)
         keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id))
         if outcome == "success":
@@ -187,6 +185,7 @@ class LocalRunner:
         if keeper is None:  # not started yet (its controller is starting it), or never will be
             if leftovers:
                 return JobStatus("PENDING")
+            self._reap(job_id, wait_s=1.0)  # no process carries the marker: our controller has ended (or is ending)
             if self._exits.get(job_id, 0) > 0:  # our controller failed by itself (not killed): e.g. a setup line
                 return JobStatus("FAILED", self._exits[job_id], error=f"the job exited with code "
                                  f"{self._exits[job_id]} before the trial started (check executor.setup)")
@@ -198,6 +197,18 @@ class LocalRunner:
             return JobStatus("RUNNING")
         return JobStatus("LOST", error="the trial's processes are gone without a result (killed from outside)",
                          interrupted=True)
+
+    def _reap(self, job_id: str, wait_s: float = 0.0) -> None:
+        """Collect our own controller once it ended (no zombie left), keeping its exit code."""
+        proc = self._procs.get(job_id)
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=wait_s) if wait_s else proc.poll()
+        except subprocess.TimeoutExpired:
+            return
+        if proc.returncode is not None:
+            self._exits[job_id] = self._procs.pop(job_id).returncode
 
     def _leftovers(self, marker: str) -> list[int]:
         if self._marked is None:
@@ -369,6 +380,18 @@ class SlurmRunner:
             print(f"warning: sacct failed ({self._sacct_failures} poll(s) in a row): "
                   f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep their last "
                   "known state until it answers (is slurmdbd up?)", file=sys.stderr, flush=True)
+
+    def _reap(self, job_id: str, wait_s: float = 0.0) -> None:
+        """Collect our own controller once it ended (no zombie left), keeping its exit code."""
+        proc = self._procs.get(job_id)
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=wait_s) if wait_s else proc.poll()
+        except subprocess.TimeoutExpired:
+            return
+        if proc.returncode is not None:
+            self._exits[job_id] = self._procs.pop(job_id).returncode
 
     def _leftovers(self, marker: str) -> list[int]:
         if self._marked is None:
