@@ -381,23 +381,6 @@ class SlurmRunner:
                   f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep their last "
                   "known state until it answers (is slurmdbd up?)", file=sys.stderr, flush=True)
 
-    def _reap(self, job_id: str, wait_s: float = 0.0) -> None:
-        """Collect our own controller once it ended (no zombie left), keeping its exit code."""
-        proc = self._procs.get(job_id)
-        if proc is None:
-            return
-        try:
-            proc.wait(timeout=wait_s) if wait_s else proc.poll()
-        except subprocess.TimeoutExpired:
-            return
-        if proc.returncode is not None:
-            self._exits[job_id] = self._procs.pop(job_id).returncode
-
-    def _leftovers(self, marker: str) -> list[int]:
-        if self._marked is None:
-            self._marked = reaper.marker_table()
-        return self._marked.get(marker, [])
-
     def stop_unrecorded(self, key: str, attempt: int) -> int:
         """An array submitted by a launcher that died before recording its ids cannot be told from other
         parasweep jobs here (same job name): nothing is stopped; `squeue --me` shows them."""
