@@ -8,6 +8,7 @@ text is rendered by the caller (the launcher's backends) and arrives here as pla
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
@@ -102,7 +103,7 @@ def sbatch_script(spec: SbatchSpec) -> str:
     if spec.exclusive:
         lines.append("#SBATCH --exclusive")
     lines += ["", "set -euo pipefail", *spec.setup]
-    srun = " ".join(["srun", *spec.srun_args, "bash", LAUNCH])
+    srun = shlex.join(["srun", *spec.srun_args, "bash", LAUNCH])  # each argument one word, never shell code
     lines += [f"# One task per node; {LAUNCH} finds its node rank and the rendezvous host from SLURM.", srun, ""]
     return "\n".join(lines)
 

@@ -286,7 +286,7 @@ class Tracker:
             path = Path(path)
             if path.suffix in (".out", ".err") and path.is_file():
                 # Job logs as .log text: the MLflow UI previews .log/.txt files but not .out/.err.
-                self.client.log_text(run_id, path.read_text(errors="replace"), f"logs/{path.name}.log")
+                self.client.log_text(run_id, log_excerpt(path), f"logs/{path.name}.log")
             elif path.is_file():
                 self.client.log_artifact(run_id, str(path))
         if trial["state"] not in ("planned", "submitted", "running"):
@@ -349,6 +349,26 @@ class Tracker:
             params=[Param(k, str(v)) for k, v in (params or {}).items()],
             tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
+
+
+LOG_HEAD_BYTES = 2 * 1024 * 1024
+LOG_TAIL_BYTES = 2 * 1024 * 1024
+
+
+def log_excerpt(path: Path, head_bytes: int = LOG_HEAD_BYTES, tail_bytes: int = LOG_TAIL_BYTES) -> str:
+    """A job log for MLflow: whole when small; else its first and last few MB (start-up and the end, where the
+    result or the failure is) around a line saying what was left out. The full log stays in the sweep folder."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        if size <= head_bytes + tail_bytes:
+            return fh.read().decode(errors="replace")
+        head = fh.read(head_bytes)
+        fh.seek(size - tail_bytes)
+        tail = fh.read(tail_bytes)
+    skipped = size - head_bytes - tail_bytes
+    note = (f"\n[... {skipped:,} bytes of {size:,} left out here: the full log is {path.resolve()} in the sweep "
+            "folder ...]\n")
+    return head.decode(errors="replace") + note + tail.decode(errors="replace")
 
 
 def trial_metrics(trial: dict) -> dict:

@@ -5,6 +5,7 @@ User mistakes exit with code 2 and one message; nothing is submitted before the 
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Sequence
 
@@ -52,6 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if show_cfg:
             print(to_yaml(cfg))
             return 0
+        from launcher.inputs import check_environment
+
+        check_environment(cfg)  # a writable sweep folder; SLURM's commands for executor=slurm
         if cfg.dry_run:
             return _dry_run(cfg)
         from launcher.run.loop import run_sweep
@@ -60,6 +64,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParasweepError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # a full disk or a read-only sweep folder mid-run: one line, not a traceback
+        from launcher.inputs import storage_problem
+
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: the ledger is intact; run the same command again to resume", file=sys.stderr)
         return 130
@@ -69,13 +81,33 @@ def _dry_run(cfg) -> int:
     from pathlib import Path
 
     from launcher.plan.planner import make_plan
+    from launcher.plan.planning_progress import PlanningProgress
     from launcher.plan.table import print_plan, write_plan_csv
 
-    plan = make_plan(cfg)
-    csv_path = Path(cfg.sweep.root_dir) / cfg.sweep.name / "plan.csv"
-    write_plan_csv(plan, csv_path)
+    with PlanningProgress() as progress:  # on stderr, once planning has taken a second
+        plan = make_plan(cfg, progress)
+    with _plan_destination(Path(cfg.sweep.root_dir) / cfg.sweep.name) as csv_path:
+        write_plan_csv(plan, csv_path)
     print_plan(cfg, plan, csv_path)
     return 0
+
+
+@contextlib.contextmanager
+def _plan_destination(folder):
+    """Where a dry run writes its plan: plan.csv under the sweep folder's lock. While a launcher runs the sweep it
+    holds that lock, and its plan.csv describes what it runs: the dry run writes plan.dry-run.csv beside it."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"a launcher is running this sweep: the dry run's plan goes to {folder / 'plan.dry-run.csv'}, "
+                  "its plan.csv is left as it is", file=sys.stderr)
+            yield folder / "plan.dry-run.csv"
+            return
+        yield folder / "plan.csv"
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from launcher import inputs
 from launcher.errors import ConfigError, ParasweepError
 from launcher.paths import GROUPS, check_user_dir, conf_dir, describe, env_config_dirs, group_options
 from launcher.schema import RootConfig, register_configs
@@ -223,7 +224,7 @@ def compose(overrides: Sequence[str], config_dirs: Sequence[str] = ()) -> "objec
     register_configs()
     user_dirs, overrides = resolve_search_path(overrides, config_dirs)
     try:
-        with _hydra(user_dirs):
+        with _file_errors_explained(overrides, user_dirs), _hydra(user_dirs):
             return hydra_compose(config_name="config", overrides=list(overrides))
     except MissingConfigException as exc:
         raise _explain_missing(str(exc), user_dirs) from None
@@ -246,6 +247,24 @@ def compose(overrides: Sequence[str], config_dirs: Sequence[str] = ()) -> "objec
         raise ParasweepError(_first_lines(str(exc))) from None
 
 
+@contextlib.contextmanager
+def _file_errors_explained(overrides: Sequence[str], user_dirs: Sequence[Path] = ()):
+    """YAML syntax errors, tabs, duplicate keys, non-UTF-8 files and unparsable overrides -> one message naming the
+    file and line, or the override (launcher/inputs.py)."""
+    import yaml
+    from hydra.errors import OverrideParseException
+
+    try:
+        yield
+    except yaml.YAMLError as exc:
+        raise inputs.yaml_error(exc) from None
+    except UnicodeDecodeError as exc:
+        found = next((e for e in map(inputs.find_undecodable, [*user_dirs, conf_dir()]) if e is not None), None)
+        raise (found or ParasweepError(f"a config file is not UTF-8 text: {exc}")) from None
+    except OverrideParseException as exc:
+        raise inputs.override_error(str(exc), overrides) from None
+
+
 def _first_lines(text: str, n: int = 3) -> str:
     return " ".join(line.strip() for line in text.strip().splitlines()[:n])
 
@@ -258,6 +277,7 @@ def load_config(overrides: Sequence[str], config_dirs: Sequence[str] = ()) -> Ro
 
     flag_dirs, overrides = split_config_dirs(overrides)
     cfg = compose(overrides, [*flag_dirs, *config_dirs])
+    inputs.check_known_keys(cfg, RootConfig)  # a '+key=value' adds keys the conversion would silently drop
     try:
         obj = OmegaConf.to_object(cfg)
     except ConfigError:
@@ -268,6 +288,7 @@ def load_config(overrides: Sequence[str], config_dirs: Sequence[str] = ()) -> Ro
             raise cause from None
         raise _explain_key(str(exc)) from None
     assert isinstance(obj, RootConfig)
+    inputs.check_values(obj)  # one-line strings, valid dict keys, finite floats
     from launcher.plan.constants import resolve_precision
 
     obj.backend.precision = resolve_precision(obj.backend.precision, obj.cluster)

@@ -195,6 +195,7 @@ def shape_from_config(data: Any, where: str = "config.json") -> HfShape:
     label = first or model_type or "no architectures/model_type"
     if model_type and model_type != label:
         label += f" (model_type {model_type})"
+    label = " ".join(label.split())[:120] or repr(first)  # a name from the file, on one line (messages are one line)
     if not family:
         raise ConfigError(FIELD, where, f"architecture {label} is not supported; supported: {SUPPORTED}; for "
                           "another model write its shape in a model file (DIR/model/NAME.yaml, see conf/model/)")

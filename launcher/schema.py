@@ -21,6 +21,7 @@ BACKENDS = ("torch", "megatron_deepspeed", "megatron_lm")
 EXECUTORS = ("local", "slurm")
 TRANSFORMER_IMPLS = ("transformer_engine", "local")
 MODEL_TOKENIZERS = ("", "gpt2", "sentencepiece", "huggingface")
+MAX_SWEEP_NAME_CHARS = 100
 
 
 def _positive(section: str, name: str, value: float | int | None, fix: str = "use a number > 0") -> None:
@@ -241,6 +242,9 @@ class ExecutorConfig:
         _positive("executor", "timeout_min", self.timeout_min, "use a positive number of minutes")
         if self.max_concurrent < 0:
             raise ConfigError("executor.max_concurrent", self.max_concurrent, "use 0 (automatic) or more")
+        for name in ("signal_delay_s", "cpus_per_task", "mem_gb"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"executor.{name}", getattr(self, name), "use 0 or more")
 
 
 def _validate_grid(self) -> None:
@@ -306,8 +310,11 @@ class PlanConfig:
     (fastest wall-clock to plan.target_tokens; the plan prints wall-clock and GPU-hours for its top rows)."""
     target_tokens: float = 0.0
     """Tokens to train for objective=time_to_target, e.g. 2e12."""
+    max_grid_points: int = 1_000_000
+    """Refuse a grid whose product of dimensions exceeds this (expanding and checking takes ~5 us per point)."""
 
     def __post_init__(self) -> None:
+        _positive("plan", "max_grid_points", self.max_grid_points, "use a positive number of grid points")
         if self.objective not in OBJECTIVES:
             raise ConfigError("plan.objective", self.objective, f"use one of {', '.join(OBJECTIVES)}")
         if self.objective == "time_to_target" and not 0 < self.target_tokens < float("inf"):
@@ -354,6 +361,11 @@ class TrackingConfig:
     """Where people open the MLflow UI (for the printed link, when the URI is not http)."""
     enabled: bool = True
 
+    def __post_init__(self) -> None:
+        # It becomes a clickable link in report.html: only a web address (no javascript:, data:, file: ...).
+        if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", self.ui_url or ""):
+            raise ConfigError("tracking.ui_url", self.ui_url, "use an http:// or https:// address of the MLflow UI")
+
 
 @dataclass
 class SweepRunConfig:
@@ -367,6 +379,9 @@ class SweepRunConfig:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name or ""):
             raise ConfigError("sweep.name", self.name, "use a folder name: letters, digits, '.', '_' or '-'")
+        if len(self.name) > MAX_SWEEP_NAME_CHARS:  # a folder name, plus '.<date>-<time>' when sweep.fresh keeps it
+            raise ConfigError("sweep.name", self.name[:40] + "...", f"is {len(self.name)} characters long: use at "
+                              f"most {MAX_SWEEP_NAME_CHARS}")
 
 
 @dataclass

@@ -104,7 +104,7 @@ def test_local_gpus_are_split_between_concurrent_trials(tmp_path, monkeypatch):
         def update_parameters(self, **params):
             given.append((params["gpus_per_node"], params["visible_gpus"]))
 
-        def submit(self, fn, script):
+        def submit(self, fn, *args):
             class Job:
                 job_id = str(1000 + len(given))
                 _process = None
@@ -161,3 +161,75 @@ def test_a_trial_runs_the_launcher_s_interpreter_unless_told_otherwise(load, tmp
     assert spec_for(load("+sweep=tiny"), lay, tmp_path).program_argv[0] == sys.executable
     assert spec_for(load("+sweep=tiny", "executor=slurm"), lay, tmp_path).program_argv[0] == sys.executable
     assert spec_for(load("+sweep=tiny", "backend.python=python3"), lay, tmp_path).program_argv[0] == "python3"
+
+
+# -- local jobs re-attached through their keeper's identity (launcher/run/reaper.py) ------------------------------
+def _keeper(tmp_path, job_id="500", *, alive=True, stopped=None):
+    import dataclasses
+
+    from launcher.run.reaper import KeeperRecord, keeper_path
+
+    me = KeeperRecord.of_this_process(str(tmp_path), time_limit_s=60)
+    if not alive:  # this very pid, but started at another time: a recycled pid, i.e. the keeper is gone
+        me = dataclasses.replace(me, start_ticks=me.start_ticks + 1)
+    me.stopped = stopped or {}
+    me.write(keeper_path(tmp_path, job_id))
+
+
+def _pickle(tmp_path, job_id, outcome, payload):
+    (tmp_path / f"{job_id}_0_result.pkl").write_bytes(pickle.dumps((outcome, payload)))
+
+
+def test_local_job_is_running_while_its_keeper_lives_even_without_its_controller(tmp_path):
+    _keeper(tmp_path, alive=True)
+    assert LocalRunner(ExecutorConfig(), tmp_path, gpus=[]).poll({"500": tmp_path})["500"].state == "RUNNING"
+
+
+def test_local_job_whose_keeper_vanished_is_interrupted_not_failed(tmp_path):
+    _keeper(tmp_path, alive=False)
+    status = LocalRunner(ExecutorConfig(), tmp_path, gpus=[]).poll({"500": tmp_path})["500"]
+    assert status.state == "LOST" and status.interrupted
+
+
+def test_local_job_outcomes_from_the_keeper_record(tmp_path):
+    runner = LocalRunner(ExecutorConfig(), tmp_path, gpus=[])
+    _keeper(tmp_path, "1", alive=False, stopped={"why": "SIGINT", "exit_code": None})
+    _pickle(tmp_path, "1", "error", "Traceback\nlauncher.run.jobside.TrialStopped: trial stopped by SIGINT (cancelled)")
+    _keeper(tmp_path, "2", alive=False, stopped={"why": "time_limit", "exit_code": None})
+    _pickle(tmp_path, "2", "error", "TrialStopped: the trial reached its time limit of 30 s: this job is timed-out")
+    _keeper(tmp_path, "3", alive=False, stopped={"why": "exit", "exit_code": 1})
+    _pickle(tmp_path, "3", "error", "RuntimeError: trial script x exited with code 1")
+    _keeper(tmp_path, "4", alive=False, stopped={"why": "exit", "exit_code": 0})  # killed before its pickle
+    _keeper(tmp_path, "5", alive=False, stopped={"why": "exit", "exit_code": 7})
+    got = runner.poll({j: tmp_path for j in "12345"})
+    assert (got["1"].state, got["1"].interrupted) == ("CANCELLED", True)
+    assert (got["2"].state, got["2"].interrupted) == ("TIMEOUT", False) and "timed-out" in got["2"].error
+    assert (got["3"].state, got["3"].exit_code, got["3"].interrupted) == ("FAILED", 1, False)
+    assert got["4"].state == "COMPLETED"
+    assert (got["5"].state, got["5"].exit_code) == ("FAILED", 7)
+
+
+def test_attempt_folders_are_never_reused(tmp_path):
+    from launcher.run.executor import attempt_folder
+
+    first = attempt_folder(tmp_path, "abc", 1)
+    first.mkdir()
+    second = attempt_folder(tmp_path, "abc", 1)  # an interrupted attempt keeps its number
+    assert first.name == "abc.a1" and second.name == "abc.a1.2"
+
+
+def test_a_local_job_whose_setup_fails_is_a_failure_not_an_interruption(tmp_path):
+    """A setup line that fails ends the job before its keeper starts: the trial's own fault, counted."""
+    from launcher.run.executor import JobRequest
+
+    script = tmp_path / "trial.sh"
+    script.write_text("echo never\n")
+    runner = LocalRunner(ExecutorConfig(timeout_min=1, setup=["exit 3"]), tmp_path / "jobs", gpus=[])
+    job_id, folder = runner.submit([JobRequest("k", script, 1, 1)]).jobs["k"]
+    import time
+
+    deadline = time.time() + 60
+    while (status := runner.poll({job_id: folder})[job_id]).live and time.time() < deadline:
+        time.sleep(0.1)
+    assert (status.state, status.exit_code, status.interrupted) == ("FAILED", 3, False), status
+    assert "executor.setup" in status.error

@@ -201,3 +201,25 @@ def test_only_store_errors_count_as_mlflow_going_away(load, tmp_path, in_tmp):
         link = TrackingLink(cfg, ledger, folder, Broken(MlflowException("connection refused")), "parent")
         link.sync(ledger.get("a"))
         assert not link.active and not ledger.get("a").synced  # python -m analysis syncs it later
+
+
+def test_a_huge_log_reaches_mlflow_as_its_head_and_tail(tracker, tmp_path):
+    from analysis.tracking import log_excerpt
+
+    log = tmp_path / "5_0_log.out"
+    with log.open("wb") as fh:  # 12 MB: start-up, a long middle, and the result at the very end
+        fh.write(b"starting rank 0\n")
+        fh.write(b"x" * (12 * 1024 * 1024))
+        fh.write(b"\nPARASWEEP_RESULT {}\n")
+    text = log_excerpt(log, head_bytes=1024 * 1024, tail_bytes=1024 * 1024)
+    assert len(text) < 2.2 * 1024 * 1024 and text.startswith("starting rank 0")
+    assert text.rstrip().endswith("PARASWEEP_RESULT {}") and str(log.resolve()) in text
+    small = tmp_path / "6_0_log.out"
+    small.write_text("whole\n")
+    assert log_excerpt(small) == "whole\n"
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    run_id = tracker.sync_trial("s", "u1", parent, trial("c"), {}, [log])
+    stored = tracker.client.download_artifacts(run_id, "logs/5_0_log.out.log", str(tmp_path / "dl"))
+    from pathlib import Path
+
+    assert Path(stored).stat().st_size < 4.2 * 1024 * 1024  # at most the first and last 2 MB (plus a line)

@@ -11,6 +11,7 @@ as literal text. Pure functions: text in, text out.
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 
@@ -110,6 +111,10 @@ fi
 def env_exports(env: dict[str, str]) -> str:
     if not env:
         return ""
+    for name in env:  # a name is written as is (`export NAME=...`): it must be one, not shell code
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(name)):
+            raise ConfigError(f"executor.env[{name!r}]", name, "use an environment variable name (letters, digits, "
+                              "'_'; not starting with a digit)")
     lines = [f"export {name}={quote(value)}" for name, value in sorted(env.items())]
     return "\n".join(lines) + "\n"
 

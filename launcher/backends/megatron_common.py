@@ -7,7 +7,9 @@ flags per backend with the commits they were read from, and the tests check ever
 
 from __future__ import annotations
 
+import functools
 import posixpath
+from pathlib import Path, PurePosixPath
 from importlib import resources
 
 from launcher.errors import ConfigError
@@ -60,6 +62,10 @@ def problems(backend: BackendConfig, model: ModelConfig, *, program: str, tokeni
     if needs_data and not m.data_path:
         out.append(ConfigError("backend.megatron.data_path", m.data_path, f"{program} has no synthetic-data option "
                                "(no --mock-data): set it to a preprocessed dataset prefix (tools/preprocess_data.py)"))
+    missing = missing_checkout(m.path) if m.path and not m.path.startswith(PLACEHOLDER_PREFIX) else ""
+    if missing:
+        out.append(ConfigError("backend.megatron.path", m.path, f"{missing}: set it to the {program} checkout (the "
+                               "folder holding pretrain_gpt.py)"))
     for name in ("path", "data_path", "vocab_file", "merge_file", "tokenizer_model"):
         value = getattr(m, name)
         if value.startswith(PLACEHOLDER_PREFIX):
@@ -92,6 +98,21 @@ def _tokenizer_problems(m: MegatronConfig, kind: str, model: ModelConfig, allowe
     return [ConfigError(f"backend.megatron.{name}", getattr(m, name), f"tokenizer {kind}{source} needs it (or use "
                         "backend.megatron.tokenizer_type=NullTokenizer with synthetic data)")
             for name in needed if not getattr(m, name)]
+
+
+@functools.lru_cache(maxsize=64)
+def missing_checkout(path: str) -> str:
+    """Why the checkout is not there, when the launcher can tell ('' when it is, or when it cannot tell).
+
+    The launcher sees the path's file system when the path's top folder exists here (a login node mounts the
+    cluster's /shared, the local executor runs on this very machine): then a missing checkout is a
+    configuration error found before anything is submitted, not a crash of every trial and its retries. A path
+    on a file system only the compute nodes mount cannot be checked here."""
+    checkout = PurePosixPath(path)
+    if not checkout.is_absolute() or len(checkout.parts) < 2 or Path(checkout).exists():
+        return ""
+    top = Path(*checkout.parts[:2])
+    return f"{path} does not exist (the launcher sees {top})" if top.is_dir() else ""
 
 
 def llama_style(model: ModelConfig) -> bool:

@@ -8,12 +8,12 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
-from launcher.errors import PlanError
+from launcher.errors import ConfigError, PlanError
 from launcher.layout import NAMES, Layout
 from launcher.plan.estimator import Estimate, estimate
-from launcher.plan.grid import expand
+from launcher.plan.grid import expand, grid_factors
 from launcher.plan.rules import Checker, Issue
 from launcher.schema import RootConfig
 from launcher.states import PruneReason
@@ -38,12 +38,19 @@ class PlannedTrial:
         return self.pruned_by is None
 
 
+MAX_PRUNED_KEPT = 1000
+"""Pruned layouts kept per reason (for plan.csv, the ledger and the report); the rest are only counted, so that a
+grid of millions of points is checked in constant memory."""
+PROGRESS_EVERY = 4096
+"""Points between two calls of make_plan's progress callback."""
+
+
 @dataclass
 class Plan:
     trials: list[PlannedTrial]
     """Kept trials, best predicted first."""
     pruned: list[PlannedTrial]
-    """Valid layouts not run (predicted OOM, over the trial budget)."""
+    """Valid layouts not run (predicted OOM, over the trial budget): up to MAX_PRUNED_KEPT per reason."""
     rejected: Counter = field(default_factory=Counter)
     """Constraint code -> number of grid points it rejected (first failing constraint per point)."""
     rejected_examples: dict[str, str] = field(default_factory=dict)
@@ -53,9 +60,12 @@ class Plan:
     job_seconds: float = 0.0
     """Predicted job duration per kept trial, summed (for GPU-hours)."""
     gpu_hours: float = 0.0
+    pruned_total: Counter = field(default_factory=Counter)
+    """Reason code -> every pruned layout, including those not kept in `pruned`."""
 
     def pruned_counts(self) -> Counter:
-        return Counter(str(t.pruned_by) for t in self.pruned)
+        kept = Counter(str(t.pruned_by) for t in self.pruned)
+        return kept | self.pruned_total  # the larger count per reason: the total when it was recorded
 
 
 def trial_context(cfg: RootConfig) -> str:
@@ -125,12 +135,17 @@ def backend_problems(cfg: RootConfig) -> list[str]:
     return [str(p) for p in get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)]
 
 
-def make_plan(cfg: RootConfig) -> Plan:
+def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = None) -> Plan:
+    """Grid -> ranked trials. Streams the grid: every point is checked as it is expanded and only counted when it
+    is rejected or pruned (examples kept per reason); `progress(points done, points in all)` is called every
+    PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before anything is expanded."""
+    total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
     context = trial_context(cfg)
     rejected: Counter = Counter()
     examples: dict[str, str] = {}
     fitting: list[PlannedTrial] = []
-    pruned: list[PlannedTrial] = []
+    pruned = _PrunedSink()
+    smallest: Optional[PlannedTrial] = None  # the predicted OOM that needs least memory (for the error message)
     n_points = 0
     problems = backend_problems(cfg)
     if problems and not cfg.dry_run:
@@ -140,6 +155,8 @@ def make_plan(cfg: RootConfig) -> Plan:
     checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes)
     for layout in expand(cfg.grid, cfg.cluster):
         n_points += 1
+        if progress is not None and n_points % PROGRESS_EVERY == 0:
+            progress(n_points, total)
         verdict = checker.check(layout)
         if not verdict.ok:
             first = verdict.reasons[0]
@@ -155,22 +172,56 @@ def make_plan(cfg: RootConfig) -> Plan:
         elif borderline:
             fitting.append(_replace(trial, selection="borderline"))
         else:
-            pruned.append(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM, pruned_reason=(
+            if smallest is None or est.peak_mem_gb < smallest.estimate.peak_mem_gb:
+                smallest = trial
+            pruned.add(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM, pruned_reason=(
                 f"predicted {est.peak_mem_gb:.1f} GB > {cfg.plan.mem_safety_margin:.0%} of "
                 f"{cfg.cluster.gpu_mem_gb:g} GB")))
-    if n_points and not fitting and not pruned:
+    if progress is not None:
+        progress(n_points, total)
+    if n_points and not fitting and not pruned.counts:
         raise _nothing_left(rejected, examples, n_points)
     if not fitting:
-        best = min(pruned, key=lambda t: t.estimate.peak_mem_gb)
-        raise PlanError(f"every valid configuration ({len(pruned)}) is predicted to run out of memory; the smallest "
-                        f"needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.short()}) of "
+        best = smallest
+        raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
+                        f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.short()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
+    for t in over_budget:
+        pruned.add(t)
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
     notes = problems if cfg.dry_run else []
-    return Plan(trials=kept, pruned=pruned + over_budget, rejected=rejected, rejected_examples=examples,
-                n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours)
+    return Plan(trials=kept, pruned=pruned.kept, rejected=rejected, rejected_examples=examples,
+                n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours, pruned_total=pruned.counts)
+
+
+class _PrunedSink:
+    """Pruned trials: all counted per reason, the first MAX_PRUNED_KEPT per reason kept."""
+
+    def __init__(self) -> None:
+        self.kept: list[PlannedTrial] = []
+        self.counts: Counter = Counter()
+
+    def add(self, trial: PlannedTrial) -> None:
+        code = str(trial.pruned_by)
+        self.counts[code] += 1
+        if self.counts[code] <= MAX_PRUNED_KEPT:
+            self.kept.append(trial)
+
+
+def check_grid_cap(grid, cluster, cap: int) -> int:
+    """The grid's size (product of its dimensions plus the includes); over `cap`, a ConfigError that shows the
+    product and how to narrow it. Nothing is expanded."""
+    factors, total = grid_factors(grid, cluster)
+    if total > cap:
+        product = " x ".join(f"{name} {n}" for name, n in factors if n > 1) or "1"
+        if grid.include:
+            product += f" + {len(grid.include)} included"
+        raise ConfigError("plan.max_grid_points", cap, f"the grid has {product} = {total:,} points, over the cap: "
+                          "narrow it (fewer values per dimension, grid.zip for dimensions that vary together, "
+                          "grid.include for a few extra points) or raise plan.max_grid_points")
+    return total
 
 
 PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "headroom", "step_time_s", "tokens_per_s",

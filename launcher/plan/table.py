@@ -143,8 +143,11 @@ def _per_node_table(cfg: RootConfig, best: list[PlannedTrial]):
 
 
 def pruning_summary(plan: Plan) -> str:
-    lines = [f"grid: {plan.n_points} points -> {sum(plan.rejected.values())} rejected by constraints, "
-             f"{len(plan.pruned)} pruned, {len(plan.trials)} kept"]
+    n_pruned = sum(plan.pruned_counts().values())
+    lines = [f"grid: {plan.n_points:,} points -> {sum(plan.rejected.values()):,} rejected by constraints, "
+             f"{n_pruned:,} pruned, {len(plan.trials):,} kept"]
+    if n_pruned > len(plan.pruned):  # a huge grid: plan.csv holds examples of each reason, not every one
+        lines[0] += f" (plan.csv lists {len(plan.pruned):,} of the pruned)"
     for code, n in plan.rejected.most_common():
         lines.append(f"  rejected {n:>6} x {code}: e.g. {plan.rejected_examples.get(code, '')}")
     for code, n in plan.pruned_counts().most_common():

@@ -2,7 +2,15 @@
 calls of the launcher live here.
 
 Job state is read without submitit's per-job cache so that a restarted launcher can re-attach to jobs it did not
-submit itself: local jobs by their controller pid, SLURM jobs with ONE `sacct` call for all live jobs per poll.
+submit itself: SLURM jobs with ONE `sacct` call for all live jobs per poll; local jobs by their keeper's durable
+identity (launcher/run/reaper.py): every local trial runs under a keeper process in its own session, which
+outlives a launcher killed with its whole process group, kills every process of the trial when the trial ends, and
+writes `<job>_0_keeper.json` (pid + kernel start time) into the job folder. A local job is
+- running while its keeper is alive (or, if the keeper was killed, while processes carrying the trial's marker
+  variable live on: they are followed until they end, and killed at the time limit);
+- finished when submitit's result pickle exists (or the keeper recorded how the trial ended);
+- interrupted (LOST) when none of its processes is left and nothing says how it ended: a launcher resubmits it
+  without charging an attempt.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from launcher.run import reaper
 from launcher.schema import ClusterConfig, ExecutorConfig
 
 LIVE_SLURM_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING"}
@@ -55,6 +64,9 @@ class JobStatus:
     nodes: str = ""
     error: str = ""
     """The job's failure text from submitit's result pickle (the remote traceback's last line)."""
+    interrupted: bool = False
+    """Stopped from outside, not by a failure of its own (its keeper was signalled or vanished): the trial keeps
+    its attempt, and a valid result in its log still counts."""
 
     @property
     def live(self) -> bool:
@@ -108,17 +120,25 @@ def children_stderr_to(path: Path) -> Iterator[None]:
 
 
 class LocalRunner:
-    """Trials as local processes (submitit LocalExecutor): one job per trial, the caller limits concurrency."""
+    """Trials as local processes (submitit LocalExecutor): one job per trial, the caller limits concurrency.
+
+    Each job runs under a keeper (launcher/run/jobside.py) in its own session: it survives a launcher killed with its
+    process group, and a new launcher re-attaches to it through the keeper file in the job folder."""
 
     name = "local"
+    ORPHAN_GRACE_S = 60.0
+    """An orphaned trial (its keeper was killed) is killed this long after its time limit."""
 
     def __init__(self, cfg: ExecutorConfig, jobs_dir: Path, gpus: Optional[list[int]] = None) -> None:
         self.cfg, self.jobs_dir = cfg, jobs_dir
         self.sbatch_calls = 0
         self._procs: dict = {}  # controller Popen objects of jobs this process started (reaped when polled)
+        self._exits: dict[str, int] = {}  # job id -> exit code of a controller of ours that has ended
+        self._folders: dict[str, Path] = {}  # job id -> job folder, from submit and poll (cancel needs it)
         self.gpus = local_gpus() if gpus is None else gpus
         """This machine's GPU ids (empty on a CPU machine, where each rank is a process on the cores)."""
         self._held: dict[str, list[int]] = {}  # job id -> the GPUs it was given
+        self._marked: Optional[dict[str, list[int]]] = None  # marker -> live processes, read once per poll
 
     def concurrency(self, ranks_per_trial: int) -> int:
         if self.cfg.max_concurrent:
@@ -133,6 +153,10 @@ class LocalRunner:
         free = [g for g in self.gpus if g not in busy]
         return free[:n] if len(free) >= n else []
 
+    @property
+    def signal_delay_s(self) -> int:
+        return min(self.cfg.signal_delay_s, 30)
+
     def submit(self, requests: Sequence[JobRequest]) -> Submitted:
         from submitit.local.local import LocalExecutor
 
@@ -140,45 +164,149 @@ class LocalRunner:
 
         done = Submitted()
         for req in requests:
-            # One folder per trial attempt: a local job id is a pid, which the system reuses.
-            folder = self.jobs_dir / f"{req.key}.a{req.attempt}"
+            folder = attempt_folder(self.jobs_dir, req.key, req.attempt)
             devices = self._take_gpus(req.gpus_per_node) if self.gpus else []
             executor = LocalExecutor(folder=str(folder), max_num_timeout=0)
             # gpus_per_node=0 hides every GPU (CUDA_VISIBLE_DEVICES=''): right on a CPU machine only.
             executor.update_parameters(timeout_min=self.cfg.timeout_min, tasks_per_node=1,
-                                       signal_delay_s=min(self.cfg.signal_delay_s, 30), setup=list(self.cfg.setup),
+                                       signal_delay_s=self.signal_delay_s, setup=list(self.cfg.setup),
                                        gpus_per_node=len(devices), visible_gpus=devices)
-            with children_stderr_to(folder / CONTROLLER_ERR):
-                job = executor.submit(run_trial, str(req.script))
+            # The keeper stops the trial when submitit's controller would warn it (USR2): the controller may be
+            # gone with the launcher, the keeper is not.
+            limit_s = max(1.0, self.cfg.timeout_min * 60 - self.signal_delay_s)
+            with _marked_environment(_marker(folder)), children_stderr_to(folder / CONTROLLER_ERR):
+                job = executor.submit(run_trial, str(req.script), limit_s, True)
             done.jobs[req.key] = (str(job.job_id), folder)
             self._procs[str(job.job_id)] = job._process
+            self._folders[str(job.job_id)] = folder
             self._held[str(job.job_id)] = devices
         return done
 
     def poll(self, jobs: dict[str, Path]) -> dict[str, JobStatus]:
         """Status of each job id (-> its folder)."""
-        statuses = {job_id: self._status(job_id, folder) for job_id, folder in jobs.items()}
+        self._folders.update({job_id: Path(folder) for job_id, folder in jobs.items()})
+        self._marked = None  # read /proc at most once per poll, and only if a job needs it
+        statuses = {job_id: self._status(job_id, Path(folder)) for job_id, folder in jobs.items()}
         for job_id, status in statuses.items():
             if not status.live:
                 self._held.pop(job_id, None)  # its GPUs are free again
         return statuses
 
     def _status(self, job_id: str, folder: Path) -> JobStatus:
-        proc = self._procs.get(job_id)
-        if proc is not None and proc.poll() is not None:  # reap our own child so it is not left a zombie
-            self._procs.pop(job_id)
-        alive = _is_submitit_controller(int(job_id))
+        self._reap(job_id)
         outcome, text = read_result(folder, job_id)
+        keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id))
         if outcome == "success":
             return JobStatus("COMPLETED", 0)
         if outcome == "error":
-            return JobStatus("FAILED", exit_code_from_error(text), error=text.strip().splitlines()[-1][:500])
-        if alive:
+            return _ended(keeper, text)
+        if keeper is not None and keeper.alive():
             return JobStatus("RUNNING")
-        return JobStatus("LOST", error="job process gone without a result (killed)")
+        if keeper is not None and keeper.stopped:  # killed between recording its end and writing the pickle
+            return _ended(keeper, "")
+        leftovers = self._leftovers(keeper.marker if keeper else _marker(folder))
+        if keeper is None:  # not started yet (its controller is starting it), or never will be
+            if leftovers:
+                return JobStatus("PENDING")
+            self._reap(job_id, wait_s=1.0)  # no process carries the marker: our controller has ended (or is ending)
+            if self._exits.get(job_id, 0) > 0:  # our controller failed by itself (not killed): e.g. a setup line
+                return JobStatus("FAILED", self._exits[job_id], error=f"the job exited with code "
+                                 f"{self._exits[job_id]} before the trial started (check executor.setup)")
+            return JobStatus("LOST", error="job process gone before the trial started", interrupted=True)
+        if leftovers:  # the keeper was killed, its orphans live on: follow them until they end
+            if keeper.time_limit_s and time.time() > keeper.started_at + keeper.time_limit_s + self.ORPHAN_GRACE_S:
+                reaper.kill_marked(keeper.marker)
+                return JobStatus("TIMEOUT", error="orphaned trial processes ran past the time limit: timed-out")
+            return JobStatus("RUNNING")
+        return JobStatus("LOST", error="the trial's processes are gone without a result (killed from outside)",
+                         interrupted=True)
+
+    def _reap(self, job_id: str, wait_s: float = 0.0) -> None:
+        """Collect our own controller once it ended (no zombie left), keeping its exit code."""
+        proc = self._procs.get(job_id)
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=wait_s) if wait_s else proc.poll()
+        except subprocess.TimeoutExpired:
+            return
+        if proc.returncode is not None:
+            self._exits[job_id] = self._procs.pop(job_id).returncode
+
+    def _leftovers(self, marker: str) -> list[int]:
+        if self._marked is None:
+            self._marked = reaper.marker_table()
+        return self._marked.get(marker, [])
+
+    def stop_unrecorded(self, key: str, attempt: int) -> int:
+        """Kill what a launcher started for this attempt but never recorded (it died in between): found by the
+        marker of the attempt's folders. Returns how many processes were found."""
+        names = (f"{key}.a{attempt}", f"{key}.a{attempt}.")
+        return sum(reaper.kill_marked(_marker(folder)) for folder in self.jobs_dir.glob(f"{key}.a{attempt}*")
+                   if folder.name == names[0] or folder.name.startswith(names[1]))
 
     def cancel(self, job_id: str) -> None:
-        _kill_tree(int(job_id))
+        """Stop a trial: SIGTERM its keeper (which kills and reaps the whole trial), then make sure that no process
+        carrying the trial's marker is left (the keeper may be gone, or not started yet)."""
+        folder = self._folders.get(job_id)
+        if folder is None:
+            return
+        keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id))
+        if keeper is not None and keeper.alive():
+            reaper.signal_all([keeper.pid], signal.SIGTERM)
+            deadline = time.monotonic() + reaper.TERM_GRACE_S + 5
+            while keeper.alive() and time.monotonic() < deadline:
+                time.sleep(0.1)
+        reaper.kill_marked(keeper.marker if keeper else _marker(folder))
+        proc = self._procs.get(job_id)
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+
+def _ended(keeper: Optional[reaper.KeeperRecord], error_text: str) -> JobStatus:
+    """How a local job ended, from submitit's error text and what its keeper recorded."""
+    stopped = keeper.stopped if keeper is not None else {}
+    why = stopped.get("why", "")
+    last = error_text.strip().splitlines()[-1][:500] if error_text.strip() else f"trial ended ({why or 'unknown'})"
+    if why in ("SIGTERM", "SIGINT", "SIGHUP"):  # a cancel, a Ctrl-C, the controller stopping it: not the trial's fault
+        return JobStatus("CANCELLED", error=last, interrupted=True)
+    if why == "time_limit":
+        return JobStatus("TIMEOUT", error=last)
+    if why == "exit" and stopped.get("exit_code") == 0 and not error_text:
+        return JobStatus("COMPLETED", 0)
+    code = exit_code_from_error(error_text)
+    return JobStatus("FAILED", code if code is not None else stopped.get("exit_code"), error=last)
+
+
+def attempt_folder(jobs_dir: Path, key: str, attempt: int) -> Path:
+    """A fresh folder per trial attempt (a local job id is a pid, which the system reuses; an interrupted attempt
+    keeps its number, so its folder may exist already)."""
+    folder = jobs_dir / f"{key}.a{attempt}"
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = jobs_dir / f"{key}.a{attempt}.{n}"
+    return folder
+
+
+def _marker(folder: Path) -> str:
+    """The trial's marker value: its job folder as submitit spells it on the job side (absolute, not resolved)."""
+    return str(Path(folder).expanduser().absolute())
+
+
+@contextlib.contextmanager
+def _marked_environment(marker: str):
+    """submitit's LocalExecutor copies os.environ into the controller: set the marker for that one call."""
+    before = os.environ.get(reaper.TRIAL_MARKER)
+    os.environ[reaper.TRIAL_MARKER] = marker
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(reaper.TRIAL_MARKER, None)
+        else:
+            os.environ[reaper.TRIAL_MARKER] = before
 
 
 class SlurmRunner:
@@ -276,6 +404,11 @@ class SlurmRunner:
                   f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep their last "
                   "known state until it answers (is slurmdbd up?)", file=sys.stderr, flush=True)
 
+    def stop_unrecorded(self, key: str, attempt: int) -> int:
+        """An array submitted by a launcher that died before recording its ids cannot be told from other
+        parasweep jobs here (same job name): nothing is stopped; `squeue --me` shows them."""
+        return 0
+
     def cancel(self, job_id: str) -> None:
         subprocess.run(["scancel", job_id], capture_output=True, check=False)
 
@@ -324,51 +457,3 @@ def make_runner(cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path):
     if cfg.name == "slurm":
         return SlurmRunner(cfg, cluster, jobs_dir)
     return LocalRunner(cfg, jobs_dir)
-
-
-# -- local process helpers -------------------------------------------------------------------------------------
-def _is_submitit_controller(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"submitit" in cmdline
-
-
-def _children(pid: int) -> list[int]:
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid:
-            kids.append(int(entry.name))
-    return kids
-
-
-def _kill_tree(pid: int, grace_s: float = 3.0) -> None:
-    """SIGTERM the job's whole process tree (torchrun and its ranks), then SIGKILL what is left."""
-    tree, frontier = [pid], [pid]
-    while frontier:
-        frontier = [c for p in frontier for c in _children(p)]
-        tree += frontier
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in reversed(tree):
-            try:
-                os.kill(p, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.time() + grace_s
-        while time.time() < deadline and any(Path(f"/proc/{p}").exists() and not _is_zombie(p) for p in tree):
-            time.sleep(0.1)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True

@@ -160,7 +160,7 @@ _RECORD_NAMES = frozenset(f.name for f in _RECORD_FIELDS)
 
 
 class Ledger:
-    """Open (or create) the ledger of one sweep folder."""
+    """Open (or create) the ledger of one sweep folder. `create=False` (python -m analysis): it must exist."""
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
         if not create and not path.is_file():
@@ -180,7 +180,8 @@ class Ledger:
 
     def _open_schema(self) -> None:
         tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if tables and "trials" not in tables:
+        other = sorted(tables - {"meta", "trials", "events", "sqlite_sequence"})
+        if other or (tables and "trials" not in tables):
             raise LedgerError(f"{self.path} is another program's sqlite file (tables: {', '.join(sorted(tables))}): "
                               "move it away, or pick another sweep.name")
         existing = [r["name"] for r in self._db.execute("PRAGMA table_info(trials)")]

@@ -18,7 +18,9 @@ from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
 from launcher.folder import SweepFolder
 from launcher.run.ledger import Ledger, TrialRecord
 from launcher.plan.planner import Plan, make_plan, trial_context
+from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
+from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
 from launcher.run.judge import judge
 from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
@@ -79,8 +81,7 @@ class SweepLoop:
         live = self.ledger.trials((TrialState.SUBMITTED, TrialState.RUNNING))
         unknown = [r for r in live if not r.job_id]  # launcher died between marking and submitting
         for r in unknown:
-            self.ledger.update(r.config_hash, "no job id recorded: submission interrupted", state=TrialState.CANCELLED,
-                               failure_kind="cancelled", reason="submission interrupted")
+            self._forget_unrecorded(r)
         live = [r for r in live if r.job_id]
         statuses = self.runner.poll({r.job_id: Path(r.job_dir) for r in live})
         for r in live:
@@ -107,10 +108,21 @@ class SweepLoop:
         paths = log_paths(Path(r.job_dir), r.job_id)
         changes = judge(self.cfg, r, paths, job_state=status.state, exit_code=status.exit_code,
                         job_error=status.error, nodes=status.nodes, hang_s=hang_s)
+        if status.interrupted:  # stopped from outside: not the trial's failure (launcher/run/interruption.py)
+            changes = interrupted_changes(self.cfg, r, paths, changes, self.ledger.events(r.config_hash))
         self.ledger.update(r.config_hash, f"{changes['failure_kind']}: {changes['reason']}"[:300],
                            finished_at=time.time(), synced=False, **changes)
         self._progress.pop(r.config_hash, None)
         self.tracking.sync(self.ledger.get(r.config_hash))
+
+    def _forget_unrecorded(self, r: TrialRecord) -> None:
+        """A trial marked submitted without a job id: stop whatever the dead launcher may have started for it (a
+        local job outlives its launcher), then let it be resubmitted without charging the attempt."""
+        stop = getattr(self.runner, "stop_unrecorded", None)  # scripted test runners have nothing to stop
+        if stop is not None:
+            stop(r.config_hash, r.attempts)
+        changes = unrecorded_submission_changes(r)
+        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], state=TrialState.CANCELLED, **changes)
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
@@ -211,7 +223,8 @@ def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> N
 
 def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
     t_plan = time.perf_counter()
-    plan = make_plan(cfg)  # raises before anything is created or submitted
+    with PlanningProgress() as progress:  # on stderr, once planning has taken a second
+        plan = make_plan(cfg, progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
     folder = open_folder(cfg)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:

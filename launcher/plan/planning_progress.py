@@ -1,0 +1,62 @@
+"""Progress of expanding and checking a big grid, on stderr, shown only once planning has taken a second.
+
+    with PlanningProgress() as progress:
+        plan = make_plan(cfg, progress)
+
+On a terminal: a transient rich bar (gone when planning ends). Elsewhere (CI logs, pipes): one plain line every
+few seconds. A grid planned in under a second prints nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Optional
+
+SHOW_AFTER_S = 1.0
+PLAIN_EVERY_S = 5.0
+
+
+class PlanningProgress:
+    def __init__(self, show_after_s: float = SHOW_AFTER_S, stream=None) -> None:
+        self.show_after_s = show_after_s
+        self.stream = stream or sys.stderr
+        self._started = time.monotonic()
+        self._bar = None
+        self._task = None
+        self._last_plain = 0.0
+
+    def __enter__(self) -> "PlanningProgress":
+        self._started = time.monotonic()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self._started < self.show_after_s:
+            return
+        if self._terminal():
+            self._rich(done, total)
+        elif now - self._last_plain >= PLAIN_EVERY_S or done >= total:
+            self._last_plain = now
+            print(f"planning: {done:,} of {total:,} grid points checked ({now - self._started:.0f} s)",
+                  file=self.stream, flush=True)
+
+    def _terminal(self) -> bool:
+        isatty: Optional[object] = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty())
+
+    def _rich(self, done: int, total: int) -> None:
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("planning"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                                 console=Console(file=self.stream), transient=True)
+            self._task = self._bar.add_task("grid", total=total)
+            self._bar.start()
+        self._bar.update(self._task, completed=done)
