@@ -64,6 +64,3 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         return None, line  # 'RuntimeError: ...', 'WARNING: ...': a message, not a host name
     return origin, line[match.end():]
 
-
-def strip_prefix(line: str) -> str:
-    return split_prefix(line)[1]

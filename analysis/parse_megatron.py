@@ -406,17 +406,3 @@ def parse_ds_timers(text: str) -> list[dict]:
         out.setdefault(step, row)
     return list(out.values())
 
-
-def parse_timers_ms(text: str, *, source: str | None = None) -> list[dict[str, float]]:
-    """'time (ms) | forward-compute: 58.16 | ...' lines (Megatron timers, DeepSpeed log_dist) -> name -> ms.
-    Fields whose value is not a number are left out."""
-    out = []
-    for _, line in lines_with(text, ("time (ms) |",)):
-        cut = line.find("time (ms) |")
-        row = {}
-        for raw in line[cut + len("time (ms) |"):].split("|"):
-            kv = _split_field(raw)
-            if kv is not None and (value := number(kv[1])) is not None:
-                row[kv[0].strip()] = value
-        out.append(row)
-    return out

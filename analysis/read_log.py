@@ -44,10 +44,6 @@ class LogReading:
     world_size: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
-    @property
-    def has_step_time(self) -> bool:
-        return bool(self.iterations) or (self.final is not None and self.final.step_time_s is not None)
-
 
 def dumped_int(text: str, keys: tuple[str, ...]) -> int | None:
     """The last positive value a `key ..... N` / `key: N` dump line gives one of `keys`; None when none does."""

@@ -132,22 +132,6 @@ def _unknown_key(path: str, key: str, valid: Sequence[str]) -> ConfigError:
 PACKAGE_GLOBAL = "# @package _global_"
 
 
-def check_sweep_file(conf: Path, overrides: Sequence[str]) -> None:
-    """A sweep file merges into the root (it sets sweep:, grid:, plan: ...) only with its package header; without
-    it Hydra nests everything under `sweep.` and reports a confusing unknown key."""
-    for override in overrides:
-        match = re.fullmatch(r"\+sweep=([\w.-]+)", override)
-        if not match:
-            continue
-        path = conf / "sweep" / f"{match.group(1)}.yaml"
-        if not path.is_file():
-            return  # Hydra names the missing sweep and lists the valid ones
-        head = [line.strip() for line in _read_text(path).splitlines()[:20]]
-        if PACKAGE_GLOBAL not in head:
-            raise ConfigError("sweep", match.group(1), f"{path} must start with the line '{PACKAGE_GLOBAL}' (a sweep "
-                              "file sets keys at the top level: sweep:, grid:, plan: ...)")
-
-
 def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")

@@ -1,6 +1,13 @@
 import pickle
 
-from launcher.run.executor import LocalRunner, exit_code_from_error, parse_sacct, read_result
+import pytest
+
+from launcher.run.executor import (
+    LocalRunner,
+    exit_code_from_error,
+    parse_sacct,
+    read_result,
+)
 from launcher.schema import ExecutorConfig
 
 SACCT = """\
@@ -233,3 +240,29 @@ def test_a_local_job_whose_setup_fails_is_a_failure_not_an_interruption(tmp_path
         time.sleep(0.1)
     assert (status.state, status.exit_code, status.interrupted) == ("FAILED", 3, False), status
     assert "executor.setup" in status.error
+
+
+def test_a_refused_sbatch_is_a_submission_error_and_a_bug_is_not(tmp_path, monkeypatch):
+    """sbatch's refusal fails only that array's trials (with sbatch's words); a programming error propagates."""
+    from submitit.core.utils import FailedJobError
+
+    from launcher.run.executor import JobRequest, SlurmRunner
+    from launcher.schema import ClusterConfig
+
+    runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="A100", nodes=2), tmp_path)
+    script = tmp_path / "t.sh"
+    script.write_text("true\n")
+
+    class Refusing:
+        def __init__(self, error):
+            self.error = error
+
+        def map_array(self, *args, **kwargs):
+            raise self.error
+
+    monkeypatch.setattr(runner, "_executor", lambda *a: Refusing(FailedJobError("Invalid partition name specified")))
+    done = runner.submit([JobRequest("a", script, 1, 8)])
+    assert "Invalid partition name specified" in done.refused["a"] and not done.jobs
+    monkeypatch.setattr(runner, "_executor", lambda *a: Refusing(TypeError("a bug")))
+    with pytest.raises(TypeError, match="a bug"):
+        runner.submit([JobRequest("a", script, 1, 8)])

@@ -24,7 +24,7 @@ from analysis.classify import FAILURE_KINDS, classify
 from analysis.logtext import normalize
 from analysis.outcome import trial_outcome
 from analysis.parse_hf import parse_final_metrics
-from analysis.parse_megatron import parse_ds_timers, parse_iterations, parse_memory, parse_timers_ms
+from analysis.parse_megatron import parse_ds_timers, parse_iterations, parse_memory
 from analysis.parse_nemo import parse_progress_bars
 from analysis.read_log import read_log
 from analysis.steady_state import steady_state, usable
@@ -157,7 +157,6 @@ def judge_everything(log: str | bytes, context: dict) -> None:
         assert stats.median_step_time_s > 0
     parse_memory(text, notes=[])
     parse_ds_timers(text)
-    parse_timers_ms(text)
     parse_progress_bars(text, notes=[])
     parse_final_metrics(text)
     read_log(text)

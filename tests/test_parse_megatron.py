@@ -12,7 +12,6 @@ from analysis.parse_megatron import (
     parse_ds_timers,
     parse_iterations,
     parse_memory,
-    parse_timers_ms,
     peak_memory_mb,
 )
 from analysis.steady_state import steady_state
@@ -204,14 +203,6 @@ def test_ds_timers():
     assert rows[1]["curr_samples_per_s"] == pytest.approx(58.75503515561452)
     assert (rows[0]["mem_allocated_gb"], rows[0]["max_mem_allocated_gb"]) == (6.01, 19.52)
     assert all(parse_ds_timers(body(n)) == [] for n in ALL_LOGS if n != "mds_iter_ok_1.log")
-
-
-def test_timers_ms():
-    (row, *_) = parse_timers_ms(body("megatronlm_bert_iter_mem_1.log"))
-    assert (row["forward-compute"], row["batch-generator"], len(row)) == (58.16, 5.24, 15)
-    ds = parse_timers_ms(body("alcf_mds_iter_kv_format_1.log"))
-    assert ds[2] == {"fwd": 25341.72, "bwd": 77707.38, "bwd_inner": 75751.84, "bwd_allreduce": 1955.54,
-                     "step": 2218.38}
 
 
 def _synthetic_log(n_iterations: int) -> str:

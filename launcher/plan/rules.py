@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 from launcher.layout import DIMENSIONS, FACTORS, Layout, dimension
 from launcher.schema import ClusterConfig, ModelConfig
@@ -69,9 +69,6 @@ class Rule:
     """The programs that enforce it (None: every backend)."""
     warning: bool = False
     """A layout that breaks a warning runs, slowly."""
-
-    def applies_to(self, backend: Optional[str]) -> bool:
-        return self.backends is None or backend is None or backend in self.backends
 
 
 def _shown_factors(lay: Layout) -> list[str]:
@@ -335,6 +332,3 @@ def check(model: ModelConfig, cluster: ClusterConfig, layout: Layout, *, backend
     return Checker(model, cluster, backend, allow_tp_across_nodes=allow_tp_across_nodes,
                    enforce_cluster_nodes=enforce_cluster_nodes).check(layout)
 
-
-def codes(issues: Sequence[Issue]) -> list[str]:
-    return [i.code for i in issues]

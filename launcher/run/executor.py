@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 from launcher.run import reaper
+from launcher.errors import SubmissionError
 from launcher.schema import ClusterConfig, ExecutorConfig
 
 LIVE_SLURM_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING"}
@@ -354,11 +355,11 @@ class SlurmRunner:
         for (nodes, gpn, exclude), reqs in groups.items():
             executor = self._executor(nodes, gpn, exclude)
             try:
-                jobs = executor.map_array(run_trial, [str(r.script) for r in reqs])
-            except Exception as exc:  # sbatch refused this array: say what and why
-                why = (f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs on partition "
-                       f"{self.cluster.partition!r}): {str(exc).strip()[:400]}")
-                done.refused.update({r.key: why for r in reqs})
+                jobs = _submitted(lambda: executor.map_array(run_trial, [str(r.script) for r in reqs]),
+                                  f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs on "
+                                  f"partition {self.cluster.partition!r})")
+            except SubmissionError as exc:  # this array only: say what and why, the others still go out
+                done.refused.update({r.key: str(exc) for r in reqs})
                 continue
             self.sbatch_calls += 1
             done.jobs.update({r.key: (str(j.job_id), self.jobs_dir / str(j.job_id)) for r, j in zip(reqs, jobs)})
@@ -411,6 +412,18 @@ class SlurmRunner:
 
     def cancel(self, job_id: str) -> None:
         subprocess.run(["scancel", job_id], capture_output=True, check=False)
+
+
+def _submitted(submit, what: str):
+    """submit(), with what submitit and the system can raise for a refused or failed submission (sbatch's error,
+    a missing command, a reply submitit cannot parse) turned into one SubmissionError naming `what`; anything else
+    is a bug and propagates."""
+    from submitit.core.utils import FailedSubmissionError, UncompletedJobError
+
+    try:
+        return submit()
+    except (UncompletedJobError, FailedSubmissionError, subprocess.SubprocessError, OSError) as exc:
+        raise SubmissionError(f"{what}: {str(exc).strip()[:400]}") from exc
 
 
 def parse_sacct(text: str) -> dict[str, JobStatus]:
