@@ -121,3 +121,14 @@ def test_ctrl_c_ends_with_one_line(tmp_path):
     time.sleep(2)  # anything a dying child still prints would have arrived
     assert proc.returncode == 130
     assert err.strip() == "interrupted: the ledger is intact; run the same command again to resume"
+
+
+def test_every_package_of_the_checkout_ships_in_the_wheel():
+    """pyproject lists the packages by hand (conf/ is mapped in as launcher.conf): a new sub-package must be listed,
+    or a plain `pip install .` lacks it."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(REPO).parts) for top in ("launcher", "analysis")
+             for p in (REPO / top).rglob("__init__.py") if "__pycache__" not in p.parts}
+    assert found <= listed, sorted(found - listed)
