@@ -175,6 +175,13 @@ def _table_rows(page) -> list[dict]:
     return page.evaluate(ROWS_JS)
 
 
+def _layout(row: dict) -> dict:
+    """A trial's layout from its ledger row (one column per layout dimension)."""
+    from launcher.layout import DIMENSIONS
+
+    return {d.name: d.type(row[d.name]) for d in DIMENSIONS}
+
+
 def _number(text: str) -> float | None:
     return float(text) if re.fullmatch(r"-?[\d.]+(e-?\d+)?", text) else None
 
@@ -186,9 +193,9 @@ def test_the_printed_link_shows_every_run_with_its_metrics_best_first_and_the_wi
     work, stdout = sweep
     trials, _ = _ledger(work)
     best = json.loads((work / "sweeps" / "tiny" / "best.json").read_text())
-    ran = [t for t in trials if not (t["state"] == "pruned" and t["reason"].startswith("predicted_oom"))]
-    varying = varying_dimensions(json.loads(t["layout"]) for t in trials)
-    labels = {t["config_hash"]: run_label(json.loads(t["layout"]), varying) for t in ran}
+    ran = [t for t in trials if t["pruned_by"] != "predicted_oom"]
+    varying = varying_dimensions(_layout(t) for t in trials)
+    labels = {t["config_hash"]: run_label(_layout(t), varying) for t in ran}
     page.goto(_runs_url(stdout, mlflow_ui))
     page.get_by_text("sweep tiny", exact=True).wait_for()
     page.locator(".ag-header-cell[col-id='metrics.`tokens_per_s`']").wait_for()  # the view's columns, no clicks
