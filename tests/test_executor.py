@@ -266,3 +266,38 @@ def test_a_refused_sbatch_is_a_submission_error_and_a_bug_is_not(tmp_path, monke
     monkeypatch.setattr(runner, "_executor", lambda *a: Refusing(TypeError("a bug")))
     with pytest.raises(TypeError, match="a bug"):
         runner.submit([JobRequest("a", script, 1, 8)])
+
+
+def test_a_new_attempt_never_starts_beside_what_an_earlier_one_left_running(tmp_path):
+    """A keeper killed in the middle of its clean-up can leave a process of the old attempt behind: submitting the
+    trial again kills it first (by its marker), and leaves other trials' processes alone."""
+    import os
+    import subprocess
+    import time
+
+    from launcher.run import reaper
+    from launcher.run.executor import JobRequest, _marker
+
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+
+    def leftover(folder_name: str) -> subprocess.Popen:
+        (jobs / folder_name).mkdir()
+        return subprocess.Popen(["sleep", "120"], env={**os.environ, reaper.TRIAL_MARKER: _marker(jobs / folder_name)})
+
+    old, other = leftover("k.a1"), leftover("kk.a1")  # an earlier attempt of k; a trial whose hash starts alike
+    try:
+        deadline = time.time() + 10
+        while len(reaper.marker_table()) < 2 and time.time() < deadline:  # until both have exec'd sleep
+            time.sleep(0.05)
+        script = tmp_path / "trial.sh"
+        script.write_text("exit 0\n")
+        runner = LocalRunner(ExecutorConfig(timeout_min=1), jobs, gpus=[])
+        job_id, folder = runner.submit([JobRequest("k", script, 1, 1)]).jobs["k"]
+        assert folder.name == "k.a1.2"
+        assert old.wait(timeout=10) is not None
+        assert other.poll() is None
+    finally:
+        for proc in (old, other):
+            proc.kill()
+            proc.wait()

@@ -124,3 +124,19 @@ def test_marked_processes_find_a_trial_by_its_environment(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_one_empty_scan_of_the_process_table_is_not_believed(monkeypatch):
+    """A scan can miss a double fork in flight (the middle process exits after /proc was listed, its child was
+    created after): kill_descendants looks again before it believes nothing is left."""
+    straggler = subprocess.Popen(["sleep", "120"])
+    scans = iter([[], [straggler.pid]])  # the first scan misses it, the next one finds it
+    monkeypatch.setattr(reaper, "descendants", lambda pid: next(scans, []))
+    monkeypatch.setattr(reaper, "reap_children", dict)  # the test runner's children are not ours to reap
+    try:
+        signalled, _ = reaper.kill_descendants(grace_s=5, poll_s=0.01)
+        assert signalled == 1
+        assert straggler.wait(timeout=5) == -signal.SIGTERM
+    finally:
+        straggler.kill()
+        straggler.wait()

@@ -164,6 +164,7 @@ class LocalRunner:
         from launcher.run.jobside import run_trial
 
         done = Submitted()
+        self._stop_earlier_attempts({req.key for req in requests})
         for req in requests:
             folder = attempt_folder(self.jobs_dir, req.key, req.attempt)
             devices = self._take_gpus(req.gpus_per_node) if self.gpus else []
@@ -205,7 +206,9 @@ class LocalRunner:
             return JobStatus("RUNNING")
         if keeper is not None and keeper.stopped:  # killed between recording its end and writing the pickle
             return _ended(keeper, "")
-        leftovers = self._leftovers(keeper.marker if keeper else _marker(folder))
+        marker = keeper.marker if keeper else _marker(folder)
+        # A second look before believing "gone": one scan can miss a process forked during it (reaper.EMPTY_SCANS).
+        leftovers = bool(self._leftovers(marker)) or not reaper.confirmed_gone(marker)
         if keeper is None:  # not started yet (its controller is starting it), or never will be
             if leftovers:
                 return JobStatus("PENDING")
@@ -238,6 +241,14 @@ class LocalRunner:
         if self._marked is None:
             self._marked = reaper.marker_table()
         return self._marked.get(marker, [])
+
+    def _stop_earlier_attempts(self, keys: set[str]) -> int:
+        """Before a trial starts again, kill whatever an earlier attempt of it left running (one process-table scan
+        for the batch). Its attempt was judged already; a process that outlived it (a keeper killed mid-clean-up)
+        would share the machine with the new attempt and falsify both measurements."""
+        prefixes = tuple(_marker(self.jobs_dir / f"{key}.a") for key in keys)
+        stale = [marker for marker in reaper.marker_table() if marker.startswith(prefixes)]
+        return sum(reaper.kill_marked(marker) for marker in stale)
 
     def stop_unrecorded(self, key: str, attempt: int) -> int:
         """Kill what a launcher started for this attempt but never recorded (it died in between): found by the

@@ -37,6 +37,11 @@ TRIAL_MARKER = "PARASWEEP_TRIAL"
 """Environment variable every process of a trial inherits; its value names the trial's job folder."""
 TERM_GRACE_S = 5.0
 """SIGTERM first (torchrun forwards it to the ranks, which may flush logs), SIGKILL what is left after this."""
+EMPTY_SCANS = 2
+"""Scans of the process table that must find nothing, one poll apart, before "nothing is left" is believed. One
+scan lists /proc and then reads each process: a parent that exits after the listing, having forked a child
+created after it (a double fork's middle process), is missed along with that child. The next scan finds the
+child, re-parented by then."""
 
 
 def _prctl(option: int, value: int) -> None:
@@ -165,16 +170,17 @@ def kill_descendants(grace_s: float = TERM_GRACE_S, poll_s: float = 0.05) -> tup
     signalled: set[int] = set()
     reaped: dict[int, int] = {}
     deadline = time.monotonic() + grace_s
-    while True:
+    empty_scans = 0
+    while empty_scans < EMPTY_SCANS:
         reaped.update(reap_children())
         alive = [p for p in descendants(me) if not is_zombie(p)]
-        if not alive:
-            reaped.update(reap_children())
-            return len(signalled), reaped
+        empty_scans = 0 if alive else empty_scans + 1
         late = time.monotonic() >= deadline
         signal_all([p for p in alive if late or p not in signalled], signal.SIGKILL if late else signal.SIGTERM)
         signalled.update(alive)
         time.sleep(poll_s)
+    reaped.update(reap_children())
+    return len(signalled), reaped
 
 
 def kill_marked(marker: str, grace_s: float = 2.0, poll_s: float = 0.1) -> int:
@@ -183,15 +189,25 @@ def kill_marked(marker: str, grace_s: float = 2.0, poll_s: float = 0.1) -> int:
     found: set[int] = set()
     deadline = time.monotonic() + grace_s
     give_up = deadline + grace_s
-    while time.monotonic() < give_up:
+    empty_scans = 0
+    while empty_scans < EMPTY_SCANS and time.monotonic() < give_up:
         alive = marked_processes(marker)
-        if not alive:
-            break
+        empty_scans = 0 if alive else empty_scans + 1
         late = time.monotonic() >= deadline
         signal_all([p for p in alive if late or p not in found], signal.SIGKILL if late else signal.SIGTERM)
         found.update(alive)
         time.sleep(poll_s)
     return len(found)
+
+
+def confirmed_gone(marker: str, poll_s: float = 0.05) -> bool:
+    """No process carries `marker`, in EMPTY_SCANS scans `poll_s` apart (see EMPTY_SCANS)."""
+    for scan in range(EMPTY_SCANS):
+        if scan:
+            time.sleep(poll_s)
+        if marked_processes(marker):
+            return False
+    return True
 
 
 # -- the keeper's durable identity -----------------------------------------------------------------------------
