@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from launcher.layout import DIMENSIONS, FACTORS, Layout, dimension
 from launcher.schema import ClusterConfig, ModelConfig
@@ -38,6 +38,8 @@ class Issue:
 class Verdict:
     reasons: tuple[Issue, ...]
     warnings: tuple[Issue, ...]
+    hits: tuple = field(default=(), compare=False, repr=False)
+    """(rule index, rule, issue) per issue: how the Checker merges the verdicts of its rule groups in table order."""
 
     @property
     def ok(self) -> bool:
@@ -274,6 +276,23 @@ class _Group:
     cache: dict = field(default_factory=dict)
 
 
+def _groups(rules: Sequence[Rule]) -> list[_Group]:
+    """Rules grouped by the fields they read; a group whose fields are a subset of another's joins the smallest
+    such superset (its verdicts are then cached per the larger key, which a grid holds few values of: a 10^6-point
+    grid has a few thousand per group). Fewer groups, fewer cache look-ups per layout (7 instead of 19 for the
+    70b sweep's rules)."""
+    by_reads: dict[tuple[str, ...], list[tuple[int, Rule]]] = {}
+    for index, rule in enumerate(rules):
+        by_reads.setdefault(tuple(sorted(rule.reads)), []).append((index, rule))
+    hosts: dict[tuple[str, ...], list[tuple[int, Rule]]] = {}
+    for reads in sorted(by_reads, key=len, reverse=True):
+        supersets = [h for h in hosts if set(reads) < set(h)]
+        host = min(supersets, key=len) if supersets else reads
+        hosts.setdefault(host, []).extend(by_reads[reads])
+    return [_Group(reads, sorted(members, key=lambda member: member[0]), operator.attrgetter(*reads) if reads else (lambda lay: ()))
+            for reads, members in hosts.items()]
+
+
 class Checker:
     """Checks layouts against the rules one backend enforces, for one model and cluster (a plan's whole grid)."""
 
@@ -282,35 +301,36 @@ class Checker:
         self.facts = Facts(model, cluster.gpus_per_node, cluster.nodes if enforce_cluster_nodes else 1 << 30,
                            allow_tp_across_nodes)
         self.rules = rules_for(backend)
-        groups: dict[tuple[str, ...], _Group] = {}
-        for index, rule in enumerate(self.rules):
-            reads = tuple(sorted(rule.reads))
-            if reads not in groups:
-                key = operator.attrgetter(*reads) if reads else (lambda lay: ())
-                groups[reads] = _Group(reads, [], key)
-            groups[reads].rules.append((index, rule))
-        self._groups = list(groups.values())
+        self._groups = _groups(self.rules)
+        self._lookups = [(g.key, g.cache.get, g) for g in self._groups]
+        self._positives: dict[tuple, Verdict] = {}
         self._model_sizes_ok = min(model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len,
                                    model.vocab, model.ffn_hidden) >= 1
 
     def check(self, layout: Layout) -> Verdict:
-        if not self._model_sizes_ok or min(_size_getter(layout)) < 1:
-            return Verdict((self._positive(layout),), ())  # the other rules divide by these sizes: stop here
-        found: list[tuple[int, Rule, Issue]] = []
-        for group in self._groups:
-            key = group.key(layout)
-            hits = group.cache.get(key)
-            if hits is None:
-                hits = tuple((i, r, Issue(r.code, r.message(self.facts, layout)))
-                             for i, r in group.rules if r.broken(self.facts, layout))
-                group.cache[key] = hits
-            if hits:
-                found.extend(hits)
-        if not found:
-            return _CLEAN
-        found.sort(key=lambda hit: hit[0])
-        return Verdict(tuple(issue for _, r, issue in found if not r.warning),
-                       tuple(issue for _, r, issue in found if r.warning))
+        sizes = _size_getter(layout)
+        if not self._model_sizes_ok or min(sizes) < 1:  # the other rules divide by these sizes: stop here
+            verdict = self._positives.get(sizes)
+            if verdict is None:
+                verdict = self._positives[sizes] = Verdict((self._positive(layout),), ())
+            return verdict
+        found = []  # the verdict of each group that has one
+        for key_of, cached, group in self._lookups:  # the hot loop of planning: locals only
+            verdict = cached(key_of(layout))
+            if verdict is None:
+                verdict = self._evaluate(group, layout)
+            if verdict is not _CLEAN:
+                found.append(verdict)
+        if len(found) < 2:
+            return found[0] if found else _CLEAN
+        hits = sorted((issue for verdict in found for issue in verdict.hits), key=lambda hit: hit[0])
+        return _verdict(hits)
+
+    def _evaluate(self, group: _Group, layout: Layout) -> Verdict:
+        hits = [(i, r, Issue(r.code, r.message(self.facts, layout)))
+                for i, r in group.rules if r.broken(self.facts, layout)]
+        verdict = group.cache[group.key(layout)] = _verdict(hits) if hits else _CLEAN
+        return verdict
 
     def _positive(self, lay: Layout) -> Issue:
         m = self.facts.model
@@ -321,6 +341,12 @@ class Checker:
 
 
 _CLEAN = Verdict((), ())
+
+
+def _verdict(hits: list[tuple[int, Rule, Issue]]) -> Verdict:
+    """Hits (rule index, rule, issue) in the rules table's order -> rejections and warnings."""
+    return Verdict(tuple(issue for _, r, issue in hits if not r.warning),
+                   tuple(issue for _, r, issue in hits if r.warning), tuple(hits))
 
 
 def check(model: ModelConfig, cluster: ClusterConfig, layout: Layout, *, backend: Optional[str] = None,
