@@ -160,7 +160,7 @@ def test_a_running_trial_known_worse_than_the_best_is_stopped_early_and_kept(loa
             return ("running", [5 * r.predicted["step_time_s"]] * 3)
         return ("ok", r.predicted["step_time_s"], 0.1)
 
-    loop, trials = sweep(load, tmp_path, measure)
+    loop, trials = sweep(load, tmp_path, measure, "plan.early_stop=true")   # the tiny sweep turns it off
     slow = next(r for r in trials.values() if r.layout.short() == "tp2 pp2 dp1 mbs1 gbs8")
     assert slow.state == "stopped_early" and slow.attempts == 1 and loop.runner.cancelled == [slow.config_hash]
     assert slow.metrics["n_measured"] == 3 and slow.metrics["tokens_per_s"] > 0 and "below the best" in slow.reason
@@ -170,7 +170,7 @@ def test_a_running_trial_known_worse_than_the_best_is_stopped_early_and_kept(loa
 
 
 @pytest.mark.parametrize("steps, overrides", [
-    (2, ()),                            # 2 < plan.early_stop_min_iters=3 measured steps: too few to judge
+    (2, ("plan.early_stop=true",)),     # 2 < plan.early_stop_min_iters=3 measured steps: too few to judge
     (3, ("plan.early_stop=false",)),    # switched off
 ])
 def test_a_slow_running_trial_runs_on_with_too_few_steps_or_early_stop_off(load, tmp_path, in_tmp, steps,
@@ -221,7 +221,9 @@ def test_running_step_times_are_the_measured_steps_or_those_after_the_warm_up():
 
 
 def test_stop_early_needs_the_minimum_iterations_and_keeps_the_partial_measurement():
-    assert stop_early([2.0, 2.0], 1000, 1000.0, noise_tolerance=0.02, min_measured_iters=3) is None
-    assert stop_early([1.0, 1.0, 1.0], 1000, 1000.0, noise_tolerance=0.02, min_measured_iters=3) is None
-    stopped = stop_early([2.0, 2.1, 1.9], 1000, 1000.0, noise_tolerance=0.02, min_measured_iters=3)
+    args = dict(noise_tolerance=0.02, min_measured_iters=3, measure_iters=5)
+    assert stop_early([2.0, 2.0], 1000, 1000.0, **args) is None                 # too few steps to judge
+    assert stop_early([1.0, 1.0, 1.0], 1000, 1000.0, **args) is None            # as fast as the best
+    assert stop_early([2.0] * 5, 1000, 1000.0, **args) is None                  # done measuring: let it report
+    stopped = stop_early([2.0, 2.1, 1.9], 1000, 1000.0, **args)
     assert stopped.metrics["tokens_per_s"] == pytest.approx(500.0) and stopped.metrics["n_measured"] == 3

@@ -138,7 +138,8 @@ class SweepLoop:
         stopped = stop_early(running_step_times(read_logs(paths), self.cfg.backend.warmup_iters),
                              r.layout.gbs * self.cfg.model.seq_len, target,
                              noise_tolerance=self.cfg.analysis.noise_tolerance,
-                             min_measured_iters=plan.early_stop_min_iters)
+                             min_measured_iters=plan.early_stop_min_iters,
+                             measure_iters=self.cfg.backend.measure_iters)
         if stopped is None:
             return False
         self.runner.cancel(r.job_id)

@@ -167,8 +167,11 @@ def running_step_times(log_text: str, warmup_iters: int) -> list[float]:
 
 
 def stop_early(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_per_s: Optional[float], *,
-               noise_tolerance: float, min_measured_iters: int) -> Optional[StopEarly]:
-    """scheduler.early_stop, with the partial measurement the ledger keeps for a stopped trial."""
+               noise_tolerance: float, min_measured_iters: int, measure_iters: int) -> Optional[StopEarly]:
+    """scheduler.early_stop, with the partial measurement the ledger keeps for a stopped trial. A trial that has
+    logged all its `measure_iters` is about to report its result (peak memory included): it runs to the end."""
+    if len(step_times_s) >= measure_iters:
+        return None
     why = scheduler.early_stop(step_times_s, tokens_per_step, best_tokens_per_s, noise_tolerance=noise_tolerance,
                                min_measured_iters=min_measured_iters)
     if why is None:
