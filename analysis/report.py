@@ -32,6 +32,8 @@ PLOT_CAPTIONS = {
     "pareto_front": "Throughput against memory: the front holds the trials no other beats on both.",
     "trial_times": "When each trial ran and how long it took (last attempt), by state.",
     "search_progress": "Best measured tokens/s so far against the GPU-hours spent, in the order the trials ran.",
+    "network_probe": "The network probe's bus bandwidth per message size (dashed: the cluster preset's datasheet "
+                     "figures it replaced).",
     "calibration": "The estimator's constants fitted to the measured trials, as multipliers of their a-priori "
                    "values (grey: not constrained by the data).",
 }
@@ -155,6 +157,7 @@ class ReportInput:
     export_files: dict = field(default_factory=dict)     # name -> text
     links: dict = field(default_factory=dict)            # label -> URL (MLflow runs)
     calibration: Optional[dict] = None                   # launcher.plan.calibrate.Calibration.to_json()
+    network: str = ""                                    # what the network probe measured ('' without one)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]], text_cols: Sequence[int] = (),
@@ -277,7 +280,8 @@ def _search(data: ReportInput) -> str:
                for t in stopped_early(data.trials)]
     skips = [[t["config_hash"], f"{label(t)} gbs{t['layout']['gbs']}", t.get("pruned_by", ""), t.get("reason", "")]
              for t in skipped(data.trials)]
-    return ("<h3>Trials in the order they ran</h3>" + order
+    network = f"<h3>Network probe</h3><p>{e(data.network)}</p>" if data.network else ""
+    return ("<h3>Trials in the order they ran</h3>" + order + network
             + f"<h3>Calibration</h3>{_calibration(data.calibration)}"
             + f"<h3>Stopped early ({len(stopped)})</h3>"
             + (_table(["trial", "layout", "partial tokens/s", "why"], stopped, text_cols=(0, 1, 3)) if stopped

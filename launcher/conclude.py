@@ -49,6 +49,8 @@ class Conclusion:
     runs_url: Optional[str] = None
     calibration: Optional[dict] = None
     """The sweep's calibration (Calibration.to_json()), None when nothing was measured."""
+    network: Optional[dict] = None
+    """The network probe the estimator used (launcher.netbench JSON), None without one."""
 
 
 def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink, *, summary: dict,
@@ -203,8 +205,10 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
 
     done.plots = write_plots(trials, cfg.cluster.gpu_mem_gb, folder.plots,
                              done.ranked[0]["config_hash"] if done.ranked else "")
-    done.calibration = sweep_calibration(cfg, folder, ledger)
-    done.plots += _search_plots(folder, trials, done.calibration)
+    measured_cfg, constants, probe = estimator_inputs(cfg, folder)
+    done.network = probe.to_json() if probe is not None else None
+    done.calibration = sweep_calibration(measured_cfg, folder, ledger, constants)
+    done.plots += _search_plots(cfg, folder, trials, done.calibration, done.network)
     if done.ranked:
         try:
             done.export = _export(cfg, folder, done.ranked[0], train_iters)
@@ -216,16 +220,27 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
     data = ReportInput(cfg.sweep.name, summary, done.ranked, trials, done.plots, done.explanation,
                        done.recommendations, failure_groups(trials, lambda p: read_tail(resolve(p))),
                        {name: path.read_text() for name, path in done.export.items()},
-                       {"MLflow runs": runs_url} if runs_url else {}, done.calibration)
+                       {"MLflow runs": runs_url} if runs_url else {}, done.calibration,
+                       _network_line(cfg, done.network))
     done.report = write_report(folder.report, data)
 
 
-def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger) -> Optional[dict]:
+def estimator_inputs(cfg: RootConfig, folder: SweepFolder):
+    """(config, constants, probe) the sweep's estimator used: with plan.network_probe, the probe saved in the
+    folder applied to the preset's bandwidths (launcher.run.network), as the loop did."""
+    from launcher.run import network
+
+    probe = network.folder_probe(folder, cfg.cluster.name) if network.probe_enabled(cfg) else None
+    measured, constants = network.with_network(cfg, probe)
+    return measured, constants, probe
+
+
+def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, constants=None) -> Optional[dict]:
     """The calibration of the sweep's measured trials, recomputed from the ledger (a pure function of them, as
     the loop computes it) and written to calibration.json; None when no trial was measured."""
     from launcher.run.search import Search
 
-    search = Search(cfg)
+    search = Search(cfg, constants)
     records = ledger.trials()
     if not search.observations(records):
         return None
@@ -235,7 +250,8 @@ def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger) -> O
     return data
 
 
-def _search_plots(folder: SweepFolder, trials: list[dict], calibration: Optional[dict]) -> list[Path]:
+def _search_plots(cfg: RootConfig, folder: SweepFolder, trials: list[dict], calibration: Optional[dict],
+                  network: Optional[dict]) -> list[Path]:
     from analysis.plots import write_search_plots
     from analysis.search import progress_points
 
@@ -243,8 +259,25 @@ def _search_plots(folder: SweepFolder, trials: list[dict], calibration: Optional
     fitted = ({name: (value, calibration["parameter_sd"].get(name, 0.0))
                for name, value in calibration["parameters"].items()} if calibration else None)
     measured = any(speed for _, speed in points)  # nothing ok: no curve to draw
+    datasheet = {"intra_node": cfg.cluster.intra_node_gbytes_per_s, "inter_node": cfg.cluster.inter_node_gbytes_per_s}
     return write_search_plots(folder.plots, {"this sweep": points} if measured else None,
-                              calibration=fitted, supported=(calibration or {}).get("supported", ()))
+                              calibration=fitted, supported=(calibration or {}).get("supported", ()),
+                              network=network["measurements"] if network else None, datasheet_gbytes_per_s=datasheet)
+
+
+def _network_line(cfg: RootConfig, network: Optional[dict]) -> str:
+    if not network:
+        return ""
+    p = network["summary"]
+
+    def gb(key: str) -> str:
+        value = p.get(f"{key}_gbytes_per_s")
+        sheet = getattr(cfg.cluster, f"{key}_gbytes_per_s")
+        return f"not measured (datasheet {sheet:g})" if value is None else f"{value:.3g} (datasheet {sheet:g})"
+
+    latency = f", latency {p['latency_s'] * 1e6:.0f} us" if p.get("latency_s") else ""
+    return (f"{p.get('source', 'netbench')}: all-reduce bus bandwidth GB/s per GPU intra-node {gb('intra_node')}, "
+            f"inter-node {gb('inter_node')}{latency}; the estimator used the measured figures")
 
 
 def _export(cfg: RootConfig, folder: SweepFolder, best: dict, train_iters: int) -> dict[str, Path]:
@@ -295,5 +328,9 @@ def _record_in_mlflow(folder: SweepFolder, tracking: TrackingLink, done: Conclus
                **summary_metrics([asdict(r) for r in records], done.calibration)}
     if done.ranked:
         summary["best_tokens_per_s"] = done.ranked[0]["metrics"].get("tokens_per_s", 0.0)
+    if done.network:
+        summary.update({f"network_{k}": v for k, v in done.network["summary"].items()
+                        if k.endswith("_gbytes_per_s") or k == "latency_s"})
+    probes = sorted(folder.root.glob("netbench-*.json"))
     return tracking.finish(done.best, summary, [p for p in (folder.plan_csv, folder.best, folder.config,
-                                                            folder.calibration) if p.exists()])
+                                                            folder.calibration, *probes) if p.exists()])

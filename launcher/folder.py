@@ -9,6 +9,7 @@
       trials/<hash>/    each trial's launch.sh, side files (ds_config.json) and trial.json
       jobs/             submitit's job folders and the task logs
       calibration.json  the estimator's constants fitted to the measured trials (launcher.run.search)
+      netbench-<cluster>-<nodes>n.json, netbench/    the network probe's result and job (launcher.run.network)
       best.json         the winner and its exact command
       plots/, report.html, export/    the end-of-sweep outputs (launcher.conclude)
 """

@@ -319,6 +319,11 @@ class PlanConfig:
     early_stop_min_iters: int = 3
     """Measured (post-warm-up) iterations a running trial must have logged before it may be stopped early; with
     backend.measure_iters at or under it no trial is stopped early."""
+    network_probe: Optional[bool] = None
+    """Measure the network before the trials (python -m launcher.netbench as one job, as many nodes as the largest
+    trial and at least 2 when the cluster has them) and plan with the measured bus bandwidths instead of the
+    cluster preset's (launcher.run.network). null (default): on the SLURM executor yes, on the local one no. The
+    result is reused on resume and by later sweeps of the same cluster and node count, unless sweep.fresh."""
     stop_when_converged: bool = False
     """End the sweep when the calibrated model gives no unrun trial a real chance (launcher.run.scheduler's
     stop_rule) to beat the best by more than analysis.noise_tolerance: the remaining planned trials are pruned as

@@ -92,6 +92,7 @@ OTHER = [
     ("early stop after 1 iteration", [*DRY, "plan.early_stop_min_iters=1"], "plan.early_stop_min_iters"),
     ("early stop text", [*DRY, "plan.early_stop=sometimes"], "plan.early_stop"),
     ("stop rule text", [*DRY, "plan.stop_when_converged=maybe"], "plan.stop_when_converged"),
+    ("network probe text", [*DRY, "plan.network_probe=sometimes"], "plan.network_probe"),
     ("recompute", [*DRY, "grid.recompute=[sometimes]"], "grid.recompute"),
     ("poll interval text", [*DRY, "monitor.poll_interval_s=fast"], "monitor.poll_interval_s"),
     ("unknown model", [*DRY, "model=gpt-5"], "model"),

@@ -143,8 +143,9 @@ def test_the_search_section_shows_run_order_calibration_early_stops_and_skips(tm
                    "parameters": {"compute": 0.8, "network": 1.0}, "parameter_sd": {"compute": 0.1, "network": 0.7},
                    "supported": ["compute"]}
     page = _report(tmp_path, trials=[best, slow, skip], failures=failure_groups([slow], lambda p: None),
-                   calibration=calibration)
+                   calibration=calibration, network="netbench gloo on local-cpu: intra-node 2.1 (datasheet 5)")
     section = re.search(r'<section id="search">(.*?)</section>', page, re.S).group(1)
+    assert "Network probe" in section and "intra-node 2.1 (datasheet 5)" in section
     assert section.index("best0001") < section.index("slow0002")                    # in the order they ran
     assert "<td>950</td>" in section and "<td>-5%</td>" in section                  # calibrated before it ran
     assert "<td>1</td>" in section and "x0.8" in section and "median |error| 4.0%" in section

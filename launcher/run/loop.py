@@ -18,6 +18,7 @@ from launcher.errors import ConfigError
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
 from launcher.folder import SweepFolder
 from launcher.run.ledger import Ledger, TrialRecord
+from launcher.plan.constants import Constants
 from launcher.plan.planner import Plan, make_plan, trial_context
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
@@ -53,7 +54,7 @@ def _records(plan: Plan) -> list[TrialRecord]:
 
 class SweepLoop:
     def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink,
-                 allowed: set[str]) -> None:
+                 allowed: set[str], constants: Optional[Constants] = None) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
         self.allowed = allowed
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
@@ -62,7 +63,7 @@ class SweepLoop:
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
-        self.search = Search(cfg)
+        self.search = Search(cfg, constants)
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
 
@@ -287,6 +288,34 @@ def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
     return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
+def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan) -> tuple[RootConfig, Constants, Plan]:
+    """plan.network_probe: the saved probe or a new one (one job, launcher.run.network), then the plan again with
+    the measured bandwidths; without a probe, everything as it was."""
+    from launcher.run import network
+
+    if not network.probe_enabled(cfg):
+        return cfg, network.with_network(cfg, None)[1], plan
+    nodes = network.probe_nodes(cfg, max(t.layout.nodes for t in plan.trials))
+    probe = network.saved_probe(cfg, folder, nodes)
+    if probe is None:
+        print(f"network probe: {nodes} node(s) of {cfg.cluster.name} (python -m launcher.netbench) ...", flush=True)
+        runner = make_runner(cfg.executor, cfg.cluster, folder.jobs)
+        probe = network.run_probe(cfg, folder, runner, nodes, cfg.monitor.poll_interval_s,
+                                  cfg.executor.timeout_min * 60)
+    if probe is None:
+        return cfg, network.with_network(cfg, None)[1], plan
+    p = probe.profile()
+    print(f"network measured ({p.source}): intra-node {_gb(p.intra_node_gbytes_per_s)}, inter-node "
+          f"{_gb(p.inter_node_gbytes_per_s)} (datasheet {cfg.cluster.intra_node_gbytes_per_s:g}, "
+          f"{cfg.cluster.inter_node_gbytes_per_s:g} GB/s)")
+    measured, constants = network.with_network(cfg, probe)
+    return measured, constants, make_plan(measured, constants=constants)
+
+
+def _gb(value: Optional[float]) -> str:
+    return "not measured" if value is None else f"{value:.3g} GB/s"
+
+
 def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan, overrides: Sequence[str]) -> None:
     folder.config.write_text(to_yaml(cfg))
     folder.write_command(["python", "-m", "launcher", *overrides])
@@ -313,6 +342,9 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
     folder = open_folder(cfg)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)
+        # The loop plans with the measured network; config.yaml keeps the preset's numbers (python -m analysis
+        # applies the saved probe to them again, launcher.conclude.estimator_inputs).
+        measured, constants, plan = _measure_network(cfg, folder, plan)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
         resumed = len(ledger.trials()) - new
@@ -324,7 +356,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
         if stale:
             print(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
         tracking = TrackingLink.open(cfg, ledger, folder)
-        loop = SweepLoop(cfg, folder, ledger, tracking, allowed)
+        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants)
         started = time.time()
         loop.run()
         extra = _repeats(cfg, ledger) if cfg.analysis.repeats > 1 else []

@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 
 from launcher.plan.calibrate import (Calibration, FeatureTable, Observation, TrialFeatures, calibrate,
                                      trial_features, uncalibrated)
-from launcher.plan.constants import constants_for
+from launcher.plan.constants import Constants, constants_for
 from launcher.run import scheduler
 from launcher.run.ledger import TrialRecord
 from launcher.run.scheduler import Outcome, Planned
@@ -54,9 +54,10 @@ class StopEarly:
 class Search:
     """The sweep's current calibration and the features it predicts from (computed once per trial)."""
 
-    def __init__(self, cfg: RootConfig) -> None:
+    def __init__(self, cfg: RootConfig, prior: Optional[Constants] = None) -> None:
         self.cfg = cfg
-        self.prior = constants_for(cfg.backend.name)
+        self.prior = prior or constants_for(cfg.backend.name)
+        """The a-priori constants (the backend's, with a measured network when probed)."""
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
         self._fitted_on: Optional[tuple] = None
