@@ -179,6 +179,8 @@ class SweepLoop:
                 self._prune(key, PruneReason.CALIBRATED_OOM, why)
 
     def _converge(self, records: Sequence[TrialRecord]) -> None:
+        # Planned trials of an earlier plan never run here: they must not keep the search going.
+        records = [r for r in records if r.state is not TrialState.PLANNED or r.config_hash in self.allowed]
         decision = self.search.converged(records)
         if not decision.stop or not decision.skipped:
             return
