@@ -182,14 +182,14 @@ class SweepLoop:
         # Planned trials of an earlier plan never run here: they must not keep the search going.
         records = [r for r in records if r.state is not TrialState.PLANNED or r.config_hash in self.allowed]
         decision = self.search.converged(records)
-        if not decision.stop or not decision.skipped:
+        planned = {r.config_hash for r in records if r.state is TrialState.PLANNED}
+        skipped = [(key, why) for key, why in decision.skipped if key in planned]  # live trials run to their end
+        if not decision.stop or not skipped:
             return
         self.stop_decision = decision.reason
-        self.progress.log(f"stop rule: {decision.reason}")
-        planned = {r.config_hash for r in records if r.state is TrialState.PLANNED}
-        for key, why in decision.skipped:
-            if key in planned and key in self.allowed:
-                self._prune(key, PruneReason.CONVERGED, f"{why} ({decision.reason})")
+        self.progress.log(f"stop rule: {decision.reason}; {len(skipped)} planned trials skipped")
+        for key, why in skipped:
+            self._prune(key, PruneReason.CONVERGED, f"{why} ({decision.reason})")
 
     def _prune(self, key: str, reason: PruneReason, why: str) -> None:
         self.ledger.update(key, f"pruned: {reason}", state=TrialState.PRUNED, pruned_by=reason, reason=why[:500])
