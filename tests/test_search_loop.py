@@ -209,6 +209,12 @@ def test_the_stop_rule_is_off_by_default(load, tmp_path, in_tmp):
     assert loop.stop_decision is None and len(loop.runner.submitted) == len(trials)
 
 
+def test_the_per_gpu_objective_orders_by_throughput_per_gpu(load, tmp_path, in_tmp):
+    loop, trials = sweep(load, tmp_path, slower(), "plan.objective=tokens_per_s_per_gpu")
+    first = trials[loop.runner.submitted[0]]
+    assert first.layout.short() == "tp1 pp1 dp2 mbs4 gbs8"     # 2 ranks: the best predicted per GPU, not overall
+
+
 # -- pure helpers --------------------------------------------------------------------------------------------------
 def test_running_step_times_are_the_measured_steps_or_those_after_the_warm_up():
     labelled = ("[parasweep] iteration 1/5 | phase warmup | step time (ms): 900.0 | lm loss: 1.0\n"

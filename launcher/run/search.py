@@ -39,10 +39,24 @@ def estimated(r: TrialRecord) -> bool:
     return bool(r.predicted.get("step_time_s")) and not r.repeat_of and r.state is not TrialState.PRUNED
 
 
-def outcomes(records: Sequence[TrialRecord]) -> list[Outcome]:
-    """The finished trials of the search, as the scheduler reads them (tokens/s only when measured)."""
-    return [Outcome(r.config_hash, str(r.state), r.metrics.get("tokens_per_s") if r.state in MEASURED else None)
-            for r in records if estimated(r) and r.state.finished]
+def objective_share(r: TrialRecord, objective: str) -> float:
+    """What one token/s of this trial is worth under plan.objective: the scheduler compares tokens/s, so for the
+    per-GPU objective every throughput it sees is divided by the trial's GPUs (analysis.select.objective_value)."""
+    from analysis.select import objective_value
+
+    return objective_value(1.0, r.layout.gpus, objective)
+
+
+def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
+    """The finished trials of the search, as the scheduler reads them (throughput only when measured, in the
+    objective's units)."""
+    out = []
+    for r in records:
+        if not estimated(r) or not r.state.finished:
+            continue
+        speed = r.metrics.get("tokens_per_s") if r.state in MEASURED else None
+        out.append(Outcome(r.config_hash, str(r.state), speed * objective_share(r, objective) if speed else None))
+    return out
 
 
 @dataclass(frozen=True)
@@ -111,16 +125,17 @@ class Search:
         return out
 
     def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
-        capacity_gb, seq_len = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len
-        return [Planned(r.config_hash, r.layout.to_dict(), r.layout.gbs * seq_len, p["step_time_s"], p["step_sd"],
-                        p["peak_mem_gb"], p["mem_sd"], capacity_gb)
+        capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
+        return [Planned(r.config_hash, r.layout.to_dict(), r.layout.gbs * seq_len * objective_share(r, objective),
+                        p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb)
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
     # -- decisions ----------------------------------------------------------------------------------------------
     def order(self, records: Sequence[TrialRecord]) -> list[scheduler.Pick]:
         """Every unrun trial of the search, the one to run next first."""
         planned = self.planned(records, self.predictions(records))
-        return scheduler.order(planned, outcomes(records), calibrated=self.calibration.applied,
+        finished = outcomes(records, self.cfg.plan.objective)
+        return scheduler.order(planned, finished, calibrated=self.calibration.applied,
                                noise_tolerance=self.cfg.analysis.noise_tolerance)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:
@@ -128,7 +143,8 @@ class Search:
         does): a fit that has never predicted anything out of sample may be confidently wrong."""
         cal = self.calibration
         planned = self.planned(records, self.predictions(records))
-        return scheduler.stop_rule(planned, outcomes(records), calibrated=cal.applied and cal.n_holdout > 0,
+        finished = outcomes(records, self.cfg.plan.objective)
+        return scheduler.stop_rule(planned, finished, calibrated=cal.applied and cal.n_holdout > 0,
                                    noise_tolerance=self.cfg.analysis.noise_tolerance)
 
 
