@@ -102,8 +102,10 @@ def test_the_best_predicted_trial_that_fits_runs_first_then_one_that_spans_the_g
     assert len(submitted) == len(trials)
 
 
-def test_the_calibration_applies_after_three_measured_trials_and_re_predicts_the_queue(load, tmp_path, in_tmp):
+def test_the_calibration_applies_after_three_measured_trials_and_re_predicts_the_queue(load, tmp_path, in_tmp,
+                                                                                      capsys):
     loop, trials = sweep(load, tmp_path, slower(2.0))
+    assert capsys.readouterr().out.count("calibration applied: fitted on 3 measured trials") == 1
     cal = json.loads(loop.folder.calibration.read_text())
     assert cal["applied"] and cal["n_trials"] == len(trials)
     order = [trials[k] for k in loop.runner.submitted]

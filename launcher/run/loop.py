@@ -158,9 +158,12 @@ class SweepLoop:
         those the calibrated memory model rules out; with plan.stop_when_converged, end the search when the
         stop rule says so. Pure decisions (launcher.run.search) recorded here."""
         records = self.ledger.trials()
+        was_applied = self.search.calibration.applied
         if not self.search.refit(records):
             return
         cal = self.search.calibration
+        if cal.applied and not was_applied:
+            self.progress.log(f"calibration applied: {cal.note}; the planned trials are re-predicted and re-ordered")
         self.folder.write_atomic(self.folder.calibration, json.dumps(cal.to_json(), indent=2, sort_keys=True))
         if cal.applied:
             self._recalibrate(records)
