@@ -266,7 +266,7 @@ def draw_pareto(trials: Sequence[dict], best_hash: str = ""):
 
 
 STATE_COLORS = {"ok": "tab:green", "oom": "tab:red", "timeout": "tab:orange", "hang": "tab:purple",
-                "cancelled": "0.5", "failed": "tab:brown"}
+                "cancelled": "0.5", "failed": "tab:brown", "stopped_early": "tab:olive"}
 
 
 def draw_timeline(trials: Sequence[dict]):

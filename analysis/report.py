@@ -31,6 +31,11 @@ PLOT_CAPTIONS = {
     "predicted_vs_measured": "The estimator against the measurement; labels: predicted / measured - 1.",
     "pareto_front": "Throughput against memory: the front holds the trials no other beats on both.",
     "trial_times": "When each trial ran and how long it took (last attempt), by state.",
+    "search_progress": "Best measured tokens/s so far against the GPU-hours spent, in the order the trials ran.",
+    "network_probe": "The network probe's bus bandwidth per message size (dashed: the cluster preset's datasheet "
+                     "figures it replaced).",
+    "calibration": "The estimator's constants fitted to the measured trials, as multipliers of their a-priori "
+                   "values (grey: not constrained by the data).",
 }
 STYLE = """
 body { font-family: sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }
@@ -110,7 +115,7 @@ def failure_groups(trials: Sequence[dict], read_log: Callable[[str], Optional[st
     """Finished trials that are not ok, grouped by failure kind (largest group first)."""
     groups: dict[str, list] = {}
     for t in trials:
-        if t.get("state") in ("ok", *NOT_RUN):
+        if t.get("state") in ("ok", "stopped_early", *NOT_RUN):  # stopped early: known worse, not a failure
             continue
         kind = t.get("failure_kind") or t["state"]
         groups.setdefault(kind, []).append((t, best_excerpt(t, read_log)))
@@ -151,6 +156,8 @@ class ReportInput:
     failures: list = field(default_factory=list)         # FailureGroup
     export_files: dict = field(default_factory=dict)     # name -> text
     links: dict = field(default_factory=dict)            # label -> URL (MLflow runs)
+    calibration: Optional[dict] = None                   # launcher.plan.calibrate.Calibration.to_json()
+    network: str = ""                                    # what the network probe measured ('' without one)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]], text_cols: Sequence[int] = (),
@@ -229,9 +236,59 @@ def _failures(groups: Sequence[FailureGroup]) -> str:
 
 
 def _pruned(trials: Sequence[dict]) -> str:
-    rows = [[t["config_hash"], f"{label(t)} gbs{t['layout']['gbs']}", t.get("reason", "")]
+    rows = [[t["config_hash"], f"{label(t)} gbs{t['layout']['gbs']}", t.get("pruned_by", ""), t.get("reason", "")]
             for t in trials if t.get("state") == "pruned"]
-    return _table(["trial", "layout", "reason"], rows, text_cols=(0, 1, 2)) if rows else "<p>None.</p>"
+    return (_table(["trial", "layout", "pruned by", "reason"], rows, text_cols=(0, 1, 2, 3)) if rows
+            else "<p>None.</p>")
+
+
+def _calibration(cal: Optional[dict]) -> str:
+    if not cal:
+        return "<p>No calibration (no trial measured).</p>"
+    head = (f"<p>{'Applied' if cal.get('applied') else 'Not applied'}: {e(cal.get('note', ''))}. Model error after "
+            f"the fit: ±{cal.get('residual_sd', 0):.1%} (step time), ±{cal.get('memory_residual_sd', 0):.1%} (peak "
+            "memory)")
+    if cal.get("holdout_error") is not None:
+        head += (f"; on the {cal.get('n_holdout', 0)} trials measured after a fit predicted them: median "
+                 f"|error| {cal['holdout_error']:.1%}")
+    rows = [[name, f"x{value:.3g}", f"±{cal.get('parameter_sd', {}).get(name, 0):.2f}",
+             "yes" if name in cal.get("supported", ()) else ""] for name, value in cal.get("parameters", {}).items()]
+    return head + ".</p>" + _table(["parameter", "fitted / a-priori", "sd (log)", "constrained by the data"], rows,
+                                   text_cols=(0,))
+
+
+def _tokens(value: Optional[float]) -> str:
+    return "" if not value else f"{value:,.0f}"
+
+
+def _search(data: ReportInput) -> str:
+    from analysis.search import calibrated_error, run_order, skipped, stopped_early
+
+    rows = []
+    for i, r in enumerate(run_order(data.trials), 1):
+        t = r.trial
+        measured = (t.get("metrics") or {}).get("tokens_per_s")
+        rows.append([i, t["config_hash"], f"{label(t)} gbs{t['layout']['gbs']}", t["state"],
+                     _tokens((t.get("predicted") or {}).get("tokens_per_s")),
+                     _tokens((t.get("calibrated") or {}).get("tokens_per_s")), _tokens(measured),
+                     _pct(calibrated_error(t), signed=True), f"{r.spent_gpu_hours:.3g}", _tokens(r.best_tokens_per_s)])
+    order = (_table(["#", "trial", "layout", "state", "a-priori tokens/s", "calibrated tokens/s (before it ran)",
+                     "measured tokens/s", "calibrated error", "GPU-h spent", "best so far"], rows, text_cols=(1, 2, 3))
+             if rows else "<p>No trial ran.</p>")
+    stopped = [[t["config_hash"], f"{label(t)} gbs{t['layout']['gbs']}",
+                _tokens((t.get("metrics") or {}).get("tokens_per_s")), t.get("reason", "")]
+               for t in stopped_early(data.trials)]
+    skips = [[t["config_hash"], f"{label(t)} gbs{t['layout']['gbs']}", t.get("pruned_by", ""), t.get("reason", "")]
+             for t in skipped(data.trials)]
+    network = f"<h3>Network probe</h3><p>{e(data.network)}</p>" if data.network else ""
+    return ("<h3>Trials in the order they ran</h3>" + order + network
+            + f"<h3>Calibration</h3>{_calibration(data.calibration)}"
+            + f"<h3>Stopped early ({len(stopped)})</h3>"
+            + (_table(["trial", "layout", "partial tokens/s", "why"], stopped, text_cols=(0, 1, 3)) if stopped
+               else "<p>None.</p>")
+            + f"<h3>Skipped while the sweep ran ({len(skips)})</h3>"
+            + (_table(["trial", "layout", "reason", "why"], skips, text_cols=(0, 1, 2, 3)) if skips
+               else "<p>None.</p>"))
 
 
 def _exports(files: dict) -> str:
@@ -252,6 +309,7 @@ def render_report(data: ReportInput) -> str:
                          "predicted tokens/s", "estimate error"], _ranked_rows(data.ranked), text_cols=(1, 2),
                         row_classes=["best"] if data.ranked else [])),
         _section("plots", "Plots", _plots(data.plots)),
+        _section("search", "Search: run order, calibration, early stops and skips", _search(data)),
         _section("failures", f"Failures ({sum(len(g.trials) for g in data.failures)})", _failures(data.failures)),
         _section("pruned", f"Pruned before running ({counts.get('pruned', 0)})", _pruned(data.trials)),
         _section("export", "Exported files of the winner", _exports(data.export_files)),

@@ -30,7 +30,7 @@ MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflo
                     "headroom", "step_time_std_s", "n_measured")
 PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
                      "headroom")
-RUN_STATUS = {"ok": "FINISHED", "cancelled": "KILLED", "pruned": "KILLED"}
+RUN_STATUS = {"ok": "FINISHED", "cancelled": "KILLED", "pruned": "KILLED", "stopped_early": "KILLED"}
 HASH_TAG = "parasweep.config_hash"
 SWEEP_TAG = "parasweep.sweep"
 UID_TAG = "parasweep.sweep_uid"
@@ -384,6 +384,12 @@ def trial_metrics(trial: dict) -> dict:
         out["estimate_error_tokens"] = out["predicted_tokens_per_s"] / out["tokens_per_s"] - 1.0
     if out.get("peak_mem_gb") and out.get("predicted_peak_mem_gb"):
         out["estimate_error_mem"] = out["predicted_peak_mem_gb"] / out["peak_mem_gb"] - 1.0
+    calibrated = trial.get("calibrated") or {}   # what the calibration predicted before it ran
+    for key in ("step_time_s", "tokens_per_s", "peak_mem_gb"):
+        if isinstance(calibrated.get(key), (int, float)):
+            out[f"calibrated_{key}"] = calibrated[key]
+    if out.get("tokens_per_s") and out.get("calibrated_tokens_per_s"):
+        out["calibrated_error_tokens"] = out["calibrated_tokens_per_s"] / out["tokens_per_s"] - 1.0
     out["attempts"] = trial.get("attempts", 0)
     return out
 

@@ -47,6 +47,10 @@ class Conclusion:
     export: dict = field(default_factory=dict)
     """file name -> path in export/, in the order a reader needs them."""
     runs_url: Optional[str] = None
+    calibration: Optional[dict] = None
+    """The sweep's calibration (Calibration.to_json()), None when nothing was measured."""
+    network: Optional[dict] = None
+    """The network probe the estimator used (launcher.netbench JSON), None without one."""
 
 
 def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink, *, summary: dict,
@@ -141,7 +145,11 @@ def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord
     console.print(table)
     if len(ranked) > TOP_PRINTED:
         console.print(f"... and {len(ranked) - TOP_PRINTED} more ok trials: all of them in {folder.report}")
-    failed = [r for r in records if r.state not in (TrialState.OK, TrialState.PRUNED)]
+    failed = [r for r in records if r.state not in (TrialState.OK, TrialState.PRUNED, TrialState.STOPPED_EARLY)]
+    stopped = [r for r in records if r.state is TrialState.STOPPED_EARLY]
+    if stopped:
+        console.print("stopped early (known worse than the best): " + ", ".join(
+            f"{r.config_hash[:8]} {r.metrics.get('tokens_per_s') or 0:,.0f} tokens/s" for r in stopped))
     if failed:
         console.print("not ok: " + ", ".join(f"{r.config_hash[:8]} {r.state}"
                                              f"{'/' + r.failure_kind if r.failure_kind else ''}" for r in failed))
@@ -197,6 +205,10 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
 
     done.plots = write_plots(trials, cfg.cluster.gpu_mem_gb, folder.plots,
                              done.ranked[0]["config_hash"] if done.ranked else "")
+    measured_cfg, constants, probe = estimator_inputs(cfg, folder)
+    done.network = probe.to_json() if probe is not None else None
+    done.calibration = sweep_calibration(measured_cfg, folder, ledger, constants)
+    done.plots += _search_plots(cfg, folder, trials, done.calibration, done.network)
     if done.ranked:
         try:
             done.export = _export(cfg, folder, done.ranked[0], train_iters)
@@ -208,8 +220,64 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
     data = ReportInput(cfg.sweep.name, summary, done.ranked, trials, done.plots, done.explanation,
                        done.recommendations, failure_groups(trials, lambda p: read_tail(resolve(p))),
                        {name: path.read_text() for name, path in done.export.items()},
-                       {"MLflow runs": runs_url} if runs_url else {})
+                       {"MLflow runs": runs_url} if runs_url else {}, done.calibration,
+                       _network_line(cfg, done.network))
     done.report = write_report(folder.report, data)
+
+
+def estimator_inputs(cfg: RootConfig, folder: SweepFolder):
+    """(config, constants, probe) the sweep's estimator used: with plan.network_probe, the probe saved in the
+    folder applied to the preset's bandwidths (launcher.run.network), as the loop did."""
+    from launcher.run import network
+
+    probe = network.folder_probe(folder, cfg.cluster.name) if network.probe_enabled(cfg) else None
+    measured, constants = network.with_network(cfg, probe)
+    return measured, constants, probe
+
+
+def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, constants=None) -> Optional[dict]:
+    """The calibration of the sweep's measured trials, recomputed from the ledger (a pure function of them, as
+    the loop computes it) and written to calibration.json; None when no trial was measured."""
+    from launcher.run.search import Search
+
+    search = Search(cfg, constants)
+    records = ledger.trials()
+    if not search.observations(records):
+        return None
+    search.refit(records)
+    data = search.calibration.to_json()
+    folder.write_atomic(folder.calibration, json.dumps(data, indent=2, sort_keys=True))
+    return data
+
+
+def _search_plots(cfg: RootConfig, folder: SweepFolder, trials: list[dict], calibration: Optional[dict],
+                  network: Optional[dict]) -> list[Path]:
+    from analysis.plots import write_search_plots
+    from analysis.search import progress_points
+
+    points = progress_points(trials)
+    fitted = ({name: (value, calibration["parameter_sd"].get(name, 0.0))
+               for name, value in calibration["parameters"].items()} if calibration else None)
+    measured = any(speed for _, speed in points)  # nothing ok: no curve to draw
+    datasheet = {"intra_node": cfg.cluster.intra_node_gbytes_per_s, "inter_node": cfg.cluster.inter_node_gbytes_per_s}
+    return write_search_plots(folder.plots, {"this sweep": points} if measured else None,
+                              calibration=fitted, supported=(calibration or {}).get("supported", ()),
+                              network=network["measurements"] if network else None, datasheet_gbytes_per_s=datasheet)
+
+
+def _network_line(cfg: RootConfig, network: Optional[dict]) -> str:
+    if not network:
+        return ""
+    p = network["summary"]
+
+    def gb(key: str) -> str:
+        value = p.get(f"{key}_gbytes_per_s")
+        sheet = getattr(cfg.cluster, f"{key}_gbytes_per_s")
+        return f"not measured (datasheet {sheet:g})" if value is None else f"{value:.3g} (datasheet {sheet:g})"
+
+    latency = f", latency {p['latency_s'] * 1e6:.0f} us" if p.get("latency_s") else ""
+    return (f"{p.get('source', 'netbench')}: all-reduce bus bandwidth GB/s per GPU intra-node {gb('intra_node')}, "
+            f"inter-node {gb('inter_node')}{latency}; the estimator used the measured figures")
 
 
 def _export(cfg: RootConfig, folder: SweepFolder, best: dict, train_iters: int) -> dict[str, Path]:
@@ -254,8 +322,15 @@ def _record_in_mlflow(folder: SweepFolder, tracking: TrackingLink, done: Conclus
     tracking.attach_outputs(done.plots, [p for p in (done.report, done.export.get("train.sbatch")) if p])
     if any(r.is_live for r in records):
         return tracking.runs_url
-    summary = {**summary, "trials_ok": sum(r.state is TrialState.OK for r in records), "trials_total": len(records)}
+    from analysis.search import summary_metrics
+
+    summary = {**summary, "trials_ok": sum(r.state is TrialState.OK for r in records), "trials_total": len(records),
+               **summary_metrics([asdict(r) for r in records], done.calibration)}
     if done.ranked:
         summary["best_tokens_per_s"] = done.ranked[0]["metrics"].get("tokens_per_s", 0.0)
-    return tracking.finish(done.best, summary, [p for p in (folder.plan_csv, folder.best, folder.config)
-                                                if p.exists()])
+    if done.network:
+        summary.update({f"network_{k}": v for k, v in done.network["summary"].items()
+                        if k.endswith("_gbytes_per_s") or k == "latency_s"})
+    probes = sorted(folder.root.glob("netbench-*.json"))
+    return tracking.finish(done.best, summary, [p for p in (folder.plan_csv, folder.best, folder.config,
+                                                            folder.calibration, *probes) if p.exists()])

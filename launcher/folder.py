@@ -8,6 +8,8 @@
       .lock             one launcher per folder (flock)
       trials/<hash>/    each trial's launch.sh, side files (ds_config.json) and trial.json
       jobs/             submitit's job folders and the task logs
+      calibration.json  the estimator's constants fitted to the measured trials (launcher.run.search)
+      netbench-<cluster>-<nodes>n.json, netbench/    the network probe's result and job (launcher.run.network)
       best.json         the winner and its exact command
       plots/, report.html, export/    the end-of-sweep outputs (launcher.conclude)
 """
@@ -54,6 +56,11 @@ class SweepFolder:
     @property
     def lock(self) -> Path:
         return self.root / ".lock"
+
+    @property
+    def calibration(self) -> Path:
+        """The current calibration's fitted constants (launcher.run.search; recomputed from the ledger on resume)."""
+        return self.root / "calibration.json"
 
     @property
     def best(self) -> Path:

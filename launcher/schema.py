@@ -312,6 +312,22 @@ class PlanConfig:
     """Tokens to train for objective=time_to_target, e.g. 2e12."""
     max_grid_points: int = 1_000_000
     """Refuse a grid whose product of dimensions exceeds this (expanding and checking takes ~5 us per point)."""
+    early_stop: bool = True
+    """Stop a running trial whose steady-state throughput, after early_stop_min_iters measured iterations, is worse
+    than the best finished trial by more than analysis.noise_tolerance plus its own spread (state stopped_early:
+    not a failure, never retried, never the winner; its partial measurement is kept)."""
+    early_stop_min_iters: int = 3
+    """Measured (post-warm-up) iterations a running trial must have logged before it may be stopped early; with
+    backend.measure_iters at or under it no trial is stopped early."""
+    network_probe: Optional[bool] = None
+    """Measure the network before the trials (python -m launcher.netbench as one job, as many nodes as the largest
+    trial and at least 2 when the cluster has them) and plan with the measured bus bandwidths instead of the
+    cluster preset's (launcher.run.network). null (default): on the SLURM executor yes, on the local one no. The
+    result is reused on resume and by later sweeps of the same cluster and node count, unless sweep.fresh."""
+    stop_when_converged: bool = False
+    """End the sweep when the calibrated model gives no unrun trial a real chance (launcher.run.scheduler's
+    stop_rule) to beat the best by more than analysis.noise_tolerance: the remaining planned trials are pruned as
+    'converged', each with its reason. plan.max_trials stays a hard cap either way."""
 
     def __post_init__(self) -> None:
         _positive("plan", "max_grid_points", self.max_grid_points, "use a positive number of grid points")
@@ -328,6 +344,9 @@ class PlanConfig:
             raise ConfigError("plan.max_trials", self.max_trials, "use 0 (no budget) or more")
         if self.keep_borderline < 0:
             raise ConfigError("plan.keep_borderline", self.keep_borderline, "use 0 (prune at the margin) or more")
+        if self.early_stop_min_iters < 2:  # one step has no spread: a single slow step would stop a trial
+            raise ConfigError("plan.early_stop_min_iters", self.early_stop_min_iters, "use 2 or more measured "
+                              "iterations (or plan.early_stop=false to never stop a trial early)")
 
 
 @dataclass

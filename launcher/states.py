@@ -19,6 +19,9 @@ class TrialState(str, Enum):
     TIMEOUT = "timeout"
     HANG = "hang"
     CANCELLED = "cancelled"
+    STOPPED_EARLY = "stopped_early"
+    """Cancelled by the sweep while running: its partial measurement was known worse than the best (not a failure:
+    never retried, never the winner, but measured for the calibration)."""
     PRUNED = "pruned"
 
     def __str__(self) -> str:
@@ -41,7 +44,9 @@ class TrialState(str, Enum):
 
 
 _FINISHED = frozenset({TrialState.OK, TrialState.OOM, TrialState.FAILED, TrialState.TIMEOUT, TrialState.HANG,
-                       TrialState.CANCELLED})
+                       TrialState.CANCELLED, TrialState.STOPPED_EARLY})
+MEASURED = frozenset({TrialState.OK, TrialState.STOPPED_EARLY})
+"""States whose trial measured a step time (launcher.run.scheduler.MEASURED, typed)."""
 
 # A failure kind (analysis.classify) -> the ledger state; the ledger is coarser than the taxonomy (the kind is kept).
 _STATE_OF_KIND = {"ok": TrialState.OK, "oom": TrialState.OOM, "time_limit": TrialState.TIMEOUT,
@@ -61,6 +66,11 @@ class PruneReason(str, Enum):
     """Outside plan.max_trials (not a trial of this sweep: not in the ledger)."""
     OOM_DOMINATED = "oom_dominated"
     """It needs more memory than a trial that ran out of memory."""
+    CALIBRATED_OOM = "calibrated_oom"
+    """The calibrated memory model (fitted to the sweep's measured peaks) puts it over the margin, and no measured
+    trial predicted to need at least as much memory fitted."""
+    CONVERGED = "converged"
+    """plan.stop_when_converged: the calibrated model gave it no real chance to beat the best (reason says why)."""
 
     def __str__(self) -> str:
         return self.value

@@ -12,7 +12,10 @@ import pytest
 from analysis.__main__ import main
 from launcher.conclude import _export
 from launcher.folder import SweepFolder
-from analysis.plots import PLOT_FILES
+from analysis.plots import PLOT_FILES, SEARCH_PLOT_FILES
+
+SWEEP_PLOTS = {**PLOT_FILES, "search": SEARCH_PLOT_FILES["search"], "calibration": SEARCH_PLOT_FILES["calibration"]}
+"""A sweep with ok trials also draws its search progress and its calibration (no network probe here)."""
 from benchmarks.bench_analysis import build_sweep
 
 
@@ -42,12 +45,12 @@ def test_analysis_writes_report_plots_and_export(tmp_path, elsewhere, capsys):
 
     best = json.loads((folder / "best.json").read_text())
     assert re.search(rf"winner: .*\({best['config_hash'][:8]}\)", out)
-    assert sorted(p.name for p in (folder / "plots").iterdir()) == sorted(PLOT_FILES.values())
+    assert sorted(p.name for p in (folder / "plots").iterdir()) == sorted(SWEEP_PLOTS.values())
 
     report = (folder / "report.html").read_text()
     assert best["config_hash"][:8] in re.search(r'<p id="winner-text">(.*?)</p>', report).group(1)
     assert "<script" not in report and "&lt;script&gt;alert" in report  # the crashed trial's log, escaped
-    assert report.count("data:image/png;base64,") == len(PLOT_FILES)
+    assert report.count("data:image/png;base64,") == len(SWEEP_PLOTS)
 
     export = folder / "export"
     launch = (export / "launch.sh").read_text()
@@ -137,7 +140,7 @@ def test_plots_and_report_are_attached_to_the_parent_run(tmp_path, elsewhere, ca
     with Ledger(folder / "ledger.sqlite") as ledger:
         parent = ledger.get_meta("mlflow_parent_run_id")
     client = MlflowClient(f"sqlite:///{tmp_path / 'work' / 'mlflow.db'}")  # the launcher's relative sqlite URI
-    assert sorted(Path(a.path).name for a in client.list_artifacts(parent, "plots")) == sorted(PLOT_FILES.values())
+    assert sorted(Path(a.path).name for a in client.list_artifacts(parent, "plots")) == sorted(SWEEP_PLOTS.values())
     assert {Path(a.path).name for a in client.list_artifacts(parent, "report")} == {"report.html", "train.sbatch"}
     assert client.get_run(parent).info.status == "RUNNING"  # the launcher, still at work, finishes it
     assert not (elsewhere / "mlflow.db").exists()
@@ -146,7 +149,7 @@ def test_plots_and_report_are_attached_to_the_parent_run(tmp_path, elsewhere, ca
         ledger.update(live.config_hash, state="ok", job_state="COMPLETED")
     assert main([str(folder)]) == 0
     assert client.get_run(parent).info.status == "FINISHED"
-    assert len(client.list_artifacts(parent, "plots")) == len(PLOT_FILES)  # replaced, not duplicated
+    assert len(client.list_artifacts(parent, "plots")) == len(SWEEP_PLOTS)  # replaced, not duplicated
 
 
 def test_after_a_dry_run_the_analysis_reports_the_plan(tmp_path):

@@ -286,7 +286,7 @@ def test_report_html_loads_every_plot_and_names_the_winner(sweep, page):
     page.wait_for_load_state("load")
     images = page.evaluate("Array.from(document.images).map(i => [i.alt, i.complete, i.naturalWidth])")
     page.screenshot(path=str(SHOTS / "report.png"), full_page=True)
-    assert len(images) == len(list((folder / "plots").glob("*.png"))) == 5
+    assert len(images) == len(list((folder / "plots").glob("*.png"))) == 7   # 5 + search progress, calibration
     assert all(complete and width > 0 for _, complete, width in images), images
     assert errors == []
     best = json.loads((folder / "best.json").read_text())

@@ -155,3 +155,29 @@ def test_analysis_never_creates_a_ledger(tmp_path):
     with pytest.raises(LedgerError, match="does not exist"):
         Ledger(tmp_path / "l.sqlite", create=False)
     assert not (tmp_path / "l.sqlite").exists()
+
+
+def test_a_ledger_without_the_search_columns_opens_and_gains_them(tmp_path):
+    """A ledger written before the search (no `calibrated` column, no stopped_early state) opens, keeps its trials
+    and takes the new fields."""
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_trials([rec("a"), rec("b")])
+        led.update("a", state="ok", metrics={"tokens_per_s": 5.0})
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE trials DROP COLUMN calibrated")
+    db.commit()
+    db.close()
+    with Ledger(path) as led:
+        a, b = led.trials()
+        assert a.state is TrialState.OK and a.metrics == {"tokens_per_s": 5.0} and a.calibrated == {}
+        led.update_many({"b": {"calibrated": {"step_time_s": 1.5, "n_fit": 3}}})
+        led.update("b", "stopped early", state="stopped_early")
+        assert led.get("b").calibrated == {"step_time_s": 1.5, "n_fit": 3} and led.get("b").state.finished
+
+
+def test_update_many_changes_no_state(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([rec("a")])
+        with pytest.raises(ValueError, match="no state"):
+            led.update_many({"a": {"state": "ok"}})

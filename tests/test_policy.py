@@ -38,6 +38,7 @@ def test_dominated_by_oom_names_the_trial():
     ("failed", "comm_error", 1, True), ("failed", "comm_error", 2, False), ("cancelled", "cancelled", 1, True),
     ("timeout", "time_limit", 1, True), ("hang", "hang", 1, True), ("hang", "hang", 2, False),
     ("failed", "node_failure", 1, True), ("failed", "preempted", 1, True), ("planned", "", 0, False),
+    ("stopped_early", "", 1, False),   # known worse than the best: running it again buys nothing
 ])
 def test_retry_policy(state, kind, attempts, expected):
     assert should_retry(TrialRecord("x", 0, lay(), state=state, failure_kind=kind, attempts=attempts), 2) is expected

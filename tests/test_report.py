@@ -129,3 +129,26 @@ def test_summary_counts_states_and_measures_the_elapsed_time():
     rows = summary_rows(model, cluster, backend, "local", trials, 0.02)
     assert rows["trials"] == "3: ok 1, oom 1, planned 1"
     assert rows["elapsed"].startswith("70 s from the first submission") and "90 s of trial time" in rows["elapsed"]
+
+
+def test_the_search_section_shows_run_order_calibration_early_stops_and_skips(tmp_path):
+    best = {**trial("best0001", "ok", tokens_per_s=1000.0), "submitted_at": 0.0, "finished_at": 900.0,
+            "calibrated": {"tokens_per_s": 950.0}}
+    slow = {**trial("slow0002", "stopped_early", reason="400 tokens/s after 3 measured iterations, more than 2% "
+                    "below the best", tokens_per_s=400.0), "submitted_at": 900.0, "finished_at": 1000.0}
+    skip = {**trial("skip0003", "pruned", reason="predicted 300 tokens/s: 0.1% chance"), "pruned_by": "converged",
+            "attempts": 0}
+    calibration = {"applied": True, "n_trials": 3, "note": "fitted on 3 measured trials", "residual_sd": 0.05,
+                   "memory_residual_sd": 0.02, "n_holdout": 1, "holdout_error": 0.04,
+                   "parameters": {"compute": 0.8, "network": 1.0}, "parameter_sd": {"compute": 0.1, "network": 0.7},
+                   "supported": ["compute"]}
+    page = _report(tmp_path, trials=[best, slow, skip], failures=failure_groups([slow], lambda p: None),
+                   calibration=calibration, network="netbench gloo on local-cpu: intra-node 2.1 (datasheet 5)")
+    section = re.search(r'<section id="search">(.*?)</section>', page, re.S).group(1)
+    assert "Network probe" in section and "intra-node 2.1 (datasheet 5)" in section
+    assert section.index("best0001") < section.index("slow0002")                    # in the order they ran
+    assert "<td>950</td>" in section and "<td>-5%</td>" in section                  # calibrated before it ran
+    assert "<td>1</td>" in section and "x0.8" in section and "median |error| 4.0%" in section
+    assert "Stopped early (1)" in section and "400 tokens/s after 3 measured" in section
+    assert "Skipped while the sweep ran (1)" in section and "converged" in section
+    assert "slow0002" not in re.search(r'<section id="failures">(.*?)</section>', page, re.S).group(1)

@@ -49,3 +49,11 @@ def test_the_objective_decides_the_winner():
     assert rank([big, small])[0]["config_hash"] == "big"
     assert rank([big, small], objective="tokens_per_s_per_gpu")[0]["config_hash"] == "small"
     assert rank([big, small], objective="time_to_target")[0]["config_hash"] == "big"
+
+
+def test_a_stopped_early_trial_is_never_the_winner():
+    """Its partial throughput was known worse than the best when it was stopped; a noisy partial figure above the
+    best must not make it win."""
+    trials = [t("ok", 100.0, 0.5), t("partial", 500.0, 0.9, state="stopped_early")]
+    assert select_best(trials)["config_hash"] == "ok"
+    assert [x["config_hash"] for x in rank(trials)] == ["ok"]

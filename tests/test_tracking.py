@@ -61,6 +61,13 @@ def test_predicted_beside_measured_with_the_error():
     m = trial_metrics(trial("a"))
     assert m["predicted_tokens_per_s"] == 80.0 and m["estimate_error_tokens"] == pytest.approx(-0.2)
     assert m["estimate_error_mem"] == pytest.approx(0.2)
+    assert not any(k.startswith("calibrated_") for k in m)   # no calibration applied before it ran
+
+
+def test_the_calibrated_prediction_beside_the_a_priori_one():
+    m = trial_metrics({**trial("a"), "calibrated": {"tokens_per_s": 110.0, "step_time_s": 0.5, "peak_mem_gb": 0.1}})
+    assert m["calibrated_tokens_per_s"] == 110.0 and m["calibrated_peak_mem_gb"] == 0.1
+    assert m["calibrated_error_tokens"] == pytest.approx(110.0 / m["tokens_per_s"] - 1.0)
 
 
 def test_unreachable_server_fails_fast():

@@ -12,6 +12,7 @@ from typing import Callable, Optional
 
 from launcher.errors import ConfigError, PlanError
 from launcher.layout import NAMES, Layout
+from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors
 from launcher.plan.rules import Checker, Issue
@@ -135,8 +136,10 @@ def backend_problems(cfg: RootConfig) -> list[str]:
     return [str(p) for p in get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)]
 
 
-def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = None) -> Plan:
-    """Grid -> ranked trials. Streams the grid: every point is checked as it is expanded and only counted when it
+def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = None,
+              constants: Optional[Constants] = None) -> Plan:
+    """Grid -> ranked trials. `constants`: the estimator's, when not the backend's a-priori ones (e.g. with a
+    measured network: launcher.run.network.with_network). Streams the grid: every point is checked as it is expanded and only counted when it
     is rejected or pruned (examples kept per reason); `progress(points done, points in all)` is called every
     PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before anything is expanded."""
     total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
@@ -164,7 +167,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             examples.setdefault(first.code, first.message)
             continue
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
-                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name)
+                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants)
         trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings)
         fits, borderline = _memory_verdict(cfg, est)
         if fits:

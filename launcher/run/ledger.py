@@ -62,6 +62,11 @@ class TrialRecord:
     submitted_at: float = 0.0
     finished_at: float = 0.0
     updated_at: float = 0.0
+    calibrated: dict = field(default_factory=dict)
+    """The calibrated prediction (launcher.run.search): step_time_s, tokens_per_s, peak_mem_gb and their log-space
+    sds, and n_fit (measured trials the calibration was fitted on). Updated while the trial is planned, frozen
+    when it is submitted: for a measured trial it is what the calibration predicted before it ran ({}: no
+    calibration applied yet)."""
 
     def __post_init__(self) -> None:
         if isinstance(self.layout, dict):  # records built from plain data (tests, older callers)
@@ -267,6 +272,26 @@ class Ledger:
             self._db.execute(f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash))
             if "state" in changes or detail:
                 self._event(config_hash, str(changes.get("state", "")), detail, now)
+
+    def update_many(self, changes: dict[str, dict[str, Any]], detail: str = "") -> None:
+        """Change fields of many trials in one transaction (a re-prediction of every planned trial); no state
+        changes here (those go through update, one journaled event each)."""
+        if not changes:
+            return
+        now = time.time()
+        with self._transaction():
+            for config_hash, fields_ in changes.items():
+                unknown = set(fields_) - _RECORD_NAMES
+                if unknown or "state" in fields_:
+                    raise ValueError(f"update_many changes no state and only known fields: {sorted(fields_)}")
+                values = {k: (json.dumps(v) if k in _JSON_FIELDS else int(v) if k in _BOOL_FIELDS else v)
+                          for k, v in fields_.items()}
+                values["updated_at"] = now
+                assignments = ", ".join(f"{k} = ?" for k in values)
+                self._db.execute(f"UPDATE trials SET {assignments} WHERE config_hash = ?",
+                                 (*values.values(), config_hash))
+                if detail:
+                    self._event(config_hash, "", detail, now)
 
     def events(self, config_hash: Optional[str] = None) -> list[dict]:
         if config_hash is None:

@@ -5,6 +5,7 @@ Running the same command again resumes: ok trials are kept, live jobs re-attache
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import asdict
@@ -17,6 +18,7 @@ from launcher.errors import ConfigError
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
 from launcher.folder import SweepFolder
 from launcher.run.ledger import Ledger, TrialRecord
+from launcher.plan.constants import Constants
 from launcher.plan.planner import Plan, make_plan, trial_context
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
@@ -24,6 +26,7 @@ from launcher.run.interruption import interrupted_changes, unrecorded_submission
 from launcher.run.judge import judge
 from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
+from launcher.run.search import Search, calibrated_ooms, comparable_best, running_step_times, stop_early
 from launcher.schema import RootConfig
 from launcher.states import PruneReason, TrialState
 from launcher.run.tracking_link import TrackingLink
@@ -51,7 +54,7 @@ def _records(plan: Plan) -> list[TrialRecord]:
 
 class SweepLoop:
     def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink,
-                 allowed: set[str]) -> None:
+                 allowed: set[str], constants: Optional[Constants] = None) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
         self.allowed = allowed
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
@@ -60,6 +63,9 @@ class SweepLoop:
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
+        self.search = Search(cfg, constants)
+        self.stop_decision: Optional[str] = None
+        """Why plan.stop_when_converged ended the sweep (None: it did not)."""
 
     # -- one poll ---------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -67,6 +73,7 @@ class SweepLoop:
             while True:
                 busy_from = time.perf_counter()
                 self._collect()
+                self._learn()
                 submitted = self._submit()
                 records = self.ledger.trials()
                 self.progress.update(records, self._best(records))
@@ -99,6 +106,8 @@ class SweepLoop:
         offsets, since = self._progress.get(r.config_hash, ({}, time.time()))  # the clock starts when it runs
         if _new_iterations(log_paths(Path(r.job_dir), r.job_id), offsets):
             since = time.time()
+            if self.cfg.plan.early_stop and self._stop_early(r, status):
+                return
         self._progress[r.config_hash] = (offsets, since)
         if time.time() - since > self.cfg.monitor.hang_timeout_min * 60:
             self.runner.cancel(r.job_id)
@@ -115,6 +124,80 @@ class SweepLoop:
         self._progress.pop(r.config_hash, None)
         self.tracking.sync(self.ledger.get(r.config_hash))
 
+    def _stop_early(self, r: TrialRecord, status: JobStatus) -> bool:
+        """Cancel a running trial whose measured iterations so far are known worse than the best finished trial
+        (launcher.run.scheduler.early_stop); its partial measurement is kept. Repeats measure the best trials'
+        noise: they always run to the end."""
+        best = self._best(self.ledger.trials())
+        if r.repeat_of or best is None or best.config_hash == r.config_hash:
+            return False
+        from launcher.run.judge import read_logs
+
+        paths = log_paths(Path(r.job_dir), r.job_id)
+        plan = self.cfg.plan
+        target = comparable_best(best.metrics["tokens_per_s"], best.layout.gpus, r.layout.gpus, plan.objective)
+        stopped = stop_early(running_step_times(read_logs(paths), self.cfg.backend.warmup_iters),
+                             r.layout.gbs * self.cfg.model.seq_len, target,
+                             noise_tolerance=self.cfg.analysis.noise_tolerance,
+                             min_measured_iters=plan.early_stop_min_iters,
+                             measure_iters=self.cfg.backend.measure_iters)
+        if stopped is None:
+            return False
+        self.runner.cancel(r.job_id)
+        self.ledger.update(r.config_hash, f"stopped early: {stopped.reason}"[:300], state=TrialState.STOPPED_EARLY,
+                           reason=stopped.reason, metrics=stopped.metrics, log_paths=[str(p) for p in paths],
+                           node_list=status.nodes or r.node_list, finished_at=time.time(), synced=False)
+        self._progress.pop(r.config_hash, None)
+        self.progress.log(f"{r.config_hash[:8]} {r.layout.short()} stopped early: {stopped.reason}")
+        self.tracking.sync(self.ledger.get(r.config_hash))
+        return True
+
+    # -- the search: calibration, re-prediction, re-pruning, stop rule ---------------------------------------------
+    def _learn(self) -> None:
+        """After what finished: refit the calibration; once it applies, re-predict the planned trials and prune
+        those the calibrated memory model rules out; with plan.stop_when_converged, end the search when the
+        stop rule says so. Pure decisions (launcher.run.search) recorded here."""
+        records = self.ledger.trials()
+        was_applied = self.search.calibration.applied
+        if not self.search.refit(records):
+            return
+        cal = self.search.calibration
+        if cal.applied and not was_applied:
+            self.progress.log(f"calibration applied: {cal.note}; the planned trials are re-predicted and re-ordered")
+        self.folder.write_atomic(self.folder.calibration, json.dumps(cal.to_json(), indent=2, sort_keys=True))
+        if cal.applied:
+            self._recalibrate(records)
+            records = self.ledger.trials()
+        if self.cfg.plan.stop_when_converged and self.stop_decision is None:
+            self._converge(records)
+
+    def _recalibrate(self, records: Sequence[TrialRecord]) -> None:
+        predictions = self.search.predictions(records)
+        planned = [r for r in records if r.state is TrialState.PLANNED and r.config_hash in predictions]
+        self.ledger.update_many({r.config_hash: {"calibrated": predictions[r.config_hash]} for r in planned})
+        plan = self.cfg.plan
+        limit = plan.mem_safety_margin + plan.keep_borderline  # what the planner keeps, judged by the fitted model
+        for key, why in calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit):
+            if key in self.allowed:
+                self._prune(key, PruneReason.CALIBRATED_OOM, why)
+
+    def _converge(self, records: Sequence[TrialRecord]) -> None:
+        # Planned trials of an earlier plan never run here: they must not keep the search going.
+        records = [r for r in records if r.state is not TrialState.PLANNED or r.config_hash in self.allowed]
+        decision = self.search.converged(records)
+        planned = {r.config_hash for r in records if r.state is TrialState.PLANNED}
+        skipped = [(key, why) for key, why in decision.skipped if key in planned]  # live trials run to their end
+        if not decision.stop or not skipped:
+            return
+        self.stop_decision = decision.reason
+        self.progress.log(f"stop rule: {decision.reason}; {len(skipped)} planned trials skipped")
+        for key, why in skipped:
+            self._prune(key, PruneReason.CONVERGED, f"{why} ({decision.reason})")
+
+    def _prune(self, key: str, reason: PruneReason, why: str) -> None:
+        self.ledger.update(key, f"pruned: {reason}", state=TrialState.PRUNED, pruned_by=reason, reason=why[:500])
+        self.tracking.sync(self.ledger.get(key))
+
     def _forget_unrecorded(self, r: TrialRecord) -> None:
         """A trial marked submitted without a job id: stop whatever the dead launcher may have started for it (a
         local job outlives its launcher), then let it be resubmitted without charging the attempt."""
@@ -128,29 +211,26 @@ class SweepLoop:
     def _submit(self) -> int:
         records = self.ledger.trials()
         live = sum(1 for r in records if r.is_live)
-        todo = []
+        planned, retries = [], []
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
             if r.state is TrialState.PLANNED:
                 oom = dominated_by_oom(r, records)
                 if oom is not None:
-                    self.ledger.update(r.config_hash, "pruned after OOM", state=TrialState.PRUNED,
-                                       pruned_by=PruneReason.OOM_DOMINATED, reason=(
-                                           f"needs more memory than trial {oom.config_hash} ({oom.layout.short()}), "
-                                           "which ran out of memory"))
-                    self.tracking.sync(self.ledger.get(r.config_hash))
+                    self._prune(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
+                                f"{oom.config_hash} ({oom.layout.short()}), which ran out of memory")
                     continue
-                todo.append(r)
+                planned.append(r)
             elif should_retry(r, self.cfg.retry.max_attempts):
-                todo.append(r)
-        if not todo:
+                retries.append(r)
+        if not planned and not retries:
             return 0
-        ranks = max(r.layout.gpus for r in todo)
+        ranks = max(r.layout.gpus for r in planned + retries)
         room = max(0, self.runner.concurrency(ranks) - live)
-        batch = todo[:room]
-        if not batch:
+        if not room:
             return 0
+        batch = (retries + self._in_search_order(records, planned))[:room]  # a retry was picked before: first
         requests = []
         for r in batch:
             script = trial_files.write(self.cfg, self.folder, r)
@@ -170,6 +250,16 @@ class SweepLoop:
                                finished_at=time.time(), synced=False)
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
+
+    def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord]) -> list[TrialRecord]:
+        """The planned trials in the scheduler's order (launcher.run.scheduler.order: before the calibration
+        applies the best predicted, then one that spans the grid, then by predicted throughput; after it, by the
+        chance to beat the best). Trials the plan did not estimate follow in ledger order."""
+        if not planned:
+            return []
+        picks = [p.key for p in self.search.order(records)]
+        rank = {key: i for i, key in enumerate(picks)}
+        return sorted(planned, key=lambda r: (rank.get(r.config_hash, len(rank)), r.position))
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
         from analysis.select import group_repeats, select_best
@@ -203,6 +293,34 @@ def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
     return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
+def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan) -> tuple[RootConfig, Constants, Plan]:
+    """plan.network_probe: the saved probe or a new one (one job, launcher.run.network), then the plan again with
+    the measured bandwidths; without a probe, everything as it was."""
+    from launcher.run import network
+
+    if not network.probe_enabled(cfg):
+        return cfg, network.with_network(cfg, None)[1], plan
+    nodes = network.probe_nodes(cfg, max(t.layout.nodes for t in plan.trials))
+    probe = network.saved_probe(cfg, folder, nodes)
+    if probe is None:
+        print(f"network probe: {nodes} node(s) of {cfg.cluster.name} (python -m launcher.netbench) ...", flush=True)
+        runner = make_runner(cfg.executor, cfg.cluster, folder.jobs)
+        probe = network.run_probe(cfg, folder, runner, nodes, cfg.monitor.poll_interval_s,
+                                  cfg.executor.timeout_min * 60)
+    if probe is None:
+        return cfg, network.with_network(cfg, None)[1], plan
+    p = probe.profile()
+    print(f"network measured ({p.source}): intra-node {_gb(p.intra_node_gbytes_per_s)}, inter-node "
+          f"{_gb(p.inter_node_gbytes_per_s)} (datasheet {cfg.cluster.intra_node_gbytes_per_s:g}, "
+          f"{cfg.cluster.inter_node_gbytes_per_s:g} GB/s)")
+    measured, constants = network.with_network(cfg, probe)
+    return measured, constants, make_plan(measured, constants=constants)
+
+
+def _gb(value: Optional[float]) -> str:
+    return "not measured" if value is None else f"{value:.3g} GB/s"
+
+
 def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan, overrides: Sequence[str]) -> None:
     folder.config.write_text(to_yaml(cfg))
     folder.write_command(["python", "-m", "launcher", *overrides])
@@ -229,6 +347,9 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
     folder = open_folder(cfg)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)
+        # The loop plans with the measured network; config.yaml keeps the preset's numbers (python -m analysis
+        # applies the saved probe to them again, launcher.conclude.estimator_inputs).
+        measured, constants, plan = _measure_network(cfg, folder, plan)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
         resumed = len(ledger.trials()) - new
@@ -240,7 +361,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
         if stale:
             print(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
         tracking = TrackingLink.open(cfg, ledger, folder)
-        loop = SweepLoop(cfg, folder, ledger, tracking, allowed)
+        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants)
         started = time.time()
         loop.run()
         extra = _repeats(cfg, ledger) if cfg.analysis.repeats > 1 else []

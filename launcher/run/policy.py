@@ -34,8 +34,10 @@ def dominated_by_oom(candidate: TrialRecord, trials: Sequence[TrialRecord]) -> O
 
 
 def should_retry(record: TrialRecord, max_attempts: int) -> bool:
-    """Retry a finished trial? oom and config errors never; a hang once; others up to retry.max_attempts."""
-    if record.state in (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED) or record.is_live:
+    """Retry a finished trial? oom, stopped_early and config errors never; a hang once; others up to
+    retry.max_attempts."""
+    if record.state in (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED,
+                        TrialState.STOPPED_EARLY) or record.is_live:
         return False
     kind = record.failure_kind or ("cancelled" if record.state is TrialState.CANCELLED else "unknown")
     retryable, _exclude, max_retries = RETRY_POLICY.get(kind, (True, False, None))
