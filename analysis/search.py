@@ -27,7 +27,8 @@ class Ran:
 
 
 def _hours(t: dict) -> float:
-    start, end = t.get("submitted_at") or 0.0, t.get("finished_at") or 0.0
+    """GPU-hours from the job's start (its submission when it was never seen running) to its end."""
+    start, end = t.get("started_at") or t.get("submitted_at") or 0.0, t.get("finished_at") or 0.0
     return max(0.0, end - start) * int(t.get("layout", {}).get("gpus") or 1) / 3600.0
 
 

@@ -38,3 +38,9 @@ def test_calibrated_error_only_for_measured_trials_with_a_calibrated_prediction(
     assert calibrated_error(t("a", "ok", 0, 1, 100.0, calibrated={"tokens_per_s": 110.0})) == pytest.approx(0.1)
     assert calibrated_error(t("a", "ok", 0, 1, 100.0)) is None
     assert calibrated_error(t("d", "oom", 0, 1, calibrated={"tokens_per_s": 110.0})) is None
+
+
+def test_gpu_hours_count_from_the_start_not_from_the_queue():
+    queued = t("q", "ok", 0, 1800, 100.0, started_at=900)  # waited 900 s in the queue, ran 900 s
+    never_seen_running = t("n", "ok", 1800, 2700, 100.0)    # ended between two polls: from its submission
+    assert [r.gpu_hours for r in run_order([queued, never_seen_running])] == pytest.approx([1.0, 1.0])

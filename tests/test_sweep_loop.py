@@ -116,6 +116,9 @@ def test_a_silent_job_is_cancelled_as_a_hang(load, tmp_path, in_tmp):
     trials, runner = run_loop(load, tmp_path, {"h": [("hang",)]}, records,
                               **{"monitor.hang_timeout_min": 0.002, "retry.max_attempts": 1})
     assert trials["h"].state == "hang" and runner.cancelled == ["1"]
+    # GPU-hours count from when it was seen running (a queued job holds no GPU)
+    assert trials["h"].submitted_at <= trials["h"].started_at <= trials["h"].finished_at
+    assert trials["h"].started_at > 0
 
 
 def test_trials_outside_the_current_plan_are_not_submitted(load, tmp_path, in_tmp):

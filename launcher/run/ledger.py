@@ -60,6 +60,9 @@ class TrialRecord:
     mlflow_run_id: str = ""
     synced: bool = False
     submitted_at: float = 0.0
+    started_at: float = 0.0
+    """When the launcher first saw the job running (within a poll; 0: never seen running, e.g. a trial that ended
+    between two polls). GPU-hours count from here: a job waiting in the queue holds no GPU."""
     finished_at: float = 0.0
     updated_at: float = 0.0
     calibrated: dict = field(default_factory=dict)

@@ -100,7 +100,7 @@ class SweepLoop:
 
     def _watch(self, r: TrialRecord, status: JobStatus) -> None:
         if status.state == "RUNNING" and r.state is not TrialState.RUNNING:
-            self.ledger.update(r.config_hash, "running", state=TrialState.RUNNING)
+            self.ledger.update(r.config_hash, "running", state=TrialState.RUNNING, started_at=time.time())
         if status.state != "RUNNING":
             return
         offsets, since = self._progress.get(r.config_hash, ({}, time.time()))  # the clock starts when it runs
@@ -238,9 +238,8 @@ class SweepLoop:
                                        tuple(r.excluded_nodes), r.attempts + 1))
             # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
             self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
-                               job_dir="",
-                               attempts=r.attempts + 1, submitted_at=time.time(), metrics={}, failure_kind="",
-                               reason="")
+                               job_dir="", attempts=r.attempts + 1, submitted_at=time.time(), started_at=0.0,
+                               metrics={}, failure_kind="", reason="")
         done = self.runner.submit(requests)
         for key, (job_id, job_dir) in done.jobs.items():
             self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
