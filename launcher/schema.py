@@ -209,6 +209,10 @@ class ExecutorConfig:
     """Wall-clock limit per trial, minutes (always set: submitit's local default kills after ~2 min)."""
     max_concurrent: int = 0
     """Trials running at once (local) or the array throttle %N (slurm); 0 = what the cores / nodes allow."""
+    queue_all: bool = False
+    """SLURM: queue every trial at once (one sbatch per resource shape, SLURM's %N throttle starts them) instead of in
+    waves of what can run at once. Waves let the search re-rank, re-prune and stop between trials
+    (launcher/run/search.py); queueing all saves sbatch calls and queue waits, but the order is then fixed."""
     account: str = ""
     """SLURM --account."""
     qos: str = ""

@@ -107,7 +107,7 @@ def test_two_node_trial_matches_single_process(slurm_env, tmp_path):
 
 
 def test_scancel_half_and_kill_the_launcher_then_resume(slurm_env, tmp_path):
-    args = [*SMALL, "executor=slurm", "executor.max_concurrent=1"]
+    args = [*SMALL, "executor=slurm", "executor.max_concurrent=1", "executor.queue_all=true"]  # every job id at once
     env = {**os.environ, "PYTHONPATH": str(REPO), **slurm_env}
     launcher = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=tmp_path, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)

@@ -52,6 +52,18 @@ def test_local_concurrency_follows_cores(monkeypatch):
     assert LocalRunner(ExecutorConfig(max_concurrent=3), None, gpus=[]).concurrency(4) == 3
 
 
+def test_slurm_queues_waves_of_what_can_run_unless_told_to_queue_all(tmp_path):
+    """Waves let the search pick each next trial after what it learnt; queue_all is the whole sweep in one go."""
+    from launcher.run.executor import SlurmRunner
+    from launcher.schema import ClusterConfig
+
+    cluster = ClusterConfig(name="c", gpu="g", gpus_per_node=8, nodes=4)
+    waves = SlurmRunner(ExecutorConfig(name="slurm"), cluster, tmp_path)
+    assert [waves.concurrency(gpus) for gpus in (1, 8, 9, 16, 32, 64)] == [4, 4, 2, 2, 1, 1]  # nodes // trial's
+    assert SlurmRunner(ExecutorConfig(name="slurm", max_concurrent=3), cluster, tmp_path).concurrency(8) == 3
+    assert SlurmRunner(ExecutorConfig(name="slurm", queue_all=True), cluster, tmp_path).concurrency(8) >= 10**6
+
+
 def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_path, monkeypatch):
     from launcher.run.executor import SlurmRunner
     from launcher.schema import ClusterConfig

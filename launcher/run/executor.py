@@ -334,13 +334,20 @@ class SlurmRunner:
         self._missing: dict[str, int] = {}  # array task -> consecutive polls it was absent from sacct
 
     def concurrency(self, ranks_per_trial: int) -> int:
-        return 1 << 30  # SLURM queues everything; the %N throttle limits what runs
+        """Trials to have in SLURM at once: everything with executor.queue_all, else a wave of what can run at
+        once, so that the launcher picks each next trial after what it has learnt."""
+        if self.cfg.queue_all:
+            return 1 << 30  # the %N throttle limits what runs
+        return self._throttle(-(-ranks_per_trial // max(1, self.cluster.gpus_per_node)))
+
+    def _throttle(self, nodes_per_trial: int) -> int:
+        return self.cfg.max_concurrent or max(1, self.cluster.nodes // max(1, nodes_per_trial))
 
     def _executor(self, nodes: int, gpus_per_node: int, exclude: Sequence[str]):
         from submitit.slurm.slurm import SlurmExecutor
 
         executor = SlurmExecutor(folder=str(self.jobs_dir / "%j"), max_num_timeout=0)
-        throttle = self.cfg.max_concurrent or max(1, self.cluster.nodes // max(1, nodes))
+        throttle = self._throttle(nodes)
         extra = dict(self.cfg.sbatch_args)
         if self.cfg.reservation:
             extra["reservation"] = self.cfg.reservation

@@ -24,8 +24,9 @@ from launcher.run.executor import JobRequest, SlurmRunner  # noqa: E402
 from launcher.run.ledger import TrialRecord  # noqa: E402
 from launcher.plan.planner import make_plan  # noqa: E402
 
-OVERRIDES = ["+sweep=tiny", "executor=slurm", "executor.max_concurrent=2", "cluster.nodes=2", "grid.zip=[]",
-             "grid.include=[]", "grid.gpus=[1,2,4,8]", "grid.tp=[1,2]", "grid.pp=[1,2]", "grid.mbs=[1,2,4,8]",
+# executor.queue_all: the whole sweep at once (by default a sweep queues waves of what can run at once)
+OVERRIDES = ["+sweep=tiny", "executor=slurm", "executor.queue_all=true", "executor.max_concurrent=2", "cluster.nodes=2",
+             "grid.zip=[]", "grid.include=[]", "grid.gpus=[1,2,4,8]", "grid.tp=[1,2]", "grid.pp=[1,2]", "grid.mbs=[1,2,4,8]",
              "grid.gbs=[8,16,32,64]", "grid.recompute=[none,selective,full]", "plan.max_trials=0", "tracking.enabled=false"]
 
 
