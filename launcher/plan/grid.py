@@ -211,6 +211,17 @@ def _in_product(layout: Layout, units: list[tuple[tuple[str, ...], list[tuple]]]
     return not (excludes and any(_matches(layout, e) for e in excludes))
 
 
+def key_space(grid: GridConfig, cluster: ClusterConfig) -> dict[str, int]:
+    """An upper bound of the distinct values each Layout field takes in the grid (a derived dp: the product of the
+    world's and the other factors' counts; the includes add one each). For launcher.plan.rules.Checker."""
+    units = _flat_units(_units(grid, _dimension_values(grid), world_choices(grid, cluster)))
+    counts = {name: len({item[i] for item in items}) for names, items in units for i, name in enumerate(names)}
+    if "dp" not in counts:
+        counts["dp"] = math.prod(counts.get(name, 1) for name in ("gpus", *_OTHER_FACTORS))
+    extra = len(grid.include)
+    return {f.name: counts.get(f.name, 1) + extra for f in dataclasses.fields(Layout)}
+
+
 def grid_size(grid: GridConfig, cluster: ClusterConfig) -> int:
     """Points in the product before de-duplication and exclusion (for reports)."""
     return grid_factors(grid, cluster)[1]

@@ -14,7 +14,7 @@ from launcher.errors import ConfigError, PlanError
 from launcher.layout import NAMES, Layout
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
-from launcher.plan.grid import expand, grid_factors
+from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.rules import Checker, Issue
 from launcher.schema import RootConfig
 from launcher.states import PruneReason
@@ -155,14 +155,15 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         from launcher.backends import get_backend
 
         raise get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)[0]
-    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes)
+    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
+                      key_space=key_space(cfg.grid, cfg.cluster))
     for layout in expand(cfg.grid, cfg.cluster):
         n_points += 1
         if progress is not None and n_points % PROGRESS_EVERY == 0:
             progress(n_points, total)
         verdict = checker.check(layout)
         if not verdict.ok:
-            first = verdict.reasons[0]
+            first = verdict.first_reason
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
             continue

@@ -12,9 +12,11 @@ rule is broken.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from itertools import chain
+from typing import Callable, Mapping, Optional, Sequence
 
 from launcher.layout import DIMENSIONS, FACTORS, Layout, dimension
 from launcher.schema import ClusterConfig, ModelConfig
@@ -44,6 +46,14 @@ class Verdict:
     @property
     def ok(self) -> bool:
         return not self.reasons
+
+    @property
+    def first_reason(self) -> Optional[Issue]:
+        """The rejection first in the rules table (the one a plan counts the layout under)."""
+        return self.reasons[0] if self.reasons else None
+
+    def full(self) -> "Verdict":
+        return self
 
 
 @dataclass(frozen=True)
@@ -276,11 +286,17 @@ class _Group:
     cache: dict = field(default_factory=dict)
 
 
-def _groups(rules: Sequence[Rule]) -> list[_Group]:
-    """Rules grouped by the fields they read; a group whose fields are a subset of another's joins the smallest
-    such superset (its verdicts are then cached per the larger key, which a grid holds few values of: a 10^6-point
-    grid has a few thousand per group). Fewer groups, fewer cache look-ups per layout (7 instead of 19 for the
-    70b sweep's rules)."""
+MERGED_KEYS = 1 << 14
+"""With the grid's key space known: groups are merged while their combined key has at most this many values."""
+
+
+def _groups(rules: Sequence[Rule], key_space: Optional[Mapping[str, int]] = None) -> list[_Group]:
+    """Rules grouped by the fields they read. Each group is one cache look-up per layout, so fewer is faster:
+    - a group whose fields are a subset of another's joins the smallest such superset (7 groups instead of 19 for
+      the 70b sweep's rules);
+    - with `key_space` (distinct values per field in the grid, launcher.plan.grid.key_space), the groups with the
+      fewest values are merged while the merged key has at most MERGED_KEYS values (4 groups for the 10^6-point
+      benchmark grid): a merged group is evaluated once per distinct key, still a few thousand times at most."""
     by_reads: dict[tuple[str, ...], list[tuple[int, Rule]]] = {}
     for index, rule in enumerate(rules):
         by_reads.setdefault(tuple(sorted(rule.reads)), []).append((index, rule))
@@ -289,25 +305,49 @@ def _groups(rules: Sequence[Rule]) -> list[_Group]:
         supersets = [h for h in hosts if set(reads) < set(h)]
         host = min(supersets, key=len) if supersets else reads
         hosts.setdefault(host, []).extend(by_reads[reads])
-    return [_Group(reads, sorted(members, key=lambda member: member[0]), operator.attrgetter(*reads) if reads else (lambda lay: ()))
-            for reads, members in hosts.items()]
+    if key_space is not None:
+        hosts = _merge_small(hosts, key_space)
+    return [_Group(reads, sorted(members, key=lambda member: member[0]),
+                   operator.attrgetter(*reads) if reads else (lambda lay: ())) for reads, members in hosts.items()]
+
+
+def _merge_small(hosts: dict[tuple[str, ...], list], key_space: Mapping[str, int]) -> dict[tuple[str, ...], list]:
+    def size(reads) -> int:
+        return math.prod(max(1, key_space.get(name, 1)) for name in reads)
+
+    merged_reads: set[str] = set()
+    merged_members: list = []
+    out = {}
+    for reads in sorted(hosts, key=size):
+        if size(merged_reads | set(reads)) <= MERGED_KEYS:
+            merged_reads |= set(reads)
+            merged_members += hosts[reads]
+        else:
+            out[reads] = hosts[reads]
+    if merged_members:
+        out[tuple(sorted(merged_reads))] = merged_members
+    return out
 
 
 class Checker:
     """Checks layouts against the rules one backend enforces, for one model and cluster (a plan's whole grid)."""
 
     def __init__(self, model: ModelConfig, cluster: ClusterConfig, backend: Optional[str] = None, *,
-                 allow_tp_across_nodes: bool = False, enforce_cluster_nodes: bool = True) -> None:
+                 allow_tp_across_nodes: bool = False, enforce_cluster_nodes: bool = True,
+                 key_space: Optional[Mapping[str, int]] = None) -> None:
+        """`key_space`: distinct values per layout field in the grid to be checked (launcher.plan.grid.key_space);
+        it lets the checker merge rule groups (fewer look-ups per layout). Any layout is still checked right."""
         self.facts = Facts(model, cluster.gpus_per_node, cluster.nodes if enforce_cluster_nodes else 1 << 30,
                            allow_tp_across_nodes)
         self.rules = rules_for(backend)
-        self._groups = _groups(self.rules)
+        self._groups = _groups(self.rules, key_space)
         self._lookups = [(g.key, g.cache.get, g) for g in self._groups]
         self._positives: dict[tuple, Verdict] = {}
         self._model_sizes_ok = min(model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len,
                                    model.vocab, model.ffn_hidden) >= 1
 
-    def check(self, layout: Layout) -> Verdict:
+    def check(self, layout: Layout) -> "Verdict | _Merged":
+        """The layout's verdict: `ok`, `first_reason`, `reasons`, `warnings` (`full()` gives a plain Verdict)."""
         sizes = _size_getter(layout)
         if not self._model_sizes_ok or min(sizes) < 1:  # the other rules divide by these sizes: stop here
             verdict = self._positives.get(sizes)
@@ -323,8 +363,7 @@ class Checker:
                 found.append(verdict)
         if len(found) < 2:
             return found[0] if found else _CLEAN
-        hits = sorted((issue for verdict in found for issue in verdict.hits), key=lambda hit: hit[0])
-        return _verdict(hits)
+        return _Merged(found)
 
     def _evaluate(self, group: _Group, layout: Layout) -> Verdict:
         hits = [(i, r, Issue(r.code, r.message(self.facts, layout)))
@@ -343,6 +382,43 @@ class Checker:
 _CLEAN = Verdict((), ())
 
 
+_INDEX = operator.itemgetter(0)
+
+
+class _Merged:
+    """The verdicts of several rule groups, merged in the table's order only when read in full: the planner reads
+    whether a layout is ok and its first reason (two thirds of a large grid's layouts have issues in several
+    groups; merging each of them costs more than checking it)."""
+
+    __slots__ = ("parts", "_full")
+
+    def __init__(self, parts: list[Verdict]) -> None:
+        self.parts = parts
+        self._full: Optional[Verdict] = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(part.reasons for part in self.parts)
+
+    @property
+    def first_reason(self) -> Optional[Issue]:
+        firsts = [next(hit for hit in part.hits if not hit[1].warning) for part in self.parts if part.reasons]
+        return min(firsts, key=_INDEX)[2] if firsts else None
+
+    def full(self) -> Verdict:
+        if self._full is None:
+            self._full = _verdict(sorted(chain.from_iterable(part.hits for part in self.parts), key=_INDEX))
+        return self._full
+
+    @property
+    def reasons(self) -> tuple[Issue, ...]:
+        return self.full().reasons
+
+    @property
+    def warnings(self) -> tuple[Issue, ...]:
+        return self.full().warnings
+
+
 def _verdict(hits: list[tuple[int, Rule, Issue]]) -> Verdict:
     """Hits (rule index, rule, issue) in the rules table's order -> rejections and warnings."""
     return Verdict(tuple(issue for _, r, issue in hits if not r.warning),
@@ -356,5 +432,5 @@ def check(model: ModelConfig, cluster: ClusterConfig, layout: Layout, *, backend
     One-off callers; the planner keeps one Checker for its whole grid. `enforce_cluster_nodes` is off here
     because a single layout is often judged against a preset whose `nodes` is just a default."""
     return Checker(model, cluster, backend, allow_tp_across_nodes=allow_tp_across_nodes,
-                   enforce_cluster_nodes=enforce_cluster_nodes).check(layout)
+                   enforce_cluster_nodes=enforce_cluster_nodes).check(layout).full()
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from launcher.config import load_config  # noqa: E402
 from launcher.plan.rules import Checker  # noqa: E402
-from launcher.plan.grid import expand, grid_size  # noqa: E402
+from launcher.plan.grid import expand, grid_size, key_space  # noqa: E402
 from launcher.schema import GridConfig  # noqa: E402
 
 # 10 nodes x 5 tp x 5 pp x 2 vpp x 5 mbs x 25 gbs x 2 recompute x 2 sp x 2 zero x 2 distopt = 1,000,000 points.
@@ -36,7 +36,8 @@ def bench_grid() -> dict:
     cfg = load_config(["+sweep=70b", "dry_run=true"])
     start, cpu = time.perf_counter(), time.process_time()
     n = valid = 0
-    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name)  # one per plan, as the planner keeps it
+    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name,  # one per plan, as the planner keeps it
+                      key_space=key_space(GRID, cfg.cluster))
     for layout in expand(GRID, cfg.cluster):
         n += 1
         if checker.check(layout).ok:
