@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO))
 from launcher.run import trial_files  # noqa: E402
 from launcher.config import load_config  # noqa: E402
 from launcher.run.executor import JobRequest, SlurmRunner  # noqa: E402
+from launcher.folder import SweepFolder  # noqa: E402
 from launcher.run.ledger import TrialRecord  # noqa: E402
 from launcher.plan.planner import make_plan  # noqa: E402
 
@@ -41,18 +42,19 @@ def main() -> None:
     trials = rows[:256]
     shapes = {(t.layout.nodes, t.layout.gpus_per_node) for t in trials}
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
-        folder = Path(tmp) / "sweeps" / "bench"
-        runner = SlurmRunner(cfg.executor, cfg.cluster, folder / "jobs")
+        folder = SweepFolder(Path(tmp) / "sweeps" / "bench")
+        folder.create()
+        runner = SlurmRunner(cfg.executor, cfg.cluster, folder.jobs)
         requests = []
         for t in trials:
-            record = TrialRecord(t.config_hash, 0, t.layout.to_dict())
+            record = TrialRecord(t.config_hash, 0, t.layout)
             script = trial_files.write(cfg, folder, record)
             requests.append(JobRequest(t.config_hash, script, t.layout.nodes, t.layout.gpus_per_node))
         done = runner.submit(requests)
         assert not done.refused, done.refused
         ids = {key: job_id for key, (job_id, _) in done.jobs.items()}
         submitted_s = time.perf_counter() - start
-        jobs = {job_id: folder for job_id, folder in done.jobs.values()}
+        jobs = {job_id: job_dir for job_id, job_dir in done.jobs.values()}
         statuses = runner.poll(jobs)
         queued_s = time.perf_counter() - start
         print(f"{len(trials)} trials, {len(shapes)} distinct shapes: sbatch calls = {runner.sbatch_calls}; "
