@@ -64,6 +64,8 @@ class SweepLoop:
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
         self.search = Search(cfg, constants)
+        self._finished_best: Optional[tuple[Optional[TrialRecord]]] = None
+        """The best finished trial for early stop, boxed (None: not read yet this poll)."""
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
 
@@ -90,6 +92,7 @@ class SweepLoop:
         for r in unknown:
             self._forget_unrecorded(r)
         live = [r for r in live if r.job_id]
+        self._finished_best = None
         statuses = self.runner.poll({r.job_id: Path(r.job_dir) for r in live})
         for r in live:
             status = statuses[r.job_id]
@@ -122,13 +125,16 @@ class SweepLoop:
         self.ledger.update(r.config_hash, f"{changes['failure_kind']}: {changes['reason']}"[:300],
                            finished_at=time.time(), synced=False, **changes)
         self._progress.pop(r.config_hash, None)
+        self._finished_best = None
         self.tracking.sync(self.ledger.get(r.config_hash))
 
     def _stop_early(self, r: TrialRecord, status: JobStatus) -> bool:
         """Cancel a running trial whose measured iterations so far are known worse than the best finished trial
         (launcher.run.scheduler.early_stop); its partial measurement is kept. Repeats measure the best trials'
         noise: they always run to the end."""
-        best = self._best(self.ledger.trials())
+        if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
+            self._finished_best = (self._best(self.ledger.trials()),)
+        best = self._finished_best[0]
         if r.repeat_of or best is None or best.config_hash == r.config_hash:
             return False
         from launcher.run.judge import read_logs
