@@ -218,7 +218,7 @@ def test_the_cluster_size_limits_the_nodes():
 # The rules the workload's validate() enforces itself (launcher/workload/__main__.py); the rest (cluster shape,
 # DeepSpeed/Megatron specifics, warnings) are the planner's and the launch script's to enforce.
 WORKLOAD_ENFORCES = {"world", "heads_tp", "kv_heads_tp", "ffn_tp", "layers_pp", "hidden_heads", "gbs_divisible",
-                     "layers_vpp", "vpp_pp", "vpp_microbatches", "pp_microbatches", "sp_seq_tp", "vocab_tp"}
+                     "layers_vpp", "vpp_pp", "vpp_microbatches", "pp_microbatches", "cp_sp_seq", "vocab_tp"}
 TINY_SHAPES = st.builds(lambda layers, heads, kv, ffn, seq, vocab: ModelConfig(
     name="t", layers=layers, hidden=64 * heads, heads=heads, kv_heads=kv, ffn_hidden=ffn, seq_len=seq, vocab=vocab),
     st.sampled_from([2, 3, 4, 6, 8]), st.sampled_from([4, 8]), st.sampled_from([2, 4]),
