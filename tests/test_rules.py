@@ -49,6 +49,8 @@ REJECTIONS = [
     ({}, dict(tp=2, pp=4, dp=2, vpp=2, mbs=2, gbs=36), "vpp_microbatches",
      "microbatches (9 = gbs/(mbs*dp)) not a multiple of pp (4)"),
     ({}, dict(tp=1, pp=2, dp=8, gbs=64, mbs=1, sequence_parallel=True), "sp_tp", "sequence_parallel needs tp > 1"),
+    (dict(seq_len=2050), dict(sequence_parallel=True), "cp_sp_seq",      # cp = 1: Megatron scatters s over tp too
+     "seq_len (2050) not divisible by cp*tp = 4"),
     ({}, dict(zero_stage=2), "zero_pp", "ZeRO-2 with pp=2"),
     ({}, dict(zero_stage=3), "zero_pp", "incompatible with pipeline parallelism"),
     ({}, dict(zero_stage=4), "zero_stage", "zero_stage (4) must be one of 0, 1, 2, 3"),
