@@ -49,6 +49,8 @@ REJECTIONS = [
     ({}, dict(tp=2, pp=4, dp=2, vpp=2, mbs=2, gbs=36), "vpp_microbatches",
      "microbatches (9 = gbs/(mbs*dp)) not a multiple of pp (4)"),
     ({}, dict(tp=1, pp=2, dp=8, gbs=64, mbs=1, sequence_parallel=True), "sp_tp", "sequence_parallel needs tp > 1"),
+    (dict(seq_len=2050), dict(sequence_parallel=True), "cp_sp_seq",      # cp = 1: Megatron scatters s over tp too
+     "seq_len (2050) not divisible by cp*tp = 4"),
     ({}, dict(zero_stage=2), "zero_pp", "ZeRO-2 with pp=2"),
     ({}, dict(zero_stage=3), "zero_pp", "incompatible with pipeline parallelism"),
     ({}, dict(zero_stage=4), "zero_stage", "zero_stage (4) must be one of 0, 1, 2, 3"),
@@ -218,7 +220,7 @@ def test_the_cluster_size_limits_the_nodes():
 # The rules the workload's validate() enforces itself (launcher/workload/__main__.py); the rest (cluster shape,
 # DeepSpeed/Megatron specifics, warnings) are the planner's and the launch script's to enforce.
 WORKLOAD_ENFORCES = {"world", "heads_tp", "kv_heads_tp", "ffn_tp", "layers_pp", "hidden_heads", "gbs_divisible",
-                     "layers_vpp", "vpp_pp", "vpp_microbatches", "pp_microbatches", "sp_seq_tp", "vocab_tp"}
+                     "layers_vpp", "vpp_pp", "vpp_microbatches", "pp_microbatches", "cp_sp_seq", "vocab_tp"}
 TINY_SHAPES = st.builds(lambda layers, heads, kv, ffn, seq, vocab: ModelConfig(
     name="t", layers=layers, hidden=64 * heads, heads=heads, kv_heads=kv, ffn_hidden=ffn, seq_len=seq, vocab=vocab),
     st.sampled_from([2, 3, 4, 6, 8]), st.sampled_from([4, 8]), st.sampled_from([2, 4]),
