@@ -169,6 +169,15 @@ class FeatureTable:
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
         return (self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient).max(axis=1)
 
+    def peak_mem_kinds_gb(self, constants: Constants, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(device peak, the peak as a measurement of `kinds` counts it: 'allocated' and 'reserved' leave the CUDA
+        context out, launcher.plan.corpus.MEM_KINDS)."""
+        context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
+        stages = self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient
+        best = stages.argmax(axis=1)
+        device = stages[np.arange(self.n), best]
+        return device, device - np.where(np.asarray(kinds) == "device", 0.0, context)
+
 
 # ------------------------------------------------------------------------------------------------ the fit
 
