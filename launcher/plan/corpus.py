@@ -98,25 +98,20 @@ class RowError(ValueError):
     """A row the estimator cannot represent; the message is the reason."""
 
 
-_NET = re.compile(r"(\d+(?:\.\d+)?)\s*(?:x\s*)?(\d+(?:\.\d+)?)?\s*gb(?:it)?p?s|(\d+)\s*x\s*(?:hdr|ndr)?[^0-9]*(\d+)\s*gb",
-                  re.I)
-
-
 def inter_node_gbytes_per_s(network: str, gpus_per_node: int) -> Optional[float]:
-    """Per-GPU scale-out bandwidth (GB/s) from a row's network text: '8x400Gb/s ... per node' = 8 NICs of 400 Gb/s
-    per node; '400 Gbps per GPU'; '800Gbps inter-node' (a node total). None when nothing is stated."""
+    """Per-GPU scale-out bandwidth (GB/s) from a row's network text, None when nothing is stated:
+    '8x400Gb/s InfiniBand NDR per node' = 8 NICs of 400 Gb/s per node; '... 200Gb/s per node' = one node total;
+    '400 Gbps per GPU' and a bare '400Gbps inter-node' = one NIC per GPU (rail-optimised clusters; the FSDP runs of
+    the corpus move more bytes per second than a node total of 400 Gb/s could carry)."""
     text = network.lower().replace("gb/s", "gbps").replace("gbit/s", "gbps")
     m = re.search(r"(\d+)\s*x\s*(?:[a-z ]*?)(\d+(?:\.\d+)?)\s*gbps", text)
     if m:
-        per_node = int(m.group(1)) * float(m.group(2))
-        return per_node / 8 / gpus_per_node
-    m = re.search(r"(\d+(?:\.\d+)?)\s*gbps", text) or re.search(r"(\d+(?:\.\d+)?)\s*gb\b", text)
+        return int(m.group(1)) * float(m.group(2)) / 8 / gpus_per_node
+    m = re.search(r"(\d+(?:\.\d+)?)\s*gbps", text)
     if not m:
         return None
     gbits = float(m.group(1))
-    if "per gpu" in text:
-        return gbits / 8
-    return gbits / 8 / gpus_per_node
+    return gbits / 8 / (gpus_per_node if "per node" in text else 1)
 
 
 def _recompute(text: str) -> tuple[str, int, bool]:
@@ -145,6 +140,18 @@ def _precision(text: str) -> tuple[str, str]:
 def _stack(text: str) -> str:
     t = text.strip().lower()
     return t.split(":", 1)[1] if t.startswith("other:") else t
+
+
+def _attention_kernel(notes: str) -> str:
+    """The flash-attention kernel a row's notes name ('' when they name none)."""
+    n = notes.lower()
+    if "triton" in n:
+        return "triton"
+    if "cudnn" in n or "flashattention-3" in n or "flash attention 3" in n:
+        return "fa3"
+    if "flashattention v2" in n or "flash_attention_2" in n or "flashattention-2" in n or "flash attention v2" in n:
+        return "fa2"
+    return ""
 
 
 def _mem_kind(how: str) -> str:
@@ -198,9 +205,16 @@ def parse_row(r: dict) -> CorpusRow:
     if fsdp:
         zero = 2 if fsdp == "shard_grad_op" else 3
     stack = _stack(r.get("stack", ""))
+    version = r.get("stack_version", "").lower()
+    if "kempnerforge" in version:
+        stack = "kempnerforge"   # its own stack: a bf16 model, gathered logits (launcher.plan.stack)
+    if stack == "megatron_lm" and ("transformer-impl local" in version or "no te" in version):
+        stack = "megatron_local"   # Megatron-LM without Transformer Engine, apex or its fusions
     seq_par = _bool(r.get("sequence_parallel", ""))
-    if seq_par is None:   # nanotron's default tp_mode REDUCE_SCATTER is sequence parallelism
-        seq_par = tp > 1 and stack in ("nanotron", "nemo", "torchtitan_like")
+    if seq_par is None:   # nanotron's default tp_mode REDUCE_SCATTER is sequence parallelism; KempnerForge uses
+        #                   SequenceParallel except on pipeline stages
+        seq_par = tp > 1 and (stack in ("nanotron", "nemo", "torchtitan_like")
+                              or (stack == "kempnerforge" and pp == 1))
     layout = Layout(gpus=n, nodes=max(1, -(-n // gpn)), tp=tp, pp=pp, dp=dp, cp=cp,
                     vpp=_int(r.get("vpp", ""), 1) or 1, mbs=mbs, gbs=int(r["gbs"]), recompute=recompute,
                     sequence_parallel=bool(seq_par and tp > 1), zero_stage=zero,
@@ -209,7 +223,8 @@ def parse_row(r: dict) -> CorpusRow:
         raise RowError(f"gbs {layout.gbs} < mbs x dp = {mbs * dp}")
     workload = Workload(stack=stack, fsdp=fsdp, reshard_after_forward=_bool(r.get("reshard_after_forward", "")),
                         recompute_every=every, offload=offload,
-                        torch_compile=bool(_bool(r.get("torch_compile", ""))))
+                        torch_compile=bool(_bool(r.get("torch_compile", ""))),
+                        attention_kernel=_attention_kernel(r.get("notes", "")))
     flash = _bool(r.get("flash_attention", ""))
     state = r.get("state", "").strip().lower()
     if state not in ("ok", "oom"):

@@ -23,9 +23,10 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from launcher.plan import calibrate as cal
-from launcher.plan.constants import Constants, constants_for
+from launcher.plan.constants import Constants, prior_for
 from launcher.plan.corpus import CorpusRow
-from launcher.schema import PRECISIONS as ESTIMATOR_PRECISIONS
+from launcher.plan.estimator import ESTIMATOR_PRECISIONS
+from launcher.plan.stack import stack_name
 
 MEM_MARGIN = 0.9
 """plan.mem_safety_margin's default: a layout predicted above this share of the GPU's memory is pruned."""
@@ -43,7 +44,14 @@ class Prepared:
 def features_for(row: CorpusRow) -> cal.TrialFeatures:
     """A published run's constant-free amounts."""
     precision = row.precision if row.precision in ESTIMATOR_PRECISIONS else "bf16"
-    return cal.trial_features(row.model, row.cluster, row.layout, precision, row.flash)
+    return cal.trial_features(row.model, row.cluster, row.layout, precision, row.flash, workload=row.workload,
+                              backend=row.backend)
+
+
+def prior_of(row: CorpusRow) -> Constants:
+    """The a-priori (unfitted) constants of a run's stack: the starting point of every fit, so that no source's
+    data reaches another's prediction through the shipped values."""
+    return prior_for(stack_name(row.workload, row.backend))
 
 
 def prepare(rows: Sequence[CorpusRow], features: Optional[Callable] = None) -> list[Prepared]:
@@ -51,7 +59,7 @@ def prepare(rows: Sequence[CorpusRow], features: Optional[Callable] = None) -> l
     out = []
     for row in rows:
         f = features(row) if features else features_for(row)
-        out.append(Prepared(row, f, constants_for(row.backend)))
+        out.append(Prepared(row, f, prior_of(row)))
     return out
 
 
@@ -227,3 +235,9 @@ def scores(predicted: Sequence[Predicted], margin: float = MEM_MARGIN) -> Scores
                   float(np.average(rhos, weights=sizes)) if rhos else nan, len(rhos), len(mem),
                   float(np.median(mem_err)) if len(mem_err) else nan, len(ok), len(oom),
                   sum(p.peak_mem_gb <= limit(p) for p in oom), sum(p.peak_mem_gb > limit(p) for p in ok))
+
+
+def constants_of(row: CorpusRow, result: Fit) -> Constants:
+    """The constants a fit gives a run's stack (its prior moved by the fitted multipliers)."""
+    c = cal.apply_parameters(prior_of(row), result.params, result.theta)
+    return cal.apply_parameters(c, cal.MEMORY_PARAMETERS, result.mem_theta)

@@ -39,6 +39,9 @@ class Workload:
     """Activations checkpointed to host memory (the layer inputs leave the GPU; the transfer overlaps compute)."""
     torch_compile: bool = False
     """torch.compile fuses the element-wise kernels of PyTorch stacks (norms, activations, residual adds, rotary)."""
+    attention_kernel: str = ""
+    """Flash-attention kernel family when it is not the stack's usual one (launcher.plan.attention.kernel_factor):
+    'fa2', 'fa3' (FlashAttention-3 / cuDNN / Transformer Engine) or 'triton'; '' = the stack's."""
     grad_accum_sync: Optional[bool] = None
     """FSDP/ZeRO-2/3 reduce gradients after every micro-batch (True) or keep unsharded gradients and reduce once per
     step (False: FSDP1 no_sync, FSDP2 set_requires_gradient_sync(False)). None: the stack's default."""
@@ -46,6 +49,8 @@ class Workload:
     def __post_init__(self) -> None:
         if self.fsdp not in FSDP_MODES:
             raise ConfigError("workload.fsdp", self.fsdp, f"use one of {', '.join(repr(m) for m in FSDP_MODES)}")
+        if self.attention_kernel not in ("", "fa2", "fa3", "triton"):
+            raise ConfigError("workload.attention_kernel", self.attention_kernel, "use '', 'fa2', 'fa3' or 'triton'")
         if self.recompute_every < 1:
             raise ConfigError("workload.recompute_every", self.recompute_every, "use 1 (every layer) or more")
 
