@@ -214,12 +214,19 @@ def fitted(prior: Constants) -> Constants:
 _BACKEND_STACK = {"torch": "parasweep_workload", "megatron_lm": "megatron_lm", "": "megatron_lm"}
 
 
-@functools.lru_cache(maxsize=None)
 def constants_for(backend: str) -> Constants:
     """The a-priori constants of a backend's or a stack's software stack (launcher.plan.stack; they differ in how
     mixed precision moves weights and gradients per micro-batch and in how many kernels a layer issues), fitted on
-    the published corpus; an unknown or empty name gets Megatron-LM's."""
-    return fitted(prior_for(_BACKEND_STACK.get(backend, backend)))
+    the published corpus; an unknown or empty name gets Megatron-LM's. One object per stack."""
+    from launcher.plan.stack import STACKS
+
+    name = _BACKEND_STACK.get(backend, backend)
+    return _stack_constants(name if name in STACKS else "megatron_lm")
+
+
+@functools.lru_cache(maxsize=None)
+def _stack_constants(stack: str) -> Constants:
+    return fitted(prior_for(stack))
 
 
 DEFAULT = constants_for("megatron_lm")

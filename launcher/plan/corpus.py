@@ -33,6 +33,10 @@ MEM_KINDS = ("allocated", "reserved", "device")
 the caching allocator's free blocks), or the whole device as nvidia-smi shows it (also the CUDA context and NCCL's
 buffers). A source that does not say is taken as 'reserved' (Megatron's and nanotron's memory reports print both;
 what a table quotes is most often the reserved figure)."""
+LEARNED_POSITIONS_MAX = 8192
+"""GPT/BLOOM-style (LayerNorm) rows get learned position embeddings for at most this many positions: GPT-3-style
+recipes learn them up to 2048-8192; BLOOM uses ALiBi and long-context runs rotary embeddings, which have no
+parameters (a 256k-position table would be 1.6B replicated parameters, more than a 30B model's TP shard)."""
 ASSUMED_VOCAB = 51200
 """Vocabulary assumed where a source does not state it (MLPerf GPT-3: SentencePiece, size not in the logs): the
 GPT-2 BPE size padded, 0.4 % of the FLOPs of a 175B model, so the choice hardly matters."""
@@ -185,7 +189,8 @@ def parse_row(r: dict) -> CorpusRow:
                         swiglu=gated, seq_len=int(r["seq_len"]), vocab=vocab,
                         tied_embeddings=_bool(r.get("tied_embeddings", "")) is not False if not gated
                         else bool(_bool(r.get("tied_embeddings", ""))),
-                        norm="rmsnorm" if gated else "layernorm")
+                        norm="rmsnorm" if gated else "layernorm",
+                        max_position=min(int(r["seq_len"]), LEARNED_POSITIONS_MAX))
     spec = find_spec(r["gpu"])
     if spec is None:
         raise RowError(f"gpu {r['gpu']!r} not in the datasheet table")
@@ -202,6 +207,8 @@ def parse_row(r: dict) -> CorpusRow:
     fsdp = r.get("fsdp", "").strip().lower()
     fsdp = {"megatron_fsdp": "full_shard", "optim_grads_params": "full_shard", "true": "fsdp2"}.get(fsdp, fsdp)
     zero = _int(r.get("zero_stage", ""), 0) or 0
+    if not fsdp and not zero and _stack(r.get("stack", "")) == "pytorch_fsdp" and n > 1:
+        fsdp = "full_shard"    # a PyTorch FSDP run whose sharding is not stated: FSDP's default, FULL_SHARD
     if fsdp:
         zero = 2 if fsdp == "shard_grad_op" else 3
     stack = _stack(r.get("stack", ""))

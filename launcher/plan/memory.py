@@ -9,7 +9,7 @@ Sources:
   in flight (two: the one running and the one prefetched; every unit of the stage from its forward to its backward
   when parameters are not resharded after the forward) and their unsharded gradients before the reduce-scatter;
   Transformer Engine's FP8 weight caches (an 8-bit copy and its transpose of every linear weight, kept across the
-  micro-batches of a step);
+  micro-batches of a step: StackFacts.fp8_weight_cache_bytes);
 - activations: Korthikanti et al. 2022 (arXiv 2205.05198) §4-5, Table 2: per layer s·b·h·(34 + 5as/h) bytes with
   16-bit activations and 1-byte dropout masks, (10 + 24/t + 5as/ht) under TP, /t with sequence parallelism, the
   5as/h attention-score term gone under selective recompute (and with flash attention, which never stores the
@@ -44,9 +44,6 @@ GB = 1e9
 # training keeps bf16 weights and fp32 master/grads (Transformer Engine casts per GEMM): as bf16.
 STATE_BYTES = {"bf16": (2.0, 4.0, 12.0), "fp16": (2.0, 2.0, 16.0), "fp32": (4.0, 4.0, 8.0), "fp8": (2.0, 4.0, 12.0)}
 ACTIVATION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}
-FP8_WEIGHT_CACHE_BYTES = 2.0
-"""Transformer Engine keeps an FP8 copy of every linear weight and of its transpose (1 + 1 B) from the first
-micro-batch of a step to the last (is_first_microbatch caching)."""
 FSDP_UNITS_IN_FLIGHT = 2
 """FSDP/ZeRO-3 hold the unsharded parameters of the unit running and of the one prefetched (FSDP1
 forward/backward prefetch, FSDP2's default prefetch of one, ZeRO-3's prefetch bucket)."""
@@ -75,6 +72,8 @@ def state_bytes_per_param(precision: str, zero_stage: int, distributed_optimizer
             grad, optim = 2.0, 16.0
         elif states == "fp32_master":
             weight, grad, optim = 4.0, 4.0, 8.0
+        elif states == "megatron_bf16_grads":
+            grad = 2.0
         elif states == "bf16_pure":
             weight, grad, optim = 2.0, 2.0, 4.0
     if zero_stage >= 1 or distributed_optimizer:
@@ -233,7 +232,7 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     if facts.autocast_cache and precision in ("bf16", "fp16"):
         weights += params * 2.0        # bf16 casts of every weight, cached through the forward
     if precision == "fp8":
-        weights += model.layers / layout.pp * sharded / t * FP8_WEIGHT_CACHE_BYTES
+        weights += model.layers / layout.pp * sharded / t * facts.fp8_weight_cache_bytes
     gathered = 0.0
     if layout.zero_stage >= 3:
         gather = facts.gather_bytes

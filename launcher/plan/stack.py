@@ -17,6 +17,10 @@ Sources (read in the code of each stack):
 - Megatron-DeepSpeed (bf16, ZeRO-1): deepspeed/runtime/bf16_optimizer.py keeps bf16 .grad (2 B) and a full fp32
   gradient accumulation buffer (4 B) besides the partitioned fp32 master/m/v (12/d); the pipeline engine's extra
   per-micro-batch passes (constants.DEEPSPEED_PARAM_BYTES).
+- NeMo / Megatron-Bridge performance recipes: Megatron-Core with the distributed optimizer, gradients reduced and
+  kept in bf16 (ddp.grad_reduce_in_fp32 off: 2 B grads, 2 B reduced), FP8 parameters gathered in FP8 (no extra cached
+  FP8 copy); the measured Llama3-70B peaks (Megatron-Bridge memory-tuning skill: 59 GB at tp4 pp4 vpp5 dp2) are
+  below what fp32 gradient buffers alone would need (4.4B params x (2 + 4 + 6 + 2) = 62 GB before activations).
 - Megatron-LM without Transformer Engine and apex (--transformer-impl local --no-gradient-accumulation-fusion
   --no-masked-softmax-fusion --no-persist-layer-norm): the same states, element-wise kernels unfused, the wgrad GEMM
   writing a 16-bit gradient that a separate kernel adds into the fp32 main grad (write 2, read 2 + 4, write 4 = 12
@@ -82,6 +86,9 @@ class StackFacts:
     backend, Triton flash)."""
     autocast_cache: bool = False
     """bf16 copies of every weight live from the first to the last use in the forward (torch autocast cache)."""
+    fp8_weight_cache_bytes: float = 2.0
+    """Under FP8, bytes per linear-layer parameter of the FP8 copies Transformer Engine caches across the micro-batches
+    of a step (the weight and its transpose: 1 + 1); 0 when the FP8 copy is the parameter (--fp8-param-gather)."""
     grad_accum_sync: bool = True
     """ZeRO-2/3 / FSDP reduce-scatter the gradients after every micro-batch. False: gradient accumulation without
     synchronisation (FSDP2 set_requires_gradient_sync(False) on all but the last micro-batch): the unsharded
@@ -97,7 +104,8 @@ _MEGATRON = StackFacts("megatron_lm", "megatron", eager=False, kernels_per_layer
 STACKS = {
     "megatron_lm": _MEGATRON,
     "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True),
-    "nemo": StackFacts("nemo", "megatron", False, 45.0, 0.5, 7.0, 0.0, 0.0, 4.0, 2.0, 6.0, True),
+    "nemo": StackFacts("nemo", "megatron_bf16_grads", False, 45.0, 0.5, 7.0, 0.0, 0.0, 2.0, 2.0, 6.0, True,
+                       fp8_weight_cache_bytes=0.0),
     "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, False, "fa2"),
     "megatron_deepspeed": StackFacts("megatron_deepspeed", "deepspeed_bf16", False, 45.0, 0.5, 7.0, 28.0, 0.0,
                                      2.0, 2.0, 6.0, False, "fa2"),

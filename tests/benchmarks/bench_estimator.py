@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} rows from {len({r.source for r in rows})} sources ({args.data}); {len(skipped)} left out:")
     for (source, reason), n in sorted(Counter((s.source, s.reason) for s in skipped).items()):
         print(f"  {source}: {n} x {reason}")
-    prior = F.predict(prepared, F.Fit(F.np.zeros(len(F.cal.STEP_PARAMETERS)),
+    prior = F.predict(prepared, F.Fit(F.np.zeros(len(F.CORPUS_PARAMETERS)),
                                       F.np.zeros(len(F.cal.MEMORY_PARAMETERS))))
     full = F.fit(prepared)
     results = {}
