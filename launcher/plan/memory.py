@@ -69,7 +69,7 @@ def state_bytes_per_param(precision: str, zero_stage: int, distributed_optimizer
         if states == "deepspeed_bf16" and zero_stage <= 1 and precision in ("bf16", "fp8"):
             grad = 2.0 + 4.0
         elif states in ("deepspeed", "deepspeed_bf16"):
-            grad, optim = 2.0, 16.0
+            grad, optim = 2.0, 12.0
         elif states == "fp32_master":
             weight, grad, optim = 4.0, 4.0, 8.0
         elif states == "megatron_bf16_grads":

@@ -25,8 +25,7 @@ Sources (read in the code of each stack):
   --no-masked-softmax-fusion --no-persist-layer-norm): the same states, element-wise kernels unfused, the wgrad GEMM
   writing a 16-bit gradient that a separate kernel adds into the fp32 main grad (write 2, read 2 + 4, write 4 = 12
   B/param per micro-batch).
-- DeepSpeed ZeRO (Rajbhandari et al. 2020 §5; stage 1/2/3 partition optimizer / + grads / + params over d), with the
-  fp32 gradient partition (4/d) the mixed-precision optimizer keeps.
+- DeepSpeed ZeRO (Rajbhandari et al. 2020 §5; stage 1/2/3 partition optimizer / + grads / + params over d; K = 12).
 - PyTorch FSDP1 (MixedPrecision(param_dtype=bf16)) and FSDP2 (fully_shard, MixedPrecisionPolicy(param_dtype=bf16,
   reduce_dtype=fp32) in torchtitan): sharded fp32 parameters, fp32 gradients and AdamW m, v = 16/d; each unit's
   bf16 parameters are all-gathered before its forward (and again before its backward when resharded) and its
@@ -58,7 +57,8 @@ class StackFacts:
     states: str
     """Model-state layout: 'megatron' (16-bit weights, fp32 main grads, fp32 master + Adam), 'deepspeed_bf16'
     (BF16_Optimizer: + 16-bit .grad and a full fp32 accumulation buffer), 'deepspeed' (ZeRO with 16-bit grads and
-    an fp32 grad partition), 'fp32_master' (torch autocast / FSDP mixed precision: fp32 parameters are the master)."""
+    ZeRO's K = 12), 'fp32_master' (torch autocast / FSDP mixed precision: fp32 parameters are the master),
+    'megatron_bf16_grads' (Megatron with bf16 gradient buffers), 'bf16_pure' (a bf16 model, bf16 AdamW states)."""
     eager: bool
     """Element-wise kernels unfused (norms, rotary, gating, residual adds as separate PyTorch ops)."""
     kernels_per_layer: float

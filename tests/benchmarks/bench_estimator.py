@@ -4,8 +4,8 @@
 
 For each source (one CSV of tests/data/published), the global constants are fitted on the other sources only
 (launcher.plan.fit: the same robust MAP procedure that produced the shipped a-priori constants) and that source is
-predicted. Printed per source and overall, out of sample (LOSO) and in sample (fitted on everything), plus the
-shipped a-priori constants without any fit:
+predicted. Printed per source and overall, out of sample (LOSO) and in sample (fitted on everything: the constants
+shipped in launcher/plan/fitted.py), plus the physical priors without any fit (launcher.plan.constants.prior_for):
 - step time: median and 90th percentile of |predicted / measured - 1| over the rows that ran and report a time;
 - same-model Spearman: rank correlation of predicted and measured tokens/s per GPU within each campaign of one model
   on one GPU (launcher.plan.corpus.CorpusRow.group), averaged with the groups' sizes as weights (groups of >= 3);
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                                       F.np.zeros(len(F.cal.MEMORY_PARAMETERS))))
     full = F.fit(prepared)
     results = {}
-    for title, predicted in (("A PRIORI (shipped constants, no fit)", prior),
+    for title, predicted in (("A PRIORI (physical priors per stack, no fit)", prior),
                              ("IN SAMPLE (fitted on every source)", F.predict(prepared, full)),
                              ("LEAVE ONE SOURCE OUT (fitted on the other sources)", F.loso(prepared))):
         text, figures = table(title, predicted)
