@@ -96,7 +96,8 @@ def test_dp_reduction_uses_nvlink_inside_a_node_and_the_nics_across():
 def test_dp_reduction_is_hidden_by_a_long_backward_but_not_by_a_short_one():
     m = ModelConfig(name="1.3b", layers=24, hidden=2048, heads=16, seq_len=2048, vocab=51200)
     long = step(m, gpus=64, nodes=8, tp=1, pp=1, dp=64, mbs=8, gbs=512, recompute="none")
-    short = step(m, gpus=64, nodes=8, tp=1, pp=1, dp=64, mbs=1, gbs=64, recompute="none")
+    short_seq = ModelConfig(name="1.3b-512", layers=24, hidden=2048, heads=16, seq_len=512, vocab=51200)
+    short = step(short_seq, gpus=64, nodes=8, tp=1, pp=1, dp=64, mbs=1, gbs=64, recompute="none")
     assert long.time_breakdown_s["dp_comm"] == 0.0
     assert short.time_breakdown_s["dp_comm"] > 0.0
 

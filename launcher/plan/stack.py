@@ -36,7 +36,8 @@ Sources (read in the code of each stack):
   tensor_parallel.py): the model itself is cast to bf16 (`model.to(dtype=param_dtype)`), so parameters, gradients
   and AdamW's m, v are all 16-bit: 2 + 2 + 4 = 8 B/param, sharded by FSDP2 (reduce_dtype fp32); the output head is
   ColwiseParallel gathered to Replicate: every TP rank holds and reduces the whole vocabulary's logits; no sequence
-  parallelism on pipeline stages; gradient accumulation under set_requires_gradient_sync(False) except on the last
+  parallelism on pipeline stages; q, k, v, gate and up projections each ColwiseParallel with a sequence-sharded
+  input (5 all-gathers per layer where Megatron's fused QKV and FC1 do 2); gradient accumulation under set_requires_gradient_sync(False) except on the last
   micro-step (kempnerforge/training/grad.py): FSDP2 then accumulates unsharded gradients in the reduction dtype.
 - nanotron: Megatron-like layout (bf16 params, fp32 gradient accumulation buffer, ZeRO-1 over dp), fused kernels
   (flash-attn's RMSNorm/rotary), TP with sequence parallelism (tp_mode REDUCE_SCATTER).
@@ -93,6 +94,13 @@ class StackFacts:
     """ZeRO-2/3 / FSDP reduce-scatter the gradients after every micro-batch. False: gradient accumulation without
     synchronisation (FSDP2 set_requires_gradient_sync(False) on all but the last micro-batch): the unsharded
     gradients of the stage are kept, in the reduction dtype, until the one reduce-scatter of the step."""
+    tp_input_gathers: float = 2.0
+    """Column-parallel projections per layer that gather their input under sequence parallelism (and all-reduce its
+    gradient in the backward): Megatron's fused QKV and FC1 = 2; KempnerForge's DTensor plan shards q, k, v, gate
+    and up projections apart, each ColwiseParallel with a Shard(1) input = 5."""
+    sp_regather: bool = True
+    """Under SP the backward all-gathers the norm outputs again for the weight gradients (Megatron); False: autograd
+    kept the gathered inputs (DTensor)."""
     vocab_parallel_loss: bool = True
     """Under TP the loss runs on each rank's V/t logits (Megatron's vocab-parallel cross-entropy); False: the
     output layer's logits are all-gathered and every TP rank computes the loss over the whole vocabulary."""
@@ -116,7 +124,8 @@ STACKS = {
     "torchtitan_like": StackFacts("torchtitan_like", "fp32_master", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0,
                                   10.0, False, "fa3"),
     "kempnerforge": StackFacts("kempnerforge", "bf16_pure", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0, 10.0,
-                               False, "fa3", grad_accum_sync=False, vocab_parallel_loss=False),
+                               False, "fa3", grad_accum_sync=False, tp_input_gathers=5.0, sp_regather=False,
+                               vocab_parallel_loss=False),
     "parasweep_workload": StackFacts("parasweep_workload", "fp32_master", False, 165.0, 0.7, 80.0, 22.0, 6.0, 4.0,
                                      2.0, 10.0, False, "fa2", autocast_cache=True),
 }

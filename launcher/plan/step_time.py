@@ -322,18 +322,25 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
     bwd = 2 * dense + core_bwd + (ew_bwd + 2 * scores) * hbm_s
     tokens = lay.mbs * md.seq_len / lay.sequence_shards
     act_bytes = tokens * md.hidden * c.e
-    allreduce = 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r, spans_nodes=c.tp_span) if t > 1 else 0.0
+    one = collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r, spans_nodes=c.tp_span) if t > 1 else 0.0
+    allreduce = 2 * one                  # the forward's two (after attention and after the FFN)
     full = lay.recompute == "full"
     share = 1.0 / c.workload.recompute_every if full else 0.0     # layers whose forward runs twice
-    tp_comm = (2 + share) * allreduce
-    if lay.sequence_parallel and t > 1:
-        # SP stores the norm outputs sequence-sharded: backward all-gathers them again for the weight gradients of
-        # QKV and FC1 (Korthikanti §4.2.2). Megatron overlaps these with the input-gradient GEMMs, which then run
-        # slower; counted as exposed, this reproduces Table 4's small net SP gain (-3 %, not the -8 % of the
-        # element-wise savings alone).
-        tp_comm += 2 * collective_time_s(act_bytes, t, c.tp_bw, "all_gather", r, spans_nodes=c.tp_span)
+    gathers = c.facts.tp_input_gathers   # column-parallel inputs gathered (SP) / input gradients reduced (backward)
+    if lay.sequence_parallel:
+        # forward: `gathers` all-gathers of the layer input + 2 reduce-scatters = (gathers + 2)/2 all-reduces; the
+        # backward the mirror image, plus (Megatron) 2 all-gathers of the norm outputs again for the weight
+        # gradients of QKV and FC1 (Korthikanti §4.2.2). Megatron overlaps these with the input-gradient GEMMs,
+        # which then run slower; counted as exposed, this reproduces Table 4's small net SP gain (-3 %, not the
+        # -8 % of the element-wise savings alone).
+        fwd_comm = (gathers + 2) / 2 * one
+        bwd_comm = fwd_comm + (2 * collective_time_s(act_bytes, t, c.tp_bw, "all_gather", r, spans_nodes=c.tp_span)
+                               if c.facts.sp_regather and t > 1 else 0.0)
+    else:   # 2 all-reduces forward; backward one per column-parallel input gradient
+        fwd_comm, bwd_comm = allreduce, gathers * one
+    tp_comm = fwd_comm * (1 + share) + bwd_comm
     recompute = fwd * share if full else (core_fwd + scores * hbm_s if lay.recompute == "selective" else 0.0)
-    compute, backward = layers * (fwd + bwd), layers * (bwd + allreduce)
+    compute, backward = layers * (fwd + bwd), layers * (bwd + bwd_comm)
     if stage == 0:   # embedding lookup and its gradient scatter-add (memory-bound, small)
         compute += 3 * act_bytes * hbm_s
     if stage == p - 1:   # final norm, output layer (h -> V/t) and the fp32 cross-entropy over V/t logits
