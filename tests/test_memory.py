@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from launcher.plan import memory
-from launcher.plan.constants import GPU_CONTEXT_GB
 from launcher.layout import Layout
 from launcher.schema import ClusterConfig, ModelConfig
 
@@ -97,9 +96,10 @@ def test_gqa_swiglu_activations():
     llama = ModelConfig(name="l", layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672, swiglu=True,
                         seq_len=4096, norm="rmsnorm")
     sbh = 4096 * 1 * 8192
-    # replicated 10; Q,K,V 2·(1 + 2·8/64) = 2.5, proj input 2, SwiGLU gate+up outputs and FC2 input 3·2·3.5 = 21
+    # replicated 8 (two norm inputs, QKV and FFN inputs; no dropout masks: Llama trains without dropout);
+    # Q,K,V 2·(1 + 2·8/64) = 2.5, proj input 2, SwiGLU gate+up outputs and FC2 input 3·2·3.5 = 21
     got = memory.layer_activation_bytes(llama, 1, 8, True, "selective", True, act_bytes=2)
-    assert got == pytest.approx((10 + 2.5 + 2 + 21) * sbh / 8)
+    assert got == pytest.approx((8 + 2.5 + 2 + 21) * sbh / 8)
 
 
 def test_inflight_layers_1f1b_and_interleaved():
@@ -153,10 +153,14 @@ def test_stage_memory_breakdown_hand_computed():
     acts = 22 * SBH * 4 + SBH * 2
     assert first["activations"] == pytest.approx(acts / 1e9)
     assert first["logits"] == 0
-    assert first["overhead"] == pytest.approx(GPU_CONTEXT_GB + 0.1 * acts / 1e9)
+    c = memory.DEFAULT
+    assert first["context"] == pytest.approx(c.gpu_context_gb)
+    assert first["temporaries"] == pytest.approx(c.transient_share * acts / 1e9)
+    assert first["fragmentation"] == pytest.approx(c.fragmentation_share * acts / 1e9)
     last = memory.stage_memory_gb(SMALL, GPU, lay, "bf16", 1)
-    # final-norm and output-layer inputs 2·e·sbh + fp32 logits 4·s·b·V/t = 4,194,304 + 65,536,000
-    assert last["logits"] == pytest.approx((4 * SBH + 4 * 512 * 2 * 32000 / 2) / 1e9)
+    # final-norm and output-layer inputs 2·e·sbh + Megatron's loss buffers 6 B per logit element (bf16 logits 2 and
+    # their fp32 copy 4) over s·b·V/t = 4,194,304 + 98,304,000
+    assert last["logits"] == pytest.approx((4 * SBH + 6 * 512 * 2 * 32000 / 2) / 1e9)
     assert last["activations"] == pytest.approx(22 * SBH * 2 / 1e9)
     peak, parts = memory.peak_memory_gb(SMALL, GPU, lay, "bf16")
     assert parts == last and peak == pytest.approx(sum(last.values()))   # the logits make the last stage heavier
@@ -166,15 +170,18 @@ def test_zero3_weights_are_partitioned_plus_two_gathered_layers():
     lay = layout(pp=1, dp=4, zero_stage=3)
     params = 4 * 6_301_184 + 16_384_000 + 524_288 + 2048       # pp = 1: all 4 layers, embeddings, final norm
     got = memory.stage_memory_gb(SMALL, GPU, lay, "bf16", 0)
-    # 2 B / d = 0.5 B per partitioned param, + 2 layers gathered in full (6,301,184 params each at 2 B)
-    assert got["weights"] == pytest.approx((params * 0.5 + 2 * 6_301_184 * 2) / 1e9)
+    # 2 B / d = 0.5 B per partitioned param; gathered: 2 layers in full (6,301,184 params each at 2 B) and one layer's
+    # unsharded gradient before its reduce-scatter (fp32 main grads: 4 B)
+    assert got["weights"] == pytest.approx(params * 0.5 / 1e9)
+    assert got["gathered"] == pytest.approx((2 * 6_301_184 * 2 + 6_301_184 * 4) / 1e9)
     assert got["grads"] == pytest.approx(params * 1 / 1e9) and got["optimizer"] == pytest.approx(params * 3 / 1e9)
 
 
 def test_cpu_standin_overhead_is_far_smaller():
     lay = layout()
-    gpu = memory.stage_memory_gb(SMALL, GPU, lay, "bf16", 0)["overhead"]
-    cpu = memory.stage_memory_gb(SMALL, CPU, lay, "fp32", 0)["overhead"]
+    overhead = ("temporaries", "fragmentation", "context")
+    gpu = sum(memory.stage_memory_gb(SMALL, GPU, lay, "bf16", 0)[k] for k in overhead)
+    cpu = sum(memory.stage_memory_gb(SMALL, CPU, lay, "fp32", 0)[k] for k in overhead)
     assert cpu < 0.1 * gpu
 
 

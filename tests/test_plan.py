@@ -141,7 +141,9 @@ def test_a_warning_kind_is_summarised_once_not_per_message(load, capsys):
     cfg = load("+sweep=70b", "dry_run=true")
     print_plan(cfg, make_plan(cfg))
     out = capsys.readouterr().out
-    assert out.count("gemm_vocab on ") == 1 and "of 48 kept trials" in out
+    # once, whether it concerns some kept trials ("gemm_vocab on N of M kept trials") or all of them ("every kept
+    # trial (gemm_vocab)": which trials are kept follows the estimator's memory predictions)
+    assert out.count("gemm_vocab") == 1 and "kept trial" in out
 
 
 def test_plan_honours_backend_flash_attention(load):

@@ -29,8 +29,10 @@ import numpy as np
 
 from launcher.layout import Layout
 from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.plan.hardware import generation
 from launcher.plan.memory import stage_memory_gb
 from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
+from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 from launcher.schema import ClusterConfig, ModelConfig
 
 MIN_TRIALS = 3
@@ -63,6 +65,7 @@ class Parameter:
 PARAMETERS = (
     Parameter("compute", ("gemm_eff_max",), 0.5),
     Parameter("gemm_size", ("gemm_dim_scale",), 0.7),
+    Parameter("fp8", ("fp8_gemm_eff",), 0.25),
     Parameter("memory_bw", ("hbm_eff",), 0.5),
     Parameter("network", ("net_eff",), 0.7),
     Parameter("latency", ("latency_gpu_s", "latency_cpu_s"), 1.5),
@@ -70,6 +73,20 @@ PARAMETERS = (
     Parameter("dispatch", ("layer_dispatch_s", "checkpoint_dispatch_s"), 1.0),
     Parameter("mem_context", ("gpu_context_gb", "cpu_context_gb"), 1.0, offset=1.0, memory=True),
     Parameter("mem_transient", ("transient_share",), 1.0, offset=0.1, memory=True),
+    Parameter("mem_fragmentation", ("fragmentation_share",), 0.3, memory=True),
+)
+"""Every parameter is a log multiplier of a Constants field (or group) with a Gaussian prior; a parameter the
+measurements say nothing about (no FP8 trial for 'fp8', no network traffic for 'network') stays at its prior. A
+sweep runs on one GPU model, so the generation multipliers (GENERATION_PARAMETERS) are not among them: on one
+generation they are the same thing as 'compute'; the corpus fit (launcher.plan.fit) adds them, and the parameters a
+sweep at one sequence length and scale cannot tell apart from 'compute', 'fixed' or 'dispatch' (the attention
+kernels' efficiency, the per-step overhead, the overlap interference)."""
+CORPUS_ONLY_PARAMETERS = (
+    Parameter("hopper", ("gen_eff_hopper",), 0.25),
+    Parameter("blackwell", ("gen_eff_blackwell",), 0.25),
+    Parameter("attention", ("attn_eff",), 0.3),
+    Parameter("step_overhead", ("step_overhead_s",), 1.0, offset=0.005),
+    Parameter("interference", ("overlap_interference",), 1.0, offset=0.05),
 )
 STEP_PARAMETERS = tuple(p for p in PARAMETERS if not p.memory)
 MEMORY_PARAMETERS = tuple(p for p in PARAMETERS if p.memory)
@@ -101,9 +118,11 @@ class TrialFeatures:
     dp_reduce: np.ndarray       # (groups,)
     dp_gather: np.ndarray
     optimizer: np.ndarray
-    mem_fixed_gb: tuple[float, float]      # weights + grads + optimizer + activations + logits, per stage
-    mem_transient_gb: tuple[float, float]  # activations + logits (what the transient share multiplies)
+    mem_fixed_gb: tuple[float, float]      # weights + grads + optimizer + gathered + activations + logits, per stage
+    mem_transient_gb: tuple[float, float]  # activations + logits + gathered (what the overhead shares multiply)
     tokens_per_step: int
+    generation: str = "ampere"             # the GPU generation (launcher.plan.hardware): which rates apply
+    overlap_gather: int = 0
 
 
 def _vector(x) -> np.ndarray:
@@ -111,19 +130,23 @@ def _vector(x) -> np.ndarray:
 
 
 def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
-                   flash: bool) -> TrialFeatures:
-    """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts."""
-    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster))
+                   flash: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> TrialFeatures:
+    """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts.
+    `workload` and `backend` as for launcher.plan.estimator.estimate (they choose the stack's counts)."""
+    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster),
+                     workload=workload, backend=backend)
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
-    bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0)
+    bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0,
+                               fragmentation_share=0.0)
     fixed, transient = [], []
     for stage in (0, layout.pp - 1):
-        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare)
+        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare, workload=workload,
+                                backend=backend)
         fixed.append(sum(parts.values()))
-        transient.append(parts["activations"] + parts["logits"])
-    return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, int(pc.zero3), int(pc.cpu),
+        transient.append(parts["activations"] + parts["logits"] + parts["gathered"])
+    return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, 0, int(pc.cpu),
                          _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), tuple(fixed),
-                         tuple(transient), layout.gbs * model.seq_len)
+                         tuple(transient), layout.gbs * model.seq_len, generation(cluster), int(pc.overlap_gather))
 
 
 class FeatureTable:
@@ -138,6 +161,8 @@ class FeatureTable:
         self.pp = np.array([x.pp for x in f], dtype=float)
         self.vpp = np.array([x.vpp for x in f], dtype=float)
         self.zero3 = np.array([x.zero3 for x in f], dtype=float)
+        self.overlap_gather = np.array([x.overlap_gather for x in f], dtype=float)
+        self.generation = np.array([x.generation for x in f])
         self.cpu = np.array([x.cpu for x in f], dtype=float)
         self.dp = np.array([[x.dp_reduce, x.dp_gather, x.optimizer] for x in f]).reshape(self.n, 3, len(_GROUPS))
         self.mem_fixed = np.array([x.mem_fixed_gb for x in f], dtype=float).reshape(self.n, 2)
@@ -153,8 +178,12 @@ class FeatureTable:
         return out
 
     def _rates(self, constants: Constants) -> np.ndarray:
-        gpu, cpu = np.array(rates(constants, False)), np.array(rates(constants, True))
-        return np.where(self.cpu[:, None] > 0, cpu[None, :], gpu[None, :])
+        out = np.empty((self.n, len(_GROUPS)))
+        for gen in np.unique(self.generation):
+            rows = self.generation == gen
+            gpu, cpu = np.array(rates(constants, False, str(gen))), np.array(rates(constants, True, str(gen)))
+            out[rows] = np.where(self.cpu[rows, None] > 0, cpu[None, :], gpu[None, :])
+        return out
 
     def step_time_s(self, constants: Constants) -> np.ndarray:
         r = self._rates(constants)
@@ -162,12 +191,27 @@ class FeatureTable:
         dp = np.einsum("nkg,ng->nk", self.dp, r)
         stages = tuple(MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
         pc = StepPieces(stages, tuple(self.weights[:, s] for s in range(3)), self.microbatches, self.pp, self.vpp,
-                        self.zero3, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2])
+                        self.overlap_gather, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference)
         return combine(pc, np.maximum)[0]
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
+        return self.peak_mem_kinds_gb(constants, np.full(self.n, "device"))[0]
+
+    def peak_mem_kinds_gb(self, constants: Constants, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(device peak, the peak as a measurement of `kinds` counts it, launcher.plan.corpus.MEM_KINDS:
+        'allocated' = tensors and temporaries, 'reserved' = + the allocator's fragmentation, 'device' = + the CUDA
+        context)."""
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
-        return (self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient).max(axis=1)
+        allocated = self.mem_fixed + constants.transient_share * self.mem_transient
+        frag = constants.fragmentation_share * self.mem_transient
+        stages = allocated + frag + context[:, None]
+        best = stages.argmax(axis=1)
+        rows = np.arange(self.n)
+        device = stages[rows, best]
+        kinds = np.asarray(kinds)
+        measured = np.where(kinds == "device", device,
+                            np.where(kinds == "reserved", device - context, allocated[rows, best]))
+        return device, measured
 
 
 # ------------------------------------------------------------------------------------------------ the fit

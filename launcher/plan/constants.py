@@ -10,6 +10,7 @@ Also here: `resolve_precision` (backend precision "auto" follows the hardware).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 
 from launcher.errors import ConfigError
@@ -78,10 +79,41 @@ AUTOCAST_CHECKPOINT_DISPATCH_S = 1.2e-3
 """torch.utils.checkpoint (non-reentrant: saved-tensor hooks, recompute bookkeeping): selective recompute costs
 3.7 - 2.5 = 1.2 ms per layer (H100 data)."""
 
+# ---------------------------------------------------------------------------------------------- generations
+GEN_EFF = {"volta": 1.0, "ampere": 1.0, "hopper": 1.0, "blackwell": 1.0}
+"""GEMM efficiency of a generation relative to Ampere's (the a-priori 1: the same share of the datasheet peak; the fit
+moves Hopper and Blackwell, which reach a smaller share of their larger peaks at their power limits)."""
+FP8_GEMM_EFF = 0.85
+"""Share of the FP8 dense peak an FP8 GEMM reaches relative to what a 16-bit GEMM reaches of the 16-bit peak:
+cuBLASLt FP8 GEMMs on H100 run at ~1300-1500 of 1979 TFLOP/s where bf16 runs at ~700-800 of 989 (NVIDIA
+Transformer Engine and cuBLAS benchmarks), ~0.85 of the relative efficiency."""
+
+# ---------------------------------------------------------------------------------------------- attention
+ATTN_EFF = 0.65
+"""Share of the 16-bit peak a flash-attention forward reaches at long sequence (launcher.plan.attention):
+FlashAttention-2 reaches up to 73 % of A100's peak (Dao 2023, arXiv 2307.08691 §4.1), FlashAttention-3 630 of
+989 TFLOP/s on H100 (head dim 128)."""
+
+# ---------------------------------------------------------------------------------------------- step
+STEP_OVERHEAD_S = 0.005
+"""Time per iteration outside the micro-batches that nothing overlaps, per level of the job's reduction tree
+(log2(2 x GPUs) levels): the optimizer's kernel launches, the gradient-norm, found-inf and loss all-reduces and the
+wait for the slowest rank at each, logging, the data loader's hand-off (~10-50 ms in Megatron's timers at a few
+hundred GPUs)."""
+OVERLAP_INTERFERENCE = 0.1
+"""Communication overlapped with compute still slows it: NCCL kernels take SMs and HBM bandwidth (~10 % of the
+overlapped communication time, Megatron/FSDP overlap measurements: exposed < overlapped)."""
+KERNEL_LAUNCH_S = LAYER_DISPATCH_S / 45.0
+"""CPU seconds to issue one kernel from eager PyTorch (~15 us: Megatron's ~45 fused kernels per layer in 0.7 ms);
+a stack's dispatch per layer is its kernel count x this (launcher.plan.stack)."""
+
 # ---------------------------------------------------------------------------------------------- memory
 GPU_CONTEXT_GB = 1.5       # CUDA context + cuBLAS/NCCL workspaces (~1.5 GB on A100/H100 with a few communicators)
 CPU_CONTEXT_GB = 0.0       # CPU stand-in: the capacity is set above the rank's post-init footprint
-TRANSIENT_SHARE = 0.10     # caching-allocator fragmentation and backward temporaries, share of activations + logits
+TRANSIENT_SHARE = 0.10     # backward temporaries (allocated), share of activations + logits + gathered parameters
+FRAGMENTATION_SHARE = 0.10
+"""Memory the caching allocator reserves but does not hand out (fragmentation, cached free blocks), as a share of
+the short-lived memory: what max_memory_reserved adds to max_memory_allocated."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +142,24 @@ class Constants:
     """Share of layer_dispatch_s issued again by full recompute."""
     checkpoint_dispatch_s: float = CHECKPOINT_DISPATCH_S
     """CPU seconds per activation-checkpoint region (layer) and micro-batch."""
+    gen_eff_volta: float = GEN_EFF["volta"]
+    gen_eff_hopper: float = GEN_EFF["hopper"]
+    """GEMM (and attention) efficiency of Hopper (H100, H200) relative to Ampere."""
+    gen_eff_blackwell: float = GEN_EFF["blackwell"]
+    """The same for Blackwell (B200, GB200, GB300)."""
+    fp8_gemm_eff: float = FP8_GEMM_EFF
+    """FP8 GEMM efficiency (of the FP8 peak) relative to the 16-bit one (of the 16-bit peak)."""
+    attn_eff: float = ATTN_EFF
+    """Flash-attention efficiency ceiling (share of the 16-bit peak, Ampere; generations scale it like GEMMs)."""
+    step_overhead_s: float = STEP_OVERHEAD_S
+    """Seconds per iteration and reduction-tree level outside the micro-batches (optimizer launches, norm/loss
+    reductions, logging)."""
+    overlap_interference: float = OVERLAP_INTERFERENCE
+    """Share of overlapped communication time that still slows the computation it overlaps."""
     gpu_context_gb: float = GPU_CONTEXT_GB
     cpu_context_gb: float = CPU_CONTEXT_GB
     transient_share: float = TRANSIENT_SHARE
+    fragmentation_share: float = FRAGMENTATION_SHARE
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -127,25 +174,67 @@ class Constants:
     def with_values(self, **values: float) -> "Constants":
         return replace(self, **values)
 
+    def gen_eff(self, generation: str) -> float:
+        """GEMM efficiency multiplier of a GPU generation (launcher.plan.hardware.GENERATIONS)."""
+        return {"volta": self.gen_eff_volta, "hopper": self.gen_eff_hopper,
+                "blackwell": self.gen_eff_blackwell}.get(generation, 1.0)
 
-_POSITIVE = ("gemm_eff_max", "hbm_eff", "net_eff")
-DEFAULT = Constants()
-"""Megatron-LM, and requests that name no backend (published runs are mostly Megatron-LM runs)."""
-TORCH_AUTOCAST = Constants(microbatch_param_bytes=AUTOCAST_PARAM_BYTES,
-                           recompute_cast_bytes=AUTOCAST_RECOMPUTE_CAST_BYTES,
-                           layer_dispatch_s=AUTOCAST_LAYER_DISPATCH_S,
-                           forward_dispatch_share=AUTOCAST_FORWARD_DISPATCH_SHARE,
-                           checkpoint_dispatch_s=AUTOCAST_CHECKPOINT_DISPATCH_S)
-"""The embedded workload (backend=torch): autocast over fp32 master weights."""
-MEGATRON_DEEPSPEED = Constants(microbatch_param_bytes=DEEPSPEED_PARAM_BYTES)
-"""Megatron-DeepSpeed (backend=megatron_deepspeed): DeepSpeed's optimizer accumulates the gradients itself."""
-_STACKS = {"torch": TORCH_AUTOCAST, "megatron_lm": DEFAULT, "megatron_deepspeed": MEGATRON_DEEPSPEED}
+
+_POSITIVE = ("gemm_eff_max", "hbm_eff", "net_eff", "gen_eff_volta", "gen_eff_hopper", "gen_eff_blackwell",
+             "fp8_gemm_eff", "attn_eff")
+PRIOR = Constants()
+"""The a-priori physical values (datasheets, kernel benchmarks, counts), before any fit: the prior of the corpus fit
+(launcher.plan.fit) and of a sweep's calibration."""
+
+
+def prior_for(stack: str) -> Constants:
+    """A stack's a-priori constants: the global physical values with the stack's counts (launcher.plan.stack) in
+    the per-stack fields (bytes per parameter per micro-batch, kernels per layer x KERNEL_LAUNCH_S)."""
+    from launcher.plan.stack import stack_facts
+
+    f = stack_facts(stack)
+    return PRIOR.with_values(microbatch_param_bytes=f.microbatch_param_bytes,
+                             recompute_cast_bytes=f.recompute_cast_bytes,
+                             layer_dispatch_s=f.kernels_per_layer * KERNEL_LAUNCH_S,
+                             forward_dispatch_share=f.forward_kernel_share,
+                             checkpoint_dispatch_s=f.checkpoint_kernels * KERNEL_LAUNCH_S)
+
+
+def fitted(prior: Constants) -> Constants:
+    """`prior` moved by the multipliers fitted on the published corpus (launcher/plan/fitted.py, written by
+    `python -m launcher.plan.fit --write`): value = (prior + offset) x multiplier - offset per fitted field."""
+    from launcher.plan.fitted import FIELD_FACTORS
+
+    values = {}
+    for name, (offset, factor) in FIELD_FACTORS.items():
+        values[name] = max(0.0, (getattr(prior, name) + offset) * factor - offset)
+    return prior.with_values(**values)
+
+
+_BACKEND_STACK = {"torch": "parasweep_workload", "megatron_lm": "megatron_lm", "": "megatron_lm"}
 
 
 def constants_for(backend: str) -> Constants:
-    """The a-priori constants of a backend's software stack (they differ in how mixed precision moves weights and
-    gradients per micro-batch); an unknown or empty name gets the Megatron values."""
-    return _STACKS.get(backend, DEFAULT)
+    """The a-priori constants of a backend's or a stack's software stack (launcher.plan.stack; they differ in how
+    mixed precision moves weights and gradients per micro-batch and in how many kernels a layer issues), fitted on
+    the published corpus; an unknown or empty name gets Megatron-LM's. One object per stack."""
+    from launcher.plan.stack import STACKS
+
+    name = _BACKEND_STACK.get(backend, backend)
+    return _stack_constants(name if name in STACKS else "megatron_lm")
+
+
+@functools.lru_cache(maxsize=None)
+def _stack_constants(stack: str) -> Constants:
+    return fitted(prior_for(stack))
+
+
+DEFAULT = constants_for("megatron_lm")
+"""Megatron-LM, and requests that name no backend (published runs are mostly Megatron-LM runs)."""
+TORCH_AUTOCAST = constants_for("torch")
+"""The embedded workload (backend=torch): autocast over fp32 master weights."""
+MEGATRON_DEEPSPEED = constants_for("megatron_deepspeed")
+"""Megatron-DeepSpeed (backend=megatron_deepspeed): DeepSpeed's optimizer accumulates the gradients itself."""
 
 # ---------------------------------------------------------------------------------------------- precision
 PRECISION_CHOICES = PRECISIONS + ("auto",)

@@ -65,16 +65,18 @@ def model_flops(model: ModelConfig, sequences: int, vocab: int) -> float:
     return 3.0 * tokens * (per_token + logits_forward_flops_per_token(model, vocab))
 
 
-def recompute_flops(model: ModelConfig, sequences: int, recompute: str) -> float:
-    """Forward work done a second time by activation recomputation (the logits layer is never recomputed)."""
+def recompute_flops(model: ModelConfig, sequences: int, recompute: str, every: int = 1) -> float:
+    """Forward work done a second time by activation recomputation (the logits layer is never recomputed); full
+    recompute of every k-th layer (`every` = k) redoes 1/k of the layers."""
     tokens = sequences * model.seq_len
     if recompute == "full":
-        return tokens * model.layers * (dense_forward_flops_per_token(model) + attention_forward_flops_per_token(model))
+        return tokens * model.layers / every * (dense_forward_flops_per_token(model)
+                                                + attention_forward_flops_per_token(model))
     if recompute == "selective":
         return tokens * model.layers * attention_forward_flops_per_token(model)
     return 0.0
 
 
-def hardware_flops(model: ModelConfig, sequences: int, vocab: int, recompute: str) -> float:
+def hardware_flops(model: ModelConfig, sequences: int, vocab: int, recompute: str, every: int = 1) -> float:
     """Hardware FLOPs (recompute counted): Narayanan eq. (3) for full recomputation."""
-    return model_flops(model, sequences, vocab) + recompute_flops(model, sequences, recompute)
+    return model_flops(model, sequences, vocab) + recompute_flops(model, sequences, recompute, every)

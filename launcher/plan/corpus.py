@@ -1,0 +1,281 @@
+"""Published training runs (tests/data/published/*.csv, one CSV per source) as estimator requests with what they
+measured: the data of the leave-one-source-out benchmark (tests/benchmarks/bench_estimator.py) and of the fit of the
+a-priori constants (launcher.plan.fit).
+
+The CSV columns are described in tests/data/published/README.md. A row becomes a `CorpusRow`: the model shape, a
+cluster from the datasheet table (launcher.plan.hardware; the row's network, when it states a per-GPU or per-node
+NIC bandwidth, replaces the reference system's), the Layout, the precision, the `Workload` (stack, FSDP mode,
+recompute every k-th layer, offload, torch.compile) and the measurements: step time (stated, or derived from a
+stated MFU with model FLOPs, launcher.plan.flops.model_flops, the convention of Megatron, nanotron and the PaLM
+formula with the output layer), the peak memory in GB (GiB converted) and what that peak counts (`mem_kind`).
+Rows the estimator cannot represent (MoE, FP4, recompute of named modules, a missing micro-batch size) are kept
+out with the reason, so that the benchmark can say how many and why.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+from launcher.layout import Layout
+from launcher.plan import flops
+from launcher.plan.hardware import cluster_for, find_spec
+from launcher.plan.workload import Workload
+from launcher.schema import ClusterConfig, ModelConfig
+
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "published"
+MEM_KINDS = ("allocated", "reserved", "device")
+"""What a published peak counts: torch.cuda.max_memory_allocated (tensors only), max_memory_reserved (tensors and
+the caching allocator's free blocks), or the whole device as nvidia-smi shows it (also the CUDA context and NCCL's
+buffers). A source that does not say is taken as 'reserved' (Megatron's and nanotron's memory reports print both;
+what a table quotes is most often the reserved figure)."""
+LEARNED_POSITIONS_MAX = 8192
+"""GPT/BLOOM-style (LayerNorm) rows get learned position embeddings for at most this many positions: GPT-3-style
+recipes learn them up to 2048-8192; BLOOM uses ALiBi and long-context runs rotary embeddings, which have no
+parameters (a 256k-position table would be 1.6B replicated parameters, more than a 30B model's TP shard)."""
+ASSUMED_VOCAB = 51200
+"""Vocabulary assumed where a source does not state it (MLPerf GPT-3: SentencePiece, size not in the logs): the
+GPT-2 BPE size padded, 0.4 % of the FLOPs of a 175B model, so the choice hardly matters."""
+
+
+@dataclass(frozen=True)
+class CorpusRow:
+    source: str
+    ref: str
+    model: ModelConfig
+    cluster: ClusterConfig
+    layout: Layout
+    precision: str                 # bf16, fp16, fp32, fp8
+    workload: Workload
+    flash: bool
+    state: str                     # ok, oom
+    step_time_s: Optional[float]
+    peak_mem_gb: Optional[float]   # GB = 1e9 bytes
+    mem_kind: str                  # MEM_KINDS
+    stack_version: str
+    fp8_format: str = ""           # '', 'fp8' (delayed/current scaling), 'mxfp8' (block scaling)
+
+    @property
+    def group(self) -> tuple:
+        """Rows whose ranking is compared (same-model Spearman): one campaign (source, stack version) of one model
+        on one GPU at one sequence length; the configurations differ in layout, batch and precision."""
+        return (self.source, self.model.name, self.cluster.name, self.model.seq_len, self.stack_version)
+
+    @property
+    def backend(self) -> str:
+        """The backend name the estimator's stack presets know (launcher.plan.constants.constants_for)."""
+        return {"parasweep_workload": "torch", "megatron_deepspeed": "megatron_deepspeed"}.get(self.workload.stack,
+                                                                                              "megatron_lm")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    source: str
+    ref: str
+    reason: str
+
+
+def _bool(text: str) -> Optional[bool]:
+    t = text.strip().lower()
+    return {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}.get(t)
+
+
+def _int(text: str, default: Optional[int] = None) -> Optional[int]:
+    t = text.strip()
+    return int(float(t)) if t else default
+
+
+def _float(text: str) -> Optional[float]:
+    t = text.strip()
+    try:
+        value = float(t)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+class RowError(ValueError):
+    """A row the estimator cannot represent; the message is the reason."""
+
+
+def inter_node_gbytes_per_s(network: str, gpus_per_node: int) -> Optional[float]:
+    """Per-GPU scale-out bandwidth (GB/s) from a row's network text, None when nothing is stated:
+    '8x400Gb/s InfiniBand NDR per node' = 8 NICs of 400 Gb/s per node; '... 200Gb/s per node' = one node total;
+    '400 Gbps per GPU' and a bare '400Gbps inter-node' = one NIC per GPU (rail-optimised clusters; the FSDP runs of
+    the corpus move more bytes per second than a node total of 400 Gb/s could carry)."""
+    text = network.lower().replace("gb/s", "gbps").replace("gbit/s", "gbps")
+    m = re.search(r"(\d+)\s*x\s*(?:[a-z ]*?)(\d+(?:\.\d+)?)\s*gbps", text)
+    if m:
+        return int(m.group(1)) * float(m.group(2)) / 8 / gpus_per_node
+    m = re.search(r"(\d+(?:\.\d+)?)\s*gbps", text)
+    if not m:
+        return None
+    gbits = float(m.group(1))
+    return gbits / 8 / (gpus_per_node if "per node" in text else 1)
+
+
+def _recompute(text: str) -> tuple[str, int, bool]:
+    """(Layout.recompute, every k-th layer, offload) from the CSV's recompute column."""
+    t = text.strip().lower()
+    if t in ("", "none"):
+        return "none", 1, False
+    if t in ("selective", "full"):
+        return t, 1, False
+    if t.startswith("full_every_k:"):
+        return "full", int(t.split(":", 1)[1]), False
+    if t == "offload":
+        return "full", 1, True
+    raise RowError(f"recompute {text!r} not modelled")
+
+
+def _precision(text: str) -> tuple[str, str]:
+    t = text.strip().lower()
+    if t in ("bf16", "fp16", "fp32"):
+        return t, ""
+    if t in ("fp8", "mxfp8"):
+        return "fp8", t
+    raise RowError(f"precision {text!r} not modelled")
+
+
+def _stack(text: str) -> str:
+    t = text.strip().lower()
+    return t.split(":", 1)[1] if t.startswith("other:") else t
+
+
+def _attention_kernel(notes: str) -> str:
+    """The flash-attention kernel a row's notes name ('' when they name none)."""
+    n = notes.lower()
+    if "triton" in n:
+        return "triton"
+    if "cudnn" in n or "flashattention-3" in n or "flash attention 3" in n:
+        return "fa3"
+    if "flashattention v2" in n or "flash_attention_2" in n or "flashattention-2" in n or "flash attention v2" in n:
+        return "fa2"
+    return ""
+
+
+def _mem_kind(how: str) -> str:
+    h = how.lower()
+    if "allocated" in h and "reserved" not in h:
+        return "allocated"
+    if "nvidia-smi" in h or "device" in h:
+        return "device"
+    return "reserved"
+
+
+def _mfu_peak_tflops(convention: str, default: float) -> float:
+    m = re.search(r"(\d{3,4}(?:\.\d+)?)\s*tflop", convention.lower())
+    return float(m.group(1)) if m else default
+
+
+def parse_row(r: dict) -> CorpusRow:
+    """One CSV row -> CorpusRow (raises RowError with the reason when the estimator cannot represent it)."""
+    if _int(r.get("num_experts", ""), 1) not in (0, 1):
+        raise RowError("mixture of experts not modelled")
+    precision, fp8_format = _precision(r["precision"])
+    recompute, every, offload = _recompute(r.get("recompute", ""))
+    mbs = _int(r.get("mbs", ""))
+    if not mbs:
+        raise RowError("micro-batch size not stated")
+    gated = bool(_bool(r.get("gated_ffn", "")))
+    heads = int(r["heads"])
+    vocab = _int(r.get("vocab", "")) or ASSUMED_VOCAB
+    model = ModelConfig(name=r["model"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=heads,
+                        kv_heads=_int(r.get("kv_heads", ""), heads), ffn_hidden=_int(r.get("ffn_hidden", "")),
+                        swiglu=gated, seq_len=int(r["seq_len"]), vocab=vocab,
+                        tied_embeddings=_bool(r.get("tied_embeddings", "")) is not False if not gated
+                        else bool(_bool(r.get("tied_embeddings", ""))),
+                        norm="rmsnorm" if gated else "layernorm",
+                        max_position=min(int(r["seq_len"]), LEARNED_POSITIONS_MAX))
+    spec = find_spec(r["gpu"])
+    if spec is None:
+        raise RowError(f"gpu {r['gpu']!r} not in the datasheet table")
+    n = int(r["n_gpus"])
+    gpn = _int(r.get("gpus_per_node", "")) or min(spec.nvlink_domain, n)
+    if spec.nvlink_domain > 8 and not _int(r.get("gpus_per_node", "")):
+        gpn = min(spec.nvlink_domain, n)
+    nic = inter_node_gbytes_per_s(r.get("network", ""), gpn)
+    cluster = cluster_for(spec.name, n, gpn, nic)
+    tp, pp, cp = _int(r.get("tp", ""), 1), _int(r.get("pp", ""), 1), _int(r.get("cp", ""), 1) or 1
+    dp = _int(r.get("dp", "")) or n // (tp * pp * cp)
+    if tp * pp * cp * dp != n:
+        raise RowError(f"tp*pp*cp*dp = {tp * pp * cp * dp} != n_gpus {n}")
+    fsdp = r.get("fsdp", "").strip().lower()
+    fsdp = {"megatron_fsdp": "full_shard", "optim_grads_params": "full_shard", "true": "fsdp2"}.get(fsdp, fsdp)
+    zero = _int(r.get("zero_stage", ""), 0) or 0
+    if not fsdp and not zero and _stack(r.get("stack", "")) == "pytorch_fsdp" and n > 1:
+        fsdp = "full_shard"    # a PyTorch FSDP run whose sharding is not stated: FSDP's default, FULL_SHARD
+    if fsdp:
+        zero = 2 if fsdp == "shard_grad_op" else 3
+    stack = _stack(r.get("stack", ""))
+    version = r.get("stack_version", "").lower()
+    if "kempnerforge" in version:
+        stack = "kempnerforge"   # its own stack: a bf16 model, gathered logits (launcher.plan.stack)
+    if stack == "megatron_lm" and ("transformer-impl local" in version or "no te" in version):
+        stack = "megatron_local"   # Megatron-LM without Transformer Engine, apex or its fusions
+    seq_par = _bool(r.get("sequence_parallel", ""))
+    if seq_par is None:   # nanotron's default tp_mode REDUCE_SCATTER is sequence parallelism; KempnerForge uses
+        #                   SequenceParallel except on pipeline stages
+        seq_par = tp > 1 and (stack in ("nanotron", "nemo", "torchtitan_like")
+                              or (stack == "kempnerforge" and pp == 1))
+    layout = Layout(gpus=n, nodes=max(1, -(-n // gpn)), tp=tp, pp=pp, dp=dp, cp=cp,
+                    vpp=_int(r.get("vpp", ""), 1) or 1, mbs=mbs, gbs=int(r["gbs"]), recompute=recompute,
+                    sequence_parallel=bool(seq_par and tp > 1), zero_stage=zero,
+                    distributed_optimizer=bool(_bool(r.get("distributed_optimizer", ""))) and not fsdp)
+    if layout.microbatches < 1:
+        raise RowError(f"gbs {layout.gbs} < mbs x dp = {mbs * dp}")
+    workload = Workload(stack=stack, fsdp=fsdp, reshard_after_forward=_bool(r.get("reshard_after_forward", "")),
+                        recompute_every=every, offload=offload,
+                        torch_compile=bool(_bool(r.get("torch_compile", ""))),
+                        attention_kernel=_attention_kernel(r.get("notes", "")))
+    flash = _bool(r.get("flash_attention", ""))
+    state = r.get("state", "").strip().lower()
+    if state not in ("ok", "oom"):
+        raise RowError(f"state {state!r}")
+    step = _float(r.get("step_time_s", ""))
+    if step is None and state == "ok":
+        tokens = _float(r.get("tokens_per_s_per_gpu", ""))
+        mfu = _float(r.get("mfu", ""))
+        if tokens:
+            step = layout.gbs * model.seq_len / (tokens * n)
+        elif mfu:
+            peak = _mfu_peak_tflops(r.get("tflops_convention", ""), spec.bf16_tflops)
+            step = flops.model_flops(model, layout.gbs, model.vocab) / (mfu * peak * 1e12 * n)
+    mem = _float(r.get("peak_mem_gb", ""))
+    how = r.get("mem_how", "")
+    if mem is not None and "gib" in how.lower():
+        mem *= 1024 ** 3 / 1e9
+    return CorpusRow(r["source_id"], r.get("row_ref", ""), model, cluster, layout, precision, workload,
+                     True if flash is None and precision != "fp32" else bool(flash), state, step, mem,
+                     _mem_kind(how), r.get("stack_version", ""), fp8_format)
+
+
+def read_source(path: Path) -> tuple[list[CorpusRow], list[Skipped]]:
+    with path.open() as f:
+        records = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    rows, skipped = [], []
+    for r in records:
+        try:
+            rows.append(parse_row(r))
+        except (RowError, ValueError, KeyError) as exc:
+            skipped.append(Skipped(r.get("source_id", path.stem), r.get("row_ref", ""), str(exc)))
+    return rows, skipped
+
+
+def read_corpus(folder: Path = DEFAULT_DIR, sources: Optional[Iterable[str]] = None
+                ) -> tuple[list[CorpusRow], list[Skipped]]:
+    """Every source CSV in `folder` (or only `sources`), in name order."""
+    rows: list[CorpusRow] = []
+    skipped: list[Skipped] = []
+    wanted = set(sources) if sources else None
+    for path in sorted(Path(folder).glob("*.csv")):
+        if wanted is not None and path.stem not in wanted:
+            continue
+        r, s = read_source(path)
+        rows += r
+        skipped += s
+    return rows, skipped

@@ -1,0 +1,291 @@
+"""The estimator's physics terms (issue 15), each against a worked example from its source."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from launcher.layout import Layout
+from launcher.plan import attention, flops, memory, step_time as st
+from launcher.plan.constants import PRIOR
+from launcher.plan.estimator import estimate
+from launcher.plan.hardware import cluster_for, find_spec, fp8_peak_ratio, generation
+from launcher.plan.stack import STACKS, stack_facts, stack_name
+from launcher.plan.workload import Workload
+from launcher.errors import ConfigError
+from launcher.schema import ModelConfig
+
+A100 = cluster_for("a100-80g", 8)
+H100 = cluster_for("h100-80g", 8)
+LLAMA_7B = ModelConfig(name="llama2-7b", layers=32, hidden=4096, heads=32, ffn_hidden=11008, swiglu=True,
+                       seq_len=4096, vocab=32000, tied_embeddings=False, norm="rmsnorm")
+LLAMA3_8B = ModelConfig(name="llama3-8b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, swiglu=True,
+                        seq_len=8192, vocab=128256, tied_embeddings=False, norm="rmsnorm")
+
+
+# ------------------------------------------------------------------------------------------------ model states
+
+@pytest.mark.parametrize("zero, expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_figure1(zero, expected_gb):
+    """Rajbhandari et al. 2020 Fig. 1 / §5: Ψ = 7.5B parameters, N_d = 64, K = 12 -> 120, 31.4, 16.6, 1.9 GB."""
+    w, g, o = memory.state_bytes_per_param("fp16", zero, False, 64, states="deepspeed")
+    assert 7.5 * (w + g + o) == pytest.approx(expected_gb, abs=0.05)
+
+
+@pytest.mark.parametrize("precision, distopt, expected", [("bf16", False, 18), ("bf16", True, 6 + 12 / 8),
+                                                          ("fp16", True, 4 + 16 / 8), ("fp32", True, 8 + 8 / 8)])
+def test_megatron_distributed_optimizer_table(precision, distopt, expected):
+    """Megatron-LM docs/user-guide/features/dist_optimizer.md: bytes/param, d = 8."""
+    assert sum(memory.state_bytes_per_param(precision, 0, distopt, 8)) == pytest.approx(expected)
+
+
+def test_stack_state_layouts():
+    # DeepSpeed BF16_Optimizer under ZeRO-1: bf16 weights 2, bf16 .grad 2 + full fp32 accumulation 4, 12/d
+    assert memory.state_bytes_per_param("bf16", 1, False, 4, "deepspeed_bf16") == (2, 6, 3)
+    # FSDP mixed precision (fp32 master parameters): everything sharded, 16/d
+    assert sum(memory.state_bytes_per_param("bf16", 3, False, 8, "fp32_master")) == pytest.approx(2.0)
+    # KempnerForge casts the model to bf16: 8/d
+    assert sum(memory.state_bytes_per_param("bf16", 3, False, 8, "bf16_pure")) == pytest.approx(1.0)
+    # NeMo/Megatron-Bridge recipes: bf16 gradient buffers, distributed optimizer: 4 + 12/d
+    assert sum(memory.state_bytes_per_param("bf16", 0, True, 2, "megatron_bf16_grads")) == pytest.approx(10)
+
+
+def test_fsdp_units_in_flight_and_no_reshard():
+    """FSDP keeps two units' unsharded 16-bit parameters (running + prefetched) and one unit's unsharded gradient;
+    without resharding after the forward, every unit of the stage stays gathered until its backward."""
+    lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=1, gbs=8, recompute="full", zero_stage=3)
+    sharded, replicated = memory.layer_params(LLAMA_7B)
+    layer = sharded + replicated
+    reshard = memory.stage_memory_gb(LLAMA_7B, A100, lay, "bf16", 0, workload=Workload(stack="pytorch_fsdp",
+                                                                                       fsdp="full_shard"))
+    assert reshard["gathered"] == pytest.approx((2 * 2 + 2) * layer / 1e9)   # pytorch_fsdp reduces in bf16
+    keep = memory.stage_memory_gb(LLAMA_7B, A100, lay, "bf16", 0,
+                                  workload=Workload(stack="pytorch_fsdp", fsdp="full_shard",
+                                                    reshard_after_forward=False))
+    assert keep["gathered"] == pytest.approx((32 * 2 + 2) * layer / 1e9)
+    assert reshard["weights"] == pytest.approx(memory.stage_params(LLAMA_7B, lay, 0) * 4 / 8 / 1e9)
+
+
+def test_hybrid_shard_shards_inside_the_node():
+    lay = Layout(gpus=32, nodes=4, tp=1, pp=1, dp=32, mbs=1, gbs=32, zero_stage=3)
+    assert memory.shard_group(A100, lay, Workload(fsdp="hybrid_shard")) == 8
+    assert memory.shard_group(A100, lay, Workload(fsdp="full_shard")) == 32
+
+
+def test_gradient_accumulation_without_sync_keeps_unsharded_gradients():
+    """FSDP2 set_requires_gradient_sync(False) (KempnerForge): the stage's unsharded gradients live in the
+    reduction dtype (fp32) from the first micro-batch to the one reduce-scatter of the step."""
+    lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=1, gbs=32, recompute="full", zero_stage=3)   # m = 4
+    sync = memory.stage_memory_gb(LLAMA_7B, A100, lay, "bf16", 0, workload=Workload(stack="kempnerforge",
+                                                                                    fsdp="fsdp2",
+                                                                                    grad_accum_sync=True))
+    nosync = memory.stage_memory_gb(LLAMA_7B, A100, lay, "bf16", 0, workload=Workload(stack="kempnerforge",
+                                                                                      fsdp="fsdp2"))
+    params = memory.stage_params(LLAMA_7B, lay, 0)
+    assert nosync["gathered"] - sync["gathered"] == pytest.approx(params * 4 / 1e9)
+
+
+def test_fp8_weight_cache():
+    """Transformer Engine caches an FP8 copy and transpose (2 B) of every linear weight; NeMo's FP8 parameters
+    need none."""
+    lay = Layout(gpus=8, nodes=1, tp=8, pp=1, dp=1, mbs=1, gbs=8, recompute="selective", sequence_parallel=True)
+    bf16 = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "bf16", 0)["weights"]
+    fp8 = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "fp8", 0)["weights"]
+    sharded, _ = memory.layer_params(LLAMA3_8B)
+    assert fp8 - bf16 == pytest.approx(32 * sharded / 8 * 2 / 1e9)
+    nemo = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "fp8", 0, workload=Workload(stack="nemo"))["weights"]
+    assert nemo == pytest.approx(bf16)
+
+
+# ------------------------------------------------------------------------------------------------ activations
+
+def test_fp8_keeps_linear_inputs_in_8_bits_and_eager_modules_keep_more():
+    sbh = 8192 * 4096
+    base = memory.layer_activation_bytes(LLAMA3_8B, 1, 1, False, "selective", True, 2)
+    # replicated 2e + 2 linear inputs e; sharded Q,K,V e(1 + 2g/a) + proj input e + gate/up 2e·f/h + FC2 input e·f/h
+    f_h = 14336 / 4096
+    assert base == pytest.approx(sbh * (4 + 4 + 2 * 1.5 + 2 + 4 * f_h + 2 * f_h))
+    fp8 = memory.layer_activation_bytes(LLAMA3_8B, 1, 1, False, "selective", True, 2, fp8=True)
+    assert base - fp8 == pytest.approx(sbh * (2 + 1 + 1 * f_h))          # 4 linear inputs lose one byte each
+    eager = memory.layer_activation_bytes(LLAMA3_8B, 1, 1, False, "selective", True, 2, eager=True)
+    assert eager - base == pytest.approx(sbh * (8 + 2 + 2 * f_h))   # fp32 norm inputs, output copy, SiLU output
+
+
+def test_checkpoint_every_kth_layer_and_offload():
+    lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=1, gbs=8, recompute="full", zero_stage=3)
+    def acts(**kw):
+        return memory.stage_memory_gb(LLAMA_7B, A100, lay, "bf16", 0, workload=Workload(**kw))["activations"]
+    every = acts()
+    half = acts(recompute_every=2)
+    kept = memory.layer_activation_bytes(LLAMA_7B, 1, 1, False, "full", True, 2)
+    whole = memory.layer_activation_bytes(LLAMA_7B, 1, 1, False, "none", True, 2)
+    assert half - every == pytest.approx(16 * (whole - kept) / 1e9)      # 16 of 32 layers keep everything
+    assert acts(offload=True) < every
+    with pytest.raises(ConfigError):
+        Workload(recompute_every=0)
+
+
+def test_loss_buffers_per_stack():
+    """Megatron's vocab-parallel fp32 cross-entropy: 6 B per logit element over V/t; cross_entropy(logits.float()):
+    10 B; KempnerForge gathers the logits: the whole vocabulary on every TP rank."""
+    lay = Layout(gpus=4, nodes=1, tp=4, pp=1, dp=1, mbs=1, gbs=4, recompute="full", sequence_parallel=True)
+    vocab = flops.padded_vocab(128256, 4)
+    sb = 8192
+    meg = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "bf16", 0)["logits"]
+    assert meg == pytest.approx((4 * sb * 4096 / 4 + 6 * sb * vocab / 4) / 1e9)
+    kf = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "bf16", 0, workload=Workload(stack="kempnerforge"))["logits"]
+    assert kf == pytest.approx((4 * sb * 4096 / 4 + 10 * sb * vocab) / 1e9)
+
+
+# ------------------------------------------------------------------------------------------------ communication
+
+def test_group_bandwidth_uses_one_nic_per_member_per_node():
+    assert st.group_bandwidth(A100, 8, 1) == 300                    # inside a node: NVLink
+    a100_16 = cluster_for("a100-80g", 16)
+    assert st.group_bandwidth(a100_16, 16, 1) == 8 * 25             # TP 16: 8 rings through 8 NICs
+    assert st.group_bandwidth(a100_16, 2, 8) == 25                  # DP after TP 8: one member per node
+    assert st.spans_nodes(a100_16, 16, 1) and not st.spans_nodes(a100_16, 8, 1)
+
+
+def test_collective_latency_grows_with_the_ring_and_the_network():
+    r = st.rates(PRIOR.with_values(net_eff=1.0), False)
+    lat = PRIOR.latency_gpu_s
+    assert st.collective_time_s(0.0, 8, 300, "all_reduce", r) == pytest.approx(lat)    # the reference call
+    # 8 ranks across nodes: min(ring 14, tree 4·log2(8) = 12) steps of an InfiniBand hop (4x an NVLink hop)
+    assert st.collective_time_s(0.0, 8, 300, "all_reduce", r, spans_nodes=True) == pytest.approx(12 * 4 / 14 * lat)
+    # 512 ranks: a tree's 4·log2(512) = 36 steps, not the ring's 1022, across the network
+    assert st.collective_time_s(0.0, 512, 300, "all_reduce", r, spans_nodes=True) == pytest.approx(
+        36 * 4 / 14 * lat)
+
+
+def test_zero3_moves_one_and_a_half_times_the_all_reduce_volume():
+    """ZeRO §7.2: DP all-reduces 2Ψ per step; ZeRO-3 all-gathers Ψ in the forward and Ψ in the backward and
+    reduce-scatters Ψ: 3Ψ (same bytes per element, one micro-batch, latency off)."""
+    c = PRIOR.with_values(latency_gpu_s=0.0)
+    cluster = cluster_for("a100-80g", 64)
+    dp = Layout(gpus=64, nodes=8, tp=1, pp=1, dp=64, mbs=1, gbs=64, recompute="full")
+    z3 = dp.replace(zero_stage=3)
+    wl = Workload(stack="deepspeed")      # 2 B gathered, 2 B reduced
+    r = st.rates(c, False, "ampere")
+    pc_dp = st.step_pieces(LLAMA_7B, cluster, dp, "bf16", True, r, False, workload=wl)
+    pc_z3 = st.step_pieces(LLAMA_7B, cluster, z3, "bf16", True, r, False, workload=wl)
+    shard = pc_z3.stages[0].shard_comm
+    assert shard / pc_dp.dp_reduce == pytest.approx(1.5, rel=1e-6)
+
+
+def test_overlapped_communication_costs_its_exposed_part_and_the_interference():
+    mb = st.MicrobatchTimes(compute=1.0, backward=0.6, recompute=0.0, tp_comm=0.0, pp_comm=0.0, cp_comm=0.0,
+                            fixed=0.0, dispatch=0.1, shard_comm=0.4, shard_edge=0.02)
+    assert st.microbatch_total(mb, 0, max, 0.1) == pytest.approx(1.0 + 0.1 * 0.4 + 0.02)   # hidden but slows
+    slow = mb._replace(shard_comm=1.5)
+    assert st.microbatch_total(slow, 0, max, 0.1) == pytest.approx(1.5 + 0.1 * 1.0 + 0.02)  # communication-bound
+
+
+def test_fsdp_throughput_falls_with_data_parallel_size_across_nodes():
+    """The reviewer's complaint: FSDP throughput per GPU was flat in dp. Every micro-batch's gathers now cross the
+    network once dp leaves the node."""
+    def per_gpu(nodes):
+        n = 8 * nodes
+        cluster = cluster_for("h100-80g", n, inter_node_gbytes_per_s=12.5)
+        lay = Layout(gpus=n, nodes=nodes, tp=1, pp=1, dp=n, mbs=1, gbs=4 * n, recompute="full", zero_stage=3)
+        return estimate(LLAMA_7B, cluster, lay, "bf16", workload=Workload(stack="pytorch_fsdp",
+                                                                          fsdp="full_shard")).tokens_per_s / n
+    one, four = per_gpu(1), per_gpu(4)
+    assert four < 0.9 * one
+
+
+# ------------------------------------------------------------------------------------------------ compute
+
+def test_datasheet_peaks_and_generations():
+    assert fp8_peak_ratio(H100) == pytest.approx(1979 / 989)
+    assert fp8_peak_ratio(A100) is None                      # no FP8 tensor cores: fp8 runs at the 16-bit peak
+    assert generation(H100) == "hopper" and generation(A100) == "ampere"
+    assert find_spec("GB200").nvlink_domain == 72 and find_spec("H100-PCIe").hbm_gbytes_per_s == 2000
+    assert find_spec("H100 80GB HBM3").name == "h100-80g"
+
+
+def test_fp8_gemms_run_at_the_fp8_peak():
+    c = PRIOR
+    r = st.rates(c, False, "hopper")
+    bf16 = st.gemm_time_s(8192, 8192, 8192, 989e12, r)
+    fp8 = st.gemm_time_s(8192, 8192, 8192, 1979e12, r, fp8=True)
+    assert fp8 / bf16 == pytest.approx(989 / 1979 / c.fp8_gemm_eff)
+    lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=1, gbs=64, recompute="selective")
+    h_bf16 = estimate(LLAMA3_8B, H100, lay, "bf16").step_time_s
+    h_fp8 = estimate(LLAMA3_8B, H100, lay, "fp8").step_time_s
+    a_bf16, a_fp8 = (estimate(LLAMA3_8B, cluster_for("a100-80g", 8), lay, p).step_time_s for p in ("bf16", "fp8"))
+    assert h_fp8 < 0.85 * h_bf16
+    assert a_fp8 == pytest.approx(a_bf16, rel=0.05)        # casts only, no faster GEMMs
+
+
+def test_eager_stacks_move_more_bytes_and_torch_compile_fuses_them():
+    lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=2, gbs=16, recompute="none", zero_stage=3)
+    def t(**kw):
+        return estimate(LLAMA_7B, H100, lay, "bf16", workload=Workload(stack="pytorch_fsdp", fsdp="full_shard",
+                                                                       **kw)).time_breakdown_s["compute"]
+    assert t() > 1.05 * t(torch_compile=True)
+
+
+# ------------------------------------------------------------------------------------------------ attention
+
+@pytest.mark.parametrize("seq, measured_tflops", [(512, 430), (1024, 517), (2048, 566), (4096, 590), (8192, 614),
+                                                  (16384, 621)])
+def test_flash_curve_follows_flashattention3(seq, measured_tflops):
+    """FlashAttention-3 forward on H100, head dim 128, non-causal (pytorch/benchmark D60117034): eff(s) =
+    eff_max / (1 + S0/s) with eff_max = 630 TFLOP/s."""
+    flops_ = 1e15
+    predicted = flops_ / (attention.flash_forward_amount(flops_, seq, causal=False) / 630e12) / 1e12
+    assert predicted == pytest.approx(measured_tflops, rel=0.02)
+
+
+def test_causal_share_and_kernel_families():
+    assert attention.causal_share(128) == 1.0 and attention.causal_share(1024) == pytest.approx(9 / 16)
+    long_causal = attention.flash_forward_amount(1.0, 1 << 20) / attention.flash_forward_amount(1.0, 1 << 20,
+                                                                                                 causal=False)
+    assert long_causal == pytest.approx(0.5, rel=1e-3)
+    assert attention.kernel_factor("fa2", "hopper") == attention.FA2_ON_HOPPER
+    assert attention.kernel_factor("fa2", "ampere") == 1.0
+    assert attention.kernel_factor("triton", "ampere") == attention.TRITON_FLASH
+    assert attention.flash_backward_amount(1.0, 4096) / attention.flash_forward_amount(1.0, 4096) == \
+        pytest.approx(2.5 / 0.8)
+
+
+def test_long_context_attention_runs_below_the_gemms():
+    """At 64k tokens the causal attention core runs at the flash kernel's ceiling (FlashAttention-3 on H100:
+    ~0.64 of the peak forward, 0.8 of that backward), below a large GEMM's efficiency: per FLOP executed, the
+    attention core takes longer than the layer's dense GEMMs (the old model priced it as a GEMM of head-dim width
+    with the causal half skipped for free)."""
+    long = ModelConfig(name="8b-64k", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, swiglu=True,
+                       seq_len=65536, vocab=128256, tied_embeddings=False, norm="rmsnorm")
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=1, gbs=1, recompute="none")
+    r = st.rates(PRIOR, False, "hopper")
+    ctx = st._context(long, H100, lay, "bf16", True, r, False, Workload(), "")
+    dense, core_fwd, core_bwd, *_ = st._layer_times(ctx)
+    tokens = 65536
+    dense_flops = tokens * flops.dense_forward_flops_per_token(long)
+    attn_flops = tokens * 0.5 * flops.attention_forward_flops_per_token(long)      # causal: the half executed
+    assert core_fwd / attn_flops > dense / dense_flops
+    assert core_bwd / core_fwd == pytest.approx(attention.FLASH_BACKWARD_FLOPS / attention.FLASH_BACKWARD_EFF)
+
+
+# ------------------------------------------------------------------------------------------------ recompute
+
+def test_recompute_every_kth_layer_flops_and_time():
+    assert flops.recompute_flops(LLAMA_7B, 1, "full", 4) == pytest.approx(flops.recompute_flops(LLAMA_7B, 1, "full") / 4)
+    lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=1, gbs=8, recompute="full")
+    every = estimate(LLAMA_7B, H100, lay, "bf16").time_breakdown_s["recompute"]
+    fourth = estimate(LLAMA_7B, H100, lay, "bf16", workload=Workload(recompute_every=4)).time_breakdown_s["recompute"]
+    assert fourth == pytest.approx(every / 4, rel=1e-6)
+
+
+def test_default_workload_reproduces_the_backend_stacks():
+    assert stack_name(Workload(), "torch") == "parasweep_workload"
+    assert stack_name(Workload(), "") == "megatron_lm" and stack_name(Workload(stack="nemo"), "torch") == "nemo"
+    assert stack_facts("jax") is STACKS["megatron_lm"]
+    lay = Layout(gpus=8, nodes=1, tp=2, pp=1, dp=4, mbs=1, gbs=8)
+    model = ModelConfig(name="m", layers=4, hidden=1024, heads=8, seq_len=1024, vocab=32000)
+    plain = estimate(model, A100, lay, "bf16", backend="torch")
+    explicit = estimate(model, A100, lay, "bf16", backend="torch", workload=Workload(stack="parasweep_workload"))
+    assert plain.step_time_s == explicit.step_time_s and plain.peak_mem_gb == explicit.peak_mem_gb
+    assert math.isfinite(plain.step_time_s)
