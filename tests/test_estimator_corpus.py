@@ -11,7 +11,7 @@ import pytest
 
 from launcher.plan import fit as F
 from launcher.plan import spread
-from launcher.plan.corpus import ASSUMED_VOCAB, inter_node_gbytes_per_s, parse_row, read_corpus, RowError
+from launcher.plan.corpus import ASSUMED_VOCAB, RowError, inter_node_gbytes_per_s, parse_row, read_corpus
 
 COLUMNS = ("source_id,row_ref,model,params_b,layers,hidden,ffn_hidden,heads,kv_heads,vocab,seq_len,gated_ffn,"
            "tied_embeddings,num_experts,gpu,n_gpus,gpus_per_node,network,stack,stack_version,precision,tp,pp,dp,cp,"
@@ -32,13 +32,40 @@ def row(**kw) -> dict:
 
 
 def test_a_row_becomes_a_request_with_its_measurements():
-    r = parse_row(row(n_gpus=16, dp=16, gbs=64, step_time_s=2.0, peak_mem_gb=60, mem_how="max_memory_allocated GiB",
+    r = parse_row(row(n_gpus=16, dp=16, gbs=64, step_time_s=2.0, peak_mem_gb=60, mem_how="allocated: max_memory_allocated GiB",
                       network="8x400Gb/s InfiniBand NDR per node", notes="SDPA FlashAttention v2"))
     assert (r.layout.gpus, r.layout.nodes, r.layout.dp, r.layout.microbatches) == (16, 2, 16, 4)
     assert r.model.swiglu and r.model.norm == "rmsnorm" and not r.model.tied_embeddings and r.model.kv_heads == 8
     assert r.cluster.name == "h100-80g" and r.cluster.inter_node_gbytes_per_s == 50.0
-    assert r.peak_mem_gb == pytest.approx(60 * 1.073741824) and r.mem_kind == "allocated"
+    assert r.peak_mem_gb == pytest.approx(60 * 1.073741824) and r.mem_quantity == "allocated"
     assert r.workload.attention_kernel == "fa2" and r.flash
+
+
+def test_memory_quantity_vocabulary_and_open_inputs():
+    """mem_how must name what the peak counts; an unstated flash attention or recompute is carried as the settings
+    it leaves possible, not guessed (the nominal setting is what the step time uses)."""
+    with pytest.raises(RowError, match="start it with one of"):
+        parse_row(row(n_gpus=8, dp=8, gbs=64, step_time_s=1.0, peak_mem_gb=60, mem_how="peak memory, GB"))
+    stated = parse_row(row(n_gpus=8, dp=8, gbs=64, step_time_s=1.0, recompute="full", flash_attention="true"))
+    assert stated.memory_variants == () and stated.mem_quantity == ""
+    open_ = parse_row(row(n_gpus=8, dp=8, gbs=64, step_time_s=1.0, peak_mem_gb=50, recompute="",
+                          mem_how="allocated_or_reserved: framework report"))
+    assert open_.flash and open_.layout.recompute == "none"
+    settings = {(lay.recompute, flash) for lay, _, flash in open_.memory_variants}
+    assert settings == {(rc, f) for rc in ("none", "selective", "full") for f in (True, False)} - {("none", True)}
+
+
+def test_open_inputs_widen_the_memory_interval_and_the_oom_judgement():
+    """An OOM row is missed only when even its heaviest plausible setting fits; a run that ran is a false OOM only
+    when even its lightest one does not."""
+    big = dict(n_gpus=8, dp=8, gbs=64, seq_len=32768, mbs=4)
+    nominal = F.predict(F.prepare([parse_row(row(state="oom", recompute="none", flash_attention="true", **big))]),
+                        F.Fit(np.zeros(len(F.CORPUS_PARAMETERS)), np.zeros(len(F.cal.MEMORY_PARAMETERS))))[0]
+    open_ = F.predict(F.prepare([parse_row(row(state="oom", recompute="", **big))]),
+                      F.Fit(np.zeros(len(F.CORPUS_PARAMETERS)), np.zeros(len(F.cal.MEMORY_PARAMETERS))))[0]
+    assert open_.peak_mem_gb == pytest.approx(nominal.peak_mem_gb)
+    assert open_.peak_low_gb < open_.peak_mem_gb < open_.peak_high_gb      # full recompute / no flash
+    assert nominal.peak_low_gb == nominal.peak_high_gb == pytest.approx(nominal.peak_mem_gb)
 
 
 def test_step_time_from_tokens_or_mfu():

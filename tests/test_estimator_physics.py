@@ -10,7 +10,7 @@ from launcher.layout import Layout
 from launcher.plan import attention, flops, memory, step_time as st
 from launcher.plan.constants import PRIOR
 from launcher.plan.estimator import estimate
-from launcher.plan.hardware import cluster_for, find_spec, fp8_peak_ratio, generation
+from launcher.plan.hardware import SPECS, cluster_for, find_spec, fp8_peak_ratio, generation
 from launcher.plan.stack import STACKS, stack_facts, stack_name
 from launcher.plan.workload import Workload
 from launcher.errors import ConfigError
@@ -205,6 +205,22 @@ def test_datasheet_peaks_and_generations():
     assert find_spec("H100 80GB HBM3").name == "h100-80g"
 
 
+@pytest.mark.parametrize("gpu, mib", [("h100-80g", 81559), ("a100-80g", 81920), ("h200", 143771), ("b200", 183359),
+                                      ("gb200", 189471)])
+def test_device_memory_is_what_nvidia_smi_reports_in_1e9_byte_gb(gpu, mib):
+    """MLPerf Training v5.0 system descriptions (accelerator_memory_capacity, MiB as nvidia-smi prints it); the
+    estimator compares GB = 1e9 bytes (an H200 entry of 141e9 GB once made every H200/Blackwell run fit)."""
+    assert cluster_for(gpu, 8).gpu_mem_gb == pytest.approx(mib * 2 ** 20 / 1e9)
+
+
+def test_blackwell_dense_peaks_are_half_the_sparse_datasheet_figures():
+    """NVIDIA's GB200 NVL72 / HGX B200 table (per GPU, with sparsity): B200 4.5 PF bf16, 9 PF fp8, 7.7 TB/s;
+    GB200 5 and 10 PF, 8 TB/s. The estimator keeps the dense figures."""
+    b200, gb200 = find_spec("b200"), find_spec("gb200")
+    assert (b200.bf16_tflops, b200.fp8_tflops, b200.hbm_gbytes_per_s) == (4500 / 2, 9000 / 2, 7700)
+    assert (gb200.bf16_tflops, gb200.fp8_tflops, gb200.hbm_gbytes_per_s) == (5000 / 2, 10000 / 2, 8000)
+    assert all(10 < s.mem_gb < 400 for s in SPECS)
+
 def test_fp8_gemms_run_at_the_fp8_peak():
     c = PRIOR
     r = st.rates(c, False, "hopper")
@@ -289,3 +305,26 @@ def test_default_workload_reproduces_the_backend_stacks():
     explicit = estimate(model, A100, lay, "bf16", backend="torch", workload=Workload(stack="parasweep_workload"))
     assert plain.step_time_s == explicit.step_time_s and plain.peak_mem_gb == explicit.peak_mem_gb
     assert math.isfinite(plain.step_time_s)
+
+
+# ------------------------------------------------------------------------------------------------ memory quantities
+
+def test_measured_quantities_allocated_reserved_device():
+    """launcher.plan.mem_quantity's worked example: gpt-1.7b on one H100, mbs 2, torch workload (parasweep's own
+    sweep measured 41.6 GB max_memory_allocated). reserved = allocated + fragmentation share x short-lived memory;
+    device = reserved + the CUDA context and NCCL buffers (1.5 GB)."""
+    from launcher.plan import calibrate as cal, mem_quantity as mq
+
+    model = ModelConfig(name="gpt-1.7b", layers=24, hidden=2304, heads=24, seq_len=2048, vocab=51200)
+    layout = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=2, gbs=8, recompute="none")
+    f = cal.trial_features(model, cluster_for("h100-80g", 1), layout, "bf16", True, backend="torch")
+    allocated, reserved, device = (float(x[0]) for x in cal.FeatureTable([f]).peak_mem_quantities_gb(PRIOR))
+    short_lived = f.mem_transient_gb[0]
+    assert allocated == pytest.approx(f.mem_fixed_gb[0] + PRIOR.transient_share * short_lived)
+    assert reserved - allocated == pytest.approx(PRIOR.fragmentation_share * short_lived)
+    assert device - reserved == pytest.approx(PRIOR.gpu_context_gb) and 0.5 <= PRIOR.gpu_context_gb <= 2.0
+    assert allocated == pytest.approx(41.6, rel=0.05)
+    assert mq.bounds("allocated_or_reserved", allocated, reserved, device) == (allocated, reserved)
+    assert mq.bounds("unknown", allocated, reserved, device) == (allocated, device)
+    assert mq.comparable(41.0, allocated, reserved) == pytest.approx(max(41.0, allocated))
+    assert mq.parse_mem_how("reserved: Megatron report, max reserved") == "reserved" and mq.parse_mem_how("") == ""

@@ -195,23 +195,19 @@ class FeatureTable:
         return combine(pc, np.maximum)[0]
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
-        return self.peak_mem_kinds_gb(constants, np.full(self.n, "device"))[0]
+        return self.peak_mem_quantities_gb(constants)[2]
 
-    def peak_mem_kinds_gb(self, constants: Constants, kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(device peak, the peak as a measurement of `kinds` counts it, launcher.plan.corpus.MEM_KINDS:
-        'allocated' = tensors and temporaries, 'reserved' = + the allocator's fragmentation, 'device' = + the CUDA
-        context)."""
+    def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(allocated, reserved, device) peak of each trial at its most loaded stage (launcher.plan.mem_quantity:
+        allocated = tensors and temporaries, reserved = + the caching allocator's fragmentation, device = + the
+        CUDA context and NCCL buffers)."""
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
         allocated = self.mem_fixed + constants.transient_share * self.mem_transient
-        frag = constants.fragmentation_share * self.mem_transient
-        stages = allocated + frag + context[:, None]
+        reserved = allocated + constants.fragmentation_share * self.mem_transient
+        stages = reserved + context[:, None]
         best = stages.argmax(axis=1)
         rows = np.arange(self.n)
-        device = stages[rows, best]
-        kinds = np.asarray(kinds)
-        measured = np.where(kinds == "device", device,
-                            np.where(kinds == "reserved", device - context, allocated[rows, best]))
-        return device, measured
+        return allocated[rows, best], reserved[rows, best], stages[rows, best]
 
 
 # ------------------------------------------------------------------------------------------------ the fit

@@ -7,7 +7,10 @@ cluster from the datasheet table (launcher.plan.hardware; the row's network, whe
 NIC bandwidth, replaces the reference system's), the Layout, the precision, the `Workload` (stack, FSDP mode,
 recompute every k-th layer, offload, torch.compile) and the measurements: step time (stated, or derived from a
 stated MFU with model FLOPs, launcher.plan.flops.model_flops, the convention of Megatron, nanotron and the PaLM
-formula with the output layer), the peak memory in GB (GiB converted) and what that peak counts (`mem_kind`).
+formula with the output layer), the peak memory in GB (GiB converted) and what that peak counts (`mem_quantity`,
+launcher.plan.mem_quantity: the vocabulary word `mem_how` starts with). Inputs a source leaves open that change the
+memory (an empty flash_attention cell in a 16-bit run, an empty recompute cell) are not guessed: the row carries
+every plausible setting (`memory_variants`) and its memory is judged on the interval they span (launcher.plan.fit).
 Rows the estimator cannot represent (MoE, FP4, recompute of named modules, a missing micro-batch size) are kept
 out with the reason, so that the benchmark can say how many and why.
 """
@@ -17,22 +20,18 @@ from __future__ import annotations
 import csv
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
 from launcher.layout import Layout
 from launcher.plan import flops
 from launcher.plan.hardware import cluster_for, find_spec
+from launcher.plan.mem_quantity import MemQuantityError, parse_mem_how
 from launcher.plan.workload import Workload
 from launcher.schema import ClusterConfig, ModelConfig
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "published"
-MEM_KINDS = ("allocated", "reserved", "device")
-"""What a published peak counts: torch.cuda.max_memory_allocated (tensors only), max_memory_reserved (tensors and
-the caching allocator's free blocks), or the whole device as nvidia-smi shows it (also the CUDA context and NCCL's
-buffers). A source that does not say is taken as 'reserved' (Megatron's and nanotron's memory reports print both;
-what a table quotes is most often the reserved figure)."""
 LEARNED_POSITIONS_MAX = 8192
 """GPT/BLOOM-style (LayerNorm) rows get learned position embeddings for at most this many positions: GPT-3-style
 recipes learn them up to 2048-8192; BLOOM uses ALiBi and long-context runs rotary embeddings, which have no
@@ -55,9 +54,12 @@ class CorpusRow:
     state: str                     # ok, oom
     step_time_s: Optional[float]
     peak_mem_gb: Optional[float]   # GB = 1e9 bytes
-    mem_kind: str                  # MEM_KINDS
+    mem_quantity: str              # launcher.plan.mem_quantity.QUANTITIES ('' without a memory figure)
     stack_version: str
     fp8_format: str = ""           # '', 'fp8' (delayed/current scaling), 'mxfp8' (block scaling)
+    memory_variants: tuple = ()
+    """(Layout, Workload, flash) settings other than the nominal one that the source leaves possible (an unstated
+    flash attention or recompute): the memory prediction spans them all. Empty when every such input is stated."""
 
     @property
     def group(self) -> tuple:
@@ -158,13 +160,19 @@ def _attention_kernel(notes: str) -> str:
     return ""
 
 
-def _mem_kind(how: str) -> str:
-    h = how.lower()
-    if "allocated" in h and "reserved" not in h:
-        return "allocated"
-    if "nvidia-smi" in h or "device" in h:
-        return "device"
-    return "reserved"
+def _open_variants(layout: Layout, workload: Workload, flash: bool, flash_open: bool, recompute_open: bool
+                   ) -> tuple:
+    """Every (Layout, Workload, flash) setting an unstated input leaves possible, besides the nominal one: flash
+    attention on or off, recompute none / selective / full (every layer)."""
+    flashes = (True, False) if flash_open else (flash,)
+    recomputes = ("none", "selective", "full") if recompute_open else (layout.recompute,)
+    out = []
+    for f in flashes:
+        for rc in recomputes:
+            if (f, rc) == (flash, layout.recompute):
+                continue
+            out.append((replace(layout, recompute=rc), replace(workload, recompute_every=1, offload=False), f))
+    return tuple(out)
 
 
 def _mfu_peak_tflops(convention: str, default: float) -> float:
@@ -247,11 +255,21 @@ def parse_row(r: dict) -> CorpusRow:
             step = flops.model_flops(model, layout.gbs, model.vocab) / (mfu * peak * 1e12 * n)
     mem = _float(r.get("peak_mem_gb", ""))
     how = r.get("mem_how", "")
+    try:
+        quantity = parse_mem_how(how)
+    except MemQuantityError as exc:
+        raise RowError(str(exc)) from None
+    if mem is not None and not quantity:
+        raise RowError("peak_mem_gb without a mem_how quantity")
     if mem is not None and "gib" in how.lower():
         mem *= 1024 ** 3 / 1e9
+    # flash attention not stated: the 16-bit default (flash) for the step time, both settings for the memory
+    flash_open = flash is None and precision != "fp32"
+    nominal_flash = True if flash_open else bool(flash)
+    recompute_open = not r.get("recompute", "").strip()
+    variants = _open_variants(layout, workload, nominal_flash, flash_open, recompute_open)
     return CorpusRow(r["source_id"], r.get("row_ref", ""), model, cluster, layout, precision, workload,
-                     True if flash is None and precision != "fp32" else bool(flash), state, step, mem,
-                     _mem_kind(how), r.get("stack_version", ""), fp8_format)
+                     nominal_flash, state, step, mem, quantity, r.get("stack_version", ""), fp8_format, variants)
 
 
 def read_source(path: Path) -> tuple[list[CorpusRow], list[Skipped]]:

@@ -23,6 +23,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from launcher.plan import calibrate as cal
+from launcher.plan import mem_quantity as mq
 from launcher.plan.constants import Constants, prior_for
 from launcher.plan.corpus import CorpusRow
 from launcher.plan.estimator import ESTIMATOR_PRECISIONS
@@ -44,12 +45,15 @@ class Prepared:
     row: CorpusRow
     features: cal.TrialFeatures
     prior: Constants
+    variant_features: tuple = ()
+    """Features of the row's other plausible settings (CorpusRow.memory_variants): only their memory is used."""
 
 
-def features_for(row: CorpusRow) -> cal.TrialFeatures:
-    """A published run's constant-free amounts."""
+def features_for(row: CorpusRow, layout=None, workload=None, flash=None) -> cal.TrialFeatures:
+    """A published run's constant-free amounts (at one of its memory variants when given)."""
     precision = row.precision if row.precision in ESTIMATOR_PRECISIONS else "bf16"
-    return cal.trial_features(row.model, row.cluster, row.layout, precision, row.flash, workload=row.workload,
+    return cal.trial_features(row.model, row.cluster, layout or row.layout, precision,
+                              row.flash if flash is None else flash, workload=workload or row.workload,
                               backend=row.backend)
 
 
@@ -64,35 +68,67 @@ def prepare(rows: Sequence[CorpusRow], features: Optional[Callable] = None) -> l
     out = []
     for row in rows:
         f = features(row) if features else features_for(row)
-        out.append(Prepared(row, f, prior_of(row)))
+        variants = tuple(features_for(row, *v) for v in row.memory_variants) if not features else ()
+        out.append(Prepared(row, f, prior_of(row), variants))
     return out
 
 
 class Tables:
-    """The prepared rows as one FeatureTable per prior (stack), to predict all of them for any theta at once."""
+    """The prepared rows as one FeatureTable per prior (stack), to predict all of them for any theta at once;
+    the memory variants in a second set of tables."""
 
     def __init__(self, prepared: Sequence[Prepared]) -> None:
         self.prepared = list(prepared)
-        groups: dict[Constants, list[int]] = defaultdict(list)
-        for i, p in enumerate(self.prepared):
-            groups[p.prior].append(i)
-        self.groups = [(prior, np.array(idx), cal.FeatureTable([self.prepared[i].features for i in idx]))
-                       for prior, idx in groups.items()]
         self.n = len(self.prepared)
+        self.groups = self._group([(i, p.features, p.prior) for i, p in enumerate(self.prepared)])
+        self.variant_groups = self._group([(i, f, p.prior) for i, p in enumerate(self.prepared)
+                                           for f in p.variant_features])
+        self.quantities = [p.row.mem_quantity or "device" for p in self.prepared]
+        self.measured = np.array([p.row.peak_mem_gb or np.nan for p in self.prepared])
+
+    @staticmethod
+    def _group(items: list) -> list:
+        groups: dict[Constants, list] = defaultdict(list)
+        for i, f, prior in items:
+            groups[prior].append((i, f))
+        return [(prior, np.array([i for i, _ in members]), cal.FeatureTable([f for _, f in members]))
+                for prior, members in groups.items()]
 
     def predict(self, theta: np.ndarray, params: Sequence[cal.Parameter], mem_theta: Optional[np.ndarray] = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(step time s, device peak GB, peak comparable with each row's measurement GB)."""
-        step, peak, comparable = np.empty(self.n), np.empty(self.n), np.empty(self.n)
-        kinds = np.array([p.row.mem_kind for p in self.prepared])
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(step time s, device peak GB, lowest and highest device peak over the memory variants GB, the peak
+        comparable with each row's measurement GB: the point of the predicted interval of its quantity, over the
+        variants, nearest to the measurement; the interval's middle for rows without a figure)."""
+        step = np.empty(self.n)
+        q = {k: np.empty(self.n) for k in ("allocated", "reserved", "device")}
+        lo = {k: np.empty(self.n) for k in q}
+        hi = {k: np.empty(self.n) for k in q}
         for prior, idx, table in self.groups:
-            c = cal.apply_parameters(prior, params, theta)
-            if mem_theta is not None:
-                c = cal.apply_parameters(c, cal.MEMORY_PARAMETERS, mem_theta)
+            c = self._constants(prior, params, theta, mem_theta)
             step[idx] = table.step_time_s(c)
-            device, measured_like = table.peak_mem_kinds_gb(c, kinds[idx])
-            peak[idx], comparable[idx] = device, measured_like
-        return step, peak, comparable
+            for k, v in zip(q, table.peak_mem_quantities_gb(c)):
+                q[k][idx] = v
+                lo[k][idx] = v
+                hi[k][idx] = v
+        for prior, idx, table in self.variant_groups:
+            c = self._constants(prior, params, theta, mem_theta)
+            for k, v in zip(q, table.peak_mem_quantities_gb(c)):
+                np.minimum.at(lo[k], idx, v)
+                np.maximum.at(hi[k], idx, v)
+        comparable = np.empty(self.n)
+        for i, quantity in enumerate(self.quantities):
+            low = mq.bounds(quantity, lo["allocated"][i], lo["reserved"][i], lo["device"][i])[0]
+            high = mq.bounds(quantity, hi["allocated"][i], hi["reserved"][i], hi["device"][i])[1]
+            m = self.measured[i]
+            comparable[i] = mq.comparable(m, low, high) if m == m else 0.5 * (low + high)
+        return step, q["device"], lo["device"], hi["device"], comparable
+
+    @staticmethod
+    def _constants(prior: Constants, params, theta, mem_theta) -> Constants:
+        c = cal.apply_parameters(prior, params, theta)
+        if mem_theta is not None:
+            c = cal.apply_parameters(c, cal.MEMORY_PARAMETERS, mem_theta)
+        return c
 
 
 def _weights(rows: Sequence[CorpusRow]) -> np.ndarray:
@@ -117,7 +153,7 @@ class Fit:
 
 FIT_MEMORY = False
 """Memory constants stay a priori: half the corpus's peaks do not say whether they count allocated or reserved
-memory (launcher.plan.corpus.MEM_KINDS), and fitting the allocator's overhead shares to them made the out-of-sample
+memory (launcher.plan.mem_quantity), and fitting the allocator's overhead shares to them made the out-of-sample
 peaks worse (leave-one-source-out median 16 % against 12 % a priori, 27 false OOMs against 8)."""
 
 
@@ -149,7 +185,7 @@ def fit(prepared: Sequence[Prepared], fit_memory: bool = FIT_MEMORY) -> Fit:
         mw = _weights([p.row for p in with_mem])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
-            comparable = mtables.predict(theta, params, t)[2]
+            comparable = mtables.predict(theta, params, t)[4]
             return np.concatenate([mw * (np.log(comparable) - mmeasured) / MEM_SCALE, t / msd])
 
         mem_theta = least_squares(mem_residuals, mem_theta, loss="soft_l1", f_scale=2.0, x_scale=msd).x
@@ -163,14 +199,17 @@ class Predicted:
     row: CorpusRow
     step_time_s: float
     peak_mem_gb: float          # the whole device (what the OOM decision compares with the capacity)
-    comparable_mem_gb: float    # what the row's measurement counts (launcher.plan.corpus.MEM_KINDS)
+    comparable_mem_gb: float    # what the row's measurement counts (launcher.plan.mem_quantity), nearest to it
+    peak_low_gb: float = 0.0    # the device peak over the settings the source leaves open (CorpusRow.memory_variants)
+    peak_high_gb: float = 0.0
 
 
 def predict(prepared: Sequence[Prepared], result: Fit) -> list[Predicted]:
     if not prepared:
         return []
-    step, peak, comparable = Tables(prepared).predict(result.theta, result.params, result.mem_theta)
-    return [Predicted(p.row, float(s), float(m), float(c)) for p, s, m, c in zip(prepared, step, peak, comparable)]
+    step, peak, low, high, comparable = Tables(prepared).predict(result.theta, result.params, result.mem_theta)
+    return [Predicted(p.row, float(s), float(m), float(c), float(lo), float(hi))
+            for p, s, m, c, lo, hi in zip(prepared, step, peak, comparable, low, high)]
 
 
 def loso(prepared: Sequence[Prepared]) -> list[Predicted]:
@@ -245,7 +284,7 @@ def scores(predicted: Sequence[Predicted], margin: float = MEM_MARGIN) -> Scores
                   float(np.quantile(step_err, 0.9)) if len(step_err) else nan,
                   float(np.average(rhos, weights=sizes)) if rhos else nan, len(rhos), len(mem),
                   float(np.median(mem_err)) if len(mem_err) else nan, len(ok), len(oom),
-                  sum(p.peak_mem_gb <= limit(p) for p in oom), sum(p.peak_mem_gb > limit(p) for p in ok))
+                  sum(p.peak_high_gb <= limit(p) for p in oom), sum(p.peak_low_gb > limit(p) for p in ok))
 
 
 def constants_of(row: CorpusRow, result: Fit) -> Constants:

@@ -13,11 +13,20 @@ Datasheet sources (dense, i.e. without 2:4 sparsity; TFLOP/s; HBM GB/s; memory i
   900 GB/s (450 each way). H100 PCIe: 756 bf16, 1513 fp8, HBM2e 2000 GB/s, 350 W (the power-capped, HBM2e
   variant). H100 NVL: 835 bf16, 1671 fp8, 94 GB HBM3 3900 GB/s.
 - H200 SXM: NVIDIA H200 datasheet: the H100's compute (989 bf16, 1979 fp8) with 141 GB HBM3e at 4800 GB/s.
-- B200 (HGX B200): 2250 bf16, 4500 fp8, 9000 fp4; 180 GB HBM3e at 8000 GB/s; NVLink5 1800 GB/s (900 each way).
-- GB200 (NVL72): per GPU 2500 bf16, 5000 fp8, 10000 fp4; 186 GB HBM3e at 8000 GB/s; 72 GPUs in one NVLink domain.
-- GB300 (NVL72, Blackwell Ultra): per GPU 2500 bf16, 5000 fp8, 15000 fp4; 288 GB HBM3e at 8000 GB/s; 72 per domain.
-"Memory" is what a process can address: the 80 GB H100 and A100 are 80 GiB parts (nvidia-smi: 81559 MiB on H100,
-81920 MiB on A100 80GB), i.e. 85.5 GB in the 1e9-byte GB the estimator uses; presets that say 80 under-state it.
+- B200 (HGX B200, 1000 W): NVIDIA's GB200 NVL72 / HGX B200 specification table, per GPU with sparsity 4.5 PF
+  bf16, 9 PF fp8 -> dense 2250 bf16, 4500 fp8; 180 GB HBM3e at 7.7 TB/s (HGX B200: 62 TB/s for 8); NVLink5
+  1800 GB/s (900 each way).
+- GB200 (NVL72, up to 1200 W): the same table, per GPU with sparsity 5 PF bf16, 10 PF fp8 -> dense 2500, 5000;
+  186 GB HBM3e at 8 TB/s (576 TB/s for 72); 72 GPUs in one NVLink domain. (Checked with look-ups in issue 15:
+  glennklockwood.com/garden/processors/B200 gives the same dense figures for B200 at 1000 W and GB200 at 1200 W.)
+- GB300 (NVL72, Blackwell Ultra): per GPU dense 2500 bf16, 5000 fp8 (rack: 180 PF bf16, 360 PF fp8 dense),
+  8 TB/s, 288 GB HBM3e of which ~279 usable (verda.com/blog/gb300-nvl72-architecture); 72 per domain.
+"Memory" is what a process can address, as nvidia-smi reports it (MiB): 81559 MiB on H100, 81920 MiB on A100
+80GB, 143771 MiB on H200, 183359 MiB on B200 and 189471 MiB on GB200 (MLPerf Training v5.0 system descriptions,
+mlcommons/training_results_v5.0 */systems/*.json 'accelerator_memory_capacity'); the marketing figure ("80 GB",
+"141 GB", "180 GB", "186 GB") is the GiB count rounded. The estimator's GB are 1e9 bytes, so an H100 holds
+85.5 GB; presets that say 80 under-state it. GB300: no nvidia-smi figure was found; 279 GiB by the same convention
+(an assumption, no corpus row depends on it).
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ class GpuSpec:
     bf16_tflops: float
     fp8_tflops: Optional[float]        # None: no FP8 tensor cores (V100, A100)
     hbm_gbytes_per_s: float
-    mem_gb: float                       # addressable bytes / 1e9
+    mem_gb: float                       # addressable GB (1e9 bytes)
     nvlink_gbytes_per_s: float          # per GPU, each way
     nvlink_domain: int                  # GPUs that share one NVLink/NVSwitch domain ("node" for the estimator)
     nic_gbytes_per_s: float             # per GPU, the reference system's scale-out NICs
@@ -49,19 +58,20 @@ class GpuSpec:
 
 
 GIB = 1024 ** 3 / 1e9
+MIB = 1024 ** 2 / 1e9
 SPECS = (
     GpuSpec("v100-32g", "volta", 125.0, None, 900.0, 32 * GIB, 150.0, 8, 6.25, ("v100",)),
     GpuSpec("a100-40g", "ampere", 312.0, None, 1555.0, 40 * GIB, 300.0, 8, 25.0, ("a100-40", "a100-sxm4-40")),
-    GpuSpec("a100-80g", "ampere", 312.0, None, 2039.0, 81920 * 1024 ** 2 / 1e9, 300.0, 8, 25.0,
+    GpuSpec("a100-80g", "ampere", 312.0, None, 2039.0, 81920 * MIB, 300.0, 8, 25.0,
             ("a100-80", "a100-sxm4-80", "a100")),
     GpuSpec("h100-pcie", "hopper", 756.0, 1513.0, 2000.0, 80 * GIB, 300.0, 8, 50.0, ("h100-pcie", "h100 pcie")),
-    GpuSpec("h100-nvl", "hopper", 835.0, 1671.0, 3900.0, 94e9, 300.0, 8, 50.0, ("h100-nvl", "h100 nvl")),
-    GpuSpec("h100-80g", "hopper", 989.0, 1979.0, 3350.0, 81559 * 1024 ** 2 / 1e9, 450.0, 8, 50.0,
+    GpuSpec("h100-nvl", "hopper", 835.0, 1671.0, 3900.0, 94 * GIB, 300.0, 8, 50.0, ("h100-nvl", "h100 nvl")),
+    GpuSpec("h100-80g", "hopper", 989.0, 1979.0, 3350.0, 81559 * MIB, 450.0, 8, 50.0,
             ("h100-80", "h100-sxm", "h100", "h800")),
-    GpuSpec("h200-141g", "hopper", 989.0, 1979.0, 4800.0, 141e9, 450.0, 8, 50.0, ("h200",)),
-    GpuSpec("gb300", "blackwell", 2500.0, 5000.0, 8000.0, 288e9, 900.0, 72, 100.0, ("gb300",)),
-    GpuSpec("gb200", "blackwell", 2500.0, 5000.0, 8000.0, 186e9, 900.0, 72, 50.0, ("gb200",)),
-    GpuSpec("b200", "blackwell", 2250.0, 4500.0, 8000.0, 180e9, 900.0, 8, 50.0, ("b200",)),
+    GpuSpec("h200-141g", "hopper", 989.0, 1979.0, 4800.0, 143771 * MIB, 450.0, 8, 50.0, ("h200",)),
+    GpuSpec("gb300", "blackwell", 2500.0, 5000.0, 8000.0, 279 * GIB, 900.0, 72, 100.0, ("gb300",)),
+    GpuSpec("gb200", "blackwell", 2500.0, 5000.0, 8000.0, 189471 * MIB, 900.0, 72, 50.0, ("gb200",)),
+    GpuSpec("b200", "blackwell", 2250.0, 4500.0, 7700.0, 183359 * MIB, 900.0, 8, 50.0, ("b200",)),
 )
 _BY_NAME = {s.name: s for s in SPECS}
 
