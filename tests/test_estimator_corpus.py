@@ -180,3 +180,24 @@ def test_shipped_spread_file_is_well_formed():
         values = [q[k] for k in sorted(q, key=float)]
         assert values == sorted(values) and data[quantity]["all"]["n"] > 50
     assert np.isfinite(data["step_time"]["all"]["sd_robust"])
+
+
+def test_replay_tables_join_their_campaign_and_are_judged_not_fitted():
+    """pub_ultrascale.csv is the same campaign as nanotron_ultrascale_best (one LOSO source), its 'oom' rows are
+    'crashed/oom' in the source; vTrain is a source of its own; neither is fitted on (corpus.REPLAY_SOURCES)."""
+    from launcher.plan.corpus import REPLAY_DIR, REPLAY_SOURCES
+
+    assert REPLAY_SOURCES["pub_ultrascale.csv"].source == "nanotron_ultrascale_best"
+    rows, skipped = read_corpus(sources=["nanotron_ultrascale_best", "vtrain"], replay=REPLAY_DIR)
+    assert not skipped
+    by = {}
+    for r in rows:
+        by.setdefault((r.source, r.state, r.fitted), 0)
+        by[(r.source, r.state, r.fitted)] += 1
+    assert by[("nanotron_ultrascale_best", "crash_or_oom", False)] == 1348
+    assert by[("nanotron_ultrascale_best", "ok", False)] == 1739 and by[("nanotron_ultrascale_best", "ok", True)] == 26
+    assert by[("vtrain", "ok", False)] == 884
+    grid = next(r for r in rows if not r.fitted and r.source == "nanotron_ultrascale_best" and r.peak_mem_gb)
+    assert grid.mem_quantity == "allocated_or_reserved" and grid.workload.stack == "nanotron"
+    without = read_corpus()[0]                                   # replay tables only when asked for
+    assert "vtrain" not in {r.source for r in without} and all(r.fitted for r in without)

@@ -328,3 +328,24 @@ def test_measured_quantities_allocated_reserved_device():
     assert mq.bounds("unknown", allocated, reserved, device) == (allocated, device)
     assert mq.comparable(41.0, allocated, reserved) == pytest.approx(max(41.0, allocated))
     assert mq.parse_mem_how("reserved: Megatron report, max reserved") == "reserved" and mq.parse_mem_how("") == ""
+
+
+def test_nanotron_ddp_buckets_and_fp32_loss_buffers():
+    """huggingface/nanotron (2411b022): DistributedDataParallel over dp keeps bf16 gradient buckets (2 B/param) next
+    to the fp32 accumulation buffers; sharded_cross_entropy(..., dtype=torch.float) holds the bf16 logits, their fp32
+    copy and the exponentiated copy (2 + 4 + 4 = 10 B per logit)."""
+    model = ModelConfig(name="1b", layers=16, hidden=2048, heads=32, ffn_hidden=8192, swiglu=True, seq_len=4096,
+                        vocab=131072, tied_embeddings=True, norm="rmsnorm")
+    nanotron = Workload(stack="nanotron")
+
+    def parts(dp: int) -> dict:
+        layout = Layout(gpus=dp, nodes=1, tp=1, pp=1, dp=dp, mbs=1, gbs=dp * 4, recompute="none")
+        return memory.stage_memory_gb(model, cluster_for("h100-80g", dp), layout, "bf16", 0, True, PRIOR,
+                                      workload=nanotron)
+
+    one, eight = parts(1), parts(8)
+    params = memory.stage_params(model, Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=1, gbs=4), 0)
+    assert eight["grads"] - one["grads"] == pytest.approx(params * 2.0 / 1e9)      # the buckets, dp > 1 only
+    assert stack_facts("nanotron").logits_bytes == 10.0
+    vocab_part = 10.0 * 4096 * flops.padded_vocab(131072, 1) / 1e9
+    assert one["logits"] == pytest.approx(vocab_part + 2 * 2 * 4096 * 2048 / 1e9)

@@ -32,6 +32,7 @@ from launcher.plan.stack import stack_name
 MEM_MARGIN = 0.9
 """plan.mem_safety_margin's default: a layout predicted above this share of the GPU's memory is pruned."""
 STEP_SCALE = 0.08   # log-error scale of a step time (calibrate.MODEL_ERROR_SD)
+STEP_LOSS = "soft_l1"
 CORPUS_PARAMETERS = tuple(cal.Parameter(p.name, p.fields, p.prior_sd, 0.0 if p.name == "fixed" else p.offset, p.memory)
                           for p in cal.STEP_PARAMETERS) + cal.CORPUS_ONLY_PARAMETERS
 """The sweep calibration's step-time parameters plus those only a corpus of many GPUs, stacks and scales can tell
@@ -83,7 +84,10 @@ class Tables:
         self.groups = self._group([(i, p.features, p.prior) for i, p in enumerate(self.prepared)])
         self.variant_groups = self._group([(i, f, p.prior) for i, p in enumerate(self.prepared)
                                            for f in p.variant_features])
-        self.quantities = [p.row.mem_quantity or "device" for p in self.prepared]
+        order = ("allocated", "reserved", "device")
+        bounds = [mq.QUANTITIES[p.row.mem_quantity or "device"] for p in self.prepared]
+        self.low_index = np.array([order.index(b[0]) for b in bounds], dtype=int)
+        self.high_index = np.array([order.index(b[1]) for b in bounds], dtype=int)
         self.measured = np.array([p.row.peak_mem_gb or np.nan for p in self.prepared])
 
     @staticmethod
@@ -115,12 +119,10 @@ class Tables:
             for k, v in zip(q, table.peak_mem_quantities_gb(c)):
                 np.minimum.at(lo[k], idx, v)
                 np.maximum.at(hi[k], idx, v)
-        comparable = np.empty(self.n)
-        for i, quantity in enumerate(self.quantities):
-            low = mq.bounds(quantity, lo["allocated"][i], lo["reserved"][i], lo["device"][i])[0]
-            high = mq.bounds(quantity, hi["allocated"][i], hi["reserved"][i], hi["device"][i])[1]
-            m = self.measured[i]
-            comparable[i] = mq.comparable(m, low, high) if m == m else 0.5 * (low + high)
+        low = np.choose(self.low_index, [lo["allocated"], lo["reserved"], lo["device"]])
+        high = np.choose(self.high_index, [hi["allocated"], hi["reserved"], hi["device"]])
+        m = self.measured
+        comparable = np.where(np.isnan(m), 0.5 * (low + high), np.clip(np.nan_to_num(m), low, high))
         return step, q["device"], lo["device"], hi["device"], comparable
 
     @staticmethod
@@ -164,7 +166,7 @@ def fit(prepared: Sequence[Prepared], fit_memory: bool = FIT_MEMORY) -> Fit:
 
     params = CORPUS_PARAMETERS
     sd = np.array([p.prior_sd for p in params])
-    timed = [p for p in prepared if p.row.state == "ok" and p.row.step_time_s]
+    timed = [p for p in prepared if p.row.state == "ok" and p.row.step_time_s and p.row.fitted]
     theta = np.zeros(len(params))
     if timed:
         tables = Tables(timed)
@@ -175,10 +177,10 @@ def fit(prepared: Sequence[Prepared], fit_memory: bool = FIT_MEMORY) -> Fit:
             step = tables.predict(t, params)[0]
             return np.concatenate([w * (np.log(step) - measured) / STEP_SCALE, t / sd])
 
-        theta = least_squares(residuals, theta, loss="soft_l1", f_scale=2.0, x_scale=sd).x
+        theta = least_squares(residuals, theta, loss=STEP_LOSS, f_scale=2.0, x_scale=sd).x
     msd = np.array([p.prior_sd for p in cal.MEMORY_PARAMETERS])
     mem_theta = np.zeros(len(msd))
-    with_mem = [p for p in prepared if p.row.state == "ok" and p.row.peak_mem_gb] if fit_memory else []
+    with_mem = [p for p in prepared if p.row.state == "ok" and p.row.peak_mem_gb and p.row.fitted] if fit_memory else []
     if with_mem:
         mtables = Tables(with_mem)
         mmeasured = np.log([p.row.peak_mem_gb for p in with_mem])
@@ -252,6 +254,8 @@ class Scores:
     n_oom: int
     missed_oom: int
     false_oom: int
+    n_crash_or_oom: int = 0    # rows whose source does not tell an OOM from another crash (corpus.STATES)
+    crash_or_oom_fit: int = 0  # of them, predicted to fit: missed OOMs or crashes
 
     @property
     def false_oom_share(self) -> float:
@@ -278,13 +282,15 @@ def scores(predicted: Sequence[Predicted], margin: float = MEM_MARGIN) -> Scores
     mem_err = np.array([abs(p.comparable_mem_gb / p.row.peak_mem_gb - 1) for p in mem])
     ok = [p for p in predicted if p.row.state == "ok"]
     oom = [p for p in predicted if p.row.state == "oom"]
+    crash = [p for p in predicted if p.row.state == "crash_or_oom"]
     limit = lambda p: margin * p.row.cluster.gpu_mem_gb   # noqa: E731
     nan = float("nan")
     return Scores(len(timed), float(np.median(step_err)) if len(step_err) else nan,
                   float(np.quantile(step_err, 0.9)) if len(step_err) else nan,
                   float(np.average(rhos, weights=sizes)) if rhos else nan, len(rhos), len(mem),
                   float(np.median(mem_err)) if len(mem_err) else nan, len(ok), len(oom),
-                  sum(p.peak_high_gb <= limit(p) for p in oom), sum(p.peak_low_gb > limit(p) for p in ok))
+                  sum(p.peak_high_gb <= limit(p) for p in oom), sum(p.peak_low_gb > limit(p) for p in ok),
+                  len(crash), sum(p.peak_high_gb <= limit(p) for p in crash))
 
 
 def constants_of(row: CorpusRow, result: Fit) -> Constants:
@@ -367,15 +373,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     import json
     from pathlib import Path
 
-    from launcher.plan.corpus import DEFAULT_DIR, read_corpus
+    from launcher.plan.corpus import DEFAULT_DIR, REPLAY_DIR, read_corpus
 
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description="Fit the estimator's a-priori constants on the published corpus.")
     ap.add_argument("--data", type=Path, default=DEFAULT_DIR)
+    ap.add_argument("--no-replay", action="store_true", help="leave out the published replay tables")
     ap.add_argument("--write", action="store_true",
                     help="rewrite launcher/plan/fitted.py and launcher/plan/spread.json")
     args = ap.parse_args(argv)
-    rows, skipped = read_corpus(args.data)
+    rows, skipped = read_corpus(args.data, replay=None if args.no_replay else REPLAY_DIR)
     if not rows:
         print(f"no published rows under {args.data}")
         return 2

@@ -255,7 +255,9 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     c = constants
     context = c.cpu_context_gb if is_cpu_cluster(cluster) else c.gpu_context_gb
     churn = (activations + logits + gathered) / GB
-    return {"weights": weights / GB, "grads": params * g / GB, "optimizer": params * o / GB,
+    # torch DDP's gradient buckets (launcher.plan.stack.StackFacts.ddp_bucket_bytes): as long-lived as the grads
+    buckets = params * facts.ddp_bucket_bytes if layout.gradient_group > 1 else 0.0
+    return {"weights": weights / GB, "grads": (params * g + buckets) / GB, "optimizer": params * o / GB,
             "gathered": gathered / GB, "activations": activations / GB, "logits": logits / GB,
             "temporaries": c.transient_share * churn, "fragmentation": c.fragmentation_share * churn,
             "context": context}

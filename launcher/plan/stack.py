@@ -40,7 +40,13 @@ Sources (read in the code of each stack):
   input (5 all-gathers per layer where Megatron's fused QKV and FC1 do 2); gradient accumulation under set_requires_gradient_sync(False) except on the last
   micro-step (kempnerforge/training/grad.py): FSDP2 then accumulates unsharded gradients in the reduction dtype.
 - nanotron: Megatron-like layout (bf16 params, fp32 gradient accumulation buffer, ZeRO-1 over dp), fused kernels
-  (flash-attn's RMSNorm/rotary), TP with sequence parallelism (tp_mode REDUCE_SCATTER).
+  (flash-attn's RMSNorm/rotary), TP with sequence parallelism (tp_mode REDUCE_SCATTER). huggingface/nanotron
+  (2411b022): the model is wrapped in torch DistributedDataParallel over dp x cp (trainer.py), whose bf16 gradient
+  buckets (2 B/param) exist besides the fp32 accumulation buffers (optim/gradient_accumulator.py
+  FP32GradientAccumulator: fp32 grad buffers for every parameter, fp32 master copies for the ZeRO-1 shard); the loss
+  is sharded_cross_entropy(logits, dtype=torch.float) (parallel/tensor_parallel/functional.py): the bf16 logits
+  (2 B), their fp32 copy (4 B) and the max-subtracted copy exponentiated in place and kept for the backward (4 B)
+  = 10 B per logit element of the rank's V/t shard.
 - the embedded workload (launcher/workload, backend torch): autocast over fp32 master weights (4 B weights + the
   autocast cache of bf16 casts, 4 B grads, 8 B AdamW), nn.LayerNorm/GeLU kernels, loss on logits.float().
 """
@@ -101,6 +107,10 @@ class StackFacts:
     sp_regather: bool = True
     """Under SP the backward all-gathers the norm outputs again for the weight gradients (Megatron); False: autograd
     kept the gathered inputs (DTensor)."""
+    ddp_bucket_bytes: float = 0.0
+    """Bytes per parameter of torch DistributedDataParallel's gradient buckets when the gradient group has more than
+    one rank: DDP (gradient_as_bucket_view False, its default) copies every gradient into a flat bucket of the
+    parameters' dtype that lives as long as the model (nanotron wraps its bf16 model in DDP over dp x cp: 2)."""
     vocab_parallel_loss: bool = True
     """Under TP the loss runs on each rank's V/t logits (Megatron's vocab-parallel cross-entropy); False: the
     output layer's logits are all-gathered and every TP rank computes the loss over the whole vocabulary."""
@@ -114,7 +124,8 @@ STACKS = {
     "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True),
     "nemo": StackFacts("nemo", "megatron_bf16_grads", False, 45.0, 0.5, 7.0, 0.0, 0.0, 2.0, 2.0, 6.0, True,
                        fp8_weight_cache_bytes=0.0),
-    "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, False, "fa2"),
+    "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 10.0, False, "fa2",
+                           ddp_bucket_bytes=2.0),
     "megatron_deepspeed": StackFacts("megatron_deepspeed", "deepspeed_bf16", False, 45.0, 0.5, 7.0, 28.0, 0.0,
                                      2.0, 2.0, 6.0, False, "fa2"),
     "deepspeed": StackFacts("deepspeed", "deepspeed", False, 60.0, 0.5, 7.0, 12.0, 0.0, 2.0, 2.0, 10.0, False,
