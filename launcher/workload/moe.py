@@ -249,9 +249,38 @@ class Experts(nn.Module):
         outs = []
         for j, part in enumerate(rows.split(counts)):
             h = F.linear(part, self.fc1[j])
-            h = F.silu(F.linear(part, self.gate[j])) * h if self.gate is not None else F.gelu(h)
+            h = F.silu(F.linear(part, self.gate[j])) * h if self.gate is not None else _Gelu.apply(h)
             outs.append(F.linear(h, self.fc2[j]))
         return torch.cat(outs)
+
+
+class _Gelu(torch.autograd.Function):
+    """F.gelu without oneDNN. On CPU torch runs a contiguous fp32 gelu through a oneDNN primitive JIT-compiled per
+    shape; an expert's row count changes every micro-batch, so that is a compile per call, and under the CPU
+    stand-in's address-space cap (memory.py) a compile that cannot map its code fails with "could not create a
+    primitive" instead of the allocator error the sweep classifies as out of memory. Saves only the input, like
+    F.gelu."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(x)
+        with _no_onednn():
+            return torch.ops.aten.gelu(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (x,) = ctx.saved_tensors
+        with _no_onednn():
+            return torch.ops.aten.gelu_backward(grad, x)
+
+
+class _no_onednn:
+    def __enter__(self) -> None:
+        self.previous = torch.backends.mkldnn.enabled
+        torch.backends.mkldnn.enabled = False
+
+    def __exit__(self, *exc) -> None:
+        torch.backends.mkldnn.enabled = self.previous
 
 
 def expert_seed(layer_seed: int, expert: int) -> int:
@@ -324,6 +353,6 @@ class MoE(nn.Module):
         out = out.index_select(0, torch.argsort(by_expert))
         # 4. etp > 1: sum the partial outputs, each rank keeping its own rows (reduce-scatter as an all-to-all)
         if g.etp > 1:
-            out = all_to_all(out, [mine] * g.etp, sizes, g.etp_group).view(g.etp, mine, -1).sum(0)
+            out = all_to_all(out, [mine] * g.etp, sizes, g.etp_group).view(g.etp, mine, out.shape[-1]).sum(0)
         # 5. ep combine: back to the ranks the rows came from
         return all_to_all(out, send_splits, recv_splits, g.ep_group)
