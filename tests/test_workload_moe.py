@@ -277,3 +277,39 @@ def test_memory_limit_with_experts_gives_the_real_allocator_error():
     roomy = result_of(run_workload(2, *big, "--mem-limit-mb", "1000"))
     # logits alone are 8 x 256 x 4096 fp32 = 32 MiB per rank: the peak is well above the 60 MiB cap's share
     assert 0.06 < roomy["peak_mem_gb"] < 1.0
+
+
+@pytest.mark.slow
+@pytest.mark.slurm
+@pytest.mark.timeout(900)
+def test_ep_across_the_two_slurm_nodes_matches_single_process(slurm_env, tmp_path, single):
+    """The workload as a trial job runs it (one task per node under srun, torchrun on each node, the backends'
+    launch preamble): 2 nodes x 2 ranks, dp 4, ep 4, so every all-to-all crosses the node boundary."""
+    import time
+
+    from launcher.backends.launch import exec_program, node_preamble, torchrun_launcher
+
+    args = [*TINY, *MOE, "--dp", "4", "--ep", "4"]
+    node = ("#!/bin/bash\nset -euo pipefail\n" + node_preamble(2) + torchrun_launcher(sys.executable, 2)
+            + exec_program(["-m", "launcher.workload", *args], "torchrun"))
+    (tmp_path / "node.sh").write_text(node)
+    (tmp_path / "job.sh").write_text(f"#!/bin/bash\nexport PYTHONPATH={REPO} OMP_NUM_THREADS=1\n"
+                                     f"srun --ntasks-per-node=1 bash {tmp_path}/node.sh\n")
+    env = {**os.environ, **slurm_env}
+    job = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N2", "--ntasks-per-node=1", "-t", "12", "-o",
+                          str(tmp_path / "out.txt"), str(tmp_path / "job.sh")], env=env, capture_output=True,
+                         text=True, check=True).stdout.strip().split(";")[0]
+    deadline, state = time.monotonic() + 840, ""
+    while time.monotonic() < deadline:
+        state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job, "-o", "State"], env=env, capture_output=True,
+                               text=True).stdout.strip()
+        if state and state.split()[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+            break
+        time.sleep(2)
+    log = (tmp_path / "out.txt").read_text() if (tmp_path / "out.txt").exists() else ""
+    assert state.startswith("COMPLETED"), (state, log[-3000:])
+    lines = [ln for ln in log.splitlines() if ln.startswith("PARASWEEP_RESULT ")]
+    assert len(lines) == 1, log[-3000:]
+    result = json.loads(lines[0].removeprefix("PARASWEEP_RESULT "))
+    assert result["world_size"] == 4 and result["config"]["ep"] == 4
+    assert_same_losses(result, single)
