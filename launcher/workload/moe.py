@@ -225,6 +225,7 @@ class Experts(nn.Module):
         self.fc2 = nn.Parameter(torch.empty(self.count, hidden, f))
         for p in self.parameters():
             p.expert_parallel = True
+            nn.init.normal_(p, std=0.02)  # usable on its own, like nn.Linear; the model re-draws it (init_from_seed)
 
     @torch.no_grad()
     def init_from_seed(self, seed: int, device: torch.device, std: float) -> None:
