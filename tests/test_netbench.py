@@ -23,11 +23,14 @@ from launcher.plan.constants import DEFAULT
 REPO = Path(__file__).resolve().parent.parent
 
 
-def probe(nodes=2, created_at=1.0, cluster="a100-80g", intra_s=1e-3, inter_s=4e-3) -> ProbeResult:
+def probe(nodes=2, created_at=1.0, cluster="a100-80g", intra_s=1e-3, inter_s=4e-3,
+          all_to_all=False) -> ProbeResult:
     ms = []
     for scope, ranks, t in (("intra_node", 8, intra_s), ("inter_node", 16, inter_s)):
         for size in (1 << 10, 1 << 20, 1 << 24, 1 << 26, 1 << 28):
             ms.append(Measurement("all_reduce", scope, ranks, size, 2e-5 + size / 1e9 * t))
+            if all_to_all:  # twice as slow per byte as the all-reduce
+                ms.append(Measurement("all_to_all", scope, ranks, size, 2e-5 + size / 1e9 * 2 * t))
         ms.append(Measurement("sendrecv", scope, 2, 1 << 20, 1e-4))
     return ProbeResult(cluster, nodes, 8, "nccl", "A100", ("a", "b"), tuple(ms), created_at, "2.13")
 
@@ -36,6 +39,7 @@ def test_bus_factors_are_nccl_tests_ones():
     assert bus_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
     assert bus_factor("all_gather", 8) == bus_factor("reduce_scatter", 8) == pytest.approx(7 / 8)
     assert bus_factor("sendrecv", 2) == 1.0
+    assert bus_factor("all_to_all", 8) == pytest.approx(7 / 8)      # nccl-tests alltoall: (n-1)/n
     m = Measurement("all_reduce", "intra_node", 4, 10**9, 0.5)
     assert m.algbw_gbytes_per_s == pytest.approx(2.0) and m.busbw_gbytes_per_s == pytest.approx(3.0)
     with pytest.raises(ValueError):
@@ -55,6 +59,40 @@ def test_summary_takes_the_large_message_plateau_and_the_small_message_latency()
     single = summarize(ProbeResult("x", 1, 8, "nccl", "A100", ("a",), tuple(
         m for m in probe().measurements if m.scope == "intra_node")))
     assert single.inter_node_gbytes_per_s is None and single.latency_s == pytest.approx(2e-5 + 1024 / 1e9 * 1e-3)
+
+
+def test_all_to_all_has_its_own_plateau_and_old_probes_have_none():
+    result = probe(intra_s=1e-2, inter_s=4e-2, all_to_all=True)
+    p = summarize(result)
+    plateau = {m.scope: m.busbw_gbytes_per_s for m in result.measurements if m.bytes == 1 << 26
+               and m.op == "all_to_all"}
+    assert p.intra_node_all_to_all_gbytes_per_s == plateau["intra_node"]
+    assert p.inter_node_all_to_all_gbytes_per_s == plateau["inter_node"]
+    assert 0.95 * 7 / 8 / 2e-2 < p.intra_node_all_to_all_gbytes_per_s < 7 / 8 / 2e-2
+    # the all-reduce summary and the latency are the all-reduce's alone, as before
+    base = summarize(probe(intra_s=1e-2, inter_s=4e-2))
+    assert (p.intra_node_gbytes_per_s, p.inter_node_gbytes_per_s, p.latency_s) == (
+        base.intra_node_gbytes_per_s, base.inter_node_gbytes_per_s, base.latency_s)
+    old = summarize(probe())
+    assert old.intra_node_all_to_all_gbytes_per_s is None and old.inter_node_all_to_all_gbytes_per_s is None
+    text = format_tables(result)
+    assert "# all_to_all, intra-node, 8 ranks" in text and "intra-node all_to_all bus bandwidth" in text
+    assert "all_to_all bus bandwidth" not in format_tables(probe())
+
+
+def test_a_probe_file_written_before_all_to_all_still_loads(tmp_path):
+    """Backward compatibility: the file of an older probe (no all_to_all rows, no all_to_all summary keys)."""
+    data = probe().to_json()
+    for key in ("intra_node_all_to_all_gbytes_per_s", "inter_node_all_to_all_gbytes_per_s",
+                "intra_node_all_to_all_gbit_per_s", "inter_node_all_to_all_gbit_per_s"):
+        del data["summary"][key]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    loaded = load(tmp_path / "old.json")
+    assert loaded == probe() and loaded.profile().intra_node_gbytes_per_s == probe().profile().intra_node_gbytes_per_s
+    new = probe(all_to_all=True).to_json()
+    assert set(data) == set(new) and set(data["summary"]) < set(new["summary"])  # new keys only
+    assert new["summary"]["inter_node_all_to_all_gbit_per_s"] == pytest.approx(
+        8 * new["summary"]["inter_node_all_to_all_gbytes_per_s"])
 
 
 def test_measured_bus_bandwidth_replaces_link_times_efficiency_once():
@@ -124,11 +162,13 @@ def _check_result(path: Path, nodes: int, ranks_per_node: int) -> ProbeResult:
     scopes = {"intra_node"} | ({"inter_node"} if nodes > 1 else set())
     for scope in scopes:
         ops = {m.op for m in result.measurements if m.scope == scope}
-        assert ops == {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"}, (scope, ops)
+        assert ops == {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv"}, (scope, ops)
     assert all(m.time_s > 0 and m.busbw_gbytes_per_s > 0 for m in result.measurements)
     profile = result.profile()
     assert profile.intra_node_gbytes_per_s > 0 and profile.latency_s > 0
+    assert profile.intra_node_all_to_all_gbytes_per_s > 0
     assert (profile.inter_node_gbytes_per_s is not None) == (nodes > 1)
+    assert (profile.inter_node_all_to_all_gbytes_per_s is not None) == (nodes > 1)
     return result
 
 
@@ -144,6 +184,7 @@ def test_real_probe_on_this_machine(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "busbw(Gbit/s)" in proc.stdout and "intra-node all_reduce bus bandwidth" in proc.stdout
+    assert "# all_to_all, intra-node, 2 ranks" in proc.stdout and "intra-node all_to_all bus bandwidth" in proc.stdout
     assert _check_result(out, 1, 2).cluster == "local-cpu"
 
 
