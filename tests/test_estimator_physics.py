@@ -209,6 +209,34 @@ def test_nemo_overlaps_sequence_parallel_tp_communication_megatron_lm_does_not()
     assert nemo_ar["tp_comm"] == pytest.approx(plain_ar["tp_comm"], rel=1e-6) and nemo_ar["tp_comm"] > 0
 
 
+def test_unfused_fp32_softmax_beyond_the_fused_kernels_length():
+    """Megatron-DeepSpeed before its rebase (before_rebase, megatron/model/fused_softmax.py) fuses the causal softmax
+    only up to 2048 keys; longer scores go through fp32 PyTorch ops (apply_query_key_layer_scaling forces
+    attention_softmax_in_fp32): 15 B per score element held by the layer under backward against 2e + 1 = 5, and 42 B
+    moved per element in the forward against 4e + 1 = 9."""
+    gpt30b = ModelConfig(name="gpt-30b", layers=64, hidden=6144, heads=64, ffn_hidden=24576, seq_len=16384,
+                         vocab=50257, norm="layernorm")
+    args = (gpt30b, 1, 32, False, "none", False, 2)
+    scores = 64 * 16384 / 6144 * 16384 * 6144 / 32     # a·s/h per s·b·h element, sharded over t
+    fused, unfused = memory.layer_activation_bytes(*args), memory.layer_activation_bytes(*args, unfused_softmax=True)
+    assert unfused - fused == pytest.approx((memory.UNFUSED_SOFTMAX_SCORE_BYTES - 5) * scores)
+    assert stack_facts("megatron_deepspeed").fused_softmax_max_seq == 2048
+    assert math.isinf(stack_facts("megatron_lm").fused_softmax_max_seq)
+    # the README's old column: 4k ran, 16k ran out of memory on A100-40GB at TP 32 (no flash, no SP, full recompute)
+    cluster = cluster_for("a100-40g", 32, 8)
+    lay = Layout(gpus=32, nodes=4, tp=32, pp=1, dp=1, mbs=1, gbs=2, recompute="full")
+    wl = Workload(stack="megatron_deepspeed")
+
+    def peak(seq):
+        model = dataclasses.replace(gpt30b, seq_len=seq)
+        return memory.peak_memory_gb(model, cluster, lay, "fp16", False, PRIOR, workload=wl)[0]
+    assert peak(4096) < 0.9 * cluster.gpu_mem_gb < peak(16384)
+    r = st.rates(PRIOR, False, "ampere")
+    c_old = st._context(gpt30b, cluster, lay, "fp16", False, r, False, wl, "")
+    c_new = st._context(gpt30b, cluster, lay, "fp16", False, r, False, Workload(stack="megatron_lm"), "")
+    assert st._layer_times(c_old)[5] / st._layer_times(c_new)[5] == pytest.approx(st.UNFUSED_SOFTMAX_BYTES / 9)
+
+
 def test_fsdp_throughput_falls_with_data_parallel_size_across_nodes():
     """The reviewer's complaint: FSDP throughput per GPU was flat in dp. Every micro-batch's gathers now cross the
     network once dp leaves the node."""

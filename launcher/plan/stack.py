@@ -116,6 +116,12 @@ class StackFacts:
     """Bytes per parameter of torch DistributedDataParallel's gradient buckets when the gradient group has more than
     one rank: DDP (gradient_as_bucket_view False, its default) copies every gradient into a flat bucket of the
     parameters' dtype that lives as long as the model (nanotron wraps its bf16 model in DDP over dp x cp: 2)."""
+    fused_softmax_max_seq: float = float("inf")
+    """Without flash attention, the longest key length the fused (scale + causal mask + softmax) kernel takes; longer
+    sequences fall back to PyTorch ops in fp32 (launcher.plan.step_time.UNFUSED_SOFTMAX_BYTES). Megatron-DeepSpeed
+    before its 2023 rebase (branch before_rebase, megatron/model/fused_softmax.py: key_seq_len <= 2048; the
+    fallback casts the scores to fp32 because apply_query_key_layer_scaling forces attention_softmax_in_fp32):
+    2048. Megatron-LM and NeMo today fuse up to 16k and run flash attention anyway: unbounded here."""
     tp_comm_overlap: bool = False
     """Under sequence parallelism the TP all-gathers and reduce-scatters run beside the GEMMs (Transformer Engine
     userbuffers: NeMo's / Megatron-Bridge's tp_comm_overlap, on in NVIDIA's performance recipes and MLPerf
@@ -136,7 +142,7 @@ STACKS = {
     "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 10.0, False, "fa2",
                            ddp_bucket_bytes=2.0),
     "megatron_deepspeed": StackFacts("megatron_deepspeed", "deepspeed_bf16", False, 45.0, 0.5, 7.0, 28.0, 0.0,
-                                     2.0, 2.0, 6.0, False, "fa2"),
+                                     2.0, 2.0, 6.0, False, "fa2", fused_softmax_max_seq=2048.0),
     "deepspeed": StackFacts("deepspeed", "deepspeed", False, 60.0, 0.5, 7.0, 12.0, 0.0, 2.0, 2.0, 10.0, False,
                             "fa2"),
     "pytorch_fsdp": StackFacts("pytorch_fsdp", "fp32_master", True, 150.0, 0.4, 80.0, 12.0, 6.0, 2.0, 2.0, 10.0,

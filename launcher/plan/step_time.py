@@ -78,6 +78,11 @@ EAGER_GATE_BYTES = 4.0
 kernel's 6."""
 EAGER_COPY_BYTES = 4.0
 """The attention output's transpose + contiguous copy before the output projection (r2 w2 per element)."""
+UNFUSED_SOFTMAX_BYTES = 42.0
+"""HBM bytes per attention-score element of the forward when the scores are too long for the fused softmax kernel
+(StackFacts.fused_softmax_max_seq; Megatron's FusedScaleMaskSoftmax.forward_torch_softmax in fp32): cast to fp32
+(r2 w4), scale (r4 w4), causal mask in place (r4 + 1 w4), softmax (r4 w4), cast back (r4 w2), dropout (r2, w2 + a
+1-byte mask) = 42 B, against 4e + 1 = 9 B fused."""
 FP8_CAST_FWD_BYTES = (4.0, 2.0)
 """FP8 casts per forward that no norm or activation kernel absorbs (Transformer Engine fuses the LayerNorm->FP8 and
 activation->FP8 casts): the projection input (read 2, write 1 + its transpose 1 = 4 B per h-element) and the FC2
@@ -292,7 +297,9 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
     else:
         core = heads_local * 2 * gemm_time_s(s_local, s, head_dim, c.peak, r)   # Q·Kᵀ and attention·V
         core_fwd, core_bwd = core, 2 * core
-        scores = heads_local * s_local * s * (4 * e + 1)   # fused softmax r/w + dropout r/w + 1-byte mask
+        fused = s <= c.facts.fused_softmax_max_seq
+        # fused softmax r/w + dropout r/w + 1-byte mask, or the fp32 fallback's passes
+        scores = heads_local * s_local * s * ((4 * e + 1) if fused else UNFUSED_SOFTMAX_BYTES)
     return dense, core_fwd, core_bwd, ew, ew_bwd, scores
 
 
