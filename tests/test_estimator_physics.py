@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
 from launcher.layout import Layout
 from launcher.plan import attention, flops, memory, step_time as st
-from launcher.plan.constants import PRIOR
+from launcher.plan.constants import PRIOR, prior_for
 from launcher.plan.estimator import estimate
 from launcher.plan.hardware import SPECS, cluster_for, find_spec, fp8_peak_ratio, generation
 from launcher.plan.stack import STACKS, stack_facts, stack_name
@@ -182,6 +183,60 @@ def test_overlapped_communication_costs_its_exposed_part_and_the_interference():
     assert st.microbatch_total(slow, 0, max, 0.1) == pytest.approx(1.5 + 0.1 * 1.0 + 0.02)  # communication-bound
 
 
+def test_tp_overlap_exposes_what_the_gemms_cannot_hide_plus_the_sms_it_takes():
+    """Transformer Engine userbuffers (NVIDIA MLPerf GPT-3 tp_overlap/h100tp4mbs1.yaml): the TP collectives run
+    beside the GEMMs; a micro-batch pays max(0, comm - GEMMs) + interference x the hidden part."""
+    mb = st.MicrobatchTimes(compute=1.0, backward=0.6, recompute=0.0, tp_comm=0.0, pp_comm=0.0, cp_comm=0.0,
+                            fixed=0.0, dispatch=0.1, shard_comm=0.0, shard_edge=0.0, tp_overlap=0.3, tp_window=0.8)
+    assert st.microbatch_total(mb, 0, max, 0.0, 0.1) == pytest.approx(1.0 + 0.1 * 0.3)        # hidden
+    slow = mb._replace(tp_overlap=1.0)
+    assert st.microbatch_total(slow, 0, max, 0.0, 0.1) == pytest.approx(1.0 + 0.2 + 0.1 * 0.8)  # comm-bound
+
+
+def test_nemo_overlaps_sequence_parallel_tp_communication_megatron_lm_does_not():
+    """NeMo / Megatron-Bridge recipes run tp_comm_overlap under SP (userbuffers); Megatron-LM's default does not.
+    Llama 3 70B, tp 8 with SP on one H100 node: NeMo's TP time is the interference share of Megatron-LM's."""
+    lay = Layout(gpus=8, nodes=1, tp=8, pp=1, dp=1, mbs=1, gbs=8, recompute="none", sequence_parallel=True)
+    model = dataclasses.replace(LLAMA3_8B, name="llama3-70b", layers=80, hidden=8192, heads=64, ffn_hidden=28672)
+    c = PRIOR
+    _, plain = st.step_time_s(model, H100, lay, "bf16", True, c, workload=Workload(stack="megatron_lm"))
+    _, nemo = st.step_time_s(model, H100, lay, "bf16", True, c, workload=Workload(stack="nemo"))
+    assert stack_facts("nemo").tp_comm_overlap and not stack_facts("megatron_lm").tp_comm_overlap
+    assert nemo["tp_comm"] == pytest.approx(c.tp_overlap_interference * plain["tp_comm"], rel=1e-6)
+    no_sp = lay.replace(sequence_parallel=False)      # userbuffers need SP: the all-reduces stay exposed
+    _, nemo_ar = st.step_time_s(model, H100, no_sp, "bf16", True, c, workload=Workload(stack="nemo"))
+    _, plain_ar = st.step_time_s(model, H100, no_sp, "bf16", True, c, workload=Workload(stack="megatron_lm"))
+    assert nemo_ar["tp_comm"] == pytest.approx(plain_ar["tp_comm"], rel=1e-6) and nemo_ar["tp_comm"] > 0
+
+
+def test_unfused_fp32_softmax_beyond_the_fused_kernels_length():
+    """Megatron-DeepSpeed before its rebase (before_rebase, megatron/model/fused_softmax.py) fuses the causal softmax
+    only up to 2048 keys; longer scores go through fp32 PyTorch ops (apply_query_key_layer_scaling forces
+    attention_softmax_in_fp32): 15 B per score element held by the layer under backward against 2e + 1 = 5, and 42 B
+    moved per element in the forward against 4e + 1 = 9."""
+    gpt30b = ModelConfig(name="gpt-30b", layers=64, hidden=6144, heads=64, ffn_hidden=24576, seq_len=16384,
+                         vocab=50257, norm="layernorm")
+    args = (gpt30b, 1, 32, False, "none", False, 2)
+    scores = 64 * 16384 / 6144 * 16384 * 6144 / 32     # a·s/h per s·b·h element, sharded over t
+    fused, unfused = memory.layer_activation_bytes(*args), memory.layer_activation_bytes(*args, unfused_softmax=True)
+    assert unfused - fused == pytest.approx((memory.UNFUSED_SOFTMAX_SCORE_BYTES - 5) * scores)
+    assert stack_facts("megatron_deepspeed").fused_softmax_max_seq == 2048
+    assert math.isinf(stack_facts("megatron_lm").fused_softmax_max_seq)
+    # the README's old column: 4k ran, 16k ran out of memory on A100-40GB at TP 32 (no flash, no SP, full recompute)
+    cluster = cluster_for("a100-40g", 32, 8)
+    lay = Layout(gpus=32, nodes=4, tp=32, pp=1, dp=1, mbs=1, gbs=2, recompute="full")
+    wl = Workload(stack="megatron_deepspeed")
+
+    def peak(seq):
+        model = dataclasses.replace(gpt30b, seq_len=seq)
+        return memory.peak_memory_gb(model, cluster, lay, "fp16", False, PRIOR, workload=wl)[0]
+    assert peak(4096) < 0.9 * cluster.gpu_mem_gb < peak(16384)
+    r = st.rates(PRIOR, False, "ampere")
+    c_old = st._context(gpt30b, cluster, lay, "fp16", False, r, False, wl, "")
+    c_new = st._context(gpt30b, cluster, lay, "fp16", False, r, False, Workload(stack="megatron_lm"), "")
+    assert st._layer_times(c_old)[5] / st._layer_times(c_new)[5] == pytest.approx(st.UNFUSED_SOFTMAX_BYTES / 9)
+
+
 def test_fsdp_throughput_falls_with_data_parallel_size_across_nodes():
     """The reviewer's complaint: FSDP throughput per GPU was flat in dp. Every micro-batch's gathers now cross the
     network once dp leaves the node."""
@@ -228,9 +283,12 @@ def test_fp8_gemms_run_at_the_fp8_peak():
     fp8 = st.gemm_time_s(8192, 8192, 8192, 1979e12, r, fp8=True)
     assert fp8 / bf16 == pytest.approx(989 / 1979 / c.fp8_gemm_eff)
     lay = Layout(gpus=8, nodes=1, tp=1, pp=1, dp=8, mbs=1, gbs=64, recompute="selective")
-    h_bf16 = estimate(LLAMA3_8B, H100, lay, "bf16").step_time_s
-    h_fp8 = estimate(LLAMA3_8B, H100, lay, "fp8").step_time_s
-    a_bf16, a_fp8 = (estimate(LLAMA3_8B, cluster_for("a100-80g", 8), lay, p).step_time_s for p in ("bf16", "fp8"))
+    # the term at its a-priori value (the corpus fit moves fp8_gemm_eff, whose FP8 rows are all NeMo runs)
+    prior = prior_for("megatron_lm")
+    h_bf16 = estimate(LLAMA3_8B, H100, lay, "bf16", constants=prior).step_time_s
+    h_fp8 = estimate(LLAMA3_8B, H100, lay, "fp8", constants=prior).step_time_s
+    a_bf16, a_fp8 = (estimate(LLAMA3_8B, cluster_for("a100-80g", 8), lay, p, constants=prior).step_time_s
+                     for p in ("bf16", "fp8"))
     assert h_fp8 < 0.85 * h_bf16
     assert a_fp8 == pytest.approx(a_bf16, rel=0.05)        # casts only, no faster GEMMs
 

@@ -87,6 +87,7 @@ CORPUS_ONLY_PARAMETERS = (
     Parameter("attention", ("attn_eff",), 0.3),
     Parameter("step_overhead", ("step_overhead_s",), 1.0, offset=0.005),
     Parameter("interference", ("overlap_interference",), 1.0, offset=0.05),
+    Parameter("tp_interference", ("tp_overlap_interference",), 1.0, offset=0.05),
 )
 STEP_PARAMETERS = tuple(p for p in PARAMETERS if not p.memory)
 MEMORY_PARAMETERS = tuple(p for p in PARAMETERS if p.memory)
@@ -191,7 +192,8 @@ class FeatureTable:
         dp = np.einsum("nkg,ng->nk", self.dp, r)
         stages = tuple(MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
         pc = StepPieces(stages, tuple(self.weights[:, s] for s in range(3)), self.microbatches, self.pp, self.vpp,
-                        self.overlap_gather, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference)
+                        self.overlap_gather, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
+                        constants.tp_overlap_interference)
         return combine(pc, np.maximum)[0]
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:

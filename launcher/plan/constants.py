@@ -103,6 +103,12 @@ hundred GPUs)."""
 OVERLAP_INTERFERENCE = 0.1
 """Communication overlapped with compute still slows it: NCCL kernels take SMs and HBM bandwidth (~10 % of the
 overlapped communication time, Megatron/FSDP overlap measurements: exposed < overlapped)."""
+TP_OVERLAP_INTERFERENCE = 0.1
+"""TP communication overlapped with the GEMMs (Transformer Engine userbuffers, StackFacts.tp_comm_overlap) slows
+them by the SMs its kernels take: NVIDIA's MLPerf GPT-3 overlap settings (training_results_v4.0 NVIDIA
+gpt3/implementations/nemo/conf/tp_overlap/h100tp4mbs1.yaml) give the pipelined reduce-scatter after the attention
+projection 24 of H100's 132 SMs (~18 %), the bulk overlaps in the backward 4 SMs (~3 %) and the ring exchanges 1 SM:
+~10 % of the overlapped time."""
 KERNEL_LAUNCH_S = LAYER_DISPATCH_S / 45.0
 """CPU seconds to issue one kernel from eager PyTorch (~15 us: Megatron's ~45 fused kernels per layer in 0.7 ms);
 a stack's dispatch per layer is its kernel count x this (launcher.plan.stack)."""
@@ -156,6 +162,8 @@ class Constants:
     reductions, logging)."""
     overlap_interference: float = OVERLAP_INTERFERENCE
     """Share of overlapped communication time that still slows the computation it overlaps."""
+    tp_overlap_interference: float = TP_OVERLAP_INTERFERENCE
+    """The same for TP communication overlapped with the GEMMs (userbuffers)."""
     gpu_context_gb: float = GPU_CONTEXT_GB
     cpu_context_gb: float = CPU_CONTEXT_GB
     transient_share: float = TRANSIENT_SHARE

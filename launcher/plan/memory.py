@@ -126,16 +126,24 @@ def stage_params(model: ModelConfig, layout: Layout, stage: int) -> float:
     return n
 
 
+UNFUSED_SOFTMAX_SCORE_BYTES = 15.0
+"""Bytes per attention-score element a layer holds when its softmax runs unfused in fp32 (scores longer than the
+stack's fused kernel takes, StackFacts.fused_softmax_max_seq): kept for the backward, the fp32 softmax output (4),
+the dropout mask (1) and output (2); while that backward runs, the fp32 gradient of the probabilities and the softmax
+gradient (4 + 4). Fused: (2e + 1) = 5."""
+
+
 def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_parallel: bool, recompute: str,
-                           flash: bool, act_bytes: int, cp: int = 1, *, eager: bool = False, fp8: bool = False
-                           ) -> float:
+                           flash: bool, act_bytes: int, cp: int = 1, *, eager: bool = False, fp8: bool = False,
+                           unfused_softmax: bool = False) -> float:
     """Bytes one layer keeps for backward, per micro-batch (Korthikanti Table 2, generalised to GQA and gated FFNs).
 
     Per s·b·h element, e = activation bytes (2, or 4 on the CPU stand-in), masks 1 byte (LayerNorm/GPT models only:
     Llama-style models train without dropout):
       replicated under TP (no SP):  two norm inputs 2e + QKV input e + FFN input e + two dropout masks 2  = 4e + 2
       sharded by TP:  Q, K, V e·(1 + 2g/a) + projection input e + FFN (act. input(s) + FC2 input) (γ'+1)·e·f/h
-      attention scores (no flash, no selective recompute):  (2e + 1)·a·s/h, sharded
+      attention scores (no flash, no selective recompute):  (2e + 1)·a·s/h, sharded (UNFUSED_SOFTMAX_SCORE_BYTES
+      instead of 2e + 1 when the softmax falls back to fp32 PyTorch ops)
     GPT (e = 2, g = a, f = 4h): 10 + 24/t + 5as/(ht)  (Korthikanti eq. 2).
     FP8 (Transformer Engine): the four linear inputs (QKV, projection, FC1, FC2) kept in 8 bits.
     Eager PyTorch modules: + the fp32 input of each unfused RMSNorm (2 x 4 B), the attention output's contiguous copy
@@ -159,7 +167,7 @@ def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_paral
             replicated += 2 * 4
         sharded += e + (e * f_h if model.swiglu else 0.0)
     if recompute == "none" and not flash:
-        sharded += (2 * e + 1) * a * s / h
+        sharded += (UNFUSED_SOFTMAX_SCORE_BYTES if unfused_softmax else 2 * e + 1) * a * s / h
     if sequence_parallel:
         return sbh * (replicated + sharded) / tp
     return sbh * (replicated + sharded / tp)
@@ -196,7 +204,8 @@ def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int,
     full = layout.recompute == "full"
 
     def per_layer(mode: str) -> float:
-        return layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8)
+        return layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8,
+                                      unfused_softmax=model.seq_len > facts.fused_softmax_max_seq)
 
     whole = per_layer("none" if full else layout.recompute)
     if full:

@@ -21,6 +21,11 @@ Sources (read in the code of each stack):
   kept in bf16 (ddp.grad_reduce_in_fp32 off: 2 B grads, 2 B reduced), FP8 parameters gathered in FP8 (no extra cached
   FP8 copy); the measured Llama3-70B peaks (Megatron-Bridge memory-tuning skill: 59 GB at tp4 pp4 vpp5 dp2) are
   below what fp32 gradient buffers alone would need (4.4B params x (2 + 4 + 6 + 2) = 62 GB before activations).
+  TP communication overlapped with the GEMMs under SP (Transformer Engine userbuffers): Megatron-Bridge's
+  perf_recipes/llama/*/llama3*.py set comm_overlap.tp_comm_overlap_cfg (userbuffers_*_tp4/tp8 ...) for TP > 1
+  (scripts/performance/utils/overrides.py: tp_comm_overlap = tp > 1), and NVIDIA's MLPerf GPT-3 / Llama 3.1 405B
+  configs export TP_COMM_OVERLAP=True (training_results_v4.0 gpt3 config_DGXH100_*.sh, v5.0 llama31_405b
+  config_DGXH100_1024x8x24xtp8pp8cp2.sh) with the per-GEMM methods of conf/tp_overlap/h100tp*mbs*.yaml.
 - Megatron-LM without Transformer Engine and apex (--transformer-impl local --no-gradient-accumulation-fusion
   --no-masked-softmax-fusion --no-persist-layer-norm): the same states, element-wise kernels unfused, the wgrad GEMM
   writing a 16-bit gradient that a separate kernel adds into the fp32 main grad (write 2, read 2 + 4, write 4 = 12
@@ -111,6 +116,16 @@ class StackFacts:
     """Bytes per parameter of torch DistributedDataParallel's gradient buckets when the gradient group has more than
     one rank: DDP (gradient_as_bucket_view False, its default) copies every gradient into a flat bucket of the
     parameters' dtype that lives as long as the model (nanotron wraps its bf16 model in DDP over dp x cp: 2)."""
+    fused_softmax_max_seq: float = float("inf")
+    """Without flash attention, the longest key length the fused (scale + causal mask + softmax) kernel takes; longer
+    sequences fall back to PyTorch ops in fp32 (launcher.plan.step_time.UNFUSED_SOFTMAX_BYTES). Megatron-DeepSpeed
+    before its 2023 rebase (branch before_rebase, megatron/model/fused_softmax.py: key_seq_len <= 2048; the
+    fallback casts the scores to fp32 because apply_query_key_layer_scaling forces attention_softmax_in_fp32):
+    2048. Megatron-LM and NeMo today fuse up to 16k and run flash attention anyway: unbounded here."""
+    tp_comm_overlap: bool = False
+    """Under sequence parallelism the TP all-gathers and reduce-scatters run beside the GEMMs (Transformer Engine
+    userbuffers: NeMo's / Megatron-Bridge's tp_comm_overlap, on in NVIDIA's performance recipes and MLPerf
+    submissions for TP > 1; launcher.plan.step_time.tp_exposed)."""
     vocab_parallel_loss: bool = True
     """Under TP the loss runs on each rank's V/t logits (Megatron's vocab-parallel cross-entropy); False: the
     output layer's logits are all-gathered and every TP rank computes the loss over the whole vocabulary."""
@@ -123,11 +138,11 @@ STACKS = {
     "megatron_lm": _MEGATRON,
     "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True),
     "nemo": StackFacts("nemo", "megatron_bf16_grads", False, 45.0, 0.5, 7.0, 0.0, 0.0, 2.0, 2.0, 6.0, True,
-                       fp8_weight_cache_bytes=0.0),
+                       fp8_weight_cache_bytes=0.0, tp_comm_overlap=True),
     "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 10.0, False, "fa2",
                            ddp_bucket_bytes=2.0),
     "megatron_deepspeed": StackFacts("megatron_deepspeed", "deepspeed_bf16", False, 45.0, 0.5, 7.0, 28.0, 0.0,
-                                     2.0, 2.0, 6.0, False, "fa2"),
+                                     2.0, 2.0, 6.0, False, "fa2", fused_softmax_max_seq=2048.0),
     "deepspeed": StackFacts("deepspeed", "deepspeed", False, 60.0, 0.5, 7.0, 12.0, 0.0, 2.0, 2.0, 10.0, False,
                             "fa2"),
     "pytorch_fsdp": StackFacts("pytorch_fsdp", "fp32_master", True, 150.0, 0.4, 80.0, 12.0, 6.0, 2.0, 2.0, 10.0,

@@ -78,6 +78,11 @@ EAGER_GATE_BYTES = 4.0
 kernel's 6."""
 EAGER_COPY_BYTES = 4.0
 """The attention output's transpose + contiguous copy before the output projection (r2 w2 per element)."""
+UNFUSED_SOFTMAX_BYTES = 42.0
+"""HBM bytes per attention-score element of the forward when the scores are too long for the fused softmax kernel
+(StackFacts.fused_softmax_max_seq; Megatron's FusedScaleMaskSoftmax.forward_torch_softmax in fp32): cast to fp32
+(r2 w4), scale (r4 w4), causal mask in place (r4 + 1 w4), softmax (r4 w4), cast back (r4 w2), dropout (r2, w2 + a
+1-byte mask) = 42 B, against 4e + 1 = 9 B fused."""
 FP8_CAST_FWD_BYTES = (4.0, 2.0)
 """FP8 casts per forward that no norm or activation kernel absorbs (Transformer Engine fuses the LayerNorm->FP8 and
 activation->FP8 casts): the projection input (read 2, write 1 + its transpose 1 = 4 B per h-element) and the FC2
@@ -199,17 +204,30 @@ class MicrobatchTimes(NamedTuple):
     dispatch: Num    # CPU time issuing this micro-batch's kernels
     shard_comm: Num  # ZeRO-2/3 / FSDP parameter gathers and gradient reduce-scatters, overlapped with the GPU work
     shard_edge: Num  # the part of them nothing overlaps (the first unit's gather, the last one's reduce-scatter)
+    tp_overlap: Num = 0.0  # TP communication the stack overlaps with the GEMMs (StackFacts.tp_comm_overlap)
+    tp_window: Num = 0.0   # the GEMM time that hides it
 
     @property
     def gpu(self) -> Num:
+        """The serial GPU work (without the TP communication overlapped with the GEMMs: tp_exposed)."""
         return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.cp_comm + self.fixed
 
 
-def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max, interference: Num = 0.0) -> Num:
+def tp_exposed(mb: MicrobatchTimes, maximum: Callable = max, interference: Num = 0.0) -> Num:
+    """What TP communication overlapped with the GEMMs (Transformer Engine userbuffers) adds to a micro-batch:
+    the part the GEMMs cannot hide, max(0, comm - GEMMs), plus `interference` x the hidden part (the SMs the
+    communication kernels take from the GEMMs while they run)."""
+    hidden = mb.tp_overlap + mb.tp_window - maximum(mb.tp_overlap, mb.tp_window)     # min(comm, GEMMs)
+    return mb.tp_overlap - hidden + interference * hidden
+
+
+def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max, interference: Num = 0.0,
+                     tp_interference: Num = 0.0) -> Num:
     """GPU: kernels run while the CPU issues the next ones, so the slower of the two; CPU stand-in (cpu = 1):
     both share the same cores, so they add up. ZeRO-3/FSDP communication runs beside the kernels: the slower of
-    the two, plus `interference` x the overlapped part. Arithmetic select, so that `cpu` may be an array of 0/1."""
-    gpu = mb.gpu
+    the two, plus `interference` x the overlapped part; TP communication overlapped with the GEMMs adds
+    tp_exposed. Arithmetic select, so that `cpu` may be an array of 0/1."""
+    gpu = mb.gpu + tp_exposed(mb, maximum, tp_interference)
     work = cpu * (gpu + mb.dispatch) + (1 - cpu) * maximum(gpu, mb.dispatch)
     overlapped = work + mb.shard_comm - maximum(work, mb.shard_comm)      # min(work, comm)
     return maximum(work, mb.shard_comm) + interference * overlapped + mb.shard_edge
@@ -279,7 +297,9 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
     else:
         core = heads_local * 2 * gemm_time_s(s_local, s, head_dim, c.peak, r)   # Q·Kᵀ and attention·V
         core_fwd, core_bwd = core, 2 * core
-        scores = heads_local * s_local * s * (4 * e + 1)   # fused softmax r/w + dropout r/w + 1-byte mask
+        fused = s <= c.facts.fused_softmax_max_seq
+        # fused softmax r/w + dropout r/w + 1-byte mask, or the fp32 fallback's passes
+        scores = heads_local * s_local * s * ((4 * e + 1) if fused else UNFUSED_SOFTMAX_BYTES)
     return dense, core_fwd, core_bwd, ew, ew_bwd, scores
 
 
@@ -339,6 +359,15 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
     else:   # 2 all-reduces forward; backward one per column-parallel input gradient
         fwd_comm, bwd_comm = allreduce, gathers * one
     tp_comm = fwd_comm * (1 + share) + bwd_comm
+    tp_overlap = tp_window = 0.0
+    if c.facts.tp_comm_overlap and lay.sequence_parallel and t > 1:
+        # Transformer Engine userbuffers (NeMo / Megatron-Bridge / MLPerf NeMo: tp_comm_overlap): every SP
+        # all-gather and reduce-scatter of the layer runs chunk by chunk beside the GEMM that consumes or produces
+        # it (ring exchange for QKV/FC1 fprop and proj/FC2 dgrad, pipelined reduce-scatter after proj/FC2 fprop,
+        # bulk overlap with the QKV/FC1 dgrad and wgrad); the layer's GEMMs, forward, backward and recomputed, hide
+        # it (tp_exposed).
+        tp_overlap, tp_comm = tp_comm, 0.0
+        tp_window = dense * (3 + share)
     recompute = fwd * share if full else (core_fwd + scores * hbm_s if lay.recompute == "selective" else 0.0)
     compute, backward = layers * (fwd + bwd), layers * (bwd + bwd_comm)
     if stage == 0:   # embedding lookup and its gradient scatter-add (memory-bound, small)
@@ -372,7 +401,7 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
     sharded, replicated = layer_params(md)
     shard, edge = _shard_comm(c, cluster, sharded / t + replicated, layers, params)
     return MicrobatchTimes(compute, backward, layers * recompute, layers * tp_comm, pp, cp, fixed, dispatch,
-                           shard, edge)
+                           shard, edge, layers * tp_overlap, layers * tp_window)
 
 
 def _dp_collectives(c: _Ctx, cluster: ClusterConfig, precision: str, params: float) -> tuple[Num, Num]:
@@ -443,6 +472,7 @@ class StepPieces(NamedTuple):
     dp_gather: Num
     optimizer: Num
     interference: Num = 0.0   # constants.overlap_interference (a share, not a rate)
+    tp_interference: Num = 0.0   # constants.tp_overlap_interference (a share)
 
 
 def _context(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool, r: Rates,
@@ -486,10 +516,10 @@ def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num
     """(step, bottleneck stage per micro-batch, exposed DP time, bubble, per-stage totals) from the pieces. Only
     arithmetic and `maximum` (builtin max for floats, numpy.maximum elementwise over arrays of trials)."""
     first, last, middle = pc.stages
-    k = pc.interference
-    t0 = microbatch_total(first, pc.cpu, maximum, k)
-    totals = [t0, t0 if last is first else microbatch_total(last, pc.cpu, maximum, k),
-              t0 if middle is first else microbatch_total(middle, pc.cpu, maximum, k)]
+    k, kt = pc.interference, pc.tp_interference
+    t0 = microbatch_total(first, pc.cpu, maximum, k, kt)
+    totals = [t0, t0 if last is first else microbatch_total(last, pc.cpu, maximum, k, kt),
+              t0 if middle is first else microbatch_total(middle, pc.cpu, maximum, k, kt)]
     bottleneck = maximum(maximum(totals[0], totals[1]), totals[2])
     mean = (pc.weights[0] * totals[0] + pc.weights[1] * totals[1] + pc.weights[2] * totals[2]) / pc.pp
     # The gradient reduction hides behind the last backward; the end-of-step parameter all-gather is exposed unless
@@ -509,19 +539,21 @@ def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
     cpu = is_cpu_cluster(cluster)
     pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, cpu, generation(cluster)), cpu,
                      workload=workload, backend=backend)
-    pc = pc._replace(interference=constants.overlap_interference)
+    pc = pc._replace(interference=constants.overlap_interference, tp_interference=constants.tp_overlap_interference)
     step, bottleneck_s, exposed, bubble, totals = combine(pc)
     mb = pc.stages[totals.index(bottleneck_s)]
     m = pc.microbatches
-    work = max(mb.gpu, mb.dispatch) if not cpu else mb.gpu + mb.dispatch
+    tp_hidden = tp_exposed(mb, max, constants.tp_overlap_interference)
+    gpu = mb.gpu + tp_hidden
+    work = max(gpu, mb.dispatch) if not cpu else gpu + mb.dispatch
     breakdown = {
         "compute": m * mb.compute,
         "recompute": m * mb.recompute,
-        "tp_comm": m * mb.tp_comm,
+        "tp_comm": m * (mb.tp_comm + tp_hidden),
         "pp_comm": m * mb.pp_comm,
         "cp_comm": m * mb.cp_comm,
         "fixed": m * mb.fixed,
-        "dispatch": m * (work - mb.gpu),           # CPU dispatch time not hidden behind GPU work
+        "dispatch": m * (work - gpu),              # CPU dispatch time not hidden behind GPU work
         "shard_comm": m * (bottleneck_s - work),   # ZeRO-3/FSDP communication not hidden behind the work
         "dp_comm": exposed,
         "bubble": bubble,
