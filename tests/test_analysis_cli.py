@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from analysis.__main__ import main
-from launcher.conclude import _export
-from launcher.folder import SweepFolder
-from analysis.plots import PLOT_FILES, SEARCH_PLOT_FILES
+from analysis.report.conclusion import _export
+from analysis.report.plots import PLOT_FILES, SEARCH_PLOT_FILES
+from launcher.run.folder import SweepFolder
 
 SWEEP_PLOTS = {**PLOT_FILES, "search": SEARCH_PLOT_FILES["search"], "calibration": SEARCH_PLOT_FILES["calibration"]}
 """A sweep with ok trials also draws its search progress and its calibration (no network probe here)."""

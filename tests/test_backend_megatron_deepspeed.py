@@ -12,14 +12,27 @@ import time
 from dataclasses import replace
 
 import pytest
+from backend_helpers import (
+    NASTY,
+    PORT_123456,
+    SLURM_RANK1,
+    a100_80g,
+    assert_real_flags,
+    backend_config,
+    changed,
+    check_golden,
+    fake_python,
+    golden_layout,
+    llama2_70b,
+    received_argv,
+    run_script,
+)
 
 from launcher.backends import render_launch
 from launcher.backends.launch import node_preamble
-from launcher.errors import ConfigError
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ModelConfig
-from backend_helpers import (NASTY, backend_config, changed, assert_real_flags, PORT_123456, SLURM_RANK1, a100_80g, check_golden, fake_python,
-                             golden_layout, llama2_70b, received_argv, run_script)
+from launcher.config.schema import BackendConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 
 MDS = "/shared/Megatron-DeepSpeed"
 TRIAL = "/scratch/sweeps/70b/trials/t0002"

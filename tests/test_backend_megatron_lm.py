@@ -9,14 +9,27 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from backend_helpers import (
+    NASTY,
+    PORT_123456,
+    SLURM_RANK1,
+    a100_80g,
+    assert_real_flags,
+    backend_config,
+    changed,
+    check_golden,
+    fake_python,
+    golden_layout,
+    llama2_70b,
+    received_argv,
+    run_script,
+)
 
-from backend_helpers import (NASTY, backend_config, changed, assert_real_flags, PORT_123456, SLURM_RANK1, a100_80g, check_golden, fake_python, golden_layout,
-                             llama2_70b, received_argv, run_script)
 from launcher.backends import launch_command, render_launch
 from launcher.backends.launch import node_preamble
-from launcher.errors import ConfigError
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ModelConfig
+from launcher.config.schema import BackendConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 
 MLM = "/shared/Megatron-LM"
 TRIAL = "/scratch/sweeps/70b/trials/t0003"

@@ -14,21 +14,33 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from backend_helpers import (
+    NASTY,
+    PORT_123456,
+    SLURM_RANK1,
+    a100_80g,
+    check_golden,
+    cpu,
+    fake_python,
+    golden_layout,
+    llama2_70b,
+    received_argv,
+    run_script,
+    tiny,
+    workload_spec,
+)
 
-from backend_helpers import (NASTY, PORT_123456, SLURM_RANK1, a100_80g, check_golden, cpu, fake_python,
-                             golden_layout, llama2_70b, received_argv, run_script, tiny, workload_spec)
 from launcher.backends import launch_command, render_launch
 from launcher.backends.launch import node_preamble
 from launcher.backends.megatron_common import known_flags
-from launcher.errors import ConfigError
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ModelConfig
+from launcher.config.schema import BackendConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 
 # --- dispatch, layout checks ---------------------------------------------------------------------------------
 
 def test_unknown_backend_name_is_a_config_error():
-    backend = BackendConfig()
-    backend.name = "nemo"  # past the schema's own check, e.g. a hand-built config
+    backend = replace(BackendConfig(), name="nemo")  # past the schema's own check, e.g. a hand-built config
     with pytest.raises(ConfigError) as err:
         render_launch(tiny(), cpu(), backend, Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1), trial_dir="/t")
     assert err.value.field == "backend.name" and "megatron_lm" in err.value.fix

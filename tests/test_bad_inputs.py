@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from launcher.__main__ import main
-from launcher.paths import conf_dir
-from launcher.schema import RootConfig
+from launcher.config.paths import conf_dir
+from launcher.config.schema import RootConfig
 
 DRY = ["+sweep=tiny", "dry_run=true"]
 RUN = ["+sweep=tiny", "tracking.enabled=false"]  # a real run: the checks that only matter then
@@ -130,7 +130,7 @@ def bad_conf(tmp_path_factory) -> Path:
 @pytest.fixture
 def world(in_tmp, bad_conf, monkeypatch):
     """The working directory holds a file (for root_dir under a file) and broken ledgers; no SLURM on PATH."""
-    monkeypatch.setattr("launcher.config.conf_dir", lambda: bad_conf)
+    monkeypatch.setattr("launcher.config.load.conf_dir", lambda: bad_conf)
     (in_tmp / "AFILE").write_text("not a folder")
     corrupt = in_tmp / "sweeps" / "corrupt" / "ledger.sqlite"
     corrupt.parent.mkdir(parents=True)
@@ -199,7 +199,7 @@ def test_analysis_of_a_folder_without_a_ledger_exits_2_and_creates_nothing(in_tm
 
     assert main(["+sweep=tiny", "dry_run=true"]) == 0  # a folder with a plan, never run
     folder = in_tmp / "sweeps" / "tiny"
-    from launcher.config import load_config, to_yaml
+    from launcher.config.load import load_config, to_yaml
 
     (folder / "config.yaml").write_text(to_yaml(load_config(["+sweep=tiny"])))
     capsys.readouterr()

@@ -177,7 +177,7 @@ def _table_rows(page) -> list[dict]:
 
 def _layout(row: dict) -> dict:
     """A trial's layout from its ledger row (one column per layout dimension)."""
-    from launcher.layout import DIMENSIONS
+    from launcher.core.layout import DIMENSIONS
 
     return {d.name: d.type(row[d.name]) for d in DIMENSIONS}
 
@@ -188,14 +188,13 @@ def _number(text: str) -> float | None:
 
 def test_the_printed_link_shows_every_run_with_its_metrics_best_first_and_the_winner_starred(sweep, mlflow_ui,
                                                                                            page):
-    from analysis.tracking import run_label, varying_dimensions
+    from analysis.report.tracking import run_label
 
     work, stdout = sweep
     trials, _ = _ledger(work)
     best = json.loads((work / "sweeps" / "tiny" / "best.json").read_text())
     ran = [t for t in trials if t["pruned_by"] != "predicted_oom"]
-    varying = varying_dimensions(_layout(t) for t in trials)
-    labels = {t["config_hash"]: run_label(_layout(t), varying) for t in ran}
+    labels = {t["config_hash"]: run_label(_layout(t)) for t in ran}  # the one label (Layout.label)
     page.goto(_runs_url(stdout, mlflow_ui))
     page.get_by_text("sweep tiny", exact=True).wait_for()
     page.locator(".ag-header-cell[col-id='metrics.`tokens_per_s`']").wait_for()  # the view's columns, no clicks

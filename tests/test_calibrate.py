@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from launcher.config.schema import ModelConfig
+from launcher.core.layout import Layout
 from launcher.estimate import estimate, load_cluster_preset
-from launcher.layout import Layout
 from launcher.measured import read_table
 from launcher.plan import calibrate as cal
 from launcher.plan.constants import DEFAULT, TORCH_AUTOCAST
 from launcher.plan.rules import check
-from launcher.schema import ModelConfig
 
 A100 = load_cluster_preset("a100-80g")
 MODEL = ModelConfig(name="8b", layers=32, hidden=4096, heads=32, seq_len=2048, vocab=51200)

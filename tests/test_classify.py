@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-
 import pytest
-
-from analysis.classify import FAILURE_KINDS, RETRY_POLICY, Failure, classify
-
 from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with the other log tests)
 
+from analysis.logs.classify import FAILURE_KINDS, RETRY_POLICY, Failure, classify
 
 HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}
 

@@ -5,8 +5,9 @@ import os
 import subprocess
 import sys
 
-from analysis.classify.__main__ import JSON_KEYS, main
 from log_fixtures import ROOT
+
+from analysis.classify.__main__ import JSON_KEYS, main
 
 REPO = ROOT.parents[1]
 

@@ -4,10 +4,11 @@ its needle in the reason; and harmless warnings that mention memory or NCCL do n
 from __future__ import annotations
 
 import pytest
-
-from analysis.classify import classify, patterns as P
-from analysis.outcome import trial_outcome
 from log_fixtures import body, corpus
+
+from analysis.logs import patterns as P
+from analysis.logs.classify import classify
+from analysis.logs.outcome import trial_outcome
 
 TABLES = [
     ("node_failure", P.GPU_FAULT), ("oom", P.DEVICE_OOM), ("oom", P.HOST_OOM), ("config_error", P.CONFIG),

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.errors import ConfigError, ParasweepError
+from launcher.core.errors import ConfigError, ParasweepError
 
 CONF = Path(__file__).resolve().parent.parent / "conf"
 

@@ -1,31 +1,37 @@
-"""launcher.plan.constants: the refittable constants, the software stacks' a-priori values, precision 'auto'."""
+"""launcher.plan.constants: the refittable constants, the software stacks' a-priori values; precision 'auto'
+(launcher.core.names)."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.errors import ConfigError
+from launcher.core.errors import ConfigError
+from launcher.core.names import is_cpu_standin, resolve_precision
 from launcher.estimate import load_cluster_preset
-from launcher.plan.constants import (DEFAULT, MEGATRON_DEEPSPEED, TORCH_AUTOCAST, Constants, constants_for,
-                                     resolve_precision)
+from launcher.plan.constants import DEFAULT, MEGATRON_DEEPSPEED, TORCH_AUTOCAST, Constants, constants_for
 
 
 @pytest.mark.parametrize("preset, expected", [("local-cpu", "fp32"), ("h100-80g", "bf16"), ("a100-40g", "bf16"),
                                               ("v100-32g", "bf16")])
 def test_auto_precision_follows_the_hardware(preset, expected):
-    assert resolve_precision("auto", load_cluster_preset(preset)) == expected
+    assert resolve_precision("auto", load_cluster_preset(preset).gpu) == expected
 
 
 @pytest.mark.parametrize("configured", ["bf16", "fp16", "fp32"])
 def test_a_configured_precision_is_kept(configured):
-    assert resolve_precision(configured, load_cluster_preset("h100-80g")) == configured
-    assert resolve_precision(configured, load_cluster_preset("local-cpu")) == configured
+    assert resolve_precision(configured, load_cluster_preset("h100-80g").gpu) == configured
+    assert resolve_precision(configured, load_cluster_preset("local-cpu").gpu) == configured
 
 
-def test_unknown_precision_names_the_field_and_the_choices():
-    with pytest.raises(ConfigError) as err:
-        resolve_precision("tf32", load_cluster_preset("h100-80g"))
-    assert err.value.field == "backend.precision" and "auto" in str(err.value)
+def test_unknown_precision_is_refused():
+    with pytest.raises(ValueError):
+        resolve_precision("tf32", "H100")
+
+
+@pytest.mark.parametrize("gpu, standin", [("cpu", True), ("CPU", True), (" Cpu ", True), ("A100", False),
+                                          ("cpu-like", False)])
+def test_the_cpu_stand_in_is_one_test_whatever_the_case(gpu, standin):
+    assert is_cpu_standin(gpu) is standin
 
 
 def test_constants_are_validated_and_frozen():

@@ -7,10 +7,10 @@ import json
 from dataclasses import replace
 
 import pytest
-
 from backend_helpers import a100_80g, assert_real_flags, backend_config, golden_layout, llama2_70b
+
 from launcher.backends import render_launch
-from launcher.layout import Layout
+from launcher.core.layout import Layout
 from launcher.plan.estimator import estimate
 from launcher.plan.rules import check
 
@@ -73,8 +73,9 @@ def test_ledger_and_estimate_cli_know_cp_without_being_told(tmp_path):
     import io
     import sqlite3
 
+    from launcher.core.record import TrialRecord
     from launcher.estimate import main
-    from launcher.run.ledger import Ledger, TrialRecord
+    from launcher.run.ledger import Ledger
 
     with Ledger(tmp_path / "l.sqlite") as led:
         led.add_trials([TrialRecord("a", 0, lay(tp=2, pp=4, dp=2, cp=4))])

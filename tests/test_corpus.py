@@ -8,11 +8,12 @@ import json
 from collections import Counter
 
 import pytest
-
-from analysis.classify.__main__ import JSON_KEYS, main as classify_main
-from analysis.logtext import normalize
-from analysis.outcome import measurements, trial_outcome
 from log_fixtures import CORPUS_FILES, ROOT, body, context, corpus
+
+from analysis.classify.__main__ import JSON_KEYS
+from analysis.classify.__main__ import main as classify_main
+from analysis.logs.logtext import normalize
+from analysis.logs.outcome import measurements, trial_outcome
 
 ROWS = corpus()
 IDS = [row["path"] for row in ROWS]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import run_launcher
 from test_e2e_local import ledger_rows
 

@@ -17,7 +17,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_launcher
 
 pytestmark = pytest.mark.slow

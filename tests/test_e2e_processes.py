@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_launcher
 from proc_table import Sampler, trial_processes
 

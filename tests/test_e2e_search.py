@@ -8,7 +8,6 @@ import json
 import sqlite3
 
 import pytest
-
 from conftest import run_launcher
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_launcher
 from test_e2e_local import SMALL, child_runs, ledger_events, ledger_rows
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -10,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from launcher.errors import ConfigError
+from launcher.config.paths import conf_dir
+from launcher.config.schema import ModelConfig, swiglu_ffn
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 from launcher.estimate import Estimate, estimate, load_cluster_preset, main, parse_request
-from launcher.layout import Layout
-from launcher.paths import conf_dir
-from launcher.schema import ModelConfig, swiglu_ffn
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,8 +40,9 @@ def test_conf_dir_holds_the_cluster_presets():
 def test_load_cluster_preset_reads_the_yaml():
     c = load_cluster_preset("h100-80g")
     assert (c.gpu_mem_gb, c.peak_tflops, c.gpus_per_node, c.intra_node_gbytes_per_s) == (80, 989, 8, 450)
-    c.gpus_per_node = 4                                     # a fresh object each time
-    assert load_cluster_preset("h100-80g").gpus_per_node == 8
+    assert load_cluster_preset("h100-80g") is not c               # a fresh object each time
+    with pytest.raises(dataclasses.FrozenInstanceError):          # and a frozen one: change it with replace()
+        c.gpus_per_node = 4
 
 
 def test_unknown_preset_lists_the_valid_names():

@@ -1,14 +1,15 @@
 import pickle
+import subprocess
 
 import pytest
 
+from launcher.config.schema import ExecutorConfig
 from launcher.run.executor import (
     LocalRunner,
     exit_code_from_error,
     parse_sacct,
     read_result,
 )
-from launcher.schema import ExecutorConfig
 
 SACCT = """\
 101_0|COMPLETED|0:0|n1
@@ -54,8 +55,8 @@ def test_local_concurrency_follows_cores(monkeypatch):
 
 def test_slurm_queues_waves_of_what_can_run_unless_told_to_queue_all(tmp_path):
     """Waves let the search pick each next trial after what it learnt; queue_all is the whole sweep in one go."""
+    from launcher.config.schema import ClusterConfig
     from launcher.run.executor import SlurmRunner
-    from launcher.schema import ClusterConfig
 
     cluster = ClusterConfig(name="c", gpu="g", gpus_per_node=8, nodes=4)
     waves = SlurmRunner(ExecutorConfig(name="slurm"), cluster, tmp_path)
@@ -65,8 +66,8 @@ def test_slurm_queues_waves_of_what_can_run_unless_told_to_queue_all(tmp_path):
 
 
 def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_path, monkeypatch):
+    from launcher.config.schema import ClusterConfig
     from launcher.run.executor import SlurmRunner
-    from launcher.schema import ClusterConfig
 
     calls = []
 
@@ -90,8 +91,8 @@ def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_pa
 def test_sacct_failure_keeps_jobs_pending_and_warns(tmp_path, monkeypatch, capsys):
     import subprocess
 
+    from launcher.config.schema import ClusterConfig
     from launcher.run.executor import SlurmRunner
-    from launcher.schema import ClusterConfig
 
     monkeypatch.setattr("launcher.run.executor.subprocess.run", lambda cmd, **kw: subprocess.CompletedProcess(
         cmd, 1, stdout="", stderr="sacct: error: Problem talking to the database: Connection refused"))
@@ -146,7 +147,8 @@ def test_cpu_machine_hides_gpus(tmp_path, monkeypatch):
 
 def test_a_ctrl_c_leaves_the_local_controllers_traceback_in_the_job_folder(tmp_path, capfd):
     """Ctrl-C signals the whole foreground process group, submitit's job controller included: its KeyboardInterrupt
-    traceback must not follow the launcher's one-line message on the terminal."""
+    traceback must not follow the launcher's one-line message on the terminal. The job's process is the shell that
+    runs the controller after its setup lines (launcher.run.executor.controller_setup): both get the signal."""
     import os
     import signal
     import time
@@ -162,7 +164,9 @@ def test_a_ctrl_c_leaves_the_local_controllers_traceback_in_the_job_folder(tmp_p
     while runner.poll({job_id: folder})[job_id].state != "RUNNING" and time.time() < deadline:
         time.sleep(0.2)
     time.sleep(2)  # the controller is inside its wait loop
-    os.kill(int(job_id), signal.SIGINT)  # what the terminal sends it on Ctrl-C
+    children = subprocess.run(["pgrep", "-P", job_id], capture_output=True, text=True).stdout.split()
+    for pid in [job_id, *children]:  # what the terminal sends the foreground group on Ctrl-C
+        os.kill(int(pid), signal.SIGINT)
     while runner.poll({job_id: folder})[job_id].live and time.time() < deadline:
         time.sleep(0.2)
     runner.cancel(job_id)
@@ -173,7 +177,7 @@ def test_a_ctrl_c_leaves_the_local_controllers_traceback_in_the_job_folder(tmp_p
 def test_a_trial_runs_the_launcher_s_interpreter_unless_told_otherwise(load, tmp_path):
     import sys
 
-    from launcher.layout import Layout
+    from launcher.core.layout import Layout
     from launcher.run.trial_files import spec_for
 
     lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, gbs=8)
@@ -258,8 +262,8 @@ def test_a_refused_sbatch_is_a_submission_error_and_a_bug_is_not(tmp_path, monke
     """sbatch's refusal fails only that array's trials (with sbatch's words); a programming error propagates."""
     from submitit.core.utils import FailedJobError
 
+    from launcher.config.schema import ClusterConfig
     from launcher.run.executor import JobRequest, SlurmRunner
-    from launcher.schema import ClusterConfig
 
     runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="A100", nodes=2), tmp_path)
     script = tmp_path / "t.sh"

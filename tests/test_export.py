@@ -1,4 +1,4 @@
-"""analysis.export: the sbatch text of the full-length run, its time limit, and the exported files."""
+"""analysis.report.export: the sbatch text of the full-length run, its time limit, and the exported files."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from analysis.export import MIN_TIME_S, SbatchSpec, sbatch_script, slurm_time, time_limit_s, write_export
+from analysis.report.export import MIN_TIME_S, SbatchSpec, sbatch_script, slurm_time, time_limit_s, write_export
 
 
 @pytest.mark.parametrize("seconds, text", [(1, "0-00:01:00"), (60, "0-00:01:00"), (61, "0-00:02:00"),
@@ -78,7 +78,7 @@ def test_write_export_writes_every_file(tmp_path):
 
 
 def test_a_cpu_cluster_asks_for_no_gpus():
-    from analysis.export import gpus_to_request
+    from analysis.report.export import gpus_to_request
 
     assert gpus_to_request({"gpu": "cpu"}, 2) == 0 and gpus_to_request({"gpu": "A100-SXM4-80GB"}, 8) == 8
     options = _options(_sbatch(gpus_per_node=0))

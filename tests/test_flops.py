@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.config.schema import ModelConfig
 from launcher.plan import flops
-from launcher.schema import ModelConfig
 
 GPT_175B = ModelConfig(name="gpt3-175b", layers=96, hidden=12288, heads=96, seq_len=2048, vocab=51200)
 

@@ -1,8 +1,8 @@
 import pytest
 
-from launcher.errors import ConfigError
+from launcher.config.schema import ClusterConfig, GridConfig
+from launcher.core.errors import ConfigError
 from launcher.plan.grid import expand, grid_size
-from launcher.schema import ClusterConfig, GridConfig
 
 CLUSTER = ClusterConfig(name="c", gpu="g", gpus_per_node=8, nodes=4)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from launcher.config.schema import ModelConfig
+from launcher.core.layout import Layout
 from launcher.estimate import estimate, load_cluster_preset
-from launcher.layout import Layout
-from launcher.schema import ModelConfig
 
 CSV = Path(__file__).parent / "data" / "h100_single_gpu_sweeps.csv"
 SHAPES = {"gpt-1.7b": (24, 2304, 24), "gpt-3.6b": (30, 3072, 32)}   # conf/model/*.yaml: layers, hidden, heads

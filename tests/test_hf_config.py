@@ -1,4 +1,4 @@
-"""launcher.hf_config on real Hugging Face config.json files (tests/fixtures/hf, sources in INDEX.tsv); every
+"""launcher.config.hf_config on real Hugging Face config.json files (tests/fixtures/hf, sources in INDEX.tsv); every
 shipped model file that cites a config.json equals what the reader derives from it; hostile files give one
 ConfigError naming the file, the architecture and the fields."""
 
@@ -12,8 +12,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.errors import ConfigError
-from launcher.hf_config import SHAPE_FIELDS, HfShape, load_shape, shape_from_config
+from launcher.config.hf_config import SHAPE_FIELDS, HfShape, load_shape, shape_from_config
+from launcher.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 HF = REPO / "tests" / "fixtures" / "hf"
@@ -159,8 +159,8 @@ def test_hostile_configs_give_a_shape_or_one_config_error(model_type, fields, ar
 def test_the_written_config_holds_the_shape_and_reloads_without_the_file(load, tmp_path):
     from omegaconf import OmegaConf
 
-    from launcher.config import to_yaml
-    from launcher.schema import RootConfig
+    from launcher.config.load import to_yaml
+    from launcher.config.schema import RootConfig
 
     folder = tmp_path / "hf"  # a folder named like the group must not make the model ask for a config.json again
     folder.mkdir()
@@ -177,6 +177,6 @@ def test_the_written_config_holds_the_shape_and_reloads_without_the_file(load, t
                                                ("Mistral-7B-v0.1", "sentencepiece"), ("Qwen2.5-7B", "huggingface"),
                                                ("gpt2", "gpt2"), ("gemma-7b", "sentencepiece")])
 def test_the_tokenizer_kind_follows_the_family(folder, tokenizer):
-    from launcher.hf_config import load_shape
+    from launcher.config.hf_config import load_shape
 
     assert load_shape(str(HF / folder))[1].tokenizer == tokenizer

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-import launcher.config
-from launcher.errors import ConfigError
-from launcher.inputs import SHELL_CODE_FIELDS
-from launcher.schema import RootConfig
+import launcher.config.load
+from launcher.config.checks import SHELL_CODE_FIELDS
+from launcher.config.schema import RootConfig
+from launcher.core.errors import ConfigError
 
-REAL_COMPOSE = launcher.config.compose
+REAL_COMPOSE = launcher.config.load.compose
 LAYOUT = {"gpus": 1, "nodes": 1, "tp": 1, "pp": 1, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
 BACKENDS = {  # backend -> overrides (the shipped placeholder paths are replaced in load_with: see real_paths);
@@ -97,7 +97,7 @@ def load_with(monkeypatch, base: list[str], path: str, value):
     built once per base and restored after each use: composing takes far longer than loading)."""
     from omegaconf import OmegaConf, open_dict
 
-    import launcher.config as config
+    import launcher.config.load as config
 
     composed = _composed(tuple(base))
     before = OmegaConf.select(composed, path)
@@ -112,7 +112,7 @@ def load_with(monkeypatch, base: list[str], path: str, value):
             OmegaConf.update(composed, path, before, merge=False)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _composed(base: tuple[str, ...]):
     composed = REAL_COMPOSE(list(base))
     real_paths(composed)
@@ -134,10 +134,10 @@ def real_paths(node) -> None:
 
 def render_all(cfg, out: Path) -> list[Path]:
     """Every script the project writes for this config: trial launch.sh, export/*, submitit's sbatch file."""
-    from launcher.conclude import _export
-    from launcher.folder import SweepFolder
-    from launcher.layout import Layout
+    from analysis.report.conclusion import _export
+    from launcher.core.layout import Layout
     from launcher.run.executor import SlurmRunner
+    from launcher.run.folder import SweepFolder
     from launcher.run.trial_files import spec_for
 
     trial = out / "trial"

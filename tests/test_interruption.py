@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from analysis.logs.judge import judge
+from launcher.core.record import TrialRecord
 from launcher.run.interruption import MAX_FREE_INTERRUPTIONS, NOT_COUNTED, interrupted_changes
-from launcher.run.judge import judge
-from launcher.run.ledger import TrialRecord
 
 RESULT = 'PARASWEEP_RESULT {"step_time_s": 0.01, "tokens_per_s": 321.0}\n'
 LAYOUT = {"gpus": 1, "nodes": 1, "tp": 1, "pp": 1, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
@@ -17,7 +17,7 @@ def judged(load, tmp_path, log: str, events=(), attempts: int = 1):
     path.write_text(log)
     record = TrialRecord("h", 0, LAYOUT, attempts=attempts)
     changes = judge(cfg, record, [path], job_state="LOST", exit_code=None, job_error="gone")
-    return changes, interrupted_changes(cfg, record, [path], changes, list(events))
+    return changes, interrupted_changes(cfg, record, [path], changes, list(events), judge)
 
 
 def test_a_result_logged_before_the_interruption_counts(load, tmp_path):

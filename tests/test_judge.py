@@ -2,8 +2,8 @@
 
 import pytest
 
-from launcher.run.judge import judge, one_flop_convention
-from launcher.run.ledger import TrialRecord
+from analysis.logs.judge import judge, one_flop_convention
+from launcher.core.record import TrialRecord
 
 LAYOUT = {"gpus": 64, "nodes": 8, "tp": 8, "pp": 4, "dp": 2, "vpp": 1, "mbs": 1, "gbs": 1024, "recompute": "selective",
           "sequence_parallel": True, "zero_stage": 0, "distributed_optimizer": True}
@@ -41,11 +41,11 @@ def test_judge_reads_the_logs_and_keeps_where_it_ran(load, tmp_path):
 
 
 def test_an_unexpected_judging_error_marks_the_trial_unknown_and_warns(load, tmp_path, monkeypatch, capsys):
-    import analysis.outcome
+    import analysis.logs.judge
 
     def boom(*args, **kwargs):
         raise RecursionError("synthetic")
-    monkeypatch.setattr(analysis.outcome, "trial_outcome", boom)
+    monkeypatch.setattr(analysis.logs.judge, "trial_outcome", boom)
     cfg = load("+sweep=tiny")
     record = TrialRecord("h", 0, {**LAYOUT, "gpus": 4, "nodes": 1}, PREDICTED)
     changes = judge(cfg, record, [tmp_path / "missing.out"], job_state="COMPLETED", exit_code=0)

@@ -19,17 +19,17 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from analysis.classify import FAILURE_KINDS, classify
-from analysis.logtext import normalize
-from analysis.outcome import trial_outcome
-from analysis.parse_hf import parse_final_metrics
-from analysis.parse_megatron import parse_ds_timers, parse_iterations, parse_memory
-from analysis.parse_nemo import parse_progress_bars
-from analysis.read_log import read_log
-from analysis.steady_state import steady_state, usable
-from analysis.strict_json import dumps
 from log_fixtures import CORPUS_FILES, body
+
+from analysis.logs.classify import FAILURE_KINDS, classify
+from analysis.logs.logtext import normalize
+from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_hf import parse_final_metrics
+from analysis.logs.parse_megatron import parse_ds_timers, parse_iterations, parse_memory
+from analysis.logs.parse_nemo import parse_progress_bars
+from analysis.logs.read_log import read_log
+from analysis.logs.steady_state import steady_state, usable
+from analysis.report.strict_json import dumps
 
 LOGS_PER_EXAMPLE = 8
 FAST = settings(max_examples=280, deadline=None, database=None,

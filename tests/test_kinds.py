@@ -2,12 +2,12 @@
 
 import json
 
-from analysis.classify import FAILURE_KINDS, RETRY_POLICY, classify
-from analysis.kinds import FailureKind
+from analysis.logs.classify import FAILURE_KINDS, RETRY_POLICY, classify
+from launcher.core.kinds import FailureKind
 
 
 def test_kinds_compare_and_print_as_plain_strings():
-    assert FailureKind.OOM == "oom" and "oom" == FailureKind.OOM
+    assert FailureKind.OOM == "oom" and FailureKind.OOM == "oom"
     assert str(FailureKind.COMM_ERROR) == "comm_error" and f"{FailureKind.HANG}" == "hang"
     assert json.dumps({"kind": FailureKind.OK}) == '{"kind": "ok"}'
     assert classify("", exit_code=2).kind == "config_error"

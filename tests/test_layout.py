@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from launcher.layout import DIMENSIONS, FACTORS, GRID_DIMENSIONS, NAMES, SHAPE, Layout, dimension
+from launcher.config.schema import GridConfig
+from launcher.core.layout import DIMENSIONS, FACTORS, GRID_DIMENSIONS, NAMES, SHAPE, Layout, dimension, label_of
 from launcher.plan.planner import PLAN_COLUMNS
 from launcher.run.ledger import COLUMNS
-from launcher.schema import GridConfig
 
 BASE = dict(gpus=8, nodes=2, tp=2, pp=2, dp=2)
 
@@ -24,14 +24,15 @@ def test_grid_schema_has_one_list_per_dimension_plus_world_and_combinators():
 
 
 def test_grid_values_are_checked_against_the_dimension():
-    from launcher.errors import ConfigError
+    from launcher.config.checks import check_grid
+    from launcher.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="grid.zero_stage=4"):
-        GridConfig(zero_stage=[4])
+        check_grid(GridConfig(zero_stage=[4]))
     with pytest.raises(ConfigError, match="grid.mbs=0"):
-        GridConfig(mbs=[0])
+        check_grid(GridConfig(mbs=[0]))
     with pytest.raises(ConfigError, match="grid.recompute='some'"):
-        GridConfig(recompute=["some"])
+        check_grid(GridConfig(recompute=["some"]))
 
 
 def test_every_derived_list_covers_every_dimension():
@@ -47,10 +48,10 @@ def test_world_and_model_parallel_size_come_from_the_factors():
 
 
 def test_short_label_leaves_defaults_out_and_puts_the_world_last():
-    assert Layout(**BASE).short() == "tp2 pp2 dp2 mbs1 gbs1 2n"
+    assert Layout(**BASE).label() == "tp2 pp2 dp2 mbs1 gbs1 2n"
     full = Layout(**BASE, vpp=2, recompute="full", sequence_parallel=True, zero_stage=1, distributed_optimizer=True)
-    assert full.short() == "tp2 pp2 dp2 vpp2 mbs1 gbs1 rc=full sp zero1 distopt 2n"
-    assert Layout.label({**BASE, "nodes": 1, "gpus": 8, "unknown_key": 3}) == "tp2 pp2 dp2 mbs1 gbs1"
+    assert full.label() == "tp2 pp2 dp2 vpp2 mbs1 gbs1 rc=full sp zero1 distopt 2n"
+    assert label_of({**BASE, "nodes": 1, "gpus": 8, "unknown_key": 3}) == "tp2 pp2 dp2 mbs1 gbs1"
 
 
 def test_config_hash_is_stable_across_releases():

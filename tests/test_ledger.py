@@ -4,9 +4,10 @@ import signal
 
 import pytest
 
-from launcher.layout import Layout
-from launcher.run.ledger import Ledger, TrialRecord
-from launcher.states import TrialState
+from launcher.core.layout import Layout
+from launcher.core.record import TrialRecord
+from launcher.core.states import TrialState
+from launcher.run.ledger import Ledger
 
 
 def rec(h, pos=0, **kw):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.logtext import decode, normalize, split_prefix, unmerge
+from analysis.logs.logtext import decode, normalize, split_prefix, unmerge
 
 
 def test_decode_never_fails():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
 from launcher.plan import memory
 from launcher.plan.constants import GPU_CONTEXT_GB
-from launcher.layout import Layout
-from launcher.schema import ClusterConfig, ModelConfig
 
 # Small GPT: h = 1024, a = 16, f = 4h = 4096, s = 512, V = 32000 (a multiple of 128·2), tied, LayerNorm.
 SMALL = ModelConfig(name="small", layers=4, hidden=1024, heads=16, seq_len=512, vocab=32000)

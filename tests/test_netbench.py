@@ -14,9 +14,23 @@ from pathlib import Path
 import pytest
 
 from launcher.estimate import load_cluster_preset
-from launcher.netbench import (SCHEMA, Measurement, NetworkProfile, ProbeError, ProbeResult, apply_network, bus_factor,
-                               cache_name, find_cached, format_tables, load, probe_script, save, summarize,
-                               sweep_folders)
+from launcher.netbench import (
+    SCHEMA,
+    Measurement,
+    NetworkProfile,
+    ProbeError,
+    ProbeResult,
+    apply_network,
+    bus_factor,
+    cache_name,
+    find_cached,
+    format_tables,
+    load,
+    probe_script,
+    save,
+    summarize,
+    sweep_folders,
+)
 from launcher.plan import step_time as st
 from launcher.plan.constants import DEFAULT
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from launcher.folder import SweepFolder
+from launcher.core.console import Reporter
 from launcher.netbench import Measurement, ProbeResult, cache_name, save
 from launcher.plan.planner import make_plan
 from launcher.run import loop as loop_module
 from launcher.run import network
 from launcher.run.executor import JobStatus, Submitted
+from launcher.run.folder import SweepFolder
 
 
 def probe(cluster: str = "local-cpu", busbw_gbytes_per_s: float = 2.0) -> ProbeResult:
@@ -55,7 +56,7 @@ def preflight(load, in_tmp, monkeypatch):
         cfg = load("+sweep=tiny", "plan.network_probe=true", f"sweep.name={name}", *overrides)
         folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)
         folder.create()
-        measured, constants, plan = loop_module._measure_network(cfg, folder, make_plan(cfg))
+        measured, constants, plan = loop_module._measure_network(cfg, folder, make_plan(cfg), Reporter.for_streams())
         return runner, cfg, folder, measured, constants, plan
     return run
 
@@ -98,7 +99,7 @@ def test_probe_off_by_default_locally_on_by_default_on_slurm(load):
 
 
 def test_the_end_of_the_sweep_applies_the_saved_probe_to_the_preset_again(load, tmp_path):
-    from launcher.conclude import _network_line, estimator_inputs
+    from analysis.report.conclusion import _network_line, estimator_inputs
 
     cfg = load("+sweep=tiny", "plan.network_probe=true", f"sweep.root_dir={tmp_path}")
     folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)

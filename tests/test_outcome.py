@@ -3,9 +3,9 @@
 from pathlib import Path
 
 import pytest
-
-from analysis.outcome import trial_outcome
 from test_parse_workload import RESULT, STEPS
+
+from analysis.logs.outcome import trial_outcome
 
 FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
 
@@ -116,7 +116,7 @@ def test_bytes_and_garbage_are_judged_not_raised():
 
 
 def test_an_unexpected_error_becomes_unknown_with_the_error_named(monkeypatch):
-    import analysis.outcome as mod
+    import analysis.logs.outcome as mod
 
     def boom(*args, **kwargs):
         raise ZeroDivisionError("synthetic")
@@ -126,7 +126,7 @@ def test_an_unexpected_error_becomes_unknown_with_the_error_named(monkeypatch):
 
 
 def test_metrics_are_strict_json_whatever_the_log():
-    from analysis.strict_json import dumps
+    from analysis.report.strict_json import dumps
 
     out = outcome(STEPS + "PARASWEEP_RESULT {\"step_time_s\": 0.5, \"tokens_per_s\": 1024.0, \"peak_mem_gb\": "
                           "Infinity}\n", exit_code=1)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with the other log tests)
 
-from analysis.parse_megatron import (
+from analysis.logs.classify import classify
+from analysis.logs.parse_megatron import (
     Iteration,
     MemoryReport,
     parse_ds_timers,
@@ -14,10 +16,7 @@ from analysis.parse_megatron import (
     parse_memory,
     peak_memory_mb,
 )
-from analysis.steady_state import steady_state
-from analysis.classify import classify
-
-from log_fixtures import ALL_LOGS, FIXTURES, body  # noqa: F401  (shared with the other log tests)
+from analysis.logs.steady_state import steady_state
 
 
 def fields(it: Iteration) -> tuple:
@@ -248,6 +247,6 @@ def test_thousand_logs_of_200_iterations_are_analysed_fast():
     ("> compiling and loading fused kernels ...", False),
 ])
 def test_has_iteration_is_the_monitors_progress_signal(text, expected):
-    from analysis.parse_megatron import has_iteration
+    from analysis.logs.parse_megatron import has_iteration
 
     assert has_iteration(text) is expected

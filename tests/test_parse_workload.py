@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from analysis.parse_workload import WorkloadLog, parse_workload
-from analysis.steady_state import steady_state
+from analysis.logs.parse_workload import WorkloadLog, parse_workload
+from analysis.logs.steady_state import steady_state
 
 STEPS = """\
 [parasweep] init done in 3.92 s

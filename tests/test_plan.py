@@ -2,7 +2,9 @@ import csv
 
 import pytest
 
-from launcher.errors import ConfigError, PlanError
+from launcher.backends import problems_of, require_runnable
+from launcher.core.console import Reporter
+from launcher.core.errors import ConfigError, PlanError
 from launcher.plan.planner import make_plan, plan_rows
 from launcher.plan.table import pruning_summary, write_plan_csv
 
@@ -65,7 +67,8 @@ def test_backend_refusals_are_rejections(load):
 def test_a_real_run_needs_the_backend_paths(load):
     cfg = load("+sweep=70b")
     with pytest.raises(ConfigError, match="backend.megatron.path"):
-        make_plan(cfg)
+        require_runnable(cfg.backend, cfg.model)
+    assert make_plan(cfg, notes=[str(p) for p in problems_of(cfg.backend, cfg.model)]).notes  # a dry run lists them
 
 
 def test_plan_csv_has_every_valid_config(load, tmp_path):
@@ -116,20 +119,21 @@ def test_objective_per_gpu_ranks_by_efficiency_and_the_table_shows_each_node_cou
     best = best_per_node_count(efficient)       # ... but not the most tokens/s per GPU
     assert best[-1].layout.nodes == 32 and best[-1] is not efficient.trials[0]
     assert [t.layout.nodes for t in best] == [8, 16, 32]
-    print_plan(load("+sweep=70b", "dry_run=true", "plan.objective=tokens_per_s_per_gpu"), efficient)
+    print_plan(load("+sweep=70b", "dry_run=true", "plan.objective=tokens_per_s_per_gpu"), efficient,
+               Reporter.for_streams())
     out = capsys.readouterr().out
     assert "best predicted per node count" in out and "tok/s/GPU" in out
 
 
 def test_time_to_target_needs_the_token_count_and_prints_wall_clock(load, capsys):
-    from launcher.errors import ConfigError
+    from launcher.core.errors import ConfigError
     from launcher.plan.table import print_plan
 
     with pytest.raises(ConfigError, match="plan.target_tokens"):
         load("+sweep=70b", "dry_run=true", "plan.objective=time_to_target")
     cfg = load("+sweep=70b", "dry_run=true", "plan.objective=time_to_target", "plan.target_tokens=2e12")
     plan = make_plan(cfg)
-    print_plan(cfg, plan)
+    print_plan(cfg, plan, Reporter.for_streams())
     out = capsys.readouterr().out
     days = 2e12 / plan.trials[0].estimate.tokens_per_s / 86400
     assert f"{days:,.1f} d" in out and "GPU-h to" in out
@@ -139,7 +143,7 @@ def test_a_warning_kind_is_summarised_once_not_per_message(load, capsys):
     from launcher.plan.table import print_plan
 
     cfg = load("+sweep=70b", "dry_run=true")
-    print_plan(cfg, make_plan(cfg))
+    print_plan(cfg, make_plan(cfg), Reporter.for_streams())
     out = capsys.readouterr().out
     assert out.count("gemm_vocab on ") == 1 and "of 48 kept trials" in out
 

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.config.schema import ClusterConfig, GridConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 from launcher.plan import planner
 from launcher.plan.grid import expand, grid_factors
-from launcher.schema import ClusterConfig, GridConfig
 
 CLUSTER = ClusterConfig(name="c", gpu="g", gpus_per_node=8, nodes=4)
 

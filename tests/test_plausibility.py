@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from analysis.plausibility import implausible
+from analysis.logs.plausibility import implausible
 
 GOOD = {"step_time_s": 2.0, "tokens_per_s": 4096.0, "tflops_per_gpu": 400.0, "model_tflops_per_gpu": 380.0,
         "mfu": 0.38, "peak_mem_gb": 70.0, "peak_mem_reserved_gb": 76.0}

@@ -1,11 +1,19 @@
-"""analysis.plots: the data behind each plot, and the drawn figures (OOM crosses, empty sweeps, PNG files)."""
+"""analysis.report.plots: the data behind each plot, and the drawn figures (OOM crosses, empty sweeps, PNG files)."""
 
 from __future__ import annotations
 
 import pytest
 
-from analysis.plots import (PLOT_FILES, draw_heatmap, estimate_errors, heatmap_cells, pareto_front, relative_error,
-                            trial_spans, write_plots)
+from analysis.report.plots import (
+    PLOT_FILES,
+    draw_heatmap,
+    estimate_errors,
+    heatmap_cells,
+    pareto_front,
+    relative_error,
+    trial_spans,
+    write_plots,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -95,7 +103,7 @@ def test_write_plots_always_writes_every_png(tmp_path, trials):
 def test_the_memory_legend_hides_no_marker_bar_or_label():
     """The tiny sweep's first trial is the mbs-64 OOM, predicted far above capacity: its marker sat under the
     legend in the upper left corner."""
-    from analysis.plots import draw_headroom
+    from analysis.report.plots import draw_headroom
 
     trials = [trial(1, 1, 64, state="oom", predicted={"peak_mem_gb": 0.87}, chash="big")]
     trials += [trial(tp, pp, mbs, mem=0.05 + 0.01 * i, predicted={"peak_mem_gb": 0.04 + 0.01 * i}, chash=f"t{i}")
@@ -113,8 +121,16 @@ def test_the_memory_legend_hides_no_marker_bar_or_label():
 
 # ------------------------------------------------------------------------------------------------- the search
 
-from analysis.plots import (SEARCH_PLOT_FILES, best_so_far, draw_calibration, draw_network,  # noqa: E402
-                            draw_search_progress, hours_to_within, network_series, write_search_plots)
+from analysis.report.plots import (  # noqa: E402
+    SEARCH_PLOT_FILES,
+    best_so_far,
+    draw_calibration,
+    draw_network,
+    draw_search_progress,
+    hours_to_within,
+    network_series,
+    write_search_plots,
+)
 
 
 def test_best_so_far_starts_at_the_first_measurement_and_only_rises():

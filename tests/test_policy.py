@@ -1,9 +1,9 @@
 import pytest
 
-from launcher.layout import Layout
-from launcher.run.ledger import TrialRecord
+from launcher.core.layout import Layout
+from launcher.core.record import TrialRecord
+from launcher.core.states import state_for_kind
 from launcher.run.policy import dominated_by_oom, needs_more_memory, should_retry
-from launcher.states import state_for_kind
 
 BASE = dict(gpus=4, nodes=1, tp=1, pp=1, dp=4, vpp=1, mbs=2, gbs=64, recompute="none", sequence_parallel=False,
             zero_stage=0, distributed_optimizer=False)

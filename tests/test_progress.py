@@ -1,6 +1,7 @@
 import time
 
-from launcher.run.ledger import TrialRecord
+from launcher.core.console import Reporter
+from launcher.core.record import TrialRecord
 from launcher.run.progress import LIVE_ROWS, Progress, _visible, format_eta, summary_line
 
 LAY = {"gpus": 4, "nodes": 1, "tp": 1, "pp": 2, "dp": 2, "mbs": 1, "gbs": 8}
@@ -28,7 +29,7 @@ def test_live_rows_show_running_first_and_are_capped():
 
 
 def test_plain_output_prints_changes_not_every_poll(capsys):
-    progress = Progress("sweep t", interactive=False)
+    progress = Progress("sweep t", Reporter.for_streams(), interactive=False)
     recs = [TrialRecord("a", 0, LAY, state="running")]
     progress.update(recs, None)
     progress.update(recs, None)

@@ -2,11 +2,11 @@
 config's batch size, the HF Trainer's final metrics, and the log's own batch/sequence dumps."""
 
 import pytest
-
-from analysis.parse_hf import parse_final_metrics
-from analysis.parse_nemo import parse_progress_bars
-from analysis.read_log import dumped_int, read_log
 from log_fixtures import body
+
+from analysis.logs.parse_hf import parse_final_metrics
+from analysis.logs.parse_nemo import parse_progress_bars
+from analysis.logs.read_log import dumped_int, read_log
 
 
 def test_nemo1_bars_redrawn_many_times_give_one_record_per_step():

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+from proc_table import trial_processes
+
 from launcher.run import reaper
 from launcher.run.reaper import KeeperRecord, keeper_path
-from proc_table import trial_processes
 
 # A trial that leaves every kind of process behind: a plain child, a child in its own session, a double-forked
 # daemon (re-parented away from the tree), and a grandchild that ignores SIGTERM.

@@ -1,4 +1,4 @@
-"""analysis.recommend: each rule triggers exactly at its threshold; the proposed command composes with Hydra."""
+"""analysis.report.recommend: each rule triggers exactly at its threshold; the proposed command composes with Hydra."""
 
 from __future__ import annotations
 
@@ -6,8 +6,17 @@ import shlex
 
 import pytest
 
-from analysis.recommend import (ESTIMATE_OFF, LARGE_HEADROOM, SMALL_HEADROOM, SweepFacts, extend_sweep_command,
-                                include_entry, next_mbs_layout, recommend, split_overrides)
+from analysis.report.recommend import (
+    ESTIMATE_OFF,
+    LARGE_HEADROOM,
+    SMALL_HEADROOM,
+    SweepFacts,
+    extend_sweep_command,
+    include_entry,
+    next_mbs_layout,
+    recommend,
+    split_overrides,
+)
 
 FACTS = SweepFacts(capacity_gb=80.0, gpus_per_node=8, command="python -m launcher +sweep=tiny",
                    includes=({"gpus": 4, "tp": 1, "pp": 1, "mbs": 64, "gbs": 256},),

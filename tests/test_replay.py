@@ -41,7 +41,7 @@ def test_costs_add_up(strategy, table):
     costs = Costs()
     for sweep in read_table(DATA / table):
         result = replay_sweep(sweep, strategy, seed=3, costs=costs)
-        by_key = {f"line {r.line}: {r.request.layout.short()}": r for r in sweep.rows}
+        by_key = {f"line {r.line}: {r.request.layout.label()}": r for r in sweep.rows}
         spent = 0.0
         for step in result.steps:
             spent += costs.gpu_hours(by_key[step.key], stopped_early=step.state == "stopped_early")
@@ -126,7 +126,7 @@ def test_totals_over_sweeps():
 
 
 def test_export_round_trip():
-    from launcher.schema import ModelConfig
+    from launcher.config.schema import ModelConfig
     from launcher.estimate import load_cluster_preset
 
     model = ModelConfig(name="tiny", layers=4, hidden=256, heads=4, seq_len=128, vocab=1024)
@@ -162,9 +162,10 @@ def test_hostile_tables_fail_with_a_table_error_only(lines):
 
 def test_a_sweep_folder_exports_as_a_replay_table(load, tmp_path):
     """python -m launcher.measured: the ledger's measured trials (ok, stopped early, oom) become table rows."""
-    from launcher.config import to_yaml
+    from launcher.config.load import to_yaml
+    from launcher.core.record import TrialRecord
     from launcher.measured import main as export_main
-    from launcher.run.ledger import Ledger, TrialRecord
+    from launcher.run.ledger import Ledger
 
     cfg = load("+sweep=tiny")
     folder = tmp_path / "sweeps" / "tiny"

@@ -1,4 +1,4 @@
-"""analysis.report: log excerpts, failure groups and the self-contained, escaped report.html."""
+"""analysis.report.html: log excerpts, failure groups and the self-contained, escaped report.html."""
 
 from __future__ import annotations
 
@@ -6,9 +6,17 @@ import base64
 import re
 from pathlib import Path
 
-from analysis.recommend import Recommendation
-from analysis.report import (EXCERPT_LINES, ReportInput, best_excerpt, failure_groups, log_excerpt, read_tail,
-                             render_report, write_report)
+from analysis.report.html import (
+    EXCERPT_LINES,
+    ReportInput,
+    best_excerpt,
+    failure_groups,
+    log_excerpt,
+    read_tail,
+    render_report,
+    write_report,
+)
+from analysis.report.recommend import Recommendation
 
 OOM = ("[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
        "memory: you tried to allocate 8388608 bytes.")
@@ -17,7 +25,8 @@ OOM = ("[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. Def
 def trial(chash: str, state: str, kind: str = "", reason: str = "", log_paths=(), **metrics) -> dict:
     return {"config_hash": chash, "state": state, "failure_kind": kind, "reason": reason, "attempts": 1,
             "log_paths": list(log_paths), "metrics": metrics, "predicted": {"tokens_per_s": 900.0},
-            "layout": {"gpus": 4, "tp": 2, "pp": 1, "dp": 2, "mbs": 1, "gbs": 8, "recompute": "none"}}
+            "layout": {"gpus": 4, "nodes": 1, "tp": 2, "pp": 1, "dp": 2, "mbs": 1, "gbs": 8,
+                       "recompute": "none"}}
 
 
 def test_excerpt_centres_on_the_line_the_reason_quotes():
@@ -118,7 +127,7 @@ def test_write_report_replaces_the_file_whole(tmp_path):
 
 
 def test_summary_counts_states_and_measures_the_elapsed_time():
-    from analysis.report import summary_rows
+    from analysis.report.html import summary_rows
 
     trials = [dict(trial("a", "ok"), submitted_at=100.0, finished_at=130.0),
               dict(trial("b", "oom"), submitted_at=110.0, finished_at=170.0),

@@ -14,8 +14,9 @@ from collections import Counter
 from pathlib import Path
 
 from conftest import REPO, run_launcher
-from launcher.run.interruption import NOT_COUNTED
 from proc_table import Sampler, trial_processes
+
+from launcher.run.interruption import NOT_COUNTED
 
 
 def fake_python(tmp_path: Path) -> Path:

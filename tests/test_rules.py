@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
 from launcher.plan.rules import Issue, Verdict, check
-from launcher.layout import Layout
-from launcher.schema import ClusterConfig, ModelConfig
 
 # GPT-style: 64 heads, h = 8192 (h/64 = 128), 48 layers, f = 4h, vocab a multiple of 128*8.
 MODEL = dict(name="m", layers=48, hidden=8192, heads=64, kv_heads=8, seq_len=2048, vocab=51200)
@@ -131,7 +131,7 @@ def test_issue_and_verdict_are_frozen_slotted_values():
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from launcher.layout import NAMES, RECOMPUTE_MODES
+from launcher.core.layout import NAMES, RECOMPUTE_MODES
 from launcher.plan.rules import ALL_RULES, Checker, Facts, rules_for
 
 SMALL = st.sampled_from([1, 2, 3, 4, 8])
@@ -229,7 +229,7 @@ TINY_SHAPES = st.builds(lambda layers, heads, kv, ffn, seq, vocab: ModelConfig(
 @given(TINY_SHAPES, LAYOUTS)
 def test_workload_refuses_exactly_what_the_table_refuses_for_it(model, layout):
     from launcher.backends.torch_workload import workload_args
-    from launcher.schema import BackendConfig
+    from launcher.config.schema import BackendConfig
     from launcher.workload.__main__ import build_parser, validate
 
     layout = dataclasses.replace(layout, nodes=1, gpus=layout.world)

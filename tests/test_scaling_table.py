@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.plan.rules import check
+from launcher.config.schema import ModelConfig
+from launcher.core.layout import Layout
 from launcher.estimate import estimate, load_cluster_preset
-from launcher.layout import Layout
-from launcher.schema import ModelConfig
+from launcher.plan.rules import check
 
 TABLE = Path(__file__).parent / "data" / "narayanan2021_table1.csv"
 

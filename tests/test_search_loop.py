@@ -9,13 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from launcher.folder import SweepFolder
+from analysis.logs.progress import running_step_times
+from analysis.report.tracking_link import TrackingLink
+from launcher.__main__ import sweep_hooks
+from launcher.core.console import Reporter
+from launcher.core.record import TrialRecord
 from launcher.plan.planner import make_plan
 from launcher.run.executor import JobStatus, Submitted
-from launcher.run.ledger import Ledger, TrialRecord
+from launcher.run.folder import SweepFolder
+from launcher.run.ledger import Ledger
 from launcher.run.loop import SweepLoop, _records
-from launcher.run.search import calibrated_ooms, running_step_times, stop_early
-from launcher.run.tracking_link import TrackingLink
+from launcher.run.search import calibrated_ooms, stop_early
 
 
 def workload_log(step_times_s, tokens_per_step: int, peak_gb=None) -> str:
@@ -79,7 +83,8 @@ def sweep(load, tmp_path, measure, *overrides, slots=1):
     ledger = Ledger(folder.ledger)
     ledger.add_trials(records)
     loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder),
-                     {r.config_hash for r in records})
+                     {r.config_hash for r in records}, hooks=sweep_hooks(Reporter.quiet()),
+                     reporter=Reporter.for_streams())
     loop.runner = SearchRunner(folder.jobs, {r.config_hash: r for r in records}, measure, slots)
     loop.run()
     return loop, {r.config_hash: r for r in ledger.trials()}
@@ -96,9 +101,9 @@ def test_the_best_predicted_trial_that_fits_runs_first_then_one_that_spans_the_g
     ledger_first = min(trials.values(), key=lambda r: r.position)
     assert ledger_first.layout.mbs == 64          # the plan's first row is the borderline predicted OOM ...
     assert submitted[0] != ledger_first.config_hash
-    assert trials[submitted[0]].layout.short() == "tp1 pp1 dp4 mbs2 gbs8"   # ... the best one likely to fit goes
+    assert trials[submitted[0]].layout.label() == "tp1 pp1 dp4 mbs2 gbs8"   # ... the best one likely to fit goes
     assert trials[submitted[-1]].layout.mbs == 64                            # first; the unlikely fit goes last
-    assert trials[submitted[1]].layout.short() != "tp2 pp1 dp2 mbs2 gbs8"   # the 2nd spans the grid instead
+    assert trials[submitted[1]].layout.label() != "tp2 pp1 dp2 mbs2 gbs8"   # the 2nd spans the grid instead
     assert len(submitted) == len(trials)
 
 
@@ -121,7 +126,8 @@ def test_a_resumed_sweep_recomputes_the_calibration_from_the_ledger(load, tmp_pa
     loop, trials = sweep(load, tmp_path, slower(2.0))
     first = json.loads(loop.folder.calibration.read_text())
     loop.folder.calibration.unlink()
-    again = SweepLoop(loop.cfg, loop.folder, loop.ledger, loop.tracking, loop.allowed)
+    again = SweepLoop(loop.cfg, loop.folder, loop.ledger, loop.tracking, loop.allowed, hooks=loop.hooks,
+                      reporter=loop.reporter)
     again.runner = loop.runner
     again.run()                                             # nothing left to run: it only learns
     assert json.loads(loop.folder.calibration.read_text()) == first
@@ -135,7 +141,7 @@ def test_the_calibrated_memory_model_prunes_what_it_puts_over_the_margin(load, t
 
     loop, trials = sweep(load, tmp_path, measure, "plan.keep_borderline=0")
     pruned = [r for r in trials.values() if r.pruned_by == "calibrated_oom"]
-    assert pruned, {r.layout.short(): r.state for r in trials.values()}
+    assert pruned, {r.layout.label(): r.state for r in trials.values()}
     for r in pruned:
         assert r.state == "pruned" and "calibrated prediction" in r.reason and r.attempts == 0
         assert r.calibrated["peak_mem_gb"] > 0.9 * 0.5
@@ -158,12 +164,12 @@ def test_calibrated_ooms_never_prune_what_a_measured_trial_needing_as_much_shows
 
 def test_a_running_trial_known_worse_than_the_best_is_stopped_early_and_kept(load, tmp_path, in_tmp):
     def measure(r):
-        if r.layout.short() == "tp2 pp2 dp1 mbs1 gbs8":       # 3 measured steps, 5x slower than it should be
+        if r.layout.label() == "tp2 pp2 dp1 mbs1 gbs8":       # 3 measured steps, 5x slower than it should be
             return ("running", [5 * r.predicted["step_time_s"]] * 3)
         return ("ok", r.predicted["step_time_s"], 0.1)
 
     loop, trials = sweep(load, tmp_path, measure, "plan.early_stop=true")   # the tiny sweep turns it off
-    slow = next(r for r in trials.values() if r.layout.short() == "tp2 pp2 dp1 mbs1 gbs8")
+    slow = next(r for r in trials.values() if r.layout.label() == "tp2 pp2 dp1 mbs1 gbs8")
     assert slow.state == "stopped_early" and slow.attempts == 1 and loop.runner.cancelled == [slow.config_hash]
     assert slow.metrics["n_measured"] == 3 and slow.metrics["tokens_per_s"] > 0 and "below the best" in slow.reason
     assert loop._best(list(trials.values())).config_hash != slow.config_hash
@@ -178,20 +184,20 @@ def test_a_running_trial_known_worse_than_the_best_is_stopped_early_and_kept(loa
 def test_a_slow_running_trial_runs_on_with_too_few_steps_or_early_stop_off(load, tmp_path, in_tmp, steps,
                                                                            overrides):
     def measure(r):
-        if r.layout.short() == "tp2 pp2 dp1 mbs1 gbs8":
+        if r.layout.label() == "tp2 pp2 dp1 mbs1 gbs8":
             return ("running", [5 * r.predicted["step_time_s"]] * steps)
         return ("ok", r.predicted["step_time_s"], 0.1)
 
     loop, trials = sweep(load, tmp_path, measure, "monitor.hang_timeout_min=0.003", "retry.max_attempts=1",
                          *overrides)
-    slow = next(r for r in trials.values() if r.layout.short() == "tp2 pp2 dp1 mbs1 gbs8")
+    slow = next(r for r in trials.values() if r.layout.label() == "tp2 pp2 dp1 mbs1 gbs8")
     assert slow.state == "hang"        # it ran on until the monitor's hang timeout (no new steps in this script)
     assert not any(r.state == "stopped_early" for r in trials.values())
 
 
 def test_the_stop_rule_prunes_what_cannot_beat_the_best_and_says_why(load, tmp_path, in_tmp):
     def measure(r):   # the best predicted trial is 10x faster than any model of the rest can explain
-        factor = 0.2 if r.layout.short() == "tp1 pp1 dp4 mbs2 gbs8" else 2.0
+        factor = 0.2 if r.layout.label() == "tp1 pp1 dp4 mbs2 gbs8" else 2.0
         return ("ok", factor * r.predicted["step_time_s"], 0.1)
 
     loop, trials = sweep(load, tmp_path, measure, "plan.stop_when_converged=true")
@@ -204,7 +210,7 @@ def test_the_stop_rule_prunes_what_cannot_beat_the_best_and_says_why(load, tmp_p
 
 def test_the_stop_rule_is_off_by_default(load, tmp_path, in_tmp):
     def measure(r):
-        factor = 0.2 if r.layout.short() == "tp1 pp1 dp4 mbs2 gbs8" else 2.0
+        factor = 0.2 if r.layout.label() == "tp1 pp1 dp4 mbs2 gbs8" else 2.0
         return ("ok", factor * r.predicted["step_time_s"], 0.1)
 
     loop, trials = sweep(load, tmp_path, measure)
@@ -214,7 +220,7 @@ def test_the_stop_rule_is_off_by_default(load, tmp_path, in_tmp):
 def test_the_per_gpu_objective_orders_by_throughput_per_gpu(load, tmp_path, in_tmp):
     loop, trials = sweep(load, tmp_path, slower(), "plan.objective=tokens_per_s_per_gpu")
     first = trials[loop.runner.submitted[0]]
-    assert first.layout.short() == "tp1 pp1 dp2 mbs4 gbs8"     # 2 ranks: the best predicted per GPU, not overall
+    assert first.layout.label() == "tp1 pp1 dp2 mbs4 gbs8"     # 2 ranks: the best predicted per GPU, not overall
 
 
 # -- pure helpers --------------------------------------------------------------------------------------------------

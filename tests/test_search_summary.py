@@ -1,10 +1,10 @@
-"""analysis.search: run order, GPU-hours and best so far, calibrated errors and the parent run's numbers."""
+"""analysis.report.search_summary: run order, GPU-hours and best so far, calibrated errors and the parent run's numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from analysis.search import calibrated_error, hours_to_best, progress_points, run_order, summary_metrics
+from analysis.report.search_summary import calibrated_error, hours_to_best, progress_points, run_order, summary_metrics
 
 
 def t(key: str, state: str, start_s: float, end_s: float, tokens=None, gpus: int = 4, **extra) -> dict:

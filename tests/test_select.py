@@ -1,4 +1,4 @@
-from analysis.select import margin_over_next, rank, select_best
+from launcher.core.ranking import margin_over_next, rank, select_best
 
 
 def t(h, tokens, headroom, state="ok"):
@@ -27,7 +27,7 @@ def test_no_ok_trials():
 
 
 def test_repeats_rank_by_median_with_spread():
-    from analysis.select import group_repeats
+    from launcher.core.ranking import group_repeats
 
     trials = [t("a", 130, 0.3), {**t("a~r1", 90, 0.2), "repeat_of": "a"}, {**t("a~r2", 100, 0.25), "repeat_of": "a"},
               t("b", 110, 0.3), {**t("b~r1", 108, 0.3), "repeat_of": "b"}, {**t("b~r2", 112, 0.3), "repeat_of": "b"}]
@@ -42,7 +42,7 @@ def test_repeats_rank_by_median_with_spread():
 
 
 def test_the_objective_decides_the_winner():
-    from analysis.select import rank
+    from launcher.core.ranking import rank
 
     big = {"config_hash": "big", "state": "ok", "layout": {"gpus": 64}, "metrics": {"tokens_per_s": 1000.0}}
     small = {"config_hash": "small", "state": "ok", "layout": {"gpus": 8}, "metrics": {"tokens_per_s": 200.0}}

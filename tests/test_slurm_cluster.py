@@ -12,12 +12,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from slurm.cluster import parse_exports, skip_reason
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]

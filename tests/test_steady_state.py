@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.errors import ParseError
-from analysis.parse_megatron import Iteration, parse_iterations
-from analysis.steady_state import detect_warmup, steady_state
+from analysis.logs.parse_megatron import Iteration, parse_iterations
+from analysis.logs.steady_state import detect_warmup, steady_state
+from launcher.core.errors import ParseError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
 

@@ -6,11 +6,11 @@ import statistics
 
 import pytest
 
+from launcher.config.schema import ModelConfig
+from launcher.core.layout import Layout
+from launcher.estimate import estimate, load_cluster_preset
 from launcher.plan import step_time as st
 from launcher.plan.constants import GEMM_DIM_SCALE, GEMM_EFF_MAX, NET_EFF, Constants, constants_for
-from launcher.estimate import estimate, load_cluster_preset
-from launcher.layout import Layout
-from launcher.schema import ModelConfig
 
 A100 = load_cluster_preset("a100-80g")
 GPT_175B = ModelConfig(name="175b", layers=96, hidden=12288, heads=96, seq_len=2048, vocab=51200)

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
-from launcher.__main__ import main
 from proc_table import trial_processes
 from test_resume_processes import sweep_args
+
+from launcher.__main__ import main
 
 
 def ledger_rows(folder: Path) -> list[tuple]:

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from analysis.strict_json import dumps, finite
+from analysis.report.strict_json import dumps, finite
 
 
 def strict_loads(text: str):

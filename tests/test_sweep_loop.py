@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.folder import SweepFolder
+from analysis.report.tracking_link import TrackingLink
+from launcher.__main__ import sweep_hooks
+from launcher.core.console import Reporter
+from launcher.core.record import TrialRecord
 from launcher.run.executor import JobStatus, Submitted
-from launcher.run.ledger import Ledger, TrialRecord
+from launcher.run.folder import SweepFolder
+from launcher.run.ledger import Ledger
 from launcher.run.loop import SweepLoop
-from launcher.run.tracking_link import TrackingLink
 
 OK_LOG = ("[parasweep] iteration 1/1 | phase measure | step time (ms): 10.0 | lm loss: 1.0 | tokens/s: 100.0\n"
           'PARASWEEP_RESULT {"step_time_s": 0.01, "tokens_per_s": %s, "peak_mem_gb": 0.1}\n')
@@ -77,7 +80,8 @@ def run_loop(load, tmp_path, script, records, refuse=frozenset(), slots=2, **ove
     folder = SweepFolder(tmp_path / "sweeps" / "tiny")
     ledger = Ledger(folder.ledger)
     ledger.add_trials(records)
-    loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), {r.config_hash for r in records})
+    loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), {r.config_hash for r in records},
+                     hooks=sweep_hooks(Reporter.quiet()), reporter=Reporter.quiet())
     runner = ScriptedRunner(folder.jobs, script, refuse, slots)
     loop.runner = runner
     loop.run()
@@ -126,7 +130,8 @@ def test_trials_outside_the_current_plan_are_not_submitted(load, tmp_path, in_tm
     folder = SweepFolder(tmp_path / "sweeps" / "tiny")
     ledger = Ledger(folder.ledger)
     ledger.add_trials([TrialRecord("old", 0, lay(1)), TrialRecord("new", 1, lay(2))])
-    loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), {"new"})
+    loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), {"new"},
+                     hooks=sweep_hooks(Reporter.quiet()), reporter=Reporter.quiet())
     loop.runner = ScriptedRunner(folder.jobs, {"new": [("ok", 1)]})
     loop.run()
     assert loop.runner.submitted == ["new"] and ledger.get("old").state == "planned"

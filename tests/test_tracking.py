@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.tracking import Tracker, TrackingUnavailable, runs_table_url, trial_metrics
+from analysis.report.tracking import Tracker, TrackingUnavailable, runs_table_url, trial_metrics
 
 LAYOUT = {"gpus": 2, "nodes": 1, "tp": 1, "pp": 2, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
@@ -92,23 +92,24 @@ def test_a_fresh_sweep_of_the_same_name_gets_new_runs(tracker):
     assert tracker.client.get_run(old_child).data.metrics["tokens_per_s"] == 100.0  # the kept sweep is untouched
 
 
-def test_child_names_are_short_layout_labels_with_what_varies():
-    from analysis.tracking import run_label, varying_dimensions
+def test_child_names_are_the_layouts_one_label():
+    """A run's name is Layout.label(), the spelling of the terminal, the plan, the plots and the report: every
+    dimension not at its default, cp and vpp included (cp=1 and cp=4 never share a name)."""
+    from analysis.report.tracking import run_label
+    from launcher.core.layout import Layout
 
-    layouts = [LAYOUT, {**LAYOUT, "gbs": 256, "mbs": 64}, {**LAYOUT, "recompute": "selective"}]
-    varying = varying_dimensions(layouts)
-    assert varying == {"gbs", "mbs", "recompute"}
-    assert run_label(LAYOUT) == "tp1 pp2 dp1 mb1"
-    assert run_label(layouts[1], varying) == "tp1 pp2 dp1 mb64 g256 rc-none"
-    assert run_label(layouts[2], varying, repeat=True) == "tp1 pp2 dp1 mb1 g8 rc-sel rep"
-    assert run_label({**LAYOUT, "sequence_parallel": False}, {"sequence_parallel"}) == "tp1 pp2 dp1 mb1"
-    assert run_label({**LAYOUT, "sequence_parallel": True}, {"sequence_parallel"}) == "tp1 pp2 dp1 mb1 sp"
+    assert run_label(LAYOUT) == "tp1 pp2 dp1 mbs1 gbs8" == Layout.from_dict(LAYOUT).label()
+    assert run_label({**LAYOUT, "gbs": 256, "mbs": 64}) == "tp1 pp2 dp1 mbs64 gbs256"
+    assert run_label({**LAYOUT, "recompute": "selective"}, repeat=True) == "tp1 pp2 dp1 mbs1 gbs8 rc=selective rep"
+    assert run_label({**LAYOUT, "sequence_parallel": True}) == "tp1 pp2 dp1 mbs1 gbs8 sp"
+    assert run_label({**LAYOUT, "cp": 4, "gpus": 8}) == "tp1 pp2 dp1 cp4 mbs1 gbs8"
+    assert run_label({**LAYOUT, "vpp": 2}) == "tp1 pp2 dp1 vpp2 mbs1 gbs8"
 
 
 def test_the_link_opens_a_saved_view_of_this_sweep_sorted_by_throughput(tracker):
     import json
 
-    from analysis.tracking import VIEW_TAG_PREFIX
+    from analysis.report.tracking import VIEW_TAG_PREFIX
 
     tracker.parent_run("s", "u123456789abcdef", "", params={}, tags={})
     assert tracker.runs_url.endswith(f"/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey="
@@ -128,19 +129,19 @@ def test_the_link_opens_a_saved_view_of_this_sweep_sorted_by_throughput(tracker)
 def test_the_winner_is_starred_and_described_and_loses_both_when_overtaken(tracker):
     parent = tracker.parent_run("s", "u1", "", params={}, tags={})
     a = tracker.sync_trial("s", "u1", parent, trial("a"), {})
-    b = tracker.sync_trial("s", "u1", parent, {**trial("b"), "layout": {**LAYOUT, "mbs": 2}}, {}, varying={"mbs"})
+    b = tracker.sync_trial("s", "u1", parent, {**trial("b"), "layout": {**LAYOUT, "mbs": 2}}, {})
     tracker.tag_best(a, parent, "a", note="Best trial of sweep s: a")
-    assert tracker.client.get_run(a).info.run_name == "\u2605 tp1 pp2 dp1 mb1"
+    assert tracker.client.get_run(a).info.run_name == "\u2605 tp1 pp2 dp1 mbs1 gbs8"
     tracker.tag_best(a, parent, "a", note="Best trial of sweep s: a")  # again (python -m analysis): one star
-    assert tracker.client.get_run(a).info.run_name == "\u2605 tp1 pp2 dp1 mb1"
+    assert tracker.client.get_run(a).info.run_name == "\u2605 tp1 pp2 dp1 mbs1 gbs8"
     tracker.tag_best(b, parent, "b", note="Best trial of sweep s: b")
     run_a, run_b = tracker.client.get_run(a), tracker.client.get_run(b)
-    assert (run_a.info.run_name, run_b.info.run_name) == ("tp1 pp2 dp1 mb1", "\u2605 tp1 pp2 dp1 mb2")
+    assert (run_a.info.run_name, run_b.info.run_name) == ("tp1 pp2 dp1 mbs1 gbs8", "\u2605 tp1 pp2 dp1 mbs2 gbs8")
     assert run_a.data.tags["mlflow.note.content"] == "" and run_b.data.tags["mlflow.note.content"].endswith(": b")
 
 
 def test_the_parent_lasts_the_active_time_not_the_wall_time_across_resumes(tracker, monkeypatch):
-    import analysis.tracking as tracking
+    import analysis.report.tracking as tracking
 
     parent = tracker.parent_run("s", "u1", "", params={}, tags={})
     t0 = tracker.client.get_run(parent).info.start_time
@@ -164,7 +165,7 @@ def test_the_parent_lasts_the_active_time_not_the_wall_time_across_resumes(track
 
 
 def test_the_ui_command_serves_the_store_at_the_printed_port(tmp_path, monkeypatch):
-    from analysis.tracking import ui_command
+    from analysis.report.tracking import ui_command
 
     monkeypatch.chdir(tmp_path)
     command = ui_command("sqlite:///mlflow.db", "http://127.0.0.1:5123")
@@ -184,9 +185,10 @@ def test_only_store_errors_count_as_mlflow_going_away(load, tmp_path, in_tmp):
     """An unreachable store costs a warning and the sweep goes on; a bug in our own code is not hidden as one."""
     from mlflow.exceptions import MlflowException
 
-    from launcher.folder import SweepFolder
-    from launcher.run.ledger import Ledger, TrialRecord
-    from launcher.run.tracking_link import TrackingLink
+    from analysis.report.tracking_link import TrackingLink
+    from launcher.core.record import TrialRecord
+    from launcher.run.folder import SweepFolder
+    from launcher.run.ledger import Ledger
 
     cfg = load("+sweep=tiny")
     folder = SweepFolder(tmp_path / "sweeps" / "tiny")
@@ -211,7 +213,7 @@ def test_only_store_errors_count_as_mlflow_going_away(load, tmp_path, in_tmp):
 
 
 def test_a_huge_log_reaches_mlflow_as_its_head_and_tail(tracker, tmp_path):
-    from analysis.tracking import log_excerpt
+    from analysis.report.tracking import log_excerpt
 
     log = tmp_path / "5_0_log.out"
     with log.open("wb") as fh:  # 12 MB: start-up, a long middle, and the result at the very end

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import run_launcher
 
-from launcher.config import load_config, reproducible_args, resolve_search_path
-from launcher.errors import ConfigError
-from launcher.paths import CONFIG_DIR_ENV
+from launcher.config.load import load_config, reproducible_args, resolve_search_path
+from launcher.config.paths import CONFIG_DIR_ENV
+from launcher.core.errors import ConfigError
 
 MODEL = """# my 2-layer test model
 name: {name}

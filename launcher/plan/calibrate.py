@@ -22,16 +22,18 @@ constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, Constants
 from launcher.plan.memory import stage_memory_gb
 from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
-from launcher.schema import ClusterConfig, ModelConfig
 
 MIN_TRIALS = 3
 """Measured trials before a calibration changes anything."""
@@ -113,7 +115,7 @@ def _vector(x) -> np.ndarray:
 def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
                    flash: bool) -> TrialFeatures:
     """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts."""
-    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster))
+    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_standin(cluster.gpu))
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
     bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0)
     fixed, transient = [], []
@@ -144,7 +146,7 @@ class FeatureTable:
         self.mem_transient = np.array([x.mem_transient_gb for x in f], dtype=float).reshape(self.n, 2)
         self.tokens_per_step = np.array([x.tokens_per_step for x in f], dtype=float)
 
-    def subset(self, index: Sequence[int]) -> "FeatureTable":
+    def subset(self, index: Sequence[int]) -> FeatureTable:
         out = object.__new__(FeatureTable)
         idx = np.asarray(index, dtype=int)
         for name, value in vars(self).items():
@@ -219,7 +221,7 @@ class Calibration:
                 "residual_sd": self.residual_sd, "memory_residual_sd": self.memory_residual_sd,
                 "n_holdout": self.n_holdout, "holdout_error": self.holdout_error}
 
-    def predict(self, table: FeatureTable) -> "Prediction":
+    def predict(self, table: FeatureTable) -> Prediction:
         """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
@@ -259,7 +261,7 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
 
 
 def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
-    from scipy.optimize import least_squares   # lazy: planning never needs scipy
+    from scipy.optimize import least_squares  # lazy: planning never needs scipy
 
     x0 = np.zeros(len(prior_sd)) if start is None else start
     result = least_squares(residuals, x0, loss="soft_l1", f_scale=ROBUST_SCALE, method="trf", x_scale=prior_sd)

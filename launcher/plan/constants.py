@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from launcher.errors import ConfigError
-from launcher.schema import PRECISIONS, ClusterConfig
+from launcher.core.errors import ConfigError
+from launcher.core.names import BackendName
 
 # ---------------------------------------------------------------------------------------------- compute
 GEMM_EFF_MAX = 0.76        # large fp16/bf16 GEMMs as run inside training (cuBLAS on A100 measures ~0.8-0.9 alone);
@@ -124,7 +124,7 @@ class Constants:
         """Field -> value, e.g. to record a calibration in the ledger or MLflow."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def with_values(self, **values: float) -> "Constants":
+    def with_values(self, **values: float) -> Constants:
         return replace(self, **values)
 
 
@@ -139,30 +139,11 @@ TORCH_AUTOCAST = Constants(microbatch_param_bytes=AUTOCAST_PARAM_BYTES,
 """The embedded workload (backend=torch): autocast over fp32 master weights."""
 MEGATRON_DEEPSPEED = Constants(microbatch_param_bytes=DEEPSPEED_PARAM_BYTES)
 """Megatron-DeepSpeed (backend=megatron_deepspeed): DeepSpeed's optimizer accumulates the gradients itself."""
-_STACKS = {"torch": TORCH_AUTOCAST, "megatron_lm": DEFAULT, "megatron_deepspeed": MEGATRON_DEEPSPEED}
+_STACKS = {BackendName.torch: TORCH_AUTOCAST, BackendName.megatron_lm: DEFAULT,
+           BackendName.megatron_deepspeed: MEGATRON_DEEPSPEED}
 
 
 def constants_for(backend: str) -> Constants:
     """The a-priori constants of a backend's software stack (they differ in how mixed precision moves weights and
     gradients per micro-batch); an unknown or empty name gets the Megatron values."""
     return _STACKS.get(backend, DEFAULT)
-
-# ---------------------------------------------------------------------------------------------- precision
-PRECISION_CHOICES = PRECISIONS + ("auto",)
-"""What a backend may configure: a training precision, or "auto" to follow the hardware (resolve_precision)."""
-
-
-def is_cpu_cluster(cluster: ClusterConfig) -> bool:
-    """The local CPU stand-in (conf/cluster/local-cpu.yaml: gpu 'cpu'), where ranks are processes."""
-    return cluster.gpu.lower() == "cpu"
-
-
-def resolve_precision(backend_precision: str, cluster: ClusterConfig) -> str:
-    """The precision a trial trains in: as configured, or for "auto" what the hardware does well: bf16 on GPU
-    clusters (tensor cores; fp32 would run on the CUDA cores at 1/15 of the speed), fp32 on the CPU stand-in
-    (CPU matmuls have no fast 16-bit path here, and gloo reduces fp32)."""
-    if backend_precision not in PRECISION_CHOICES:
-        raise ConfigError("backend.precision", backend_precision, f"use one of {', '.join(PRECISION_CHOICES)}")
-    if backend_precision != "auto":
-        return backend_precision
-    return "fp32" if is_cpu_cluster(cluster) else "bf16"

@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.config.schema import PRECISIONS, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 from launcher.plan import flops
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
 from launcher.plan.step_time import step_time_s
-from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
 
 
 @dataclass(frozen=True)

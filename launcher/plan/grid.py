@@ -10,11 +10,12 @@ import dataclasses
 import itertools
 import math
 import operator
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from launcher.errors import ConfigError
-from launcher.layout import FACTORS, GRID_DIMENSIONS, NAMES, Layout, dimension
-from launcher.schema import ClusterConfig, GridConfig
+from launcher.config.schema import ClusterConfig, GridConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import FACTORS, GRID_DIMENSIONS, NAMES, Layout, dimension
 
 # A grid point is the world (gpus, nodes) plus one value per grid dimension; dp may be derived.
 _CASTS = {name: dimension(name).type for name in GRID_DIMENSIONS}

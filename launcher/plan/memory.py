@@ -14,10 +14,11 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 
 from __future__ import annotations
 
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, Constants
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
-from launcher.schema import ClusterConfig, ModelConfig
 
 GB = 1e9
 
@@ -159,7 +160,7 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
         vocab = padded_vocab(model.vocab, t)
         logits = 2 * e * sbh / (t if sp else 1) + 4.0 * model.seq_len / cp * layout.mbs * vocab / t
     c = constants
-    context = c.cpu_context_gb if is_cpu_cluster(cluster) else c.gpu_context_gb
+    context = c.cpu_context_gb if is_cpu_standin(cluster.gpu) else c.gpu_context_gb
     return {"weights": (params * w + gathered) / GB, "grads": params * g / GB, "optimizer": params * o / GB,
             "activations": activations / GB, "logits": logits / GB,
             "overhead": context + c.transient_share * (activations + logits) / GB}

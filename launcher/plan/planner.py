@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
-from launcher.errors import ConfigError, PlanError
-from launcher.layout import NAMES, Layout
+from launcher.config.schema import RootConfig
+from launcher.core.errors import ConfigError, PlanError
+from launcher.core.layout import NAMES, Layout
+from launcher.core.objective import Objective
+from launcher.core.states import PruneReason
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.rules import Checker, Issue
-from launcher.schema import RootConfig
-from launcher.states import PruneReason
 
 
 @dataclass(frozen=True)
@@ -82,12 +84,12 @@ def job_duration_s(cfg: RootConfig, est: Estimate) -> float:
     return cfg.backend.startup_s + iters * est.step_time_s
 
 
-def rank_key(objective: str):
+def rank_key(objective: Objective | str) -> Callable[[PlannedTrial], tuple[float, float]]:
     """Sort key of planned trials, best first: the objective, then memory headroom."""
-    from analysis.select import objective_value
+    goal = Objective(objective)
 
     def key(t: PlannedTrial) -> tuple[float, float]:
-        return (-objective_value(t.estimate.tokens_per_s, t.layout.gpus, objective), -t.estimate.headroom)
+        return goal.rank_key(t.estimate.tokens_per_s, t.layout.gpus, t.estimate.headroom)
     return key
 
 
@@ -128,20 +130,14 @@ def _nothing_left(rejected: Counter, examples: dict[str, str], n_points: int) ->
                      f"e.g. {examples.get(code, '')}. Change the grid so that this constraint can hold.")
 
 
-def backend_problems(cfg: RootConfig) -> list[str]:
-    """What the configured program still needs before it can really run (checkout, data, tokenizer files). A real
-    run stops on the first; a dry run plans anyway and lists them as notes."""
-    from launcher.backends import get_backend
-
-    return [str(p) for p in get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)]
-
-
 def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = None,
-              constants: Optional[Constants] = None) -> Plan:
+              constants: Optional[Constants] = None, notes: Sequence[str] = ()) -> Plan:
     """Grid -> ranked trials. `constants`: the estimator's, when not the backend's a-priori ones (e.g. with a
-    measured network: launcher.run.network.with_network). Streams the grid: every point is checked as it is expanded and only counted when it
-    is rejected or pruned (examples kept per reason); `progress(points done, points in all)` is called every
-    PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before anything is expanded."""
+    measured network: launcher.run.network.with_network). `notes`: what to fix before a real run (a dry run's
+    backend problems, launcher.backends.problems_of), kept in the plan. Streams the grid: every point is checked as
+    it is expanded and only counted when it is rejected or pruned (examples kept per reason); `progress(points done,
+    points in all)` is called every PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before
+    anything is expanded."""
     total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
     context = trial_context(cfg)
     rejected: Counter = Counter()
@@ -150,11 +146,6 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     pruned = _PrunedSink()
     smallest: Optional[PlannedTrial] = None  # the predicted OOM that needs least memory (for the error message)
     n_points = 0
-    problems = backend_problems(cfg)
-    if problems and not cfg.dry_run:
-        from launcher.backends import get_backend
-
-        raise get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)[0]
     checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
                       key_space=key_space(cfg.grid, cfg.cluster))
     for layout in expand(cfg.grid, cfg.cluster):
@@ -188,16 +179,15 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     if not fitting:
         best = smallest
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
-                        f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.short()}) of "
+                        f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.label()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
     for t in over_budget:
         pruned.add(t)
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
-    notes = problems if cfg.dry_run else []
     return Plan(trials=kept, pruned=pruned.kept, rejected=rejected, rejected_examples=examples,
-                n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours, pruned_total=pruned.counts)
+                n_points=n_points, notes=list(notes), job_seconds=job_s, gpu_hours=gpu_hours, pruned_total=pruned.counts)
 
 
 class _PrunedSink:

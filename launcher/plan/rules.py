@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Optional
 
-from launcher.layout import DIMENSIONS, FACTORS, Layout, dimension
-from launcher.schema import ClusterConfig, ModelConfig
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import DIMENSIONS, FACTORS, Layout, dimension
+from launcher.core.names import BackendName
 
 GEMM_ALIGN = 64         # per-shard GEMM widths that are multiples of 64 keep tensor cores on full tiles
 VOCAB_ALIGN = 128       # Megatron --make-vocab-size-divisible-by default
 MIN_MICROBATCHES_PER_STAGE = 4   # below m = 4p the 1F1B bubble (p-1)/m exceeds ~20 %
 
-MEGATRON_LM, MEGATRON_DEEPSPEED, TORCH = "megatron_lm", "megatron_deepspeed", "torch"
+MEGATRON_LM, MEGATRON_DEEPSPEED, TORCH = BackendName.megatron_lm, BackendName.megatron_deepspeed, BackendName.torch
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class Verdict:
         """The rejection first in the rules table (the one a plan counts the layout under)."""
         return self.reasons[0] if self.reasons else None
 
-    def full(self) -> "Verdict":
+    def full(self) -> Verdict:
         return self
 
 
@@ -77,7 +79,7 @@ class Rule:
     broken: Predicate
     message: Callable[[Facts, Layout], str]
     source: str
-    backends: Optional[frozenset[str]] = None
+    backends: Optional[frozenset[BackendName]] = None
     """The programs that enforce it (None: every backend)."""
     warning: bool = False
     """A layout that breaks a warning runs, slowly."""
@@ -346,7 +348,7 @@ class Checker:
         self._model_sizes_ok = min(model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len,
                                    model.vocab, model.ffn_hidden) >= 1
 
-    def check(self, layout: Layout) -> "Verdict | _Merged":
+    def check(self, layout: Layout) -> Verdict | _Merged:
         """The layout's verdict: `ok`, `first_reason`, `reasons`, `warnings` (`full()` gives a plain Verdict)."""
         sizes = _size_getter(layout)
         if not self._model_sizes_ok or min(sizes) < 1:  # the other rules divide by these sizes: stop here

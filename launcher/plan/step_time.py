@@ -32,13 +32,15 @@ constants without running the model again.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.plan.memory import ACTIVATION_BYTES, STATE_BYTES, stage_params, state_bytes_per_param
-from launcher.schema import ClusterConfig, ModelConfig
 
 FLASH_CAUSAL_SHARE = 0.5   # a causal flash kernel skips the masked half of Q·Kᵀ and attention·V
 FLASH_BACKWARD = 2.5       # flash backward recomputes Q·Kᵀ: 5 GEMMs vs 2 in forward
@@ -311,7 +313,7 @@ def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num
 def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
                 constants: Constants = DEFAULT) -> tuple[float, dict[str, float]]:
     """(iteration seconds, breakdown) for one layout."""
-    cpu = is_cpu_cluster(cluster)
+    cpu = is_cpu_standin(cluster.gpu)
     pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, cpu), cpu)
     step, bottleneck_s, exposed, bubble, totals = combine(pc)
     mb = pc.stages[totals.index(bottleneck_s)]

@@ -21,8 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 OOM_LINE = ("[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
@@ -79,8 +79,9 @@ def _failed_log(kind: str) -> str:
 def build_sweep(workdir: Path, n_trials: int, iters: int, overrides: Sequence[str] = ("+sweep=tiny",),
                 oom_every: int = 10, crash_every: int = 37, seed: int = 0) -> Path:
     """Write workdir/sweeps/<name>/ as the launcher would leave it after n_trials finished; returns the folder."""
-    from launcher.config import load_config, to_yaml
-    from launcher.run.ledger import Ledger, TrialRecord
+    from launcher.config.load import load_config, to_yaml
+    from launcher.core.record import TrialRecord
+    from launcher.run.ledger import Ledger
 
     cfg = load_config(list(overrides))
     rel = Path(cfg.sweep.root_dir) / cfg.sweep.name
