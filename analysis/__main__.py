@@ -109,7 +109,8 @@ def _run(args: argparse.Namespace, reporter: Reporter) -> int:
         t0 = time.perf_counter()
         changed = rejudge(cfg, ledger, resolve, reporter)
         records = ledger.trials()
-        reporter.info(f"re-parsed {sum(1 for r in records if r.job_state)} trial logs in {time.perf_counter() - t0:.2f} s "
+        judged = sum(1 for r in records if r.job_state)
+        reporter.info(f"re-parsed {judged} trial logs in {time.perf_counter() - t0:.2f} s "
               f"({changed} changed)")
         tracking = TrackingLink.disabled(cfg, ledger, folder, reporter)
         if not args.no_mlflow and cfg.tracking.enabled:

@@ -39,7 +39,8 @@ def _preset_fields(name: str) -> tuple[tuple[str, Any], ...]:
     from omegaconf import OmegaConf
 
     data = OmegaConf.to_container(OmegaConf.load(conf_dir() / "cluster" / f"{name}.yaml"))
-    return tuple(sorted(data.items()))
+    assert isinstance(data, dict), f"conf/cluster/{name}.yaml is not a mapping"
+    return tuple(sorted((str(k), v) for k, v in data.items()))
 
 
 def load_cluster_preset(name: str) -> ClusterConfig:
@@ -143,8 +144,8 @@ def request_from_fields(fields: dict) -> Request:
         raise LineError(f"backend={v['backend']!r}: use one of {', '.join(BACKENDS)}", "backend")
     try:
         model = ModelConfig(name="jsonl", layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
-                            kv_heads=v["kv_heads"], ffn_hidden=v["ffn_hidden"], swiglu=v["swiglu"],
-                            seq_len=v["seq_len"], max_position=v["max_position"], vocab=v["vocab"],
+                            kv_heads=v["kv_heads"] or 0, ffn_hidden=v["ffn_hidden"] or 0, swiglu=v["swiglu"],
+                            seq_len=v["seq_len"], max_position=v["max_position"] or 0, vocab=v["vocab"],
                             tied_embeddings=v["tied_embeddings"], norm=v["norm"])
         check_model(model)
         cluster = load_cluster_preset(v["gpu"])

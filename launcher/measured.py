@@ -149,8 +149,8 @@ def read_table(path: Path | str) -> list[MeasuredSweep]:
 
 TABLE_LAYOUT = tuple(name for name in NAMES if name not in WORLD)
 """The layout's columns (the world is n_gpus): every dimension of the Layout."""
-TABLE_COLUMNS = ("sweep", "backend", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "swiglu", "seq_len", "vocab",
-                 "tied_embeddings", "norm", "gpu", "n_gpus", "gpus_per_node", *TABLE_LAYOUT, "precision",
+TABLE_COLUMNS = ("sweep", "backend", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "swiglu", "seq_len",
+                 "vocab", "tied_embeddings", "norm", "gpu", "n_gpus", "gpus_per_node", *TABLE_LAYOUT, "precision",
                  "flash_attention", "state", "step_time_s", "peak_mem_gb")
 MEASURED_STATES = {TrialState.OK: TrialState.OK, TrialState.STOPPED_EARLY: TrialState.OK,
                    TrialState.OOM: TrialState.OOM}
@@ -198,7 +198,8 @@ def export_sweep(folder: Path) -> str:
     rows = [table_row(cfg.sweep.name, cfg.model, cfg.cluster, b.name, b.precision, b.flash_attention, t.layout, t.state,
                       t.metrics) for t in trials if not t.repeat_of]
     return format_table([r for r in rows if r], [f"SOURCE: python -m launcher.measured {folder} (sweep "
-                                                 f"{cfg.sweep.name!r}, model {cfg.model.name}, cluster {cfg.cluster.name}, "
+                                                 f"{cfg.sweep.name!r}, model {cfg.model.name}, "
+                                                 f"cluster {cfg.cluster.name}, "
                                                  f"backend {b.name})"])
 
 

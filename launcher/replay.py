@@ -56,7 +56,7 @@ class Costs:
         if row.state is not TrialState.OK:
             return self.startup_s * row.gpus / 3600.0
         iters = self.warmup_iters + (self.min_measured_iters if stopped_early else self.measure_iters)
-        return (self.startup_s + iters * row.step_time_s) * row.gpus / 3600.0
+        return (self.startup_s + iters * (row.step_time_s or 0.0)) * row.gpus / 3600.0
 
 
 @dataclass(frozen=True)
@@ -123,14 +123,15 @@ class _Replay:
         best = scheduler.best_measured(self.finished)
         state, stopped = row.state, None
         if row.state is TrialState.OK and early_stopping:
-            measured = [row.step_time_s] * self.costs.min_measured_iters   # the table holds steady-state times
+            measured = [row.step_time_s or 0.0] * self.costs.min_measured_iters  # the table holds steady-state times
             stopped = scheduler.early_stop(measured, row.tokens_per_step, best, noise_tolerance=noise_tolerance,
                                            min_measured_iters=self.costs.min_measured_iters)
             state = TrialState.STOPPED_EARLY if stopped else TrialState.OK
         self.spent += self.costs.gpu_hours(row, stopped_early=bool(stopped))
         self.finished.append(Outcome(key, state, row.tokens_per_s))
         index = self.keys.index(key)
-        self.observations.append(Observation(self.features[index], row.step_time_s if row.state is TrialState.OK else None,
+        measured_s = row.step_time_s if row.state is TrialState.OK else None
+        self.observations.append(Observation(self.features[index], measured_s,
                                              row.peak_mem_gb, predicted_s))
         self.steps.append(Step(key, state, self.spent, row.tokens_per_s, scheduler.best_measured(self.finished),
                                stopped or reason))

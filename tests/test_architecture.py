@@ -25,7 +25,7 @@ PREFIXES = (  # module prefix -> phase; the longest prefix wins
 JOB_SIDE = ("launcher.workload",)
 """Runs on the compute nodes of every job: imports nothing of the project but itself and launcher.core. It is a
 program of its own (like Megatron-LM): its command-line arguments are its interface, which the torch backend
-renders and tests/test_rules.py checks against the rules table, so it may spell the dimensions itself."""
+renders and tests/plan/test_rules.py checks against the rules table, so it may spell the dimensions itself."""
 LAZY_ALLOWED = {("launcher.workload.__main__", "launcher.workload.train"):
                 "train imports torch: the workload checks its arguments before paying for it"}
 

@@ -73,7 +73,7 @@ def _as_text(path: Path, outcome: Outcome, metrics: dict, n_iterations: int) -> 
     figures = _figures(strict_json.finite(metrics))
     if figures["step_time_s"] is not None:
         used = metrics.get("n_measured")
-        parts = [_fmt(figures["step_time_s"], ".4g", " s/step") + (f" (median of {used} steady steps)" if used
+        parts = [str(_fmt(figures["step_time_s"], ".4g", " s/step")) + (f" (median of {used} steady steps)" if used
                                                                     else ""),
                  _fmt(figures["tokens_per_s"], ",.0f", " tokens/s"),
                  _fmt(figures["tflops_per_gpu"], ".1f", " TFLOP/s/GPU"),

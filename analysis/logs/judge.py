@@ -64,7 +64,7 @@ def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_st
                 node_list=nodes)
 
 
-def one_flop_convention(predicted: dict, metrics: dict, peak_tflops: float) -> dict:
+def one_flop_convention(predicted: dict[str, Any], metrics: dict[str, Any], peak_tflops: float) -> dict[str, Any]:
     """Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts recomputation, Megatron-LM's
     "throughput per GPU" does not (and newer versions halve causal attention). A trial's FLOPs per iteration are
     fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by

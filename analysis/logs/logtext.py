@@ -41,7 +41,7 @@ def unmerge(text: str) -> str:
     if "[default" not in text and "[rank" not in text:
         return text
 
-    def split(match: re.Match) -> str:
+    def split(match: re.Match[str]) -> str:
         start = match.start()
         return match.group(0) if start == 0 or match.string[start - 1] == "\n" else "\n" + match.group(0)
 

@@ -47,7 +47,7 @@ def _seconds(value: str) -> float | None:
     values = [number(p) for p in parts]
     if any(v is None for v in values):
         return None
-    hours, minutes, seconds = values
+    hours, minutes, seconds = (v for v in values if v is not None)
     return hours * 3600 + minutes * 60 + seconds
 
 

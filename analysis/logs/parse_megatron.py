@@ -26,6 +26,7 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 MAX_NOTES = 20  # a hostile log can produce a note per line; the first few say what is wrong
 IMPOSSIBLE_STEP = "zero, negative or not finite"  # in the note of every record dropped for its step time
@@ -193,7 +194,8 @@ def _parse_record(iteration: int, record: str, complete: bool, source: str | Non
         except ValueError:
             parsed = number(value)
         if parsed is None:
-            note(notes, f"{source or '<log>'}:{line_no}: field {key.strip()[:40]!r} has value {value.strip()[:40]!r}, not a number; "
+            note(notes, f"{source or '<log>'}:{line_no}: field {key.strip()[:40]!r} has value "
+                        f"{value.strip()[:40]!r}, not a number; "
                         "field ignored")
             continue
         values[spec[0]] = parsed / spec[1]
@@ -203,7 +205,8 @@ def _parse_record(iteration: int, record: str, complete: bool, source: str | Non
             note(notes, f"{source or '<log>'}:{line_no}: iteration {iteration} has no step time field; record ignored")
         return None  # incomplete: the job died while printing this line
     if not math.isfinite(step_s) or step_s <= 0:
-        note(notes, f"{source or '<log>'}:{line_no}: iteration {iteration} has step time {step_s!r} s ({IMPOSSIBLE_STEP}); record dropped")
+        note(notes, f"{source or '<log>'}:{line_no}: iteration {iteration} has step time {step_s!r} s "
+                    f"({IMPOSSIBLE_STEP}); record dropped")
         return None
     batch = values.pop("global_batch", None)
     if batch is not None and not (math.isfinite(batch) and 0 < batch < 2**53):
@@ -267,7 +270,7 @@ _MEM_LOOKBACK = 300  # the report's name and rank sit within this many character
 
 
 def _megatron_memory(line: str, notes: list[str] | None, where: str) -> MemoryReport | None:
-    for marker, scale in _MEM_UNITS.items():
+    for marker, scale in _MEM_UNITS.items():  # noqa: B007 - the unit of the marker found is used below
         idx = line.find(marker)
         if idx >= 0:
             break
@@ -332,7 +335,7 @@ def _deepspeed_memory(line: str) -> MemoryReport | None:
         values = [_float_or_none(g) for g in m.groups()]
         if any(v is None for v in values):
             return None
-        ma, max_ma, ca, max_ca = (v * _MIB_PER_GIB for v in values)
+        ma, max_ma, ca, max_ca = (v * _MIB_PER_GIB for v in values if v is not None)
         return MemoryReport(rank=None, iteration=None, allocated_mb=ma, max_allocated_mb=max_ma, reserved_mb=ca,
                             max_reserved_mb=max_ca, kind="deepspeed_see_memory")
     return None
@@ -379,14 +382,14 @@ def peak_memory_mb(reports: list[MemoryReport], field: str = "max_allocated_mb")
     return max(values) if values else None
 
 
-def parse_ds_timers(text: str) -> list[dict]:
-    """DeepSpeed ThroughputTimer lines, one dict per global step (first occurrence), in log order.
+def parse_ds_timers(text: str) -> list[dict[str, Any]]:
+    """DeepSpeed ThroughputTimer lines, one dict[str, Any] per global step (first occurrence), in log order.
 
     Keys: epoch, micro_step, global_step, running_avg_samples_per_s, curr_samples_per_s and, when printed,
     mem_allocated_gb, max_mem_allocated_gb (GiB). Before DeepSpeed 0.7 the line has `epoch/step` and one
     `SamplesPerSec` (a running average): then global_step is that step and both rates are the one printed.
     """
-    out: dict[int, dict] = {}
+    out: dict[int, dict[str, Any]] = {}
     for _, line in lines_with(text, ("SamplesPerSec=",)):
         if (m := _DS_TIMER.search(line)) is None:
             continue
@@ -398,7 +401,7 @@ def parse_ds_timers(text: str) -> list[dict]:
             epoch, micro, step = int(m.group(1)), int(m.group(2)), int(m.group(3))
         else:
             epoch, micro, step = int(m.group(4)), int(m.group(5)), int(m.group(5))
-        row: dict = {"epoch": epoch, "micro_step": micro, "global_step": step,
+        row: dict[str, Any] = {"epoch": epoch, "micro_step": micro, "global_step": step,
                      "running_avg_samples_per_s": running, "curr_samples_per_s": current}
         if m.group(9) is not None:
             row["mem_allocated_gb"], row["max_mem_allocated_gb"] = _float_or_none(m.group(9)), \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from typing import Any
 
 from analysis.logs.parse_megatron import Iteration, parse_iterations
 
@@ -24,7 +25,7 @@ class WorkloadLog:
     (garbled or truncated JSON, missing keys); a log with no result line at all has result=None, problem=None."""
 
     iterations: tuple[Iteration, ...]
-    result: dict | None
+    result: dict[str, Any] | None
     problem: str | None = None
 
 
@@ -43,7 +44,7 @@ def _result_lines(text: str) -> list[tuple[int, str]]:
     return found
 
 
-def _decode(where: str, payload: str) -> tuple[dict | None, str | None]:
+def _decode(where: str, payload: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
         result = json.loads(payload)  # accepts NaN/Infinity: the plausibility check names such values
     except json.JSONDecodeError as err:
@@ -64,7 +65,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _per_gpu(iterations: list[Iteration], result: dict | None) -> tuple[Iteration, ...]:
+def _per_gpu(iterations: list[Iteration], result: dict[str, Any] | None) -> tuple[Iteration, ...]:
     """Fill tokens_per_gpu_per_s = tokens_per_s / world_size when the result names the world size."""
     world_size = result.get("world_size") if result else None
     if not isinstance(world_size, int) or isinstance(world_size, bool) or not 0 < world_size < 2**31:

@@ -5,7 +5,7 @@ A needle is a plain substring (found with str.find, which runs in C: classifying
 Within a table rows are listed most informative first: the first needle found gives the reason, so the NCCL
 watchdog's line wins over the `terminate called ... DistBackendError` abort printed before it. Examples are the
 messages as PyTorch, NCCL, SLURM, DeepSpeed, Megatron and Hydra print them (many from the real logs in
-tests/fixtures); tests/test_classify.py checks, row by row, that each example is classified as its table's kind
+tests/fixtures); tests/logs/test_classify.py checks, row by row, that each example is classified as its table's kind
 with its needle in the reason.
 
 Needles are chosen so that harmless output does not match: NCCL prints `NET/IB : Using [0]mlx5_0` at every

@@ -15,7 +15,7 @@ Impossible, in order of the checks:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 CAPACITY_TOLERANCE = 0.05
 PEAK_TOLERANCE = 0.05
@@ -25,15 +25,15 @@ _MEMORY = ("peak_mem_gb", "peak_mem_reserved_gb")
 _TFLOPS = ("tflops_per_gpu", "model_tflops_per_gpu")
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _finite(value: Any) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return _is_number(value) and math.isfinite(value)
 
 
-def _bounded(metrics: dict, keys: tuple[str, ...], limit: float | None, tolerance: float,
+def _bounded(metrics: dict[str, Any], keys: tuple[str, ...], limit: float | None, tolerance: float,
              above: str) -> str | None:
     """The first of `keys` that is not a finite number >= 0, or is above `limit` (when known) by more than
     `tolerance`."""
@@ -48,7 +48,7 @@ def _bounded(metrics: dict, keys: tuple[str, ...], limit: float | None, toleranc
     return None
 
 
-def implausible(metrics: dict, *, capacity_gb: float | None = None, peak_tflops: float | None = None,
+def implausible(metrics: dict[str, Any], *, capacity_gb: float | None = None, peak_tflops: float | None = None,
                 tokens_per_step: float | None = None) -> str | None:
     """Why these measurements cannot be true, in one sentence; None when they can."""
     for key in _POSITIVE:
@@ -69,8 +69,8 @@ def implausible(metrics: dict, *, capacity_gb: float | None = None, peak_tflops:
     if why is not None:
         return why
     step_s, tokens_per_s = metrics.get("step_time_s"), metrics.get("tokens_per_s")
-    if _finite(tokens_per_step) and tokens_per_step > 0 and _finite(step_s) and _finite(tokens_per_s):
-        if tokens_per_s * step_s > TOKENS_TOLERANCE * tokens_per_step:
-            return (f"tokens_per_s = {tokens_per_s:.4g} is more than {tokens_per_step:g} tokens per step / "
-                    f"{step_s:.4g} s per step = {tokens_per_step / step_s:.4g} allows")
+    if (_finite(tokens_per_step) and tokens_per_step > 0 and _finite(step_s) and _finite(tokens_per_s)
+            and tokens_per_s * step_s > TOKENS_TOLERANCE * tokens_per_step):
+        return (f"tokens_per_s = {tokens_per_s:.4g} is more than {tokens_per_step:g} tokens per step / "
+                f"{step_s:.4g} s per step = {tokens_per_step / step_s:.4g} allows")
     return None

@@ -16,7 +16,9 @@ the format. Total: nothing here raises.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from analysis.logs.parse_hf import FinalMetrics, parse_final_metrics
 from analysis.logs.parse_megatron import (
@@ -95,7 +97,7 @@ def read_log(text: str, *, source: str | None = None) -> LogReading:
     """What `text` (already normalised: analysis.logs.logtext.normalize) measures, from whichever format it is in."""
     notes: list[str] = []
     memory = tuple(parse_memory(text, source=source, notes=notes))
-    common = dict(memory=memory, tokens_per_step=_dumped_tokens_per_step(text),
+    common: dict[str, Any] = dict(memory=memory, tokens_per_step=_dumped_tokens_per_step(text),
                   world_size=dumped_int(text, _WORLD_KEYS) if "world_size" in text else None)
     if RESULT_MARKER in text:
         log = parse_workload(text, source=source, notes=notes)
@@ -104,8 +106,10 @@ def read_log(text: str, *, source: str | None = None) -> LogReading:
     if iterations:
         fmt = "workload" if "[parasweep] " in text else "nemo2" if "Training epoch " in text else "megatron"
         return LogReading(fmt, iterations=tuple(iterations), notes=tuple(notes), **common)
-    for fmt, reader in (("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes)),
-                        ("deepspeed", lambda: _deepspeed_iterations(text, notes))):
+    readers: tuple[tuple[str, Callable[[], list[Iteration]]], ...] = (
+        ("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes)),
+        ("deepspeed", lambda: _deepspeed_iterations(text, notes)))
+    for fmt, reader in readers:
         iterations = reader()
         if iterations:
             return LogReading(fmt, iterations=tuple(iterations), notes=tuple(notes), **common)

@@ -51,7 +51,9 @@ def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
     goal = Objective(objective)
     per_gpu = goal.per_gpu
     faster = goal.superlative
-    speed = f"{_tokens(best):,.0f} tokens/s" + (f", {_tokens(best) / best['layout']['gpus']:,.0f} per GPU" if per_gpu else "")
+    speed = f"{_tokens(best):,.0f} tokens/s"
+    if per_gpu:
+        speed += f", {_tokens(best) / best['layout']['gpus']:,.0f} per GPU"
     if len(ranked) == 1:
         text = f"{name} is the only trial that finished ok ({speed}) and {_memory(best, capacity_gb)}."
     else:

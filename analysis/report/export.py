@@ -84,7 +84,7 @@ def run_comments(best: dict, layout_label: str, sweep: str, cluster: dict, backe
             f"Submit with: sbatch {sbatch_path}"]
 
 
-def _one_line(text: str) -> str:
+def _one_line(text: object) -> str:
     """A config value on an #SBATCH or comment line: a newline would end it and start a shell command."""
     return " ".join(str(text).split())
 

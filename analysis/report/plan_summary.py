@@ -29,9 +29,9 @@ def _layout(row: dict) -> Layout:
     return Layout.from_dict({k: _value(k, row[k]) for k in NAMES if row.get(k) not in (None, "")})
 
 
-def _number(text: str) -> float:
+def _number(text: object) -> float:
     try:
-        return float(text)
+        return float(str(text))
     except (TypeError, ValueError):
         return 0.0
 

@@ -37,6 +37,13 @@ def _measured(trial: dict, key: str) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def _value(trial: dict, key: str) -> float:
+    """A measured number known to be there (the trial was filtered on it)."""
+    value = _measured(trial, key)
+    assert value is not None, key
+    return value
+
+
 def _ok(trials: Sequence[dict]) -> list[dict]:
     return [t for t in trials if t.get("state") == "ok" and _measured(t, "tokens_per_s")]
 
@@ -62,7 +69,7 @@ def heatmap_cells(trials: Sequence[dict]) -> dict[int, dict[tuple[int, int], Cel
     for mbs, cells in sorted(raw.items()):
         out[mbs] = {}
         for key, group in cells.items():
-            speeds = [_measured(t, "tokens_per_s") for t in _ok(group)]
+            speeds = [s for t in _ok(group) if (s := _measured(t, "tokens_per_s")) is not None]
             out[mbs][key] = Cell(max(speeds) if speeds else None, any(t["state"] == "oom" for t in group),
                                  any(t["state"] not in ("ok", "oom") for t in group))
     return out
@@ -74,12 +81,12 @@ def pareto_front(trials: Sequence[dict]) -> list[dict]:
     Sweep in order of increasing memory: a trial is on the front iff it is faster than every trial that needs
     no more memory (of identical points one is kept)."""
     points = [t for t in _ok(trials) if _measured(t, "peak_mem_gb") is not None]
-    points.sort(key=lambda t: (_measured(t, "peak_mem_gb"), -_measured(t, "tokens_per_s")))
+    points.sort(key=lambda t: (_value(t, "peak_mem_gb"), -_value(t, "tokens_per_s")))
     front, fastest = [], float("-inf")
     for t in points:
-        if _measured(t, "tokens_per_s") > fastest:
+        if _value(t, "tokens_per_s") > fastest:
             front.append(t)
-            fastest = _measured(t, "tokens_per_s")
+            fastest = _value(t, "tokens_per_s")
     return front
 
 

@@ -113,7 +113,8 @@ def _grow_mbs(best: dict, trials: Sequence[dict], facts: SweepFacts,
     if next_predicted_peak_gb:
         predicted = (f" The estimator predicts {next_predicted_peak_gb:.3g} GB peak "
                      f"({1 - next_predicted_peak_gb / facts.capacity_gb:.0%} headroom) for it.")
-    command = extend_sweep_command(facts.command, [*facts.includes, include_entry(proposal, facts.grid_first, facts.implied)])
+    entry = include_entry(proposal, facts.grid_first, facts.implied)
+    command = extend_sweep_command(facts.command, [*facts.includes, entry])
     return Recommendation(
         "grow_mbs", "info",
         f"The winner keeps {headroom:.0%} memory headroom (> {LARGE_HEADROOM:.0%}): try mbs {proposal['mbs']}"
@@ -167,7 +168,7 @@ def _suspect_term(breakdown: dict, pp: int, gap_s: float) -> str:
     if pp > 1 and breakdown.get("bubble", 0.0) / total >= BUBBLE_SHARE:
         candidates.append(("pipeline bubble", breakdown["bubble"]))
     if sum(comm.values()) / total >= COMM_SHARE:
-        top = max(comm, key=comm.get)
+        top = max(comm, key=lambda k: comm[k])
         candidates.append((f"communication (mostly {top.replace('_comm', '').upper()})", sum(comm.values())))
     candidates.append(("compute efficiency", sum(breakdown.get(k, 0.0) for k in COMPUTE_TERMS)))
     fitting = [c for c in candidates if gap_s > 0 or c[1] >= -gap_s]
@@ -198,12 +199,12 @@ def _estimate_off(best: dict, breakdown: Optional[dict], mem_breakdown: Optional
                                   f"looks off: {term}."))
     measured_gb, predicted_gb = best["metrics"].get("peak_mem_gb"), best.get("predicted", {}).get("peak_mem_gb")
     if measured_gb and predicted_gb and abs(predicted_gb / measured_gb - 1) > ESTIMATE_OFF:
-        largest = max(mem_breakdown, key=mem_breakdown.get) if mem_breakdown else ""
+        largest = max(mem_breakdown, key=lambda k: mem_breakdown[k]) if mem_breakdown else ""
         out.append(Recommendation("estimate_off", "info",
                                   f"Peak memory measured {measured_gb:.3g} GB vs {predicted_gb:.3g} GB predicted "
                                   f"({predicted_gb / measured_gb - 1:+.0%})"
                                   + (f"; the largest predicted term is {largest} ({mem_breakdown[largest]:.3g} GB)."
-                                     if largest else ".")))
+                                     if largest and mem_breakdown else ".")))
     return out
 
 
@@ -217,5 +218,4 @@ def recommend(ranked: Sequence[dict], trials: Sequence[dict], facts: SweepFacts,
     found = [_low_headroom(best, ranked), _pipeline_bubble(best), _tp_across_nodes(best, facts.gpus_per_node),
              _grow_mbs(best, trials, facts, next_predicted_peak_gb),
              *_estimate_off(best, time_breakdown_s, mem_breakdown_gb)]
-    found = [r for r in found if r is not None]
-    return sorted(found, key=lambda r: r.severity != "warning")
+    return sorted((r for r in found if r is not None), key=lambda r: r.severity != "warning")

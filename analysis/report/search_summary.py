@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 SKIP_REASONS = ("calibrated_oom", "converged", "oom_dominated")
 """Prune reasons decided while the sweep ran (the planner's predicted_oom is shown with the plan)."""
@@ -82,7 +82,7 @@ def skipped(trials: Sequence[dict]) -> list[dict]:
 def summary_metrics(trials: Sequence[dict], calibration: Optional[dict]) -> dict:
     """Numbers for the parent MLflow run: GPU-hours, what the search saved, how good the calibration is."""
     order = run_order(trials)
-    out = {"gpu_hours_spent": order[-1].spent_gpu_hours if order else 0.0,
+    out: dict[str, Any] = {"gpu_hours_spent": order[-1].spent_gpu_hours if order else 0.0,
            "trials_stopped_early": len(stopped_early(trials)),
            "trials_skipped": len(skipped(trials))}
     found = hours_to_best(trials)

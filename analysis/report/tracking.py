@@ -13,11 +13,13 @@ accepts as plain URL parameters) and its UI state (selectedColumns, columnOrder,
 only in the browser's local storage otherwise). parasweep writes one view per sweep folder: the sweep's runs,
 sorted by measured tokens/s (descending: the winner first, failed trials without a throughput last), with the key
 metrics and the status as columns. Without the view the table shows one collapsed parent row and no metric
-column. Child run names are the layouts' labels (Layout.label); the winner's starts with a star and carries a description.
+column. Child run names are the layouts' labels (Layout.label); the winner's starts with a star and carries a
+description.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -76,10 +78,8 @@ def store_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     for module, name in (("requests.exceptions", "RequestException"), ("sqlalchemy.exc", "SQLAlchemyError")):
-        try:
+        with contextlib.suppress(ImportError, AttributeError):
             errors.append(getattr(__import__(module, fromlist=[name]), name))
-        except (ImportError, AttributeError):
-            pass
     return tuple(errors)
 
 

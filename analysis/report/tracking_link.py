@@ -133,8 +133,9 @@ class TrackingLink:
         command = self.tracker.ui_command if self.tracker is not None else ""
         return f"MLflow runs: {url}" + (f"\n  (start the MLflow UI first: {command})" if command else "")
 
-    def lost(self, exc: Exception) -> None:
-        self.reporter.warn(f"MLflow write failed ({type(exc).__name__}: {str(exc).splitlines()[0][:160]}); continuing on the "
+    def lost(self, exc: BaseException) -> None:
+        first = str(exc).splitlines()[0][:160] if str(exc) else ""
+        self.reporter.warn(f"MLflow write failed ({type(exc).__name__}: {first}); continuing on the "
              f"ledger only. Sync later with: python -m analysis {self.folder.root}")
         self.tracker = None
 
@@ -149,9 +150,11 @@ def _best_note(cfg: RootConfig, best: TrialRecord) -> str:
     """The winner's run description."""
     m = best.metrics
     return (f"Best trial of sweep {cfg.sweep.name}: {best.layout.label()}, "
-            f"{m.get('tokens_per_s', 0):,.0f} tokens/s, {m.get('mfu') or 0:.1%} MFU, peak {m.get('peak_mem_gb') or 0:.3g}"
+            f"{m.get('tokens_per_s', 0):,.0f} tokens/s, {m.get('mfu') or 0:.1%} MFU, "
+            f"peak {m.get('peak_mem_gb') or 0:.3g}"
             f" of {cfg.cluster.gpu_mem_gb:g} GB per GPU (trial {best.config_hash}). The exact command is in "
-            f"{cfg.sweep.root_dir}/{cfg.sweep.name}/best.json; the full-length job in the parent run's report/train.sbatch.")
+            f"{cfg.sweep.root_dir}/{cfg.sweep.name}/best.json; the full-length job in the parent run's "
+            "report/train.sbatch.")
 
 
 def _parent_note(cfg: RootConfig, best: Optional[TrialRecord], summary: dict) -> str:

@@ -59,10 +59,10 @@ assert set(REGISTRY) == set(BackendName), "every BackendName has its Backend"
 
 
 def get_backend(name: BackendName | str) -> Backend:
-    backend = REGISTRY.get(name)  # type: ignore[call-overload]  # a str equal to a member finds it
-    if backend is None:
-        raise ConfigError("backend.name", name, f"use one of {', '.join(REGISTRY)}")
-    return backend
+    try:
+        return REGISTRY[BackendName(name)]
+    except ValueError:
+        raise ConfigError("backend.name", name, f"use one of {', '.join(REGISTRY)}") from None
 
 
 def problems_of(backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:

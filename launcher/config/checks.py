@@ -284,12 +284,12 @@ def check_known_keys(node: Any, schema: type, prefix: str = "") -> None:
     """Every key of the composed OmegaConf node is a field of its dataclass (recursing into nested sections)."""
     hints = typing.get_type_hints(schema)
     names = [f.name for f in dataclasses.fields(schema)]
-    for key in node.keys():
+    for key in node:
         path = f"{prefix}.{key}" if prefix else str(key)
         if key not in names:
             raise messages.unknown_composed_key(path, str(key), names)
         sub = hints.get(key)
-        if dataclasses.is_dataclass(sub) and _is_mapping(node, key):
+        if isinstance(sub, type) and dataclasses.is_dataclass(sub) and _is_mapping(node, key):
             check_known_keys(node[key], sub, path)
 
 

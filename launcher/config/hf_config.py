@@ -257,7 +257,7 @@ def apply_to_fields(model: dict[str, Any], defaults: dict[str, Any]) -> dict[str
         if given != defaults[key] and given != read and read is not None:
             raise ConfigError(f"model.{key}", given, f"{path} gives {read!r}: leave model.{key} unset with {FIELD}, "
                               "or edit a copy of the config.json")
-        out[key] = read
+        out[key] = defaults[key] if read is None else read  # the schema's 0: derived from the others
     if out["max_position"] and out["seq_len"] > out["max_position"]:
         if out["seq_len"] != defaults["seq_len"]:
             raise ConfigError("model.seq_len", out["seq_len"], f"longer than max_position_embeddings "

@@ -209,7 +209,7 @@ def to_objects(node: Any) -> RootConfig:
         defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig)}
         fields = OmegaConf.to_container(model)
         assert isinstance(fields, dict)
-        for key, value in hf_config.apply_to_fields(fields, defaults).items():
+        for key, value in hf_config.apply_to_fields({str(k): v for k, v in fields.items()}, defaults).items():
             model[key] = value
     try:
         obj = OmegaConf.to_object(node)

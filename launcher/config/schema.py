@@ -11,7 +11,7 @@ are spelled like their values, which is how OmegaConf matches a config string to
 from __future__ import annotations
 
 from dataclasses import FrozenInstanceError, dataclass, field, make_dataclass
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -58,16 +58,16 @@ class ModelConfig(Sealed):
     """Hidden size h."""
     heads: int = 1
     """Attention heads a."""
-    kv_heads: Optional[int] = None
-    """Key/value heads for GQA/MQA (None: = heads, plain multi-head attention)."""
-    ffn_hidden: Optional[int] = None
-    """FFN inner size (None: 4*h, or the Llama SwiGLU size 2/3*4h rounded up to 256 when swiglu)."""
+    kv_heads: int = 0
+    """Key/value heads for GQA/MQA (0, the default: = heads, plain multi-head attention)."""
+    ffn_hidden: int = 0
+    """FFN inner size (0, the default: 4*h, or the Llama SwiGLU size 2/3*4h rounded up to 256 when swiglu)."""
     swiglu: bool = False
     """Gated SwiGLU FFN (three FFN matrices instead of two)."""
     seq_len: int = 2048
     """Training sequence length s."""
-    max_position: Optional[int] = None
-    """Maximum position embeddings (None: = seq_len)."""
+    max_position: int = 0
+    """Maximum position embeddings (0, the default: = seq_len)."""
     vocab: int = 51200
     """Vocabulary size V before padding."""
     tied_embeddings: bool = True
@@ -86,12 +86,12 @@ class ModelConfig(Sealed):
     launcher.config.load before this object is made)."""
 
     def __post_init__(self) -> None:
-        """The fields whose default follows from others (frozen: set once, here)."""
-        if self.kv_heads is None:
+        """The fields whose default follows from others (0 or None: derived; frozen: set once, here)."""
+        if not self.kv_heads:
             object.__setattr__(self, "kv_heads", self.heads)
-        if self.ffn_hidden is None:
+        if not self.ffn_hidden:
             object.__setattr__(self, "ffn_hidden", swiglu_ffn(self.hidden) if self.swiglu else 4 * self.hidden)
-        if self.max_position is None:
+        if not self.max_position:
             object.__setattr__(self, "max_position", self.seq_len)
         super().__post_init__()
 
@@ -226,6 +226,12 @@ class ExecutorConfig(Sealed):
     """Nodes never to use (failing nodes are added for retries automatically)."""
 
 
+def _list_of(values: list[Any]) -> Any:
+    """A default_factory making a fresh copy of `values` for each GridConfig."""
+    frozen = tuple(values)
+    return lambda: list(frozen)
+
+
 def _grid_config_class() -> type:
     """GridConfig, generated from the Layout's fields: one list per dimension (`nodes` or `gpus` for the world;
     a dimension without a grid default, dp, is derived when left None), plus zip / include / exclude."""
@@ -236,7 +242,7 @@ def _grid_config_class() -> type:
         if default is None:
             specs.append((name, Optional[kind], field(default=None)))
         else:
-            specs.append((name, kind, field(default_factory=lambda v=tuple(default): list(v))))
+            specs.append((name, kind, field(default_factory=_list_of(default))))
     specs += [
         # Groups of dimensions that vary together, e.g. [[tp, pp]] pairs tp[i] with pp[i].
         ("zip", List[List[str]], field(default_factory=list)),
@@ -251,7 +257,10 @@ def _grid_config_class() -> type:
                           kw_only=True)
 
 
-GridConfig = _grid_config_class()
+if TYPE_CHECKING:  # generated from the Layout: a static type checker sees its lists as Any
+    GridConfig = Any
+else:
+    GridConfig = _grid_config_class()
 
 
 @dataclass(kw_only=True)

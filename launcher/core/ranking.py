@@ -37,7 +37,8 @@ def ok_trials(trials: Sequence[Trial]) -> list[Trial]:
     return [t for t in trials if t.get("state") == TrialState.OK and _tokens(t) > 0]
 
 
-def rank(trials: Sequence[Trial], noise_tolerance: float = 0.02, objective: Objective | str = Objective.tokens_per_s) -> list[Trial]:
+def rank(trials: Sequence[Trial], noise_tolerance: float = 0.02,
+         objective: Objective | str = Objective.tokens_per_s) -> list[Trial]:
     """Ok trials best first by the objective. Scores within `noise_tolerance` of the best tie, and the tie is
     broken by memory headroom (a faster-by-noise config that is closer to OOM is the worse production choice)."""
     ranked = sorted(ok_trials(trials), key=lambda t: _score(t, objective), reverse=True)

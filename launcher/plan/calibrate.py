@@ -22,9 +22,9 @@ constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -77,7 +77,7 @@ STEP_PARAMETERS = tuple(p for p in PARAMETERS if not p.memory)
 MEMORY_PARAMETERS = tuple(p for p in PARAMETERS if p.memory)
 
 
-def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float]) -> Constants:
+def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float] | np.ndarray) -> Constants:
     values = {}
     for p, t in zip(params, theta):
         for name in p.fields:
@@ -108,7 +108,7 @@ class TrialFeatures:
     tokens_per_step: int
 
 
-def _vector(x) -> np.ndarray:
+def _vector(x: Any) -> np.ndarray:
     return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
 
 
@@ -124,8 +124,8 @@ def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
         fixed.append(sum(parts.values()))
         transient.append(parts["activations"] + parts["logits"])
     return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, int(pc.zero3), int(pc.cpu),
-                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), tuple(fixed),
-                         tuple(transient), layout.gbs * model.seq_len)
+                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), (fixed[0], fixed[1]),
+                         (transient[0], transient[1]), layout.gbs * model.seq_len)
 
 
 class FeatureTable:
@@ -162,14 +162,16 @@ class FeatureTable:
         r = self._rates(constants)
         amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
         dp = np.einsum("nkg,ng->nk", self.dp, r)
-        stages = tuple(MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
-        pc = StepPieces(stages, tuple(self.weights[:, s] for s in range(3)), self.microbatches, self.pp, self.vpp,
-                        self.zero3, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2])
-        return combine(pc, np.maximum)[0]
+        first, middle, last = (MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
+        weights = (self.weights[:, 0], self.weights[:, 1], self.weights[:, 2])
+        pc = StepPieces((first, middle, last), weights, self.microbatches, self.pp, self.vpp, self.zero3, self.cpu,
+                        dp[:, 0], dp[:, 1], dp[:, 2])
+        return np.asarray(combine(pc, np.maximum)[0])
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
-        return (self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient).max(axis=1)
+        peaks = self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient
+        return np.asarray(peaks.max(axis=1))
 
 
 # ------------------------------------------------------------------------------------------------ the fit
@@ -213,7 +215,7 @@ class Calibration:
     covariance: tuple[tuple[float, ...], ...] = ()
     """Posterior covariance of the step-time thetas (STEP_PARAMETERS order)."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """What a sweep records (ledger, MLflow, report): the constants, the multipliers and how sure they are."""
         return {"applied": self.applied, "n_trials": self.n_trials, "note": self.note,
                 "constants": self.constants.to_dict(), "parameters": self.parameters,
@@ -257,10 +259,11 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
         hi = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, up))
         lo = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, down))
         grads.append((np.log(hi) - np.log(lo)) / (2 * eps))
-    return np.array(grads).T
+    return np.asarray(np.array(grads).T)
 
 
-def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
+def _fit(residuals: Callable[[np.ndarray], np.ndarray], prior_sd: np.ndarray,
+         start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     from scipy.optimize import least_squares  # lazy: planning never needs scipy
 
     x0 = np.zeros(len(prior_sd)) if start is None else start
@@ -270,7 +273,7 @@ def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
         cov = np.linalg.inv(jac.T @ jac)
     except np.linalg.LinAlgError:
         cov = np.diag(prior_sd ** 2)
-    return result.x, cov
+    return np.asarray(result.x), np.asarray(cov)
 
 
 def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *,
@@ -281,10 +284,10 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
-    measured = np.log([o.step_time_s for o in timed])
+    measured = np.log(np.array([o.step_time_s for o in timed], dtype=float))
     sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
 
-    def fit(scale: float, start: Optional[np.ndarray] = None):
+    def fit(scale: float, start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         def residuals(theta: np.ndarray) -> np.ndarray:
             predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
             return np.concatenate([(predicted - measured) / scale, theta / sd])
@@ -303,7 +306,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         scale = max(spread, MIN_RESIDUAL_SD)
         theta, cov, errors, spread = fit(scale, theta)
     constants = apply_parameters(prior, STEP_PARAMETERS, theta)
-    held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed if o.predicted_step_time_s])
+    held = np.array([math.log((o.step_time_s or 0.0) / p) for o in timed if (p := o.predicted_step_time_s)])
     holdout = float(np.median(np.abs(held))) if len(held) else None
     residual_sd = max(MIN_RESIDUAL_SD, spread, 1.4826 * (holdout or 0.0))
     cov = cov * max(1.0, (residual_sd / scale) ** 2)
@@ -312,7 +315,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     mem_theta, mem_sd = np.zeros(len(MEMORY_PARAMETERS)), MEMORY_ERROR_SD
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
-        mem_measured = np.log([o.peak_mem_gb for o in mem])
+        mem_measured = np.log(np.array([o.peak_mem_gb for o in mem], dtype=float))
         msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:

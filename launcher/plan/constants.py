@@ -17,7 +17,7 @@ from launcher.core.names import BackendName
 
 # ---------------------------------------------------------------------------------------------- compute
 GEMM_EFF_MAX = 0.76        # large fp16/bf16 GEMMs as run inside training (cuBLAS on A100 measures ~0.8-0.9 alone);
-#                            fitted once on Narayanan et al. 2021 Table 1 (tests/test_scaling_table.py)
+#                            fitted once on Narayanan et al. 2021 Table 1 (tests/plan/test_scaling_table.py)
 GEMM_DIM_SCALE = 48.0      # a GEMM dimension of 48 alone would halve the efficiency (same fit)
 HBM_EFF = 0.7              # share of HBM bandwidth reached by element-wise kernels (same fit)
 FP32_PEAK_SHARE = 67.0 / 989.0
@@ -143,7 +143,10 @@ _STACKS = {BackendName.torch: TORCH_AUTOCAST, BackendName.megatron_lm: DEFAULT,
            BackendName.megatron_deepspeed: MEGATRON_DEEPSPEED}
 
 
-def constants_for(backend: str) -> Constants:
+def constants_for(backend: BackendName | str) -> Constants:
     """The a-priori constants of a backend's software stack (they differ in how mixed precision moves weights and
     gradients per micro-batch); an unknown or empty name gets the Megatron values."""
-    return _STACKS.get(backend, DEFAULT)
+    try:
+        return _STACKS[BackendName(backend)]
+    except ValueError:  # '' or a name no backend has
+        return DEFAULT

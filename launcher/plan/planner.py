@@ -5,13 +5,14 @@ Pure: a RootConfig in, a Plan out. Writing plan.csv and printing are the callers
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
-from launcher.config.schema import RootConfig
+from launcher.config.schema import ClusterConfig, GridConfig, RootConfig
 from launcher.core.errors import ConfigError, PlanError
 from launcher.core.layout import NAMES, Layout
 from launcher.core.objective import Objective
@@ -54,7 +55,7 @@ class Plan:
     """Kept trials, best predicted first."""
     pruned: list[PlannedTrial]
     """Valid layouts not run (predicted OOM, over the trial budget): up to MAX_PRUNED_KEPT per reason."""
-    rejected: Counter = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter[str])
     """Constraint code -> number of grid points it rejected (first failing constraint per point)."""
     rejected_examples: dict[str, str] = field(default_factory=dict)
     n_points: int = 0
@@ -63,12 +64,12 @@ class Plan:
     job_seconds: float = 0.0
     """Predicted job duration per kept trial, summed (for GPU-hours)."""
     gpu_hours: float = 0.0
-    pruned_total: Counter = field(default_factory=Counter)
+    pruned_total: Counter[str] = field(default_factory=Counter[str])
     """Reason code -> every pruned layout, including those not kept in `pruned`."""
 
-    def pruned_counts(self) -> Counter:
+    def pruned_counts(self) -> Counter[str]:
         kept = Counter(str(t.pruned_by) for t in self.pruned)
-        return kept | self.pruned_total  # the larger count per reason: the total when it was recorded
+        return Counter(kept | self.pruned_total)  # the larger count per reason: the total when it was recorded
 
 
 def trial_context(cfg: RootConfig) -> str:
@@ -117,13 +118,11 @@ def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[Pla
     return sorted(top + explored, key=rank_key(cfg.plan.objective)), dropped
 
 
-def _replace(t: PlannedTrial, **changes) -> PlannedTrial:
-    from dataclasses import replace
-
-    return replace(t, **changes)
+def _replace(t: PlannedTrial, **changes: Any) -> PlannedTrial:
+    return dataclasses.replace(t, **changes)
 
 
-def _nothing_left(rejected: Counter, examples: dict[str, str], n_points: int) -> PlanError:
+def _nothing_left(rejected: Counter[str], examples: dict[str, str], n_points: int) -> PlanError:
     top = ", ".join(f"{code} removed {n}" for code, n in rejected.most_common(4))
     code, _ = rejected.most_common(1)[0] if rejected else ("?", 0)
     return PlanError(f"no valid configuration: all {n_points} grid points were rejected ({top}); "
@@ -140,7 +139,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     anything is expanded."""
     total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
     context = trial_context(cfg)
-    rejected: Counter = Counter()
+    rejected: Counter[str] = Counter()
     examples: dict[str, str] = {}
     fitting: list[PlannedTrial] = []
     pruned = _PrunedSink()
@@ -154,7 +153,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             progress(n_points, total)
         verdict = checker.check(layout)
         if not verdict.ok:
-            first = verdict.first_reason
+            first = verdict.reasons[0]  # the rejection first in the rules table
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
             continue
@@ -178,6 +177,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         raise _nothing_left(rejected, examples, n_points)
     if not fitting:
         best = smallest
+        assert best is not None  # something was pruned (the check above), so one needed least memory
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
                         f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.label()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
@@ -187,7 +187,8 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
     return Plan(trials=kept, pruned=pruned.kept, rejected=rejected, rejected_examples=examples,
-                n_points=n_points, notes=list(notes), job_seconds=job_s, gpu_hours=gpu_hours, pruned_total=pruned.counts)
+                n_points=n_points, notes=list(notes), job_seconds=job_s, gpu_hours=gpu_hours,
+                pruned_total=pruned.counts)
 
 
 class _PrunedSink:
@@ -195,7 +196,7 @@ class _PrunedSink:
 
     def __init__(self) -> None:
         self.kept: list[PlannedTrial] = []
-        self.counts: Counter = Counter()
+        self.counts: Counter[str] = Counter()
 
     def add(self, trial: PlannedTrial) -> None:
         code = str(trial.pruned_by)
@@ -204,7 +205,7 @@ class _PrunedSink:
             self.kept.append(trial)
 
 
-def check_grid_cap(grid, cluster, cap: int) -> int:
+def check_grid_cap(grid: GridConfig, cluster: ClusterConfig, cap: int) -> int:
     """The grid's size (product of its dimensions plus the includes); over `cap`, a ConfigError that shows the
     product and how to narrow it. Nothing is expanded."""
     factors, total = grid_factors(grid, cluster)
@@ -222,7 +223,7 @@ PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "head
                 "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_by", "pruned_reason", "warnings")
 
 
-def plan_rows(plan: Plan) -> list[dict]:
+def plan_rows(plan: Plan) -> list[dict[str, Any]]:
     """plan.csv rows: kept trials ranked first, then pruned ones (rank empty)."""
     rows = []
     for rank, t in enumerate(plan.trials, 1):
@@ -232,11 +233,12 @@ def plan_rows(plan: Plan) -> list[dict]:
     return rows
 
 
-def _row(t: PlannedTrial, rank: Optional[int]) -> dict:
+def _row(t: PlannedTrial, rank: Optional[int]) -> dict[str, Any]:
     e = t.estimate
     return {"rank": rank if rank is not None else "", "config_hash": t.config_hash,
             "selection": t.selection if t.kept else "pruned", **t.layout.to_dict(),
             "peak_mem_gb": round(e.peak_mem_gb, 3), "headroom": round(e.headroom, 4),
             "step_time_s": round(e.step_time_s, 5), "tokens_per_s": round(e.tokens_per_s, 1),
             "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
-            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason, "warnings": "; ".join(w.message for w in t.warnings)}
+            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason,
+            "warnings": "; ".join(w.message for w in t.warnings)}

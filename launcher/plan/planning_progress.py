@@ -24,8 +24,8 @@ class PlanningProgress:
         self.reporter = reporter
         self.stream = reporter.err
         self._started = time.monotonic()
-        self._bar = None
-        self._task = None
+        self._bar: Optional[Any] = None   # a rich Progress, once shown
+        self._task: Optional[Any] = None
         self._last_plain = 0.0
 
     def __enter__(self) -> PlanningProgress:
@@ -62,4 +62,5 @@ class PlanningProgress:
                                  console=Console(file=self.stream), transient=True)
             self._task = self._bar.add_task("grid", total=total)
             self._bar.start()
+        assert self._task is not None
         self._bar.update(self._task, completed=done)

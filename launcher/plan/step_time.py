@@ -84,8 +84,9 @@ def gemm_time_s(m: float, n: float, k: float, peak_flops: float, r: Rates) -> Nu
     return 2.0 * m * n * k / peak_flops * (r.gemm + r.gemm_dim * (1.0 / m + 1.0 / n + 1.0 / k))
 
 
-_RING_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-                "all_gather": lambda n: (n - 1) / n, "p2p": lambda n: 1.0}
+_RING_FACTOR: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n, "p2p": lambda n: 1.0}
 
 
 def collective_time_s(nbytes: float, ranks: int, gbytes_per_s: float, kind: str, r: Rates) -> Num:
@@ -114,7 +115,7 @@ class MicrobatchTimes(NamedTuple):
         return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.cp_comm + self.fixed
 
 
-def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max) -> Num:
+def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable[..., Num] = max) -> Num:
     """GPU: kernels run while the CPU issues the next ones, so the slower of the two; CPU stand-in (cpu = 1):
     both share the same cores, so they add up. Arithmetic select, so that `cpu` may be an array of 0/1."""
     gpu = mb.gpu
@@ -166,7 +167,7 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float]:
     return dense, core_fwd, core_bwd, ew, scores
 
 
-def microbatch_times(c: _Ctx, stage: int, params: float, layer: tuple) -> MicrobatchTimes:
+def microbatch_times(c: _Ctx, stage: int, params: float, layer: tuple[Num, ...]) -> MicrobatchTimes:
     """One micro-batch on pipeline stage `stage` holding `params` parameters; `layer` = _layer_times(c)."""
     md, lay, r = c.model, c.layout, c.r
     t, p, v = lay.tp, lay.pp, lay.vpp
@@ -257,10 +258,10 @@ class StepPieces(NamedTuple):
     stage (the same object repeated where pp < 3); `weights` say how many of the pp stages each stands for."""
 
     stages: tuple[MicrobatchTimes, MicrobatchTimes, MicrobatchTimes]
-    weights: tuple[float, float, float]
-    microbatches: int
-    pp: int
-    vpp: int
+    weights: tuple[Num, Num, Num]
+    microbatches: Num   # int, or a vector of them (one per trial, launcher.plan.calibrate)
+    pp: Num
+    vpp: Num
     zero3: Num          # 1 under ZeRO-3, else 0
     cpu: Num            # 1 on the CPU stand-in, else 0
     dp_reduce: Num
@@ -292,7 +293,7 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
                       int(layout.zero_stage == 3), int(cpu), reduce, gather, _optimizer_s(c, precision, params))
 
 
-def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num, list]:
+def combine(pc: StepPieces, maximum: Callable[..., Num] = max) -> tuple[Num, Num, Num, Num, list[Num]]:
     """(step, bottleneck stage per micro-batch, exposed DP time, bubble, per-stage totals) from the pieces. Only
     arithmetic and `maximum` (builtin max for floats, numpy.maximum elementwise over arrays of trials)."""
     first, last, middle = pc.stages

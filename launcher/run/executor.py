@@ -184,7 +184,7 @@ class LocalRunner:
             limit_s = max(1.0, self.cfg.timeout_min * 60 - self.signal_delay_s)
             job = executor.submit(run_trial, str(req.script), limit_s, True)
             done.jobs[req.key] = (str(job.job_id), folder)
-            self._procs[str(job.job_id)] = job._process
+            self._procs[str(job.job_id)] = job._process  # type: ignore[attr-defined]  # LocalJob's Popen
             self._folders[str(job.job_id)] = folder
             self._held[str(job.job_id)] = devices
         return done
@@ -364,7 +364,8 @@ class SlurmRunner:
         for (nodes, gpn, exclude), reqs in groups.items():
             executor = self._executor(nodes, gpn, exclude)
             try:
-                jobs = _submitted(lambda: executor.map_array(run_trial, [str(r.script) for r in reqs]),
+                scripts = [str(r.script) for r in reqs]
+                jobs = _submitted(lambda ex=executor, s=scripts: ex.map_array(run_trial, s),
                                   f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs on "
                                   f"partition {self.cluster.partition!r})")
             except SubmissionError as exc:  # this array only: say what and why, the others still go out
@@ -470,7 +471,7 @@ def local_gpus() -> list[int]:
     if shutil.which("nvidia-smi") is None:
         return []
     listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
-    return [i for i, line in enumerate(l for l in listing.splitlines() if l.startswith("GPU "))]
+    return [i for i, _ in enumerate(row for row in listing.splitlines() if row.startswith("GPU "))]
 
 
 def make_runner(cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path,

@@ -176,7 +176,8 @@ class Ledger:
         return row["value"] if row else default
 
     def set_meta(self, key: str, value: str) -> None:
-        self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          (key, value))
 
     # -- trials -----------------------------------------------------------------------------------------------

@@ -218,7 +218,8 @@ class SweepLoop:
         if stop is not None:
             stop(r.config_hash, r.attempts)
         changes = unrecorded_submission_changes(r)
-        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], state=TrialState.CANCELLED, **changes)
+        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], state=TrialState.CANCELLED,
+                           **changes)
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
@@ -295,7 +296,8 @@ def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress)
 def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
     records = ledger.trials()
     bases = [asdict(r) for r in records if not r.repeat_of]
-    top = [t["config_hash"] for t in rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)[: cfg.analysis.repeat_top]]
+    ranked = rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)
+    top = [t["config_hash"] for t in ranked[: cfg.analysis.repeat_top]]
     return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
@@ -382,6 +384,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         ran = [r for r in ledger.trials() if r.attempts]
         overhead = plan_s + loop.overhead_s + time.perf_counter() - t_finish
         if ran:
-            reporter.info(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, submit, "
+            reporter.info(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, "
+                          "submit, "
                   f"poll, parse, MLflow; the trials' own run time excluded)")
         return status

@@ -98,7 +98,8 @@ def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, nodes: int, pol
     return result
 
 
-def _gave_nothing(why: str, reporter: Reporter) -> None:
+def _gave_nothing(why: str, reporter: Reporter) -> Optional[ProbeResult]:
+    """Warn that the probe gave nothing: the estimator keeps the preset's numbers (always None)."""
     reporter.warn(f"network probe: {why}; the estimator keeps the cluster preset's bandwidths")
     return None
 

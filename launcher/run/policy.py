@@ -71,7 +71,8 @@ def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str],
     for base_hash in ranked_hashes:
         base = by_hash[base_hash]
         spare = cluster_nodes - base.layout.nodes >= base.layout.nodes
-        avoid = [base.node_list] if spare and base.node_list else []  # a SLURM hostlist (n[1-2]) goes to --exclude whole
+        # a SLURM hostlist (n[1-2]) goes to --exclude whole
+        avoid = [base.node_list] if spare and base.node_list else []
         for i in range(1, repeats):
             extra.append(TrialRecord(f"{base_hash}~r{i}", position, base.layout, base.predicted, "repeat",
                                      repeat_of=base_hash, excluded_nodes=avoid))

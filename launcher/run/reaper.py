@@ -21,6 +21,7 @@ Job side: imports only the standard library (it runs on every node of every job)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -144,15 +145,13 @@ def marker_table(name: str = TRIAL_MARKER) -> dict[str, list[int]]:
 
 def signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def reap_children() -> dict[int, int]:
     """Collect every exited child of this process without blocking: pid -> exit code (-N: killed by signal N)."""
-    reaped = {}
+    reaped: dict[int, int] = {}
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)

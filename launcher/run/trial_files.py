@@ -17,7 +17,9 @@ from launcher.run.folder import SweepFolder
 
 def mem_limit_mb(cfg: RootConfig) -> int:
     """On the CPU stand-in the workload enforces the per-rank capacity itself (a real allocator OOM)."""
-    return int(cfg.cluster.gpu_mem_gb * 1e9 / 2**20) if is_cpu_standin(cfg.cluster.gpu) else 0  # the workload counts MiB
+    if not is_cpu_standin(cfg.cluster.gpu):
+        return 0
+    return int(cfg.cluster.gpu_mem_gb * 1e9 / 2**20)  # the workload counts MiB
 
 
 def spec_for(cfg: RootConfig, layout: Layout, out_dir: Path, backend: Optional[BackendConfig] = None) -> LaunchSpec:

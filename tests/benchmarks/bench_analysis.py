@@ -6,7 +6,7 @@ The folder looks like one the launcher leaves: config.yaml, command.txt, ledger.
 launcher.run.ledger.Ledger (job_state set, so every trial is re-judged from its log) and submitit-style log files
 with paths relative to the working directory. The first run re-judges every trial (their recorded metrics are
 stale on purpose: each one is an update), the second finds nothing to change. Target: < 10 s per run without
-MLflow. `build_sweep` is also the fixture builder of tests/test_analysis_cli.py.
+MLflow. `build_sweep` is also the fixture builder of tests/cli/test_analysis_cli.py.
 """
 
 from __future__ import annotations

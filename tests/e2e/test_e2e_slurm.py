@@ -1,7 +1,7 @@
 """End to end on a real SLURM cluster (tests/slurm/localcluster.sh: 2 nodes, slurmdbd, fake GPUs).
 
 Slow; needs root and the Debian slurm packages (the fixture installs and starts the cluster):
-`python -m pytest -m slurm tests/test_e2e_slurm.py`.
+`python -m pytest -m slurm tests/e2e/test_e2e_slurm.py`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from launcher.config.schema import ModelConfig
 from launcher.core.layout import Layout
 from launcher.estimate import estimate, load_cluster_preset
 
-CSV = Path(__file__).parent / "data" / "h100_single_gpu_sweeps.csv"
+CSV = Path(__file__).parent.parent / "data" / "h100_single_gpu_sweeps.csv"
 SHAPES = {"gpt-1.7b": (24, 2304, 24), "gpt-3.6b": (30, 3072, 32)}   # conf/model/*.yaml: layers, hidden, heads
 H100 = load_cluster_preset("h100-80g")
 

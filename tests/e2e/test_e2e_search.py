@@ -1,6 +1,6 @@
 """End to end on this machine: the tiny sweep with the whole search switched on (scheduler order, calibration,
 early stop, stop rule) against real CPU trials. Slow (a minute or two): `python -m pytest -m slow
-tests/test_e2e_search.py`."""
+tests/e2e/test_e2e_search.py`."""
 
 from __future__ import annotations
 

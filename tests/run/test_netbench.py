@@ -34,7 +34,7 @@ from launcher.netbench import (
 from launcher.plan import step_time as st
 from launcher.plan.constants import DEFAULT
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def probe(nodes=2, created_at=1.0, cluster="a100-80g", intra_s=1e-3, inter_s=4e-3) -> ProbeResult:

@@ -7,7 +7,7 @@ from test_parse_workload import RESULT, STEPS
 
 from analysis.logs.outcome import trial_outcome
 
-FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "megatron-logs"
 
 
 def outcome(text, **kw):

@@ -2,7 +2,7 @@
 memory, NaN MFU) and another's reports zero and negative step times. The sweep finishes (exit 0), those trials
 are invalid_measurement (never ranked), and the winner and best.json (strict JSON) are the real best.
 
-Slow (a few minutes on a shared 2-core machine): `python -m pytest -m slow tests/test_e2e_judgement.py`.
+Slow (a few minutes on a shared 2-core machine): `python -m pytest -m slow tests/e2e/test_e2e_judgement.py`.
 """
 
 from __future__ import annotations

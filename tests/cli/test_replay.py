@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from launcher.measured import TableError, format_table, read_rows, read_table, table_row
 from launcher.replay import JSON_KEYS, STRATEGIES, Costs, main, replay_sweep, totals
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "replay"
 TABLES = sorted(DATA.glob("*.csv"))
 

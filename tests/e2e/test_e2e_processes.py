@@ -1,6 +1,6 @@
 """Process ownership end to end on the real workload (torchrun + torch ranks) and on the real local SLURM cluster.
 
-Slow: `python -m pytest -m slow tests/test_e2e_processes.py`.
+Slow: `python -m pytest -m slow tests/e2e/test_e2e_processes.py`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from launcher.core.errors import ConfigError
 from launcher.core.layout import Layout
 from launcher.estimate import Estimate, estimate, load_cluster_preset, main, parse_request
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # GPT-3 175B on 64 A100-80GB: tp 8 x pp 8, 64 micro-batches.
 GOOD = dict(layers=96, hidden=12288, heads=96, seq_len=2048, vocab=51200, gpu="a100-80g", n_gpus=64, tp=8, pp=8,

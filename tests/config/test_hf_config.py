@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from launcher.config.hf_config import SHAPE_FIELDS, HfShape, load_shape, shape_from_config
 from launcher.core.errors import ConfigError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 HF = REPO / "tests" / "fixtures" / "hf"
 INDEX = {row[0]: row[1:] for row in (line.split("\t") for line in (HF / "INDEX.tsv").read_text().splitlines()
                                      if line and not line.startswith("#"))}

@@ -1,7 +1,7 @@
 """Megatron-LM launch: real upstream flags only, synthetic data by default, ZeRO mapped or refused.
 
 Golden file: tests/golden/llama2-70b_megatron_lm.sh; regenerate with
-`PARASWEEP_UPDATE_GOLDEN=1 python -m pytest tests/test_backend_megatron_lm.py` and review the diff.
+`PARASWEEP_UPDATE_GOLDEN=1 python -m pytest tests/backends/test_backend_megatron_lm.py` and review the diff.
 """
 
 from __future__ import annotations

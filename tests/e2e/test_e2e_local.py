@@ -1,6 +1,6 @@
 """End to end on this machine: the real tiny sweep (torch workload, submitit local executor, sqlite MLflow).
 
-Slow (minutes): run alone with `python -m pytest -m slow tests/test_e2e_local.py`.
+Slow (minutes): run alone with `python -m pytest -m slow tests/e2e/test_e2e_local.py`.
 """
 
 from __future__ import annotations

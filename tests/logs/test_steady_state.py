@@ -11,7 +11,7 @@ from analysis.logs.parse_megatron import Iteration, parse_iterations
 from analysis.logs.steady_state import detect_warmup, steady_state
 from launcher.core.errors import ParseError
 
-FIXTURES = Path(__file__).parent / "fixtures" / "megatron-logs"
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "megatron-logs"
 
 
 def body(name: str) -> str:

@@ -1,7 +1,7 @@
 """Megatron-DeepSpeed launch: real upstream flags only, a ds_config that agrees with Megatron, honest refusals.
 
 Golden files: tests/golden/llama2-70b_megatron_deepspeed.{sh,ds_config.json}; regenerate with
-`PARASWEEP_UPDATE_GOLDEN=1 python -m pytest tests/test_backend_megatron_deepspeed.py` and review the diff.
+`PARASWEEP_UPDATE_GOLDEN=1 python -m pytest tests/backends/test_backend_megatron_deepspeed.py` and review the diff.
 """
 
 from __future__ import annotations

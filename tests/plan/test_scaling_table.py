@@ -18,7 +18,7 @@ from launcher.core.layout import Layout
 from launcher.estimate import estimate, load_cluster_preset
 from launcher.plan.rules import check
 
-TABLE = Path(__file__).parent / "data" / "narayanan2021_table1.csv"
+TABLE = Path(__file__).parent.parent / "data" / "narayanan2021_table1.csv"
 
 
 def load_rows() -> list[dict]:

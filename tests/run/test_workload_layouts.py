@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = ["--layers", "4", "--hidden", "64", "--heads", "4", "--seq-len", "32", "--vocab", "128", "--gbs", "8",
         "--optimizer", "sgd", "--lr", "0.5", "--warmup-iters", "1", "--measure-iters", "3", "--seed", "11"]
 ITERATION = re.compile(r"^\[parasweep\] iteration (\d+)/(\d+) \| phase (warmup|measure) \| step time \(ms\): "

@@ -22,7 +22,7 @@ from launcher.workload.model import (
 )
 from launcher.workload.train import synthetic_batch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TINY = GPTConfig(layers=4, hidden=64, heads=4, kv_heads=4, ffn_hidden=256, seq_len=32, vocab=128)
 
 

@@ -9,7 +9,7 @@ from analysis.logs.classify import FAILURE_KINDS, RETRY_POLICY, Failure, classif
 
 HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}
 
-# The first 27 fixtures under several job states (tests/test_corpus.py judges every fixture once, with the context
+# The first 27 fixtures under several job states (tests/logs/test_corpus.py judges every fixture once, with the context
 # its INDEX.tsv row gives). (fixture, classify kwargs, expected kind, text the reason must contain)
 FIXTURE_CASES = [
     ("alcf_mds_iter_kv_format_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),

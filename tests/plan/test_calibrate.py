@@ -21,7 +21,7 @@ from launcher.plan.rules import check
 
 A100 = load_cluster_preset("a100-80g")
 MODEL = ModelConfig(name="8b", layers=32, hidden=4096, heads=32, seq_len=2048, vocab=51200)
-DATA = Path(__file__).parent / "data" / "replay"
+DATA = Path(__file__).parent.parent / "data" / "replay"
 
 
 def layouts(n: int = 40, seed: int = 0) -> list[Layout]:

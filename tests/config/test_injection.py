@@ -187,7 +187,7 @@ def test_hostile_strings_are_refused_or_inert(backend, tmp_path, fake_bin, monke
         fields = [(p, k) for p, k in fields if p.startswith("backend.")]
     refused, cases = 0, []
     for path, kind in fields:
-        for i, value in enumerate(hostile_values(tmp_path / f"X-{len(cases)}")):
+        for value in hostile_values(tmp_path / f"X-{len(cases)}"):
             try:
                 cfg = load_with(monkeypatch, base, path, placed(kind, value))
             except ConfigError as exc:

@@ -85,3 +85,17 @@ def test_nothing_left_to_run_stops():
     finished = [Outcome(t.key, "ok", t.tokens_per_s) for t in GRID]
     assert sch.stop_rule(GRID, finished, calibrated=False).stop
     assert sch.order(GRID, finished, calibrated=True) == []
+
+
+def test_every_dimension_of_the_layout_counts_in_the_distance():
+    """The spanning pick's distance is derived from the Layout: a layout that differs in any one dimension (cp and
+    vpp included) is away from the other. Dropping a dimension from it fails here."""
+    from launcher.core.layout import CATEGORICAL, DIMENSIONS, NUMERIC, Layout
+
+    base = Layout(gpus=8, nodes=1, tp=2, pp=2, dp=2, cp=1, vpp=1, mbs=1, gbs=8, zero_stage=1)
+    other = {"recompute": "full", "sequence_parallel": True, "distributed_optimizer": True}  # ints: doubled
+    assert set(NUMERIC) | set(CATEGORICAL) == {d.name for d in DIMENSIONS}
+    for d in DIMENSIONS:
+        value = other.get(d.name, getattr(base, d.name) * 2 if d.type is int else None)
+        moved = base.replace(**{d.name: value}).to_dict()
+        assert sch._distance(base.to_dict(), moved) > 0, d.name

@@ -6,7 +6,7 @@ import pytest
 
 from launcher.core.errors import ConfigError, ParasweepError
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def names(group):
@@ -23,7 +23,7 @@ def test_registry_has_the_required_models_and_clusters():
 
 @pytest.mark.parametrize("model", names("model"))
 def test_every_model_composes_and_names_its_source(load, model):
-    if model == "hf":  # the shape comes from a config.json (tests/test_hf_config.py); its name from its folder
+    if model == "hf":  # the shape comes from a config.json (tests/config/test_hf_config.py); its name from its folder
         cfg = load("model=hf", f"model.hf_config={CONF.parent / 'tests' / 'fixtures' / 'hf' / 'gpt2'}")
         assert cfg.model.name == "gpt2"
     else:
