@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import FrozenInstanceError, dataclass, field, make_dataclass
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from omegaconf import MISSING
-
 from launcher.core.layout import DIMENSIONS, WORLD, dimension, grid_defaults
 from launcher.core.names import BackendName, ExecutorKind, Precision, PrecisionSetting
 from launcher.core.objective import Objective
@@ -27,6 +25,9 @@ LAUNCHERS = ("torchrun", "deepspeed")
 MODEL_TOKENIZERS = ("", "gpt2", "sentencepiece", "huggingface")
 NORMS = ("layernorm", "rmsnorm")
 MAX_SWEEP_NAME_CHARS = 100
+MISSING: Any = "???"
+"""OmegaConf's marker of a value the config must still give (omegaconf.MISSING is this string; importing omegaconf
+here would slow every command line's start, --help included)."""
 
 
 class Sealed:

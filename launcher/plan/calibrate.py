@@ -21,12 +21,11 @@ constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Optional
 
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
@@ -34,6 +33,9 @@ from launcher.core.names import is_cpu_standin
 from launcher.plan.constants import DEFAULT, Constants
 from launcher.plan.memory import stage_memory_gb
 from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
+
+if TYPE_CHECKING:  # numpy is imported where it is used: planning and --help never need it
+    import numpy as np
 
 MIN_TRIALS = 3
 """Measured trials before a calibration changes anything."""
@@ -47,7 +49,6 @@ MIN_RESIDUAL_SD = 0.02
 MEMORY_ERROR_SD = 0.05
 
 _GROUPS = Rates._fields
-_UNIT_RATES = Rates(*np.eye(len(_GROUPS)))
 _MB_FIELDS = MicrobatchTimes._fields  # every piece of a micro-batch, whatever the step-time model adds
 
 
@@ -108,14 +109,26 @@ class TrialFeatures:
     tokens_per_step: int
 
 
+@functools.cache
+def _unit_rates() -> Rates:
+    """Unit rates: one numpy basis vector per rate group, so that the step-time model returns its amounts."""
+    import numpy as np
+
+    return Rates(*np.eye(len(_GROUPS)))
+
+
 def _vector(x: Any) -> np.ndarray:
+    import numpy as np
+
     return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
 
 
 def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
                    flash: bool) -> TrialFeatures:
     """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts."""
-    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_standin(cluster.gpu))
+    import numpy as np
+
+    pc = step_pieces(model, cluster, layout, precision, flash, _unit_rates(), is_cpu_standin(cluster.gpu))
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
     bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0)
     fixed, transient = [], []
@@ -132,6 +145,8 @@ class FeatureTable:
     """Many trials' features as arrays: predicts all of them for any constants at once."""
 
     def __init__(self, features: Sequence[TrialFeatures]) -> None:
+        import numpy as np
+
         self.n = len(features)
         f = features
         self.stages = np.array([x.stages for x in f]).reshape(self.n, 3, len(_MB_FIELDS), len(_GROUPS))
@@ -147,6 +162,8 @@ class FeatureTable:
         self.tokens_per_step = np.array([x.tokens_per_step for x in f], dtype=float)
 
     def subset(self, index: Sequence[int]) -> FeatureTable:
+        import numpy as np
+
         out = object.__new__(FeatureTable)
         idx = np.asarray(index, dtype=int)
         for name, value in vars(self).items():
@@ -155,10 +172,14 @@ class FeatureTable:
         return out
 
     def _rates(self, constants: Constants) -> np.ndarray:
+        import numpy as np
+
         gpu, cpu = np.array(rates(constants, False)), np.array(rates(constants, True))
         return np.where(self.cpu[:, None] > 0, cpu[None, :], gpu[None, :])
 
     def step_time_s(self, constants: Constants) -> np.ndarray:
+        import numpy as np
+
         r = self._rates(constants)
         amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
         dp = np.einsum("nkg,ng->nk", self.dp, r)
@@ -169,6 +190,8 @@ class FeatureTable:
         return np.asarray(combine(pc, np.maximum)[0])
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
+        import numpy as np
+
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
         peaks = self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient
         return np.asarray(peaks.max(axis=1))
@@ -225,6 +248,8 @@ class Calibration:
 
     def predict(self, table: FeatureTable) -> Prediction:
         """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
+        import numpy as np
+
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
         var = np.full(table.n, self.residual_sd ** 2)
@@ -251,6 +276,8 @@ def uncalibrated(prior: Constants = DEFAULT, n_trials: int = 0, note: str = "") 
 
 def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     """d log(step time) / d theta for every trial (central differences; STEP_PARAMETERS order)."""
+    import numpy as np
+
     grads = []
     for i in range(len(STEP_PARAMETERS)):
         up, down = theta.copy(), theta.copy()
@@ -264,6 +291,7 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
 
 def _fit(residuals: Callable[[np.ndarray], np.ndarray], prior_sd: np.ndarray,
          start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
     from scipy.optimize import least_squares  # lazy: planning never needs scipy
 
     x0 = np.zeros(len(prior_sd)) if start is None else start
@@ -279,6 +307,8 @@ def _fit(residuals: Callable[[np.ndarray], np.ndarray], prior_sd: np.ndarray,
 def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *,
               min_trials: int = MIN_TRIALS) -> Calibration:
     """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials."""
+    import numpy as np
+
     timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
     if len(timed) < min_trials:
         return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
@@ -288,7 +318,11 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
 
     def fit(scale: float, start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        import numpy as np
+
         def residuals(theta: np.ndarray) -> np.ndarray:
+            import numpy as np
+
             predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
             return np.concatenate([(predicted - measured) / scale, theta / sd])
 
@@ -319,6 +353,8 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
+            import numpy as np
+
             predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
             return np.concatenate([(predicted - mem_measured) / MEMORY_ERROR_SD, t / msd])
 
