@@ -317,3 +317,36 @@ def test_a_new_attempt_never_starts_beside_what_an_earlier_one_left_running(tmp_
         for proc in (old, other):
             proc.kill()
             proc.wait()
+
+
+def test_submitting_leaves_the_launchers_environment_and_stderr_alone(tmp_path):
+    """The trial's marker and the controller's stderr file reach the controller through its setup lines
+    (controller_setup), not through the launcher's os.environ or file descriptor 2."""
+    import os
+    import time
+
+    from launcher.run import reaper
+    from launcher.run.executor import CONTROLLER_ERR, JobRequest
+
+    script = tmp_path / "trial.sh"
+    script.write_text("echo done\n")
+    environ, stderr = dict(os.environ), os.fstat(2)
+    runner = LocalRunner(ExecutorConfig(timeout_min=2), tmp_path / "jobs", gpus=[])
+    job_id, folder = runner.submit([JobRequest("abc", script, nodes=1, gpus_per_node=1)]).jobs["abc"]
+    assert dict(os.environ) == environ and reaper.TRIAL_MARKER not in os.environ
+    after = os.fstat(2)
+    assert (after.st_dev, after.st_ino) == (stderr.st_dev, stderr.st_ino)
+    deadline = time.time() + 120
+    while runner.poll({job_id: folder})[job_id].live and time.time() < deadline:
+        time.sleep(0.2)
+    assert runner.poll({job_id: folder})[job_id].state == "COMPLETED"
+    assert (folder / CONTROLLER_ERR).is_file()  # the controller's stderr went to the job folder
+
+
+def test_the_controller_setup_lines_mark_the_trial_and_redirect_stderr(tmp_path):
+    from launcher.run import reaper
+    from launcher.run.executor import controller_setup
+
+    lines = controller_setup("/jobs/a b", tmp_path / "c.err", ["module load x"])
+    assert lines[0] == f"exec 2>>{tmp_path / 'c.err'}"
+    assert lines[1] == f"export {reaper.TRIAL_MARKER}='/jobs/a b'" and lines[2:] == ["module load x"]
