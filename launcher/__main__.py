@@ -38,7 +38,7 @@ USAGE = """usage: python -m launcher [--config-dir DIR] +sweep=NAME [override ..
   +sweep=70b dry_run=true     plan Llama-2-70B on 8-32 A100 nodes: ranked table, pruning summary, plan.csv
   model=NAME cluster=NAME backend=NAME executor=NAME    pick config groups (conf/<group>/NAME.yaml)
   model=hf model.hf_config=PATH/config.json            a model's shape from its Hugging Face config.json
-  grid.tp=[1,2,4] plan.max_trials=20 sweep.fresh=true  any key of the schema (launcher/schema.py)
+  grid.tp=[1,2,4] plan.max_trials=20 sweep.fresh=true  any key of the schema (launcher/config/schema.py)
   --config-dir DIR            your own config folder (DIR/model/, DIR/cluster/, DIR/backend/, DIR/sweep/ ...),
                               searched before the shipped one; repeatable; also PARASWEEP_CONFIG_DIR=DIR1:DIR2
                               or hydra.searchpath=[file:///DIR]; +sweep=DIR/sweep/NAME.yaml adds DIR too

@@ -34,7 +34,7 @@ class Backend(Protocol):
     memory and throughput lines)."""
     reports_planner_flops: bool
     """True when the program's FLOP rates follow the planner's conventions (the embedded workload prints both);
-    False: the measured rates are the predicted FLOPs over the measured step time (launcher/run/judge.py)."""
+    False: the measured rates are the predicted FLOPs over the measured step time (analysis/logs/judge.py)."""
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
         """Settings a real run still needs (checkout, data, tokenizer files, placeholders): empty when it can run."""

@@ -104,7 +104,7 @@ def _ui_command(launcher_stdout: str, port: int) -> list[str]:
 def mlflow_ui(sweep, tmp_path_factory):
     """The printed `mlflow ui` command, started from another directory (the store's path is absolute); runs'
     artifacts are served from their absolute file:// URIs (the experiment's artifact_location beside the db, see
-    analysis/tracking.py). Always stopped at teardown."""
+    analysis/report/tracking.py). Always stopped at teardown."""
     _, stdout = sweep
     port = _free_port()
     log = (SHOTS / "mlflow-server.log").open("w")
