@@ -21,14 +21,15 @@ import argparse
 import json
 import random
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from launcher.errors import ParasweepError
+from launcher.core.errors import ParasweepError
+from launcher.core.states import TrialState
 from launcher.measured import MeasuredRow, MeasuredSweep, read_table
-from launcher.plan.calibrate import (Calibration, FeatureTable, Observation, calibrate, trial_features,
-                                     uncalibrated)
+from launcher.plan.calibrate import Calibration, FeatureTable, Observation, calibrate, trial_features, uncalibrated
 from launcher.plan.constants import constants_for
 from launcher.plan.memory import uses_flash_attention
 from launcher.run import scheduler
@@ -52,10 +53,10 @@ class Costs:
     min_measured_iters: int = 2
 
     def gpu_hours(self, row: MeasuredRow, stopped_early: bool = False) -> float:
-        if row.state != "ok":
+        if row.state is not TrialState.OK:
             return self.startup_s * row.gpus / 3600.0
         iters = self.warmup_iters + (self.min_measured_iters if stopped_early else self.measure_iters)
-        return (self.startup_s + iters * row.step_time_s) * row.gpus / 3600.0
+        return (self.startup_s + iters * (row.step_time_s or 0.0)) * row.gpus / 3600.0
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Step:
     """One replayed trial, in the order run (for the best-so-far plot)."""
 
     key: str
-    state: str                 # ok, stopped_early, oom
+    state: TrialState          # ok, stopped_early, oom
     gpu_hours: float           # cumulative, after this trial
     tokens_per_s: Optional[float]
     best_tokens_per_s: Optional[float]   # best so far, after this trial
@@ -90,7 +91,7 @@ class SweepResult:
 
 
 def _key(row: MeasuredRow) -> str:
-    return f"line {row.line}: {row.request.layout.short()}"
+    return f"line {row.line}: {row.request.layout.label()}"
 
 
 class _Replay:
@@ -121,15 +122,16 @@ class _Replay:
         row = self.by_key[key]
         best = scheduler.best_measured(self.finished)
         state, stopped = row.state, None
-        if row.state == "ok" and early_stopping:
-            measured = [row.step_time_s] * self.costs.min_measured_iters   # the table holds steady-state times
+        if row.state is TrialState.OK and early_stopping:
+            measured = [row.step_time_s or 0.0] * self.costs.min_measured_iters  # the table holds steady-state times
             stopped = scheduler.early_stop(measured, row.tokens_per_step, best, noise_tolerance=noise_tolerance,
                                            min_measured_iters=self.costs.min_measured_iters)
-            state = "stopped_early" if stopped else "ok"
+            state = TrialState.STOPPED_EARLY if stopped else TrialState.OK
         self.spent += self.costs.gpu_hours(row, stopped_early=bool(stopped))
         self.finished.append(Outcome(key, state, row.tokens_per_s))
         index = self.keys.index(key)
-        self.observations.append(Observation(self.features[index], row.step_time_s if row.state == "ok" else None,
+        measured_s = row.step_time_s if row.state is TrialState.OK else None
+        self.observations.append(Observation(self.features[index], measured_s,
                                              row.peak_mem_gb, predicted_s))
         self.steps.append(Step(key, state, self.spent, row.tokens_per_s, scheduler.best_measured(self.finished),
                                stopped or reason))

@@ -27,14 +27,16 @@ import dataclasses
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from launcher.backends.launch import exec_program, node_preamble, torchrun_launcher
-from launcher.errors import ParasweepError
-from launcher.plan.constants import Constants, is_cpu_cluster
-from launcher.schema import ClusterConfig
+from launcher.config.schema import ClusterConfig
+from launcher.core.errors import ParasweepError
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import Constants
 
 SCHEMA = "parasweep.netbench/1"
 UNITS = {"bytes": "bytes (the full buffer, nccl-tests convention)", "time_s": "seconds per operation",
@@ -126,7 +128,7 @@ class ProbeResult:
                 "summary": self.profile().to_json(), "measurements": [m.to_json() for m in self.measurements]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "ProbeResult":
+    def from_json(cls, data: dict) -> ProbeResult:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ProbeError(f"not a {SCHEMA} file (schema {data.get('schema') if isinstance(data, dict) else None!r})")
         try:
@@ -166,7 +168,7 @@ def apply_network(cluster: ClusterConfig, constants: Constants,
     inter = profile.inter_node_gbytes_per_s or cluster.inter_node_gbytes_per_s * eff
     new_cluster = dataclasses.replace(cluster, intra_node_gbytes_per_s=intra, inter_node_gbytes_per_s=inter,
                                       source=f"{cluster.source}; network measured: {profile.source}")
-    latency_field = "latency_cpu_s" if is_cpu_cluster(cluster) else "latency_gpu_s"
+    latency_field = "latency_cpu_s" if is_cpu_standin(cluster.gpu) else "latency_gpu_s"
     values = {"net_eff": 1.0}
     if profile.latency_s:
         values[latency_field] = profile.latency_s

@@ -21,19 +21,23 @@ constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional
 
-import numpy as np
-
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, Constants
 from launcher.plan.hardware import generation
 from launcher.plan.memory import stage_memory_gb
 from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
-from launcher.schema import ClusterConfig, ModelConfig
+
+if TYPE_CHECKING:  # numpy is imported where it is used: planning and --help never need it
+    import numpy as np
 
 MIN_TRIALS = 3
 """Measured trials before a calibration changes anything."""
@@ -47,7 +51,11 @@ MIN_RESIDUAL_SD = 0.02
 MEMORY_ERROR_SD = 0.05
 
 _GROUPS = Rates._fields
-_UNIT_RATES = Rates(*np.eye(len(_GROUPS)))
+@functools.lru_cache(maxsize=1)
+def _unit_rates() -> Rates:
+    import numpy as np
+
+    return Rates(*np.eye(len(_GROUPS)))
 _MB_FIELDS = MicrobatchTimes._fields  # every piece of a micro-batch, whatever the step-time model adds
 
 
@@ -127,6 +135,8 @@ class TrialFeatures:
 
 
 def _vector(x) -> np.ndarray:
+    import numpy as np
+
     return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
 
 
@@ -134,7 +144,9 @@ def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
                    flash: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> TrialFeatures:
     """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts.
     `workload` and `backend` as for launcher.plan.estimator.estimate (they choose the stack's counts)."""
-    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster),
+    import numpy as np
+
+    pc = step_pieces(model, cluster, layout, precision, flash, _unit_rates(), is_cpu_standin(cluster.gpu),
                      workload=workload, backend=backend)
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
     bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0,
@@ -154,6 +166,8 @@ class FeatureTable:
     """Many trials' features as arrays: predicts all of them for any constants at once."""
 
     def __init__(self, features: Sequence[TrialFeatures]) -> None:
+        import numpy as np
+
         self.n = len(features)
         f = features
         self.stages = np.array([x.stages for x in f]).reshape(self.n, 3, len(_MB_FIELDS), len(_GROUPS))
@@ -170,7 +184,9 @@ class FeatureTable:
         self.mem_transient = np.array([x.mem_transient_gb for x in f], dtype=float).reshape(self.n, 2)
         self.tokens_per_step = np.array([x.tokens_per_step for x in f], dtype=float)
 
-    def subset(self, index: Sequence[int]) -> "FeatureTable":
+    def subset(self, index: Sequence[int]) -> FeatureTable:
+        import numpy as np
+
         out = object.__new__(FeatureTable)
         idx = np.asarray(index, dtype=int)
         for name, value in vars(self).items():
@@ -179,6 +195,8 @@ class FeatureTable:
         return out
 
     def _rates(self, constants: Constants) -> np.ndarray:
+        import numpy as np
+
         out = np.empty((self.n, len(_GROUPS)))
         for gen in np.unique(self.generation):
             rows = self.generation == gen
@@ -187,6 +205,8 @@ class FeatureTable:
         return out
 
     def step_time_s(self, constants: Constants) -> np.ndarray:
+        import numpy as np
+
         r = self._rates(constants)
         amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
         dp = np.einsum("nkg,ng->nk", self.dp, r)
@@ -197,12 +217,15 @@ class FeatureTable:
         return combine(pc, np.maximum)[0]
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
+
         return self.peak_mem_quantities_gb(constants)[2]
 
     def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(allocated, reserved, device) peak of each trial at its most loaded stage (launcher.plan.mem_quantity:
         allocated = tensors and temporaries, reserved = + the caching allocator's fragmentation, device = + the
         CUDA context and NCCL buffers)."""
+        import numpy as np
+
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
         allocated = self.mem_fixed + constants.transient_share * self.mem_transient
         reserved = allocated + constants.fragmentation_share * self.mem_transient
@@ -261,8 +284,10 @@ class Calibration:
                 "residual_sd": self.residual_sd, "memory_residual_sd": self.memory_residual_sd,
                 "n_holdout": self.n_holdout, "holdout_error": self.holdout_error}
 
-    def predict(self, table: FeatureTable) -> "Prediction":
+    def predict(self, table: FeatureTable) -> Prediction:
         """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
+        import numpy as np
+
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
         var = np.full(table.n, self.residual_sd ** 2)
@@ -289,6 +314,8 @@ def uncalibrated(prior: Constants = DEFAULT, n_trials: int = 0, note: str = "") 
 
 def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     """d log(step time) / d theta for every trial (central differences; STEP_PARAMETERS order)."""
+    import numpy as np
+
     grads = []
     for i in range(len(STEP_PARAMETERS)):
         up, down = theta.copy(), theta.copy()
@@ -301,7 +328,8 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
 
 
 def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
-    from scipy.optimize import least_squares   # lazy: planning never needs scipy
+    import numpy as np
+    from scipy.optimize import least_squares  # lazy: planning never needs scipy
 
     x0 = np.zeros(len(prior_sd)) if start is None else start
     result = least_squares(residuals, x0, loss="soft_l1", f_scale=ROBUST_SCALE, method="trf", x_scale=prior_sd)
@@ -316,6 +344,8 @@ def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
 def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *,
               min_trials: int = MIN_TRIALS) -> Calibration:
     """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials."""
+    import numpy as np
+
     timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
     if len(timed) < min_trials:
         return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
@@ -325,7 +355,11 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
 
     def fit(scale: float, start: Optional[np.ndarray] = None):
+        import numpy as np
+
         def residuals(theta: np.ndarray) -> np.ndarray:
+            import numpy as np
+
             predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
             return np.concatenate([(predicted - measured) / scale, theta / sd])
 
@@ -356,6 +390,8 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
+            import numpy as np
+
             predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
             return np.concatenate([(predicted - mem_measured) / MEMORY_ERROR_SD, t / msd])
 

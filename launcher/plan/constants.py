@@ -4,8 +4,6 @@
 `estimate(..., constants=...)` (launcher.plan.estimator) re-predicts any layout with other values, e.g. the ones
 launcher.plan.calibrate fits to a sweep's measurements. Only these numbers are ever fitted: never a per-trial
 factor.
-
-Also here: `resolve_precision` (backend precision "auto" follows the hardware).
 """
 
 from __future__ import annotations
@@ -13,12 +11,14 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, fields, replace
 
-from launcher.errors import ConfigError
-from launcher.schema import PRECISIONS, ClusterConfig
+from launcher.core.errors import ConfigError
+from launcher.core.names import BackendName
+from launcher.plan.fitted import FIELD_FACTORS
+from launcher.plan.stack import STACKS, stack_facts
 
 # ---------------------------------------------------------------------------------------------- compute
 GEMM_EFF_MAX = 0.76        # large fp16/bf16 GEMMs as run inside training (cuBLAS on A100 measures ~0.8-0.9 alone);
-#                            fitted once on Narayanan et al. 2021 Table 1 (tests/test_scaling_table.py)
+#                            fitted once on Narayanan et al. 2021 Table 1 (tests/plan/test_scaling_table.py)
 GEMM_DIM_SCALE = 48.0      # a GEMM dimension of 48 alone would halve the efficiency (same fit)
 HBM_EFF = 0.7              # share of HBM bandwidth reached by element-wise kernels (same fit)
 FP32_PEAK_SHARE = 67.0 / 989.0
@@ -179,7 +179,7 @@ class Constants:
         """Field -> value, e.g. to record a calibration in the ledger or MLflow."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def with_values(self, **values: float) -> "Constants":
+    def with_values(self, **values: float) -> Constants:
         return replace(self, **values)
 
     def gen_eff(self, generation: str) -> float:
@@ -198,8 +198,6 @@ PRIOR = Constants()
 def prior_for(stack: str) -> Constants:
     """A stack's a-priori constants: the global physical values with the stack's counts (launcher.plan.stack) in
     the per-stack fields (bytes per parameter per micro-batch, kernels per layer x KERNEL_LAUNCH_S)."""
-    from launcher.plan.stack import stack_facts
-
     f = stack_facts(stack)
     return PRIOR.with_values(microbatch_param_bytes=f.microbatch_param_bytes,
                              recompute_cast_bytes=f.recompute_cast_bytes,
@@ -211,28 +209,25 @@ def prior_for(stack: str) -> Constants:
 def fitted(prior: Constants) -> Constants:
     """`prior` moved by the multipliers fitted on the published corpus (launcher/plan/fitted.py, written by
     `python -m launcher.plan.fit --write`): value = (prior + offset) x multiplier - offset per fitted field."""
-    from launcher.plan.fitted import FIELD_FACTORS
-
     values = {}
     for name, (offset, factor) in FIELD_FACTORS.items():
         values[name] = max(0.0, (getattr(prior, name) + offset) * factor - offset)
     return prior.with_values(**values)
 
 
-_BACKEND_STACK = {"torch": "parasweep_workload", "megatron_lm": "megatron_lm", "": "megatron_lm"}
+_BACKEND_STACK: dict[str, str] = {BackendName.torch: "parasweep_workload", BackendName.megatron_lm: "megatron_lm",
+                                  "": "megatron_lm"}
 
 
-def constants_for(backend: str) -> Constants:
+def constants_for(backend: BackendName | str) -> Constants:
     """The a-priori constants of a backend's or a stack's software stack (launcher.plan.stack; they differ in how
     mixed precision moves weights and gradients per micro-batch and in how many kernels a layer issues), fitted on
     the published corpus; an unknown or empty name gets Megatron-LM's. One object per stack."""
-    from launcher.plan.stack import STACKS
-
     name = _BACKEND_STACK.get(backend, backend)
     return _stack_constants(name if name in STACKS else "megatron_lm")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stack_constants(stack: str) -> Constants:
     return fitted(prior_for(stack))
 
@@ -243,23 +238,3 @@ TORCH_AUTOCAST = constants_for("torch")
 """The embedded workload (backend=torch): autocast over fp32 master weights."""
 MEGATRON_DEEPSPEED = constants_for("megatron_deepspeed")
 """Megatron-DeepSpeed (backend=megatron_deepspeed): DeepSpeed's optimizer accumulates the gradients itself."""
-
-# ---------------------------------------------------------------------------------------------- precision
-PRECISION_CHOICES = PRECISIONS + ("auto",)
-"""What a backend may configure: a training precision, or "auto" to follow the hardware (resolve_precision)."""
-
-
-def is_cpu_cluster(cluster: ClusterConfig) -> bool:
-    """The local CPU stand-in (conf/cluster/local-cpu.yaml: gpu 'cpu'), where ranks are processes."""
-    return cluster.gpu.lower() == "cpu"
-
-
-def resolve_precision(backend_precision: str, cluster: ClusterConfig) -> str:
-    """The precision a trial trains in: as configured, or for "auto" what the hardware does well: bf16 on GPU
-    clusters (tensor cores; fp32 would run on the CUDA cores at 1/15 of the speed), fp32 on the CPU stand-in
-    (CPU matmuls have no fast 16-bit path here, and gloo reduces fp32)."""
-    if backend_precision not in PRECISION_CHOICES:
-        raise ConfigError("backend.precision", backend_precision, f"use one of {', '.join(PRECISION_CHOICES)}")
-    if backend_precision != "auto":
-        return backend_precision
-    return "fp32" if is_cpu_cluster(cluster) else "bf16"

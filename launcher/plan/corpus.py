@@ -20,16 +20,17 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
-from launcher.layout import Layout
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
 from launcher.plan import flops
 from launcher.plan.hardware import cluster_for, find_spec
 from launcher.plan.mem_quantity import MemQuantityError, parse_mem_how
 from launcher.plan.workload import Workload
-from launcher.schema import ClusterConfig, ModelConfig
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "published"
 REPLAY_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "replay"

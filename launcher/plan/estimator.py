@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.config.schema import PRECISIONS, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 from launcher.plan import flops
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
 from launcher.plan.stack import stack_name
 from launcher.plan.step_time import step_time_s
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
-from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
 
 ESTIMATOR_PRECISIONS = PRECISIONS + ("fp8",)
 """What estimate() prices: the config's precisions, and fp8 (Transformer Engine FP8 GEMMs with bf16 weights, on

@@ -20,7 +20,7 @@ Two numerators are reported (the two conventions papers use):
 
 from __future__ import annotations
 
-from launcher.schema import ModelConfig
+from launcher.config.schema import ModelConfig
 
 
 def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.schema import ClusterConfig
+from launcher.config.schema import ClusterConfig
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 """Architectures with their own GEMM efficiency (launcher.plan.efficiency). Blackwell Ultra (GB300) runs the same

@@ -29,12 +29,13 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 
 from __future__ import annotations
 
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, Constants
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.plan.stack import StackFacts, kernels_fused, stack_facts, stack_name, syncs_every_microbatch
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
-from launcher.schema import ClusterConfig, ModelConfig
 
 GB = 1e9
 
@@ -262,7 +263,7 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
         shards = t if facts.vocab_parallel_loss else 1
         logits = 2 * e * sbh / (t if sp else 1) + facts.logits_bytes * model.seq_len / cp * layout.mbs * vocab / shards
     c = constants
-    context = c.cpu_context_gb if is_cpu_cluster(cluster) else c.gpu_context_gb
+    context = c.cpu_context_gb if is_cpu_standin(cluster.gpu) else c.gpu_context_gb
     churn = (activations + logits + gathered) / GB
     # torch DDP's gradient buckets (launcher.plan.stack.StackFacts.ddp_bucket_bytes): as long-lived as the grads
     buckets = params * facts.ddp_bucket_bytes if layout.gradient_group > 1 else 0.0

@@ -42,8 +42,9 @@ Sources (read in the code of each stack):
   and AdamW's m, v are all 16-bit: 2 + 2 + 4 = 8 B/param, sharded by FSDP2 (reduce_dtype fp32); the output head is
   ColwiseParallel gathered to Replicate: every TP rank holds and reduces the whole vocabulary's logits; no sequence
   parallelism on pipeline stages; q, k, v, gate and up projections each ColwiseParallel with a sequence-sharded
-  input (5 all-gathers per layer where Megatron's fused QKV and FC1 do 2); gradient accumulation under set_requires_gradient_sync(False) except on the last
-  micro-step (kempnerforge/training/grad.py): FSDP2 then accumulates unsharded gradients in the reduction dtype.
+  input (5 all-gathers per layer where Megatron's fused QKV and FC1 do 2); gradient accumulation under
+  set_requires_gradient_sync(False) except on the last micro-step (kempnerforge/training/grad.py): FSDP2 then
+  accumulates unsharded gradients in the reduction dtype.
 - nanotron: Megatron-like layout (bf16 params, fp32 gradient accumulation buffer, ZeRO-1 over dp), fused kernels
   (flash-attn's RMSNorm/rotary), TP with sequence parallelism (tp_mode REDUCE_SCATTER). huggingface/nanotron
   (2411b022): the model is wrapped in torch DistributedDataParallel over dp x cp (trainer.py), whose bf16 gradient

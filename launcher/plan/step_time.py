@@ -52,17 +52,19 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from launcher.layout import Layout
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
 from launcher.plan import attention
-from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants, is_cpu_cluster
+from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
 from launcher.plan.hardware import fp8_peak_ratio, generation
 from launcher.plan.memory import ACTIVATION_BYTES, layer_params, shard_group, stage_params, state_bytes_per_param
 from launcher.plan.stack import StackFacts, kernels_fused, stack_facts, stack_name, syncs_every_microbatch
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
-from launcher.schema import ClusterConfig, ModelConfig
 
 FLASH_CAUSAL_SHARE = 0.5   # a causal flash kernel skips the masked half of Q·Kᵀ and attention·V
 FLASH_BACKWARD = 2.5       # flash backward recomputes Q·Kᵀ: 5 GEMMs vs 2 in forward
@@ -536,7 +538,7 @@ def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
                 constants: Constants = DEFAULT, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = ""
                 ) -> tuple[float, dict[str, float]]:
     """(iteration seconds, breakdown) for one layout."""
-    cpu = is_cpu_cluster(cluster)
+    cpu = is_cpu_standin(cluster.gpu)
     pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, cpu, generation(cluster)), cpu,
                      workload=workload, backend=backend)
     pc = pc._replace(interference=constants.overlap_interference, tp_interference=constants.tp_overlap_interference)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.errors import ConfigError
+from launcher.core.errors import ConfigError
 
 FSDP_MODES = ("", "full_shard", "hybrid_shard", "shard_grad_op", "fsdp2")
 """'' = no FSDP (ZeRO by Layout.zero_stage); full_shard = FSDP1 FULL_SHARD (ZeRO-3 over the whole dp group);

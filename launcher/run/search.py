@@ -10,7 +10,8 @@ tables. This module turns the ledger's records into their inputs and their answe
 - `Search.predictions`: every planned trial under the current calibration (a-priori constants until it applies).
 - `Search.order`: the planned trials, the one to run next first (launcher.run.scheduler.order).
 - `calibrated_ooms` and `converged`: what the calibrated memory model and the stop rule take out of the queue.
-- `running_step_times` + `stop_early`: whether a running trial's partial measurement is known worse than the best.
+- `stop_early` (fed with analysis.logs.progress's step times through the loop's hooks): whether a running
+  trial's partial measurement is known worse than the best.
 
 Trials the plan did not estimate (a hand-made or first-release ledger: no predicted step time) keep the ledger
 order and are never re-predicted: there is nothing to compare their prediction with.
@@ -19,17 +20,26 @@ order and are never re-predicted: there is nothing to compare their prediction w
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
-from launcher.plan.calibrate import (Calibration, FeatureTable, Observation, TrialFeatures, calibrate,
-                                     trial_features, uncalibrated)
+from launcher.config.schema import RootConfig
+from launcher.core.objective import Objective
+from launcher.core.record import TrialRecord
+from launcher.core.states import MEASURED, TrialState
+from launcher.plan.calibrate import (
+    Calibration,
+    FeatureTable,
+    Observation,
+    TrialFeatures,
+    calibrate,
+    trial_features,
+    uncalibrated,
+)
 from launcher.plan.constants import Constants, constants_for
 from launcher.run import scheduler
-from launcher.run.ledger import TrialRecord
 from launcher.run.scheduler import Outcome, Planned
-from launcher.schema import RootConfig
-from launcher.states import MEASURED, TrialState
 
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 
@@ -39,12 +49,10 @@ def estimated(r: TrialRecord) -> bool:
     return bool(r.predicted.get("step_time_s")) and not r.repeat_of and r.state is not TrialState.PRUNED
 
 
-def objective_share(r: TrialRecord, objective: str) -> float:
+def objective_share(r: TrialRecord, objective: Objective | str) -> float:
     """What one token/s of this trial is worth under plan.objective: the scheduler compares tokens/s, so for the
-    per-GPU objective every throughput it sees is divided by the trial's GPUs (analysis.select.objective_value)."""
-    from analysis.select import objective_value
-
-    return objective_value(1.0, r.layout.gpus, objective)
+    per-GPU objective every throughput it sees is divided by the trial's GPUs (Objective.share)."""
+    return Objective(objective).share(r.layout.gpus)
 
 
 def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
@@ -55,7 +63,7 @@ def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") ->
         if not estimated(r) or not r.state.finished:
             continue
         speed = r.metrics.get("tokens_per_s") if r.state in MEASURED else None
-        out.append(Outcome(r.config_hash, str(r.state), speed * objective_share(r, objective) if speed else None))
+        out.append(Outcome(r.config_hash, r.state, speed * objective_share(r, objective) if speed else None))
     return out
 
 
@@ -170,19 +178,6 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict]
 
 
 # -- early stop -----------------------------------------------------------------------------------------------------
-def running_step_times(log_text: str, warmup_iters: int) -> list[float]:
-    """The measured step times a running trial has logged so far: the workload's 'measure' steps, or for other
-    logs the steps after the configured warm-up and any detected one (analysis.steady_state's rules)."""
-    from analysis.read_log import read_log
-    from analysis.steady_state import MEASURE_PHASE, detect_warmup, usable
-
-    steps = sorted((it for it in read_log(log_text).iterations if usable(it.step_time_s)), key=lambda it: it.iteration)
-    if any(it.phase for it in steps):
-        return [it.step_time_s for it in steps if it.phase == MEASURE_PHASE]
-    times = [it.step_time_s for it in steps[warmup_iters:]]
-    return times[detect_warmup(times):]
-
-
 def stop_early(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_per_s: Optional[float], *,
                noise_tolerance: float, min_measured_iters: int, measure_iters: int) -> Optional[StopEarly]:
     """scheduler.early_stop, with the partial measurement the ledger keeps for a stopped trial. A trial that has
@@ -202,8 +197,6 @@ def stop_early(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_
                            "step_time_std_s": std_s, "n_measured": n})
 
 
-def comparable_best(best_tokens_per_s: float, best_gpus: int, trial_gpus: int, objective: str) -> float:
+def comparable_best(best_tokens_per_s: float, best_gpus: int, trial_gpus: int, objective: Objective | str) -> float:
     """The best trial's throughput in the running trial's terms: per GPU objectives compare per GPU."""
-    if objective == "tokens_per_s_per_gpu":
-        return best_tokens_per_s / max(1, best_gpus) * max(1, trial_gpus)
-    return best_tokens_per_s
+    return Objective(objective).comparable(best_tokens_per_s, best_gpus, trial_gpus)

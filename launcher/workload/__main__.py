@@ -7,19 +7,21 @@ no rank hangs waiting for a peer that already quit).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from typing import NoReturn
 
 STARTED_S = time.perf_counter()  # before torch is imported: "init done in X s" includes the imports
 
 
 class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + message; the sweep wants one line
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + message; the sweep wants one line
         fail(message)
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"parasweep workload: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
@@ -163,10 +165,8 @@ def _few_malloc_arenas() -> None:
     keep the cap on real allocations. mallopt(M_ARENA_MAX) works at run time, before the threads start."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to limit
         ctypes.CDLL(None).mallopt(-8, 2)  # M_ARENA_MAX = -8 (malloc.h)
-    except (OSError, AttributeError):  # not glibc: nothing to limit
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,8 @@ tp2 x pp2 x dp2 run reproduce the single-process losses. Torch + stdlib only (th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F

@@ -49,7 +49,7 @@ def main() -> None:
         print(report(results).split("\n" + results[0].sweep + ":")[0])
     print("\n=== summary over all tables")
     exhaustive = overall["exhaustive"][1]["exhaustive_gpu_hours"]
-    for strategy, (results, t) in overall.items():
+    for strategy, (_results, t) in overall.items():
         share = t["gpu_hours_to_within_2pct"] / exhaustive
         print(f"{strategy:<11} GPU-h to within 2 %: {t['gpu_hours_to_within_2pct']:9.2f} ({share:5.1%} of exhaustive "
               f"search's {exhaustive:.2f});  spent {t['gpu_hours']:9.2f} ({t['gpu_hours'] / exhaustive:5.1%});  "
