@@ -116,7 +116,7 @@ def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[f
                  tokens_per_step: Optional[int] = None) -> tuple[dict, str, LogReading]:
     """What a normalised log measures, whatever its verdict: (metrics, problem, reading). `problem` says why
     there is no usable step time ("" when there is one). Used by trial_outcome and the triage command."""
-    reading = read_log(text)
+    reading = read_log(text, tokens_per_step=tokens_per_step)
     if log_format == "workload" or (log_format == "auto" and reading.format == "workload" and reading.workload):
         metrics, problem = _workload_metrics(reading, capacity_gb)
     else:
@@ -137,8 +137,12 @@ def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[floa
     metrics, problem, reading = measurements(text, log_format=log_format, capacity_gb=capacity_gb,
                                              tokens_per_step=tokens_per_step)
     has_result = "step_time_s" in metrics and not problem
+    # Step records without a step time (samples/s and no batch size) still show that training ran; the workload
+    # format is judged by its result line alone.
+    progress_offset = reading.progress_offset if log_format != "workload" else None
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
-                       seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s)
+                       seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
+                       progress_offset=progress_offset, losses=reading.losses)
     common = dict(evidence=failure.evidence, notes=reading.notes, log_format=reading.format)
     if failure.kind == FailureKind.OK:
         why = implausible(metrics, capacity_gb=capacity_gb, peak_tflops=peak_tflops,

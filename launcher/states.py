@@ -49,8 +49,9 @@ MEASURED = frozenset({TrialState.OK, TrialState.STOPPED_EARLY})
 """States whose trial measured a step time (launcher.run.scheduler.MEASURED, typed)."""
 
 # A failure kind (analysis.classify) -> the ledger state; the ledger is coarser than the taxonomy (the kind is kept).
+# "diverged" is a failed trial: it ran, but its loss went NaN, so its step time must never be ranked.
 _STATE_OF_KIND = {"ok": TrialState.OK, "oom": TrialState.OOM, "time_limit": TrialState.TIMEOUT,
-                  "hang": TrialState.HANG, "cancelled": TrialState.CANCELLED}
+                  "hang": TrialState.HANG, "cancelled": TrialState.CANCELLED, "diverged": TrialState.FAILED}
 
 
 def state_for_kind(kind: str) -> TrialState:
