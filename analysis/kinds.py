@@ -73,7 +73,8 @@ class FailureKind(str, Enum):
 
 
 _POLICY: dict[FailureKind, KindPolicy] = {
-    FailureKind.OK: KindPolicy(False, False, 0, "finished with a usable measurement"),
+    FailureKind.OK: KindPolicy(False, False, 0, "finished without a failure (with its measurement when the log "
+                                                "gives one; never retried)"),
     FailureKind.OOM: KindPolicy(False, False, 0, "out of device or host memory: the layout does not fit"),
     FailureKind.CONFIG_ERROR: KindPolicy(False, False, 0,
                                          "invalid arguments or environment: fails the same way every time"),

@@ -53,6 +53,7 @@ import re
 import statistics
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 
 from analysis.parse_megatron import IMPOSSIBLE_STEP, Iteration, note
 
@@ -64,7 +65,7 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
-_ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]")
+_ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=")
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
@@ -79,7 +80,7 @@ _UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z])(?!\s*[:=])(?!\s+[-+
 _PAREN_UNIT = re.compile(r"\(\s{0,2}([A-Za-z/%]{1,12})\s{0,2}\)")  # "time (ms)" -> "time ms"
 _FRACTION = re.compile(r"\s*/\s*(\d{1,12})")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s")
+_KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s|:\s")  # a key is the last non-empty piece of the text before its number
 _KEY_TRIM = " \t:=#'\"[]<>*-./"
 
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"
@@ -151,6 +152,7 @@ _TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec":
 _MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
 
 
+@lru_cache(maxsize=8192)
 def normalise_key(raw: str) -> str:
     """'CurrSamplesPerSec' -> 'curr samples per sec'; 'iter_time_ms' -> 'iter time ms'; 'Loss:' -> 'loss'."""
     key = _CAMEL.sub(" ", raw.strip(_KEY_TRIM))
@@ -189,10 +191,10 @@ def _time_role(key: str, unit: str) -> str | None:
     """'step' (a per-step time), 'cumulative', 'average' or None for a field that is not a time."""
     key, key_unit = _key_unit(key)
     unit = unit or key_unit
-    if not key:
+    if not key or "time/" in key:  # Composer's time namespace: counts (time/batch) and hours (time/train)
         return None
     words = set(key.split())
-    timely = ("time" in key or "duration" in key or "latency" in key or "sec/" in key or "s/step" in key
+    timely = ("time" in key or "timing" in key or "duration" in key or "latency" in key or "sec/" in key or "s/step" in key
               or bool(words & {"dt", "seconds", "second", "secs", "sec", "elapsed", "wall"})
               or (unit in _TIME_UNITS and _is(key, "step", "iter", "iteration", "t")))
     if not timely or "per token" in key or "per sample" in key or unit in ("%",) or unit.lower() in _MEM_UNITS:
@@ -221,7 +223,7 @@ def _rate_role(key: str, unit: str) -> str | None:
     otherwise."""
     role = None
     if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "it/s", "its", "steps/s", "step/s", "updates/s") or (
-            ("step" in key or "update" in key) and _is_per_second(key, unit)):
+            ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
         role = "steps"
     elif unit in ("samples/s", "samples/sec", "sample/s", "examples/s", "seq/s") or (
             ("sample" in key or "example" in key or "sequence" in key) and _is_per_second(key, unit)):
@@ -236,10 +238,14 @@ def _rate_role(key: str, unit: str) -> str | None:
 
 
 def _role(f: Field) -> tuple[str, str | None]:
+    return _role_of(f.key, f.unit)
+
+
+@lru_cache(maxsize=8192)
+def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     """(role, detail) of a field: ('time', 'step'|'cumulative'|'average'), ('rate', 'steps'|...), ('s_per_it',),
     ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
-    key, unit = f.key, f.unit
-    if unit == "s/it" or unit == "ms/it":
+    if unit in ("s/it", "ms/it", "s/step", "ms/step"):  # Keras' "120ms/step", tqdm's "1.50s/it"
         return "s_per_it", None
     rate = _rate_role(key, unit)
     if rate is not None:
@@ -291,6 +297,9 @@ def _number(text: str) -> float | None:
         return None
 
 
+# A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}\[?\s{0,3}\d"
+                           r"|\d\s{0,3}/\s{0,3}\d")
 # Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
 _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
@@ -318,10 +327,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool]]:
             after = frac.end()
         per_gpu = line.startswith("/gpu", after) or line.startswith(" /gpu", after)
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
-        raw_key = pieces[-1] if pieces else ""
-        if not raw_key.strip(_KEY_TRIM) and len(pieces) > 1 and gap.rstrip().endswith("["):
-            raw_key = pieces[-2]  # "iter: [10/500]"
-        key = " ".join(normalise_key(raw_key).split()[-6:])
+        raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
+        key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
         out.append((key, value, unit, total, per_gpu, parenthesised))
         prev_end = after
     return out
@@ -331,6 +338,8 @@ def _record(line: str, pos: int) -> Record | None:
     """The step record a line holds (a counter and at least one other number with a key or a unit); None for
     any other line, a progress bar included (read by training_bars)."""
     line = line[:MAX_LINE_CHARS]
+    if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
+        return None
     if _BAR.search(line) is not None or "SamplesPerSec=" in line:  # bars; DeepSpeed's timer (read_log reads it)
         return None
     stamp = timestamp_of(line)
@@ -342,17 +351,22 @@ def _record(line: str, pos: int) -> Record | None:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
-        if key in ("epoch", "ep") or key.endswith(" epoch"):
+        words = key.split()
+        if key in ("epoch", "ep") or key.endswith(" epoch") or (words and words[0] == "epoch" and not any(
+                w in _COUNTER_WORDS for w in words)):  # "epoch 001:", "Epoch(train) [1]"
             if 0 <= value < 1e9 and value == int(value):
                 epoch = int(value)
             continue
         rank = _counter_rank(key) if not unit else None
+        if rank is None and total is not None and not unit:  # "Iter(train) [ 50/10000]"
+            named = [_COUNTER_WORDS[w] for w in words if w in _COUNTER_WORDS and w != "it"]
+            rank = min(named) if named else None
         if rank is None and not key and total is not None:
             rank = 5  # an unnamed "n/N"
         if rank is not None and 0 <= value < 1e12 and value == int(value):
             counters.append((rank, key or "n/N", int(value)))
             continue
-        if key or unit in ("it/s", "s/it"):
+        if key or unit in ("it/s", "s/it", "ms/it", "s/step", "ms/step"):
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
@@ -390,6 +404,29 @@ def _candidate_lines(text: str) -> list[tuple[int, str]]:
         end = text.find("\n", start, start + MAX_LINE_CHARS * 4)
         out.append((start, text[start: start + MAX_LINE_CHARS * 4 if end < 0 else end]))
     return out
+
+
+_BLOCK_LINES = 40
+
+
+def _with_block(text: str, pos: int, line: str) -> str:
+    """A counter line that ends with ':' and is followed by indented 'key: value' lines (Composer's
+    "[batch=10/1000]:" block) is read as one record; any other line as itself."""
+    if not line.rstrip().endswith(":") or len(line) > 200:
+        return line
+    parts, end = [line.rstrip()], pos + len(line)
+    for _ in range(_BLOCK_LINES):
+        if end >= len(text) or text[end] != "\n":
+            break
+        nxt_end = text.find("\n", end + 1, end + 1 + MAX_LINE_CHARS)
+        nxt = text[end + 1: len(text) if nxt_end < 0 else nxt_end]
+        if not nxt[:1].isspace() or ":" not in nxt:
+            break
+        parts.append(nxt.strip())
+        if nxt_end < 0:
+            break
+        end = nxt_end
+    return " | ".join(parts) if len(parts) > 1 else line
 
 
 # ---- records -> iterations
@@ -443,6 +480,18 @@ def _deltas(records: list[Record], values: list[float | None], min_span: float =
     return out
 
 
+_WHOLE_STEP_WORDS = {"step", "steps", "iter", "iteration", "batch", "it", "s/it", "s/step"}
+
+
+def _step_key_rank(role_key: str) -> int:
+    """0 for a key that names the whole step ('time', 'step_time', 'timing_s/step', 'iter time'), 1 for a time of
+    something else that is not known as a part of a step ('timing_s/update_actor')."""
+    key, unit = _key_unit(role_key.split(":", 1)[1])
+    words = set(key.replace("/", " ").split()) | ({unit} if "/" in unit else set())
+    whole = key in ("time", "dt", "t", "seconds", "secs", "sec", "duration", "s/it") or bool(words & _WHOLE_STEP_WORDS)
+    return 0 if whole else 1
+
+
 def _resolution(values_s: list[float]) -> float:
     """The finest step a printed clock can show: whole units when every value is whole (1 s for 'wall=6'; the
     unit's own size for 'train_time:576460ms'), else a millisecond."""
@@ -478,9 +527,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
         present = [v for v in by_key[key] if v is not None]
         if _is_cumulative(present) and present[-1] > 3 * min(present[1:] or present):
             by_key["cumulative:" + key[5:]] = by_key.pop(key)
-    for key, values in by_key.items():
-        if key.startswith("step:") and enough(values):
-            return f"stated step time ({key[5:]})", values
+    for key in sorted((k for k in by_key if k.startswith("step:")), key=_step_key_rank):
+        if enough(by_key[key]):
+            return f"stated step time ({key[5:]})", by_key[key]
     for key, values in by_key.items():
         if key.startswith("cumulative:"):
             present = [v for v in values if v is not None]
@@ -590,7 +639,8 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
                   world_size: int | None, notes: list[str] | None) -> GenericReading:
     local_notes: list[str] = []
-    records = [r for pos, line in _candidate_lines(text) if (r := _record(line, pos)) is not None]
+    records = [r for pos, line in _candidate_lines(text) if (r := _record(_with_block(text, pos, line), pos))
+               is not None]
     bars = _bar_reading(text, local_notes)
     if not records:
         return bars

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from analysis.parse_generic import GenericReading, read_records, timestamp_of
 from analysis.parse_hf import FinalMetrics, parse_final_metrics
-from analysis.parse_megatron import (IMPOSSIBLE_STEP, Iteration, MemoryReport, lines_with, note, parse_ds_timers,
-                                     parse_iterations, parse_memory)
+from analysis.parse_megatron import (IMPOSSIBLE_STEP, Iteration, MemoryReport, lines_with, note, number,
+                                     parse_ds_timers, parse_iterations, parse_memory)
 from analysis.parse_nemo import parse_progress_bars
 from analysis.parse_workload import RESULT_MARKER, WorkloadLog, parse_workload
 
@@ -117,6 +117,20 @@ def _deepspeed_timestamps(text: str) -> list[Iteration]:
     return out
 
 
+_HF_LOSS = re.compile(r"""\{['"]loss['"]:\s{0,3}([-+\w.]{1,30})""")
+
+
+def hf_losses(text: str) -> tuple[float, ...]:
+    """The losses of the Hugging Face Trainer's logged dicts ({'loss': 1.73, ...}), in log order (NaN kept)."""
+    out = []
+    for _, line in lines_with(text, ("{'loss':", '{"loss":')):
+        for m in _HF_LOSS.finditer(line):
+            value = number(m.group(1))
+            if value is not None:
+                out.append(value)
+    return tuple(out)
+
+
 def _with_generic_memory(memory: tuple[MemoryReport, ...], generic: GenericReading) -> tuple[MemoryReport, ...]:
     if memory or generic.peak_mem_gb is None:
         return memory
@@ -149,7 +163,7 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
                               losses=tuple(it.loss for it in iterations if it.loss is not None))
     final = parse_final_metrics(text)
     if final is not None and final.step_time_s is not None:
-        return LogReading("hf_trainer", final=final, notes=tuple(notes), **common)
+        return LogReading("hf_trainer", final=final, notes=tuple(notes), **common, losses=hf_losses(text))
     if any(IMPOSSIBLE_STEP in n for n in notes):  # a framework's records, every one with an impossible time
         return LogReading("", notes=tuple(notes), **common)
     generic = read_records(text, samples_per_step=dumped_int(text, _BATCH_KEYS) if "batch_size" in text else None,
@@ -163,6 +177,7 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
     fmt = "" if not generic.iterations else "progress_bar" if generic.source.startswith("progress bar") \
         else "generic"
     return LogReading(fmt, iterations=generic.iterations, notes=tuple(notes), **common,
-                      n_records=generic.n_records, losses=generic.losses, step_source=generic.source,
+                      n_records=generic.n_records, losses=generic.losses or hf_losses(text),
+                      step_source=generic.source,
                       progress_offset=generic.last_record_pos if generic.n_records and not generic.iterations
                       else None)

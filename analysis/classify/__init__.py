@@ -1,28 +1,35 @@
 """Classify why a trial ended, from its log, its SLURM state and its exit code; and say whether to retry it.
 
 Checks run in a fixed order, first match wins, because one failure drags others behind it (the signatures are
-tables in analysis.classify.patterns):
+tables in analysis.classify.patterns and, with their sources, analysis.classify.families):
  1. ok            a result was printed and the job exited 0 (or SLURM says COMPLETED); with neither known (a log
-                  alone), a result counts unless a failure signature follows the last progress line
- 2. node_failure  GPU hardware fault (ECC, Xid, fallen off the bus, a lost device): a sick GPU also produces
-                  "CUDA error: out of memory" on the next start, which must not mark the layout as not fitting
- 3. oom           device (allocator, NCCL, cuBLAS, cuDNN) or host (OOM killer): one rank out of memory makes the
-                  others fail in NCCL teardown
- 4. config_error  argument checks, divisibility, unrecognised arguments, a missing Python module: one rank's
-                  error also makes the others fail in teardown
- 5. node_failure, 6. preempted   SLURM killed the job for an outside reason; NCCL noise follows
- 7. hang          no progress for longer than hang_timeout_s, or the log's last step is a known stall point (the
+                  alone), a result, step records or a training-finished line count unless a failure signature
+                  follows the last of them (ok without a step time says so in its reason)
+ 2. node_failure  GPU hardware fault (Xid catalogue, ECC, NVLink, PCIe AER, fallen off the bus, a lost device): a
+                  sick GPU also produces "CUDA error: out of memory" on the next start, which must not mark the
+                  layout as not fitting
+ 3. oom           device (allocator, NCCL, cuBLAS, cuDNN) or host (OOM killer, cgroup, Kubernetes OOMKilled, Ray's
+                  memory monitor): one rank out of memory makes the others fail in NCCL teardown
+ 4. config_error  argument checks, divisibility, world size, dataset/split assertions (fixed phrasings, then any
+                  exception whose message relates a configuration quantity to a rule), a missing Python module
+ 5. diverged      NaN/inf loss, the fp16 loss scale at its minimum, Megatron records that print no loss or keep
+                  skipping (before ok too: a diverged run's step time measures a broken run)
+ 6. node_failure, 7. preempted   the scheduler or orchestrator (SLURM, Ray, Kubernetes, cloud spot notices) lost
+                  the node or took it back; NCCL noise follows
+ 8. hang          no progress for longer than hang_timeout_s, or the log's last step is a known stall point (the
                   fused-kernel build lock, ...) and the job was killed there (or nothing says it ended otherwise)
- 8. time_limit    SLURM "CANCELLED AT ... DUE TO TIME LIMIT" is a time limit, not a cancellation
- 9. cancelled     "CANCELLED AT ..." without a DUE TO (user or our monitor ran scancel)
-10. crashed       a hard crash of one rank (illegal memory access, segfault, bus error, a dead data loader): the
+ 9. time_limit    SLURM "CANCELLED AT ... DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
+10. cancelled     "CANCELLED AT ..." without a DUE TO (user or our monitor ran scancel); torchrun's agent stopped
+                  by a signal from outside
+11. crashed       a hard crash of one rank (illegal memory access, segfault, bus error, a dead data loader): the
                   other ranks then fail in NCCL, which must not be blamed on the network
-11. comm_error    NCCL/gloo errors with nothing above to explain them
-12. config_error  exit code 2 (argparse and our workload's validation exit with 2)
-13. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
-14. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
-Needles are plain substrings searched over the whole text (str.find runs in C), so classifying 1,000 logs takes
-milliseconds; only the matched line is extracted. `classify` is total: it never raises, whatever the text.
+12. comm_error    NCCL/Gloo/UCX/EFA/InfiniBand errors with nothing above to explain them
+13. config_error  exit code 2 (argparse and our workload's validation exit with 2)
+14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
+15. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
+Needles are plain substrings searched over the whole text (str.find runs in C), a log longer than 4 MB in its first
+1 MB and last 3 MB (the cause of a job's end is at its end, a start-up failure at its start); only the matched line
+is extracted. `classify` is total: it never raises, whatever the text.
 """
 
 from __future__ import annotations

@@ -49,12 +49,17 @@ COMPLETION = (
             r"\bdone training\b"))
 )
 
-# Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns.
+# Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns and the
+# Hugging Face Trainer's logged dicts.
 # Sources: DeepSpeed runtime/engine.py timer names (FORWARD_MICRO_TIMER 'forward_microstep',
 # BACKWARD_MICRO_TIMER 'backward_microstep', STEP_MICRO_TIMER 'step_microstep'); Megatron-LM training.py's
-# timers_to_log ('forward-backward', 'optimizer').
-PROGRESS = rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
-                ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
-                                      "step_microstep: 0.06"),
-                ("forward-backward", "    forward-backward ...............................: (1904.22, 1910.87)",
-                 r"forward-backward\s{0,4}(?:\.{3,}|:)"))
+# timers_to_log ('forward-backward', 'optimizer'); transformers trainer.py Trainer.log (printed by
+# PrinterCallback/ProgressCallback as a dict: {'loss': ..., 'learning_rate': ..., 'epoch': ...}).
+PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
+                 ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
+                                       "step_microstep: 0.06"),
+                 ("forward-backward", "    forward-backward ...............................: (1904.22, 1910.87)",
+                  r"forward-backward\s{0,4}(?:\.{3,}|:)"))
+            + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
+                   ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
+                   ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))
