@@ -109,7 +109,7 @@ class Record:
     counter_key: str
     counter: int
     counter_rank: int  # lower is a stronger counter (global step < step < iteration < unnamed n/N)
-    fields: list[Field]
+    fields: tuple[Field, ...]
     epoch: int | None = None
     micro: int | None = None  # an inner counter (iterations within an optimizer step)
     timestamp_s: float | None = None
@@ -169,6 +169,7 @@ def _key_unit(key: str) -> tuple[str, str]:
     return key, ""
 
 
+@lru_cache(maxsize=8192)
 def _counter_rank(key: str) -> int | None:
     if key.endswith("num updates") or key.endswith("total step"):  # fairseq's and FunASR's step counters
         return 1
@@ -335,9 +336,15 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool]]:
 
 
 def _record(line: str, pos: int) -> Record | None:
-    """The step record a line holds (a counter and at least one other number with a key or a unit); None for
-    any other line, a progress bar included (read by training_bars)."""
-    line = line[:MAX_LINE_CHARS]
+    """The step record a line holds (a counter and at least one metric: a time, rate, loss, TFLOP/s, MFU or
+    memory); None for any other line, a progress bar included (read by training_bars)."""
+    parsed = _parse_line(line[:MAX_LINE_CHARS])
+    return None if parsed is None else Record(pos, *parsed)
+
+
+@lru_cache(maxsize=4096)  # ranks print the same line; a hostile log repeats one
+def _parse_line(line: str) -> tuple | None:
+    """A record's content (Record's fields after `pos`), or None."""
     if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
         return None
     if _BAR.search(line) is not None or "SamplesPerSec=" in line:  # bars; DeepSpeed's timer (read_log reads it)
@@ -373,8 +380,8 @@ def _record(line: str, pos: int) -> Record | None:
     counters.sort(key=lambda c: c[0])
     rank, key, value = counters[0]
     micro = next((c[2] for c in counters[1:] if c[0] > rank and c[1] != key), None)
-    return Record(pos=pos, counter_key=key, counter=value, counter_rank=rank, fields=fields, epoch=epoch,
-                  micro=micro, timestamp_s=stamp[0] if stamp else None, timestamp_res_s=stamp[1] if stamp else 1.0)
+    return (key, value, rank, tuple(fields), epoch, micro, stamp[0] if stamp else None,
+            stamp[1] if stamp else 1.0)
 
 
 # ---- the text -> candidate lines
@@ -715,14 +722,43 @@ def _postfix_step_s(postfix: str) -> float | None:
     return None
 
 
+_BAR_RATES = ("it/s", "s/it")
+_BAR_SPAN = 160  # a bar's counter and elapsed column sit within this many characters before its rate
+
+
+def _bar_matches(text: str) -> list[tuple[int, re.Match[str]]]:
+    """(line start, match) of the bar drawings: found from their rate unit with str.find (a regex that starts
+    with a character class would be tried at every position of the log), the first MAX_HEAD_LINES and the last
+    MAX_TAIL_LINES of them."""
+    spots: set[int] = set()
+    for unit in _BAR_RATES:
+        pos, n = text.find(unit), 0
+        while pos >= 0 and n < MAX_HEAD_LINES:
+            spots.add(pos)
+            pos, n = text.find(unit, pos + 4), n + 1
+        pos, n = text.rfind(unit), 0
+        while pos >= 0 and n < MAX_TAIL_LINES:
+            spots.add(pos)
+            pos, n = text.rfind(unit, 0, pos), n + 1
+    out, seen = [], set()
+    for pos in sorted(spots):
+        low = max(0, pos - _BAR_SPAN)
+        newline = text.rfind("\n", low, pos)
+        start = newline + 1 if newline >= 0 else low
+        m = _BAR.search(text, max(0, start - 1) if start else 0, min(len(text), pos + 4 + 400))
+        if m is None or m.start("unit") != pos or m.start() in seen:
+            continue
+        seen.add(m.start())
+        out.append((text.rfind("\n", 0, m.start()) + 1, m))
+    return out
+
+
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
     """The first drawing of each step of the log's training progress bars, in step order."""
     if "it/s" not in text and "s/it" not in text:
         return []
     by_series: dict[str, dict[tuple[int, int], BarDrawing]] = {}
-    line_start = 0
-    for m in _BAR.finditer(text):
-        ls = text.rfind("\n", 0, m.start()) + 1
+    for ls, m in _bar_matches(text):
         head = text[ls:m.start() + 1]
         desc = head.split("|")[0].strip().lower()[-80:]
         if epoch_bars_only and "epoch" not in desc:
@@ -739,17 +775,18 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
         if elapsed is None or n == 0 and rate_s is None:
             continue
         epoch = 0
-        em = re.search(r"epoch\s{0,3}(\d{1,6})", desc)
+        em = _EPOCH_IN_DESC.search(desc)
         if em:
             epoch = int(em.group(1))
         series = by_series.setdefault(m.group("total") or "", {})
         series.setdefault((epoch, n), BarDrawing(n, elapsed, rate_s, ls, _postfix_step_s(m.group("postfix"))))
-        line_start = ls
-    del line_start
     if not by_series:
         return []
     best = max(by_series.values(), key=len)
     return [best[k] for k in sorted(best)]
+
+
+_EPOCH_IN_DESC = re.compile(r"epoch\s{0,3}(\d{1,6})")
 
 
 def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, float]]]:

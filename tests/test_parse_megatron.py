@@ -111,6 +111,20 @@ def test_truncated_record_keeps_fields_before_the_cut():
     assert (it.step_time_s, it.loss, it.tflops_per_gpu) == (0.25, 2.5, None)  # "14" may be cut from "149.10"
 
 
+def test_records_without_a_closing_pipe_keep_their_last_field():
+    """A variant that never closes its records with ' |': the field at the end of each line is complete (only
+    the log's last record may have been cut by the job's death)."""
+    line = " iteration {i}/ 10 | elapsed time per iteration (ms): 250.0 | lm loss: 2.5E+00 | tokens/s: 4096.5"
+    its = parse_iterations("\n".join(line.format(i=i) for i in range(1, 5)))
+    assert [it.tokens_per_s for it in its] == [4096.5, 4096.5, 4096.5, None]
+
+
+def test_a_unit_glued_to_a_value_is_read():
+    text = " iteration 3/ 10 | elapsed time per iteration (ms): 250.0 | lm loss: 2.5E+00 | TFLOPs: 149.1TFLOPs |"
+    (it,) = parse_iterations(text)
+    assert it.tflops_per_gpu == 149.1
+
+
 def test_record_without_step_time_is_dropped_with_a_note_naming_file_and_line():
     text = "hello\n iteration 3/ 10 | consumed samples: 24 | lm loss: 2.0E+00 |\n"
     notes: list[str] = []

@@ -59,8 +59,12 @@ _XID_CAUSE = re.compile(r"caused by previous Xid (\d{1,5})")
 _MODULE = re.compile(r"No module named '?([\w.]{1,100})")
 # Launchers that report their child's exit status: DeepSpeed's "exits with return code = -9", torchrun's
 # "failed (exitcode: -9)" and its ChildFailedError summary "exitcode  : -9".
-_REPORTED_EXIT = re.compile(r"(?:exits with return code = |\(exitcode: |exitcode {0,4}: )(-?\d{1,4})")
-_EXIT_NEEDLES = ("exits with return code = ", "exitcode")
+# srun's "task 0: Exited with exit code 1", Python's CalledProcessError "returned non-zero exit status 1",
+# accelerate/launchers' "exited with code 1" / "exit status 1".
+_REPORTED_EXIT = re.compile(r"(?:exits with return code = |\(exitcode: |exitcode {0,4}: |[Ee]xited with exit code |"
+                            r"non-zero exit status |exited with code |exit status )(-?\d{1,4})")
+_EXIT_NEEDLES = ("exits with return code = ", "exitcode", "xited with exit code ", "non-zero exit status ",
+                 "exited with code ", "exit status ")
 # sacct states (a trailing "+" or " by UID" is stripped) that name a kind on their own.
 _STATE_KIND = {"OUT_OF_MEMORY": FailureKind.OOM, "NODE_FAIL": FailureKind.NODE_FAILURE,
                "BOOT_FAIL": FailureKind.NODE_FAILURE, "PREEMPTED": FailureKind.PREEMPTED,
@@ -534,7 +538,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         if found is not None:
             return found
         if text.find("Traceback (most recent call last)", start) >= 0 or _reported_exit_code(text, start) \
-                or _last_line(text).endswith("Killed"):
+                or _last_line(text).endswith("Killed") or _first(text, P.CRASH, start) is not None:
             return _fallback(text, start, None, None)
         return _ok(has_result, finished)
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
