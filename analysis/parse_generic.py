@@ -305,9 +305,10 @@ _COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{
 _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
-def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool]]:
-    """(normalised key, value, unit, n/N total, per_gpu, parenthesised) for every number of the line."""
-    out: list[tuple[str, float, str, int | None, bool, bool]] = []
+def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
+    """(normalised key, value, unit, n/N total, per_gpu, parenthesised, bracketed) for every number of the
+    line."""
+    out: list[tuple[str, float, str, int | None, bool, bool, bool]] = []
     prev_end = 0
     for m in _NUMBER.finditer(line):
         start, end = m.span()
@@ -330,7 +331,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool]]:
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
         raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
-        out.append((key, value, unit, total, per_gpu, parenthesised))
+        bracketed = gap.endswith("[") and line.startswith("]", after)
+        out.append((key, value, unit, total, per_gpu, parenthesised, bracketed))
         prev_end = after
     return out
 
@@ -353,7 +355,7 @@ def _parse_line(line: str) -> tuple | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    for key, value, unit, total, per_gpu, parenthesised in _fields(_CLOCKLIKE.sub(" ", line)):
+    for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(_CLOCKLIKE.sub(" ", line)):
         if parenthesised:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
@@ -370,6 +372,8 @@ def _parse_line(line: str) -> tuple | None:
             rank = min(named) if named else None
         if rank is None and not key and total is not None:
             rank = 5  # an unnamed "n/N"
+        if rank is None and not key and not unit and bracketed:
+            rank = 6  # a bare "[1000]" (T5X, Paxml: "[1000] train/loss=2.1, timing/seconds_per_step=0.35")
         if rank is not None and 0 <= value < 1e12 and value == int(value):
             counters.append((rank, key or "n/N", int(value)))
             continue
@@ -716,7 +720,7 @@ class BarDrawing:
 
 
 def _postfix_step_s(postfix: str) -> float | None:
-    for key, value, unit, _, _, parenthesised in _fields(postfix):
+    for key, value, unit, _, _, parenthesised, _ in _fields(postfix):
         if not parenthesised and _time_role(key, unit) == "step":
             return _seconds(value, unit, key)
     return None

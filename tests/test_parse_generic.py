@@ -196,3 +196,31 @@ def test_a_twenty_megabyte_generic_log_is_read_quickly():
     reading = read_records(text)
     assert time.process_time() - start < 3.0  # bounded by MAX_HEAD_LINES + MAX_TAIL_LINES, not by the log's size
     assert reading.iterations and steady_state(reading.iterations).median_step_time_s == 0.5
+
+
+# Trainer output shapes beyond the frameworks with their own parser, written for the test in each shape.
+SHAPES = {
+    "composer block": ("".join(f"[batch={i}/1000]:\n\t Train time/batch: {i}\n\t Train time/train: {i * 4e-4:.4f}\n"
+                               "\t Train throughput/batches_per_sec: 0.8\n\t Train loss/train/total: 2.3\n"
+                               for i in range(1, 30)), 1.25),
+    "verl dashes": ("\n".join(f"step:{i} - actor/loss:0.1 - timing_s/gen:5.0 - timing_s/update_actor:3.0 - "
+                              f"timing_s/step:12.5 - perf/throughput:1000" for i in range(1, 20)), 12.5),
+    "keras epoch lines": ("\n".join(f"Epoch {e}/3\n250/250 [==============================] - 30s 120ms/step - "
+                                    "loss: 0.4" for e in range(1, 4)), 0.12),
+    "mmengine iter": ("\n".join(f"2024/01/01 10:00:{i % 60:02d} - mmengine - INFO - Iter(train) [ {i * 10}/10000]  "
+                                "lr: 1e-4  eta: 1:00:00  time: 0.5000  data_time: 0.01  loss: 1.2"
+                                for i in range(1, 30)), 0.5),
+    "deepspeed pipe engine": ("\n".join(f"steps: {i * 10} loss: 6.8 iter time (s): 1.234 samples/sec: 51.8"
+                                        for i in range(1, 30)), 1.234),
+    "t5x bracketed step": ("\n".join(f"I0101 10:00:{i:02d}.123456 140 train.py:55] [{i * 100}] train/loss=2.1, "
+                                     "timing/seconds_per_step=0.350, timing/steps_per_second=2.857"
+                                     for i in range(1, 40)), 0.35),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_trainer_shapes_end_to_end(name):
+    from analysis.outcome import trial_outcome
+    text, expected_s = SHAPES[name]
+    out = trial_outcome(text)
+    assert out.failure_kind == "ok" and out.metrics["step_time_s"] == pytest.approx(expected_s), out

@@ -57,8 +57,11 @@ PREEMPTION = (
                                          "to accommodate a higher priority pod"),
            ("Preempted by", "Warning  Preempted  pod/trainer-0  Preempted by pod 7e1f0c on node gpu-node-2"),
            ("Preempted in order to admit critical pod", "Message: Preempted in order to admit critical pod"),
+           # the pod's status (Reason: Evicted / "status": "Evicted") or an eviction message about a pod or node,
+           # not any log line that says "Evicted" (caches evict too)
            ("Evicted", "Status: Failed  Reason: Evicted  Message: The node was low on resource: ephemeral-storage.",
-            r"(?i)\bEvicted\b|EvictionByEvictionAPI"),
+            r"(?:[Rr]eason|[Ss]tatus|[Pp]hase)[\"':=\s]{1,6}Evicted\b|Evicted[^\n]{0,80}(?:\b[Pp]od\b|\b[Nn]ode\b|"
+            r"low on resource)"),
            ("EvictionByEvictionAPI", "DisruptionTarget True EvictionByEvictionAPI: Eviction API: evicting"))
     + rows(FailureKind.PREEMPTED, "preempted", _CLOUD,
            ("Spot Instance Interruption", "EC2 Spot Instance Interruption Warning for instance i-0abc1234 "
