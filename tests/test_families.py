@@ -194,3 +194,14 @@ def test_diverged_is_a_failed_trial_in_the_ledger():
     assert state_for_kind("diverged") is TrialState.FAILED
     assert FailureKind("diverged") is FailureKind.DIVERGED and not FailureKind.DIVERGED.retryable
     assert "same seed" in FailureKind.DIVERGED.description
+
+
+def test_a_long_log_is_searched_in_its_head_and_tail_with_true_line_numbers():
+    filler = "".join(f"info line {i} nothing to see\n" for i in range(300_000))  # ~8.7 MB
+    assert len(filler) > 8_000_000
+    text = "start\n" + filler + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    failure = classify(text)
+    assert failure.kind == "crashed"
+    assert failure.evidence[0] == (300_002, "RuntimeError: CUDA error: an illegal memory access was encountered")
+    early = "ModuleNotFoundError: No module named 'apex'\n" + filler
+    assert classify(early, exit_code=1).kind == "config_error"
