@@ -1,28 +1,35 @@
 """Classify why a trial ended, from its log, its SLURM state and its exit code; and say whether to retry it.
 
 Checks run in a fixed order, first match wins, because one failure drags others behind it (the signatures are
-tables in analysis.logs.patterns):
+tables in analysis.logs.patterns and, with their sources, analysis.logs.families):
  1. ok            a result was printed and the job exited 0 (or SLURM says COMPLETED); with neither known (a log
-                  alone), a result counts unless a failure signature follows the last progress line
- 2. node_failure  GPU hardware fault (ECC, Xid, fallen off the bus, a lost device): a sick GPU also produces
-                  "CUDA error: out of memory" on the next start, which must not mark the layout as not fitting
- 3. oom           device (allocator, NCCL, cuBLAS, cuDNN) or host (OOM killer): one rank out of memory makes the
-                  others fail in NCCL teardown
- 4. config_error  argument checks, divisibility, unrecognised arguments, a missing Python module: one rank's
-                  error also makes the others fail in teardown
- 5. node_failure, 6. preempted   SLURM killed the job for an outside reason; NCCL noise follows
- 7. hang          no progress for longer than hang_timeout_s, or the log's last step is a known stall point (the
+                  alone), a result, step records or a training-finished line count unless a failure signature
+                  follows the last of them (ok without a step time says so in its reason)
+ 2. node_failure  GPU hardware fault (Xid catalogue, ECC, NVLink, PCIe AER, fallen off the bus, a lost device): a
+                  sick GPU also produces "CUDA error: out of memory" on the next start, which must not mark the
+                  layout as not fitting
+ 3. oom           device (allocator, NCCL, cuBLAS, cuDNN) or host (OOM killer, cgroup, Kubernetes OOMKilled, Ray's
+                  memory monitor): one rank out of memory makes the others fail in NCCL teardown
+ 4. config_error  argument checks, divisibility, world size, dataset/split assertions (fixed phrasings, then any
+                  exception whose message relates a configuration quantity to a rule), a missing Python module
+ 5. diverged      NaN/inf loss, the fp16 loss scale at its minimum, Megatron records that print no loss or keep
+                  skipping (before ok too: a diverged run's step time measures a broken run)
+ 6. node_failure, 7. preempted   the scheduler or orchestrator (SLURM, Ray, Kubernetes, cloud spot notices) lost
+                  the node or took it back; NCCL noise follows
+ 8. hang          no progress for longer than hang_timeout_s, or the log's last step is a known stall point (the
                   fused-kernel build lock, ...) and the job was killed there (or nothing says it ended otherwise)
- 8. time_limit    SLURM "CANCELLED AT ... DUE TO TIME LIMIT" is a time limit, not a cancellation
- 9. cancelled     "CANCELLED AT ..." without a DUE TO (user or our monitor ran scancel)
-10. crashed       a hard crash of one rank (illegal memory access, segfault, bus error, a dead data loader): the
+ 9. time_limit    SLURM "CANCELLED AT ... DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
+10. cancelled     "CANCELLED AT ..." without a DUE TO (user or our monitor ran scancel); torchrun's agent stopped
+                  by a signal from outside
+11. crashed       a hard crash of one rank (illegal memory access, segfault, bus error, a dead data loader): the
                   other ranks then fail in NCCL, which must not be blamed on the network
-11. comm_error    NCCL/gloo errors with nothing above to explain them
-12. config_error  exit code 2 (argparse and our workload's validation exit with 2)
-13. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
-14. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
-Needles are plain substrings searched over the whole text (str.find runs in C), so classifying 1,000 logs takes
-milliseconds; only the matched line is extracted. `classify` is total: it never raises, whatever the text.
+12. comm_error    NCCL/Gloo/UCX/EFA/InfiniBand errors with nothing above to explain them
+13. config_error  exit code 2 (argparse and our workload's validation exit with 2)
+14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
+15. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
+Needles are plain substrings searched over the whole text (str.find runs in C), a log longer than 4 MB in its first
+1 MB and last 3 MB (the cause of a job's end is at its end, a start-up failure at its start); only the matched line
+is extracted. `classify` is total: it never raises, whatever the text.
 """
 
 from __future__ import annotations
@@ -31,6 +38,14 @@ import re
 from dataclasses import dataclass
 
 from analysis.logs import patterns as P
+from analysis.logs.families import Row, first_match, line_around
+from analysis.logs.families import completion as F_DONE
+from analysis.logs.families import config as F_CONFIG
+from analysis.logs.families import divergence as F_DIV
+from analysis.logs.families import hardware as F_HW
+from analysis.logs.families import memory as F_MEM
+from analysis.logs.families import network as F_NET
+from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.logtext import split_prefix
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
 
@@ -44,8 +59,12 @@ _XID_CAUSE = re.compile(r"caused by previous Xid (\d{1,5})")
 _MODULE = re.compile(r"No module named '?([\w.]{1,100})")
 # Launchers that report their child's exit status: DeepSpeed's "exits with return code = -9", torchrun's
 # "failed (exitcode: -9)" and its ChildFailedError summary "exitcode  : -9".
-_REPORTED_EXIT = re.compile(r"(?:exits with return code = |\(exitcode: |exitcode {0,4}: )(-?\d{1,4})")
-_EXIT_NEEDLES = ("exits with return code = ", "exitcode")
+# srun's "task 0: Exited with exit code 1", Python's CalledProcessError "returned non-zero exit status 1",
+# accelerate/launchers' "exited with code 1" / "exit status 1".
+_REPORTED_EXIT = re.compile(r"(?:exits with return code = |\(exitcode: |exitcode {0,4}: |[Ee]xited with exit code |"
+                            r"non-zero exit status |exited with code |exit status )(-?\d{1,4})")
+_EXIT_NEEDLES = ("exits with return code = ", "exitcode", "xited with exit code ", "non-zero exit status ",
+                 "exited with code ", "exit status ")
 # sacct states (a trailing "+" or " by UID" is stripped) that name a kind on their own.
 _STATE_KIND = {"OUT_OF_MEMORY": FailureKind.OOM, "NODE_FAIL": FailureKind.NODE_FAILURE,
                "BOOT_FAIL": FailureKind.NODE_FAILURE, "PREEMPTED": FailureKind.PREEMPTED,
@@ -87,11 +106,47 @@ def _line_at(text: str, idx: int) -> str:
     return text[start:end].strip()
 
 
+class _Window(str):
+    """A long log's head and tail, joined by a newline: failures that end a job are printed at its end, and those
+    that stop it before it starts at its beginning, so a 20 MB log is searched in 4 MB. Positions are the
+    window's; `line_offset` turns a line number in the tail back into the log's."""
+
+    head_chars: int
+    tail_from: int  # offset in the full log where the tail starts
+    skipped_lines: int  # newlines of the full log that the window leaves out
+
+
+WINDOW_HEAD_CHARS = 1_000_000
+WINDOW_TAIL_CHARS = 3_000_000
+
+
+def _window(text: str) -> str:
+    if len(text) <= WINDOW_HEAD_CHARS + WINDOW_TAIL_CHARS + 1:
+        return text
+    tail_from = len(text) - WINDOW_TAIL_CHARS
+    view = _Window(text[:WINDOW_HEAD_CHARS] + "\n" + text[tail_from:])
+    view.head_chars = WINDOW_HEAD_CHARS
+    view.tail_from = tail_from
+    # the joining newline is one line more than the log has; the skipped part has its own newlines
+    view.skipped_lines = text.count("\n", WINDOW_HEAD_CHARS, tail_from) - 1
+    return view
+
+
+def _in_window(text: str, offset: int) -> int:
+    """A position in the full log -> the same position in its window (the tail's start for one in the gap)."""
+    if not isinstance(text, _Window) or offset <= text.head_chars:
+        return offset
+    return text.head_chars + 1 + max(0, offset - text.tail_from)
+
+
 def _evidence(text: str, *positions: int) -> Evidence:
     out = []
     for idx in positions:
         line = _line_at(text, idx)
-        out.append((text.count("\n", 0, idx) + 1, line[:_MAX_EVIDENCE_CHARS]))
+        number = text.count("\n", 0, idx) + 1
+        if isinstance(text, _Window) and idx > text.head_chars:
+            number += text.skipped_lines
+        out.append((number, line[:_MAX_EVIDENCE_CHARS]))
     return tuple(out)
 
 
@@ -126,19 +181,47 @@ def _by_log(text: str, kind: FailureKind, rows: tuple[P.Signature, ...], start: 
     return None
 
 
-def _gpu_fault(text: str, start: int) -> Failure | None:
-    failure = _by_log(text, FailureKind.NODE_FAILURE, P.GPU_FAULT, start)
-    if failure is not None:
-        return failure
+def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
+    """The first row of a family table (analysis.logs.families) found after `start`, as a Failure of the
+    row's kind."""
+    found = first_match(text, table, start)
+    if found is None:
+        return None
+    idx, row = found
+    return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+
+
+def _xid(text: str, start: int) -> Failure | None:
+    """An Xid line whose code the catalogue marks as hardware, or whose code is not in the catalogue but whose
+    text names hardware (ECC, NVLink, PCIe, ...); application Xids (13, 31, 43, ...) are not node faults."""
     idx = text.find(P.XID_NEEDLE, start)
-    while idx >= 0:
-        line = _line_at(text, idx)
+    for _ in range(F_MAX_XID_LINES):
+        if idx < 0:
+            break
+        line = line_around(text, idx).strip()
         for match in (_XID.search(line), _XID_CAUSE.search(line)):
-            if match is not None and int(match.group(1)) in P.HARDWARE_XIDS:
-                return _failure(FailureKind.NODE_FAILURE, f"GPU hardware fault (Xid {match.group(1)}): {line}",
+            if match is None:
+                continue
+            code = int(match.group(1))
+            meaning, hardware = F_HW.XID_CATALOGUE.get(code, ("", False))
+            if code in P.HARDWARE_XIDS or hardware or (code not in F_HW.XID_CATALOGUE
+                                                       and F_HW.XID_HARDWARE_WORDS.search(line[match.end():])):
+                what = f"Xid {code}" + (f", {meaning}" if meaning else ", not in the catalogue; its text names "
+                                                                        "hardware")
+                return _failure(FailureKind.NODE_FAILURE, f"GPU hardware fault ({what}): {line[:200]}",
                                 _evidence(text, idx))
         idx = text.find(P.XID_NEEDLE, idx + 1)
     return None
+
+
+F_MAX_XID_LINES = 2000
+
+
+def _gpu_fault(text: str, start: int) -> Failure | None:
+    return (_by_log(text, FailureKind.NODE_FAILURE, P.GPU_FAULT, start)
+            or _by_family(text, F_HW.GPU_HARDWARE, start)
+            or _xid(text, start)
+            or _by_family(text, F_HW.GPU_HARDWARE_SHAPES, start))
 
 
 def _config_assertion(text: str, start: int) -> Failure | None:
@@ -147,7 +230,7 @@ def _config_assertion(text: str, start: int) -> Failure | None:
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
         frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
-        if any(f in frames for f in P.CONFIG_ASSERT_FILES):
+        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES):
             return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
                             _evidence(text, idx))
         idx = text.find("AssertionError", idx + 1)
@@ -169,13 +252,77 @@ def _missing_module(text: str, start: int) -> Failure | None:
 
 
 def _nccl_warn(text: str, start: int) -> Failure | None:
-    idx = text.find(P.NCCL_WARN, start)
-    while idx >= 0:
-        line = _line_at(text, idx)
+    """An NCCL WARN line that says a connection or the fabric failed: a known needle, or any message in a failure
+    form (families.network.NCCL_WARN_FAILURE) that is not a plugin or fallback notice."""
+    idx, n = text.find(P.NCCL_WARN, start), 0
+    while idx >= 0 and n < F_MAX_XID_LINES:
+        line = line_around(text, idx).strip()
+        message = line[line.find(P.NCCL_WARN) + len(P.NCCL_WARN):]
         for row in P.NCCL_WARN_FAILURES:
             if row.needle in line:
                 return _failure(FailureKind.COMM_ERROR, f"{row.label}: {line}", _evidence(text, idx))
+        if _NCCL_WARN_FAILURE.search(message) and not _NCCL_WARN_BENIGN.search(message):
+            return _failure(FailureKind.COMM_ERROR, f"communication error: {line}", _evidence(text, idx))
         idx = text.find(P.NCCL_WARN, idx + 1)
+        n += 1
+    return None
+
+
+_CONFIG_NEEDLES = ("Error", "Exception", "MissingMandatoryValue")
+
+
+def _config_shape(text: str, start: int) -> Failure | None:
+    """An exception whose type argument checks raise and whose message states a broken configuration rule
+    (analysis.logs.families.config), whatever its wording."""
+    for needle in _CONFIG_NEEDLES:
+        idx, n = text.find(needle, start), 0
+        while idx >= 0 and n < F_MAX_XID_LINES:
+            line = line_around(text, idx)
+            match = F_CONFIG.EXCEPTION.search(line)
+            if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+                return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {_around(text, idx, needle)}",
+                                _evidence(text, idx))
+            end = text.find("\n", idx)
+            idx = text.find(needle, len(text) if end < 0 else end)
+            n += 1
+    return None
+
+
+_NCCL_WARN_FAILURE = re.compile(F_NET.NCCL_WARN_FAILURE)
+_NCCL_WARN_BENIGN = re.compile(F_NET.NCCL_WARN_BENIGN)
+_NCCL_TRACE = re.compile(r"NCCL INFO [^\n]{0,200}?\.(?:cc|h|cu|cpp):\d{1,6} -> (\d{1,2})\b")
+
+
+def _nccl_trace(text: str, start: int) -> Failure | None:
+    """NCCL's NCCLCHECK trace ('NCCL INFO file.cc:123 -> 2'): a failing call propagating up NCCL's stack."""
+    idx, n = text.find(" -> ", start), 0
+    while idx >= 0 and n < F_MAX_XID_LINES:
+        line = line_around(text, idx)
+        match = _NCCL_TRACE.search(line)
+        if match is not None and int(match.group(1)) in F_NET.NCCL_TRACE_CODES:
+            code = int(match.group(1))
+            return _failure(FailureKind.COMM_ERROR, f"communication error (NCCL returned {code}, "
+                                                    f"{F_NET.NCCL_TRACE_CODES[code]}): {line.strip()[:200]}",
+                            _evidence(text, idx))
+        idx = text.find(" -> ", idx + 4)
+        n += 1
+    return None
+
+
+def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | None:
+    """A divergence line (families.divergence.DIVERGENCE), the last Megatron record showing a NaN run, or a
+    logged loss series that ends in NaN/inf."""
+    found = _by_family(text, F_DIV.DIVERGENCE, start)
+    if found is not None:
+        return found
+    record = F_DIV.megatron_record_diverged(text, start)
+    if record is not None:
+        idx, why = record
+        return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
+                        _evidence(text, idx))
+    why = F_DIV.series_diverged(losses)
+    if why is not None:
+        return _failure(FailureKind.DIVERGED, f"loss diverged: {why}")
     return None
 
 
@@ -307,22 +454,32 @@ def _normal_state(slurm_state: str | None) -> str | None:
 
 
 def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
-                seconds_since_progress: float | None, hang_timeout_s: float | None) -> Failure | None:
+                seconds_since_progress: float | None, hang_timeout_s: float | None,
+                losses: tuple[float, ...] = ()) -> Failure | None:
     """The first failure family (module docstring, 2-11) that text[start:] or the SLURM state shows."""
     return (
         _gpu_fault(text, start)
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
+        or _by_family(text, F_MEM.HOST_MEMORY, start)
         or _by_log(text, FailureKind.CONFIG_ERROR, P.CONFIG, start)
         or _config_assertion(text, start)
         or _missing_module(text, start)
+        or _config_shape(text, start)
+        or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
+        or _by_family(text, F_ORCH.NODE_LOST, start)
         or _by_log(text, FailureKind.PREEMPTED, P.PREEMPTED, start, state, "preempted")
+        or _by_family(text, F_ORCH.PREEMPTION, start)
         or _hang(text, start, state, exit_code, seconds_since_progress, hang_timeout_s)
         or _by_log(text, FailureKind.TIME_LIMIT, P.TIME_LIMIT, start, state, "time limit")
+        or _by_family(text, F_ORCH.DEADLINE, start)
         or _cancelled(text, start, state)
+        or _by_family(text, F_ORCH.OUTSIDE_STOP, start)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
         or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
+        or _by_family(text, F_NET.NETWORK, start)
         or _nccl_warn(text, start)
+        or _nccl_trace(text, start)
     )
 
 
@@ -335,25 +492,62 @@ def _last_progress_start(text: str) -> int:
     return text.rfind("\n", 0, last) + 1 if last >= 0 else 0
 
 
+def _finished_evidence(text: str) -> tuple[int, str] | None:
+    """(position, line) of the last line saying training finished (families.completion), or of the last line of
+    a per-step timer breakdown (a step ran); None when the log has neither."""
+    best: tuple[int, str] | None = None
+    for row in F_DONE.COMPLETION + F_DONE.PROGRESS:
+        idx = text.rfind(row.needle)
+        if idx >= 0 and row.matches(line_around(text, idx)) and (best is None or idx > best[0]):
+            best = (idx, f"{row.label}: {_around(text, idx, row.needle)}")
+    return best
+
+
 def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | None = None,
              has_result: bool = False, seconds_since_progress: float | None = None,
-             hang_timeout_s: float | None = None) -> Failure:
+             hang_timeout_s: float | None = None, progress_offset: int | None = None,
+             losses: tuple[float, ...] = ()) -> Failure:
     """Why the trial ended. `seconds_since_progress` must be measured while the job was alive (by the monitor
     that saw it running or cancelled it), not after it ended, or every finished job would look hung.
     With neither `exit_code` nor `slurm_state` (a log alone), a log with a result is ok unless a failure
-    signature or a traceback comes after its last progress line: a failure the run got past did not end it."""
+    signature or a traceback comes after its last progress line: a failure the run got past did not end it.
+    `progress_offset` is where the log's last step record starts when a reader found step records without a
+    usable step time (analysis.logs.parse_generic), and `losses` the logged loss series (for `diverged`): a log with
+    step records, or a line saying training finished, and no failure after them is ok even without a step time.
+    `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
     text = log_text if isinstance(log_text, str) else str(log_text)
+    full_length = len(text)
+    text = _window(text)
     state = _normal_state(slurm_state)
     exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
-    if has_result and (exit_code == 0 or state == "COMPLETED"):
-        return _failure(FailureKind.OK, "finished with a result")
-    if has_result and exit_code is None and state is None:
-        start = _last_progress_start(text)
-        found = _signatures(text, start, None, None, None, None)
+    losses = tuple(v for v in losses if isinstance(v, float)) if isinstance(losses, (tuple, list)) else ()
+    finished = _finished_evidence(text) if not has_result else None
+    progress_at = (_in_window(text, progress_offset) if isinstance(progress_offset, int)
+                   and 0 <= progress_offset <= full_length else None)
+    if finished is not None:
+        progress_at = max(progress_at or 0, finished[0])
+    progressed = has_result or progress_at is not None
+    if not progressed:
+        return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
+                or _fallback(text, 0, state, exit_code))
+    start = max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1)
+    if exit_code == 0 or state == "COMPLETED":
+        return _diverged(text, start, losses) or _ok(has_result, finished)
+    if exit_code is None and state is None:
+        found = _signatures(text, start, None, None, None, None, losses)
         if found is not None:
             return found
-        if text.find("Traceback (most recent call last)", start) >= 0:
+        if text.find("Traceback (most recent call last)", start) >= 0 or _reported_exit_code(text, start) \
+                or _last_line(text).endswith("Killed") or _first(text, P.CRASH, start) is not None:
             return _fallback(text, start, None, None)
-        return _failure(FailureKind.OK, "finished with a result")
-    return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s)
+        return _ok(has_result, finished)
+    return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
             or _fallback(text, 0, state, exit_code))
+
+
+def _ok(has_result: bool, finished: tuple[int, str] | None) -> Failure:
+    if has_result:
+        return _failure(FailureKind.OK, "finished with a result")
+    if finished is not None:
+        return _failure(FailureKind.OK, f"finished, no step time read ({finished[1]})")
+    return _failure(FailureKind.OK, "healthy step records and no failure after them (no step time read)")

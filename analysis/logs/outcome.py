@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from analysis.logs.classify import classify
 from analysis.logs.logtext import normalize
@@ -31,7 +31,7 @@ _WORKLOAD_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops
 class Outcome:
     failure_kind: str  # a FailureKind value, as a plain str (the ledger's and MLflow's type)
     reason: str
-    metrics: dict[str, Any] = field(default_factory=dict[str, Any])
+    metrics: dict = field(default_factory=dict)
     evidence: tuple[tuple[int, str], ...] = ()  # (line number, line) that support the verdict
     notes: tuple[str, ...] = ()  # records the parsers dropped, and why
     log_format: str = ""  # analysis.logs.read_log.LogReading.format
@@ -56,7 +56,7 @@ def _headroom(peak_mem_gb: Optional[float], capacity_gb: Optional[float]) -> Opt
     return 1.0 - peak_mem_gb / capacity_gb
 
 
-def _workload_metrics(reading: LogReading, capacity_gb: Optional[float]) -> tuple[dict[str, Any], str]:
+def _workload_metrics(reading: LogReading, capacity_gb: Optional[float]) -> tuple[dict, str]:
     log = reading.workload
     if log is None or log.result is None:
         return {}, (log.problem if log is not None else None) or "no PARASWEEP_RESULT line"
@@ -76,9 +76,9 @@ def _workload_metrics(reading: LogReading, capacity_gb: Optional[float]) -> tupl
 
 
 def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
-                 tokens_per_step: Optional[int]) -> tuple[dict[str, Any], str]:
+                 tokens_per_step: Optional[int]) -> tuple[dict, str]:
     tokens = tokens_per_step or reading.tokens_per_step
-    metrics: dict[str, Any] = {}
+    metrics: dict = {}
     if reading.iterations:
         stats = steady_state(reading.iterations)
         step_s = stats.median_step_time_s
@@ -113,10 +113,10 @@ def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
 
 
 def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
-                 tokens_per_step: Optional[int] = None) -> tuple[dict[str, Any], str, LogReading]:
+                 tokens_per_step: Optional[int] = None) -> tuple[dict, str, LogReading]:
     """What a normalised log measures, whatever its verdict: (metrics, problem, reading). `problem` says why
     there is no usable step time ("" when there is one). Used by trial_outcome and the triage command."""
-    reading = read_log(text)
+    reading = read_log(text, tokens_per_step=tokens_per_step)
     if log_format == "workload" or (log_format == "auto" and reading.format == "workload" and reading.workload):
         metrics, problem = _workload_metrics(reading, capacity_gb)
     else:
@@ -124,7 +124,7 @@ def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[f
     return metrics, problem, reading
 
 
-def _finite_only(metrics: dict[str, Any]) -> dict[str, Any]:
+def _finite_only(metrics: dict) -> dict:
     """What may go to the ledger and MLflow: numbers that are finite (strict JSON has no NaN)."""
     return {k: v for k, v in metrics.items() if not isinstance(v, float) or math.isfinite(v)}
 
@@ -137,9 +137,13 @@ def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[floa
     metrics, problem, reading = measurements(text, log_format=log_format, capacity_gb=capacity_gb,
                                              tokens_per_step=tokens_per_step)
     has_result = "step_time_s" in metrics and not problem
+    # Step records without a step time (samples/s and no batch size) still show that training ran; the workload
+    # format is judged by its result line alone.
+    progress_offset = reading.progress_offset if log_format != "workload" else None
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
-                       seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s)
-    common: dict[str, Any] = dict(evidence=failure.evidence, notes=reading.notes, log_format=reading.format)
+                       seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
+                       progress_offset=progress_offset, losses=reading.losses)
+    common = dict(evidence=failure.evidence, notes=reading.notes, log_format=reading.format)
     if failure.kind == FailureKind.OK:
         why = implausible(metrics, capacity_gb=capacity_gb, peak_tflops=peak_tflops,
                           tokens_per_step=tokens_per_step or reading.tokens_per_step)

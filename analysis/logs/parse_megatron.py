@@ -120,9 +120,14 @@ def _split_field(raw: str) -> tuple[str, str] | None:
     return (key, value) if sep else None
 
 
+_GLUED_UNIT = re.compile(r"\s{0,4}([-+]?(?:\d{1,30}\.?\d{0,30}|\.\d{1,30})(?:[eE][-+]?\d{1,3})?)\s{0,2}"
+                         r"[A-Za-z%/\u00b5]{1,16}\s{0,4}")
+
+
 def number(value: str) -> float | None:
-    """'14287.5', ' 1.0E+00 ', '496.3 (avg 496.1)' (Megatron >= 26.5) -> float; None when it is not a number.
-    'nan' and 'inf' are numbers here: whether they are plausible is for the caller to judge."""
+    """'14287.5', ' 1.0E+00 ', '496.3 (avg 496.1)' (Megatron >= 26.5), '123.4TFLOPs' (a unit glued on) -> float;
+    None when it is not a number. 'nan' and 'inf' are numbers here: whether they are plausible is for the caller
+    to judge."""
     text = value.strip()
     if len(text) > 64:
         return None  # no honest number is this long; float() of a megabyte of digits is slow
@@ -133,7 +138,9 @@ def number(value: str) -> float | None:
     try:
         return float(text.split(" (", 1)[0])
     except ValueError:
-        return None
+        pass
+    glued = _GLUED_UNIT.fullmatch(text)
+    return float(glued.group(1)) if glued is not None else None
 
 
 def _line_end(text: str, pos: int) -> int:
@@ -141,15 +148,16 @@ def _line_end(text: str, pos: int) -> int:
     return len(text) if end < 0 else end
 
 
-def _gather(text: str, start: int, stop: int) -> tuple[str, bool, int]:
+def _gather(text: str, start: int, stop: int, single_line: bool = False) -> tuple[str, bool, int]:
     """The logical record starting at text[start], not reaching past `stop` (the next record's start):
-    (record, complete?, offset just past its last line)."""
+    (record, complete?, offset just past its last line). `single_line`: the log's records never close with '|'
+    (a variant without the closing pipe), so a record is its line, complete up to its last field."""
     end = text.find("\n", start)
     end = len(text) if end < 0 else end
     if stop < end:  # another record follows on the same line: this one ends there
         return text[start:stop].rstrip(), True, stop
     first = text[start:end].rstrip()
-    if first.endswith("|"):
+    if first.endswith("|") or single_line:
         return first, True, end
     line_start = text.rfind("\n", 0, start) + 1
     if text.startswith(_SINGLE_LINE_TAGS, line_start) or any(text.find(tag, line_start, start) >= 0
@@ -215,6 +223,22 @@ def _parse_record(iteration: int, record: str, complete: bool, source: str | Non
                      phase=phase, **values)
 
 
+_PIPE_SAMPLE = 50  # records looked at to tell a log whose records never close with '|'
+
+
+def _without_closing_pipe(text: str, starts: list[int]) -> bool:
+    """Do this log's records end without Megatron's closing ' |' (at least two records, none of the first
+    _PIPE_SAMPLE closing)? Then a record's last field on its line is complete, not a cut-off value."""
+    if len(starts) < 2:
+        return False
+    for k, start in enumerate(starts[:_PIPE_SAMPLE]):
+        stop = starts[k + 1] if k + 1 < len(starts) else len(text)
+        lines = text[start: min(stop, start + 4000)].split("\n")[: _MAX_WRAP_LINES + 1]
+        if any(line.rstrip().endswith("|") for line in lines):  # closed on its line, or hard-wrapped and closed
+            return False
+    return True
+
+
 def has_iteration(text: str) -> bool:
     """Does this piece of log report a training step? (The monitor's progress signal: chatter such as NCCL
     warnings grows a log without progress.)"""
@@ -231,6 +255,7 @@ def parse_iterations(text: str, *, source: str | None = None, notes: list[str] |
     """
     by_iteration: dict[int, Iteration] = {}
     starts = [(m.start(), int(m.group(1))) for m in _ITER_START.finditer(text)]
+    pipe_less = _without_closing_pipe(text, [start for start, _ in starts])
     resume, counted_to, line_no = 0, 0, 1
     for k, (start, iteration) in enumerate(starts):
         if start < resume:  # inside a record already joined from wrapped lines
@@ -238,7 +263,8 @@ def parse_iterations(text: str, *, source: str | None = None, notes: list[str] |
         line_no += text.count("\n", counted_to, start)  # incremental: linear over the whole log
         counted_to = start
         stop = starts[k + 1][0] if k + 1 < len(starts) else len(text)
-        record, complete, resume = _gather(text, start, stop)
+        # the log's last record may be cut by the job's death even where records have no closing pipe
+        record, complete, resume = _gather(text, start, stop, single_line=pipe_less and k + 1 < len(starts))
         it = _parse_record(iteration, record, complete, source, line_no, notes)
         if it is not None and iteration not in by_iteration:
             by_iteration[iteration] = it

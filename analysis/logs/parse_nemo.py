@@ -29,15 +29,19 @@ _RATE = re.compile(r"(?:^|, *)([\d.]{1,20})(s/it|it/s)(?:,|$)")
 _FIELD = re.compile(r"(?:^|, *)([A-Za-z_][\w /.]{0,60})=([^,\]]{0,40})")
 
 
-def parse_progress_bars(text: str, *, source: str | None = None,
-                        notes: list[str] | None = None) -> list[Iteration]:
-    """The training steps NeMo 1's progress bars show, one per step, sorted by step."""
+def parse_progress_bars(text: str, *, source: str | None = None, notes: list[str] | None = None,
+                        timing_only: bool = False) -> list[Iteration]:
+    """The training steps NeMo 1's progress bars show, one per step, sorted by step. With `timing_only`, only
+    drawings that carry NeMo's own `train_step_timing` count (analysis.logs.read_log reads rate-only bars with
+    analysis.logs.parse_generic, which prefers the elapsed column to the lagging rate)."""
     if _BAR_START not in text or ("it]" not in text and "/it" not in text and "it/s" not in text
                                   and _TIMING not in text):
         return []
     by_step: dict[int, Iteration] = {}
     for match in _BAR.finditer(text):
         head, postfix = match.group(2), match.group(3)
+        if timing_only and _TIMING not in postfix:
+            continue
         it = _bar_iteration(head, postfix, source, notes)
         if it is not None and it.iteration not in by_step:
             by_step[it.iteration] = it

@@ -11,6 +11,9 @@ Retry rules, and why:
   other nodes remain (launcher.run.policy.may_exclude).
 - invalid_measurement (the log reports numbers that cannot be true) is retried once: a transient glitch in a
   timer or a counter clears, a workload that always prints nonsense does not, and it must never be ranked.
+- diverged (the loss went NaN/inf, the fp16 loss scale hit its minimum, Megatron's iterations kept skipping) is
+  never retried: a training run is deterministic given its seed, data order and layout, so the retry computes
+  the same NaN at the same step; its step time measured a broken run and is not ranked.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class FailureKind(StrEnum):
     TIME_LIMIT = "time_limit"
     CANCELLED = "cancelled"
     CRASHED = "crashed"
+    DIVERGED = "diverged"
     INVALID_MEASUREMENT = "invalid_measurement"
     UNKNOWN = "unknown"
 
@@ -64,7 +68,8 @@ class FailureKind(StrEnum):
 
 
 _POLICY: dict[FailureKind, KindPolicy] = {
-    FailureKind.OK: KindPolicy(False, False, 0, "finished with a usable measurement"),
+    FailureKind.OK: KindPolicy(False, False, 0, "finished without a failure (with its measurement when the log "
+                                                "gives one; never retried)"),
     FailureKind.OOM: KindPolicy(False, False, 0, "out of device or host memory: the layout does not fit"),
     FailureKind.CONFIG_ERROR: KindPolicy(False, False, 0,
                                          "invalid arguments or environment: fails the same way every time"),
@@ -75,6 +80,9 @@ _POLICY: dict[FailureKind, KindPolicy] = {
     FailureKind.TIME_LIMIT: KindPolicy(True, False, None, "killed at the job's time limit"),
     FailureKind.CANCELLED: KindPolicy(True, False, None, "cancelled (scancel, or the job was lost)"),
     FailureKind.CRASHED: KindPolicy(True, False, None, "crashed (exception, signal, non-zero exit)"),
+    FailureKind.DIVERGED: KindPolicy(False, False, 0,
+                                     "loss diverged (NaN/inf loss, loss scale at its minimum): the same seed and "
+                                     "layout diverge the same way, so it is not retried"),
     FailureKind.INVALID_MEASUREMENT: KindPolicy(True, False, 1,
                                                 "finished, but reported numbers that cannot be true"),
     FailureKind.UNKNOWN: KindPolicy(True, False, None, "no failure signature and no readable result"),

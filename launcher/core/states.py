@@ -50,6 +50,8 @@ MEASURED = frozenset({TrialState.OK, TrialState.STOPPED_EARLY})
 _STATE_OF_KIND = {FailureKind.OK: TrialState.OK, FailureKind.OOM: TrialState.OOM,
                   FailureKind.TIME_LIMIT: TrialState.TIMEOUT, FailureKind.HANG: TrialState.HANG,
                   FailureKind.CANCELLED: TrialState.CANCELLED}
+# FailureKind.DIVERGED is a failed trial (the default): it ran, but its loss went NaN, so its step time is never
+# ranked.
 
 
 def state_for_kind(kind: FailureKind | str) -> TrialState:

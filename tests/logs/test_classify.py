@@ -14,7 +14,8 @@ HUNG = {"seconds_since_progress": 7200.0, "hang_timeout_s": 1800.0}
 FIXTURE_CASES = [
     ("alcf_mds_iter_kv_format_1.log", {"has_result": True, "exit_code": 0}, "ok", "finished"),
     ("alcf_mds_iter_mem_1.log", {"has_result": True, "slurm_state": "COMPLETED"}, "ok", "finished"),
-    ("bigscience_mds_exit_duration_1.log", {"exit_code": 0}, "unknown", "finished, no metrics I can read"),
+    # no result given, but Megatron's own end-of-run line: finished (families.completion)
+    ("bigscience_mds_exit_duration_1.log", {"exit_code": 0}, "ok", "exiting program after 1190"),
     # faulty GPU: ECC error, then "CUDA error: out of memory" at the restart's barrier -> the node, not the layout
     ("bigscience_mds_gpu_fault_cuda_oom_1.log", {"exit_code": 1}, "node_failure", "uncorrectable ECC error"),
     ("bigscience_mds_hang_eval_1.log", {"slurm_state": "RUNNING", **HUNG}, "hang", "no progress for 7200 s"),

@@ -30,10 +30,11 @@ def test_corpus_is_large_and_varied():
     kinds = Counter(row["kind"] for row in ROWS)
     assert len(ROWS) >= 80 and kinds["ok"] >= 20
     for kind in ("oom", "comm_error", "node_failure", "config_error", "crashed", "hang", "time_limit", "preempted",
-                 "cancelled", "unknown"):
+                 "cancelled", "unknown", "diverged"):
         assert kinds[kind] >= 1, kind
     folders = Counter(row["path"].split("/")[0] for row in ROWS)
-    assert set(folders) == {"megatron-logs", "nemo-logs", "hf-logs", "torch-logs", "slurm-logs"}
+    # other-logs: stacks and orchestrators outside PyTorch/Megatron/NeMo/HF (Ray, MaxText, fairseq, torchrun agents)
+    assert set(folders) == {"megatron-logs", "nemo-logs", "hf-logs", "torch-logs", "slurm-logs", "other-logs"}
 
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)

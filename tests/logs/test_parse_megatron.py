@@ -59,6 +59,17 @@ ITERATIONS = {
                                          (87, 5.4445, 239.9, None, None, 1.814374, 128)),
     # the record and the next print ("Number of parameters ...") share one physical line
     "megatron_bridge_iter_merged_mem_gb_1.log": (1, (1, 20.2891, None, None, None, 12.58695, 128), None),
+    # batch 1 (OUT_OF_SAMPLE.md): full Megatron-LM runs, and NaN runs whose records leave the loss out
+    "llm_action_gpt345m_4dp_full_run_1.log": (13, (100, 0.2968, None, None, None, 9.729805, 8),
+                                              (5000, 0.287, None, None, None, 0.1350079, 8)),
+    "llm_action_gpt345m_4tp_full_run_1.log": (20, (100, 2.946, None, None, None, 9.654853, 8),
+                                              (2000, 3.024, None, None, None, 3.732524, 8)),
+    "bigscience_mds_grad_norm_nan_no_loss_1.log": (3, (5426, 4.2479, 78.36, None, 1.883, None, 8),
+                                                   (5428, 4.2292, 78.71, None, 1.892, None, 8)),
+    # the last record is cut mid-line after "loss scale": kept, its truncated last field dropped
+    "epfl_falcon40b_nan_loss_no_lm_loss_1.log": (3, (3383, 7.6131, None, None, None, 0.7334521, 64),
+                                                 (3385, 7.6243, None, None, None, None, 64)),
+    "mds_nan_missing_lm_loss_1.log": (1, (9, 1.9792, 127.0, 2069.506, 6.063, None, 12), None),
 }
 
 
@@ -97,6 +108,20 @@ def test_truncated_record_keeps_fields_before_the_cut():
     text = " iteration 7/ 10 | elapsed time per iteration (ms): 250.0 | lm loss: 2.5E+00 | TFLOPs: 14"
     (it,) = parse_iterations(text)
     assert (it.step_time_s, it.loss, it.tflops_per_gpu) == (0.25, 2.5, None)  # "14" may be cut from "149.10"
+
+
+def test_records_without_a_closing_pipe_keep_their_last_field():
+    """A variant that never closes its records with ' |': the field at the end of each line is complete (only
+    the log's last record may have been cut by the job's death)."""
+    line = " iteration {i}/ 10 | elapsed time per iteration (ms): 250.0 | lm loss: 2.5E+00 | tokens/s: 4096.5"
+    its = parse_iterations("\n".join(line.format(i=i) for i in range(1, 5)))
+    assert [it.tokens_per_s for it in its] == [4096.5, 4096.5, 4096.5, None]
+
+
+def test_a_unit_glued_to_a_value_is_read():
+    text = " iteration 3/ 10 | elapsed time per iteration (ms): 250.0 | lm loss: 2.5E+00 | TFLOPs: 149.1TFLOPs |"
+    (it,) = parse_iterations(text)
+    assert it.tflops_per_gpu == 149.1
 
 
 def test_record_without_step_time_is_dropped_with_a_note_naming_file_and_line():
@@ -165,6 +190,11 @@ MEMORY = {
     "megatronlm_old_iter_mem_1.log": [(None, 5, 10250.5693359375, 12606.06201171875, 17482.0, 17482.0)],
     # Megatron-LM >= 0.13 keys, in GB (GiB): mem-allocated-gigabytes, mem-max-reserved-gigabytes, ...
     "megatron_bridge_iter_merged_mem_gb_1.log": [(0, 1, 51.072 * 1024, 194.41 * 1024, 216.89 * 1024, 216.89 * 1024)],
+    "llm_action_gpt345m_4dp_full_run_1.log": [(0, 100, 6816.88818359375, 8696.8515625, 8786.0, 8786.0)],
+    "llm_action_gpt345m_4tp_full_run_1.log": [(0, 100, 1772.68505859375, 3059.67138671875, 3394.0, 3394.0),
+                                              (2, 100, 1794.56005859375, 3081.17138671875, 3390.0, 3390.0),
+                                              (3, 100, 1795.06005859375, 3081.67138671875, 3398.0, 3398.0),
+                                              (1, 100, 1774.18505859375, 3065.67138671875, 3398.0, 3398.0)],
 }
 
 

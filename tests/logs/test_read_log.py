@@ -67,4 +67,6 @@ def test_formats_of_real_logs():
     assert read_log(body("nemo-logs/nemo2_nemotron_step_1.log")).format == "nemo2"
     assert read_log(body("nemo-logs/nemo1_grok1_314b_bar_1.log")).format == "nemo1"
     assert read_log(body("megatron-logs/mds_iter_ok_1.log")).format == "megatron"
-    assert read_log(body("torch-logs/unrecognised_format_finished_1.log")).format == ""
+    # a format no framework parser knows (step:N/M train_time:...ms step_avg:...ms): the generic reader's
+    assert read_log(body("torch-logs/unrecognised_format_finished_1.log")).format == "generic"
+    assert read_log(body("torch-logs/xid13_application_fault_dmesg_1.log")).format == ""
