@@ -47,7 +47,8 @@ NETWORK = (
            ("Work Request Flushed Error", "ibv_poll_cq returned Work Request Flushed Error for wr_id 17"))
     + rows(FailureKind.COMM_ERROR, _COMM, "UCX ucs_status_string (src/ucs/type/status.c)",
            ("UCX  ERROR", "[1717171717.123456] [node7:4242:0]   ucp_worker.c:1783 UCX  ERROR ep 0x7f3c: error "
-                          "'Endpoint timeout' on rc_mlx5/mlx5_0:1 will not be handled since no error callback is installed",
+                          "'Endpoint timeout' on rc_mlx5/mlx5_0:1 will not be handled since no error callback is "
+                          "installed",
             r"(?i)timeout|timed out|reset|unreachable|Input/output error|not connected|rejected|Failed to connect|"
             r"error '|failed"),
            ("UCX ERROR", "UCX ERROR rc_mlx5_ep.c:432 Transport retry count exceeded on mlx5_0:1/IB",
