@@ -467,10 +467,10 @@ class StepPieces(NamedTuple):
     stage (the same object repeated where pp < 3); `weights` say how many of the pp stages each stands for."""
 
     stages: tuple[MicrobatchTimes, MicrobatchTimes, MicrobatchTimes]
-    weights: tuple[float, float, float]
-    microbatches: int
-    pp: int
-    vpp: int
+    weights: tuple[Num, Num, Num]
+    microbatches: Num   # an int, or an array over trials (launcher.plan.calibrate.FeatureTable), as pp and vpp
+    pp: Num
+    vpp: Num
     overlap_gather: Num  # 1 when the end-of-step parameter all-gather hides behind the next forward, else 0
     cpu: Num            # 1 on the CPU stand-in, else 0
     dp_reduce: Num
