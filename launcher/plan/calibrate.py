@@ -358,7 +358,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
-    measured = np.log([o.step_time_s for o in timed if o.step_time_s])  # all of them (timed), narrowed
+    measured = np.log([o.step_time_s for o in timed if o.step_time_s])  # every row passes: narrows the Optional
     sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
 
     def fit(scale: float, start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
@@ -394,7 +394,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     mem_theta, mem_sd = np.zeros(len(MEMORY_PARAMETERS)), MEMORY_ERROR_SD
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
-        mem_measured = np.log([o.peak_mem_gb for o in mem if o.peak_mem_gb])  # all of them (mem), narrowed
+        mem_measured = np.log([o.peak_mem_gb for o in mem if o.peak_mem_gb])  # every row passes: narrows the Optional
         msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
