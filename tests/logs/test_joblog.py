@@ -67,6 +67,18 @@ def test_the_real_job_folder_is_oom_from_its_err_with_the_allocator_line_as_evid
     assert alone.failure_kind == "unknown"
 
 
+def test_task_1_alone_holds_the_oom_of_a_two_node_job_whose_task_0_shows_only_wrappers():
+    # The real 2-node SLURM job: keep task 0's wrappers and drop its ranks' lines, so that only task 1's .err
+    # shows the cause; the job is still oom, and the evidence names task 1's file and its own line number.
+    folder = JOB.parent / "slurm-2node-tiny-mbs64-oom"
+    task0 = "\n".join(ln for ln in (folder / "113_0_log.err").read_text().splitlines() if not ln.startswith("[rank"))
+    parts = [(name, (folder / name).read_text()) for name in ("113_0_log.out", "113_1_log.out")]
+    log = job(*parts, ("113_0_log.err", task0), ("113_1_log.err", (folder / "113_1_log.err").read_text()))
+    out = trial_outcome(log, exit_code=1, slurm_state="FAILED")
+    assert out.failure_kind == "oom" and out.evidence[0][:2] == ("113_1_log.err", 61)
+    assert ALLOCATOR in out.evidence[0].text
+
+
 def test_line_numbers_are_each_files_own():
     log = job(("a.out", "one\ntwo\n"), ("empty.err", ""), ("b.err", "x\r\ny\nz"), ("c.err", "last\n"))
     assert log.files == ("a.out", "b.err", "c.err")  # an empty file is not part of the job's text
