@@ -456,10 +456,10 @@ def _crashed_by_report(text: str, start: int) -> Failure | None:
 
 
 def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -> Failure:
-    """No failure family matched. The evidence of a crash is, in this order: the job's own exception (the first
-    traceback that is not a wrapper's); with the exit status unknown, a launcher's report of the child's exit
-    status; a crash marker of the job's own (an abort, a core dump); a launcher's report; and only then a wrapper's
-    traceback (analysis.logs.wrappers), when it is all the log holds."""
+    """No failure family matched. The evidence of a crash is the job's own exception (the first traceback that is
+    not a wrapper's); else a launcher's report of the child's exit status (with the job's exit status unknown,
+    before a crash marker such as an abort or a core dump; with it known, after one); and a wrapper's traceback
+    (analysis.logs.wrappers) only when it is all the log holds."""
     exc = _exception_line(text, start)
     own = exc if exc is not None and not exc[2] else None
     if exit_code is None and own is None:
