@@ -7,9 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from analysis.logs.classify import classify
+from analysis.logs.classify import FAILURE_KINDS, classify
 from analysis.logs.joblog import JobLog
+from analysis.logs.logtext import normalize
 from analysis.logs.outcome import trial_outcome
 from analysis.logs.wrappers import is_wrapper_exception
 
@@ -156,3 +159,25 @@ def test_many_wrapper_tracebacks_in_a_big_log_stay_fast():
     start = time.perf_counter()
     failure = classify(text, exit_code=1)
     assert failure.kind == "crashed" and time.perf_counter() - start < 5
+
+
+# Pieces the joined text is most likely to mislocate: line ends of every kind, empty files, invalid UTF-8, and the
+# lines that make evidence (an allocator OOM, a rank's and a wrapper's traceback, progress).
+PIECES = st.one_of(st.sampled_from(["\n", "\r", "\r\n", "", "\x00", "\ufffd", ALLOCATOR, NCCL, PROGRESS, RANK_ERROR,
+                                    KEEPER, TORCHRUN.format(code=1)]),
+                   st.text(max_size=40))
+FILE_DATA = st.one_of(st.lists(PIECES, max_size=12).map("".join),
+                      st.lists(PIECES, max_size=12).map(lambda p: "".join(p).encode("utf-8", "surrogatepass")
+                                                        + b"\xff\xfe"))
+
+
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(FILE_DATA, min_size=1, max_size=4), st.sampled_from([None, 0, 1, 137]))
+def test_any_job_folder_is_judged_and_every_evidence_line_is_in_the_file_it_names(files, exit_code):
+    parts = [(f"{i}_log.{'out' if i % 2 else 'err'}", data) for i, data in enumerate(files)]
+    out = trial_outcome(JobLog.join(parts), exit_code=exit_code)
+    assert out.failure_kind in FAILURE_KINDS and not out.reason.startswith("judging failed"), out.reason
+    contents = dict(parts)
+    for evidence in out.evidence:
+        lines = normalize(contents[evidence.file]).split("\n")
+        assert evidence.text in lines[evidence.line - 1], (evidence, lines)
