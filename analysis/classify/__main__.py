@@ -72,6 +72,7 @@ class Job:
     exit_code: Optional[int] = None  # what the job's keeper recorded (None: not known)
     slurm_state: Optional[str] = None  # the keeper's record in SLURM's words (CANCELLED, TIMEOUT), or None
     folder: bool = False
+    others: tuple[str, ...] = ()  # a task log's siblings of the same job, judged with it only in its folder
 
 
 def _keeper_status(folder: Path, job_id: str, tasks: int) -> tuple[Optional[int], Optional[str]]:
@@ -93,11 +94,23 @@ def _keeper_status(folder: Path, job_id: str, tasks: int) -> tuple[Optional[int]
     return next((c for c in codes if c != 0), 0 if codes else None), None
 
 
+def _siblings(path: Path) -> tuple[str, ...]:
+    """The other task logs of the job a task log file belongs to (its cause is often in the .err beside the .out)."""
+    match = _TASK_LOG.match(path.name)
+    if match is None:
+        return ()
+    try:
+        found = [p for p in log_paths(path.parent, match.group("job")) if p.name != path.name]
+        return tuple(p.name for p in found if p.is_file() and p.stat().st_size > 0)
+    except OSError:  # a hint only: a folder that cannot be listed does not stop judging the file
+        return ()
+
+
 def read_jobs(path: Path) -> list[Job]:
     """A log file -> one Job; a job folder -> one Job per job id in it (launcher.run.executor.log_paths: the
     order the sweep's judge reads). Raises OSError for what cannot be read, and for a folder without task logs."""
     if not path.is_dir():
-        return [Job(str(path), JobLog.join([(path.name, path.read_bytes())]))]
+        return [Job(str(path), JobLog.join([(path.name, path.read_bytes())]), others=_siblings(path))]
     tasks: dict[str, set[int]] = {}
     for child in path.iterdir():
         match = _TASK_LOG.match(child.name)
@@ -137,6 +150,9 @@ def _as_text(job: Job, outcome: Outcome, metrics: dict, n_iterations: int) -> st
         status = (f"exit code {job.exit_code}" if job.exit_code is not None else job.slurm_state
                   or "exit status not recorded")
         lines.append(f"  read:     {', '.join(job.log.files) or '(all empty)'} ({status}, from the keeper's record)")
+    if job.others:
+        lines.append(f"  note:     one of its job's task logs; {', '.join(job.others)} not read: "
+                     f"`python -m analysis.classify {Path(job.label).parent}` judges them together, as the sweep does")
     if outcome.log_format:
         what = f"{n_iterations} iterations" if n_iterations else "final metrics"
         lines.append(f"  format:   {outcome.log_format} ({what})")

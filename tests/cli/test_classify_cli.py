@@ -90,6 +90,20 @@ def test_a_job_folder_is_judged_as_one_trial_from_its_out_and_err(capsys):
         assert f"evidence: {err} line {first['line']}: " in out and "(exit code 1, from the keeper's record)" in out
 
 
+def test_a_task_log_alone_names_the_logs_it_was_not_judged_with(capsys, tmp_path):
+    # The .out alone has nothing to judge (unknown): the text says where the cause may be, the kind stays the same.
+    kinds, rows = verdicts(capsys, str(LOCAL_OOM / "8556_0_log.out"))
+    assert kinds == ["unknown"] and rows[0]["kind"] == "unknown"
+    assert main([str(LOCAL_OOM / "8556_0_log.out")]) == 0
+    assert f"note:     one of its job's task logs; 8556_0_log.err not read: `python -m analysis.classify {LOCAL_OOM}`" \
+        in capsys.readouterr().out
+    alone = tmp_path / "8556_0_log.out"
+    alone.write_bytes((LOCAL_OOM / "8556_0_log.out").read_bytes())
+    (tmp_path / "8556_0_log.err").write_text("")  # an empty sibling holds nothing to read
+    assert main([str(alone)]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name", ["local-tiny-mbs64-oom/8556_0_log.out", "local-tiny-mbs64-oom/8556_0_log.err",
                                   "local-tiny-mbs64-oom", "slurm-tiny-mbs64-oom", "slurm-2node-tiny-mbs64-oom"])
 def test_text_and_json_give_the_same_kind(capsys, name):
