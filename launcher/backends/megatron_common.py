@@ -164,7 +164,7 @@ def virtual_pipeline_args(model: ModelConfig, layout: Layout) -> list[str]:
 
 
 def precision_args(backend: BackendConfig) -> list[str]:
-    return {"bf16": ["--bf16"], "fp16": ["--fp16"]}.get(backend.precision, [])
+    return {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16"]}.get(backend.precision, [])
 
 
 def run_args(backend: BackendConfig) -> list[str]:

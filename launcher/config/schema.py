@@ -164,8 +164,10 @@ class BackendConfig(Sealed):
     name: BackendName = BackendName.torch
     """Which program runs a trial: 'torch' (embedded GPT), 'megatron_deepspeed' or 'megatron_lm'."""
     precision: PrecisionSetting = PrecisionSetting.bf16
-    """'bf16' or 'fp16' mixed precision, 'fp32', or 'auto': what the hardware does well (bf16 on GPU clusters, fp32 on
-    the CPU stand-in), resolved when the config is loaded."""
+    """'bf16' or 'fp16' mixed precision, 'fp32', 'fp8', or 'auto': what the hardware does well (bf16 on GPU clusters,
+    fp32 on the CPU stand-in), resolved when the config is loaded. 'fp8' is Transformer Engine's FP8 (the GEMMs in
+    FP8 with delayed scaling, hybrid E4M3 forward / E5M2 gradients, over bf16 weights): backend megatron_lm with
+    megatron.transformer_impl=transformer_engine, on a GPU with FP8 tensor cores (H100, H200, B200, GB200)."""
     warmup_iters: int = 3
     """Iterations run before measuring (also detected from the log for Megatron backends)."""
     measure_iters: int = 5

@@ -23,9 +23,10 @@ from launcher.plan.stack import stack_name
 from launcher.plan.step_time import step_time_s
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 
-ESTIMATOR_PRECISIONS = PRECISIONS + ("fp8",)
-"""What estimate() prices: the config's precisions, and fp8 (Transformer Engine FP8 GEMMs with bf16 weights, on
-GPUs with FP8 tensor cores; elsewhere the GEMMs run at the 16-bit peak)."""
+ESTIMATOR_PRECISIONS = PRECISIONS
+"""What estimate() prices: the config's precisions; fp8 is Transformer Engine FP8 GEMMs with bf16 weights, on GPUs
+with FP8 tensor cores (elsewhere priced at the 16-bit peak: plans refuse it there, launcher.plan.hardware
+.check_precision, but published rows are priced as they ran)."""
 
 
 @dataclass(frozen=True)

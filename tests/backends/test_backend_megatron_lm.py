@@ -55,6 +55,7 @@ VARIANTS = [
     dict(model=GPT3, data_path="/d/gpt_text_document", tokenizer_type="GPT2BPETokenizer", vocab_file="/d/v.json",
          merge_file="/d/m.txt"),
     dict(tokenizer_type="Llama2Tokenizer", tokenizer_model="/d/tokenizer.model", data_path="/d/llama_text_document"),
+    dict(precision="fp8"),
 ]
 
 
@@ -113,6 +114,13 @@ def test_settings_upstream_cannot_run_are_config_errors(changes, layout, field):
     with pytest.raises(ConfigError) as err:
         render(layout=layout, **changes)
     assert err.value.field == field
+
+
+def test_fp8_is_transformer_engine_delayed_scaling_over_bf16():
+    argv = render(precision="fp8").program_argv
+    joined = " ".join(argv)
+    assert "--bf16 --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max" in joined
+    assert "--fp8-format" not in render(precision="bf16").program_argv
 
 
 def test_cuda_connection_limit_is_always_set():
