@@ -68,7 +68,7 @@ BACKEND = MegatronLM()
 
 def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> list[str]:
     args = mc.shape_args(model) + model_style_args(model)
-    args += mc.parallel_args(layout) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
+    args += mc.parallel_args(layout, model.layers) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
     if layout.cp > 1:  # Megatron-Core's context parallelism (Transformer Engine's ring attention)
         args += ["--context-parallel-size", str(layout.cp)]
     args += mc.precision_args(backend) + fp8_args(backend)

@@ -67,7 +67,7 @@ def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
                                 backend=backend)
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
-    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, workload.recompute_every) / per_gpu_s
+    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, layout.recompute_every) / per_gpu_s
     model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
     return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
                     step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,

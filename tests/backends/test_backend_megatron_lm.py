@@ -56,6 +56,7 @@ VARIANTS = [
          merge_file="/d/m.txt"),
     dict(tokenizer_type="Llama2Tokenizer", tokenizer_model="/d/tokenizer.model", data_path="/d/llama_text_document"),
     dict(precision="fp8"),
+    dict(layout=golden_layout(recompute="full", recompute_every=5)),
 ]
 
 
@@ -114,6 +115,16 @@ def test_settings_upstream_cannot_run_are_config_errors(changes, layout, field):
     with pytest.raises(ConfigError) as err:
         render(layout=layout, **changes)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("vpp, every, layers", [(1, 2, 10), (2, 2, 5), (2, 5, 2), (1, 20, 1)])
+def test_recompute_of_every_kth_layer_is_the_block_method_per_model_chunk(vpp, every, layers):
+    # llama2-70b: 80 layers over pp 4 (x vpp): 20 (10) layers per chunk, 1/k of them checkpointed
+    argv = render(layout=golden_layout(vpp=vpp, recompute="full", recompute_every=every)).program_argv
+    assert (f"--recompute-granularity full --recompute-method block --recompute-num-layers {layers}"
+            in " ".join(argv))
+    assert "--recompute-method uniform --recompute-num-layers 1" in " ".join(
+        render(layout=golden_layout(recompute="full")).program_argv)
 
 
 def test_fp8_is_transformer_engine_delayed_scaling_over_bf16():
