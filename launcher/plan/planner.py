@@ -21,6 +21,7 @@ from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.hardware import check_precision
+from launcher.plan.inputs import workload_for
 from launcher.plan.rules import Checker, Issue
 
 
@@ -160,7 +161,8 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             examples.setdefault(first.code, first.message)
             continue
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
-                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants)
+                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants,
+                       workload=workload_for(cfg.backend, layout))
         trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings)
         fits, borderline = _memory_verdict(cfg, est)
         if fits:
