@@ -114,7 +114,8 @@ class ClusterConfig(Sealed):
     gpu: str = "???"
     """Accelerator model, for people reading the plan."""
     gpu_mem_gb: float = 80.0
-    """Device memory per GPU, GB (1e9 bytes)."""
+    """Device memory per GPU as a process can address it, GB (1e9 bytes): nvidia-smi's total, e.g. 81920 MiB =
+    85.9 GB on an "80 GB" A100 (the marketing figure is the GiB count)."""
     peak_tflops: float = 312.0
     """Dense 16-bit (bf16/fp16) tensor-core peak per GPU, TFLOP/s."""
     gpus_per_node: int = 8

@@ -18,7 +18,7 @@ def test_70b_plan_is_ranked_pruned_and_budgeted(load):
     n_explore = sum(t.selection == "exploration" for t in plan.trials)
     assert n_explore == round(cfg.plan.max_trials * cfg.plan.exploration_share)
     for t in plan.trials:
-        assert t.estimate.peak_mem_gb <= (cfg.plan.mem_safety_margin + cfg.plan.keep_borderline) * 80
+        assert t.estimate.peak_mem_gb <= (cfg.plan.mem_safety_margin + cfg.plan.keep_borderline) * cfg.cluster.gpu_mem_gb
         assert t.layout.tp * t.layout.pp * t.layout.dp == t.layout.gpus
     assert plan.pruned_counts()["predicted_oom"] > 0 and plan.pruned_counts()["budget"] > 0
     assert plan.gpu_hours > 0 and plan.n_points == 1296
@@ -34,16 +34,19 @@ def test_exploration_picks_are_outside_the_predicted_top(load):
 
 def test_safety_margin_prunes_more_when_tighter(load):
     loose = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0"))
-    tight = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0",
-                           "plan.mem_safety_margin=0.6"))
+    tight_cfg = load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0",
+                     "plan.mem_safety_margin=0.6")
+    tight = make_plan(tight_cfg)
     assert len(tight.trials) < len(loose.trials)
-    assert all(t.estimate.peak_mem_gb <= 0.6 * 80 for t in tight.trials)
+    assert all(t.estimate.peak_mem_gb <= 0.6 * tight_cfg.cluster.gpu_mem_gb for t in tight.trials)
 
 
 def test_borderline_configs_can_be_kept(load):
-    plan = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0.1"))
+    cfg = load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0.1")
+    plan = make_plan(cfg)
     borderline = [t for t in plan.trials if t.selection == "borderline"]
-    assert borderline and all(0.9 * 80 < t.estimate.peak_mem_gb <= 1.0 * 80 for t in borderline)
+    capacity_gb = cfg.cluster.gpu_mem_gb
+    assert borderline and all(0.9 * capacity_gb < t.estimate.peak_mem_gb <= capacity_gb for t in borderline)
 
 
 def test_grid_with_nothing_valid_names_the_constraint(load):
