@@ -166,3 +166,46 @@ def test_plan_honours_backend_flash_attention(load):
     assert common and all(without[k] > with_flash[k] for k in common)
     assert plan.pruned_counts()["predicted_oom"] > make_plan(load("+sweep=70b", "dry_run=true")).pruned_counts()[
         "predicted_oom"]
+
+
+def test_the_dry_run_shows_each_prediction_with_its_interval(load, capsys):
+    """Beside a predicted peak and step time, the 90 % interval of the estimator's out-of-sample error for the
+    configured backend's stack (launcher/plan/spread.json), and a line saying whose residuals it comes from."""
+    from launcher.plan import spread
+    from launcher.plan.inputs import stack_of
+    from launcher.plan.table import print_plan
+
+    cfg = load("+sweep=70b", "dry_run=true")
+    plan = make_plan(cfg)
+    print_plan(cfg, plan, Reporter.for_streams())
+    out = capsys.readouterr().out
+    stack = stack_of(cfg.backend)
+    best = plan.trials[0].estimate
+    step_lo, step_hi = spread.interval("step_time", best.step_time_s, stack, 0.05, 0.95)
+    mem_lo, mem_hi = spread.interval("peak_mem", best.peak_mem_gb, stack, 0.05, 0.95)
+    assert step_lo < best.step_time_s < step_hi and mem_lo < best.peak_mem_gb < mem_hi
+    first_row = next(line for line in out.splitlines() if plan.trials[0].layout.label() in line)
+    assert f"{best.step_time_s:.3g} ({step_lo:.0f}–{step_hi:.0f})" in first_row
+    assert f"{best.peak_mem_gb:.1f} ({mem_lo:.0f}–{mem_hi:.0f})" in first_row
+    assert "90 % interval" in out and f"{spread.basis('step_time', stack)[1]} {stack} rows" in out
+
+
+def test_an_interval_falls_back_to_all_sources_for_a_stack_with_few_rows():
+    from launcher.plan import spread
+    from launcher.plan.table import interval_note, with_interval
+
+    few = next(name for name, s in spread.load_spread()["peak_mem"]["per_stack"].items() if s["n"] < spread.MIN_ROWS)
+    assert spread.basis("peak_mem", few) == ("all", spread.load_spread()["peak_mem"]["all"]["n"])
+    assert "peak memory from all" in interval_note(few) and f"({few} has fewer than" in interval_note(few)
+    lo, hi = spread.interval("peak_mem", 0.5, few)
+    assert with_interval("peak_mem", 0.5, few) == f"0.5 ({lo:.2g}–{hi:.2g})"
+
+
+def test_without_spread_data_the_table_shows_bare_predictions(monkeypatch):
+    from launcher.plan import spread
+    from launcher.plan.table import interval_note, with_interval
+
+    monkeypatch.setattr(spread, "load_spread", lambda path=spread.SPREAD_FILE: {})
+    assert with_interval("peak_mem", 76.44, "megatron_lm") == "76.4"
+    assert with_interval("step_time", 0.2014, "megatron_lm") == "0.201"
+    assert interval_note("megatron_lm") == ""
