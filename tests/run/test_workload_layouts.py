@@ -70,7 +70,7 @@ def test_tp2_matches_single_process_and_reports_the_format(single):
     assert [float(m[4]) for m in iterations] == pytest.approx(result["losses"], abs=1e-6)
     assert re.search(r"^\[parasweep\] init done in \d+\.\d\d s$", proc.stdout, re.M)
     assert result["config"] == {"tp": 2, "pp": 1, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "microbatches": 8,
-                                "recompute": "none", "sequence_parallel": False, "zero_stage": 0,
+                                "recompute": "none", "recompute_every": 1, "sequence_parallel": False, "zero_stage": 0,
                                 "distributed_optimizer": False, "precision": "fp32", "backend": "gloo",
                                 "device": "cpu"}
     assert result["world_size"] == 2 and len(result["peak_mem_gb_per_rank"]) == 2
