@@ -17,7 +17,7 @@ from typing import Optional
 
 from launcher.config.load import load_saved
 from launcher.core.errors import ParasweepError
-from launcher.core.layout import NAMES, WORLD
+from launcher.core.layout import NAMES, WORLD, Layout
 from launcher.core.states import TrialState
 from launcher.estimate import FIELD_TYPES, LineError, Request, request_from_fields
 from launcher.run.ledger import Ledger
@@ -161,7 +161,7 @@ def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: b
               metrics: dict) -> Optional[dict]:
     """One trial as a table row (None for a trial without a measured outcome). `layout` is a dict or a Layout,
     `state` a string or a str enum."""
-    layout = layout.to_dict() if hasattr(layout, "to_dict") else layout
+    layout = (layout if isinstance(layout, Layout) else Layout.from_dict(layout)).to_dict()  # older dicts: defaults
     table_state = MEASURED_STATES.get(TrialState(state))
     if table_state is None or (table_state is TrialState.OK and not metrics.get("step_time_s")):
         return None

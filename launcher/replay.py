@@ -103,7 +103,7 @@ class _Replay:
         self.keys = [_key(r) for r in self.rows]
         self.by_key = dict(zip(self.keys, self.rows))
         self.features = [trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
-                                        _flash(r)) for r in self.rows]
+                                        _flash(r), backend=r.request.backend) for r in self.rows]
         self.table = FeatureTable(self.features)
         self.prior = constants_for(self.rows[0].request.backend)
         self.finished: list[Outcome] = []

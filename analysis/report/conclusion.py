@@ -38,6 +38,7 @@ from launcher.core.states import TrialState
 from launcher.netbench import ProbeResult
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import estimate
+from launcher.plan.inputs import workload_for
 from launcher.plan.rules import check
 from launcher.run import network
 from launcher.run.folder import SweepFolder
@@ -202,7 +203,8 @@ def _predicted_peak_gb(cfg: RootConfig, layout: dict) -> Optional[float]:
     if not check(cfg.model, cfg.cluster, lay, backend=cfg.backend.name).ok:
         return None
     return estimate(cfg.model, cfg.cluster, lay, precision=cfg.backend.precision,
-                    flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name).peak_mem_gb
+                    flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name,
+                    workload=workload_for(cfg.backend, lay)).peak_mem_gb
 
 
 def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: Conclusion, trials: list[dict],

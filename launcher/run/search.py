@@ -37,7 +37,8 @@ from launcher.plan.calibrate import (
     trial_features,
     uncalibrated,
 )
-from launcher.plan.constants import Constants, constants_for
+from launcher.plan.constants import Constants
+from launcher.plan.inputs import constants_of, workload_for
 from launcher.run import scheduler
 from launcher.run.scheduler import Outcome, Planned
 
@@ -78,7 +79,7 @@ class Search:
 
     def __init__(self, cfg: RootConfig, prior: Optional[Constants] = None) -> None:
         self.cfg = cfg
-        self.prior = prior or constants_for(cfg.backend.name)
+        self.prior = prior or constants_of(cfg.backend)
         """The a-priori constants (the backend's, with a measured network when probed)."""
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
@@ -89,7 +90,8 @@ class Search:
         if r.config_hash not in self._features:
             b = self.cfg.backend
             self._features[r.config_hash] = trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision,
-                                                           b.flash_attention)
+                                                           b.flash_attention, backend=b.name,
+                                                           workload=workload_for(b, r.layout))
         return self._features[r.config_hash]
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:

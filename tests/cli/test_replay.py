@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from launcher.core.layout import Layout
 from launcher.measured import TableError, format_table, read_rows, read_table, table_row
 from launcher.replay import JSON_KEYS, STRATEGIES, Costs, main, replay_sweep, totals
 
@@ -140,7 +141,7 @@ def test_export_round_trip():
     assert rows[2] is None
     (sweep,) = read_rows(format_table([r for r in rows if r], ["SOURCE: test"]).splitlines())
     first, second = sweep.rows
-    assert first.request.layout.to_dict() == layout and first.request.backend == "torch"
+    assert first.request.layout == Layout.from_dict(layout) and first.request.backend == "torch"
     assert (first.state, first.step_time_s, first.peak_mem_gb, second.state) == ("ok", 0.5, 0.1, "oom")
     assert first.request.flash_attention is True and first.request.precision == "fp32"
 
