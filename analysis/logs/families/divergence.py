@@ -16,6 +16,10 @@ Sources (text):
   nan."
 - torch.autograd anomaly mode: "Function 'MulBackward0' returned nan values in its 0th output."
 - the shape `loss ... is|became|=|: nan|inf` and "NaN/Inf loss detected" that trainers print when they stop.
+- DeepSpeed runtime/engine.py (_report_progress): log_dist("step={}, skipped={}, lr={}, mom={}"), the optimizer
+  steps taken and those skipped because the fp16 gradients overflowed. A healthy fp16 run skips a few steps while
+  the loss scale settles (about log2 of the initial scale); a run that skips nearly every step does not train
+  (the Hugging Face Trainer then logs a loss of 0.0).
 Series (the parsed step records): the run's last logged loss is NaN or infinite; Megatron's last record lacks
 its loss or counts NaN iterations.
 """
@@ -136,4 +140,39 @@ def series_diverged(losses: Sequence[float]) -> str | None:
                 break
             bad += 1
         return f"the last {bad} logged loss value(s) are {losses[-1]!r}"
+    return None
+
+
+_DS_PROGRESS = re.compile(r"\bstep=(\d{1,12}), skipped=(\d{1,12})\b")
+DS_PROGRESS_NEEDLE = ", skipped="
+SKIPPED_FRACTION = 0.9  # of the steps in the last interval (or, with one line, since the start)
+MIN_STEPS_SKIPPED = 50  # more steps than any loss-scale search at the start skips (log2 of 2**32 = 32)
+
+
+def deepspeed_skipped_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when DeepSpeed's last progress lines ('step=2000, skipped=1995') show that nearly every
+    step overflowed and was skipped: between the last two such lines, or since the start when there is one, at
+    least SKIPPED_FRACTION of at least MIN_STEPS_SKIPPED steps. Unlike a failure line, the last such line counts
+    wherever it is: the trainer's own records printed after it (the loss of 0.0) do not show a recovery."""
+    last = text.rfind(DS_PROGRESS_NEEDLE)
+    if last < 0:
+        return None
+    lines = []
+    idx = last
+    while idx >= 0 and len(lines) < 2:
+        m = _DS_PROGRESS.search(text, max(0, idx - 20), idx + 30)
+        if m is not None:
+            lines.append((m.start(), int(m.group(1)), int(m.group(2))))
+        idx = text.rfind(DS_PROGRESS_NEEDLE, 0, idx)
+    if not lines:
+        return None
+    pos, step, skipped = lines[0]
+    if len(lines) == 2 and lines[1][1] < step and lines[1][2] <= skipped:
+        steps, skips = step - lines[1][1], skipped - lines[1][2]
+        if steps >= MIN_STEPS_SKIPPED and skips >= SKIPPED_FRACTION * steps:
+            return pos, f"DeepSpeed skipped {skips} of the last {steps} steps (fp16 overflow on nearly every step)"
+        if skips < SKIPPED_FRACTION * steps:
+            return None
+    if step >= MIN_STEPS_SKIPPED and skipped >= SKIPPED_FRACTION * step:
+        return pos, f"DeepSpeed skipped {skipped} of {step} steps (fp16 overflow on nearly every step)"
     return None
