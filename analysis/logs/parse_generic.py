@@ -225,8 +225,8 @@ def _seconds(value: float, unit: str, key: str) -> float:
 
 
 def _is_per_second(key: str, unit: str) -> bool:
-    return ("/s" in unit or "per sec" in key or key.endswith("/sec") or "persec" in key.replace(" ", "") or "per second" in key
-            or key.endswith("/s") or key.endswith(" ps"))
+    return ("/s" in unit or "per sec" in key or "persec" in key.replace(" ", "") or "per second" in key
+            or key.endswith(("/s", "/sec", " ps")))
 
 
 _STEP_NOUNS = {"it", "its", "iter", "iters", "iteration", "iterations", "step", "steps", "update", "updates"}

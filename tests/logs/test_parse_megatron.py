@@ -11,6 +11,7 @@ from analysis.logs.classify import classify
 from analysis.logs.parse_megatron import (
     Iteration,
     MemoryReport,
+    number,
     parse_ds_timers,
     parse_iterations,
     parse_memory,
@@ -280,3 +281,11 @@ def test_has_iteration_is_the_monitors_progress_signal(text, expected):
     from analysis.logs.parse_megatron import has_iteration
 
     assert has_iteration(text) is expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("11.5K", 11_500.0), (" 2.25M ", 2.25e6), ("85.8G", 85.8e9), ("3k", 3000.0),  # magnitude suffixes
+    ("123.4TFLOPs", 123.4), ("562.73 ms", 562.73),  # a unit glued on or after a blank is a unit, not a magnitude
+])
+def test_numbers_with_a_magnitude_suffix_are_scaled(text, expected):
+    assert number(text) == pytest.approx(expected)

@@ -28,7 +28,8 @@ _DONE = "training finished"
 # A training budget used up: "max training steps reached", "max_iters reached", "reached max steps",
 # "maximum number of epochs reached"; not "max seq length reached" or a budget of evaluation/generation.
 _BUDGET_WHAT = r"(?:training[ _])?(?:steps?|iters?|iterations?|epochs?|updates?)"
-_BUDGET = (rf"(?i)\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b[^\n]{{0,30}}\b(?:is |has been |was )?reached\b"
+_BUDGET = (rf"(?i)\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b[^\n]{{0,30}}"
+           rf"\b(?:is |has been |was )?reached\b"
            rf"|\breached\b[^\n]{{0,12}}\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b")
 COMPLETION = (
     rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",

@@ -97,7 +97,8 @@ DATA_MISSING = (
                                                                "can be appended to get full filenames."))
     + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "Hugging Face datasets load.py",
            ("Couldn't find a dataset script at", "FileNotFoundError: Couldn't find a dataset script at "
-                                                 "/work/corpus/my_set/my_set.py or any data file in the same directory."),
+                                                 "/work/corpus/my_set/my_set.py or any data file in the same "
+                                                 "directory."),
            ("doesn't exist on the Hub", "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/corpus-v9' doesn't "
                                         "exist on the Hub or cannot be accessed."))
     + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "trainers' data-path checks (the shape)",

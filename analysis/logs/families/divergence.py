@@ -157,7 +157,7 @@ def deepspeed_skipped_diverged(text: str) -> tuple[int, str] | None:
     last = text.rfind(DS_PROGRESS_NEEDLE)
     if last < 0:
         return None
-    lines = []
+    lines: list[tuple[int, int, int]] = []
     idx = last
     while idx >= 0 and len(lines) < 2:
         m = _DS_PROGRESS.search(text, max(0, idx - 20), idx + 30)
