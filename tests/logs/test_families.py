@@ -282,3 +282,25 @@ def test_a_killed_child_after_a_cgroup_oom_report_is_oom():
             + "\n".join(f"Epoch: [0][{i}/900]\t Loss 0.{i:03d}" for i in range(10, 200, 10)) + "\nKilled\n")
     assert classify(text).kind == "oom"
     assert classify(text.split("\n", 1)[1]).kind == "crashed"  # without the report, a SIGKILL of unknown cause
+
+
+def _overflow(prev: float, cur: float) -> str:
+    return (f"[2026-01-01 00:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            f"Skipping step. Attempted loss scale: {prev:g}, reducing to {cur:g}")
+
+
+def test_a_deepspeed_loss_scale_halved_on_every_step_down_to_a_few_units_is_diverged():
+    bar = "  9%|9         | {i}/2000 [01:00<10:00,  1.50s/it]"
+    lines = [f"{bar.format(i=i)}{_overflow(2.0 ** (9 - i), 2.0 ** (8 - i))}" for i in range(1, 8)]  # 256 ... 2
+    failure = classify("\n".join(lines) + "\n")
+    assert failure.kind == "diverged" and "fell on 4 overflows in a row to 2" in failure.reason
+
+
+@pytest.mark.parametrize("scales", [
+    [(65536, 32768), (32768, 16384), (16384, 8192), (8192, 4096)],  # a normal start-up search: still thousands
+    [(64, 32), (32, 16), (32, 16), (16, 8)],  # the scale rose in between (a clean window): not one collapse
+    [(16, 8), (8, 4), (4, 2)],  # too few overflows to call it
+])
+def test_deepspeed_overflows_of_a_healthy_run_are_not_diverged(scales):
+    text = "\n".join(_overflow(p, c) for p, c in scales) + "\n{'loss': 1.9, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
+    assert classify(text, has_result=True).kind == "ok"

@@ -16,6 +16,10 @@ Sources (text):
   nan."
 - torch.autograd anomaly mode: "Function 'MulBackward0' returned nan values in its 0th output."
 - the shape `loss ... is|became|=|: nan|inf` and "NaN/Inf loss detected" that trainers print when they stop.
+- DeepSpeed runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale): "[deepspeed] OVERFLOW! Rank 0 Skipping
+  step. Attempted loss scale: 32, reducing to 16". One overflow halves the scale; a healthy run raises it again
+  after scale_window clean steps. Overflow after overflow that halves the scale down to a few units (the minimum
+  is 1 by default) is a loss that no longer fits fp16: the run is collapsing towards "already at minimum".
 - DeepSpeed runtime/engine.py (_report_progress): log_dist("step={}, skipped={}, lr={}, mom={}"), the optimizer
   steps taken and those skipped because the fp16 gradients overflowed. A healthy fp16 run skips a few steps while
   the loss scale settles (about log2 of the initial scale); a run that skips nearly every step does not train
@@ -176,3 +180,32 @@ def deepspeed_skipped_diverged(text: str) -> tuple[int, str] | None:
     if step >= MIN_STEPS_SKIPPED and skipped >= SKIPPED_FRACTION * step:
         return pos, f"DeepSpeed skipped {skipped} of {step} steps (fp16 overflow on nearly every step)"
     return None
+
+
+_DS_OVERFLOW = re.compile(r"Attempted loss scale: ([\d.eE+-]{1,20}), reducing to ([\d.eE+-]{1,20})")
+DS_OVERFLOW_NEEDLE = "Attempted loss scale:"
+COLLAPSE_OVERFLOWS = 4  # this many last overflow lines, each halving the scale the previous one left
+COLLAPSED_SCALE = 8.0  # ... down to a scale this small (fp16 runs train at 2**10 to 2**16)
+
+
+def deepspeed_scale_collapsed(text: str) -> tuple[int, str] | None:
+    """(position, why) when the last COLLAPSE_OVERFLOWS DeepSpeed overflow lines each reduce the scale the
+    previous one left (no clean window raised it in between) and the last leaves it at most COLLAPSED_SCALE."""
+    found: list[tuple[int, float, float]] = []
+    idx = text.rfind(DS_OVERFLOW_NEEDLE)
+    while idx >= 0 and len(found) < COLLAPSE_OVERFLOWS:
+        m = _DS_OVERFLOW.match(text, idx)
+        if m is not None:
+            try:
+                found.append((idx, float(m.group(1)), float(m.group(2))))
+            except ValueError:
+                return None
+        idx = text.rfind(DS_OVERFLOW_NEEDLE, 0, idx)
+    if len(found) < COLLAPSE_OVERFLOWS:
+        return None
+    found.reverse()  # oldest first
+    chained = all(later[1] == earlier[2] for earlier, later in zip(found, found[1:]))
+    if not chained or not all(cur < prev for _, prev, cur in found) or found[-1][2] > COLLAPSED_SCALE:
+        return None
+    return found[-1][0], (f"DeepSpeed's fp16 loss scale fell on {COLLAPSE_OVERFLOWS} overflows in a row to "
+                          f"{found[-1][2]:g}")
