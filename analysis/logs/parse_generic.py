@@ -788,13 +788,13 @@ def _unknown_total_matches(text: str) -> list[tuple[int, re.Match[str]]]:
     """(line start, match) of the drawings of bars with an unknown total and no rate (_BAR_UNKNOWN_TOTAL), the
     last MAX_TAIL_LINES of them (found from their '/?' with str.rfind)."""
     out: list[tuple[int, re.Match[str]]] = []
-    pos = text.rfind("/?")
-    while pos >= 0 and len(out) < MAX_TAIL_LINES:
+    pos, looked = text.rfind("/?"), 0
+    while pos >= 0 and looked < MAX_TAIL_LINES:  # occurrences looked at, not matches: a hostile log is full of '/?'
         ls = text.rfind("\n", 0, pos) + 1
         m = _BAR_UNKNOWN_TOTAL.search(text, max(ls, pos - 14), min(len(text), pos + 420))
         if m is not None and m.end("n") == pos:
             out.append((ls, m))
-        pos = text.rfind("/?", 0, pos)
+        pos, looked = text.rfind("/?", 0, pos), looked + 1
     return out[::-1]
 
 

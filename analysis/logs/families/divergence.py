@@ -149,6 +149,7 @@ def series_diverged(losses: Sequence[float]) -> str | None:
 
 _DS_PROGRESS = re.compile(r"\bstep=(\d{1,12}), skipped=(\d{1,12})\b")
 DS_PROGRESS_NEEDLE = ", skipped="
+MAX_LOOKED = 1000  # occurrences of a needle looked at from the end (a hostile log repeats it millions of times)
 SKIPPED_FRACTION = 0.9  # of the steps in the last interval (or, with one line, since the start)
 MIN_STEPS_SKIPPED = 50  # more steps than any loss-scale search at the start skips (log2 of 2**32 = 32)
 
@@ -162,12 +163,12 @@ def deepspeed_skipped_diverged(text: str) -> tuple[int, str] | None:
     if last < 0:
         return None
     lines: list[tuple[int, int, int]] = []
-    idx = last
-    while idx >= 0 and len(lines) < 2:
+    idx, looked = last, 0
+    while idx >= 0 and len(lines) < 2 and looked < MAX_LOOKED:
         m = _DS_PROGRESS.search(text, max(0, idx - 20), idx + 30)
         if m is not None:
             lines.append((m.start(), int(m.group(1)), int(m.group(2))))
-        idx = text.rfind(DS_PROGRESS_NEEDLE, 0, idx)
+        idx, looked = text.rfind(DS_PROGRESS_NEEDLE, 0, idx), looked + 1
     if not lines:
         return None
     pos, step, skipped = lines[0]
@@ -192,15 +193,15 @@ def deepspeed_scale_collapsed(text: str) -> tuple[int, str] | None:
     """(position, why) when the last COLLAPSE_OVERFLOWS DeepSpeed overflow lines each reduce the scale the
     previous one left (no clean window raised it in between) and the last leaves it at most COLLAPSED_SCALE."""
     found: list[tuple[int, float, float]] = []
-    idx = text.rfind(DS_OVERFLOW_NEEDLE)
-    while idx >= 0 and len(found) < COLLAPSE_OVERFLOWS:
+    idx, looked = text.rfind(DS_OVERFLOW_NEEDLE), 0
+    while idx >= 0 and len(found) < COLLAPSE_OVERFLOWS and looked < MAX_LOOKED:
         m = _DS_OVERFLOW.match(text, idx)
         if m is not None:
             try:
                 found.append((idx, float(m.group(1)), float(m.group(2))))
             except ValueError:
                 return None
-        idx = text.rfind(DS_OVERFLOW_NEEDLE, 0, idx)
+        idx, looked = text.rfind(DS_OVERFLOW_NEEDLE, 0, idx), looked + 1
     if len(found) < COLLAPSE_OVERFLOWS:
         return None
     found.reverse()  # oldest first
