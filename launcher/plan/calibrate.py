@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -238,11 +238,50 @@ class Prediction:
     mem_sd: np.ndarray
 
 
-def uncalibrated(prior: Constants = DEFAULT, n_trials: int = 0, note: str = "") -> Calibration:
-    return Calibration(prior, prior, False, n_trials,
+TRANSFER_SD = 0.15
+"""Least sd (log multiplier) of a parameter carried over from another sweep's calibration: the same cluster and
+stack at another scale or shape exercise the pieces in other proportions, so a constant the earlier fit pinned
+may still move by ~15 %."""
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Where a calibration starts: the constants, how far each parameter may move (sd of its log multiplier; a
+    parameter not named keeps its Parameter.prior_sd) and the model's log error before any fit."""
+
+    constants: Constants
+    parameter_sd: Mapping[str, float] = field(default_factory=dict)
+    residual_sd: float = MODEL_ERROR_SD * 2
+    memory_residual_sd: float = MEMORY_ERROR_SD
+    source: str = ""
+    """Where it comes from ('' = the backend's a-priori constants; 'sweeps/NAME' = that sweep's calibration)."""
+
+    @classmethod
+    def of(cls, prior: Union["Prior", Constants]) -> "Prior":
+        return prior if isinstance(prior, Prior) else cls(prior)
+
+    def sd(self, p: Parameter) -> float:
+        return float(self.parameter_sd.get(p.name, p.prior_sd))
+
+    @classmethod
+    def transferred(cls, constants: Constants, parameter_sd: Mapping[str, float], residual_sd: float,
+                    memory_residual_sd: float = MEMORY_ERROR_SD, source: str = "") -> "Prior":
+        """A finished sweep's calibration (its fitted constants and posterior sds) as the prior of another sweep on
+        the same cluster and stack: each sd at least TRANSFER_SD and at most the parameter's own prior sd, the
+        model error at least MODEL_ERROR_SD (the new sweep's layouts were never checked)."""
+        by_name = {p.name: p for p in PARAMETERS}
+        sds = {name: min(by_name[name].prior_sd, max(TRANSFER_SD, float(sd)))
+               for name, sd in parameter_sd.items() if name in by_name}
+        return cls(constants, sds, max(MODEL_ERROR_SD, float(residual_sd)), max(MIN_RESIDUAL_SD, memory_residual_sd),
+                   source)
+
+
+def uncalibrated(prior: Union[Prior, Constants] = DEFAULT, n_trials: int = 0, note: str = "") -> Calibration:
+    prior = Prior.of(prior)
+    return Calibration(prior.constants, prior.constants, False, n_trials,
                        parameters={p.name: 1.0 for p in PARAMETERS},
-                       parameter_sd={p.name: p.prior_sd for p in PARAMETERS},
-                       residual_sd=MODEL_ERROR_SD * 2, note=note)
+                       parameter_sd={p.name: prior.sd(p) for p in PARAMETERS},
+                       residual_sd=prior.residual_sd, memory_residual_sd=prior.memory_residual_sd, note=note)
 
 
 def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
@@ -271,16 +310,19 @@ def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
     return result.x, cov
 
 
-def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *,
+def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants] = DEFAULT, *,
               min_trials: int = MIN_TRIALS) -> Calibration:
-    """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials."""
+    """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials. `prior`: the
+    backend's constants, or a Prior (e.g. another sweep's calibration, Prior.transferred)."""
+    start = Prior.of(prior)
+    prior = start.constants
     timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
     if len(timed) < min_trials:
-        return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
+        return uncalibrated(start, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
     measured = np.log([o.step_time_s for o in timed])
-    sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
+    sd = np.array([start.sd(p) for p in STEP_PARAMETERS])
 
     def fit(scale: float, start: Optional[np.ndarray] = None):
         def residuals(theta: np.ndarray) -> np.ndarray:
@@ -311,7 +353,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
         mem_measured = np.log([o.peak_mem_gb for o in mem])
-        msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
+        msd = np.array([start.sd(p) for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
             predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
@@ -327,7 +369,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     params = {n: float(math.exp(t)) for n, t in zip(names, theta)}
     params.update({p.name: float(math.exp(t)) for p, t in zip(MEMORY_PARAMETERS, mem_theta)})
     return Calibration(constants, prior, True, len(timed), params,
-                       {**dict(zip(names, map(float, post_sd))), **{p.name: p.prior_sd for p in MEMORY_PARAMETERS}},
+                       {**dict(zip(names, map(float, post_sd))), **{p.name: start.sd(p) for p in MEMORY_PARAMETERS}},
                        supported, residual_sd, mem_sd, len(held), holdout,
                        f"fitted on {len(timed)} measured trials; constrained: {', '.join(supported) or 'none'}",
                        tuple(map(float, theta)), tuple(tuple(map(float, row)) for row in cov))

@@ -46,6 +46,7 @@ class Planned:
     peak_mem_gb: float
     mem_sd: float               # log-space sd of peak_mem_gb
     capacity_gb: float
+    startup_s: float = 0.0      # job start-up before the first iteration (what a trial costs besides its steps)
 
     @property
     def tokens_per_s(self) -> float:
