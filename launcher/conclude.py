@@ -238,14 +238,15 @@ def estimator_inputs(cfg: RootConfig, folder: SweepFolder):
 def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, constants=None) -> Optional[dict]:
     """The calibration of the sweep's measured trials, recomputed from the ledger (a pure function of them, as
     the loop computes it) and written to calibration.json; None when no trial was measured."""
-    from launcher.run.search import Search
+    from launcher.plan.constants import constants_for
+    from launcher.run.search import Search, prior_from
 
-    search = Search(cfg, constants)
+    search = Search(cfg, prior_from(cfg, constants or constants_for(cfg.backend.name)))
     records = ledger.trials()
     if not search.observations(records):
         return None
     search.refit(records)
-    data = search.calibration.to_json()
+    data = search.calibration_json()
     folder.write_atomic(folder.calibration, json.dumps(data, indent=2, sort_keys=True))
     return data
 

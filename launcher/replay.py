@@ -41,8 +41,9 @@ from launcher.plan.calibrate import (Calibration, FeatureTable, Observation, Pri
                                      uncalibrated)
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import uses_flash_attention
+from launcher.plan.residuals import corrected
 from launcher.run import scheduler
-from launcher.run.scheduler import Outcome, Planned
+from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
 STRATEGIES = ("adaptive", "calibrated", "exhaustive", "predicted", "random", "oracle")
 WITHIN = 0.02
@@ -67,14 +68,11 @@ def megatron_startup_s(nodes: int) -> float:
     return STARTUP_BASE_S + STARTUP_PER_DOUBLING_S * math.log2(max(1, nodes))
 
 
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131)
-
-
 def steady_iters(cv: float, noise_tolerance: float, min_iters: int, max_iters: int) -> int:
-    """Measured iterations after which a trial whose iterations vary by `cv` (relative sd) has its mean step time
-    known to `noise_tolerance` (95 % half-width, the rule of launcher.run.scheduler.steady); at most max_iters."""
-    for n in range(max(2, min_iters), max_iters):
-        if _T975[min(n - 2, len(_T975) - 1)] * cv / math.sqrt(n) <= noise_tolerance:
+    """Measured iterations after which a trial whose iterations vary by `cv` (relative sd) is steady
+    (launcher.run.scheduler.steady: mean known to `noise_tolerance`); at most max_iters."""
+    for n in range(max(scheduler.STEADY_MIN_ITERS, min_iters), max_iters):
+        if scheduler.half_width(n, cv) <= noise_tolerance:
             return n
     return max_iters
 
@@ -161,22 +159,33 @@ class _Replay:
         self.features = [trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
                                         _flash(r)) for r in self.rows]
         self.table = FeatureTable(self.features)
+        self.dims = [r.request.layout.to_dict() for r in self.rows]
         self.prior = prior
         self.finished: list[Outcome] = []
         self.observations: list[Observation] = []
         self.steps: list[Step] = []
         self.spent = 0.0
+        self.checks: list[tuple[float, float]] = []
+        """(log measured / predicted step time, predicted log sd) of trials measured after a learned prediction."""
 
-    def planned(self, cal: Calibration) -> list[Planned]:
+    def planned(self, cal: Calibration, residuals: bool = False) -> list[Planned]:
         p = cal.predict(self.table)
-        return [Planned(k, r.request.layout.to_dict(), r.tokens_per_step, float(p.step_time_s[i]), float(p.step_sd[i]),
+        step, sd = p.step_time_s, p.step_sd
+        if residuals:
+            measured = {self.index[o.key]: self.by_key[o.key].step_time_s for o in self.finished
+                        if o.state in scheduler.MEASURED}
+            step, sd = corrected(p.step_time_s, self.dims, measured, checks=self.checks)
+        return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
                         float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb,
                         self.costs.startup(r))
                 for i, (k, r) in enumerate(zip(self.keys, self.rows))]
 
     def run(self, key: str, reason: str, early_stopping: bool, noise_tolerance: float,
-            predicted_s: Optional[float] = None, steady: bool = False) -> None:
+            predicted_s: Optional[float] = None, steady: bool = False,
+            prediction: Optional[Planned] = None) -> None:
         row = self.by_key[key]
+        if prediction is not None and row.state == "ok":     # what the search expected, checked
+            self.checks.append((math.log(row.step_time_s / prediction.step_time_s), prediction.step_sd))
         best = scheduler.best_measured(self.finished)
         state, stopped = row.state, None
         if row.state == "ok" and early_stopping:
@@ -245,7 +254,7 @@ def random_expected_gpu_hours(sweep: MeasuredSweep, costs: Costs = Costs()) -> f
 def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int = 0, costs: Costs = Costs(),
                  noise_tolerance: float = 0.02, threshold: float = scheduler.STOP_THRESHOLD,
                  max_trials: int = 0, prior: "Prior | Constants | None" = None, until_found: bool = False,
-                 steady_stop: bool = True) -> SweepResult:
+                 steady_stop: bool = True, policy: Policy = POLICY) -> SweepResult:
     """Replay one sweep. prior: the calibration's starting point (default `prior_for(sweep)`); until_found: end as
     soon as a configuration within 2 % of the best was measured (the benchmark's baselines, whose GPU-hours spent
     are known without running on); steady_stop: the adaptive strategy (and the oracle) stop a trial once its figure
@@ -268,6 +277,7 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         static = oracle_order(sweep, costs, noise_tolerance, steady_stop)
     stop = scheduler.StopDecision(False, "")
     learns = strategy in ("adaptive", "calibrated")
+    previous: Optional[Calibration] = None
     while len(rp.finished) < len(rp.rows):
         if until_found and any(s.tokens_per_s and s.tokens_per_s >= (1 - WITHIN) * best for s in rp.steps):
             break
@@ -277,28 +287,36 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         if strategy in ("exhaustive", "random", "oracle"):
             rp.run(static[len(rp.finished)], strategy, False, noise_tolerance, steady=strategy == "oracle" and steady_stop)
             continue
-        cal = calibrate(rp.observations, rp.prior) if learns else a_priori
-        planned = rp.planned(cal)
+        cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
+            else a_priori
+        previous = cal
+        planned = rp.planned(cal, residuals=learns and policy.residuals)
+        n_measured = sum(1 for o in rp.finished if o.state in scheduler.MEASURED)
+        learned = scheduler.learned(policy, cal.applied, n_measured) if learns else False
         if strategy != "calibrated":
-            # The stop rule trusts a calibration once a trial measured after a fit has checked it.
-            calibrated = (cal.applied and cal.n_holdout > 0) or strategy == "predicted"
-            stop = scheduler.stop_rule(planned, rp.finished, calibrated=calibrated, noise_tolerance=noise_tolerance,
-                                       threshold=threshold)
+            trusted = scheduler.trusted(policy, cal.applied, cal.n_holdout, n_measured) if learns else True
+            stop = scheduler.stop_rule(planned, rp.finished, calibrated=trusted, noise_tolerance=noise_tolerance,
+                                       threshold=threshold, combine=policy.stop_combine, dof=policy.stop_dof)
             if stop.stop:
                 break
         if strategy == "predicted":
             done = {o.key for o in rp.finished}
             key, reason = next(k for k in static if k not in done), "a-priori order"
         else:
-            pick = scheduler.order(planned, rp.finished, calibrated=cal.applied, noise_tolerance=noise_tolerance)[0]
+            pick = scheduler.order(planned, rp.finished, calibrated=learned, noise_tolerance=noise_tolerance,
+                                   span=policy.span, rule=policy.rule,
+                                   iterations=costs.warmup_iters + costs.measure_iters)[0]
             key, reason = pick.key, pick.reason
-        predicted = next(p.step_time_s for p in planned if p.key == key) if cal.applied else None
+        predicted = (float(cal.predict(rp.table.subset([rp.index[key]])).step_time_s[0])
+                     if cal.applied else None)
+        checked = next(p for p in planned if p.key == key) if learned else None
         rp.run(key, reason, strategy != "calibrated", noise_tolerance, predicted,
-               steady=strategy == "adaptive" and steady_stop)
+               steady=strategy == "adaptive" and steady_stop, prediction=checked)
     found = next((s.gpu_hours for s in rp.steps if s.tokens_per_s and s.tokens_per_s >= (1 - WITHIN) * best), None)
     best_found = scheduler.best_measured(rp.finished) or 0.0
     exhaustive = sum(costs.gpu_hours(r) for r in rp.rows)
-    final_cal = calibrate(rp.observations, rp.prior) if learns else a_priori
+    final_cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
+        else a_priori
     if stop.stop:
         reason = stop.reason
     elif len(rp.finished) < len(rp.rows):

@@ -20,15 +20,15 @@ import random
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
 from launcher.measured import MeasuredRow, MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
 from launcher.plan.calibrate import FeatureTable, Prior, trial_features
-from launcher.replay import (WITHIN, Costs, SweepResult, prior_for, random_expected_gpu_hours, replay_sweep,
-                             _flash)
+from launcher.replay import Costs, _flash, prior_for, random_expected_gpu_hours, replay_sweep
+from launcher.run.scheduler import POLICY, Policy
 
 BASELINES = ("oracle", "exhaustive", "predicted", "calibrated", "random")
 """Strategies run next to the adaptive search on every sweep ('exhaustive' = plan order, 'predicted' = plan order
@@ -144,11 +144,19 @@ class Spread:
 
 
 _DIMENSIONS = ("tp", "pp", "dp", "vpp", "mbs", "recompute", "sequence_parallel", "zero_stage", "distributed_optimizer")
+_VALUES = tuple(str(2 ** k) for k in range(11)) + ("0", "3", "none", "selective", "full", "True", "False")
+
+
+def _value(v) -> str:
+    return str(v)
 
 
 def perturb(sweep: MeasuredSweep, rng: np.random.Generator, spread: Spread = Spread(),
-            prior: Optional[Prior] = None) -> MeasuredSweep:
-    """One perturbed truth on the grid of `sweep` (its layouts; its measurements are not used)."""
+            prior: Optional[Prior] = None, noise_rng: Optional[np.random.Generator] = None) -> MeasuredSweep:
+    """One perturbed truth on the grid of `sweep` (its layouts; its measurements are not used). `rng` draws the
+    constants and the per-value biases (in a fixed order: two grids given equal generators share them), `noise_rng`
+    (default `rng`) the per-configuration noise."""
+    noise_rng = noise_rng or rng
     rows = list(sweep.rows)
     prior = prior or prior_for(sweep)
     table = FeatureTable([trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
@@ -157,18 +165,15 @@ def perturb(sweep: MeasuredSweep, rng: np.random.Generator, spread: Spread = Spr
     constants = cal.apply_parameters(prior.constants, cal.PARAMETERS, theta)
     step = table.step_time_s(constants)
     peak = table.peak_mem_gb(constants)
-    bias = {}
-    log_error = np.zeros(len(rows))
-    for i, r in enumerate(rows):
-        lay = r.request.layout.to_dict()
-        for d in _DIMENSIONS:
-            key = (d, lay.get(d))
-            if key not in bias:
-                bias[key] = rng.normal(0.0, spread.dimension_sd)
-            log_error[i] += bias[key]
+    # One bias per (dimension, value), drawn in a fixed order of the values 1..1024 and the named ones, so that two
+    # grids given equal generators share the biases of the values they have in common.
+    biases = {(d, v): b for d in _DIMENSIONS for v, b in zip(_VALUES, rng.normal(0.0, spread.dimension_sd,
+                                                                                 len(_VALUES)))}
+    log_error = np.array([sum(biases.get((d, _value(r.request.layout.to_dict().get(d))), 0.0) for d in _DIMENSIONS)
+                          for r in rows])
     noise = spread.cpu_repeat_sd if rows[0].request.cluster.name.startswith("local-cpu") else spread.repeat_sd
-    step = step * np.exp(log_error + rng.normal(0.0, noise, len(rows)))
-    peak = peak * np.exp(rng.normal(0.0, spread.memory_sd, len(rows)))
+    step = step * np.exp(log_error + noise_rng.normal(0.0, noise, len(rows)))
+    peak = peak * np.exp(noise_rng.normal(0.0, spread.memory_sd, len(rows)))
     out = []
     for r, s, m in zip(rows, step, peak):
         fits = m <= r.request.cluster.gpu_mem_gb
@@ -215,7 +220,7 @@ def _spearman(a: Sequence[float], b: Sequence[float]) -> float:
 # ------------------------------------------------------------------------------------------------ evaluation
 
 def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bool = True,
-             replay: Callable[..., SweepResult] = replay_sweep) -> Result:
+             policy: Policy = POLICY) -> Result:
     """Every strategy on one sweep. Baselines that run every configuration stop once they found (their spent
     GPU-hours are exhaustive search's and their regret 0 by construction); random is its exact expectation."""
     exhaustive = sum(case.costs.gpu_hours(r) for r in case.sweep.rows)
@@ -226,8 +231,8 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             result.spent[strategy], result.regret[strategy], result.trials[strategy] = exhaustive, 0.0, len(case.sweep.rows)
             continue
         runs_all = strategy in ("oracle", "exhaustive", "calibrated")
-        r = replay(case.sweep, strategy, costs=case.costs, prior=case.prior, until_found=runs_all,
-                   steady_stop=steady_stop)
+        r = replay_sweep(case.sweep, strategy, costs=case.costs, prior=case.prior, until_found=runs_all,
+                         steady_stop=steady_stop, policy=policy)
         result.to_within[strategy] = r.gpu_hours_to_within_2pct
         result.spent[strategy] = r.gpu_hours_to_within_2pct if strategy == "oracle" else (
             exhaustive if runs_all else r.gpu_hours)
@@ -325,3 +330,77 @@ def _gap(shares: dict) -> str:
     if a is None or o is None or math.isnan(a) or math.isnan(o) or not o:
         return "n/a"
     return f"{a / o:.2f}x ({a - o:+.1%})"
+
+
+# ------------------------------------------------------------------------------------------------ transfer
+
+def scale_pairs(cases: Sequence[Case], factor: int = 8) -> list[tuple[Case, Case]]:
+    """Pairs of sweeps of one model, stack and cluster at two GPU counts (the larger `factor` times the smaller; for
+    the single-node vTrain grids 4 -> 8 GPUs at the same global batch): a finished small sweep informing a large one."""
+    def key(c: Case):
+        r = c.sweep.rows[0]
+        m = r.request.model
+        return (c.group, r.request.backend, r.request.cluster.name, m.layers, m.hidden, m.seq_len, r.request.layout.gbs)
+
+    by_key: dict = {}
+    for c in cases:
+        by_key.setdefault(key(c), []).append(c)
+    out = []
+    for members in by_key.values():
+        for small in members:
+            for large in members:
+                ratio = large.sweep.rows[0].gpus / small.sweep.rows[0].gpus
+                wanted = 2 if small.group.endswith("vtrain-single") else factor
+                if ratio == wanted:
+                    out.append((small, large))
+    return out
+
+
+def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLICY) -> Prior:
+    """The calibration a finished adaptive search of `small` leaves (as plan.prior_from reads calibration.json)."""
+    finished = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior, steady_stop=steady_stop,
+                            policy=policy)
+    base = (small.prior or prior_for(small.sweep)).constants
+    return Prior.from_json(finished.calibration.to_json(), base, source=small.sweep.name)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    small: str
+    large: str
+    group: str
+    cold: float       # share of exhaustive GPU-hours to within 2 % on the large sweep, cold start
+    warm: float       # the same, starting from the small sweep's calibration
+    cold_regret: float
+    warm_regret: float
+
+
+def evaluate_transfer(small: Case, large: Case, steady_stop: bool = True, policy: Policy = POLICY) -> Transfer:
+    prior = transfer_prior(small, steady_stop, policy)
+    shares, regrets = [], []
+    for start in (large.prior, prior):
+        r = replay_sweep(large.sweep, "adaptive", costs=large.costs, prior=start, steady_stop=steady_stop,
+                         policy=policy)
+        shares.append(1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct /
+                      r.exhaustive_gpu_hours)
+        regrets.append(r.final_regret)
+    name = lambda c: c.sweep.name + (f"#{c.draw}" if c.draw >= 0 else "")  # noqa: E731
+    return Transfer(name(small), name(large), large.group, shares[0], shares[1], regrets[0], regrets[1])
+
+
+def perturbed_pairs(pairs: Sequence[tuple[Case, Case]], draws: int, seed: int = 61,
+                    spread: Spread = Spread()) -> list[tuple[Case, Case]]:
+    """Perturbed truths for pairs: both scales share one draw of the constants and of the per-value biases (one
+    cluster and stack), each has its own repeat noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for small, large in pairs:
+        for k in range(draws):
+            state = rng.integers(2 ** 32)
+            truths = []
+            for c in (small, large):
+                shared = np.random.default_rng(state)     # same constants and biases for both scales
+                truth = perturb(c.sweep, shared, spread, c.prior, noise_rng=rng)
+                truths.append(Case(truth, "perturbed/" + c.group.split("/")[-1], c.costs, c.prior, k))
+            out.append((truths[0], truths[1]))
+    return out

@@ -223,11 +223,12 @@ class Calibration:
         """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
-        var = np.full(table.n, self.residual_sd ** 2)
+        param_var = np.zeros(table.n)
         if self.covariance:
             grad = _log_gradient(table, self.prior, np.array(self.theta))
-            var = var + np.einsum("ni,ij,nj->n", grad, np.array(self.covariance), grad)
-        return Prediction(step, np.sqrt(var), peak, np.full(table.n, self.memory_residual_sd))
+            param_var = np.einsum("ni,ij,nj->n", grad, np.array(self.covariance), grad)
+        return Prediction(step, np.sqrt(self.residual_sd ** 2 + param_var), peak,
+                          np.full(table.n, self.memory_residual_sd), np.sqrt(param_var))
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,8 @@ class Prediction:
     step_sd: np.ndarray        # log-space sd of step_time_s
     peak_mem_gb: np.ndarray
     mem_sd: np.ndarray
+    step_param_sd: Optional[np.ndarray] = None
+    """The part of step_sd that comes from the fitted constants' uncertainty (the rest is the model error)."""
 
 
 TRANSFER_SD = 0.15
@@ -276,6 +279,19 @@ class Prior:
                    source)
 
 
+    @classmethod
+    def from_json(cls, data: Mapping, base: Constants = DEFAULT, source: str = "") -> "Prior":
+        """A calibration as written to calibration.json (Calibration.to_json) as the prior of another sweep:
+        its constants (fields it does not name keep `base`'s) and uncertainties, through `transferred`."""
+        from dataclasses import fields as dc_fields
+
+        names = {f.name for f in dc_fields(Constants)}
+        values = {k: float(v) for k, v in dict(data.get("constants") or {}).items() if k in names}
+        return cls.transferred(base.with_values(**values), dict(data.get("parameter_sd") or {}),
+                               float(data.get("residual_sd", MODEL_ERROR_SD)),
+                               float(data.get("memory_residual_sd", MEMORY_ERROR_SD)), source)
+
+
 def uncalibrated(prior: Union[Prior, Constants] = DEFAULT, n_trials: int = 0, note: str = "") -> Calibration:
     prior = Prior.of(prior)
     return Calibration(prior.constants, prior.constants, False, n_trials,
@@ -311,18 +327,19 @@ def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
 
 
 def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants] = DEFAULT, *,
-              min_trials: int = MIN_TRIALS) -> Calibration:
+              min_trials: int = MIN_TRIALS, start: Optional[Calibration] = None) -> Calibration:
     """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials. `prior`: the
-    backend's constants, or a Prior (e.g. another sweep's calibration, Prior.transferred)."""
-    start = Prior.of(prior)
-    prior = start.constants
+    backend's constants, or a Prior (e.g. another sweep's calibration, Prior.transferred). `start`: an earlier fit
+    of the same prior to start the search from (the same optimum, found in fewer iterations)."""
+    given = Prior.of(prior)
+    prior = given.constants
     timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
     if len(timed) < min_trials:
-        return uncalibrated(start, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
+        return uncalibrated(given, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
     measured = np.log([o.step_time_s for o in timed])
-    sd = np.array([start.sd(p) for p in STEP_PARAMETERS])
+    sd = np.array([given.sd(p) for p in STEP_PARAMETERS])
 
     def fit(scale: float, start: Optional[np.ndarray] = None):
         def residuals(theta: np.ndarray) -> np.ndarray:
@@ -336,7 +353,8 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
         return theta, cov, errors, spread * math.sqrt(len(timed) / max(1.0, len(timed) - k_eff))
 
     scale = MODEL_ERROR_SD
-    theta, cov, errors, spread = fit(scale)
+    x0 = np.array(start.theta) if start is not None and start.applied and len(start.theta) == len(sd) else None
+    theta, cov, errors, spread = fit(scale, x0)
     if len(timed) > 2 * len(STEP_PARAMETERS) and spread < MODEL_ERROR_SD:
         # Enough trials, and the model fits them better than assumed: weigh them by the error they show
         # (empirical Bayes), so that a well-measured sweep is not held back by the priors.
@@ -353,7 +371,7 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
         mem_measured = np.log([o.peak_mem_gb for o in mem])
-        msd = np.array([start.sd(p) for p in MEMORY_PARAMETERS])
+        msd = np.array([given.sd(p) for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
             predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
@@ -369,7 +387,7 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
     params = {n: float(math.exp(t)) for n, t in zip(names, theta)}
     params.update({p.name: float(math.exp(t)) for p, t in zip(MEMORY_PARAMETERS, mem_theta)})
     return Calibration(constants, prior, True, len(timed), params,
-                       {**dict(zip(names, map(float, post_sd))), **{p.name: start.sd(p) for p in MEMORY_PARAMETERS}},
+                       {**dict(zip(names, map(float, post_sd))), **{p.name: given.sd(p) for p in MEMORY_PARAMETERS}},
                        supported, residual_sd, mem_sd, len(held), holdout,
                        f"fitted on {len(timed)} measured trials; constrained: {', '.join(supported) or 'none'}",
                        tuple(map(float, theta)), tuple(tuple(map(float, row)) for row in cov))

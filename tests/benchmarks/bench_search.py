@@ -71,6 +71,31 @@ def grids_for_perturbation(cases):
     return out
 
 
+def _transfer(args):
+    (small, large), steady = args
+    return rb.evaluate_transfer(small, large, steady_stop=steady)
+
+
+def transfer_report(pairs, jobs, steady, title):
+    if jobs <= 1:
+        results = [_transfer((p, steady)) for p in pairs]
+    else:
+        with multiprocessing.Pool(jobs) as pool:
+            results = pool.map(_transfer, [(p, steady) for p in pairs], chunksize=1)
+    print(f"\n{title}")
+    print(f"{'group':<26} {'pairs':>5}  {'cold':>7} {'warm':>7}  {'saving':>7}  {'warm better/worse':>17}  "
+          f"{'regret>1% cold/warm':>19}")
+    for group in sorted({t.group for t in results}) + ["all"]:
+        ts = [t for t in results if group in ("all", t.group)]
+        cold, warm = sum(t.cold for t in ts) / len(ts), sum(t.warm for t in ts) / len(ts)
+        better = sum(1 for t in ts if t.warm < t.cold - 1e-9)
+        worse = sum(1 for t in ts if t.warm > t.cold + 1e-9)
+        regrets = (sum(1 for t in ts if t.cold_regret > 0.01), sum(1 for t in ts if t.warm_regret > 0.01))
+        print(f"{group:<26} {len(ts):>5}  {cold:>7.1%} {warm:>7.1%}  {cold - warm:>+7.1%}  {better:>8} / {worse:<6}  "
+              f"{regrets[0]:>9} / {regrets[1]:<7}")
+    return results
+
+
 def report(results, title, bootstrap=0):
     groups = sorted({r.case.group for r in results})
     strategies = list(rb.STRATEGIES)
@@ -92,6 +117,7 @@ def main(argv=None) -> int:
                         help="replay tables (default: every tests/data/replay/*.csv)")
     parser.add_argument("--measured-only", action="store_true")
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
+    parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
     args = parser.parse_args(argv)
     draws = args.draws if args.draws is not None else (5 if args.quick else 20)
     started = time.perf_counter()
@@ -116,6 +142,14 @@ def main(argv=None) -> int:
         results = run(truths, args.jobs, steady)
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
+    if not args.no_transfer:
+        pairs = rb.scale_pairs(cases)
+        transfer_report(pairs, args.jobs, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "
+                        "starting the large one; share of the large sweep's exhaustive GPU-hours to within 2 %")
+        if not args.measured_only and draws:
+            ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
+            transfer_report(ppairs, args.jobs, steady, "=== transfer on perturbed truths (both scales share the "
+                            "drawn constants and per-value biases)")
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
     return 0
 
