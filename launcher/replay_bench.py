@@ -295,6 +295,27 @@ def balanced(summaries: Sequence[Summary], strategies: Sequence[str]) -> dict:
     return {k: sum(s.mean_share[k] for s in used) / len(used) if used else float("nan") for k in strategies}
 
 
+def balanced_ci(results: Sequence[Result], strategies: Sequence[str], bootstrap: int = 1000,
+                seed: int = 0) -> dict:
+    """95 % bootstrap interval of the group-balanced headline: the sweeps of each group resampled with
+    replacement (for perturbed truths, the draws), the headline recomputed."""
+    rng = random.Random(seed)
+    groups = {}
+    for r in results:
+        if r.informative:
+            groups.setdefault(r.case.group, []).append(r)
+    values = {s: [] for s in strategies}
+    for _ in range(bootstrap):
+        sample = {g: [rng.choice(rs) for _ in rs] for g, rs in groups.items()}
+        for s in strategies:
+            values[s].append(sum(sum(r.share(s) for r in rs) / len(rs) for rs in sample.values()) / len(sample))
+    out = {}
+    for s, v in values.items():
+        v.sort()
+        out[s] = (v[int(0.025 * bootstrap)], v[int(0.975 * bootstrap) - 1])
+    return out
+
+
 def format_table(summaries: Sequence[Summary], strategies: Sequence[str], headline: Optional[dict] = None,
                  title: str = "") -> str:
     cols = "  ".join(f"{s[:10]:>10}" for s in strategies)

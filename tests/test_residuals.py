@@ -16,9 +16,10 @@ def grid():
 
 
 def test_the_design_has_an_offset_and_one_column_per_value_of_each_varying_dimension():
-    x = ResidualModel().design(grid())
+    x, names = ResidualModel().design(grid())
     assert x.shape == (12, 1 + 3 + 2 + 2)        # recompute does not vary: no column
     assert np.all(x[:, 0] == 1) and np.all(x[:, 1:].sum(axis=1) == 3)
+    assert names[:5] == ("offset", "tp=1", "tp=2", "tp=4", "pp=1")
 
 
 def test_nothing_measured_keeps_the_prior_spread():

@@ -22,7 +22,7 @@ published corpus (leave one source out, physics helper: median |step error| 38 %
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
@@ -55,24 +55,30 @@ class ResidualModel:
     value_sd: float = VALUE_SD
     noise_sd: float = NOISE_SD
 
-    def design(self, dims: Sequence[Mapping[str, Any]]) -> np.ndarray:
-        """Columns: the offset, then one indicator per value of every dimension that varies among `dims`."""
+    def design(self, dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
+        """Columns and their names: the offset, then one indicator per value of every dimension that varies
+        among `dims` ('tp=4')."""
         key = tuple(tuple(str(x.get(d)) for d in DIMENSIONS) for x in dims)
         cached = _DESIGNS.get(key)
         if cached is not None:
             return cached
-        columns = [np.ones(len(dims))]
+        columns, names = [np.ones(len(dims))], ["offset"]
         for j, d in enumerate(DIMENSIONS):
             values = sorted({row[j] for row in key})
             if len(values) < 2:
                 continue
             for v in values:
                 columns.append(np.array([1.0 if row[j] == v else 0.0 for row in key]))
-        design = np.stack(columns, axis=1)
+                names.append(f"{d}={v}")
+        design = (np.stack(columns, axis=1), tuple(names))
         if len(_DESIGNS) > 64:      # a sweep asks for the same grid at every decision: keep the last few
             _DESIGNS.clear()
         _DESIGNS[key] = design
         return design
+
+    def _prior(self, names: Sequence[str], value_sd: float) -> np.ndarray:
+        """Prior variance of every column."""
+        return np.array([self.offset_sd ** 2 if n == "offset" else value_sd ** 2 for n in names])
 
     def fitted(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> "ResidualModel":
         """The scales the measured errors make likeliest (empirical Bayes: the log marginal likelihood over a grid
@@ -81,30 +87,28 @@ class ResidualModel:
         less. Below MIN_FIT measured trials the scales stay."""
         if len(measured) < MIN_FIT:
             return self
-        x = self.design(dims)[np.fromiter(measured.keys(), dtype=int)]
+        design, names = self.design(dims)
+        x = design[np.fromiter(measured.keys(), dtype=int)]
         r = np.fromiter(measured.values(), dtype=float)
         best, best_ll = self, -math.inf
         for value_sd in sorted({self.value_sd, *(v for v in VALUE_GRID if v > self.value_sd)}):
+            prior_var = self._prior(names, value_sd)
             for noise_sd in sorted({self.noise_sd, *(v for v in NOISE_GRID if v > self.noise_sd)}):
-                prior_var = np.array([self.offset_sd ** 2] + [value_sd ** 2] * (x.shape[1] - 1))
                 cov = (x * prior_var) @ x.T + noise_sd ** 2 * np.eye(len(r))
                 sign, logdet = np.linalg.slogdet(cov)
                 ll = -0.5 * (r @ np.linalg.solve(cov, r) + logdet)
                 if ll > best_ll + 1e-9:
-                    best, best_ll = ResidualModel(self.offset_sd, value_sd, noise_sd), ll
+                    best, best_ll = replace(self, value_sd=value_sd, noise_sd=noise_sd), ll
         return best
 
-    def posterior(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> "Residuals":
-        """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its
-        measured log error (log measured / predicted step time)."""
-        x = self.design(dims)
-        prior_var = np.array([self.offset_sd ** 2] + [self.value_sd ** 2] * (x.shape[1] - 1))
+    def _weights(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]):
+        """Posterior of the columns: (design, names, mean, covariance)."""
+        design, names = self.design(dims)
+        prior_var = self._prior(names, self.value_sd)
         if not measured:
-            var = x ** 2 @ prior_var
-            return Residuals(np.zeros(len(dims)), np.sqrt(var + self.noise_sd ** 2), 0)
-        idx = np.fromiter(measured.keys(), dtype=int)
+            return design, names, np.zeros(len(names)), np.diag(prior_var)
+        xs = design[np.fromiter(measured.keys(), dtype=int)]
         r = np.fromiter(measured.values(), dtype=float)
-        xs = x[idx]
         weight = np.ones(len(r))
         for _ in range(ROBUST_ITERATIONS):
             # Student-t noise (iteratively reweighted): a measurement far from what the others say about its
@@ -117,8 +121,14 @@ class ResidualModel:
             fitted_var = np.einsum("ij,jk,ik->i", xs, cov, xs)
             z2 = (r - xs @ mean_w) ** 2 / (self.noise_sd ** 2 + fitted_var)
             weight = (ROBUST_DOF + 1.0) / (ROBUST_DOF + z2)
-        var = np.einsum("ij,jk,ik->i", x, cov, x)
-        return Residuals(x @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
+        return design, names, mean_w, cov
+
+    def posterior(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> "Residuals":
+        """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its
+        measured log error (log measured / predicted step time)."""
+        design, _, mean_w, cov = self._weights(dims, measured)
+        var = np.einsum("ij,jk,ik->i", design, cov, design)
+        return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
 
 
 @dataclass(frozen=True)
@@ -160,6 +170,10 @@ def corrected(step_time_s: np.ndarray, dims: Sequence[Mapping[str, Any]], measur
     The fitted constants' own uncertainty is not added: the residual model already stands for everything the
     constants get wrong, and on the few trials of a young sweep that uncertainty is the prior's, inflated by the
     misfit (launcher.plan.calibrate), which made every spread meaningless (step sds of 4-25 in log space)."""
-    errors = {i: log_error(s, float(step_time_s[i])) for i, s in measured_s.items() if s and step_time_s[i] > 0}
+    errors = log_errors(step_time_s, measured_s)
     post = (model or MODEL).fitted(dims, errors).posterior(dims, errors)
     return step_time_s * np.exp(post.mean), post.sd * spread_factor(checks)
+
+
+def log_errors(step_time_s: np.ndarray, measured_s: Mapping[int, float]) -> dict[int, float]:
+    return {i: log_error(s, float(step_time_s[i])) for i, s in measured_s.items() if s and step_time_s[i] > 0}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
@@ -103,12 +104,16 @@ def report(results, title, bootstrap=0):
     headline = rb.balanced(summaries, strategies)
     total = rb.summarise(results, "all sweeps (per sweep)", bootstrap)
     print(rb.format_table(summaries + [total], strategies, headline, title))
+    if bootstrap:
+        ci = rb.balanced_ci(results, strategies, bootstrap)
+        print(f"{'':<26} {'':<11}  {'95% CI':<10} " + "  ".join(f"{ci[k][0]:>4.0%}-{ci[k][1]:<4.0%}"
+                                                             for k in strategies))
     return summaries, total, headline
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="5 perturbed draws per grid instead of 20")
+    parser.add_argument("--quick", action="store_true", help="3 perturbed draws per grid instead of 8")
     parser.add_argument("--draws", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=16)
@@ -119,7 +124,7 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
     args = parser.parse_args(argv)
-    draws = args.draws if args.draws is not None else (5 if args.quick else 20)
+    draws = args.draws if args.draws is not None else (3 if args.quick else 8)
     started = time.perf_counter()
     tables = args.tables or sorted(DATA.glob("*.csv"))
     cases = rb.corpus(tables)
@@ -150,7 +155,10 @@ def main(argv=None) -> int:
             ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
             transfer_report(ppairs, args.jobs, steady, "=== transfer on perturbed truths (both scales share the "
                             "drawn constants and per-value biases)")
-    print(f"\nwall time {time.perf_counter() - started:.0f} s")
+    cpu = os.times()
+    print(f"\nwall time {time.perf_counter() - started:.0f} s, CPU time {cpu.user + cpu.system + cpu.children_user + "
+          f"cpu.children_system:.0f} s (this process and its workers; load average now "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     return 0
 
 
