@@ -155,10 +155,10 @@ def main(argv=None) -> int:
             ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
             transfer_report(ppairs, args.jobs, steady, "=== transfer on perturbed truths (both scales share the "
                             "drawn constants and per-value biases)")
-    cpu = os.times()
-    print(f"\nwall time {time.perf_counter() - started:.0f} s, CPU time {cpu.user + cpu.system + cpu.children_user + "
-          f"cpu.children_system:.0f} s (this process and its workers; load average now "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    t = os.times()
+    cpu_s = t.user + t.system + t.children_user + t.children_system
+    print(f"\nwall time {time.perf_counter() - started:.0f} s, CPU time {cpu_s:.0f} s (this process and its "
+          f"workers; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     return 0
 
 
