@@ -113,3 +113,18 @@ def test_a_replay_can_start_from_another_prior():
     result = replay_sweep(sweep, "exhaustive", prior=slow)
     default = replay_sweep(sweep, "exhaustive")
     assert result.calibration.constants.gemm_eff_max == 0.2 and default.calibration.constants.gemm_eff_max != 0.2
+
+
+def test_scale_pairs_are_one_model_at_two_gpu_counts_and_transfer_starts_from_the_small_ones_fit():
+    cases = rb.corpus([DATA / "pub_vtrain.csv"])
+    pairs = rb.scale_pairs(cases)
+    assert len(pairs) == 16
+    for small, large in pairs:
+        a, b = small.sweep.rows[0], large.sweep.rows[0]
+        assert (a.request.model, a.request.layout.gbs) == (b.request.model, b.request.layout.gbs)
+        assert (a.gpus, b.gpus) == (4, 8)
+    small, large = pairs[0]
+    prior = rb.transfer_prior(small)
+    assert prior.source == small.sweep.name and prior.constants != rb.prior_for(large.sweep).constants
+    t = rb.evaluate_transfer(small, large)
+    assert 0.0 < t.cold <= 1.0 and 0.0 < t.warm <= 1.0 and (t.small, t.large) == (small.sweep.name, large.sweep.name)
