@@ -3,7 +3,8 @@
 Re-judges finished trials from their logs, syncs the trials MLflow does not have yet and attaches the plots and
 the report to the sweep's parent run.
 
-The top floor of the project: the only analysis module that reads a sweep folder through the launcher's ledger.
+A command line (the last phase, docs/architecture.md): it sequences re-judging (analysis.logs), the MLflow sync and
+the conclusion (analysis.report) over the sweep folder's ledger.
 Safe to run while the sweep runs (live trials are left to the launcher) and as often as wanted (idempotent).
 Runs from any directory: log paths and a relative sqlite URI are resolved against the launcher's working
 directory (the folder above sweep.root_dir).
@@ -16,30 +17,27 @@ import contextlib
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
+
+from analysis.logs.judge import rejudge
+from analysis.report.conclusion import conclude
+from analysis.report.plan_summary import planned_only
+from analysis.report.tracking_link import TrackingLink
+from launcher.config.load import load_saved
+from launcher.config.schema import RootConfig
+from launcher.core.console import Reporter
+from launcher.core.errors import ConfigError, ParasweepError
+from launcher.run.folder import SweepFolder
+from launcher.run.ledger import Ledger
 
 
-
-def _load_config(folder: Path):
-    from omegaconf import OmegaConf
-
-    from launcher.errors import ConfigError
-    from launcher.schema import RootConfig
-
+def _load_config(folder: Path) -> RootConfig:
     path = folder / "config.yaml"
     if not path.is_file():
         raise ConfigError("sweep folder", str(folder), "give a folder made by `python -m launcher` (it holds "
                           "config.yaml and ledger.sqlite), e.g. sweeps/tiny")
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.load(path))
-        return OmegaConf.to_object(merged)
-    except (OmegaConfBaseException, ValueError) as exc:  # edited by hand or written by another version
-        first = str(exc).splitlines()[0]
-        raise ConfigError(str(path), "…", f"does not match this parasweep's schema ({first}); re-create it "
-                          "by running the sweep's command again") from None
+    return load_saved(path)
 
 
 def workdir_of(cfg, folder: Path) -> Path:
@@ -78,15 +76,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--train-iters", type=int, default=100_000,
                         help="iterations of the exported full-length run (default 100,000)")
     args = parser.parse_args(argv)
-
-    from launcher.errors import ConfigError, ParasweepError
-
+    reporter = Reporter.for_streams()
     try:
         if args.train_iters < 1:
             raise ConfigError("--train-iters", args.train_iters, "use a positive number of iterations")
-        return _run(args)
+        return _run(args, reporter)
     except ParasweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        reporter.error(str(exc))
         return exc.exit_code
 
 
@@ -101,47 +97,40 @@ def _in_dir(path: Path):
         os.chdir(before)
 
 
-def _run(args) -> int:
-    from launcher.conclude import conclude
-    from launcher.folder import SweepFolder
-    from launcher.run.judge import rejudge
-    from launcher.run.ledger import Ledger
-    from launcher.run.tracking_link import TrackingLink
-
+def _run(args: argparse.Namespace, reporter: Reporter) -> int:
     folder = SweepFolder(args.folder.resolve())
     if not folder.ledger.exists() and folder.plan_csv.is_file():  # a dry run's folder: nothing ran yet
-        from analysis.plan_summary import planned_only
-
-        print(planned_only(args.folder))
+        reporter.info(planned_only(args.folder))
         return 0
     cfg = _load_config(folder.root)
     workdir = workdir_of(cfg, folder.root)
     resolve = log_resolver(cfg, folder.root, workdir)
     with _in_dir(workdir), Ledger(folder.ledger, create=False) as ledger:
         t0 = time.perf_counter()
-        changed = rejudge(cfg, ledger, resolve)
+        changed = rejudge(cfg, ledger, resolve, reporter)
         records = ledger.trials()
-        print(f"re-parsed {sum(1 for r in records if r.job_state)} trial logs in {time.perf_counter() - t0:.2f} s "
+        judged = sum(1 for r in records if r.job_state)
+        reporter.info(f"re-parsed {judged} trial logs in {time.perf_counter() - t0:.2f} s "
               f"({changed} changed)")
-        tracking = TrackingLink.disabled(cfg, ledger, folder)
+        tracking = TrackingLink.disabled(cfg, ledger, folder, reporter)
         if not args.no_mlflow and cfg.tracking.enabled:
-            tracking = _sync(cfg, folder, ledger, args.resync_all)
-        conclude(cfg, folder, ledger, tracking, summary={}, train_iters=args.train_iters, resolve=resolve)
+            tracking = _sync(cfg, folder, ledger, args.resync_all, reporter)
+        conclude(cfg, folder, ledger, tracking, summary={}, train_iters=args.train_iters, resolve=resolve,
+                 reporter=reporter)
     return 0
 
 
-def _sync(cfg, folder, ledger, resync_all: bool):
+def _sync(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, resync_all: bool,
+          reporter: Reporter) -> TrackingLink:
     """Bring MLflow up to the ledger: the trials it does not have yet (or all of them), timed apart."""
-    from launcher.run.tracking_link import TrackingLink
-
     t0 = time.perf_counter()
-    tracking = TrackingLink.open(cfg, ledger, folder)
+    tracking = TrackingLink.open(cfg, ledger, folder, reporter)
     if resync_all:  # e.g. the tracking store was replaced: the ledger's `synced` flags describe the old one
         for r in ledger.trials():
             tracking.sync(r)
     else:
         tracking.sync_pending()  # trials re-judged above were marked unsynced; the others are in MLflow already
-    print(f"MLflow sync: {time.perf_counter() - t0:.2f} s" + ("" if tracking.active else " (unavailable)"))
+    reporter.info(f"MLflow sync: {time.perf_counter() - t0:.2f} s" + ("" if tracking.active else " (unavailable)"))
     return tracking
 
 

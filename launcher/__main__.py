@@ -1,13 +1,35 @@
 """`python -m launcher +sweep=NAME [key=value ...]`: plan, run, record and select.
 
-User mistakes exit with code 2 and one message; nothing is submitted before the config and plan are valid.
+The command line sequences the phases (docs/architecture.md): config (load and check) -> plan -> run (the sweep
+loop, handed the judge and the log reader of analysis.logs and the MLflow sink of analysis.report) -> report (the
+end of the sweep, analysis.report.conclusion). User mistakes exit with code 2 and one message; nothing is
+submitted before the config and plan are valid.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import sys
-from typing import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from analysis.logs.judge import judge
+from analysis.logs.progress import LOG_PROGRESS
+from analysis.report.conclusion import finish_sweep
+from analysis.report.tracking_link import TrackingLink
+from launcher.backends import problems_of
+from launcher.config.checks import check_environment
+from launcher.config.load import describe_groups, load_config, reproducible_args, split_config_dirs, to_yaml
+from launcher.config.messages import storage_problem
+from launcher.config.schema import RootConfig
+from launcher.core.console import Reporter
+from launcher.core.errors import ParasweepError
+from launcher.plan.planner import make_plan
+from launcher.plan.planning_progress import PlanningProgress
+from launcher.plan.table import print_plan, write_plan_csv
+from launcher.run.hooks import SweepHooks
+from launcher.run.loop import run_sweep
 
 USAGE = """usage: python -m launcher [--config-dir DIR] +sweep=NAME [override ...]
        python -m launcher [--config-dir DIR] --list
@@ -16,7 +38,7 @@ USAGE = """usage: python -m launcher [--config-dir DIR] +sweep=NAME [override ..
   +sweep=70b dry_run=true     plan Llama-2-70B on 8-32 A100 nodes: ranked table, pruning summary, plan.csv
   model=NAME cluster=NAME backend=NAME executor=NAME    pick config groups (conf/<group>/NAME.yaml)
   model=hf model.hf_config=PATH/config.json            a model's shape from its Hugging Face config.json
-  grid.tp=[1,2,4] plan.max_trials=20 sweep.fresh=true  any key of the schema (launcher/schema.py)
+  grid.tp=[1,2,4] plan.max_trials=20 sweep.fresh=true  any key of the schema (launcher/config/schema.py)
   --config-dir DIR            your own config folder (DIR/model/, DIR/cluster/, DIR/backend/, DIR/sweep/ ...),
                               searched before the shipped one; repeatable; also PARASWEEP_CONFIG_DIR=DIR1:DIR2
                               or hydra.searchpath=[file:///DIR]; +sweep=DIR/sweep/NAME.yaml adds DIR too
@@ -26,85 +48,79 @@ USAGE = """usage: python -m launcher [--config-dir DIR] +sweep=NAME [override ..
 """
 
 
+def sweep_hooks(reporter: Reporter) -> SweepHooks:
+    """The later phases the sweep loop is handed: the judge and the log reader (analysis.logs), the MLflow sink and
+    the end of the sweep (analysis.report)."""
+    return SweepHooks(
+        judge=judge, progress=LOG_PROGRESS,
+        open_sink=lambda cfg, ledger, folder: TrackingLink.open(cfg, ledger, folder, reporter),
+        finish=lambda cfg, folder, ledger, sink, elapsed_s: finish_sweep(cfg, folder, ledger, sink, elapsed_s,
+                                                                         reporter))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    reporter = Reporter.for_streams()
     if any(a in ("-h", "--help") for a in args):
-        print(USAGE)
+        reporter.info(USAGE)
         return 0
-    from launcher.errors import ParasweepError
-
     try:
-        from launcher.config import describe_groups, load_config, reproducible_args, split_config_dirs, to_yaml
-
         if not split_config_dirs(args)[1] and "--list" not in args:
             # No sweep and no override: running the default trial into sweeps/tiny would surprise (and overwrite
             # that sweep's config.yaml); say what to type instead.
-            print(USAGE, file=sys.stderr)
+            reporter.note(USAGE)
             return 2
         unknown = [a for a in split_config_dirs(args)[1] if a.startswith("-") and a not in ("--list", "--cfg")]
         if unknown:
             raise ParasweepError(f"unknown option {unknown[0]!r}: see python -m launcher --help")
         if "--list" in args:
-            print(describe_groups([a for a in args if a != "--list"]))
+            reporter.info(describe_groups([a for a in args if a != "--list"]))
             return 0
         show_cfg = "--cfg" in args
         args = [a for a in args if a != "--cfg"]
         cfg = load_config(args)
         if show_cfg:
-            print(to_yaml(cfg))
+            reporter.info(to_yaml(cfg))
             return 0
-        from launcher.inputs import check_environment
-
         check_environment(cfg)  # a writable sweep folder; SLURM's commands for executor=slurm
         if cfg.dry_run:
-            return _dry_run(cfg)
-        from launcher.run.loop import run_sweep
-
-        return run_sweep(cfg, overrides=reproducible_args(args))
+            return _dry_run(cfg, reporter)
+        return run_sweep(cfg, overrides=reproducible_args(args), hooks=sweep_hooks(reporter), reporter=reporter)
     except ParasweepError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        reporter.error(str(exc))
         return exc.exit_code
     except Exception as exc:  # a full disk or a read-only sweep folder mid-run: one line, not a traceback
-        from launcher.inputs import storage_problem
-
         problem = storage_problem(exc)
         if problem is None:
             raise
-        print(f"error: {problem}", file=sys.stderr)
+        reporter.error(problem)
         return 1
     except KeyboardInterrupt:
-        print("interrupted: the ledger is intact; run the same command again to resume", file=sys.stderr)
+        reporter.note("interrupted: the ledger is intact; run the same command again to resume")
         return 130
 
 
-def _dry_run(cfg) -> int:
-    from pathlib import Path
-
-    from launcher.plan.planner import make_plan
-    from launcher.plan.planning_progress import PlanningProgress
-    from launcher.plan.table import print_plan, write_plan_csv
-
-    with PlanningProgress() as progress:  # on stderr, once planning has taken a second
-        plan = make_plan(cfg, progress)
-    with _plan_destination(Path(cfg.sweep.root_dir) / cfg.sweep.name) as csv_path:
+def _dry_run(cfg: RootConfig, reporter: Reporter) -> int:
+    notes = [str(p) for p in problems_of(cfg.backend, cfg.model)]  # what a real run still needs
+    with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
+        plan = make_plan(cfg, progress, notes=notes)
+    with _plan_destination(Path(cfg.sweep.root_dir) / cfg.sweep.name, reporter) as csv_path:
         write_plan_csv(plan, csv_path)
-    print_plan(cfg, plan, csv_path)
+    print_plan(cfg, plan, reporter, csv_path)
     return 0
 
 
 @contextlib.contextmanager
-def _plan_destination(folder):
+def _plan_destination(folder: Path, reporter: Reporter) -> Iterator[Path]:
     """Where a dry run writes its plan: plan.csv under the sweep folder's lock. While a launcher runs the sweep it
     holds that lock, and its plan.csv describes what it runs: the dry run writes plan.dry-run.csv beside it."""
-    import fcntl
-
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / ".lock").open("a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            print(f"a launcher is running this sweep: the dry run's plan goes to {folder / 'plan.dry-run.csv'}, "
-                  "its plan.csv is left as it is", file=sys.stderr)
+            reporter.note(f"a launcher is running this sweep: the dry run's plan goes to "
+                          f"{folder / 'plan.dry-run.csv'}, its plan.csv is left as it is")
             yield folder / "plan.dry-run.csv"
             return
         yield folder / "plan.csv"

@@ -13,15 +13,16 @@ import functools
 import json
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, Any, Optional
 
-from launcher.errors import ConfigError, ParasweepError
-from launcher.layout import DIMENSIONS, Layout
-from launcher.paths import conf_dir
+from launcher.config.checks import check_cluster, check_model
+from launcher.config.paths import conf_dir
+from launcher.config.schema import BACKENDS, PRECISIONS, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError, ParasweepError
+from launcher.core.layout import DIMENSIONS, Layout
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.rules import check
-from launcher.schema import BACKENDS, PRECISIONS, ClusterConfig, ModelConfig
 
 __all__ = ["Estimate", "estimate", "load_cluster_preset", "main", "answer", "parse_request", "request_from_fields",
            "Request", "LineError", "FIELD_TYPES"]
@@ -33,20 +34,23 @@ def cluster_preset_names() -> list[str]:
     return sorted(p.stem for p in (conf_dir() / "cluster").glob("*.yaml"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _preset_fields(name: str) -> tuple[tuple[str, Any], ...]:
     from omegaconf import OmegaConf
 
     data = OmegaConf.to_container(OmegaConf.load(conf_dir() / "cluster" / f"{name}.yaml"))
-    return tuple(sorted(data.items()))
+    assert isinstance(data, dict), f"conf/cluster/{name}.yaml is not a mapping"
+    return tuple(sorted((str(k), v) for k, v in data.items()))
 
 
 def load_cluster_preset(name: str) -> ClusterConfig:
-    """conf/cluster/<name>.yaml as a ClusterConfig (a fresh object: callers may change it)."""
+    """conf/cluster/<name>.yaml as a ClusterConfig (a fresh object; change it with dataclasses.replace)."""
     names = cluster_preset_names()
     if name not in names:
         raise ConfigError("gpu", name, f"unknown cluster preset; valid: {', '.join(names)}")
-    return ClusterConfig(**dict(_preset_fields(name)))
+    cluster = ClusterConfig(**dict(_preset_fields(name)))
+    check_cluster(cluster)
+    return cluster
 
 
 # ----------------------------------------------------------------------------------------------- JSON-lines CLI
@@ -55,8 +59,10 @@ _INT, _BOOL, _STR = "int", "bool", "str"
 # The layout's keys come from the Layout itself (its non-world dimensions, with their types and defaults; the world
 # is n_gpus): a dimension added to the Layout is a key here too.
 _LAYOUT_KEYS: dict[str, tuple[str, Any]] = {
-    d.name: ({int: _INT, bool: _BOOL, str: _STR}[d.type], None if d.required or d.name in ("mbs", "gbs") else d.default)
+    d.name: ({int: _INT, bool: _BOOL, str: _STR}[d.type], None if d.required or d.kind == "batch" else d.default)
     for d in DIMENSIONS if d.kind != "world"}
+_REQUIRED_LAYOUT = tuple(d.name for d in DIMENSIONS if d.kind != "world" and (d.required or d.kind == "batch"))
+"""The split sizes without a default (tp, pp, dp) and the batch: a request must give them (and recompute)."""
 # key -> (type, default); default None with required=True below means the key must be given.
 _FIELDS: dict[str, tuple[str, Any]] = {
     "layers": (_INT, None), "hidden": (_INT, None), "heads": (_INT, None), "seq_len": (_INT, None),
@@ -67,8 +73,7 @@ _FIELDS: dict[str, tuple[str, Any]] = {
 }
 FIELD_TYPES = {key: kind for key, (kind, _) in _FIELDS.items()}
 """Request key -> 'int', 'bool' or 'str' (for readers of other formats, e.g. launcher.replay's CSV)."""
-_REQUIRED = ("layers", "hidden", "heads", "seq_len", "vocab", "gpu", "n_gpus", "tp", "pp", "dp", "mbs", "gbs",
-             "recompute")
+_REQUIRED = ("layers", "hidden", "heads", "seq_len", "vocab", "gpu", "n_gpus", *_REQUIRED_LAYOUT, "recompute")
 _MAY_BE_ZERO = tuple(d.name for d in DIMENSIONS if d.dim.choices and 0 in d.dim.choices)
 _OUTPUT_NUMBERS = ("peak_mem_gb", "headroom", "step_time_s", "tokens_per_s", "tflops_per_gpu",
                    "model_tflops_per_gpu", "mfu")
@@ -139,16 +144,16 @@ def request_from_fields(fields: dict) -> Request:
         raise LineError(f"backend={v['backend']!r}: use one of {', '.join(BACKENDS)}", "backend")
     try:
         model = ModelConfig(name="jsonl", layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
-                            kv_heads=v["kv_heads"], ffn_hidden=v["ffn_hidden"], swiglu=v["swiglu"],
-                            seq_len=v["seq_len"], max_position=v["max_position"], vocab=v["vocab"],
+                            kv_heads=v["kv_heads"] or 0, ffn_hidden=v["ffn_hidden"] or 0, swiglu=v["swiglu"],
+                            seq_len=v["seq_len"], max_position=v["max_position"] or 0, vocab=v["vocab"],
                             tied_embeddings=v["tied_embeddings"], norm=v["norm"])
+        check_model(model)
         cluster = load_cluster_preset(v["gpu"])
     except ConfigError as exc:
         raise LineError(str(exc), exc.field.split(".")[-1]) from None
-    if v["gpus_per_node"] is not None:
-        cluster.gpus_per_node = v["gpus_per_node"]
-    nodes = math.ceil(v["n_gpus"] / cluster.gpus_per_node)
-    cluster.nodes = max(cluster.nodes, nodes)
+    per_node = v["gpus_per_node"] if v["gpus_per_node"] is not None else cluster.gpus_per_node
+    nodes = math.ceil(v["n_gpus"] / per_node)
+    cluster = replace(cluster, gpus_per_node=per_node, nodes=max(cluster.nodes, nodes))
     layout = Layout(gpus=v["n_gpus"], nodes=nodes, **{name: v[name] for name in _LAYOUT_KEYS})
     return Request(model, cluster, layout, v["precision"], v["flash_attention"], v["backend"], request_id)
 

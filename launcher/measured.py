@@ -10,14 +10,20 @@ measured with two software stacks is two sweeps).
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
-from launcher.errors import ParasweepError
+from launcher.config.load import load_saved
+from launcher.core.errors import ParasweepError
+from launcher.core.layout import NAMES, WORLD
+from launcher.core.states import TrialState
 from launcher.estimate import FIELD_TYPES, LineError, Request, request_from_fields
+from launcher.run.ledger import Ledger
 
-STATES = ("ok", "oom")
+STATES = (TrialState.OK, TrialState.OOM)
+"""What a row of a measured table can say: it ran and measured, or it ran out of memory."""
 OUTCOME_KEYS = ("state", "step_time_s", "peak_mem_gb", "sweep")
 _MODEL_KEYS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "swiglu", "seq_len", "vocab", "max_position",
                "tied_embeddings", "norm")
@@ -32,7 +38,7 @@ class MeasuredRow:
     """One configuration and its measured outcome."""
 
     request: Request
-    state: str                        # ok / oom
+    state: TrialState                 # ok / oom
     step_time_s: Optional[float]
     peak_mem_gb: Optional[float]
     line: int
@@ -43,7 +49,7 @@ class MeasuredRow:
 
     @property
     def tokens_per_s(self) -> Optional[float]:
-        return self.tokens_per_step / self.step_time_s if self.state == "ok" and self.step_time_s else None
+        return self.tokens_per_step / self.step_time_s if self.state is TrialState.OK and self.step_time_s else None
 
     @property
     def gpus(self) -> int:
@@ -85,10 +91,10 @@ def parse_row(raw: dict, where: str, line: int) -> tuple[MeasuredRow, str]:
     """One CSV row -> (MeasuredRow, sweep key). Raises TableError naming the line and the field."""
     values = {k: _typed(k, v or "", where) for k, v in raw.items() if k is not None}
     outcome = {k: values.pop(k, None) for k in OUTCOME_KEYS}
-    state = outcome["state"]
-    if state not in STATES:
-        raise TableError(f"{where}: state={state!r}: use one of {', '.join(STATES)}")
-    if state == "ok" and outcome["step_time_s"] is None:
+    if outcome["state"] not in STATES:
+        raise TableError(f"{where}: state={outcome['state']!r}: use one of {', '.join(STATES)}")
+    state = TrialState(outcome["state"])
+    if state is TrialState.OK and outcome["step_time_s"] is None:
         raise TableError(f"{where}: an ok row needs step_time_s")
     try:
         request = request_from_fields(values)
@@ -146,11 +152,13 @@ def read_table(path: Path | str) -> list[MeasuredSweep]:
 
 # ------------------------------------------------------------------------------------------------ export
 
-TABLE_COLUMNS = ("sweep", "backend", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "swiglu", "seq_len", "vocab",
-                 "tied_embeddings", "norm", "gpu", "n_gpus", "gpus_per_node", "tp", "pp", "dp", "vpp", "mbs", "gbs",
-                 "recompute", "sequence_parallel", "zero_stage", "distributed_optimizer", "precision",
+TABLE_LAYOUT = tuple(name for name in NAMES if name not in WORLD)
+"""The layout's columns (the world is n_gpus): every dimension of the Layout."""
+TABLE_COLUMNS = ("sweep", "backend", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "swiglu", "seq_len",
+                 "vocab", "tied_embeddings", "norm", "gpu", "n_gpus", "gpus_per_node", *TABLE_LAYOUT, "precision",
                  "flash_attention", "state", "step_time_s", "peak_mem_gb")
-MEASURED_STATES = {"ok": "ok", "stopped_early": "ok", "oom": "oom"}
+MEASURED_STATES = {TrialState.OK: TrialState.OK, TrialState.STOPPED_EARLY: TrialState.OK,
+                   TrialState.OOM: TrialState.OOM}
 """Ledger state -> table state: a trial stopped early kept its (partial) measurement."""
 
 
@@ -159,19 +167,17 @@ def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: b
     """One trial as a table row (None for a trial without a measured outcome). `layout` is a dict or a Layout,
     `state` a string or a str enum."""
     layout = layout.to_dict() if hasattr(layout, "to_dict") else layout
-    table_state = MEASURED_STATES.get(str(getattr(state, "value", state)))
-    if table_state is None or (table_state == "ok" and not metrics.get("step_time_s")):
+    table_state = MEASURED_STATES.get(TrialState(state))
+    if table_state is None or (table_state is TrialState.OK and not metrics.get("step_time_s")):
         return None
     return {"sweep": sweep, "backend": backend, "layers": model.layers, "hidden": model.hidden, "heads": model.heads,
             "kv_heads": model.kv_heads, "ffn_hidden": model.ffn_hidden, "swiglu": model.swiglu,
             "seq_len": model.seq_len, "vocab": model.vocab, "tied_embeddings": model.tied_embeddings,
             "norm": model.norm, "gpu": cluster.name, "n_gpus": layout["gpus"],
-            "gpus_per_node": cluster.gpus_per_node, **{k: layout[k] for k in ("tp", "pp", "dp", "vpp", "mbs", "gbs",
-                                                                              "recompute", "sequence_parallel",
-                                                                              "zero_stage", "distributed_optimizer")},
+            "gpus_per_node": cluster.gpus_per_node, **{k: layout[k] for k in TABLE_LAYOUT},
             "precision": precision, "flash_attention": flash, "state": table_state,
-            "step_time_s": metrics.get("step_time_s") if table_state == "ok" else None,
-            "peak_mem_gb": metrics.get("peak_mem_gb") if table_state == "ok" else None}
+            "step_time_s": metrics.get("step_time_s") if table_state is TrialState.OK else None,
+            "peak_mem_gb": metrics.get("peak_mem_gb") if table_state is TrialState.OK else None}
 
 
 def format_table(rows: Iterable[dict], comments: Iterable[str] = ()) -> str:
@@ -190,19 +196,15 @@ def format_table(rows: Iterable[dict], comments: Iterable[str] = ()) -> str:
 
 def export_sweep(folder: Path) -> str:
     """A sweep folder's measurements (config.yaml + ledger.sqlite) as a measured table."""
-    from omegaconf import OmegaConf
-
-    from launcher.run.ledger import Ledger
-    from launcher.schema import RootConfig
-
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.load(folder / "config.yaml")))
+    cfg = load_saved(folder / "config.yaml")
     with Ledger(folder / "ledger.sqlite") as ledger:
         trials = ledger.trials()
     b = cfg.backend
     rows = [table_row(cfg.sweep.name, cfg.model, cfg.cluster, b.name, b.precision, b.flash_attention, t.layout, t.state,
                       t.metrics) for t in trials if not t.repeat_of]
     return format_table([r for r in rows if r], [f"SOURCE: python -m launcher.measured {folder} (sweep "
-                                                 f"{cfg.sweep.name!r}, model {cfg.model.name}, cluster {cfg.cluster.name}, "
+                                                 f"{cfg.sweep.name!r}, model {cfg.model.name}, "
+                                                 f"cluster {cfg.cluster.name}, "
                                                  f"backend {b.name})"])
 
 

@@ -31,14 +31,23 @@ import json
 import math
 import random
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from launcher.errors import ParasweepError
+from launcher.core.errors import ParasweepError
+from launcher.core.states import TrialState
 from launcher.measured import MeasuredRow, MeasuredSweep, read_table
-from launcher.plan.calibrate import (Calibration, FeatureTable, Observation, Prior, calibrate, trial_features,
-                                     uncalibrated)
+from launcher.plan.calibrate import (
+    Calibration,
+    FeatureTable,
+    Observation,
+    Prior,
+    calibrate,
+    trial_features,
+    uncalibrated,
+)
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import uses_flash_attention
 from launcher.plan.residuals import corrected
@@ -92,23 +101,24 @@ class Costs:
     def startup(self, row: MeasuredRow) -> float:
         return megatron_startup_s(row.request.layout.nodes) if self.startup_s is None else self.startup_s
 
-    def measured_iters(self, state: str, noise_tolerance: float = 0.02, steady: bool = False) -> int:
+    def measured_iters(self, state: TrialState, noise_tolerance: float = 0.02, steady: bool = False) -> int:
         """Measured iterations of a trial that ended `state`: all of them, the minimum when stopped early, or as
         many as the steady stop needs (`steady`)."""
-        if state == "stopped_early":
+        if state is TrialState.STOPPED_EARLY:
             return self.min_measured_iters
-        if state != "ok":
+        if state is not TrialState.OK:
             return 0
         if steady:
             return steady_iters(self.iteration_cv, noise_tolerance, self.min_measured_iters, self.measure_iters)
         return self.measure_iters
 
     def gpu_hours(self, row: MeasuredRow, stopped_early: bool = False, measured_iters: Optional[int] = None) -> float:
-        if row.state != "ok":
+        if row.state is not TrialState.OK:
             return self.startup(row) * row.gpus / 3600.0
         if measured_iters is None:
             measured_iters = self.min_measured_iters if stopped_early else self.measure_iters
-        return (self.startup(row) + (self.warmup_iters + measured_iters) * row.step_time_s) * row.gpus / 3600.0
+        iters = self.warmup_iters + measured_iters
+        return (self.startup(row) + iters * (row.step_time_s or 0.0)) * row.gpus / 3600.0
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ class Step:
     """One replayed trial, in the order run (for the best-so-far plot)."""
 
     key: str
-    state: str                 # ok, stopped_early, oom
+    state: TrialState          # ok, stopped_early, oom
     gpu_hours: float           # cumulative, after this trial
     tokens_per_s: Optional[float]
     best_tokens_per_s: Optional[float]   # best so far, after this trial
@@ -144,7 +154,7 @@ class SweepResult:
 
 
 def _key(row: MeasuredRow) -> str:
-    return f"line {row.line}: {row.request.layout.short()}"
+    return f"line {row.line}: {row.request.layout.label()}"
 
 
 class _Replay:
@@ -157,7 +167,7 @@ class _Replay:
         self.by_key = dict(zip(self.keys, self.rows))
         self.index = {k: i for i, k in enumerate(self.keys)}
         self.features = [trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
-                                        _flash(r)) for r in self.rows]
+                                        _flash(r), backend=r.request.backend) for r in self.rows]
         self.table = FeatureTable(self.features)
         self.dims = [r.request.layout.to_dict() for r in self.rows]
         self.prior = prior
@@ -172,7 +182,7 @@ class _Replay:
         p = cal.predict(self.table)
         step, sd = p.step_time_s, p.step_sd
         if residuals:
-            measured = {self.index[o.key]: self.by_key[o.key].step_time_s for o in self.finished
+            measured = {self.index[o.key]: float(self.by_key[o.key].step_time_s or 0.0) for o in self.finished
                         if o.state in scheduler.MEASURED}
             step, sd = corrected(p.step_time_s, self.dims, measured, checks=self.checks)
         return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
@@ -184,20 +194,20 @@ class _Replay:
             predicted_s: Optional[float] = None, steady: bool = False,
             prediction: Optional[Planned] = None) -> None:
         row = self.by_key[key]
-        if prediction is not None and row.state == "ok":     # what the search expected, checked
+        if prediction is not None and row.state is TrialState.OK and row.step_time_s:   # what the search expected
             self.checks.append((math.log(row.step_time_s / prediction.step_time_s), prediction.step_sd))
         best = scheduler.best_measured(self.finished)
         state, stopped = row.state, None
-        if row.state == "ok" and early_stopping:
-            measured = [row.step_time_s] * self.costs.min_measured_iters   # the table holds steady-state times
+        if row.state is TrialState.OK and early_stopping:
+            measured = [row.step_time_s or 0.0] * self.costs.min_measured_iters  # the table holds steady-state times
             stopped = scheduler.early_stop(measured, row.tokens_per_step, best, noise_tolerance=noise_tolerance,
                                            min_measured_iters=self.costs.min_measured_iters)
-            state = "stopped_early" if stopped else "ok"
+            state = TrialState.STOPPED_EARLY if stopped else TrialState.OK
         iters = self.costs.measured_iters(state, noise_tolerance, steady)
         self.spent += self.costs.gpu_hours(row, measured_iters=iters)
         self.finished.append(Outcome(key, state, row.tokens_per_s))
-        self.observations.append(Observation(self.features[self.index[key]],
-                                             row.step_time_s if row.state == "ok" else None, row.peak_mem_gb,
+        measured_s = row.step_time_s if row.state is TrialState.OK else None
+        self.observations.append(Observation(self.features[self.index[key]], measured_s, row.peak_mem_gb,
                                              predicted_s))
         self.steps.append(Step(key, state, self.spent, row.tokens_per_s, scheduler.best_measured(self.finished),
                                stopped or reason, iters))
@@ -217,7 +227,7 @@ def prior_for(sweep: MeasuredSweep) -> Prior:
     return Prior.of(constants_for(sweep.rows[0].request.backend))
 
 
-def _as_prior(prior: "Prior | Constants | None", sweep: MeasuredSweep) -> Prior:
+def _as_prior(prior: Prior | Constants | None, sweep: MeasuredSweep) -> Prior:
     if prior is None:
         return prior_for(sweep)
     return prior if isinstance(prior, Prior) else Prior.of(prior)
@@ -234,7 +244,7 @@ def oracle_order(sweep: MeasuredSweep, costs: Costs, noise_tolerance: float = 0.
     measured throughput, out-of-memory rows last."""
     rows = list(sweep.rows)
     found = _within(rows)
-    iters = costs.measured_iters("ok", noise_tolerance, steady)
+    iters = costs.measured_iters(TrialState.OK, noise_tolerance, steady)
     first = min((r for r in rows if r.tokens_per_s and r.tokens_per_s >= found),
                 key=lambda r: costs.gpu_hours(r, measured_iters=iters))
     rest = sorted((r for r in rows if r is not first), key=lambda r: -(r.tokens_per_s or 0.0))
@@ -253,7 +263,7 @@ def random_expected_gpu_hours(sweep: MeasuredSweep, costs: Costs = Costs()) -> f
 
 def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int = 0, costs: Costs = Costs(),
                  noise_tolerance: float = 0.02, threshold: float = scheduler.STOP_THRESHOLD,
-                 max_trials: int = 0, prior: "Prior | Constants | None" = None, until_found: bool = False,
+                 max_trials: int = 0, prior: Prior | Constants | None = None, until_found: bool = False,
                  steady_stop: bool = True, policy: Policy = POLICY) -> SweepResult:
     """Replay one sweep. prior: the calibration's starting point (default `prior_for(sweep)`); until_found: end as
     soon as a configuration within 2 % of the best was measured (the benchmark's baselines, whose GPU-hours spent
@@ -285,7 +295,8 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
             stop = scheduler.stop_rule(rp.planned(a_priori), rp.finished, calibrated=False, max_trials=max_trials)
             break
         if strategy in ("exhaustive", "random", "oracle"):
-            rp.run(static[len(rp.finished)], strategy, False, noise_tolerance, steady=strategy == "oracle" and steady_stop)
+            rp.run(static[len(rp.finished)], strategy, False, noise_tolerance,
+                   steady=strategy == "oracle" and steady_stop)
             continue
         cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
             else a_priori

@@ -18,15 +18,18 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
-from launcher.measured import MeasuredRow, MeasuredSweep, read_table
+from launcher.core.states import TrialState
+from launcher.measured import MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
 from launcher.plan.calibrate import FeatureTable, Prior, trial_features
+from launcher.plan.residuals import DIMENSIONS
 from launcher.replay import Costs, _flash, prior_for, random_expected_gpu_hours, replay_sweep
 from launcher.run.scheduler import POLICY, Policy
 
@@ -115,7 +118,7 @@ def corpus(paths: Iterable[Path], cpu_cv: float = CPU_ITERATION_CV) -> list[Case
     cases = []
     for path in paths:
         for sweep in read_table(path):
-            if not any(r.state == "ok" for r in sweep.rows):
+            if not any(r.state is TrialState.OK for r in sweep.rows):
                 continue
             cases.append(Case(sweep, group_of(Path(path), sweep), costs_for(sweep, cpu_cv)))
     return cases
@@ -143,7 +146,7 @@ class Spread:
     """Per-configuration error of the peak memory (decides the OOMs)."""
 
 
-_DIMENSIONS = ("tp", "pp", "dp", "vpp", "mbs", "recompute", "sequence_parallel", "zero_stage", "distributed_optimizer")
+_DIMENSIONS = DIMENSIONS     # those with a bias per value: the ones a sweep varies (launcher.plan.residuals)
 _VALUES = tuple(str(2 ** k) for k in range(11)) + ("0", "3", "none", "selective", "full", "True", "False")
 
 
@@ -160,7 +163,7 @@ def perturb(sweep: MeasuredSweep, rng: np.random.Generator, spread: Spread = Spr
     rows = list(sweep.rows)
     prior = prior or prior_for(sweep)
     table = FeatureTable([trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
-                                         _flash(r)) for r in rows])
+                                         _flash(r), backend=r.request.backend) for r in rows])
     theta = rng.normal(0.0, [spread.parameter_scale * p.prior_sd for p in cal.PARAMETERS])
     constants = cal.apply_parameters(prior.constants, cal.PARAMETERS, theta)
     step = table.step_time_s(constants)
@@ -177,13 +180,13 @@ def perturb(sweep: MeasuredSweep, rng: np.random.Generator, spread: Spread = Spr
     out = []
     for r, s, m in zip(rows, step, peak):
         fits = m <= r.request.cluster.gpu_mem_gb
-        out.append(replace(r, state="ok" if fits else "oom", step_time_s=float(s) if fits else None,
+        out.append(replace(r, state=TrialState.OK if fits else TrialState.OOM, step_time_s=float(s) if fits else None,
                            peak_mem_gb=float(m) if fits else None))
-    if not any(r.state == "ok" for r in out):      # nothing fits: keep the fastest-fitting half as a grid
+    if not any(r.state is TrialState.OK for r in out):      # nothing fits: keep the fastest-fitting half as a grid
         order = np.argsort(peak)
         keep = set(order[: max(1, len(out) // 2)].tolist())
-        out = [replace(r, state="ok", step_time_s=float(step[i]), peak_mem_gb=float(peak[i])) if i in keep else r
-               for i, r in enumerate(out)]
+        out = [replace(r, state=TrialState.OK, step_time_s=float(step[i]), peak_mem_gb=float(peak[i]))
+               if i in keep else r for i, r in enumerate(out)]
     return MeasuredSweep(sweep.name, tuple(out), sweep.source_id)
 
 
@@ -203,12 +206,12 @@ def prior_error(truths: Sequence[Case]) -> tuple[float, float]:
     Spearman rank correlation of predicted and true throughput: how wrong the estimator is about them."""
     errors, rhos = [], []
     for case in truths:
-        ok = [r for r in case.sweep.rows if r.state == "ok"]
+        ok = [r for r in case.sweep.rows if r.state is TrialState.OK and r.step_time_s]
         if len(ok) < 3:
             continue
         pred = [r.request.estimate(case.prior.constants if case.prior else None).step_time_s for r in ok]
-        errors += [abs(p / r.step_time_s - 1) for p, r in zip(pred, ok)]
-        rhos.append(_spearman([r.tokens_per_s for r in ok], [r.tokens_per_step / p for r, p in zip(ok, pred)]))
+        errors += [abs(p / (r.step_time_s or 1.0) - 1) for p, r in zip(pred, ok)]
+        rhos.append(_spearman([r.tokens_per_s or 0.0 for r in ok], [r.tokens_per_step / p for r, p in zip(ok, pred)]))
     return statistics.median(errors), statistics.median(rhos)
 
 
@@ -228,7 +231,8 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
     for strategy in strategies:
         if strategy == "random":
             result.to_within[strategy] = random_expected_gpu_hours(case.sweep, case.costs)
-            result.spent[strategy], result.regret[strategy], result.trials[strategy] = exhaustive, 0.0, len(case.sweep.rows)
+            result.spent[strategy], result.regret[strategy] = exhaustive, 0.0
+            result.trials[strategy] = len(case.sweep.rows)
             continue
         runs_all = strategy in ("oracle", "exhaustive", "calibrated")
         r = replay_sweep(case.sweep, strategy, costs=case.costs, prior=case.prior, until_found=runs_all,
@@ -300,11 +304,11 @@ def balanced_ci(results: Sequence[Result], strategies: Sequence[str], bootstrap:
     """95 % bootstrap interval of the group-balanced headline: the sweeps of each group resampled with
     replacement (for perturbed truths, the draws), the headline recomputed."""
     rng = random.Random(seed)
-    groups = {}
+    groups: dict[str, list[Result]] = {}
     for r in results:
         if r.informative:
             groups.setdefault(r.case.group, []).append(r)
-    values = {s: [] for s in strategies}
+    values: dict[str, list[float]] = {s: [] for s in strategies}
     for _ in range(bootstrap):
         sample = {g: [rng.choice(rs) for _ in rs] for g, rs in groups.items()}
         for s in strategies:
@@ -382,6 +386,8 @@ def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLIC
     finished = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior, steady_stop=steady_stop,
                             policy=policy)
     base = (small.prior or prior_for(small.sweep)).constants
+    if finished.calibration is None:
+        raise ValueError(f"{small.sweep.name}: the adaptive replay left no calibration to transfer")
     return Prior.from_json(finished.calibration.to_json(), base, source=small.sweep.name)
 
 

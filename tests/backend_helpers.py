@@ -12,8 +12,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from launcher.backends import LaunchSpec, render_launch
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ClusterConfig, MegatronConfig, ModelConfig
+from launcher.config.schema import BackendConfig, ClusterConfig, MegatronConfig, ModelConfig
+from launcher.core.layout import Layout
 
 GOLDEN = Path(__file__).parent / "golden"
 # Shell metacharacters that must reach the program as text. Harmless if they ever ran (they only create pwned*

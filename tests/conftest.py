@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def load():
     """load(*overrides) -> RootConfig, composed from conf/ exactly as `python -m launcher` does."""
-    from launcher.config import load_config
+    from launcher.config.load import load_config
 
     return lambda *overrides: load_config(list(overrides))
 

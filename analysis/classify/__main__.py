@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from analysis import strict_json
-from analysis.logtext import normalize
-from analysis.outcome import Outcome, measurements, trial_outcome
+from analysis.logs.logtext import normalize
+from analysis.logs.outcome import Outcome, measurements, trial_outcome
+from analysis.report import strict_json
+from launcher.core.names import BackendName
 
 EXAMPLES = """\
 examples:
@@ -72,7 +73,7 @@ def _as_text(path: Path, outcome: Outcome, metrics: dict, n_iterations: int) -> 
     figures = _figures(strict_json.finite(metrics))
     if figures["step_time_s"] is not None:
         used = metrics.get("n_measured")
-        parts = [_fmt(figures["step_time_s"], ".4g", " s/step") + (f" (median of {used} steady steps)" if used
+        parts = [str(_fmt(figures["step_time_s"], ".4g", " s/step")) + (f" (median of {used} steady steps)" if used
                                                                     else ""),
                  _fmt(figures["tokens_per_s"], ",.0f", " tokens/s"),
                  _fmt(figures["tflops_per_gpu"], ".1f", " TFLOP/s/GPU"),
@@ -95,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
             status = 2
             continue
-        log_format = "workload" if args.backend in ("torch", "workload") else "auto"
+        log_format = "workload" if args.backend in (BackendName.torch, "workload") else "auto"
         outcome = trial_outcome(data, log_format=log_format, capacity_gb=args.capacity_gb,
                                 tokens_per_step=args.tokens_per_step, peak_tflops=args.peak_tflops,
                                 slurm_state=args.slurm_state, exit_code=args.exit_code)

@@ -6,31 +6,35 @@
     # the lead writes spec.files into trial_dir, then runs spec.script once per node
 
 What a backend refuses is not found by rendering: it is the rules table (launcher.plan.rules) filtered to the
-backend. Nothing outside this package compares backend names. Pure: nothing here runs a process or writes a file.
+backend. Backends are named by launcher.core.names.BackendName (an enum: nothing compares their names as text).
+Pure: nothing here runs a process or writes a file.
 """
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 
 from launcher.backends import megatron_deepspeed, megatron_lm, torch_workload
 from launcher.backends.launch import LaunchSpec, one_line_command
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.config.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
+from launcher.core.names import BackendName
 from launcher.plan.rules import Issue
-from launcher.schema import BACKENDS, BackendConfig, ClusterConfig, ModelConfig
 
-__all__ = ["Backend", "LaunchSpec", "get_backend", "render_launch", "launch_command", "REGISTRY"]
+__all__ = ["Backend", "LaunchSpec", "get_backend", "render_launch", "launch_command", "problems_of", "require_runnable",
+           "REGISTRY"]
 
 
 class Backend(Protocol):
-    name: str
+    name: BackendName
     log_format: str
     """How analysis reads the job's log: 'workload' (the embedded GPT's result line) or 'megatron' (iteration,
     memory and throughput lines)."""
     reports_planner_flops: bool
     """True when the program's FLOP rates follow the planner's conventions (the embedded workload prints both);
-    False: the measured rates are the predicted FLOPs over the measured step time (launcher/run/judge.py)."""
+    False: the measured rates are the predicted FLOPs over the measured step time (analysis/logs/judge.py)."""
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
         """Settings a real run still needs (checkout, data, tokenizer files, placeholders): empty when it can run."""
@@ -49,16 +53,29 @@ class Backend(Protocol):
         """What changed from the benchmark in that run, and what a production run still has to add."""
 
 
-REGISTRY: dict[str, Backend] = {b.name: b for b in (torch_workload.BACKEND, megatron_deepspeed.BACKEND,
-                                                     megatron_lm.BACKEND)}
-assert tuple(REGISTRY) == BACKENDS, "schema.BACKENDS lists the registered backends"
+REGISTRY: dict[BackendName, Backend] = {b.name: b for b in (torch_workload.BACKEND, megatron_deepspeed.BACKEND,
+                                                             megatron_lm.BACKEND)}
+assert set(REGISTRY) == set(BackendName), "every BackendName has its Backend"
 
 
-def get_backend(name: str) -> Backend:
-    backend = REGISTRY.get(name)
-    if backend is None:
-        raise ConfigError("backend.name", name, f"use one of {', '.join(REGISTRY)}")
-    return backend
+def get_backend(name: BackendName | str) -> Backend:
+    try:
+        return REGISTRY[BackendName(name)]
+    except ValueError:
+        raise ConfigError("backend.name", name, f"use one of {', '.join(REGISTRY)}") from None
+
+
+def problems_of(backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
+    """What the configured program still needs before it can really run (checkout, data, tokenizer files): a real
+    run stops on the first (require_runnable); a dry run plans anyway and lists them as notes."""
+    return get_backend(backend.name).problems(backend, model)
+
+
+def require_runnable(backend: BackendConfig, model: ModelConfig) -> None:
+    """Raise the first thing the program still needs before a real run (nothing when it can run)."""
+    problems = problems_of(backend, model)
+    if problems:
+        raise problems[0]
 
 
 def render_launch(model: ModelConfig, cluster: ClusterConfig, backend: BackendConfig, layout: Layout, *,

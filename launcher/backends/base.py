@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Mapping
 
 from launcher.backends.launch import LaunchSpec
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.config.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
+from launcher.core.names import BackendName
 from launcher.plan.rules import Issue, check
-from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
 
 
 class BackendBase:
     """Subclasses set `name` and implement `launch` (and `problems` when they have settings to check)."""
 
-    name = ""
+    name: BackendName
     log_format = "megatron"
     reports_planner_flops = False
 
@@ -31,7 +32,7 @@ class BackendBase:
         layouts; this guards direct callers), then render."""
         refused = self.refusals(model, cluster, layout)
         if refused:
-            raise ConfigError(f"layout.{refused[0].code}", layout.short(), refused[0].message)
+            raise ConfigError(f"layout.{refused[0].code}", layout.label(), refused[0].message)
         problems = self.problems(backend, model)
         if problems:
             raise problems[0]

@@ -15,8 +15,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 
 # MASTER_PORT = base + SLURM_JOB_ID % span: every node of a job computes the same port without talking to the
 # others, and two jobs sharing a node (non-exclusive partitions) almost never pick the same one.
@@ -199,7 +199,7 @@ def render_script(*, title: str, layout: Layout, python: str, launcher: str, tar
     """The whole per-node script: header, preamble, lock cleanup, environment, launcher, exec."""
     if launcher not in ("torchrun", "deepspeed"):
         raise ConfigError("backend.launcher", launcher, "use 'torchrun' or 'deepspeed'")
-    header = (f"#!/usr/bin/env bash\n# parasweep trial: {_comment(title)}; layout {layout.short()}\n"
+    header = (f"#!/usr/bin/env bash\n# parasweep trial: {_comment(title)}; layout {layout.label()}\n"
               f"# trial folder: {_comment(trial_dir)}\n# Runs once per node.\nset -euo pipefail\n")
     parts = [header, node_preamble(layout.nodes)]
     if megatron_path:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from pathlib import Path, PurePosixPath
 from importlib import resources
+from pathlib import Path, PurePosixPath
 
-from launcher.errors import ConfigError
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, MegatronConfig, ModelConfig
+from launcher.config.schema import BackendConfig, MegatronConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 
 FLAGS_FILE = "megatron_flags.txt"
 PLACEHOLDER_PREFIX = "/path/to/"

@@ -20,9 +20,10 @@ import posixpath
 from launcher.backends import megatron_common as mc
 from launcher.backends.base import BackendBase
 from launcher.backends.launch import LaunchSpec, render_script
-from launcher.errors import ConfigError
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.config.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
+from launcher.core.names import BackendName
 
 PROGRAM = "Megatron-DeepSpeed"
 DS_CONFIG = "ds_config.json"
@@ -37,7 +38,7 @@ is part of a real step's cost)."""
 
 
 class MegatronDeepSpeed(BackendBase):
-    name = "megatron_deepspeed"
+    name = BackendName.megatron_deepspeed
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
         return mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, by_kind=BY_KIND, needs_data=True)

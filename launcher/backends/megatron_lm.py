@@ -16,9 +16,10 @@ from __future__ import annotations
 from launcher.backends import megatron_common as mc
 from launcher.backends.base import BackendBase
 from launcher.backends.launch import LaunchSpec, render_script
-from launcher.errors import ConfigError
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.config.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
+from launcher.core.names import BackendName
 
 PROGRAM = "Megatron-LM"
 # --tokenizer-type choices present in both Megatron-LM versions read (2024 @ 307dcf37 and 2025), plus
@@ -40,7 +41,7 @@ LOCAL_IMPL_ARGS = ["--transformer-impl", "local", "--no-gradient-accumulation-fu
 
 
 class MegatronLM(BackendBase):
-    name = "megatron_lm"
+    name = BackendName.megatron_lm
 
     def problems(self, backend: BackendConfig, model: ModelConfig) -> list[ConfigError]:
         out = mc.problems(backend, model, program=PROGRAM, tokenizers=TOKENIZERS, by_kind=BY_KIND, needs_data=False)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from launcher.backends.base import BackendBase
 from launcher.backends.launch import LaunchSpec, render_script
-from launcher.layout import Layout
-from launcher.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.config.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import BackendName
 
 MODULE = "launcher.workload"
 
 
 class TorchWorkload(BackendBase):
-    name = "torch"
+    name = BackendName.torch
     log_format = "workload"
     reports_planner_flops = True  # the workload prints FLOP rates in both of the planner's conventions
 

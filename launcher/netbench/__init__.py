@@ -1,15 +1,19 @@
 """The network probe's data: results, their JSON file, the tables, and what the estimator takes from them.
 
 `python -m launcher.netbench` (launcher/netbench/__main__.py, run under torchrun) measures all-reduce,
-all-gather, reduce-scatter and point-to-point send/recv inside a node and across nodes over a range of message
-sizes through torch.distributed (nccl on GPUs, gloo on CPU). This module is pure and light (no torch): the
+all-gather, reduce-scatter, all-to-all and point-to-point send/recv inside a node and across nodes over a range of
+message sizes through torch.distributed (nccl on GPUs, gloo on CPU). This module is pure and light (no torch): the
 planner and the sweep loop read a probe's file through it.
 
 Conventions (NVIDIA/nccl-tests doc/PERFORMANCE.md): time = mean time of one operation (max over ranks);
 algbw = S / t with S the size of the full buffer (for all-gather the gathered output, for reduce-scatter the input,
-i.e. n x the per-rank chunk); busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather and reduce-scatter,
-x 1 for send/recv: a figure comparable with the link's bandwidth whatever the number of ranks. GB = 1e9 bytes,
-Gbit/s = 8 x GB/s.
+i.e. n x the per-rank chunk; for all-to-all what one rank sends, S/n to each rank, itself included); busbw = algbw x
+2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and all-to-all, x 1 for send/recv: a figure
+comparable with the link's bandwidth whatever the number of ranks. GB = 1e9 bytes, Gbit/s = 8 x GB/s.
+
+The all-to-all (MoE token dispatch and combine under expert parallelism) is summarised like the all-reduce: its
+bus-bandwidth plateau per tier (`*_all_to_all_gbytes_per_s`, None when not measured: older probe files). The
+estimator does not use it yet.
 
 The estimator's link model (launcher.plan.step_time.collective_time_s) is exactly that ring convention with
 bandwidth = link bandwidth x net_eff, so a measured bus bandwidth replaces the product, not the link bandwidth:
@@ -23,21 +27,23 @@ import dataclasses
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from launcher.backends.launch import exec_program, node_preamble, torchrun_launcher
-from launcher.errors import ParasweepError
-from launcher.plan.constants import Constants, is_cpu_cluster
-from launcher.schema import ClusterConfig
+from launcher.config.schema import ClusterConfig
+from launcher.core.errors import ParasweepError
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import Constants
 
 SCHEMA = "parasweep.netbench/1"
 UNITS = {"bytes": "bytes (the full buffer, nccl-tests convention)", "time_s": "seconds per operation",
          "algbw_gbytes_per_s": "GB/s (1e9 bytes/s): bytes / time_s",
          "busbw_gbytes_per_s": "GB/s (1e9 bytes/s): algbw x the op's bus factor",
          "latency_s": "seconds", "*_gbit_per_s": "Gbit/s = 8 x GB/s"}
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "sendrecv")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "sendrecv")
 SCOPES = ("intra_node", "inter_node")
 PLATEAU_SIZES = 3
 """A tier's bandwidth: the median bus bandwidth of the all-reduce at the largest sizes measured (its plateau)."""
@@ -51,7 +57,7 @@ def bus_factor(op: str, ranks: int) -> float:
     """busbw / algbw (nccl-tests PERFORMANCE.md, 'Summary')."""
     if op == "all_reduce":
         return 2.0 * (ranks - 1) / ranks
-    if op in ("all_gather", "reduce_scatter"):
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (ranks - 1) / ranks
     if op == "sendrecv":
         return 1.0
@@ -83,16 +89,18 @@ class Measurement:
 @dataclass(frozen=True)
 class NetworkProfile:
     """What the estimator takes from a probe: per-GPU bus bandwidth of each tier (None: not measured) and the
-    latency of one small collective."""
+    latency of one small collective; the all-to-all bus bandwidth of each tier (MoE dispatch/combine) besides."""
 
     intra_node_gbytes_per_s: Optional[float]
     inter_node_gbytes_per_s: Optional[float]
     latency_s: Optional[float]
     source: str = ""
+    intra_node_all_to_all_gbytes_per_s: Optional[float] = None
+    inter_node_all_to_all_gbytes_per_s: Optional[float] = None
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
-        for key in ("intra_node", "inter_node"):
+        for key in ("intra_node", "inter_node", "intra_node_all_to_all", "inter_node_all_to_all"):
             bw = out[f"{key}_gbytes_per_s"]
             out[f"{key}_gbit_per_s"] = None if bw is None else 8 * bw
         return out
@@ -120,7 +128,7 @@ class ProbeResult:
                 "summary": self.profile().to_json(), "measurements": [m.to_json() for m in self.measurements]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "ProbeResult":
+    def from_json(cls, data: dict) -> ProbeResult:
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ProbeError(f"not a {SCHEMA} file (schema {data.get('schema') if isinstance(data, dict) else None!r})")
         try:
@@ -134,10 +142,9 @@ class ProbeResult:
 
 
 def summarize(result: ProbeResult) -> NetworkProfile:
-    """Bus bandwidth plateau of each tier's all-reduce, and the latency of the smallest one."""
-    def plateau(scope: str) -> Optional[float]:
-        ms = sorted((m for m in result.measurements if m.op == "all_reduce" and m.scope == scope),
-                    key=lambda m: m.bytes)
+    """Bus bandwidth plateau of each tier's all-reduce (and all-to-all), and the latency of the smallest all-reduce."""
+    def plateau(scope: str, op: str = "all_reduce") -> Optional[float]:
+        ms = sorted((m for m in result.measurements if m.op == op and m.scope == scope), key=lambda m: m.bytes)
         return statistics.median(m.busbw_gbytes_per_s for m in ms[-PLATEAU_SIZES:]) if ms else None
 
     def smallest(scope: str) -> Optional[float]:
@@ -147,7 +154,8 @@ def summarize(result: ProbeResult) -> NetworkProfile:
     latency = smallest("inter_node") if result.nodes > 1 else smallest("intra_node")
     return NetworkProfile(plateau("intra_node"), plateau("inter_node"), latency,
                           f"netbench {result.backend} on {result.cluster}, {result.nodes} node(s) x "
-                          f"{result.ranks_per_node} ranks")
+                          f"{result.ranks_per_node} ranks",
+                          plateau("intra_node", "all_to_all"), plateau("inter_node", "all_to_all"))
 
 
 def apply_network(cluster: ClusterConfig, constants: Constants,
@@ -160,7 +168,7 @@ def apply_network(cluster: ClusterConfig, constants: Constants,
     inter = profile.inter_node_gbytes_per_s or cluster.inter_node_gbytes_per_s * eff
     new_cluster = dataclasses.replace(cluster, intra_node_gbytes_per_s=intra, inter_node_gbytes_per_s=inter,
                                       source=f"{cluster.source}; network measured: {profile.source}")
-    latency_field = "latency_cpu_s" if is_cpu_cluster(cluster) else "latency_gpu_s"
+    latency_field = "latency_cpu_s" if is_cpu_standin(cluster.gpu) else "latency_gpu_s"
     values = {"net_eff": 1.0}
     if profile.latency_s:
         values[latency_field] = profile.latency_s
@@ -221,7 +229,7 @@ def format_tables(result: ProbeResult) -> str:
     lines = [f"# parasweep netbench: {result.backend} on {result.device}, {result.nodes} node(s) x "
              f"{result.ranks_per_node} ranks ({', '.join(result.hosts)})",
              "# algbw = size / time; busbw = algbw x 2(n-1)/n (all_reduce), x (n-1)/n (all_gather, "
-             "reduce_scatter), x 1 (sendrecv): NVIDIA/nccl-tests doc/PERFORMANCE.md; GB = 1e9 bytes"]
+             "reduce_scatter, all_to_all), x 1 (sendrecv): NVIDIA/nccl-tests doc/PERFORMANCE.md; GB = 1e9 bytes"]
     for scope in SCOPES:
         for op in OPS:
             ms = sorted((m for m in result.measurements if m.scope == scope and m.op == op), key=lambda m: m.bytes)
@@ -238,6 +246,10 @@ def format_tables(result: ProbeResult) -> str:
     for name, bw in (("intra-node", p.intra_node_gbytes_per_s), ("inter-node", p.inter_node_gbytes_per_s)):
         lines.append(f"# {name} all_reduce bus bandwidth: " +
                      ("not measured" if bw is None else f"{bw:.3f} GB/s = {8 * bw:.2f} Gbit/s"))
+    for name, bw in (("intra-node", p.intra_node_all_to_all_gbytes_per_s),
+                     ("inter-node", p.inter_node_all_to_all_gbytes_per_s)):
+        if bw is not None:
+            lines.append(f"# {name} all_to_all bus bandwidth: {bw:.3f} GB/s = {8 * bw:.2f} Gbit/s")
     if p.latency_s is not None:
         lines.append(f"# latency (smallest all_reduce): {p.latency_s * 1e6:.1f} us")
     return "\n".join(lines)

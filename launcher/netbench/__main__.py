@@ -5,7 +5,8 @@ Run it under torchrun, one process per GPU (or CPU rank):
     srun torchrun --nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint HOST:PORT -m launcher.netbench
 or let it start the local ranks itself: `python -m launcher.netbench --nproc-per-node 4`.
 
-Per message size it times all_reduce, all_gather, reduce_scatter and a send/recv ping-pong: inside each node
+Per message size it times all_reduce, all_gather, reduce_scatter, all_to_all (equal splits, nccl-tests' alltoall)
+and a send/recv ping-pong: inside each node
 (the ranks of one node, all nodes at once) and across nodes (every rank) when there are several. Rank 0 prints
 nccl-tests-like tables (launcher.netbench.format_tables) and writes the JSON result (--out) that the estimator
 takes in place of the cluster's datasheet bandwidths (launcher.netbench.apply_network).
@@ -36,7 +37,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
                                                "CPU, 1 KiB-1 GiB on GPU)")
     p.add_argument("--iters", type=int, default=0, help="timed iterations per size (default: 5 CPU, 20 GPU)")
     p.add_argument("--warmup", type=int, default=2, help="untimed iterations per size")
-    p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,sendrecv")
+    p.add_argument("--ops", default="all_reduce,all_gather,reduce_scatter,all_to_all,sendrecv")
     p.add_argument("--nproc-per-node", type=int, default=0,
                    help="outside torchrun: start this many local ranks (torchrun --standalone) and run on them")
     return p.parse_args(argv)
@@ -77,12 +78,15 @@ class _Bench:
         count = max(n, nbytes // 4 // n * n)          # float32 elements, a multiple of n
         full = torch.ones(count, dtype=torch.float32, device=self.device)
         chunk = torch.ones(count // n, dtype=torch.float32, device=self.device)
+        received = torch.empty_like(full) if op == "all_to_all" else None
         # torch 2.13 renamed the tensor forms (*_single); older releases only have *_into_tensor / *_tensor.
         gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         run = {"all_reduce": lambda: dist.all_reduce(full, group=group),
                "all_gather": lambda: gather(full, chunk, group=group),
-               "reduce_scatter": lambda: scatter(chunk, full, group=group)}[op]
+               "reduce_scatter": lambda: scatter(chunk, full, group=group),
+               # count/n elements to every rank (itself included): the whole buffer leaves, as nccl-tests' alltoall
+               "all_to_all": lambda: dist.all_to_all_single(received, full, group=group)}[op]
         return self._timed(run, group)
 
     def sendrecv(self, nbytes: int, a: int, b: int, group) -> Optional[float]:

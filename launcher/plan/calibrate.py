@@ -21,17 +21,23 @@ constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
-import numpy as np
-
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, Constants
+from launcher.plan.hardware import generation
 from launcher.plan.memory import stage_memory_gb
 from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, combine, rates, step_pieces
-from launcher.schema import ClusterConfig, ModelConfig
+from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
+
+if TYPE_CHECKING:  # numpy is imported where it is used: planning and --help never need it
+    import numpy as np
 
 MIN_TRIALS = 3
 """Measured trials before a calibration changes anything."""
@@ -45,7 +51,11 @@ MIN_RESIDUAL_SD = 0.02
 MEMORY_ERROR_SD = 0.05
 
 _GROUPS = Rates._fields
-_UNIT_RATES = Rates(*np.eye(len(_GROUPS)))
+@functools.lru_cache(maxsize=1)
+def _unit_rates() -> Rates:
+    import numpy as np
+
+    return Rates(*np.eye(len(_GROUPS)))
 _MB_FIELDS = MicrobatchTimes._fields  # every piece of a micro-batch, whatever the step-time model adds
 
 
@@ -63,6 +73,7 @@ class Parameter:
 PARAMETERS = (
     Parameter("compute", ("gemm_eff_max",), 0.5),
     Parameter("gemm_size", ("gemm_dim_scale",), 0.7),
+    Parameter("fp8", ("fp8_gemm_eff",), 0.25),
     Parameter("memory_bw", ("hbm_eff",), 0.5),
     Parameter("network", ("net_eff",), 0.7),
     Parameter("latency", ("latency_gpu_s", "latency_cpu_s"), 1.5),
@@ -70,12 +81,28 @@ PARAMETERS = (
     Parameter("dispatch", ("layer_dispatch_s", "checkpoint_dispatch_s"), 1.0),
     Parameter("mem_context", ("gpu_context_gb", "cpu_context_gb"), 1.0, offset=1.0, memory=True),
     Parameter("mem_transient", ("transient_share",), 1.0, offset=0.1, memory=True),
+    Parameter("mem_fragmentation", ("fragmentation_share",), 0.3, memory=True),
+)
+"""Every parameter is a log multiplier of a Constants field (or group) with a Gaussian prior; a parameter the
+measurements say nothing about (no FP8 trial for 'fp8', no network traffic for 'network') stays at its prior. A
+sweep runs on one GPU model, so the generation multipliers (GENERATION_PARAMETERS) are not among them: on one
+generation they are the same thing as 'compute'; the corpus fit (launcher.plan.fit) adds them, and the parameters a
+sweep at one sequence length and scale cannot tell apart from 'compute', 'fixed' or 'dispatch' (the attention
+kernels' efficiency, the per-step overhead, the overlap interference)."""
+CORPUS_ONLY_PARAMETERS = (
+    Parameter("hopper", ("gen_eff_hopper",), 0.25),
+    Parameter("blackwell", ("gen_eff_blackwell",), 0.25),
+    Parameter("attention", ("attn_eff",), 0.3),
+    Parameter("step_overhead", ("step_overhead_s",), 1.0, offset=0.005),
+    Parameter("interference", ("overlap_interference",), 1.0, offset=0.05),
+    Parameter("tp_interference", ("tp_overlap_interference",), 1.0, offset=0.05),
 )
 STEP_PARAMETERS = tuple(p for p in PARAMETERS if not p.memory)
 MEMORY_PARAMETERS = tuple(p for p in PARAMETERS if p.memory)
 
 
-def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float]) -> Constants:
+def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float] | np.ndarray
+                     ) -> Constants:
     values = {}
     for p, t in zip(params, theta):
         for name in p.fields:
@@ -101,35 +128,49 @@ class TrialFeatures:
     dp_reduce: np.ndarray       # (groups,)
     dp_gather: np.ndarray
     optimizer: np.ndarray
-    mem_fixed_gb: tuple[float, float]      # weights + grads + optimizer + activations + logits, per stage
-    mem_transient_gb: tuple[float, float]  # activations + logits (what the transient share multiplies)
+    mem_fixed_gb: tuple[float, float]      # weights + grads + optimizer + gathered + activations + logits, per stage
+    mem_transient_gb: tuple[float, float]  # activations + logits + gathered (what the overhead shares multiply)
     tokens_per_step: int
+    generation: str = "ampere"             # the GPU generation (launcher.plan.hardware): which rates apply
+    overlap_gather: int = 0
 
 
-def _vector(x) -> np.ndarray:
+def _vector(x: float | np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
 
 
 def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
-                   flash: bool) -> TrialFeatures:
-    """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts."""
-    pc = step_pieces(model, cluster, layout, precision, flash, _UNIT_RATES, is_cpu_cluster(cluster))
+                   flash: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> TrialFeatures:
+    """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts.
+    `workload` and `backend` as for launcher.plan.estimator.estimate (they choose the stack's counts)."""
+    import numpy as np
+
+    pc = step_pieces(model, cluster, layout, precision, flash, _unit_rates(), is_cpu_standin(cluster.gpu),
+                     workload=workload, backend=backend)
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
-    bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0)
-    fixed, transient = [], []
+    bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0,
+                               fragmentation_share=0.0)
+    fixed: list[float] = []
+    transient: list[float] = []
     for stage in (0, layout.pp - 1):
-        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare)
+        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare, workload=workload,
+                                backend=backend)
         fixed.append(sum(parts.values()))
-        transient.append(parts["activations"] + parts["logits"])
-    return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, int(pc.zero3), int(pc.cpu),
-                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), tuple(fixed),
-                         tuple(transient), layout.gbs * model.seq_len)
+        transient.append(parts["activations"] + parts["logits"] + parts["gathered"])
+    return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, 0, int(pc.cpu),
+                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), (fixed[0], fixed[1]),
+                         (transient[0], transient[1]), layout.gbs * model.seq_len, generation(cluster),
+                         int(pc.overlap_gather))
 
 
 class FeatureTable:
     """Many trials' features as arrays: predicts all of them for any constants at once."""
 
     def __init__(self, features: Sequence[TrialFeatures]) -> None:
+        import numpy as np
+
         self.n = len(features)
         f = features
         self.stages = np.array([x.stages for x in f]).reshape(self.n, 3, len(_MB_FIELDS), len(_GROUPS))
@@ -138,13 +179,17 @@ class FeatureTable:
         self.pp = np.array([x.pp for x in f], dtype=float)
         self.vpp = np.array([x.vpp for x in f], dtype=float)
         self.zero3 = np.array([x.zero3 for x in f], dtype=float)
+        self.overlap_gather = np.array([x.overlap_gather for x in f], dtype=float)
+        self.generation = np.array([x.generation for x in f])
         self.cpu = np.array([x.cpu for x in f], dtype=float)
         self.dp = np.array([[x.dp_reduce, x.dp_gather, x.optimizer] for x in f]).reshape(self.n, 3, len(_GROUPS))
         self.mem_fixed = np.array([x.mem_fixed_gb for x in f], dtype=float).reshape(self.n, 2)
         self.mem_transient = np.array([x.mem_transient_gb for x in f], dtype=float).reshape(self.n, 2)
         self.tokens_per_step = np.array([x.tokens_per_step for x in f], dtype=float)
 
-    def subset(self, index: Sequence[int]) -> "FeatureTable":
+    def subset(self, index: Sequence[int]) -> FeatureTable:
+        import numpy as np
+
         out = object.__new__(FeatureTable)
         idx = np.asarray(index, dtype=int)
         for name, value in vars(self).items():
@@ -153,21 +198,46 @@ class FeatureTable:
         return out
 
     def _rates(self, constants: Constants) -> np.ndarray:
-        gpu, cpu = np.array(rates(constants, False)), np.array(rates(constants, True))
-        return np.where(self.cpu[:, None] > 0, cpu[None, :], gpu[None, :])
+        import numpy as np
+
+        out = np.empty((self.n, len(_GROUPS)))
+        for gen in np.unique(self.generation):
+            rows = self.generation == gen
+            gpu, cpu = np.array(rates(constants, False, str(gen))), np.array(rates(constants, True, str(gen)))
+            out[rows] = np.where(self.cpu[rows, None] > 0, cpu[None, :], gpu[None, :])
+        return out
 
     def step_time_s(self, constants: Constants) -> np.ndarray:
+        import numpy as np
+
         r = self._rates(constants)
         amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
         dp = np.einsum("nkg,ng->nk", self.dp, r)
-        stages = tuple(MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
-        pc = StepPieces(stages, tuple(self.weights[:, s] for s in range(3)), self.microbatches, self.pp, self.vpp,
-                        self.zero3, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2])
-        return combine(pc, np.maximum)[0]
+        first, last, middle = (MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
+        w = self.weights
+        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), self.microbatches, self.pp, self.vpp,
+                        self.overlap_gather, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
+                        constants.tp_overlap_interference)
+        step: np.ndarray = combine(pc, np.maximum)[0]
+        return step
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
+
+        return self.peak_mem_quantities_gb(constants)[2]
+
+    def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(allocated, reserved, device) peak of each trial at its most loaded stage (launcher.plan.mem_quantity:
+        allocated = tensors and temporaries, reserved = + the caching allocator's fragmentation, device = + the
+        CUDA context and NCCL buffers)."""
+        import numpy as np
+
         context = np.where(self.cpu > 0, constants.cpu_context_gb, constants.gpu_context_gb)
-        return (self.mem_fixed + context[:, None] + constants.transient_share * self.mem_transient).max(axis=1)
+        allocated = self.mem_fixed + constants.transient_share * self.mem_transient
+        reserved = allocated + constants.fragmentation_share * self.mem_transient
+        stages = reserved + context[:, None]
+        best = stages.argmax(axis=1)
+        rows = np.arange(self.n)
+        return allocated[rows, best], reserved[rows, best], stages[rows, best]
 
 
 # ------------------------------------------------------------------------------------------------ the fit
@@ -211,7 +281,7 @@ class Calibration:
     covariance: tuple[tuple[float, ...], ...] = ()
     """Posterior covariance of the step-time thetas (STEP_PARAMETERS order)."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """What a sweep records (ledger, MLflow, report): the constants, the multipliers and how sure they are."""
         return {"applied": self.applied, "n_trials": self.n_trials, "note": self.note,
                 "constants": self.constants.to_dict(), "parameters": self.parameters,
@@ -219,8 +289,10 @@ class Calibration:
                 "residual_sd": self.residual_sd, "memory_residual_sd": self.memory_residual_sd,
                 "n_holdout": self.n_holdout, "holdout_error": self.holdout_error}
 
-    def predict(self, table: FeatureTable) -> "Prediction":
+    def predict(self, table: FeatureTable) -> Prediction:
         """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
+        import numpy as np
+
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
         param_var = np.zeros(table.n)
@@ -260,7 +332,7 @@ class Prior:
     """Where it comes from ('' = the backend's a-priori constants; 'sweeps/NAME' = that sweep's calibration)."""
 
     @classmethod
-    def of(cls, prior: Union["Prior", Constants]) -> "Prior":
+    def of(cls, prior: Union[Prior, Constants]) -> Prior:
         return prior if isinstance(prior, Prior) else cls(prior)
 
     def sd(self, p: Parameter) -> float:
@@ -268,7 +340,7 @@ class Prior:
 
     @classmethod
     def transferred(cls, constants: Constants, parameter_sd: Mapping[str, float], residual_sd: float,
-                    memory_residual_sd: float = MEMORY_ERROR_SD, source: str = "") -> "Prior":
+                    memory_residual_sd: float = MEMORY_ERROR_SD, source: str = "") -> Prior:
         """A finished sweep's calibration (its fitted constants and posterior sds) as the prior of another sweep on
         the same cluster and stack: each sd at least TRANSFER_SD and at most the parameter's own prior sd, the
         model error at least MODEL_ERROR_SD (the new sweep's layouts were never checked)."""
@@ -280,7 +352,7 @@ class Prior:
 
 
     @classmethod
-    def from_json(cls, data: Mapping, base: Constants = DEFAULT, source: str = "") -> "Prior":
+    def from_json(cls, data: Mapping[str, Any], base: Constants = DEFAULT, source: str = "") -> Prior:
         """A calibration as written to calibration.json (Calibration.to_json) as the prior of another sweep:
         its constants (fields it does not name keep `base`'s) and uncertainties, through `transferred`."""
         from dataclasses import fields as dc_fields
@@ -302,6 +374,8 @@ def uncalibrated(prior: Union[Prior, Constants] = DEFAULT, n_trials: int = 0, no
 
 def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
     """d log(step time) / d theta for every trial (central differences; STEP_PARAMETERS order)."""
+    import numpy as np
+
     grads = []
     for i in range(len(STEP_PARAMETERS)):
         up, down = theta.copy(), theta.copy()
@@ -310,11 +384,14 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
         hi = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, up))
         lo = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, down))
         grads.append((np.log(hi) - np.log(lo)) / (2 * eps))
-    return np.array(grads).T
+    out: np.ndarray = np.array(grads).T
+    return out
 
 
-def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
-    from scipy.optimize import least_squares   # lazy: planning never needs scipy
+def _fit(residuals: Callable[[np.ndarray], np.ndarray], prior_sd: np.ndarray, start: Optional[np.ndarray] = None
+         ) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+    from scipy.optimize import least_squares  # lazy: planning never needs scipy
 
     x0 = np.zeros(len(prior_sd)) if start is None else start
     result = least_squares(residuals, x0, loss="soft_l1", f_scale=ROBUST_SCALE, method="trf", x_scale=prior_sd)
@@ -331,6 +408,8 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
     """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials. `prior`: the
     backend's constants, or a Prior (e.g. another sweep's calibration, Prior.transferred). `start`: an earlier fit
     of the same prior to start the search from (the same optimum, found in fewer iterations)."""
+    import numpy as np
+
     given = Prior.of(prior)
     prior = given.constants
     timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
@@ -338,11 +417,15 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
         return uncalibrated(given, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
-    measured = np.log([o.step_time_s for o in timed])
+    measured = np.log([o.step_time_s for o in timed if o.step_time_s])  # every row passes: narrows the Optional
     sd = np.array([given.sd(p) for p in STEP_PARAMETERS])
 
-    def fit(scale: float, start: Optional[np.ndarray] = None):
+    def fit(scale: float, start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        import numpy as np
+
         def residuals(theta: np.ndarray) -> np.ndarray:
+            import numpy as np
+
             predicted = np.log(table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, theta)))
             return np.concatenate([(predicted - measured) / scale, theta / sd])
 
@@ -361,7 +444,8 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
         scale = max(spread, MIN_RESIDUAL_SD)
         theta, cov, errors, spread = fit(scale, theta)
     constants = apply_parameters(prior, STEP_PARAMETERS, theta)
-    held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed if o.predicted_step_time_s])
+    held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed
+                     if o.step_time_s and o.predicted_step_time_s])
     holdout = float(np.median(np.abs(held))) if len(held) else None
     residual_sd = max(MIN_RESIDUAL_SD, spread, 1.4826 * (holdout or 0.0))
     cov = cov * max(1.0, (residual_sd / scale) ** 2)
@@ -370,10 +454,12 @@ def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants
     mem_theta, mem_sd = np.zeros(len(MEMORY_PARAMETERS)), MEMORY_ERROR_SD
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
-        mem_measured = np.log([o.peak_mem_gb for o in mem])
+        mem_measured = np.log([o.peak_mem_gb for o in mem if o.peak_mem_gb])  # every row passes: narrows the Optional
         msd = np.array([given.sd(p) for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
+            import numpy as np
+
             predicted = np.log(mem_table.peak_mem_gb(apply_parameters(constants, MEMORY_PARAMETERS, t)))
             return np.concatenate([(predicted - mem_measured) / MEMORY_ERROR_SD, t / msd])
 

@@ -4,20 +4,21 @@
 `estimate(..., constants=...)` (launcher.plan.estimator) re-predicts any layout with other values, e.g. the ones
 launcher.plan.calibrate fits to a sweep's measurements. Only these numbers are ever fitted: never a per-trial
 factor.
-
-Also here: `resolve_precision` (backend precision "auto" follows the hardware).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields, replace
 
-from launcher.errors import ConfigError
-from launcher.schema import PRECISIONS, ClusterConfig
+from launcher.core.errors import ConfigError
+from launcher.core.names import BackendName
+from launcher.plan.fitted import FIELD_FACTORS
+from launcher.plan.stack import STACKS, stack_facts
 
 # ---------------------------------------------------------------------------------------------- compute
 GEMM_EFF_MAX = 0.76        # large fp16/bf16 GEMMs as run inside training (cuBLAS on A100 measures ~0.8-0.9 alone);
-#                            fitted once on Narayanan et al. 2021 Table 1 (tests/test_scaling_table.py)
+#                            fitted once on Narayanan et al. 2021 Table 1 (tests/plan/test_scaling_table.py)
 GEMM_DIM_SCALE = 48.0      # a GEMM dimension of 48 alone would halve the efficiency (same fit)
 HBM_EFF = 0.7              # share of HBM bandwidth reached by element-wise kernels (same fit)
 FP32_PEAK_SHARE = 67.0 / 989.0
@@ -78,10 +79,47 @@ AUTOCAST_CHECKPOINT_DISPATCH_S = 1.2e-3
 """torch.utils.checkpoint (non-reentrant: saved-tensor hooks, recompute bookkeeping): selective recompute costs
 3.7 - 2.5 = 1.2 ms per layer (H100 data)."""
 
+# ---------------------------------------------------------------------------------------------- generations
+GEN_EFF = {"volta": 1.0, "ampere": 1.0, "hopper": 1.0, "blackwell": 1.0}
+"""GEMM efficiency of a generation relative to Ampere's (the a-priori 1: the same share of the datasheet peak; the fit
+moves Hopper and Blackwell, which reach a smaller share of their larger peaks at their power limits)."""
+FP8_GEMM_EFF = 0.85
+"""Share of the FP8 dense peak an FP8 GEMM reaches relative to what a 16-bit GEMM reaches of the 16-bit peak:
+cuBLASLt FP8 GEMMs on H100 run at ~1300-1500 of 1979 TFLOP/s where bf16 runs at ~700-800 of 989 (NVIDIA
+Transformer Engine and cuBLAS benchmarks), ~0.85 of the relative efficiency."""
+
+# ---------------------------------------------------------------------------------------------- attention
+ATTN_EFF = 0.65
+"""Share of the 16-bit peak a flash-attention forward reaches at long sequence (launcher.plan.attention):
+FlashAttention-2 reaches up to 73 % of A100's peak (Dao 2023, arXiv 2307.08691 §4.1), FlashAttention-3 630 of
+989 TFLOP/s on H100 (head dim 128)."""
+
+# ---------------------------------------------------------------------------------------------- step
+STEP_OVERHEAD_S = 0.005
+"""Time per iteration outside the micro-batches that nothing overlaps, per level of the job's reduction tree
+(log2(2 x GPUs) levels): the optimizer's kernel launches, the gradient-norm, found-inf and loss all-reduces and the
+wait for the slowest rank at each, logging, the data loader's hand-off (~10-50 ms in Megatron's timers at a few
+hundred GPUs)."""
+OVERLAP_INTERFERENCE = 0.1
+"""Communication overlapped with compute still slows it: NCCL kernels take SMs and HBM bandwidth (~10 % of the
+overlapped communication time, Megatron/FSDP overlap measurements: exposed < overlapped)."""
+TP_OVERLAP_INTERFERENCE = 0.1
+"""TP communication overlapped with the GEMMs (Transformer Engine userbuffers, StackFacts.tp_comm_overlap) slows
+them by the SMs its kernels take: NVIDIA's MLPerf GPT-3 overlap settings (training_results_v4.0 NVIDIA
+gpt3/implementations/nemo/conf/tp_overlap/h100tp4mbs1.yaml) give the pipelined reduce-scatter after the attention
+projection 24 of H100's 132 SMs (~18 %), the bulk overlaps in the backward 4 SMs (~3 %) and the ring exchanges 1 SM:
+~10 % of the overlapped time."""
+KERNEL_LAUNCH_S = LAYER_DISPATCH_S / 45.0
+"""CPU seconds to issue one kernel from eager PyTorch (~15 us: Megatron's ~45 fused kernels per layer in 0.7 ms);
+a stack's dispatch per layer is its kernel count x this (launcher.plan.stack)."""
+
 # ---------------------------------------------------------------------------------------------- memory
 GPU_CONTEXT_GB = 1.5       # CUDA context + cuBLAS/NCCL workspaces (~1.5 GB on A100/H100 with a few communicators)
 CPU_CONTEXT_GB = 0.0       # CPU stand-in: the capacity is set above the rank's post-init footprint
-TRANSIENT_SHARE = 0.10     # caching-allocator fragmentation and backward temporaries, share of activations + logits
+TRANSIENT_SHARE = 0.10     # backward temporaries (allocated), share of activations + logits + gathered parameters
+FRAGMENTATION_SHARE = 0.10
+"""Memory the caching allocator reserves but does not hand out (fragmentation, cached free blocks), as a share of
+the short-lived memory: what max_memory_reserved adds to max_memory_allocated."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +148,26 @@ class Constants:
     """Share of layer_dispatch_s issued again by full recompute."""
     checkpoint_dispatch_s: float = CHECKPOINT_DISPATCH_S
     """CPU seconds per activation-checkpoint region (layer) and micro-batch."""
+    gen_eff_volta: float = GEN_EFF["volta"]
+    gen_eff_hopper: float = GEN_EFF["hopper"]
+    """GEMM (and attention) efficiency of Hopper (H100, H200) relative to Ampere."""
+    gen_eff_blackwell: float = GEN_EFF["blackwell"]
+    """The same for Blackwell (B200, GB200, GB300)."""
+    fp8_gemm_eff: float = FP8_GEMM_EFF
+    """FP8 GEMM efficiency (of the FP8 peak) relative to the 16-bit one (of the 16-bit peak)."""
+    attn_eff: float = ATTN_EFF
+    """Flash-attention efficiency ceiling (share of the 16-bit peak, Ampere; generations scale it like GEMMs)."""
+    step_overhead_s: float = STEP_OVERHEAD_S
+    """Seconds per iteration and reduction-tree level outside the micro-batches (optimizer launches, norm/loss
+    reductions, logging)."""
+    overlap_interference: float = OVERLAP_INTERFERENCE
+    """Share of overlapped communication time that still slows the computation it overlaps."""
+    tp_overlap_interference: float = TP_OVERLAP_INTERFERENCE
+    """The same for TP communication overlapped with the GEMMs (userbuffers)."""
     gpu_context_gb: float = GPU_CONTEXT_GB
     cpu_context_gb: float = CPU_CONTEXT_GB
     transient_share: float = TRANSIENT_SHARE
+    fragmentation_share: float = FRAGMENTATION_SHARE
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -124,45 +179,62 @@ class Constants:
         """Field -> value, e.g. to record a calibration in the ledger or MLflow."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def with_values(self, **values: float) -> "Constants":
+    def with_values(self, **values: float) -> Constants:
         return replace(self, **values)
 
+    def gen_eff(self, generation: str) -> float:
+        """GEMM efficiency multiplier of a GPU generation (launcher.plan.hardware.GENERATIONS)."""
+        return {"volta": self.gen_eff_volta, "hopper": self.gen_eff_hopper,
+                "blackwell": self.gen_eff_blackwell}.get(generation, 1.0)
 
-_POSITIVE = ("gemm_eff_max", "hbm_eff", "net_eff")
-DEFAULT = Constants()
+
+_POSITIVE = ("gemm_eff_max", "hbm_eff", "net_eff", "gen_eff_volta", "gen_eff_hopper", "gen_eff_blackwell",
+             "fp8_gemm_eff", "attn_eff")
+PRIOR = Constants()
+"""The a-priori physical values (datasheets, kernel benchmarks, counts), before any fit: the prior of the corpus fit
+(launcher.plan.fit) and of a sweep's calibration."""
+
+
+def prior_for(stack: str) -> Constants:
+    """A stack's a-priori constants: the global physical values with the stack's counts (launcher.plan.stack) in
+    the per-stack fields (bytes per parameter per micro-batch, kernels per layer x KERNEL_LAUNCH_S)."""
+    f = stack_facts(stack)
+    return PRIOR.with_values(microbatch_param_bytes=f.microbatch_param_bytes,
+                             recompute_cast_bytes=f.recompute_cast_bytes,
+                             layer_dispatch_s=f.kernels_per_layer * KERNEL_LAUNCH_S,
+                             forward_dispatch_share=f.forward_kernel_share,
+                             checkpoint_dispatch_s=f.checkpoint_kernels * KERNEL_LAUNCH_S)
+
+
+def fitted(prior: Constants) -> Constants:
+    """`prior` moved by the multipliers fitted on the published corpus (launcher/plan/fitted.py, written by
+    `python -m launcher.plan.fit --write`): value = (prior + offset) x multiplier - offset per fitted field."""
+    values = {}
+    for name, (offset, factor) in FIELD_FACTORS.items():
+        values[name] = max(0.0, (getattr(prior, name) + offset) * factor - offset)
+    return prior.with_values(**values)
+
+
+_BACKEND_STACK: dict[str, str] = {BackendName.torch: "parasweep_workload", BackendName.megatron_lm: "megatron_lm",
+                                  "": "megatron_lm"}
+
+
+def constants_for(backend: BackendName | str) -> Constants:
+    """The a-priori constants of a backend's or a stack's software stack (launcher.plan.stack; they differ in how
+    mixed precision moves weights and gradients per micro-batch and in how many kernels a layer issues), fitted on
+    the published corpus; an unknown or empty name gets Megatron-LM's. One object per stack."""
+    name = _BACKEND_STACK.get(backend, backend)
+    return _stack_constants(name if name in STACKS else "megatron_lm")
+
+
+@functools.cache
+def _stack_constants(stack: str) -> Constants:
+    return fitted(prior_for(stack))
+
+
+DEFAULT = constants_for("megatron_lm")
 """Megatron-LM, and requests that name no backend (published runs are mostly Megatron-LM runs)."""
-TORCH_AUTOCAST = Constants(microbatch_param_bytes=AUTOCAST_PARAM_BYTES,
-                           recompute_cast_bytes=AUTOCAST_RECOMPUTE_CAST_BYTES,
-                           layer_dispatch_s=AUTOCAST_LAYER_DISPATCH_S,
-                           forward_dispatch_share=AUTOCAST_FORWARD_DISPATCH_SHARE,
-                           checkpoint_dispatch_s=AUTOCAST_CHECKPOINT_DISPATCH_S)
+TORCH_AUTOCAST = constants_for("torch")
 """The embedded workload (backend=torch): autocast over fp32 master weights."""
-MEGATRON_DEEPSPEED = Constants(microbatch_param_bytes=DEEPSPEED_PARAM_BYTES)
+MEGATRON_DEEPSPEED = constants_for("megatron_deepspeed")
 """Megatron-DeepSpeed (backend=megatron_deepspeed): DeepSpeed's optimizer accumulates the gradients itself."""
-_STACKS = {"torch": TORCH_AUTOCAST, "megatron_lm": DEFAULT, "megatron_deepspeed": MEGATRON_DEEPSPEED}
-
-
-def constants_for(backend: str) -> Constants:
-    """The a-priori constants of a backend's software stack (they differ in how mixed precision moves weights and
-    gradients per micro-batch); an unknown or empty name gets the Megatron values."""
-    return _STACKS.get(backend, DEFAULT)
-
-# ---------------------------------------------------------------------------------------------- precision
-PRECISION_CHOICES = PRECISIONS + ("auto",)
-"""What a backend may configure: a training precision, or "auto" to follow the hardware (resolve_precision)."""
-
-
-def is_cpu_cluster(cluster: ClusterConfig) -> bool:
-    """The local CPU stand-in (conf/cluster/local-cpu.yaml: gpu 'cpu'), where ranks are processes."""
-    return cluster.gpu.lower() == "cpu"
-
-
-def resolve_precision(backend_precision: str, cluster: ClusterConfig) -> str:
-    """The precision a trial trains in: as configured, or for "auto" what the hardware does well: bf16 on GPU
-    clusters (tensor cores; fp32 would run on the CUDA cores at 1/15 of the speed), fp32 on the CPU stand-in
-    (CPU matmuls have no fast 16-bit path here, and gloo reduces fp32)."""
-    if backend_precision not in PRECISION_CHOICES:
-        raise ConfigError("backend.precision", backend_precision, f"use one of {', '.join(PRECISION_CHOICES)}")
-    if backend_precision != "auto":
-        return backend_precision
-    return "fp32" if is_cpu_cluster(cluster) else "bf16"

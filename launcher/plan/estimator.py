@@ -13,49 +13,60 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from launcher.errors import ConfigError
-from launcher.layout import Layout
+from launcher.config.schema import PRECISIONS, ClusterConfig, ModelConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 from launcher.plan import flops
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
+from launcher.plan.stack import stack_name
 from launcher.plan.step_time import step_time_s
-from launcher.schema import PRECISIONS, ClusterConfig, ModelConfig
+from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
+
+ESTIMATOR_PRECISIONS = PRECISIONS + ("fp8",)
+"""What estimate() prices: the config's precisions, and fp8 (Transformer Engine FP8 GEMMs with bf16 weights, on
+GPUs with FP8 tensor cores; elsewhere the GEMMs run at the 16-bit peak)."""
 
 
 @dataclass(frozen=True)
 class Estimate:
     peak_mem_gb: float
     headroom: float                       # 1 - peak / capacity (negative: predicted out of memory)
-    mem_breakdown_gb: dict[str, float]    # weights, grads, optimizer, activations, logits, overhead
+    mem_breakdown_gb: dict[str, float]    # weights, grads, optimizer, gathered, activations, logits, temporaries,
+    #                                       fragmentation, context
     step_time_s: float
     tokens_per_s: float
     tflops_per_gpu: float                 # hardware FLOPs, recompute counted (Narayanan eq. 3)
     model_tflops_per_gpu: float           # model FLOPs, no recompute (Korthikanti eq. 7)
     mfu: float                            # model_tflops_per_gpu / peak
-    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, fixed, dispatch, dp_comm, bubble,
-    #                                       optimizer
+    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, cp_comm, fixed, dispatch,
+    #                                       shard_comm, dp_comm, bubble, optimizer
 
 
 def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
              flash_attention: Optional[bool] = None, backend: str = "",
-             constants: Optional[Constants] = None) -> Estimate:
+             constants: Optional[Constants] = None, workload: Workload = DEFAULT_WORKLOAD) -> Estimate:
     """Estimate one layout that passed `constraints.check`.
 
     precision: "bf16" / "fp16" (mixed precision) or "fp32" (the local CPU stand-in; on a GPU the CUDA cores).
     flash_attention: None = assumed for 16-bit training, not for fp32; plans pass backend.flash_attention, and
     False reproduces runs that predate it (2021 Megatron). backend: the software stack whose a-priori constants
     apply (launcher.plan.constants.constants_for; '' = Megatron-LM's). constants: other physical constants, e.g.
-    the ones launcher.plan.calibrate fitted to a sweep's measurements (they replace the stack's).
+    the ones launcher.plan.calibrate fitted to a sweep's measurements (they replace the stack's). workload: the
+    stack and the settings the config does not have yet (launcher.plan.workload; the default reproduces a plain
+    request of `backend`).
     """
-    if precision not in PRECISIONS:
-        raise ConfigError("precision", precision, f"use one of {', '.join(PRECISIONS)}")
+    if precision not in ESTIMATOR_PRECISIONS:
+        raise ConfigError("precision", precision, f"use one of {', '.join(ESTIMATOR_PRECISIONS)}")
     flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
-    constants = constants or constants_for(backend)
-    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash, constants)
-    step_s, times = step_time_s(model, cluster, layout, precision, flash, constants)
+    constants = constants or constants_for(stack_name(workload, backend))
+    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash, constants, workload=workload,
+                                  backend=backend)
+    step_s, times = step_time_s(model, cluster, layout, precision, flash, constants, workload=workload,
+                                backend=backend)
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
-    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute) / per_gpu_s
+    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, workload.recompute_every) / per_gpu_s
     model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
     return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
                     step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,

@@ -20,7 +20,9 @@ Two numerators are reported (the two conventions papers use):
 
 from __future__ import annotations
 
-from launcher.schema import ModelConfig
+from typing import Any
+
+from launcher.config.schema import ModelConfig
 
 
 def padded_vocab(vocab: int, tp: int, multiple: int = 128) -> int:
@@ -65,16 +67,37 @@ def model_flops(model: ModelConfig, sequences: int, vocab: int) -> float:
     return 3.0 * tokens * (per_token + logits_forward_flops_per_token(model, vocab))
 
 
-def recompute_flops(model: ModelConfig, sequences: int, recompute: str) -> float:
-    """Forward work done a second time by activation recomputation (the logits layer is never recomputed)."""
+def recompute_flops(model: ModelConfig, sequences: int, recompute: str, every: int = 1) -> float:
+    """Forward work done a second time by activation recomputation (the logits layer is never recomputed); full
+    recompute of every k-th layer (`every` = k) redoes 1/k of the layers."""
     tokens = sequences * model.seq_len
     if recompute == "full":
-        return tokens * model.layers * (dense_forward_flops_per_token(model) + attention_forward_flops_per_token(model))
+        return tokens * model.layers / every * (dense_forward_flops_per_token(model)
+                                                + attention_forward_flops_per_token(model))
     if recompute == "selective":
         return tokens * model.layers * attention_forward_flops_per_token(model)
     return 0.0
 
 
-def hardware_flops(model: ModelConfig, sequences: int, vocab: int, recompute: str) -> float:
+def hardware_flops(model: ModelConfig, sequences: int, vocab: int, recompute: str, every: int = 1) -> float:
     """Hardware FLOPs (recompute counted): Narayanan eq. (3) for full recomputation."""
-    return model_flops(model, sequences, vocab) + recompute_flops(model, sequences, recompute)
+    return model_flops(model, sequences, vocab) + recompute_flops(model, sequences, recompute, every)
+
+
+def one_flop_convention(predicted: dict[str, Any], metrics: dict[str, Any], peak_tflops: float) -> dict[str, Any]:
+    """A measurement's rates in the planner's FLOP conventions (used by the judge of a finished trial and by the
+    loop's steady stop). Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts
+    recomputation, Megatron-LM's "throughput per GPU" does not (and newer versions halve causal attention). A
+    trial's FLOPs per iteration are fixed by its configuration, so the measured rates in the planner's conventions
+    are the predicted ones scaled by predicted / measured step time; the number the log printed is kept as
+    reported_tflops_per_gpu."""
+    if not metrics.get("step_time_s") or not predicted.get("step_time_s") or not peak_tflops:
+        return metrics
+    scale = predicted["step_time_s"] / metrics["step_time_s"]
+    out = dict(metrics)
+    if "tflops_per_gpu" in out:
+        out["reported_tflops_per_gpu"] = out.pop("tflops_per_gpu")
+    out["tflops_per_gpu"] = predicted["tflops_per_gpu"] * scale
+    out["model_tflops_per_gpu"] = predicted["model_tflops_per_gpu"] * scale
+    out["mfu"] = out["model_tflops_per_gpu"] / peak_tflops
+    return out

@@ -10,12 +10,15 @@ import dataclasses
 import itertools
 import math
 import operator
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from launcher.errors import ConfigError
-from launcher.layout import FACTORS, GRID_DIMENSIONS, NAMES, Layout, dimension
-from launcher.schema import ClusterConfig, GridConfig
+from launcher.config.schema import ClusterConfig, GridConfig
+from launcher.core.errors import ConfigError
+from launcher.core.layout import FACTORS, GRID_DIMENSIONS, NAMES, Layout, dimension
 
+Unit = tuple[tuple[str, ...], list[tuple[Any, ...]]]
+"""An independent axis of the product: its dimension names and their value tuples."""
 # A grid point is the world (gpus, nodes) plus one value per grid dimension; dp may be derived.
 _CASTS = {name: dimension(name).type for name in GRID_DIMENSIONS}
 _OTHER_FACTORS = tuple(name for name in FACTORS if name != "dp")
@@ -46,7 +49,7 @@ def _dimension_values(grid: GridConfig) -> dict[str, list[Any]]:
     return values
 
 
-def _units(grid: GridConfig, values: dict[str, list[Any]], worlds: list[tuple[int, int]]) -> list[tuple[tuple[str, ...], list[tuple]]]:
+def _units(grid: GridConfig, values: dict[str, list[Any]], worlds: list[tuple[int, int]]) -> list[Unit]:
     """Independent axes of the product: each is (dimension names, list of value tuples)."""
     axes = dict(values)
     axes["world"] = worlds
@@ -143,7 +146,7 @@ def expand(grid: GridConfig, cluster: ClusterConfig) -> Iterator[Layout]:
 
 
 
-def _flat_units(units: list[tuple[tuple[str, ...], list[tuple]]]) -> list[tuple[tuple[str, ...], list[tuple]]]:
+def _flat_units(units: list[Unit]) -> list[Unit]:
     """Units with 'world' split into gpus and nodes, every value converted once (not once per point), and each
     unit's values made distinct (a repeated value would repeat every point it is part of)."""
     flat = []
@@ -173,7 +176,7 @@ def _layout_of(values: Sequence[Any]) -> Layout:
     return layout
 
 
-def _builder(units: list[tuple[tuple[str, ...], list[tuple]]], derive_dp: bool) -> Callable[[tuple], Layout]:
+def _builder(units: list[Unit], derive_dp: bool) -> Callable[[tuple[Any, ...]], Layout]:
     """combo (one value tuple per unit) -> Layout, positionally: ~1 us instead of a dict per point. Layout fields
     that no unit sets take their defaults; dp, when not a dimension, is derived as world / (tp * pp * cp) (a remainder
     is left for the "world" constraint to report)."""
@@ -188,7 +191,7 @@ def _builder(units: list[tuple[tuple[str, ...], list[tuple]]], derive_dp: bool) 
     dp_at, gpus_at = at["dp"], at["gpus"]
     split_at = [at[name] for name in _OTHER_FACTORS]
 
-    def build(combo: tuple) -> Layout:
+    def build(combo: tuple[Any, ...]) -> Layout:
         vals = list(getter(sum(combo, consts)))
         split = 1
         for i in split_at:
@@ -199,7 +202,7 @@ def _builder(units: list[tuple[tuple[str, ...], list[tuple]]], derive_dp: bool) 
     return build
 
 
-def _in_product(layout: Layout, units: list[tuple[tuple[str, ...], list[tuple]]], derive_dp: bool,
+def _in_product(layout: Layout, units: list[Unit], derive_dp: bool,
                 excludes: Sequence[dict[str, Any]]) -> bool:
     """Would the product have yielded this layout already? (An include that an exclude removed from the product
     is yielded: the include is the explicit wish.)"""

@@ -1,36 +1,53 @@
 """Peak device memory of one GPU (rank) for a layout: model states + activations + logits + framework overhead.
 
 Sources:
-- bytes/param: Megatron-LM docs/user-guide/features/dist_optimizer.md (18 B bf16 with fp32 main grads, 6 + 12/d with
-  the distributed optimizer; 20 B fp16; 16 B fp32) and ZeRO (Rajbhandari et al. 2020 §5: stage 1/2/3 partition
-  optimizer / +grads / +params over the d data-parallel ranks);
+- bytes/param per stack (launcher.plan.stack): Megatron-LM docs/user-guide/features/dist_optimizer.md (18 B bf16
+  with fp32 main grads, 6 + 12/d with the distributed optimizer; 20 B fp16; 16 B fp32); DeepSpeed's BF16_Optimizer
+  (+ 16-bit .grad and a full fp32 accumulation buffer: 8 + 12/d under ZeRO-1); ZeRO (Rajbhandari et al. 2020 §5:
+  stage 1/2/3 partition optimizer / +grads / +params over the d data-parallel ranks); PyTorch FSDP mixed precision
+  (fp32 parameters, gradients and AdamW state all sharded: 16/d) with the unsharded 16-bit parameters of the units
+  in flight (two: the one running and the one prefetched; every unit of the stage from its forward to its backward
+  when parameters are not resharded after the forward) and their unsharded gradients before the reduce-scatter;
+  Transformer Engine's FP8 weight caches (an 8-bit copy and its transpose of every linear weight, kept across the
+  micro-batches of a step: StackFacts.fp8_weight_cache_bytes);
 - activations: Korthikanti et al. 2022 (arXiv 2205.05198) §4-5, Table 2: per layer s·b·h·(34 + 5as/h) bytes with
   16-bit activations and 1-byte dropout masks, (10 + 24/t + 5as/ht) under TP, /t with sequence parallelism, the
   5as/h attention-score term gone under selective recompute (and with flash attention, which never stores the
-  s x s scores), 2·s·b·h per layer under full recompute; the first pipeline stage holds p micro-batches of L/p
-  layers under 1F1B, x (1 + (p-1)/(p·v)) when interleaved; fp32 logits 4·s·b·h/t·(1 + V/h) on the last stage.
+  s x s scores), 2·s·b·h per layer under full recompute; generalised to GQA (K, V of g/a the width), gated FFNs
+  (both FC1 outputs kept), no dropout masks for RMSNorm (Llama-style, dropout 0) models, FP8 linear inputs kept in
+  8 bits (Transformer Engine), eager PyTorch modules keeping more (the fp32 input of an unfused RMSNorm, the SiLU
+  output, the attention output's contiguous copy); the first pipeline stage holds p micro-batches of L/p layers
+  under 1F1B, x (1 + (p-1)/(p·v)) when interleaved; checkpointing every k-th layer keeps the others whole;
+- logits: the output layer's input and the loss buffers per logit element (launcher.plan.stack: 6 B for Megatron's
+  vocab-parallel fp32 cross-entropy, 10 B for cross_entropy(logits.float()): bf16 logits, their fp32 copy and the
+  log-softmax kept for the backward) on the last stage, one micro-batch;
+- overhead: the CUDA context and NCCL buffers (outside what torch.cuda.max_memory_allocated counts), temporaries
+  (backward workspaces, allocated) and the caching allocator's fragmentation (reserved but not allocated), both as a
+  share of the short-lived memory (activations, logits, gathered parameters).
 All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 """
 
 from __future__ import annotations
 
-from launcher.layout import Layout
-from launcher.plan.constants import DEFAULT, Constants, is_cpu_cluster
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.plan.constants import DEFAULT, Constants
 from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
-from launcher.schema import ClusterConfig, ModelConfig
+from launcher.plan.stack import StackFacts, kernels_fused, stack_facts, stack_name, syncs_every_microbatch
+from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 
 GB = 1e9
 
-# precision -> (weight, gradient, optimizer) bytes per parameter without any sharding, and activation bytes.
+# precision -> (weight, gradient, optimizer) bytes per parameter without any sharding (Megatron's layout).
 # bf16: 2 + 4 (fp32 main grads) + 12 (fp32 master, Adam m, v) = 18; fp16: 2 + 2 + 16 (the optimizer also keeps an
-# fp32 copy of the grads) = 20; fp32 (the CPU stand-in): 4 + 4 + 8 (m, v; the weights are the master) = 16.
-STATE_BYTES = {"bf16": (2.0, 4.0, 12.0), "fp16": (2.0, 2.0, 16.0), "fp32": (4.0, 4.0, 8.0)}
-ACTIVATION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
-
-# Framework overhead outside the tensors counted here (launcher.plan.constants): GPU_CONTEXT_GB of CUDA context and
-# cuBLAS/NCCL workspaces, plus caching-allocator fragmentation and backward temporaries taken as TRANSIENT_SHARE of
-# the activation-like (short-lived) memory. CPU stand-in: the capacity is set above the rank's post-init footprint
-# (conf/cluster/local-cpu.yaml), so only the fragmentation/temporaries share remains (CPU_CONTEXT_GB = 0).
+# fp32 copy of the grads) = 20; fp32 (the CPU stand-in): 4 + 4 + 8 (m, v; the weights are the master) = 16. FP8
+# training keeps bf16 weights and fp32 master/grads (Transformer Engine casts per GEMM): as bf16.
+STATE_BYTES = {"bf16": (2.0, 4.0, 12.0), "fp16": (2.0, 2.0, 16.0), "fp32": (4.0, 4.0, 8.0), "fp8": (2.0, 4.0, 12.0)}
+ACTIVATION_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp8": 2}
+FSDP_UNITS_IN_FLIGHT = 2
+"""FSDP/ZeRO-3 hold the unsharded parameters of the unit running and of the one prefetched (FSDP1
+forward/backward prefetch, FSDP2's default prefetch of one, ZeRO-3's prefetch bucket)."""
 
 
 def uses_flash_attention(precision: str) -> bool:
@@ -39,10 +56,27 @@ def uses_flash_attention(precision: str) -> bool:
     return precision != "fp32"
 
 
-def state_bytes_per_param(precision: str, zero_stage: int, distributed_optimizer: bool, dp: int
-                          ) -> tuple[float, float, float]:
-    """(weights, grads, optimizer) bytes per parameter on one rank after ZeRO / distributed-optimizer sharding."""
+def state_bytes_per_param(precision: str, zero_stage: int, distributed_optimizer: bool, dp: int,
+                          states: str = "megatron") -> tuple[float, float, float]:
+    """(weights, grads, optimizer) bytes per parameter on one rank after ZeRO / distributed-optimizer sharding.
+
+    states (launcher.plan.stack.StackFacts.states): 'megatron' (STATE_BYTES); 'deepspeed_bf16' (BF16_Optimizer,
+    ZeRO <= 1: 2 + (2 + 4) + 12); 'deepspeed' (ZeRO: 16-bit grads, the optimizer keeps fp32 master, m, v and an fp32
+    grad partition: 2 + 2 + 16); 'fp32_master' (autocast / FSDP mixed precision: 4 + 4 + 8). Sharding over dp:
+    ZeRO >= 1 or the distributed optimizer the optimizer, >= 2 the grads, 3 the weights.
+    """
     weight, grad, optim = STATE_BYTES[precision]
+    if precision != "fp32":
+        if states == "deepspeed_bf16" and zero_stage <= 1 and precision in ("bf16", "fp8"):
+            grad = 2.0 + 4.0
+        elif states in ("deepspeed", "deepspeed_bf16"):
+            grad, optim = 2.0, 12.0
+        elif states == "fp32_master":
+            weight, grad, optim = 4.0, 4.0, 8.0
+        elif states == "megatron_bf16_grads":
+            grad = 2.0
+        elif states == "bf16_pure":
+            weight, grad, optim = 2.0, 2.0, 4.0
     if zero_stage >= 1 or distributed_optimizer:
         optim /= dp
     if zero_stage >= 2:
@@ -93,15 +127,28 @@ def stage_params(model: ModelConfig, layout: Layout, stage: int) -> float:
     return n
 
 
+UNFUSED_SOFTMAX_SCORE_BYTES = 15.0
+"""Bytes per attention-score element a layer holds when its softmax runs unfused in fp32 (scores longer than the
+stack's fused kernel takes, StackFacts.fused_softmax_max_seq): kept for the backward, the fp32 softmax output (4),
+the dropout mask (1) and output (2); while that backward runs, the fp32 gradient of the probabilities and the softmax
+gradient (4 + 4). Fused: (2e + 1) = 5."""
+
+
 def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_parallel: bool, recompute: str,
-                           flash: bool, act_bytes: int, cp: int = 1) -> float:
+                           flash: bool, act_bytes: int, cp: int = 1, *, eager: bool = False, fp8: bool = False,
+                           unfused_softmax: bool = False) -> float:
     """Bytes one layer keeps for backward, per micro-batch (Korthikanti Table 2, generalised to GQA and gated FFNs).
 
-    Per s·b·h element, e = activation bytes (2, or 4 on the CPU stand-in), masks 1 byte:
+    Per s·b·h element, e = activation bytes (2, or 4 on the CPU stand-in), masks 1 byte (LayerNorm/GPT models only:
+    Llama-style models train without dropout):
       replicated under TP (no SP):  two norm inputs 2e + QKV input e + FFN input e + two dropout masks 2  = 4e + 2
       sharded by TP:  Q, K, V e·(1 + 2g/a) + projection input e + FFN (act. input(s) + FC2 input) (γ'+1)·e·f/h
-      attention scores (no flash, no selective recompute):  (2e + 1)·a·s/h, sharded
+      attention scores (no flash, no selective recompute):  (2e + 1)·a·s/h, sharded (UNFUSED_SOFTMAX_SCORE_BYTES
+      instead of 2e + 1 when the softmax falls back to fp32 PyTorch ops)
     GPT (e = 2, g = a, f = 4h): 10 + 24/t + 5as/(ht)  (Korthikanti eq. 2).
+    FP8 (Transformer Engine): the four linear inputs (QKV, projection, FC1, FC2) kept in 8 bits.
+    Eager PyTorch modules: + the fp32 input of each unfused RMSNorm (2 x 4 B), the attention output's contiguous copy
+    (e) and the SiLU output (e·f/h) of a gated FFN.
     Context parallelism keeps s/cp tokens of each sequence per rank (the scores of its queries still span all s
     keys, hence a·s/h per element).
     """
@@ -110,11 +157,18 @@ def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_paral
     if recompute == "full":  # only the layer input is kept (sequence-sharded under SP)
         return act_bytes * sbh / (tp if sequence_parallel else 1)
     e = act_bytes
+    lin = 1 if fp8 else e                  # linear-layer inputs (TE keeps FP8 copies for the backward)
     gated = 2 if model.swiglu else 1
-    replicated = 4 * e + 2
-    sharded = e * (1 + 2 * model.kv_heads / a) + e + (gated + 1) * e * model.ffn_hidden / h
+    masks = 2 if model.norm == "layernorm" else 0
+    replicated = 2 * e + 2 * lin + masks
+    f_h = model.ffn_hidden / h
+    sharded = e * (1 + 2 * model.kv_heads / a) + lin + gated * e * f_h + lin * f_h
+    if eager:
+        if model.norm == "rmsnorm":
+            replicated += 2 * 4
+        sharded += e + (e * f_h if model.swiglu else 0.0)
     if recompute == "none" and not flash:
-        sharded += (2 * e + 1) * a * s / h
+        sharded += (UNFUSED_SOFTMAX_SCORE_BYTES if unfused_softmax else 2 * e + 1) * a * s / h
     if sequence_parallel:
         return sbh * (replicated + sharded) / tp
     return sbh * (replicated + sharded / tp)
@@ -134,44 +188,100 @@ def inflight_layers(layout: Layout, layers: int, stage: int) -> float:
     return chunks * layers / (p * v)
 
 
+def shard_group(cluster: ClusterConfig, layout: Layout, workload: Workload) -> int:
+    """Ranks over which ZeRO/FSDP shard the states: dp x cp, or for HSDP (hybrid_shard) the data-parallel ranks
+    inside one node (rank order tp, cp, dp: gpus_per_node / (tp·cp) of them), replicated across nodes."""
+    d = layout.gradient_group
+    if workload.fsdp == "hybrid_shard":
+        return max(1, min(d, cluster.gpus_per_node // max(1, layout.tp * layout.cp)))
+    return d
+
+
+def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int, flash: bool, facts: StackFacts,
+                 workload: Workload) -> float:
+    e, t, sp, cp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel, layout.sequence_shards
+    eager = not kernels_fused(facts, workload)
+    fp8 = precision == "fp8"
+    full = layout.recompute == "full"
+
+    def per_layer(mode: str) -> float:
+        return layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8,
+                                      unfused_softmax=model.seq_len > facts.fused_softmax_max_seq)
+
+    whole = per_layer("none" if full else layout.recompute)
+    if full:
+        k = workload.recompute_every
+        kept = 0.0 if workload.offload else per_layer("full")     # offloaded inputs live on the host
+        stored = kept / k + whole * (1 - 1 / k)
+    else:
+        stored = whole
+    activations = stored * inflight_layers(layout, model.layers, stage)
+    if full:  # backward rematerialises one layer's full activations (formulas §3 [derived]), plus the input in
+        #       transfer when offloading
+        activations += per_layer("none") + (per_layer("full") if workload.offload else 0.0)
+    if stage == 0 and model.norm == "layernorm":  # embedding-dropout mask per micro-batch in flight (Korthikanti §4.3)
+        sbh = model.seq_len / cp * layout.mbs * model.hidden
+        activations += sbh / (t if sp else 1) * min(layout.pp, max(1, layout.microbatches))
+    return activations
+
+
 def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, stage: int,
-                    flash: bool | None = None, constants: Constants = DEFAULT) -> dict[str, float]:
-    """Memory breakdown (GB) of one GPU of pipeline stage `stage`."""
+                    flash: bool | None = None, constants: Constants = DEFAULT, *,
+                    workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> dict[str, float]:
+    """Memory breakdown (GB) of one GPU of pipeline stage `stage`: weights, grads, optimizer, gathered (ZeRO-3/FSDP
+    unsharded parameters and gradients in flight), activations, logits, temporaries, fragmentation, context."""
     flash = uses_flash_attention(precision) if flash is None else flash
+    facts = stack_facts(stack_name(workload, backend))
     e, t, sp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel
     params = stage_params(model, layout, stage)
-    w, g, o = state_bytes_per_param(precision, layout.zero_stage, layout.distributed_optimizer,
-                                    layout.gradient_group)
+    d = shard_group(cluster, layout, workload)
+    w, g, o = state_bytes_per_param(precision, layout.zero_stage, layout.distributed_optimizer, d, facts.states)
+    weights = params * w
+    sharded, replicated = layer_params(model)
+    layer = sharded / t + replicated
+    if facts.autocast_cache and precision in ("bf16", "fp16"):
+        weights += params * 2.0        # bf16 casts of every weight, cached through the forward
+    if precision == "fp8":
+        weights += model.layers / layout.pp * sharded / t * facts.fp8_weight_cache_bytes
     gathered = 0.0
-    if layout.zero_stage >= 3:  # ZeRO-3 gathers the layer it runs and prefetches the next one: 2 full layers live
-        sharded, replicated = layer_params(model)
-        gathered = 2 * (sharded / t + replicated) * STATE_BYTES[precision][0]
+    if layout.zero_stage >= 3:
+        gather = facts.gather_bytes
+        units = FSDP_UNITS_IN_FLIGHT if workload.resharded else model.layers / layout.pp
+        # unsharded 16-bit parameters of the units in flight, and one unit's unsharded gradient before its
+        # reduce-scatter (in the reduction dtype)
+        gathered = (units * gather + facts.reduce_bytes) * layer
+    elif layout.zero_stage == 2:
+        gathered = facts.reduce_bytes * layer     # the reduction bucket of the layer being reduced
+    if layout.zero_stage >= 2 and layout.microbatches > 1 and not syncs_every_microbatch(facts, workload):
+        gathered += params * facts.reduce_bytes   # unsharded gradients accumulated until the step's reduce-scatter
     cp = layout.sequence_shards
     sbh = model.seq_len / cp * layout.mbs * model.hidden
-    per_layer = layer_activation_bytes(model, layout.mbs, t, sp, layout.recompute, flash, e, cp)
-    activations = per_layer * inflight_layers(layout, model.layers, stage)
-    if layout.recompute == "full":  # backward rematerialises one layer's full activations (formulas §3 [derived])
-        activations += layer_activation_bytes(model, layout.mbs, t, sp, "none", flash, e, cp)
-    if stage == 0:  # embedding-dropout mask per micro-batch in flight (Korthikanti §4.3)
-        activations += sbh / (t if sp else 1) * min(layout.pp, max(1, layout.microbatches))
+    activations = _activations(model, layout, precision, stage, flash, facts, workload)
     logits = 0.0
-    if stage == layout.pp - 1:  # final-norm and output-layer inputs + fp32 logits, one micro-batch (Korthikanti §4.3)
+    if stage == layout.pp - 1:  # final-norm and output-layer inputs + the loss buffers, one micro-batch
         vocab = padded_vocab(model.vocab, t)
-        logits = 2 * e * sbh / (t if sp else 1) + 4.0 * model.seq_len / cp * layout.mbs * vocab / t
+        shards = t if facts.vocab_parallel_loss else 1
+        logits = 2 * e * sbh / (t if sp else 1) + facts.logits_bytes * model.seq_len / cp * layout.mbs * vocab / shards
     c = constants
-    context = c.cpu_context_gb if is_cpu_cluster(cluster) else c.gpu_context_gb
-    return {"weights": (params * w + gathered) / GB, "grads": params * g / GB, "optimizer": params * o / GB,
-            "activations": activations / GB, "logits": logits / GB,
-            "overhead": context + c.transient_share * (activations + logits) / GB}
+    context = c.cpu_context_gb if is_cpu_standin(cluster.gpu) else c.gpu_context_gb
+    churn = (activations + logits + gathered) / GB
+    # torch DDP's gradient buckets (launcher.plan.stack.StackFacts.ddp_bucket_bytes): as long-lived as the grads
+    buckets = params * facts.ddp_bucket_bytes if layout.gradient_group > 1 else 0.0
+    return {"weights": weights / GB, "grads": (params * g + buckets) / GB, "optimizer": params * o / GB,
+            "gathered": gathered / GB, "activations": activations / GB, "logits": logits / GB,
+            "temporaries": c.transient_share * churn, "fragmentation": c.fragmentation_share * churn,
+            "context": context}
 
 
 def peak_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
-                   flash: bool | None = None, constants: Constants = DEFAULT) -> tuple[float, dict[str, float]]:
+                   flash: bool | None = None, constants: Constants = DEFAULT, *,
+                   workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> tuple[float, dict[str, float]]:
     """(peak GB, breakdown) over the stages that can be the most loaded: the first (most activations in flight,
     embeddings) and the last (output layer, logits)."""
     best_total, best = -1.0, {}
     for stage in {0, layout.pp - 1}:
-        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, constants)
+        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, constants, workload=workload,
+                                backend=backend)
         total = sum(parts.values())
         if total > best_total:
             best_total, best = total, parts

@@ -5,19 +5,22 @@ Pure: a RootConfig in, a Plan out. Writing plan.csv and printing are the callers
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Any, Optional
 
-from launcher.errors import ConfigError, PlanError
-from launcher.layout import NAMES, Layout
+from launcher.config.schema import ClusterConfig, GridConfig, RootConfig
+from launcher.core.errors import ConfigError, PlanError
+from launcher.core.layout import NAMES, Layout
+from launcher.core.objective import Objective
+from launcher.core.states import PruneReason
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.rules import Checker, Issue
-from launcher.schema import RootConfig
-from launcher.states import PruneReason
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,7 @@ class Plan:
     """Kept trials, best predicted first."""
     pruned: list[PlannedTrial]
     """Valid layouts not run (predicted OOM, over the trial budget): up to MAX_PRUNED_KEPT per reason."""
-    rejected: Counter = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter[str])
     """Constraint code -> number of grid points it rejected (first failing constraint per point)."""
     rejected_examples: dict[str, str] = field(default_factory=dict)
     n_points: int = 0
@@ -61,12 +64,12 @@ class Plan:
     job_seconds: float = 0.0
     """Predicted job duration per kept trial, summed (for GPU-hours)."""
     gpu_hours: float = 0.0
-    pruned_total: Counter = field(default_factory=Counter)
+    pruned_total: Counter[str] = field(default_factory=Counter[str])
     """Reason code -> every pruned layout, including those not kept in `pruned`."""
 
-    def pruned_counts(self) -> Counter:
+    def pruned_counts(self) -> Counter[str]:
         kept = Counter(str(t.pruned_by) for t in self.pruned)
-        return kept | self.pruned_total  # the larger count per reason: the total when it was recorded
+        return Counter(kept | self.pruned_total)  # the larger count per reason: the total when it was recorded
 
 
 def trial_context(cfg: RootConfig) -> str:
@@ -82,12 +85,12 @@ def job_duration_s(cfg: RootConfig, est: Estimate) -> float:
     return cfg.backend.startup_s + iters * est.step_time_s
 
 
-def rank_key(objective: str):
+def rank_key(objective: Objective | str) -> Callable[[PlannedTrial], tuple[float, float]]:
     """Sort key of planned trials, best first: the objective, then memory headroom."""
-    from analysis.select import objective_value
+    goal = Objective(objective)
 
     def key(t: PlannedTrial) -> tuple[float, float]:
-        return (-objective_value(t.estimate.tokens_per_s, t.layout.gpus, objective), -t.estimate.headroom)
+        return goal.rank_key(t.estimate.tokens_per_s, t.layout.gpus, t.estimate.headroom)
     return key
 
 
@@ -115,46 +118,33 @@ def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[Pla
     return sorted(top + explored, key=rank_key(cfg.plan.objective)), dropped
 
 
-def _replace(t: PlannedTrial, **changes) -> PlannedTrial:
-    from dataclasses import replace
-
-    return replace(t, **changes)
+def _replace(t: PlannedTrial, **changes: Any) -> PlannedTrial:
+    return dataclasses.replace(t, **changes)
 
 
-def _nothing_left(rejected: Counter, examples: dict[str, str], n_points: int) -> PlanError:
+def _nothing_left(rejected: Counter[str], examples: dict[str, str], n_points: int) -> PlanError:
     top = ", ".join(f"{code} removed {n}" for code, n in rejected.most_common(4))
     code, _ = rejected.most_common(1)[0] if rejected else ("?", 0)
     return PlanError(f"no valid configuration: all {n_points} grid points were rejected ({top}); "
                      f"e.g. {examples.get(code, '')}. Change the grid so that this constraint can hold.")
 
 
-def backend_problems(cfg: RootConfig) -> list[str]:
-    """What the configured program still needs before it can really run (checkout, data, tokenizer files). A real
-    run stops on the first; a dry run plans anyway and lists them as notes."""
-    from launcher.backends import get_backend
-
-    return [str(p) for p in get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)]
-
-
 def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = None,
-              constants: Optional[Constants] = None) -> Plan:
+              constants: Optional[Constants] = None, notes: Sequence[str] = ()) -> Plan:
     """Grid -> ranked trials. `constants`: the estimator's, when not the backend's a-priori ones (e.g. with a
-    measured network: launcher.run.network.with_network). Streams the grid: every point is checked as it is expanded and only counted when it
-    is rejected or pruned (examples kept per reason); `progress(points done, points in all)` is called every
-    PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before anything is expanded."""
+    measured network: launcher.run.network.with_network). `notes`: what to fix before a real run (a dry run's
+    backend problems, launcher.backends.problems_of), kept in the plan. Streams the grid: every point is checked as
+    it is expanded and only counted when it is rejected or pruned (examples kept per reason); `progress(points done,
+    points in all)` is called every PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before
+    anything is expanded."""
     total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
     context = trial_context(cfg)
-    rejected: Counter = Counter()
+    rejected: Counter[str] = Counter()
     examples: dict[str, str] = {}
     fitting: list[PlannedTrial] = []
     pruned = _PrunedSink()
     smallest: Optional[PlannedTrial] = None  # the predicted OOM that needs least memory (for the error message)
     n_points = 0
-    problems = backend_problems(cfg)
-    if problems and not cfg.dry_run:
-        from launcher.backends import get_backend
-
-        raise get_backend(cfg.backend.name).problems(cfg.backend, cfg.model)[0]
     checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
                       key_space=key_space(cfg.grid, cfg.cluster))
     for layout in expand(cfg.grid, cfg.cluster):
@@ -163,7 +153,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             progress(n_points, total)
         verdict = checker.check(layout)
         if not verdict.ok:
-            first = verdict.first_reason
+            first = verdict.reasons[0]  # the rejection first in the rules table
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
             continue
@@ -187,17 +177,18 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         raise _nothing_left(rejected, examples, n_points)
     if not fitting:
         best = smallest
+        assert best is not None  # something was pruned (the check above), so one needed least memory
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
-                        f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.short()}) of "
+                        f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.label()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
     for t in over_budget:
         pruned.add(t)
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
-    notes = problems if cfg.dry_run else []
     return Plan(trials=kept, pruned=pruned.kept, rejected=rejected, rejected_examples=examples,
-                n_points=n_points, notes=notes, job_seconds=job_s, gpu_hours=gpu_hours, pruned_total=pruned.counts)
+                n_points=n_points, notes=list(notes), job_seconds=job_s, gpu_hours=gpu_hours,
+                pruned_total=pruned.counts)
 
 
 class _PrunedSink:
@@ -205,7 +196,7 @@ class _PrunedSink:
 
     def __init__(self) -> None:
         self.kept: list[PlannedTrial] = []
-        self.counts: Counter = Counter()
+        self.counts: Counter[str] = Counter()
 
     def add(self, trial: PlannedTrial) -> None:
         code = str(trial.pruned_by)
@@ -214,7 +205,7 @@ class _PrunedSink:
             self.kept.append(trial)
 
 
-def check_grid_cap(grid, cluster, cap: int) -> int:
+def check_grid_cap(grid: GridConfig, cluster: ClusterConfig, cap: int) -> int:
     """The grid's size (product of its dimensions plus the includes); over `cap`, a ConfigError that shows the
     product and how to narrow it. Nothing is expanded."""
     factors, total = grid_factors(grid, cluster)
@@ -232,7 +223,7 @@ PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "head
                 "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_by", "pruned_reason", "warnings")
 
 
-def plan_rows(plan: Plan) -> list[dict]:
+def plan_rows(plan: Plan) -> list[dict[str, Any]]:
     """plan.csv rows: kept trials ranked first, then pruned ones (rank empty)."""
     rows = []
     for rank, t in enumerate(plan.trials, 1):
@@ -242,11 +233,12 @@ def plan_rows(plan: Plan) -> list[dict]:
     return rows
 
 
-def _row(t: PlannedTrial, rank: Optional[int]) -> dict:
+def _row(t: PlannedTrial, rank: Optional[int]) -> dict[str, Any]:
     e = t.estimate
     return {"rank": rank if rank is not None else "", "config_hash": t.config_hash,
             "selection": t.selection if t.kept else "pruned", **t.layout.to_dict(),
             "peak_mem_gb": round(e.peak_mem_gb, 3), "headroom": round(e.headroom, 4),
             "step_time_s": round(e.step_time_s, 5), "tokens_per_s": round(e.tokens_per_s, 1),
             "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
-            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason, "warnings": "; ".join(w.message for w in t.warnings)}
+            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason,
+            "warnings": "; ".join(w.message for w in t.warnings)}

@@ -1,6 +1,6 @@
 """Progress of expanding and checking a big grid, on stderr, shown only once planning has taken a second.
 
-    with PlanningProgress() as progress:
+    with PlanningProgress(reporter) as progress:
         plan = make_plan(cfg, progress)
 
 On a terminal: a transient rich bar (gone when planning ends). Elsewhere (CI logs, pipes): one plain line every
@@ -9,24 +9,26 @@ few seconds. A grid planned in under a second prints nothing.
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import Optional
+from typing import Any, Optional
+
+from launcher.core.console import Reporter
 
 SHOW_AFTER_S = 1.0
 PLAIN_EVERY_S = 5.0
 
 
 class PlanningProgress:
-    def __init__(self, show_after_s: float = SHOW_AFTER_S, stream=None) -> None:
+    def __init__(self, reporter: Reporter, show_after_s: float = SHOW_AFTER_S) -> None:
         self.show_after_s = show_after_s
-        self.stream = stream or sys.stderr
+        self.reporter = reporter
+        self.stream = reporter.err
         self._started = time.monotonic()
-        self._bar = None
-        self._task = None
+        self._bar: Optional[Any] = None   # a rich Progress, once shown
+        self._task: Optional[Any] = None
         self._last_plain = 0.0
 
-    def __enter__(self) -> "PlanningProgress":
+    def __enter__(self) -> PlanningProgress:
         self._started = time.monotonic()
         return self
 
@@ -43,11 +45,12 @@ class PlanningProgress:
             self._rich(done, total)
         elif now - self._last_plain >= PLAIN_EVERY_S or done >= total:
             self._last_plain = now
-            print(f"planning: {done:,} of {total:,} grid points checked ({now - self._started:.0f} s)",
-                  file=self.stream, flush=True)
+            self.reporter.note(f"planning: {done:,} of {total:,} grid points checked ({now - self._started:.0f} s)")
 
     def _terminal(self) -> bool:
-        isatty: Optional[object] = getattr(self.stream, "isatty", None)
+        if self.reporter.quiet_mode:
+            return False
+        isatty: Optional[Any] = getattr(self.stream, "isatty", None)
         return bool(isatty and isatty())
 
     def _rich(self, done: int, total: int) -> None:
@@ -59,4 +62,5 @@ class PlanningProgress:
                                  console=Console(file=self.stream), transient=True)
             self._task = self._bar.add_task("grid", total=total)
             self._bar.start()
+        assert self._task is not None
         self._bar.update(self._task, completed=done)

@@ -22,13 +22,19 @@ published corpus (leave one source out, physics helper: median |step error| 38 %
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
+from launcher.core.layout import NAMES
 
-DIMENSIONS = ("tp", "pp", "dp", "cp", "vpp", "mbs", "recompute", "sequence_parallel", "zero_stage",
-              "distributed_optimizer")
+if TYPE_CHECKING:  # numpy is imported where it is used: planning and --help never need it (as in calibrate)
+    import numpy as np
+
+PER_SWEEP = ("gpus", "nodes", "gbs")
+"""Layout dimensions a sweep usually holds fixed (and gpus/nodes follow from the others): no effect of their own."""
+DIMENSIONS = tuple(n for n in NAMES if n not in PER_SWEEP)
+"""The dimensions whose values get an effect each (launcher.core.layout.NAMES, in its order)."""
 OFFSET_SD = 0.5
 """The sweep's overall level (log): a-priori step times are off by ~40 % (median) before anything is measured."""
 VALUE_SD = 0.15
@@ -46,7 +52,7 @@ ROBUST_DOF = 4.0
 ROBUST_ITERATIONS = 3
 
 
-_DESIGNS: dict = {}
+_DESIGNS: dict[tuple[tuple[str, ...], ...], tuple[np.ndarray, tuple[str, ...]]] = {}
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,8 @@ class ResidualModel:
     def design(self, dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
         """Columns and their names: the offset, then one indicator per value of every dimension that varies
         among `dims` ('tp=4')."""
+        import numpy as np
+
         key = tuple(tuple(str(x.get(d)) for d in DIMENSIONS) for x in dims)
         cached = _DESIGNS.get(key)
         if cached is not None:
@@ -78,13 +86,17 @@ class ResidualModel:
 
     def _prior(self, names: Sequence[str], value_sd: float) -> np.ndarray:
         """Prior variance of every column."""
+        import numpy as np
+
         return np.array([self.offset_sd ** 2 if n == "offset" else value_sd ** 2 for n in names])
 
-    def fitted(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> "ResidualModel":
+    def fitted(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> ResidualModel:
         """The scales the measured errors make likeliest (empirical Bayes: the log marginal likelihood over a grid
         of value and noise sds, never below this model's own): a sweep the estimator ranks badly, or a noisy
         machine, shows larger errors than the a-priori scales, and the search must then trust its predictions
         less. Below MIN_FIT measured trials the scales stay."""
+        import numpy as np
+
         if len(measured) < MIN_FIT:
             return self
         design, names = self.design(dims)
@@ -101,8 +113,11 @@ class ResidualModel:
                     best, best_ll = replace(self, value_sd=value_sd, noise_sd=noise_sd), ll
         return best
 
-    def _weights(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]):
+    def _weights(self, dims: Sequence[Mapping[str, Any]],
+                 measured: Mapping[int, float]) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
         """Posterior of the columns: (design, names, mean, covariance)."""
+        import numpy as np
+
         design, names = self.design(dims)
         prior_var = self._prior(names, self.value_sd)
         if not measured:
@@ -123,9 +138,11 @@ class ResidualModel:
             weight = (ROBUST_DOF + 1.0) / (ROBUST_DOF + z2)
         return design, names, mean_w, cov
 
-    def posterior(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> "Residuals":
+    def posterior(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> Residuals:
         """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its
         measured log error (log measured / predicted step time)."""
+        import numpy as np
+
         design, _, mean_w, cov = self._weights(dims, measured)
         var = np.einsum("ij,jk,ik->i", design, cov, design)
         return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
@@ -170,6 +187,8 @@ def corrected(step_time_s: np.ndarray, dims: Sequence[Mapping[str, Any]], measur
     The fitted constants' own uncertainty is not added: the residual model already stands for everything the
     constants get wrong, and on the few trials of a young sweep that uncertainty is the prior's, inflated by the
     misfit (launcher.plan.calibrate), which made every spread meaningless (step sds of 4-25 in log space)."""
+    import numpy as np
+
     errors = log_errors(step_time_s, measured_s)
     post = (model or MODEL).fitted(dims, errors).posterior(dims, errors)
     return step_time_s * np.exp(post.mean), post.sd * spread_factor(checks)

@@ -1,6 +1,6 @@
 """The rules table: which layouts Megatron-LM, Megatron-DeepSpeed, DeepSpeed and the embedded workload accept, and
 which ones they accept but run badly. One table for the planner, the backends' refusals and the workload's own
-argument check (tests/test_rules.py runs the same cases against all three).
+argument check (tests/plan/test_rules.py runs the same cases against all three).
 
 Each `Rule` has a code, the backends it applies to (None: every backend), the Layout fields it reads, a predicate
 that says when the layout breaks it, a message naming the values and the fix, and where the rule comes from.
@@ -14,18 +14,20 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
-from launcher.layout import DIMENSIONS, FACTORS, Layout, dimension
-from launcher.schema import ClusterConfig, ModelConfig
+from launcher.config.schema import ClusterConfig, ModelConfig
+from launcher.core.layout import DIMENSIONS, FACTORS, Layout, dimension
+from launcher.core.names import BackendName
 
 GEMM_ALIGN = 64         # per-shard GEMM widths that are multiples of 64 keep tensor cores on full tiles
 VOCAB_ALIGN = 128       # Megatron --make-vocab-size-divisible-by default
 MIN_MICROBATCHES_PER_STAGE = 4   # below m = 4p the 1F1B bubble (p-1)/m exceeds ~20 %
 
-MEGATRON_LM, MEGATRON_DEEPSPEED, TORCH = "megatron_lm", "megatron_deepspeed", "torch"
+MEGATRON_LM, MEGATRON_DEEPSPEED, TORCH = BackendName.megatron_lm, BackendName.megatron_deepspeed, BackendName.torch
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +42,7 @@ class Issue:
 class Verdict:
     reasons: tuple[Issue, ...]
     warnings: tuple[Issue, ...]
-    hits: tuple = field(default=(), compare=False, repr=False)
+    hits: tuple[Any, ...] = field(default=(), compare=False, repr=False)
     """(rule index, rule, issue) per issue: how the Checker merges the verdicts of its rule groups in table order."""
 
     @property
@@ -52,7 +54,7 @@ class Verdict:
         """The rejection first in the rules table (the one a plan counts the layout under)."""
         return self.reasons[0] if self.reasons else None
 
-    def full(self) -> "Verdict":
+    def full(self) -> Verdict:
         return self
 
 
@@ -77,7 +79,7 @@ class Rule:
     broken: Predicate
     message: Callable[[Facts, Layout], str]
     source: str
-    backends: Optional[frozenset[str]] = None
+    backends: Optional[frozenset[BackendName]] = None
     """The programs that enforce it (None: every backend)."""
     warning: bool = False
     """A layout that breaks a warning runs, slowly."""
@@ -103,11 +105,13 @@ _M = ("gbs", "mbs", "dp")
 RULES: tuple[Rule, ...] = (
     # -- the world -------------------------------------------------------------------------------------------
     Rule("world", _WORLD, lambda f, lay: lay.world != lay.gpus,
-         lambda f, lay: ("*".join(_shown_factors(lay)) + " = " + "*".join(str(getattr(lay, n)) for n in _shown_factors(lay))
+         lambda f, lay: ("*".join(_shown_factors(lay)) + " = "
+                         + "*".join(str(getattr(lay, n)) for n in _shown_factors(lay))
                          + f" = {lay.world} != gpus ({lay.gpus}): pick dp = gpus/(tp*pp) or change gpus"),
          "Megatron initialize_model_parallel; torchtitan ParallelDims"),
     Rule("gpus_nodes", ("gpus", "nodes"),
-         lambda f, lay: lay.gpus > lay.nodes * f.gpus_per_node or (lay.nodes > 1 and lay.gpus != lay.nodes * f.gpus_per_node),
+         lambda f, lay: (lay.gpus > lay.nodes * f.gpus_per_node
+                         or (lay.nodes > 1 and lay.gpus != lay.nodes * f.gpus_per_node)),
          lambda f, lay: (f"gpus ({lay.gpus}) do not match nodes ({lay.nodes}) x gpus_per_node ({f.gpus_per_node}): "
                          f"use whole nodes (gpus = {lay.nodes * f.gpus_per_node}) or a single partial node"),
          "one task per node launches gpus_per_node ranks (launcher/backends/launch.py)"),
@@ -177,17 +181,15 @@ RULES: tuple[Rule, ...] = (
          lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by 2*cp = {2 * lay.cp}: load-balanced causal "
                          f"attention splits each sequence into 2*cp chunks; pick cp so that 2*cp divides it"),
          "Megatron-LM arguments.py: 'seq-length should be a multiple of 2 * context-parallel-size'"),
+    # cp = 1 included: Megatron scatters the [s/cp, b, h] activations over tp at the embedding (megatron-core
+    # tensor_parallel/mappings.py _split_along_first_dim asserts), the workload shards them the same way.
     Rule("cp_sp_seq", ("cp", "tp", "sequence_parallel"),
-         lambda f, lay: lay.cp > 1 and lay.sequence_parallel and f.model.seq_len % (lay.cp * lay.tp) != 0,
+         lambda f, lay: lay.sequence_parallel and f.model.seq_len % (lay.cp * lay.tp) != 0,
          lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by cp*tp = {lay.cp * lay.tp}: sequence "
-                         "parallelism splits each rank's seq_len/cp tokens over tp"),
-         "Megatron sequence parallelism over the context-parallel shard"),
-    Rule("cp_node", ("cp", "tp"), lambda f, lay: lay.cp > 1 and lay.tp * lay.cp > f.gpus_per_node
-         and not f.allow_tp_across_nodes,
-         lambda f, lay: (f"tp*cp = {lay.tp}*{lay.cp} = {lay.tp * lay.cp} > gpus_per_node ({f.gpus_per_node}): the "
-                         "ring-attention exchange of every layer would cross nodes; use tp*cp <= "
-                         f"{f.gpus_per_node} or set plan.allow_tp_across_nodes=true"),
-         "Megatron rank order tp-cp-dp-pp: cp ranks follow the tp ranks in a node"),
+                         "parallelism splits each rank's seq_len/cp tokens over tp; pick tp (and cp) dividing "
+                         f"{f.model.seq_len} or sequence_parallel=false"),
+         "megatron-core tensor_parallel/mappings.py scatter_to_sequence_parallel_region (first dimension s/cp "
+         "divisible by tp); launcher/workload (DTensor Shard(1) of the sequence)"),
     Rule("mds_cp", ("cp",), lambda f, lay: lay.cp > 1,
          lambda f, lay: (f"cp ({lay.cp}): Megatron-DeepSpeed has no context parallelism (no --context-parallel-size; "
                          "its --ds-sequence-parallel-size is DeepSpeed-Ulysses): use cp=1 or backend megatron_lm"),
@@ -202,11 +204,6 @@ RULES: tuple[Rule, ...] = (
          lambda f, lay: ("sequence_parallel needs tp > 1 (it splits the tensor-parallel replicated activations): "
                          "set sequence_parallel=false or tp >= 2"),
          "Megatron arguments.py disables it at tp = 1"),
-    Rule("sp_seq_tp", ("sequence_parallel", "tp"),
-         lambda f, lay: lay.sequence_parallel and f.model.seq_len % lay.tp != 0,
-         lambda f, lay: (f"sequence_parallel with seq_len {f.model.seq_len} not divisible by tp {lay.tp}: the "
-                         "workload shards the sequence; pick tp dividing seq_len"),
-         "launcher/workload (DTensor Shard(1) of the sequence)", backends=frozenset({TORCH})),
     Rule("vocab_tp", ("tp",), lambda f, lay: f.model.vocab % lay.tp != 0,
          lambda f, lay: (f"the workload shards the vocabulary ({f.model.vocab}) over tp ({lay.tp}) without padding: "
                          "pick a tp dividing it"),
@@ -231,6 +228,15 @@ RULES: tuple[Rule, ...] = (
                          "(ZeRO-1 shards the optimizer state the same way)"),
          "Megatron-DeepSpeed --deepspeed", backends=frozenset({MEGATRON_DEEPSPEED})),
     # -- warnings: it runs, slowly ----------------------------------------------------------------------------
+    # A warning, not a refusal: Megatron enforces no node bound on tp x cp (megatron-core parallel_state.py checks
+    # only world % (tp*pp*cp)), and NVIDIA's Llama 3.1 405B recipe runs tp 8 x cp 4 on 8-GPU nodes (NeMo
+    # nemo/collections/llm/recipes/llama31_405b.py, trainer() defaults). The step-time estimate charges the ring
+    # exchange at inter-node bandwidth then (step_time.py cp_bw).
+    Rule("cp_node", ("cp", "tp"), lambda f, lay: lay.cp > 1 and lay.tp * lay.cp > f.gpus_per_node,
+         lambda f, lay: (f"tp*cp = {lay.tp}*{lay.cp} = {lay.tp * lay.cp} > gpus_per_node ({f.gpus_per_node}): the "
+                         "ring-attention exchange of every layer crosses nodes (the estimate prices it at the "
+                         f"network's bandwidth); tp*cp <= {f.gpus_per_node} keeps it on NVLink"),
+         "Megatron rank order tp-cp-dp-pp: cp ranks follow the tp ranks in a node", warning=True),
     Rule("gemm_hidden_tp", ("tp",), lambda f, lay: (f.model.hidden // lay.tp) % GEMM_ALIGN != 0,
          lambda f, lay: (f"hidden/tp = {f.model.hidden}/{lay.tp} = {f.model.hidden // lay.tp} is not a multiple of "
                          f"{GEMM_ALIGN}: slower GEMMs; prefer a tp that keeps it so"),
@@ -247,9 +253,18 @@ RULES: tuple[Rule, ...] = (
     Rule("bubble", _M + ("pp", "vpp"),
          lambda f, lay: lay.pp > 1 and lay.microbatches < MIN_MICROBATCHES_PER_STAGE * lay.pp,
          lambda f, lay: (f"only {lay.microbatches} microbatches for pp={lay.pp}: bubble (p-1)/(v*m) = "
-                         f"{_bubble(lay):.0%}; raise gbs or lower mbs to reach >= {MIN_MICROBATCHES_PER_STAGE * lay.pp}"),
+                         f"{_bubble(lay):.0%}; raise gbs or lower mbs to reach >= "
+                         f"{MIN_MICROBATCHES_PER_STAGE * lay.pp}"),
          "1F1B bubble (Narayanan et al. 2021 §2.2)", warning=True),
 )
+
+
+def _not_a_choice(name: str, choices: tuple[Any, ...]) -> Predicate:
+    return lambda f, lay: getattr(lay, name) not in choices
+
+
+def _choice_message(name: str, choices: tuple[Any, ...]) -> Callable[[Facts, Layout], str]:
+    return lambda f, lay: f"{name} ({getattr(lay, name)!r}) must be one of {', '.join(map(str, choices))}"
 
 
 def _choice_rules() -> tuple[Rule, ...]:
@@ -259,10 +274,8 @@ def _choice_rules() -> tuple[Rule, ...]:
         if d.dim.choices is None:
             continue
         choices = d.dim.choices
-        out.append(Rule(d.name, (d.name,), lambda f, lay, n=d.name, c=choices: getattr(lay, n) not in c,
-                        lambda f, lay, n=d.name, c=choices: (f"{n} ({getattr(lay, n)!r}) must be one of "
-                                                             f"{', '.join(map(str, c))}"),
-                        "launcher/layout.py choices"))
+        out.append(Rule(d.name, (d.name,), _not_a_choice(d.name, choices), _choice_message(d.name, choices),
+                        "launcher/core/layout.py choices"))
     return tuple(out)
 
 
@@ -283,7 +296,7 @@ class _Group:
     reads: tuple[str, ...]
     rules: list[tuple[int, Rule]]
     key: Callable[[Layout], object]
-    cache: dict = field(default_factory=dict)
+    cache: dict[Any, Any] = field(default_factory=dict)
 
 
 MERGED_KEYS = 1 << 14
@@ -311,12 +324,13 @@ def _groups(rules: Sequence[Rule], key_space: Optional[Mapping[str, int]] = None
                    operator.attrgetter(*reads) if reads else (lambda lay: ())) for reads, members in hosts.items()]
 
 
-def _merge_small(hosts: dict[tuple[str, ...], list], key_space: Mapping[str, int]) -> dict[tuple[str, ...], list]:
-    def size(reads) -> int:
+def _merge_small(hosts: dict[tuple[str, ...], list[Any]],
+                 key_space: Mapping[str, int]) -> dict[tuple[str, ...], list[Any]]:
+    def size(reads: Iterable[str]) -> int:
         return math.prod(max(1, key_space.get(name, 1)) for name in reads)
 
     merged_reads: set[str] = set()
-    merged_members: list = []
+    merged_members: list[Any] = []
     out = {}
     for reads in sorted(hosts, key=size):
         if size(merged_reads | set(reads)) <= MERGED_KEYS:
@@ -342,11 +356,11 @@ class Checker:
         self.rules = rules_for(backend)
         self._groups = _groups(self.rules, key_space)
         self._lookups = [(g.key, g.cache.get, g) for g in self._groups]
-        self._positives: dict[tuple, Verdict] = {}
+        self._positives: dict[tuple[Any, ...], Verdict] = {}
         self._model_sizes_ok = min(model.layers, model.hidden, model.heads, model.kv_heads, model.seq_len,
                                    model.vocab, model.ffn_hidden) >= 1
 
-    def check(self, layout: Layout) -> "Verdict | _Merged":
+    def check(self, layout: Layout) -> Verdict | _Merged:
         """The layout's verdict: `ok`, `first_reason`, `reasons`, `warnings` (`full()` gives a plain Verdict)."""
         sizes = _size_getter(layout)
         if not self._model_sizes_ok or min(sizes) < 1:  # the other rules divide by these sizes: stop here

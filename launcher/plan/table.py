@@ -1,15 +1,17 @@
-"""Printing and saving a plan: the rich table of the dry run, and plan.csv."""
+"""Showing and saving a plan: the rich table of the dry run (through the Reporter), and plan.csv."""
 
 from __future__ import annotations
 
 import csv
-import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
+from launcher.config.schema import RootConfig
+from launcher.core.console import Reporter
+from launcher.core.objective import Objective
 from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
 from launcher.plan.rules import Issue
-from launcher.schema import RootConfig
 
 MAX_TABLE_ROWS = 40
 
@@ -24,31 +26,28 @@ def write_plan_csv(plan: Plan, path: Path) -> None:
     tmp.replace(path)  # atomic: a reader never sees half a plan
 
 
-def print_plan(cfg: RootConfig, plan: Plan, csv_path: Path | None = None) -> None:
-    from rich.console import Console
-
-    # A wide console also off a terminal (CI logs, pipes), where rich would otherwise wrap at 80 columns.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path | None = None) -> None:
+    console = reporter
     common = common_warnings(plan)
     for issue in common:
-        console.print(f"⚠ every kept trial ({issue.code}): {issue.message}" + (
+        console.say(f"⚠ every kept trial ({issue.code}): {issue.message}" + (
             " (the numbers vary with tp)" if len({w.message for t in plan.trials for w in t.warnings
                                                   if w.code == issue.code}) > 1 else ""))
-    console.print(_ranked_table(cfg, plan, common))
+    console.say(_ranked_table(cfg, plan, common))
     if len(plan.trials) > MAX_TABLE_ROWS:
-        console.print(f"... and {len(plan.trials) - MAX_TABLE_ROWS} more kept trials (see plan.csv)")
+        console.say(f"... and {len(plan.trials) - MAX_TABLE_ROWS} more kept trials (see plan.csv)")
     per_nodes = best_per_node_count(plan)
     if len(per_nodes) > 1:
-        console.print(_per_node_table(cfg, per_nodes))
-    console.print(pruning_summary(plan))
+        console.say(_per_node_table(cfg, per_nodes))
+    console.say(pruning_summary(plan))
     for line in warning_summary(plan, {w.code for w in common}):
-        console.print(line)
-    console.print(f"cost: {len(plan.trials)} jobs, ~{plan.gpu_hours:,.1f} GPU-hours "
+        console.say(line)
+    console.say(f"cost: {len(plan.trials)} jobs, ~{plan.gpu_hours:,.1f} GPU-hours "
                   f"(~{plan.job_seconds / 3600:.2f} job-hours if run one after another)")
     for note in plan.notes:
-        console.print(f"before a real run: {note}")
+        console.say(f"before a real run: {note}")
     if csv_path is not None:
-        console.print(f"plan written to {csv_path}")
+        console.say(f"plan written to {csv_path}")
 
 
 def common_warnings(plan: Plan) -> list[Issue]:
@@ -80,17 +79,19 @@ def best_per_node_count(plan: Plan) -> list[PlannedTrial]:
 
 
 def _objective_columns(cfg: RootConfig) -> tuple[str, ...]:
-    if cfg.plan.objective == "time_to_target":
+    goal = Objective(cfg.plan.objective)
+    if goal.needs_target:
         return ("to target", "GPU-h to target")
-    return ("tok/s/GPU",) if cfg.plan.objective == "tokens_per_s_per_gpu" else ()
+    return ("tok/s/GPU",) if goal.per_gpu else ()
 
 
 def _objective_cells(cfg: RootConfig, t: PlannedTrial) -> list[str]:
     e = t.estimate
-    if cfg.plan.objective == "time_to_target":
+    goal = Objective(cfg.plan.objective)
+    if goal.needs_target:
         wall_s = cfg.plan.target_tokens / e.tokens_per_s
         return [_duration(wall_s), _count(wall_s * t.layout.gpus / 3600)]
-    if cfg.plan.objective == "tokens_per_s_per_gpu":
+    if goal.per_gpu:
         return [f"{e.tokens_per_s / t.layout.gpus:,.0f}"]
     return []
 
@@ -106,7 +107,7 @@ def _count(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _ranked_table(cfg: RootConfig, plan: Plan, common: list[str]):
+def _ranked_table(cfg: RootConfig, plan: Plan, common: list[Issue]) -> Any:
     from rich.table import Table
 
     cap = cfg.cluster.gpu_mem_gb
@@ -122,13 +123,13 @@ def _ranked_table(cfg: RootConfig, plan: Plan, common: list[str]):
         own = [w for w in t.warnings if w.code not in {c.code for c in common}]
         if own:
             note = f"{note} ⚠{len(own)}".strip()
-        table.add_row(str(rank), t.layout.short(), str(t.layout.gpus), f"{e.peak_mem_gb:.1f}/{cap:g}",
+        table.add_row(str(rank), t.layout.label(), str(t.layout.gpus), f"{e.peak_mem_gb:.1f}/{cap:g}",
                       f"{e.headroom:.0%}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}", f"{e.tokens_per_s:,.0f}",
                       *_objective_cells(cfg, t), f"{e.step_time_s:.3g}", note)
     return table
 
 
-def _per_node_table(cfg: RootConfig, best: list[PlannedTrial]):
+def _per_node_table(cfg: RootConfig, best: list[PlannedTrial]) -> Any:
     """One row per node count: a user choosing how many nodes to train on, or paying per GPU-hour, compares these."""
     from rich.table import Table
 
@@ -137,7 +138,7 @@ def _per_node_table(cfg: RootConfig, best: list[PlannedTrial]):
         table.add_column(col, justify="left" if col == "layout" else "right")
     for t in best:
         e = t.estimate
-        table.add_row(str(t.layout.nodes), str(t.layout.gpus), t.layout.short(), f"{e.tokens_per_s:,.0f}",
+        table.add_row(str(t.layout.nodes), str(t.layout.gpus), t.layout.label(), f"{e.tokens_per_s:,.0f}",
                       f"{e.tokens_per_s / t.layout.gpus:,.0f}", f"{e.mfu:.1%}")
     return table
 

@@ -1,1 +1,2 @@
-"""Running: submission (submitit), the ledger, the sweep loop, judging finished jobs, progress, MLflow link."""
+"""Phase 4, running: the sweep loop and its hooks, the search (scheduler, calibration in the loop), submission
+(submitit: local processes, SLURM arrays), the keeper, the ledger, the sweep folder, progress, the network probe."""

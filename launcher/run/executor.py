@@ -19,21 +19,24 @@ import contextlib
 import os
 import pickle
 import re
+import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Optional
 
+from launcher.config.schema import ClusterConfig, ExecutorConfig
+from launcher.core.console import Reporter
+from launcher.core.errors import SubmissionError
+from launcher.core.names import ExecutorKind
+from launcher.core.states import JobState
 from launcher.run import reaper
-from launcher.errors import SubmissionError
-from launcher.schema import ClusterConfig, ExecutorConfig
-
-LIVE_SLURM_STATES = {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "CONFIGURING", "COMPLETING"}
+from launcher.run.jobside import run_trial
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ class Submitted:
 
 @dataclass(frozen=True)
 class JobStatus:
-    state: str
-    """SLURM-style: PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, PREEMPTED, OUT_OF_MEMORY, LOST."""
+    state: JobState
+    """SLURM's words (PENDING, RUNNING, COMPLETED, FAILED, CANCELLED, TIMEOUT, ...), or LOST (launcher.core.states)."""
     exit_code: Optional[int] = None
     nodes: str = ""
     error: str = ""
@@ -69,14 +72,23 @@ class JobStatus:
     """Stopped from outside, not by a failure of its own (its keeper was signalled or vanished): the trial keeps
     its attempt, and a valid result in its log still counts."""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.state, JobState):  # sacct's text (tests, scripted runners)
+            object.__setattr__(self, "state", JobState.parse(self.state))
+
     @property
     def live(self) -> bool:
-        return self.state in LIVE_SLURM_STATES
+        return self.state.live
 
 
 def log_paths(job_dir: Path, job_id: str) -> list[Path]:
     """stdout/stderr files of every task of a job (task 0 first)."""
     return sorted(job_dir.glob(f"{job_id}_*_log.out")) + sorted(job_dir.glob(f"{job_id}_*_log.err"))
+
+
+def read_logs(paths: Sequence[Path]) -> str:
+    """All task logs of a job, task 0 first (rank 0 prints the results)."""
+    return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).exists())
 
 
 def read_result(job_dir: Path, job_id: str) -> tuple[Optional[str], str]:
@@ -100,24 +112,18 @@ def exit_code_from_error(text: str) -> Optional[int]:
 CONTROLLER_ERR = "controller.err"
 
 
-@contextlib.contextmanager
-def children_stderr_to(path: Path) -> Iterator[None]:
-    """Processes started inside the block write their stderr (fd 2) to `path`; the launcher's own is restored.
+def controller_setup(marker: str, err_path: Path, user_setup: Sequence[str]) -> list[str]:
+    """The shell lines submitit's LocalExecutor runs before a job's controller (`python -m submitit.local._local`):
+    its stderr goes to `err_path` in the job folder, and it and every process below it carry the trial's marker
+    variable (launcher/run/reaper.py), then the user's executor.setup lines.
 
-    submitit's LocalExecutor starts each job's controller (`python -m submitit.local._local`) with the launcher's
-    stderr and in its process group, so a Ctrl-C reaches the controller too, and its KeyboardInterrupt traceback
-    used to land below the launcher's one-line message. In the job folder it is evidence instead of noise.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with path.open("ab") as handle:
-            os.dup2(handle.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    The launcher's own environment and file descriptors are left alone: before, the marker was set in os.environ
+    and fd 2 redirected around the submission. The controller runs in the launcher's process group, so a Ctrl-C
+    reaches it too; its KeyboardInterrupt traceback lands in the job folder as evidence, not below the launcher's
+    one-line message."""
+    err_path.parent.mkdir(parents=True, exist_ok=True)
+    return [f"exec 2>>{shlex.quote(str(err_path))}", f"export {reaper.TRIAL_MARKER}={shlex.quote(marker)}",
+            *user_setup]
 
 
 class LocalRunner:
@@ -161,7 +167,6 @@ class LocalRunner:
     def submit(self, requests: Sequence[JobRequest]) -> Submitted:
         from submitit.local.local import LocalExecutor
 
-        from launcher.run.jobside import run_trial
 
         done = Submitted()
         self._stop_earlier_attempts({req.key for req in requests})
@@ -170,16 +175,16 @@ class LocalRunner:
             devices = self._take_gpus(req.gpus_per_node) if self.gpus else []
             executor = LocalExecutor(folder=str(folder), max_num_timeout=0)
             # gpus_per_node=0 hides every GPU (CUDA_VISIBLE_DEVICES=''): right on a CPU machine only.
+            setup = controller_setup(_marker(folder), folder / CONTROLLER_ERR, self.cfg.setup)
             executor.update_parameters(timeout_min=self.cfg.timeout_min, tasks_per_node=1,
-                                       signal_delay_s=self.signal_delay_s, setup=list(self.cfg.setup),
+                                       signal_delay_s=self.signal_delay_s, setup=setup,
                                        gpus_per_node=len(devices), visible_gpus=devices)
             # The keeper stops the trial when submitit's controller would warn it (USR2): the controller may be
             # gone with the launcher, the keeper is not.
             limit_s = max(1.0, self.cfg.timeout_min * 60 - self.signal_delay_s)
-            with _marked_environment(_marker(folder)), children_stderr_to(folder / CONTROLLER_ERR):
-                job = executor.submit(run_trial, str(req.script), limit_s, True)
+            job = executor.submit(run_trial, str(req.script), limit_s, True)
             done.jobs[req.key] = (str(job.job_id), folder)
-            self._procs[str(job.job_id)] = job._process
+            self._procs[str(job.job_id)] = job._process  # type: ignore[attr-defined]  # LocalJob's Popen
             self._folders[str(job.job_id)] = folder
             self._held[str(job.job_id)] = devices
         return done
@@ -199,11 +204,11 @@ class LocalRunner:
         outcome, text = read_result(folder, job_id)
         keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id))
         if outcome == "success":
-            return JobStatus("COMPLETED", 0)
+            return JobStatus(JobState.COMPLETED, 0)
         if outcome == "error":
             return _ended(keeper, text)
         if keeper is not None and keeper.alive():
-            return JobStatus("RUNNING")
+            return JobStatus(JobState.RUNNING)
         if keeper is not None and keeper.stopped:  # killed between recording its end and writing the pickle
             return _ended(keeper, "")
         marker = keeper.marker if keeper else _marker(folder)
@@ -211,18 +216,18 @@ class LocalRunner:
         leftovers = bool(self._leftovers(marker)) or not reaper.confirmed_gone(marker)
         if keeper is None:  # not started yet (its controller is starting it), or never will be
             if leftovers:
-                return JobStatus("PENDING")
+                return JobStatus(JobState.PENDING)
             self._reap(job_id, wait_s=1.0)  # no process carries the marker: our controller has ended (or is ending)
             if self._exits.get(job_id, 0) > 0:  # our controller failed by itself (not killed): e.g. a setup line
-                return JobStatus("FAILED", self._exits[job_id], error=f"the job exited with code "
+                return JobStatus(JobState.FAILED, self._exits[job_id], error=f"the job exited with code "
                                  f"{self._exits[job_id]} before the trial started (check executor.setup)")
-            return JobStatus("LOST", error="job process gone before the trial started", interrupted=True)
+            return JobStatus(JobState.LOST, error="job process gone before the trial started", interrupted=True)
         if leftovers:  # the keeper was killed, its orphans live on: follow them until they end
             if keeper.time_limit_s and time.time() > keeper.started_at + keeper.time_limit_s + self.ORPHAN_GRACE_S:
                 reaper.kill_marked(keeper.marker)
-                return JobStatus("TIMEOUT", error="orphaned trial processes ran past the time limit: timed-out")
-            return JobStatus("RUNNING")
-        return JobStatus("LOST", error="the trial's processes are gone without a result (killed from outside)",
+                return JobStatus(JobState.TIMEOUT, error="orphaned trial processes ran past the time limit: timed-out")
+            return JobStatus(JobState.RUNNING)
+        return JobStatus(JobState.LOST, error="the trial's processes are gone without a result (killed from outside)",
                          interrupted=True)
 
     def _reap(self, job_id: str, wait_s: float = 0.0) -> None:
@@ -282,13 +287,13 @@ def _ended(keeper: Optional[reaper.KeeperRecord], error_text: str) -> JobStatus:
     why = stopped.get("why", "")
     last = error_text.strip().splitlines()[-1][:500] if error_text.strip() else f"trial ended ({why or 'unknown'})"
     if why in ("SIGTERM", "SIGINT", "SIGHUP"):  # a cancel, a Ctrl-C, the controller stopping it: not the trial's fault
-        return JobStatus("CANCELLED", error=last, interrupted=True)
+        return JobStatus(JobState.CANCELLED, error=last, interrupted=True)
     if why == "time_limit":
-        return JobStatus("TIMEOUT", error=last)
+        return JobStatus(JobState.TIMEOUT, error=last)
     if why == "exit" and stopped.get("exit_code") == 0 and not error_text:
-        return JobStatus("COMPLETED", 0)
+        return JobStatus(JobState.COMPLETED, 0)
     code = exit_code_from_error(error_text)
-    return JobStatus("FAILED", code if code is not None else stopped.get("exit_code"), error=last)
+    return JobStatus(JobState.FAILED, code if code is not None else stopped.get("exit_code"), error=last)
 
 
 def attempt_folder(jobs_dir: Path, key: str, attempt: int) -> Path:
@@ -307,27 +312,15 @@ def _marker(folder: Path) -> str:
     return str(Path(folder).expanduser().absolute())
 
 
-@contextlib.contextmanager
-def _marked_environment(marker: str):
-    """submitit's LocalExecutor copies os.environ into the controller: set the marker for that one call."""
-    before = os.environ.get(reaper.TRIAL_MARKER)
-    os.environ[reaper.TRIAL_MARKER] = marker
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(reaper.TRIAL_MARKER, None)
-        else:
-            os.environ[reaper.TRIAL_MARKER] = before
-
-
 class SlurmRunner:
     """Trials as SLURM job arrays: one `sbatch` per resource shape, throttled with %N."""
 
     name = "slurm"
 
-    def __init__(self, cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path) -> None:
+    def __init__(self, cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path,
+                 reporter: Optional[Reporter] = None) -> None:
         self.cfg, self.cluster, self.jobs_dir = cfg, cluster, jobs_dir
+        self.reporter = reporter or Reporter.for_streams()
         self.sbatch_calls = 0
         self.sacct_calls = 0
         self._sacct_failures = 0
@@ -364,8 +357,6 @@ class SlurmRunner:
 
     def submit(self, requests: Sequence[JobRequest]) -> Submitted:
         """One array per resource shape. A refused array is reported, and the others still go out."""
-        from launcher.run.jobside import run_trial
-
         groups: dict[tuple, list[JobRequest]] = defaultdict(list)
         for req in requests:
             groups[(req.nodes, req.gpus_per_node, req.exclude_nodes)].append(req)
@@ -373,7 +364,8 @@ class SlurmRunner:
         for (nodes, gpn, exclude), reqs in groups.items():
             executor = self._executor(nodes, gpn, exclude)
             try:
-                jobs = _submitted(lambda: executor.map_array(run_trial, [str(r.script) for r in reqs]),
+                scripts = [str(r.script) for r in reqs]
+                jobs = _submitted(lambda ex=executor, s=scripts: ex.map_array(run_trial, s),
                                   f"sbatch refused an array of {len(reqs)} trials ({nodes} node(s) x {gpn} GPUs on "
                                   f"partition {self.cluster.partition!r})")
             except SubmissionError as exc:  # this array only: say what and why, the others still go out
@@ -393,7 +385,7 @@ class SlurmRunner:
                                "-j", ",".join(bases)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             self._sacct_failed(proc.stderr)
-            return {job_id: JobStatus("PENDING") for job_id in jobs}  # unknown: keep waiting, ask again
+            return {job_id: JobStatus(JobState.PENDING) for job_id in jobs}  # unknown: keep waiting, ask again
         self._sacct_failures = 0
         table = parse_sacct(proc.stdout)
         known_bases = {jid.split("_")[0] for jid in table}
@@ -405,9 +397,9 @@ class SlurmRunner:
             if missing and self._missing[job_id] >= 2:
                 # sacct lists every live element of an array it knows (pending ones as 12_[3-7]); an element
                 # absent from two polls in a row was cancelled while pending, which Slurm does not record.
-                status = JobStatus("CANCELLED", error="array task cancelled while pending (not in sacct)")
+                status = JobStatus(JobState.CANCELLED, error="array task cancelled while pending (not in sacct)")
             elif status is None:
-                status = JobStatus("PENDING")  # not in sacct yet: just submitted
+                status = JobStatus(JobState.PENDING)  # not in sacct yet: just submitted
             if not status.live:
                 outcome, text = read_result(folder, job_id)
                 if outcome == "error":
@@ -419,9 +411,9 @@ class SlurmRunner:
     def _sacct_failed(self, stderr: str) -> None:
         self._sacct_failures += 1
         if self._sacct_failures in (1, 10, 100):  # say it, without flooding the log on every poll
-            print(f"warning: sacct failed ({self._sacct_failures} poll(s) in a row): "
-                  f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep their last "
-                  "known state until it answers (is slurmdbd up?)", file=sys.stderr, flush=True)
+            self.reporter.warn(f"sacct failed ({self._sacct_failures} poll(s) in a row): "
+                               f"{stderr.strip().splitlines()[-1] if stderr.strip() else 'no message'}; jobs keep "
+                               "their last known state until it answers (is slurmdbd up?)")
 
     def stop_unrecorded(self, key: str, attempt: int) -> int:
         """An array submitted by a launcher that died before recording its ids cannot be told from other
@@ -452,10 +444,9 @@ def parse_sacct(text: str) -> dict[str, JobStatus]:
         if len(parts) < 4 or not parts[0]:
             continue
         job_id, state, exit_code, nodes = parts[:4]
-        state = state.split()[0]  # "CANCELLED by 0" -> CANCELLED
         code = int(exit_code.split(":")[0]) if exit_code and exit_code.split(":")[0].isdigit() else None
         for jid in _expand_array_id(job_id):
-            out[jid] = JobStatus(state, code, nodes)
+            out[jid] = JobStatus(JobState.parse(state), code, nodes)  # "CANCELLED by 0" -> CANCELLED
     return out
 
 
@@ -480,11 +471,12 @@ def local_gpus() -> list[int]:
     if shutil.which("nvidia-smi") is None:
         return []
     listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False).stdout
-    return [i for i, line in enumerate(l for l in listing.splitlines() if l.startswith("GPU "))]
+    return [i for i, _ in enumerate(row for row in listing.splitlines() if row.startswith("GPU "))]
 
 
-def make_runner(cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path):
+def make_runner(cfg: ExecutorConfig, cluster: ClusterConfig, jobs_dir: Path,
+                reporter: Optional[Reporter] = None) -> LocalRunner | SlurmRunner:
     jobs_dir.mkdir(parents=True, exist_ok=True)
-    if cfg.name == "slurm":
-        return SlurmRunner(cfg, cluster, jobs_dir)
+    if cfg.name is ExecutorKind.slurm:
+        return SlurmRunner(cfg, cluster, jobs_dir, reporter)
     return LocalRunner(cfg, jobs_dir)

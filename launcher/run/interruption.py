@@ -10,12 +10,13 @@ without a word (JobStatus.interrupted). Such a trial
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from launcher.run.judge import judge
-from launcher.run.ledger import TrialRecord
-from launcher.schema import RootConfig
+from launcher.config.schema import RootConfig
+from launcher.core.kinds import FailureKind
+from launcher.core.record import TrialRecord
+from launcher.run.hooks import Judge
 
 MAX_FREE_INTERRUPTIONS = 3
 NOT_COUNTED = "interrupted, attempt not counted"
@@ -27,14 +28,14 @@ def free_interruptions(events: Sequence[dict]) -> int:
 
 
 def interrupted_changes(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], changes: dict,
-                        events: Sequence[dict]) -> dict:
-    """The ledger changes for an interrupted job, given what the judge made of it (`changes`)."""
-    if changes["failure_kind"] != "ok":
+                        events: Sequence[dict], judge: Judge) -> dict:
+    """The ledger changes for an interrupted job, given what `judge` made of it (`changes`)."""
+    if changes["failure_kind"] != FailureKind.OK:
         unseen = judge(cfg, record, paths, job_state=None, exit_code=None, nodes=changes.get("nodes"))
-        if unseen["failure_kind"] == "ok":  # the result is in the log: the launcher only missed the exit
+        if unseen["failure_kind"] == FailureKind.OK:  # the result is in the log: the launcher only missed the exit
             return {**unseen, "job_state": changes.get("job_state", ""),
                     "reason": "finished with a result (its end was not seen: the job was interrupted afterwards)"}
-    if changes["failure_kind"] == "cancelled" and free_interruptions(events) < MAX_FREE_INTERRUPTIONS:
+    if changes["failure_kind"] == FailureKind.CANCELLED and free_interruptions(events) < MAX_FREE_INTERRUPTIONS:
         why = (changes.get("job_error") or "").split(": ", 1)[-1]  # "...TrialStopped: trial stopped by SIGINT ..."
         return {**changes, "attempts": max(0, record.attempts - 1),
                 "reason": f"{NOT_COUNTED}" + (f" ({why})" if why else "") + f": {changes['reason']}"}
@@ -44,5 +45,5 @@ def interrupted_changes(cfg: RootConfig, record: TrialRecord, paths: Sequence[Pa
 def unrecorded_submission_changes(record: TrialRecord) -> dict:
     """A trial marked submitted without a job id: the launcher died between marking and submitting, which is not
     the trial's failure either (the caller sets the cancelled state)."""
-    return dict(failure_kind="cancelled", attempts=max(0, record.attempts - 1),
+    return dict(failure_kind=FailureKind.CANCELLED, attempts=max(0, record.attempts - 1),
                 reason=f"{NOT_COUNTED}: submission interrupted (the launcher stopped before recording the job)")

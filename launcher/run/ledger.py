@@ -14,76 +14,32 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from collections.abc import Iterable
+from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
-from launcher.errors import ParasweepError
-from launcher.layout import DIMENSIONS, Layout
-from launcher.states import TrialState
+from launcher.core.errors import StorageError
+from launcher.core.layout import DIMENSIONS, Layout
+from launcher.core.record import TrialRecord
+from launcher.core.states import TrialState
 
 LEDGER_VERSION = "2"
 
 
-class LedgerError(ParasweepError):
+class LedgerError(StorageError):
     """The ledger file is not one this parasweep can use (corrupt, another program's, or a newer version)."""
-
-
-@dataclass
-class TrialRecord:
-    config_hash: str
-    position: int
-    layout: Layout
-    predicted: dict = field(default_factory=dict)
-    """The plan's estimate, recorded at plan time: numbers plus the memory and step-time breakdowns."""
-    selection: str = "predicted"
-    repeat_of: str = ""
-    """For a repeated measurement: the config hash of the trial it repeats."""
-    state: TrialState = TrialState.PLANNED
-    pruned_by: str = ""
-    """A PruneReason value when the trial is pruned ('' otherwise)."""
-    job_id: str = ""
-    job_dir: str = ""
-    """The job's folder (submitit's files and the task logs), relative to the launcher's working directory."""
-    job_state: str = ""
-    """How the job ended in SLURM's words (COMPLETED, FAILED, TIMEOUT, ...), kept so the log can be re-judged."""
-    exit_code: Optional[int] = None
-    job_error: str = ""
-    node_list: str = ""
-    """Where the job ran (SLURM's NodeList, e.g. 'n[1-2]')."""
-    attempts: int = 0
-    log_paths: list = field(default_factory=list)
-    metrics: dict = field(default_factory=dict)
-    failure_kind: str = ""
-    reason: str = ""
-    excluded_nodes: list = field(default_factory=list)
-    mlflow_run_id: str = ""
-    synced: bool = False
-    submitted_at: float = 0.0
-    started_at: float = 0.0
-    """When the launcher first saw the job running (within a poll; 0: never seen running, e.g. a trial that ended
-    between two polls). GPU-hours count from here: a job waiting in the queue holds no GPU."""
-    finished_at: float = 0.0
-    updated_at: float = 0.0
-    calibrated: dict = field(default_factory=dict)
-    """The calibrated prediction (launcher.run.search): step_time_s, tokens_per_s, peak_mem_gb and their log-space
-    sds, and n_fit (measured trials the calibration was fitted on). Updated while the trial is planned, frozen
-    when it is submitted: for a measured trial it is what the calibration predicted before it ran ({}: no
-    calibration applied yet)."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.layout, dict):  # records built from plain data (tests, older callers)
-            self.layout = Layout.from_dict(self.layout)
-        self.state = TrialState(self.state)
-
-    @property
-    def is_live(self) -> bool:
-        return self.state.live
 
 
 # -- the derived table ---------------------------------------------------------------------------------------------
 _RECORD_FIELDS = tuple(f for f in fields(TrialRecord) if f.name != "layout")
 _JSON_TYPES = ("dict", "list")
+
+
+def _type_name(annotation: object) -> str:
+    """A record field's annotation as the ledger's table knows it: 'dict[str, Any]' -> 'dict'."""
+    text = str(annotation)
+    return text if text.startswith("Optional[") else text.split("[")[0]
 _SQL_TYPES = {"int": "INTEGER", "bool": "INTEGER", "float": "REAL", "str": "TEXT", "TrialState": "TEXT",
               "Optional[int]": "INTEGER", "Layout": "TEXT", "dict": "TEXT", "list": "TEXT"}
 _KEY = "config_hash"
@@ -110,7 +66,7 @@ def _columns() -> dict[str, str]:
     cols = {}
     for f in _RECORD_FIELDS:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
-        cols[f.name] = _column_sql(f.name, str(f.type), default)
+        cols[f.name] = _column_sql(f.name, _type_name(f.type), default)
     cols[_KEY] = f"{_KEY} TEXT PRIMARY KEY"
     cols["updated_at"] = "updated_at REAL NOT NULL"
     for d in DIMENSIONS:
@@ -121,8 +77,8 @@ def _columns() -> dict[str, str]:
 
 COLUMNS = _columns()
 _DIMENSION_NAMES = tuple(d.name for d in DIMENSIONS)
-_JSON_FIELDS = tuple(f.name for f in _RECORD_FIELDS if str(f.type) in _JSON_TYPES)
-_BOOL_FIELDS = tuple(f.name for f in _RECORD_FIELDS if str(f.type) == "bool")
+_JSON_FIELDS = tuple(f.name for f in _RECORD_FIELDS if _type_name(f.type) in _JSON_TYPES)
+_BOOL_FIELDS = tuple(f.name for f in _RECORD_FIELDS if _type_name(f.type) == "bool")
 _BOOL_DIMENSIONS = tuple(d.name for d in DIMENSIONS if d.type is bool)
 
 _SCHEMA = f"""
@@ -208,7 +164,7 @@ class Ledger:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -220,7 +176,8 @@ class Ledger:
         return row["value"] if row else default
 
     def set_meta(self, key: str, value: str) -> None:
-        self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
+                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          (key, value))
 
     # -- trials -----------------------------------------------------------------------------------------------

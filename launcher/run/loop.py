@@ -1,6 +1,8 @@
-"""The sweep loop: plan -> ledger -> submit/monitor -> parse/classify -> ledger -> MLflow -> best.
+"""The sweep loop: plan -> ledger -> submit/monitor -> judge -> ledger -> sink (MLflow) -> the end of the sweep.
 
 Running the same command again resumes: ok trials are kept, live jobs re-attached, retryable failures resubmitted.
+Judging logs, reading a running job's progress, mirroring trials to MLflow and concluding the sweep are later
+phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 """
 
 from __future__ import annotations
@@ -8,35 +10,39 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from launcher.run import trial_files
-from launcher.config import to_yaml
-from launcher.errors import ConfigError
-from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner
-from launcher.folder import SweepFolder
-from launcher.run.ledger import Ledger, TrialRecord
+from launcher.backends import require_runnable
+from launcher.config.load import to_yaml
+from launcher.config.schema import RootConfig
+from launcher.core.console import Reporter
+from launcher.core.errors import ConfigError
+from launcher.core.ranking import group_repeats, rank, select_best
+from launcher.core.record import TrialRecord
+from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
+from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, make_plan, trial_context
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
+from launcher.run import network, trial_files
+from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
+from launcher.run.folder import SweepFolder
+from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
-from launcher.run.judge import judge
+from launcher.run.ledger import Ledger
 from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
-from launcher.run.search import (Search, calibrated_ooms, comparable_best, prior_from, running_step_times,
-                                 stop_early, stop_steady)
-from launcher.schema import RootConfig
-from launcher.states import PruneReason, TrialState
-from launcher.run.tracking_link import TrackingLink
+from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
 
 
-def open_folder(cfg: RootConfig) -> SweepFolder:
+def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
     folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)
     if cfg.sweep.fresh and folder.root.exists():
-        print(f"sweep.fresh=true: previous sweep kept in {folder.keep_aside()}")
+        reporter.info(f"sweep.fresh=true: previous sweep kept in {folder.keep_aside()}")
     folder.create()
     return folder
 
@@ -54,13 +60,15 @@ def _records(plan: Plan) -> list[TrialRecord]:
 
 
 class SweepLoop:
-    def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink,
-                 allowed: set[str], constants: Optional[Constants] = None) -> None:
+    def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrialSink,
+                 allowed: set[str], constants: Optional[Constants] = None, *, hooks: SweepHooks,
+                 reporter: Reporter) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
         self.allowed = allowed
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
-        self.runner = make_runner(cfg.executor, cfg.cluster, folder.jobs)
-        self.progress = Progress(f"sweep {cfg.sweep.name}")
+        self.hooks, self.reporter = hooks, reporter
+        self.runner = make_runner(cfg.executor, cfg.cluster, folder.jobs, reporter)
+        self.progress = Progress(f"sweep {cfg.sweep.name}", reporter)
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
@@ -103,12 +111,12 @@ class SweepLoop:
                 self._finish(r, status)
 
     def _watch(self, r: TrialRecord, status: JobStatus) -> None:
-        if status.state == "RUNNING" and r.state is not TrialState.RUNNING:
+        if status.state is JobState.RUNNING and r.state is not TrialState.RUNNING:
             self.ledger.update(r.config_hash, "running", state=TrialState.RUNNING, started_at=time.time())
-        if status.state != "RUNNING":
+        if status.state is not JobState.RUNNING:
             return
         offsets, since = self._progress.get(r.config_hash, ({}, time.time()))  # the clock starts when it runs
-        if _new_iterations(log_paths(Path(r.job_dir), r.job_id), offsets):
+        if _new_iterations(log_paths(Path(r.job_dir), r.job_id), offsets, self.hooks.progress):
             since = time.time()
             if self.cfg.plan.early_stop and self._stop_early(r, status):
                 return
@@ -119,10 +127,11 @@ class SweepLoop:
 
     def _finish(self, r: TrialRecord, status: JobStatus, hang_s: Optional[float] = None) -> None:
         paths = log_paths(Path(r.job_dir), r.job_id)
-        changes = judge(self.cfg, r, paths, job_state=status.state, exit_code=status.exit_code,
-                        job_error=status.error, nodes=status.nodes, hang_s=hang_s)
+        changes = self.hooks.judge(self.cfg, r, paths, job_state=status.state, exit_code=status.exit_code,
+                                   job_error=status.error, nodes=status.nodes, hang_s=hang_s)
         if status.interrupted:  # stopped from outside: not the trial's failure (launcher/run/interruption.py)
-            changes = interrupted_changes(self.cfg, r, paths, changes, self.ledger.events(r.config_hash))
+            changes = interrupted_changes(self.cfg, r, paths, changes, self.ledger.events(r.config_hash),
+                                          self.hooks.judge)
         self.ledger.update(r.config_hash, f"{changes['failure_kind']}: {changes['reason']}"[:300],
                            finished_at=time.time(), synced=False, **changes)
         self._progress.pop(r.config_hash, None)
@@ -139,11 +148,9 @@ class SweepLoop:
         if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
             self._finished_best = (self._best(self.ledger.trials()),)
         best = self._finished_best[0]
-        from launcher.run.judge import one_flop_convention, read_logs
-
         paths = log_paths(Path(r.job_dir), r.job_id)
         plan, tolerance = self.cfg.plan, self.cfg.analysis.noise_tolerance
-        times = running_step_times(read_logs(paths), self.cfg.backend.warmup_iters)
+        times = self.hooks.progress.step_times(read_logs(paths), self.cfg.backend.warmup_iters)
         tokens_per_step = r.layout.gbs * self.cfg.model.seq_len
         stopped, state = None, TrialState.STOPPED_EARLY
         if best is not None and best.config_hash != r.config_hash:
@@ -167,7 +174,7 @@ class SweepLoop:
                            node_list=status.nodes or r.node_list, finished_at=time.time(), synced=False)
         self._progress.pop(r.config_hash, None)
         self._finished_best = None
-        self.progress.log(f"{r.config_hash[:8]} {r.layout.short()} {what}: {stopped.reason}")
+        self.progress.log(f"{r.config_hash[:8]} {r.layout.label()} {what}: {stopped.reason}")
         self.tracking.sync(self.ledger.get(r.config_hash))
         return True
 
@@ -229,7 +236,8 @@ class SweepLoop:
         if stop is not None:
             stop(r.config_hash, r.attempts)
         changes = unrecorded_submission_changes(r)
-        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], state=TrialState.CANCELLED, **changes)
+        self.ledger.update(r.config_hash, f"cancelled: {changes['reason']}"[:300], state=TrialState.CANCELLED,
+                           **changes)
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
@@ -243,7 +251,7 @@ class SweepLoop:
                 oom = dominated_by_oom(r, records)
                 if oom is not None:
                     self._prune(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
-                                f"{oom.config_hash} ({oom.layout.short()}), which ran out of memory")
+                                f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
                     continue
                 planned.append(r)
             elif should_retry(r, self.cfg.retry.max_attempts):
@@ -285,55 +293,49 @@ class SweepLoop:
         return sorted(planned, key=lambda r: (rank.get(r.config_hash, len(rank)), r.position))
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
-        from analysis.select import group_repeats, select_best
-
         best = select_best(group_repeats([asdict(r) for r in records]), self.cfg.analysis.noise_tolerance,
                            self.cfg.plan.objective)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
-def _new_iterations(paths: Sequence[Path], offsets: dict) -> bool:
+def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress) -> bool:
     """Read what the logs gained since the last poll (tailing, not re-reading); True if it holds an iteration."""
-    from analysis.parse_megatron import has_iteration
-
     found = False
     for path in paths:
         with path.open("rb") as fh:
             fh.seek(offsets.get(path, 0))
             chunk = fh.read()
         offsets[path] = offsets.get(path, 0) + len(chunk)
-        found = found or has_iteration(chunk.decode(errors="replace"))
+        found = found or progress.has_iteration(chunk.decode(errors="replace"))
     return found
 
 
 
 def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
-    from analysis.select import rank
-
     records = ledger.trials()
     bases = [asdict(r) for r in records if not r.repeat_of]
-    top = [t["config_hash"] for t in rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)[: cfg.analysis.repeat_top]]
+    ranked = rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)
+    top = [t["config_hash"] for t in ranked[: cfg.analysis.repeat_top]]
     return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
 
 
-def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan) -> tuple[RootConfig, Constants, Plan]:
+def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan,
+                     reporter: Reporter) -> tuple[RootConfig, Constants, Plan]:
     """plan.network_probe: the saved probe or a new one (one job, launcher.run.network), then the plan again with
     the measured bandwidths; without a probe, everything as it was."""
-    from launcher.run import network
-
     if not network.probe_enabled(cfg):
         return cfg, network.with_network(cfg, None)[1], plan
     nodes = network.probe_nodes(cfg, max(t.layout.nodes for t in plan.trials))
     probe = network.saved_probe(cfg, folder, nodes)
     if probe is None:
-        print(f"network probe: {nodes} node(s) of {cfg.cluster.name} (python -m launcher.netbench) ...", flush=True)
-        runner = make_runner(cfg.executor, cfg.cluster, folder.jobs)
+        reporter.info(f"network probe: {nodes} node(s) of {cfg.cluster.name} (python -m launcher.netbench) ...")
+        runner = make_runner(cfg.executor, cfg.cluster, folder.jobs, reporter)
         probe = network.run_probe(cfg, folder, runner, nodes, cfg.monitor.poll_interval_s,
-                                  cfg.executor.timeout_min * 60)
+                                  cfg.executor.timeout_min * 60, reporter)
     if probe is None:
         return cfg, network.with_network(cfg, None)[1], plan
     p = probe.profile()
-    print(f"network measured ({p.source}): intra-node {_gb(p.intra_node_gbytes_per_s)}, inter-node "
+    reporter.info(f"network measured ({p.source}): intra-node {_gb(p.intra_node_gbytes_per_s)}, inter-node "
           f"{_gb(p.inter_node_gbytes_per_s)} (datasheet {cfg.cluster.intra_node_gbytes_per_s:g}, "
           f"{cfg.cluster.inter_node_gbytes_per_s:g} GB/s)")
     measured, constants = network.with_network(cfg, probe)
@@ -362,43 +364,45 @@ def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> N
         ledger.set_meta("sweep_uid", uuid.uuid4().hex)
 
 
-def run_sweep(cfg: RootConfig, overrides: Sequence[str] = ()) -> int:
+def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHooks, reporter: Reporter) -> int:
+    """Plan, run every trial (resuming what a folder holds), then hand the sweep to hooks.finish; its exit status."""
+    require_runnable(cfg.backend, cfg.model)  # before anything is created or submitted
     t_plan = time.perf_counter()
-    with PlanningProgress() as progress:  # on stderr, once planning has taken a second
+    with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
         plan = make_plan(cfg, progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
-    folder = open_folder(cfg)
+    folder = open_folder(cfg, reporter)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)
         # The loop plans with the measured network; config.yaml keeps the preset's numbers (python -m analysis
-        # applies the saved probe to them again, launcher.conclude.estimator_inputs).
-        measured, constants, plan = _measure_network(cfg, folder, plan)
+        # applies the saved probe to them again, analysis.report.conclusion.estimator_inputs).
+        measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
         resumed = len(ledger.trials()) - new
         if resumed:
-            print(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
+            reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
         allowed = {t.config_hash for t in plan.trials}
         allowed |= {r.config_hash for r in ledger.trials() if r.repeat_of in allowed}
         stale = [r for r in ledger.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
         if stale:
-            print(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
-        tracking = TrackingLink.open(cfg, ledger, folder)
-        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants)
+            reporter.info(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
+        tracking = hooks.open_sink(cfg, ledger, folder)
+        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
         started = time.time()
         loop.run()
         extra = _repeats(cfg, ledger) if cfg.analysis.repeats > 1 else []
         if ledger.add_trials(extra):
-            print(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more time(s)")
+            reporter.info(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more "
+                          "time(s)")
             loop.allowed |= {r.config_hash for r in extra}
             loop.run()
-        from launcher.conclude import finish_sweep
-
         t_finish = time.perf_counter()
-        status = finish_sweep(cfg, folder, ledger, tracking, time.time() - started)
+        status = hooks.finish(cfg, folder, ledger, tracking, time.time() - started)
         ran = [r for r in ledger.trials() if r.attempts]
         overhead = plan_s + loop.overhead_s + time.perf_counter() - t_finish
         if ran:
-            print(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, submit, "
+            reporter.info(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, "
+                          "submit, "
                   f"poll, parse, MLflow; the trials' own run time excluded)")
         return status

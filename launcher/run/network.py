@@ -13,14 +13,25 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from launcher.folder import SweepFolder
-from launcher.netbench import (ProbeError, ProbeResult, apply_network, cache_name, find_cached, load, probe_script,
-                               save, sweep_folders)
+from launcher.config.schema import RootConfig
+from launcher.core.console import Reporter
+from launcher.core.names import ExecutorKind
+from launcher.netbench import (
+    ProbeError,
+    ProbeResult,
+    apply_network,
+    cache_name,
+    find_cached,
+    load,
+    probe_script,
+    save,
+    sweep_folders,
+)
 from launcher.plan.constants import Constants, constants_for
 from launcher.run.executor import JobRequest
-from launcher.schema import RootConfig
+from launcher.run.folder import SweepFolder
 
 PROBE_KEY = "netbench"
 """The probe job's key in the runner (not a trial: never in the ledger)."""
@@ -28,7 +39,9 @@ PROBE_KEY = "netbench"
 
 def probe_enabled(cfg: RootConfig) -> bool:
     """plan.network_probe, or when unset: on SLURM (a real network to measure), not on the local executor."""
-    return cfg.plan.network_probe if cfg.plan.network_probe is not None else cfg.executor.name == "slurm"
+    if cfg.plan.network_probe is not None:
+        return cfg.plan.network_probe
+    return cfg.executor.name is ExecutorKind.slurm
 
 
 def probe_nodes(cfg: RootConfig, largest_trial_nodes: int) -> int:
@@ -52,8 +65,8 @@ def saved_probe(cfg: RootConfig, folder: SweepFolder, nodes: int) -> Optional[Pr
     return found
 
 
-def run_probe(cfg: RootConfig, folder: SweepFolder, runner, nodes: int, poll_s: float,
-              timeout_s: float) -> Optional[ProbeResult]:
+def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, nodes: int, poll_s: float,
+              timeout_s: float, reporter: Reporter) -> Optional[ProbeResult]:
     """Submit the probe as one job, wait for it, read its JSON; None (with a warning) when it gave nothing."""
     out_dir = probe_dir(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -65,7 +78,7 @@ def run_probe(cfg: RootConfig, folder: SweepFolder, runner, nodes: int, poll_s: 
     script.chmod(0o755)
     done = runner.submit([JobRequest(PROBE_KEY, script, nodes, cfg.cluster.gpus_per_node)])
     if PROBE_KEY not in done.jobs:
-        return _gave_nothing(done.refused.get(PROBE_KEY, "not submitted"))
+        return _gave_nothing(done.refused.get(PROBE_KEY, "not submitted"), reporter)
     job_id, job_dir = done.jobs[PROBE_KEY]
     deadline = time.monotonic() + timeout_s
     while True:
@@ -74,19 +87,20 @@ def run_probe(cfg: RootConfig, folder: SweepFolder, runner, nodes: int, poll_s: 
             break
         if time.monotonic() > deadline:
             runner.cancel(job_id)
-            return _gave_nothing(f"still running after {timeout_s:.0f} s: cancelled")
+            return _gave_nothing(f"still running after {timeout_s:.0f} s: cancelled", reporter)
         time.sleep(poll_s)
     try:
         result = load(out)
     except ProbeError as exc:
         return _gave_nothing(f"job {job_id} ended {status.state} without a usable result ({exc}); its log is in "
-                             f"{job_dir}")
+                             f"{job_dir}", reporter)
     save(result, folder.root / cache_name(cfg.cluster.name, nodes))
     return result
 
 
-def _gave_nothing(why: str) -> None:
-    print(f"warning: network probe: {why}; the estimator keeps the cluster preset's bandwidths", file=sys.stderr)
+def _gave_nothing(why: str, reporter: Reporter) -> Optional[ProbeResult]:
+    """Warn that the probe gave nothing: the estimator keeps the preset's numbers (always None)."""
+    reporter.warn(f"network probe: {why}; the estimator keeps the cluster preset's bandwidths")
     return None
 
 

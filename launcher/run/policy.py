@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
-from analysis.classify import RETRY_POLICY
-from launcher.layout import SHAPE, Layout
-from launcher.states import TrialState
-from launcher.run.ledger import TrialRecord
-
-
+from launcher.core.kinds import FailureKind
+from launcher.core.layout import SHAPE, Layout
+from launcher.core.record import TrialRecord
+from launcher.core.states import TrialState
 
 
 def _in_flight(layout: Layout) -> int:
@@ -39,17 +38,25 @@ def should_retry(record: TrialRecord, max_attempts: int) -> bool:
     if record.state in (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED,
                         TrialState.STOPPED_EARLY) or record.is_live:
         return False
-    kind = record.failure_kind or ("cancelled" if record.state is TrialState.CANCELLED else "unknown")
-    retryable, _exclude, max_retries = RETRY_POLICY.get(kind, (True, False, None))
-    if not retryable:
+    kind = _kind(record.failure_kind or (FailureKind.CANCELLED if record.state is TrialState.CANCELLED
+                                         else FailureKind.UNKNOWN))
+    if not kind.retryable:
         return False
-    limit = max_attempts if max_retries is None else min(max_attempts, 1 + max_retries)
+    limit = max_attempts if kind.max_retries is None else min(max_attempts, 1 + kind.max_retries)
     return record.attempts < limit
+
+
+def _kind(text: str) -> FailureKind:
+    """A recorded failure kind; one this parasweep does not know (a newer one's) is treated as unknown."""
+    try:
+        return FailureKind(text)
+    except ValueError:
+        return FailureKind.UNKNOWN
 
 
 def exclude_on_retry_kind(kind: str) -> bool:
     """Should a retry avoid the node the failure happened on (node failure, comm error, preemption)?"""
-    return RETRY_POLICY.get(kind or "unknown", (True, False, None))[1]
+    return _kind(kind or FailureKind.UNKNOWN).exclude_node
 
 
 def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str], repeats: int,
@@ -64,7 +71,8 @@ def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str],
     for base_hash in ranked_hashes:
         base = by_hash[base_hash]
         spare = cluster_nodes - base.layout.nodes >= base.layout.nodes
-        avoid = [base.node_list] if spare and base.node_list else []  # a SLURM hostlist (n[1-2]) goes to --exclude whole
+        # a SLURM hostlist (n[1-2]) goes to --exclude whole
+        avoid = [base.node_list] if spare and base.node_list else []
         for i in range(1, repeats):
             extra.append(TrialRecord(f"{base_hash}~r{i}", position, base.layout, base.predicted, "repeat",
                                      repeat_of=base_hash, excluded_nodes=avoid))
@@ -72,12 +80,12 @@ def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str],
     return extra
 
 
-def refusal_kind(sbatch_error: str) -> str:
+def refusal_kind(sbatch_error: str) -> FailureKind:
     """A refused submission: a request SLURM can never satisfy is a config error (not retried), anything else
     (controller busy or down) a crash that the retry policy may resubmit."""
     never = ("Invalid partition", "Invalid account", "Invalid qos", "Requested node configuration is not available",
              "Invalid generic resource", "Invalid feature", "Requested reservation is invalid", "More processors")
-    return "config_error" if any(text in sbatch_error for text in never) else "crashed"
+    return FailureKind.CONFIG_ERROR if any(text in sbatch_error for text in never) else FailureKind.CRASHED
 
 
 def may_exclude(cluster_nodes: int, trial_nodes: int) -> bool:

@@ -1,14 +1,15 @@
-"""Live progress while a sweep runs: a rich view on a terminal, plain lines otherwise (CI logs)."""
+"""Live progress while a sweep runs: a rich view on a terminal, plain change-only lines otherwise (CI logs), through
+the sweep's Reporter."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from typing import Optional
 
-from launcher.run.ledger import TrialRecord
-from launcher.states import TrialState
+from launcher.core.console import Reporter
+from launcher.core.record import TrialRecord
+from launcher.core.states import TrialState
 
 PLAIN_HEARTBEAT_S = 30.0
 
@@ -42,7 +43,7 @@ def summary_line(records: list[TrialRecord], started_at: float, best: Optional[T
     done = done_count(records)
     states = " ".join(f"{s}={counts[s]}" for s in TrialState if counts[s])
     elapsed = time.time() - started_at
-    best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({best.layout.short()})" if best
+    best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({best.layout.label()})" if best
                  else "")
     eta = format_eta(done - done_before, total - done_before, elapsed)
     return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta}"
@@ -61,9 +62,10 @@ def _visible(records: list[TrialRecord]) -> list[TrialRecord]:
 class Progress:
     """Call update() after every poll; close() at the end."""
 
-    def __init__(self, title: str, interactive: Optional[bool] = None) -> None:
+    def __init__(self, title: str, reporter: Reporter, interactive: Optional[bool] = None) -> None:
         self.title = title
-        self.interactive = sys.stdout.isatty() if interactive is None else interactive
+        self.reporter = reporter
+        self.interactive = reporter.interactive if interactive is None else interactive
         self.started_at = time.time()
         self._last_key = ""
         self._last_print = 0.0
@@ -78,36 +80,31 @@ class Progress:
             # A line when a trial changes state, else a heartbeat every PLAIN_HEARTBEAT_S (CI logs stay short).
             key = line.split("] ", 1)[1].rsplit(" | eta", 1)[0]
             if key != self._last_key or time.time() - self._last_print > PLAIN_HEARTBEAT_S:
-                print(line, flush=True)
+                self.reporter.info(line)
                 self._last_key, self._last_print = key, time.time()
             return
         self._render(records, line)
 
     def _render(self, records: list[TrialRecord], line: str) -> None:
-        from rich.live import Live
         from rich.table import Table
 
         table = Table(title=f"{self.title} — {line}", expand=False)
         for col in ("trial", "layout", "state", "attempts", "tokens/s", "peak GB", "note"):
             table.add_column(col)
         for r in _visible(records):
-            table.add_row(r.config_hash[:8], r.layout.short(), str(r.state), str(r.attempts),
+            table.add_row(r.config_hash[:8], r.layout.label(), str(r.state), str(r.attempts),
                           f"{r.metrics.get('tokens_per_s', 0):,.0f}" if r.metrics.get("tokens_per_s") else "",
                           f"{r.metrics.get('peak_mem_gb', 0):.2f}" if r.metrics.get("peak_mem_gb") else "",
                           (r.failure_kind or "")[:20])
         if self._live is None:
-            self._live = Live(table, refresh_per_second=2, transient=False)
-            self._live.start()
+            self._live = self.reporter.live(table)
         else:
             self._live.update(table)
 
     def log(self, message: str) -> None:
-        if self._live is not None:
-            self._live.console.print(message)
-        else:
-            print(message, flush=True)
+        self.reporter.info(message)  # above the live view when one is shown
 
     def close(self) -> None:
         if self._live is not None:
-            self._live.stop()
+            self.reporter.end_live(self._live)
             self._live = None

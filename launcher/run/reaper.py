@@ -21,15 +21,17 @@ Job side: imports only the standard library (it runs on every node of every job)
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import signal
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PR_SET_CHILD_SUBREAPER = 36
@@ -143,15 +145,13 @@ def marker_table(name: str = TRIAL_MARKER) -> dict[str, list[int]]:
 
 def signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def reap_children() -> dict[int, int]:
     """Collect every exited child of this process without blocking: pid -> exit code (-N: killed by signal N)."""
-    reaped = {}
+    reaped: dict[int, int] = {}
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -227,7 +227,7 @@ class KeeperRecord:
     """Once ended: {"why": "exit"|"SIGTERM"|"SIGINT"|"time_limit"|..., "exit_code": N, "at": t, "killed": n}."""
 
     @classmethod
-    def of_this_process(cls, marker: str, time_limit_s: float = 0.0) -> "KeeperRecord":
+    def of_this_process(cls, marker: str, time_limit_s: float = 0.0) -> KeeperRecord:
         pid = os.getpid()
         return cls(pid, start_ticks(pid) or 0, boot_id(), socket.gethostname(), marker, time.time(), time_limit_s)
 
@@ -244,7 +244,7 @@ class KeeperRecord:
         tmp.replace(path)  # atomic: a reader sees the old record or the new one
 
     @classmethod
-    def read(cls, path: Path) -> Optional["KeeperRecord"]:
+    def read(cls, path: Path) -> Optional[KeeperRecord]:
         try:
             data = json.loads(path.read_text())
             return cls(**data)

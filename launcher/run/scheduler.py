@@ -27,8 +27,12 @@ a measured trial predicted to need at least as much memory fitted. `Policy` hold
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
+
+from launcher.core.layout import CATEGORICAL, NUMERIC
+from launcher.core.states import MEASURED, TrialState
 
 SPAN_TRIALS = 0
 """Trials picked to span the grid before the predictions learn (after the best predicted one). 0: none. A spanning
@@ -38,8 +42,6 @@ PLAUSIBLE_SHARE = 0.6
 """Spanning trials are drawn from those predicted within this share of the best predicted throughput."""
 STOP_THRESHOLD = 0.05
 """stop_rule: the sweep ends when no unrun trial has a chance above this of beating the best."""
-_NUMERIC = ("gpus", "nodes", "tp", "pp", "dp", "vpp", "mbs", "gbs", "zero_stage")
-_CATEGORICAL = ("recompute", "sequence_parallel", "distributed_optimizer")
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class Planned:
 
     key: str
     dims: Mapping[str, Any]     # the layout (Layout.to_dict()): what spanning picks differ in
-    tokens_per_step: int
+    tokens_per_step: float     # per GPU for a per-GPU objective (launcher.run.search.objective_share)
     step_time_s: float
     step_sd: float              # log-space sd of step_time_s
     peak_mem_gb: float
@@ -105,7 +107,7 @@ class Outcome:
     """A finished trial: state ok / stopped_early (measured), oom, or another failure."""
 
     key: str
-    state: str
+    state: TrialState
     tokens_per_s: Optional[float] = None
 
 
@@ -127,7 +129,6 @@ def _phi(x: float) -> float:
     return 0.5 * math.erfc(-x / math.sqrt(2.0))
 
 
-MEASURED = ("ok", "stopped_early")
 
 
 def best_measured(finished: Sequence[Outcome]) -> Optional[float]:
@@ -189,10 +190,10 @@ def _betainc(a: float, b: float, x: float) -> float:
 
 def _distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
     d = 0.0
-    for k in _NUMERIC:
+    for k in NUMERIC:  # every integer dimension of the Layout (a new one counts without a change here)
         if k in a and k in b and a[k] and b[k]:
             d += abs(math.log2(float(a[k])) - math.log2(float(b[k])))
-    return d + sum(1.0 for k in _CATEGORICAL if k in a and k in b and a[k] != b[k])
+    return d + sum(1.0 for k in CATEGORICAL if k in a and k in b and a[k] != b[k])
 
 
 def _spanning(unrun: list[Planned], anchors: list[Mapping[str, Any]], count: int) -> list[Planned]:

@@ -10,8 +10,9 @@ tables. This module turns the ledger's records into their inputs and their answe
 - `Search.predictions`: every planned trial under the current calibration (a-priori constants until it applies).
 - `Search.order`: the planned trials, the one to run next first (launcher.run.scheduler.order).
 - `calibrated_ooms` and `converged`: what the calibrated memory model and the stop rule take out of the queue.
-- `running_step_times` + `stop_early`: whether a running trial's partial measurement is known worse than the best;
-  `stop_steady`: whether it is already known to the noise tolerance (then it ends ok, with fewer iterations).
+- `stop_early` (fed with analysis.logs.progress's step times through the loop's hooks): whether a running
+  trial's partial measurement is known worse than the best; `stop_steady`: whether it is already known to the
+  noise tolerance (then it ends ok, with fewer iterations).
 
 Trials the plan did not estimate (a hand-made or first-release ledger: no predicted step time) keep the ledger
 order and are never re-predicted: there is nothing to compare their prediction with.
@@ -21,21 +22,30 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
-from launcher.errors import ConfigError
-
-from launcher.plan.calibrate import (Calibration, FeatureTable, Observation, Prior, TrialFeatures, calibrate,
-                                     trial_features, uncalibrated)
+from launcher.config.schema import RootConfig
+from launcher.core.errors import ConfigError
+from launcher.core.objective import Objective
+from launcher.core.record import TrialRecord
+from launcher.core.states import MEASURED, TrialState
+from launcher.plan.calibrate import (
+    Calibration,
+    FeatureTable,
+    Observation,
+    Prior,
+    TrialFeatures,
+    calibrate,
+    trial_features,
+    uncalibrated,
+)
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.residuals import corrected
 from launcher.run import scheduler
-from launcher.run.ledger import TrialRecord
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
-from launcher.schema import RootConfig
-from launcher.states import MEASURED, TrialState
 
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 
@@ -45,12 +55,10 @@ def estimated(r: TrialRecord) -> bool:
     return bool(r.predicted.get("step_time_s")) and not r.repeat_of and r.state is not TrialState.PRUNED
 
 
-def objective_share(r: TrialRecord, objective: str) -> float:
+def objective_share(r: TrialRecord, objective: Objective | str) -> float:
     """What one token/s of this trial is worth under plan.objective: the scheduler compares tokens/s, so for the
-    per-GPU objective every throughput it sees is divided by the trial's GPUs (analysis.select.objective_value)."""
-    from analysis.select import objective_value
-
-    return objective_value(1.0, r.layout.gpus, objective)
+    per-GPU objective every throughput it sees is divided by the trial's GPUs (Objective.share)."""
+    return Objective(objective).share(r.layout.gpus)
 
 
 def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
@@ -61,7 +69,7 @@ def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") ->
         if not estimated(r) or not r.state.finished:
             continue
         speed = r.metrics.get("tokens_per_s") if r.state in MEASURED else None
-        out.append(Outcome(r.config_hash, str(r.state), speed * objective_share(r, objective) if speed else None))
+        out.append(Outcome(r.config_hash, r.state, speed * objective_share(r, objective) if speed else None))
     return out
 
 
@@ -74,7 +82,7 @@ class StopEarly:
 class Search:
     """The sweep's current calibration and the features it predicts from (computed once per trial)."""
 
-    def __init__(self, cfg: RootConfig, prior: "Optional[Constants | Prior]" = None, policy: Policy = POLICY) -> None:
+    def __init__(self, cfg: RootConfig, prior: Optional[Constants | Prior] = None, policy: Policy = POLICY) -> None:
         self.cfg = cfg
         self.prior = Prior.of(prior or constants_for(cfg.backend.name))
         """Where the calibration starts: the backend's constants (with a measured network when probed), or a
@@ -89,7 +97,7 @@ class Search:
         if r.config_hash not in self._features:
             b = self.cfg.backend
             self._features[r.config_hash] = trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision,
-                                                           b.flash_attention)
+                                                           b.flash_attention, backend=b.name)
         return self._features[r.config_hash]
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
@@ -212,19 +220,6 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict]
 
 
 # -- early stop -----------------------------------------------------------------------------------------------------
-def running_step_times(log_text: str, warmup_iters: int) -> list[float]:
-    """The measured step times a running trial has logged so far: the workload's 'measure' steps, or for other
-    logs the steps after the configured warm-up and any detected one (analysis.steady_state's rules)."""
-    from analysis.read_log import read_log
-    from analysis.steady_state import MEASURE_PHASE, detect_warmup, usable
-
-    steps = sorted((it for it in read_log(log_text).iterations if usable(it.step_time_s)), key=lambda it: it.iteration)
-    if any(it.phase for it in steps):
-        return [it.step_time_s for it in steps if it.phase == MEASURE_PHASE]
-    times = [it.step_time_s for it in steps[warmup_iters:]]
-    return times[detect_warmup(times):]
-
-
 def stop_early(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_per_s: Optional[float], *,
                noise_tolerance: float, min_measured_iters: int, measure_iters: int) -> Optional[StopEarly]:
     """scheduler.early_stop, with the partial measurement the ledger keeps for a stopped trial. A trial that has
@@ -258,11 +253,9 @@ def partial_metrics(step_times_s: Sequence[float], tokens_per_step: int) -> dict
             "n_measured": n}
 
 
-def comparable_best(best_tokens_per_s: float, best_gpus: int, trial_gpus: int, objective: str) -> float:
+def comparable_best(best_tokens_per_s: float, best_gpus: int, trial_gpus: int, objective: Objective | str) -> float:
     """The best trial's throughput in the running trial's terms: per GPU objectives compare per GPU."""
-    if objective == "tokens_per_s_per_gpu":
-        return best_tokens_per_s / max(1, best_gpus) * max(1, trial_gpus)
-    return best_tokens_per_s
+    return Objective(objective).comparable(best_tokens_per_s, best_gpus, trial_gpus)
 
 
 # -- plan.prior_from ------------------------------------------------------------------------------------------------
@@ -272,7 +265,7 @@ def setup(cfg: RootConfig) -> dict:
             "precision": cfg.backend.precision}
 
 
-def prior_from(cfg: RootConfig, constants: Constants) -> "Constants | Prior":
+def prior_from(cfg: RootConfig, constants: Constants) -> Constants | Prior:
     """The calibration's starting point: `constants` (the backend's, measured network applied), or with
     plan.prior_from the calibration.json of that finished sweep, checked to be of the same setup."""
     where = cfg.plan.prior_from

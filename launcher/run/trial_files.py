@@ -8,15 +8,18 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.backends import LaunchSpec, render_launch
-from launcher.folder import SweepFolder
-from launcher.layout import Layout
-from launcher.run.ledger import TrialRecord
-from launcher.schema import BackendConfig, RootConfig
+from launcher.config.schema import BackendConfig, RootConfig
+from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
+from launcher.core.record import TrialRecord
+from launcher.run.folder import SweepFolder
 
 
 def mem_limit_mb(cfg: RootConfig) -> int:
     """On the CPU stand-in the workload enforces the per-rank capacity itself (a real allocator OOM)."""
-    return int(cfg.cluster.gpu_mem_gb * 1e9 / 2**20) if cfg.cluster.gpu == "cpu" else 0  # the workload counts MiB
+    if not is_cpu_standin(cfg.cluster.gpu):
+        return 0
+    return int(cfg.cluster.gpu_mem_gb * 1e9 / 2**20)  # the workload counts MiB
 
 
 def spec_for(cfg: RootConfig, layout: Layout, out_dir: Path, backend: Optional[BackendConfig] = None) -> LaunchSpec:

@@ -7,19 +7,21 @@ no rank hangs waiting for a peer that already quit).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
+from typing import NoReturn
 
 STARTED_S = time.perf_counter()  # before torch is imported: "init done in X s" includes the imports
 
 
 class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse prints usage + message; the sweep wants one line
+    def error(self, message: str) -> NoReturn:  # argparse prints usage + message; the sweep wants one line
         fail(message)
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     if int(os.environ.get("RANK", "0")) == 0:
         print(f"parasweep workload: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
@@ -40,10 +42,19 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--norm", choices=("layernorm", "rmsnorm"), default="layernorm")
     model.add_argument("--attention", choices=("sdpa", "math"), default="sdpa",
                        help="sdpa: fused kernel; math: explicit softmax(QK^T)V that stores the s x s scores")
+    experts = p.add_argument_group("mixture of experts (every layer's FFN; launcher/workload/moe.py)")
+    experts.add_argument("--num-experts", type=int, default=None, help="routed experts per layer (default: dense)")
+    experts.add_argument("--moe-topk", type=int, default=2, help="experts per token")
+    experts.add_argument("--moe-ffn-hidden", type=int, default=None, help="each expert's FFN size (default: "
+                                                                          "--ffn-hidden)")
+    experts.add_argument("--shared-expert-ffn-hidden", type=int, default=0, help="shared expert FFN size (0: none)")
+    experts.add_argument("--moe-aux-loss-coeff", type=float, default=0.0, help="load-balancing loss coefficient")
     lay = p.add_argument_group("layout")
     for name in ("tp", "pp", "dp", "vpp", "mbs"):
         lay.add_argument(f"--{name}", type=int, default=1)
     lay.add_argument("--gbs", type=int, default=8)
+    lay.add_argument("--ep", type=int, default=1, help="expert parallelism (ranks splitting the routed experts)")
+    lay.add_argument("--etp", type=int, default=None, help="expert tensor parallelism (default: --tp, as Megatron)")
     lay.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
     lay.add_argument("--sequence-parallel", action="store_true")
     lay.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), default=0)
@@ -108,6 +119,42 @@ def validate(a: argparse.Namespace, world_size: int) -> str | None:
         (a.vpp > 1 and micro % a.pp,
          f"--gbs {a.gbs} gives {micro} microbatches, not a multiple of --pp {a.pp} (interleaved schedule)"),
     ]
+    return next((message for bad, message in checks if bad), None) or validate_moe(a)
+
+
+def validate_moe(a: argparse.Namespace) -> str | None:
+    """The MoE arguments (Megatron-core's rules for the expert mesh, plus what this workload implements)."""
+    if a.num_experts is None:
+        for name, dense in (("ep", 1), ("etp", None), ("moe_ffn_hidden", None), ("shared_expert_ffn_hidden", 0),
+                            ("moe_aux_loss_coeff", 0.0)):
+            if getattr(a, name) != dense:
+                flag = f"--{name.replace('_', '-')}"
+                return f"{flag} {getattr(a, name)} needs --num-experts (it configures the MoE layers)"
+        return None
+    etp = a.etp if a.etp is not None else a.tp
+    ffn = a.moe_ffn_hidden or a.ffn_hidden or 4 * a.hidden
+    for name in ("num_experts", "moe_topk", "ep", "etp", "moe_ffn_hidden"):
+        if getattr(a, name) is not None and getattr(a, name) < 1:
+            return f"--{name.replace('_', '-')} {getattr(a, name)} must be >= 1"
+    for name in ("shared_expert_ffn_hidden", "moe_aux_loss_coeff"):
+        if getattr(a, name) < 0:
+            return f"--{name.replace('_', '-')} {getattr(a, name)} must be >= 0"
+    checks = [
+        (a.moe_topk > a.num_experts, f"--moe-topk {a.moe_topk} must be <= --num-experts {a.num_experts}"),
+        (a.num_experts % a.ep, f"--num-experts {a.num_experts} must be divisible by --ep {a.ep}"),
+        ((a.tp * a.dp) % (a.ep * etp),
+         f"--ep {a.ep} x --etp {etp} = {a.ep * etp} must divide --tp {a.tp} x --dp {a.dp} = {a.tp * a.dp} (the "
+         f"expert mesh is made of each pipeline stage's tp x dp ranks; --etp defaults to --tp)"),
+        (ffn % etp, f"--moe-ffn-hidden {ffn} must be divisible by --etp {etp}"),
+        (a.shared_expert_ffn_hidden % a.tp,
+         f"--shared-expert-ffn-hidden {a.shared_expert_ffn_hidden} must be divisible by --tp {a.tp}"),
+        (a.tp > 1 and a.seq_len % a.tp,
+         f"--seq-len {a.seq_len} must be divisible by --tp {a.tp} with --num-experts (each tp rank dispatches its "
+         f"sequence shard)"),
+        (a.zero_stage >= 2, f"--zero-stage {a.zero_stage} is not supported with --num-experts (FSDP would shard "
+                            f"experts over dp ranks that hold different experts); use --zero-stage 0 or 1 / "
+                            f"--distributed-optimizer"),
+    ]
     return next((message for bad, message in checks if bad), None)
 
 
@@ -118,10 +165,8 @@ def _few_malloc_arenas() -> None:
     keep the cap on real allocations. mallopt(M_ARENA_MAX) works at run time, before the threads start."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to limit
         ctypes.CDLL(None).mallopt(-8, 2)  # M_ARENA_MAX = -8 (malloc.h)
-    except (OSError, AttributeError):  # not glibc: nothing to limit
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,10 @@
 - ZeRO-1 (optimizer-state sharding, Rajbhandari et al. 2020 P_os): each dp rank keeps Adam state for, and
   updates, only the parameters it owns, then broadcasts them. Ownership is by whole parameters, greedily by
   size (as torch's ZeroRedundancyOptimizer), not Megatron's even split of a flat buffer.
+- MoE routed experts (parameters tagged `expert_parallel`): each holds the sum of what the tokens of several dp
+  ranks contributed, so their gradients are SUMMED over the expert-data-parallel group (ranks with the same expert
+  shard) and divided by dp, Megatron's expert_gradient_scaling_factor = 1/dp; under ZeRO-1 their optimizer state
+  is sharded over that group, as Megatron's distributed optimizer does.
 """
 
 from __future__ import annotations
@@ -37,6 +41,23 @@ def all_reduce_(tensors: list[torch.Tensor], group: dist.ProcessGroup, divide_by
 
 def local_grads(params: list[nn.Parameter]) -> list[torch.Tensor]:
     return [local(p.grad) for p in params if p.grad is not None]
+
+
+def split_experts(params: list[nn.Parameter]) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(dense parameters, routed-expert parameters)."""
+    experts = [p for p in params if getattr(p, "expert_parallel", False)]
+    ids = {id(p) for p in experts}
+    return [p for p in params if id(p) not in ids], experts
+
+
+@torch.no_grad()
+def reduce_expert_grads(grads: list[torch.Tensor], edp_group: dist.ProcessGroup | None, dp: int) -> None:
+    """Sum over the expert-dp group (None: a group of one), divide by dp."""
+    if edp_group is not None:
+        all_reduce_(grads, edp_group, dp)
+    elif dp != 1:
+        for g in grads:
+            g.div_(dp)
 
 
 @torch.no_grad()
@@ -117,6 +138,21 @@ class ShardedOptimizer:
         if self.inner is None:
             return 0
         return sum(local(v).numel() for s in self.inner.state.values() for v in s.values() if v.dim() > 0)
+
+
+class Optimizers:
+    """Several optimizers stepped as one (ZeRO-1 with MoE: dense state sharded over dp, expert state over edp)."""
+
+    def __init__(self, *parts) -> None:
+        self.parts = [p for p in parts if p is not None]
+
+    def step(self) -> None:
+        for p in self.parts:
+            p.step()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.parts:
+            p.zero_grad(set_to_none=set_to_none)
 
 
 def _partition(sizes: list[int], n: int) -> list[int]:

@@ -8,14 +8,16 @@ tp2 x pp2 x dp2 run reproduce the single-process losses. Torch + stdlib only (th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.tensor import DTensor, Replicate
 from torch.utils.checkpoint import checkpoint
+
+from launcher.workload.moe import LOCAL, ExpertGroups, MoE, MoEConfig
 
 INIT_STD = 0.02
 """GPT-2 / Megatron init: N(0, 0.02) for every weight matrix, norms at (1, 0)."""
@@ -35,6 +37,8 @@ class GPTConfig:
     norm: str = "layernorm"
     attention: str = "sdpa"
     """'sdpa' (fused kernel, stores no s x s matrix) or 'math' (explicit softmax(QK^T)V, stores a*s^2 scores)."""
+    moe: MoEConfig | None = None
+    """Mixture of experts in every layer's FFN (launcher/workload/moe.py); None: dense."""
 
     @property
     def head_dim(self) -> int:
@@ -99,9 +103,10 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, experts: ExpertGroups = LOCAL) -> None:
         super().__init__()
-        self.norm1, self.attn, self.norm2, self.mlp = _norm(cfg), Attention(cfg), _norm(cfg), MLP(cfg)
+        self.norm1, self.attn, self.norm2 = _norm(cfg), Attention(cfg), _norm(cfg)
+        self.mlp = MoE(cfg.hidden, cfg.moe, cfg.swiglu, experts) if cfg.moe else MLP(cfg)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.norm1(x))
@@ -143,11 +148,13 @@ class StageModel(nn.Module):
 
     Parts are created and initialised directly on `device` (so on GPU with the GPU generator: still the same in
     every layout). `on_block` (e.g. tensor-parallel sharding) runs on each block as soon as it exists, so a rank
-    never holds more than one unsharded block at a time.
+    never holds more than one unsharded block at a time. `experts`: this rank's place in the expert mesh (which
+    routed experts, which etp shard it holds; MoE models only).
     """
 
     def __init__(self, cfg: GPTConfig, layer_ids: list[int], has_embedding: bool, has_head: bool, seed: int,
-                 device: torch.device | str = "cpu", on_block: Callable[[nn.Module], nn.Module] | None = None) -> None:
+                 device: torch.device | str = "cpu", on_block: Callable[[nn.Module], nn.Module] | None = None,
+                 experts: ExpertGroups = LOCAL) -> None:
         super().__init__()
         self.cfg = cfg
         device = torch.device(device)
@@ -155,7 +162,7 @@ class StageModel(nn.Module):
         # ModuleDict keyed by the GLOBAL layer index: checkpoints and logs name layers the same in every layout.
         self.layers = nn.ModuleDict()
         for i in layer_ids:
-            block = _seeded(lambda: Block(cfg), part_seed(seed, i), device)
+            block = _seeded(lambda: Block(cfg, experts), part_seed(seed, i), device)
             self.layers[str(i)] = on_block(block) if on_block else block
         self.head = None
         if has_head:
@@ -184,17 +191,24 @@ def _seeded(build: Callable[[], nn.Module], seed: int, device: torch.device) -> 
     """Build a module on `device` and initialise it from a private generator (the global RNG is untouched).
 
     Parameters are drawn in registration order, so an Embedding's token table is the generator's first draw
-    (`_normal`), which is how the last stage re-creates a tied copy without building an Embedding.
+    (`_normal`), which is how the last stage re-creates a tied copy without building an Embedding. Submodules with
+    `init_from_seed` (the routed experts, of which a rank holds only some) draw their own weights from `seed`.
     """
     with torch.device(device):
         module = build()
     gen = torch.Generator(device).manual_seed(seed)
+    own = [m for m in module.modules() if hasattr(m, "init_from_seed")]
+    skip = {id(p) for m in own for p in m.parameters()}
     with torch.no_grad():
         for name, p in module.named_parameters():
+            if id(p) in skip:
+                continue
             if p.dim() == 1:  # norm scale 1, norm bias 0
                 p.fill_(0.0 if name.endswith("bias") else 1.0)
             else:
                 p.copy_(_normal(p.shape, gen, device))
+    for m in own:
+        m.init_from_seed(seed, device, INIT_STD)
     return module
 
 
@@ -212,7 +226,11 @@ def count_params(cfg: GPTConfig) -> int:
     """Parameters of the whole (unsharded) model."""
     d, kv = cfg.head_dim, cfg.kv_heads
     attn = cfg.hidden * d * (2 * cfg.heads + 2 * kv)
-    mlp = cfg.hidden * cfg.ffn_hidden * (3 if cfg.swiglu else 2)
+    matrices = 3 if cfg.swiglu else 2
+    mlp = cfg.hidden * cfg.ffn_hidden * matrices
+    if cfg.moe:  # router + every routed expert + the shared expert
+        moe = cfg.moe
+        mlp = cfg.hidden * (moe.num_experts + matrices * (moe.num_experts * moe.ffn_hidden + moe.shared_ffn_hidden))
     norm = cfg.hidden * (1 if cfg.norm == "rmsnorm" else 2)
     emb = (cfg.vocab + cfg.seq_len) * cfg.hidden
     out = 0 if cfg.tied_embeddings else cfg.vocab * cfg.hidden
@@ -230,13 +248,16 @@ def iteration_flops(cfg: GPTConfig, gbs: int, recompute: str) -> tuple[float, fl
     full = one more forward of every layer (Narayanan et al. 2021 eq. 3: 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))
     for MHA, f = 4h; the logits are not recomputed); selective = one more forward of the attention core
     (QK^T and PV, 4*B*s^2*q per layer).
+    MoE (Megatron's formula): the FFN term becomes (moe_ffn * topk + shared_ffn) * gamma; the router's h x E GEMM
+    is not counted, as in Megatron.
     """
     b, s, layers, h, v = gbs, cfg.seq_len, cfg.layers, cfg.hidden, cfg.vocab
     q = cfg.heads * cfg.head_dim
     gamma = 1.5 if cfg.swiglu else 1.0
     attn_fwd = 4 * b * s * h * q * (1 + cfg.kv_heads / cfg.heads)  # q, k, v, o projections
     core_fwd = 4 * b * s * s * q  # QK^T and PV
-    mlp_fwd = 4 * b * s * h * cfg.ffn_hidden * gamma
+    ffn = cfg.moe.ffn_hidden * cfg.moe.topk + cfg.moe.shared_ffn_hidden if cfg.moe else cfg.ffn_hidden
+    mlp_fwd = 4 * b * s * h * ffn * gamma
     layer_fwd = attn_fwd + core_fwd + mlp_fwd
     logits_fwd = 2 * b * s * h * v
     model = 3 * (layers * layer_fwd + logits_fwd)

@@ -11,13 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, PrepareModuleOutput,
-                                               RowwiseParallel, SequenceParallel, parallelize_module)
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    PrepareModuleOutput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
 
 from launcher.workload.model import GPTConfig, StageModel, stage_layer_ids
+from launcher.workload.moe import LOCAL, ExpertGroups
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,16 @@ class Plan:
     recompute: str
     sequence_parallel: bool
     zero_stage: int
+    ep: int = 1
+    """Expert parallelism (MoE models): ranks that split the routed experts."""
+    etp: int = 1
+    """Expert tensor parallelism: ranks that split each routed expert's FFN (Megatron's default: = tp)."""
+
+    @property
+    def edp(self) -> int:
+        """Expert data parallelism: ranks of a pipeline stage holding the same expert shard (Megatron:
+        world / (etp * ep * pp))."""
+        return self.tp * self.dp // (self.ep * self.etp)
 
 
 def init_mesh(plan: Plan, device_type: str) -> DeviceMesh:
@@ -44,8 +62,44 @@ def stage_indices(plan: Plan, pp_rank: int) -> list[int]:
     return [pp_rank + chunk * plan.pp for chunk in range(plan.vpp)]
 
 
-def build_stage_models(cfg: GPTConfig, plan: Plan, mesh: DeviceMesh, seed: int,
-                       device: torch.device) -> list[tuple[int, StageModel]]:
+@dataclass(frozen=True)
+class ExpertMesh:
+    """This rank's expert groups (for the MoE layers) and its expert-data-parallel group (for the gradients)."""
+
+    groups: ExpertGroups
+    edp_group: dist.ProcessGroup | None
+    """Ranks holding the same expert shard; None when there is one (edp = 1)."""
+
+
+def init_expert_mesh(plan: Plan, mesh: DeviceMesh) -> ExpertMesh:
+    """Megatron-core's expert mesh ("parallel folding"): the tp x dp ranks of each pipeline stage, in the dense order
+    (i = d*tp + t), are re-read as (edp, ep, etp) with etp fastest. With etp = tp (Megatron's default) the ep group
+    is carved out of the dp ranks of one tp rank (classic Megatron EP); with etp = 1 it may span tp ranks.
+
+    Every rank creates every group (new_group is collective), in the same order."""
+    pp_rank = mesh.get_local_rank("pp")
+    me = dist.get_rank()
+    found: dict[str, tuple[int, dist.ProcessGroup | None]] = {}
+    for p in range(plan.pp):
+        grid = mesh.mesh[p].reshape(plan.edp, plan.ep, plan.etp)  # global ranks
+        lists = {"ep": [grid[a, :, c] for a in range(plan.edp) for c in range(plan.etp)],
+                 "etp": [grid[a, b, :] for a in range(plan.edp) for b in range(plan.ep)],
+                 "edp": [grid[:, b, c] for b in range(plan.ep) for c in range(plan.etp)]}
+        for name, groups in lists.items():
+            for row in groups:
+                ranks = [int(r) for r in row]
+                group = dist.new_group(ranks) if len(ranks) > 1 else None
+                if p == pp_rank and me in ranks:
+                    found[name] = (ranks.index(me), group)
+    tp_group = mesh.get_group("tp") if plan.tp > 1 else None
+    groups = ExpertGroups(ep=plan.ep, ep_rank=found["ep"][0], ep_group=found["ep"][1],
+                          etp=plan.etp, etp_rank=found["etp"][0], etp_group=found["etp"][1],
+                          tp=plan.tp, tp_rank=mesh.get_local_rank("tp"), tp_group=tp_group)
+    return ExpertMesh(groups, found["edp"][1])
+
+
+def build_stage_models(cfg: GPTConfig, plan: Plan, mesh: DeviceMesh, seed: int, device: torch.device,
+                       experts: ExpertGroups = LOCAL) -> list[tuple[int, StageModel]]:
     """Build, parallelise and place this rank's model chunks: [(stage index, module)] (one chunk unless vpp > 1)."""
     n_stages = plan.pp * plan.vpp
     tp_mesh, sp = mesh["tp"], plan.sequence_parallel
@@ -54,7 +108,7 @@ def build_stage_models(cfg: GPTConfig, plan: Plan, mesh: DeviceMesh, seed: int,
     for stage in stage_indices(plan, mesh.get_local_rank("pp")):
         layers = stage_layer_ids(cfg.layers, n_stages, stage)
         module = StageModel(cfg, layers, has_embedding=stage == 0, has_head=stage == n_stages - 1, seed=seed,
-                            device=device, on_block=shard_block)
+                            device=device, on_block=shard_block, experts=experts)
         if plan.tp > 1:
             apply_tp_ends(module, tp_mesh, sp)
         apply_recompute(module, plan.recompute)
@@ -73,14 +127,39 @@ def apply_tp_block(block: nn.Module, tp_mesh: DeviceMesh, sp: bool) -> nn.Module
     """
     block_out = Shard(1) if sp else Replicate()
     plan = {"attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
-            "attn.o": RowwiseParallel(output_layouts=block_out),
-            "mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel(output_layouts=block_out)}
-    if block.mlp.gate is not None:
-        plan["mlp.gate"] = ColwiseParallel()
+            "attn.o": RowwiseParallel(output_layouts=block_out)}
+    if hasattr(block.mlp, "router"):
+        plan.update(_moe_tp_plan(block.mlp))
+    else:
+        plan.update({"mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel(output_layouts=block_out)})
+        if block.mlp.gate is not None:
+            plan["mlp.gate"] = ColwiseParallel()
     if sp:
         gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
-        plan.update({"norm1": SequenceParallel(), "attn": gather, "norm2": SequenceParallel(), "mlp": gather})
-    return parallelize_module(block, tp_mesh, plan)
+        plan.update({"norm1": SequenceParallel(), "attn": gather, "norm2": SequenceParallel()})
+        if not hasattr(block.mlp, "router"):
+            plan["mlp"] = gather
+    block = parallelize_module(block, tp_mesh, plan)
+    if sp and hasattr(block.mlp, "router"):
+        # the MoE layer works on the whole sequence on every tp rank (its router sees every token; the experts
+        # take each rank's sequence shard themselves) and gives back this rank's shard of the output
+        parallelize_module(block.mlp, tp_mesh, PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True))
+        parallelize_module(block.mlp, tp_mesh, PrepareModuleOutput(
+            output_layouts=Replicate(), desired_output_layouts=Shard(1), use_local_output=True))
+    return block
+
+
+def _moe_tp_plan(moe: nn.Module) -> dict:
+    """Under tp the MoE layer's input and output are whole (replicated) plain tensors: the router is replicated,
+    the routed experts split themselves (etp), and the shared expert is a tensor-parallel MLP whose output is
+    all-reduced (RowwiseParallel to Replicate)."""
+    if moe.shared is None:
+        return {}
+    plan = {"mlp.shared.fc1": ColwiseParallel(), "mlp.shared.fc2": RowwiseParallel(output_layouts=Replicate())}
+    if moe.shared.gate is not None:
+        plan["mlp.shared.gate"] = ColwiseParallel()
+    return plan
 
 
 def apply_tp_ends(module: StageModel, tp_mesh: DeviceMesh, sp: bool) -> None:

@@ -17,10 +17,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from launcher.workload import grad_sync
+from launcher.workload import grad_sync, moe
 from launcher.workload.memory import GB, MemoryMeter
 from launcher.workload.model import GPTConfig, count_params, iteration_flops
-from launcher.workload.parallelize import Plan, build_schedule, build_stage_models, init_mesh
+from launcher.workload.parallelize import Plan, build_schedule, build_stage_models, init_expert_mesh, init_mesh
 
 DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -73,13 +73,25 @@ def plan_of(a: argparse.Namespace) -> Plan:
     """The layout that actually runs: sequence parallelism only with tp > 1, the distributed optimizer is ZeRO-1."""
     return Plan(tp=a.tp, pp=a.pp, dp=a.dp, vpp=a.vpp, microbatches=a.gbs // (a.mbs * a.dp),
                 recompute=a.recompute, sequence_parallel=a.sequence_parallel and a.tp > 1,
-                zero_stage=max(a.zero_stage, 1 if a.distributed_optimizer else 0))
+                zero_stage=max(a.zero_stage, 1 if a.distributed_optimizer else 0),
+                ep=a.ep, etp=expert_tp(a))
+
+
+def expert_tp(a: argparse.Namespace) -> int:
+    """--etp, or Megatron's default: the dense tp (1 for a dense model)."""
+    if not a.num_experts:
+        return 1
+    return a.etp if a.etp is not None else a.tp
 
 
 def model_of(a: argparse.Namespace) -> GPTConfig:
+    ffn = a.ffn_hidden or 4 * a.hidden
+    experts = moe.MoEConfig(num_experts=a.num_experts, topk=a.moe_topk, ffn_hidden=a.moe_ffn_hidden or ffn,
+                            shared_ffn_hidden=a.shared_expert_ffn_hidden, aux_loss_coeff=a.moe_aux_loss_coeff
+                            ) if a.num_experts else None
     return GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads or a.heads,
-                     ffn_hidden=a.ffn_hidden or 4 * a.hidden, seq_len=a.seq_len, vocab=a.vocab, swiglu=a.swiglu,
-                     tied_embeddings=not a.untie_embeddings, norm=a.norm, attention=a.attention)
+                     ffn_hidden=ffn, seq_len=a.seq_len, vocab=a.vocab, swiglu=a.swiglu,
+                     tied_embeddings=not a.untie_embeddings, norm=a.norm, attention=a.attention, moe=experts)
 
 
 class Trainer:
@@ -92,15 +104,24 @@ class Trainer:
         self.mesh = init_mesh(self.plan, device.type)
         self.memory = MemoryMeter(device, a.mem_limit_mb)  # baseline + cap: everything built below counts
         self.cfg = model_of(a)
-        self.chunks = build_stage_models(self.cfg, self.plan, self.mesh, a.seed, device)
+        self.experts = init_expert_mesh(self.plan, self.mesh) if self.cfg.moe else None
+        self.chunks = build_stage_models(self.cfg, self.plan, self.mesh, a.seed, device,
+                                         **({"experts": self.experts.groups} if self.experts else {}))
         self.params = [p for _, m in self.chunks for p in m.parameters()]
+        self.dense_params, self.expert_params = grad_sync.split_experts(self.params)
         self.n_stages = self.plan.pp * self.plan.vpp
         self.is_first = any(s == 0 for s, _ in self.chunks)
         self.is_last = any(s == self.n_stages - 1 for s, _ in self.chunks)
         self.tied = grad_sync.tied_params(self.chunks, self.n_stages)
         self.tied_group = grad_sync.tied_group(self.mesh) if self.cfg.tied_embeddings and a.pp > 1 else None
         if self.plan.zero_stage == 1:
-            self.optimizer = grad_sync.ShardedOptimizer(a.optimizer, self.params, a.lr, self.mesh.get_group("dp"))
+            self.optimizer = grad_sync.ShardedOptimizer(a.optimizer, self.dense_params, a.lr,
+                                                        self.mesh.get_group("dp"))
+            if self.expert_params:  # expert state sharded over the ranks holding the same experts
+                edp_group = self.experts.edp_group
+                self.optimizer = grad_sync.Optimizers(self.optimizer, grad_sync.ShardedOptimizer(
+                    a.optimizer, self.expert_params, a.lr, edp_group) if edp_group is not None else
+                    grad_sync.make_optimizer(a.optimizer, self.expert_params, a.lr))
         else:
             self.optimizer = grad_sync.make_optimizer(a.optimizer, self.params, a.lr)
         self.scaler = grad_sync.LossScaler(enabled=a.precision == "fp16")
@@ -130,6 +151,9 @@ class Trainer:
     def step(self, tokens: torch.Tensor, labels: torch.Tensor) -> float:
         """One iteration; returns the mean loss over the global batch (the same value on every rank)."""
         self.losses.clear()
+        # aux-loss gradients scaled like the main loss: the fp16 scale, and 1/m where _accumulate divides the loss
+        # (the pipeline schedules divide the gradients by m themselves, after backward)
+        moe.set_aux_loss_scale(self.scaler.scale / (1 if self.schedule is not None else self.plan.microbatches))
         with self.context():
             if self.schedule is not None:
                 args = (tokens,) if self.is_first else ()
@@ -156,7 +180,10 @@ class Trainer:
     def _sync_and_update(self) -> None:
         grad_sync.match_grad_placements(self.params)
         if self.plan.zero_stage < 2 and self.plan.dp > 1:
-            grad_sync.all_reduce_(grad_sync.local_grads(self.params), self.mesh.get_group("dp"), self.plan.dp)
+            grad_sync.all_reduce_(grad_sync.local_grads(self.dense_params), self.mesh.get_group("dp"), self.plan.dp)
+        if self.expert_params:
+            grad_sync.reduce_expert_grads(grad_sync.local_grads(self.expert_params), self.experts.edp_group,
+                                          self.plan.dp)
         if self.tied_group is not None:
             grad_sync.all_reduce_(grad_sync.local_grads(self.tied), self.tied_group)
         if self.scaler.unscale_and_check(grad_sync.local_grads(self.params), self.device):
@@ -270,5 +297,17 @@ def summarize(trainer: Trainer, losses: list[float], times: list[float]) -> dict
             "sequence_parallel": plan.sequence_parallel, "zero_stage": plan.zero_stage,
             "distributed_optimizer": a.distributed_optimizer, "precision": a.precision,
             "backend": trainer.backend, "device": trainer.device.type,
+            **moe_config(trainer),
         },
     }
+
+
+def moe_config(trainer: Trainer) -> dict:
+    """The MoE settings that ran (only for MoE models: a dense result's config is unchanged)."""
+    m = trainer.cfg.moe
+    if m is None:
+        return {}
+    plan = trainer.plan
+    return {"ep": plan.ep, "etp": plan.etp, "edp": plan.edp, "num_experts": m.num_experts, "moe_topk": m.topk,
+            "moe_ffn_hidden": m.ffn_hidden, "shared_expert_ffn_hidden": m.shared_ffn_hidden,
+            "moe_aux_loss_coeff": m.aux_loss_coeff}

@@ -6,7 +6,7 @@ The folder looks like one the launcher leaves: config.yaml, command.txt, ledger.
 launcher.run.ledger.Ledger (job_state set, so every trial is re-judged from its log) and submitit-style log files
 with paths relative to the working directory. The first run re-judges every trial (their recorded metrics are
 stale on purpose: each one is an update), the second finds nothing to change. Target: < 10 s per run without
-MLflow. `build_sweep` is also the fixture builder of tests/test_analysis_cli.py.
+MLflow. `build_sweep` is also the fixture builder of tests/cli/test_analysis_cli.py.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 REPO = Path(__file__).resolve().parents[2]
 OOM_LINE = ("[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't "
@@ -79,8 +79,9 @@ def _failed_log(kind: str) -> str:
 def build_sweep(workdir: Path, n_trials: int, iters: int, overrides: Sequence[str] = ("+sweep=tiny",),
                 oom_every: int = 10, crash_every: int = 37, seed: int = 0) -> Path:
     """Write workdir/sweeps/<name>/ as the launcher would leave it after n_trials finished; returns the folder."""
-    from launcher.config import load_config, to_yaml
-    from launcher.run.ledger import Ledger, TrialRecord
+    from launcher.config.load import load_config, to_yaml
+    from launcher.core.record import TrialRecord
+    from launcher.run.ledger import Ledger
 
     cfg = load_config(list(overrides))
     rel = Path(cfg.sweep.root_dir) / cfg.sweep.name

@@ -18,15 +18,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from launcher.config.schema import ModelConfig  # noqa: E402
+from launcher.core.layout import Layout  # noqa: E402
 from launcher.estimate import load_cluster_preset  # noqa: E402
-from launcher.layout import Layout  # noqa: E402
 from launcher.measured import read_table  # noqa: E402
 from launcher.plan import calibrate as cal  # noqa: E402
 from launcher.plan.constants import MEGATRON_DEEPSPEED, constants_for  # noqa: E402
 from launcher.plan.memory import uses_flash_attention  # noqa: E402
 from launcher.plan.rules import check  # noqa: E402
 from launcher.replay import replay_sweep  # noqa: E402
-from launcher.schema import ModelConfig  # noqa: E402
 
 H100_CSV = REPO / "tests" / "data" / "h100_single_gpu_sweeps.csv"
 H100_TABLE = REPO / "tests" / "data" / "replay" / "h100_single_gpu.csv"

@@ -13,8 +13,8 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=float, default=20.0, help="size of each log in MB (default 20)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from analysis.outcome import trial_outcome
+    from analysis.logs.outcome import trial_outcome
 
     size = int(args.mb * 1e6)
     worst = 0.0

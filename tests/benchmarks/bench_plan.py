@@ -20,10 +20,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launcher.config import load_config  # noqa: E402
-from launcher.plan.rules import Checker  # noqa: E402
+from launcher.config.load import load_config  # noqa: E402
+from launcher.config.schema import GridConfig  # noqa: E402
 from launcher.plan.grid import expand, grid_size, key_space  # noqa: E402
-from launcher.schema import GridConfig  # noqa: E402
+from launcher.plan.rules import Checker  # noqa: E402
 
 # 10 nodes x 5 tp x 5 pp x 2 vpp x 5 mbs x 25 gbs x 2 recompute x 2 sp x 2 zero x 2 distopt = 1,000,000 points.
 GRID = GridConfig(nodes=[2, 4, 6, 8, 12, 16, 24, 32, 48, 64], tp=[1, 2, 4, 8, 16], pp=[1, 2, 4, 8, 16], vpp=[1, 2],

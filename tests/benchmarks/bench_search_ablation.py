@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_search import DATA, grids_for_perturbation  # noqa: E402
+
 from launcher import replay_bench as rb  # noqa: E402
 from launcher.plan import residuals  # noqa: E402
 from launcher.plan.residuals import ResidualModel  # noqa: E402

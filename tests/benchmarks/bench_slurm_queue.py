@@ -18,12 +18,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from launcher.run import trial_files  # noqa: E402
-from launcher.config import load_config  # noqa: E402
-from launcher.run.executor import JobRequest, SlurmRunner  # noqa: E402
-from launcher.folder import SweepFolder  # noqa: E402
-from launcher.run.ledger import TrialRecord  # noqa: E402
+from launcher.config.load import load_config  # noqa: E402
+from launcher.core.record import TrialRecord  # noqa: E402
 from launcher.plan.planner import make_plan  # noqa: E402
+from launcher.run import trial_files  # noqa: E402
+from launcher.run.executor import JobRequest, SlurmRunner  # noqa: E402
+from launcher.run.folder import SweepFolder  # noqa: E402
 
 # executor.queue_all: the whole sweep at once (by default a sweep queues waves of what can run at once)
 OVERRIDES = ["+sweep=tiny", "executor=slurm", "executor.queue_all=true", "executor.max_concurrent=2", "cluster.nodes=2",

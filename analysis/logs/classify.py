@@ -1,0 +1,553 @@
+"""Classify why a trial ended, from its log, its SLURM state and its exit code; and say whether to retry it.
+
+Checks run in a fixed order, first match wins, because one failure drags others behind it (the signatures are
+tables in analysis.logs.patterns and, with their sources, analysis.logs.families):
+ 1. ok            a result was printed and the job exited 0 (or SLURM says COMPLETED); with neither known (a log
+                  alone), a result, step records or a training-finished line count unless a failure signature
+                  follows the last of them (ok without a step time says so in its reason)
+ 2. node_failure  GPU hardware fault (Xid catalogue, ECC, NVLink, PCIe AER, fallen off the bus, a lost device): a
+                  sick GPU also produces "CUDA error: out of memory" on the next start, which must not mark the
+                  layout as not fitting
+ 3. oom           device (allocator, NCCL, cuBLAS, cuDNN) or host (OOM killer, cgroup, Kubernetes OOMKilled, Ray's
+                  memory monitor): one rank out of memory makes the others fail in NCCL teardown
+ 4. config_error  argument checks, divisibility, world size, dataset/split assertions (fixed phrasings, then any
+                  exception whose message relates a configuration quantity to a rule), a missing Python module
+ 5. diverged      NaN/inf loss, the fp16 loss scale at its minimum, Megatron records that print no loss or keep
+                  skipping (before ok too: a diverged run's step time measures a broken run)
+ 6. node_failure, 7. preempted   the scheduler or orchestrator (SLURM, Ray, Kubernetes, cloud spot notices) lost
+                  the node or took it back; NCCL noise follows
+ 8. hang          no progress for longer than hang_timeout_s, or the log's last step is a known stall point (the
+                  fused-kernel build lock, ...) and the job was killed there (or nothing says it ended otherwise)
+ 9. time_limit    SLURM "CANCELLED AT ... DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
+10. cancelled     "CANCELLED AT ..." without a DUE TO (user or our monitor ran scancel); torchrun's agent stopped
+                  by a signal from outside
+11. crashed       a hard crash of one rank (illegal memory access, segfault, bus error, a dead data loader): the
+                  other ranks then fail in NCCL, which must not be blamed on the network
+12. comm_error    NCCL/Gloo/UCX/EFA/InfiniBand errors with nothing above to explain them
+13. config_error  exit code 2 (argparse and our workload's validation exit with 2)
+14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
+15. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
+Needles are plain substrings searched over the whole text (str.find runs in C), a log longer than 4 MB in its first
+1 MB and last 3 MB (the cause of a job's end is at its end, a start-up failure at its start); only the matched line
+is extracted. `classify` is total: it never raises, whatever the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from analysis.logs import patterns as P
+from analysis.logs.families import Row, first_match, line_around
+from analysis.logs.families import completion as F_DONE
+from analysis.logs.families import config as F_CONFIG
+from analysis.logs.families import divergence as F_DIV
+from analysis.logs.families import hardware as F_HW
+from analysis.logs.families import memory as F_MEM
+from analysis.logs.families import network as F_NET
+from analysis.logs.families import orchestrator as F_ORCH
+from analysis.logs.logtext import split_prefix
+from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
+
+__all__ = ["FAILURE_KINDS", "RETRY_POLICY", "Failure", "FailureKind", "classify"]
+
+_PROGRESS = re.compile(r"iteration\s{0,40}[=:]?\s{0,40}\d{1,12}\s{0,40}/\s{0,40}\d")  # literal first: fast scan
+_RESULT_MARKERS = ("PARASWEEP_RESULT", "train_step_timing", "SamplesPerSec=", "train_runtime")
+_EXCEPTION = re.compile(r"(?:[A-Za-z_][\w.]{0,200}\.)?[A-Z]\w{0,100}(?:Error|Exception|Exit|Interrupt|Failure)\b")
+_XID = re.compile(r"Xid \([^)\n]{0,60}\): (\d{1,5})")
+_XID_CAUSE = re.compile(r"caused by previous Xid (\d{1,5})")
+_MODULE = re.compile(r"No module named '?([\w.]{1,100})")
+# Launchers that report their child's exit status: DeepSpeed's "exits with return code = -9", torchrun's
+# "failed (exitcode: -9)" and its ChildFailedError summary "exitcode  : -9".
+# srun's "task 0: Exited with exit code 1", Python's CalledProcessError "returned non-zero exit status 1",
+# accelerate/launchers' "exited with code 1" / "exit status 1".
+_REPORTED_EXIT = re.compile(r"(?:exits with return code = |\(exitcode: |exitcode {0,4}: |[Ee]xited with exit code |"
+                            r"non-zero exit status |exited with code |exit status )(-?\d{1,4})")
+_EXIT_NEEDLES = ("exits with return code = ", "exitcode", "xited with exit code ", "non-zero exit status ",
+                 "exited with code ", "exit status ")
+# sacct states (a trailing "+" or " by UID" is stripped) that name a kind on their own.
+_STATE_KIND = {"OUT_OF_MEMORY": FailureKind.OOM, "NODE_FAIL": FailureKind.NODE_FAILURE,
+               "BOOT_FAIL": FailureKind.NODE_FAILURE, "PREEMPTED": FailureKind.PREEMPTED,
+               "TIMEOUT": FailureKind.TIME_LIMIT, "DEADLINE": FailureKind.TIME_LIMIT,
+               "CANCELLED": FailureKind.CANCELLED, "FAILED": FailureKind.CRASHED}
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL (the host OOM killer?)",
+            11: "SIGSEGV", 15: "SIGTERM"}
+_MAX_REASON_CHARS = 240
+_MAX_EVIDENCE_CHARS = 300
+_LONG_LINE_CHARS = 160
+_TRACEBACK_SCAN_CHARS = 200_000  # an exception line is looked for this far after its "Traceback"
+
+Evidence = tuple[tuple[int, str], ...]  # (1-based line number, line)
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: FailureKind  # a str Enum: compares equal to "oom", "ok", ...
+    reason: str  # short human text, with the matching log line (trimmed)
+    retryable: bool
+    exclude_node: bool
+    max_retries: int | None
+    evidence: Evidence = ()
+
+
+def _failure(kind: FailureKind, reason: str, evidence: Evidence = ()) -> Failure:
+    if len(reason) > _MAX_REASON_CHARS:
+        reason = reason[: _MAX_REASON_CHARS - 3] + "..."
+    return Failure(kind, reason, kind.retryable, kind.exclude_node, kind.max_retries, evidence)
+
+
+def _line_bounds(text: str, idx: int) -> tuple[int, int]:
+    end = text.find("\n", idx)
+    return text.rfind("\n", 0, idx) + 1, len(text) if end < 0 else end
+
+
+def _line_at(text: str, idx: int) -> str:
+    start, end = _line_bounds(text, idx)
+    return text[start:end].strip()
+
+
+class _Window(str):
+    """A long log's head and tail, joined by a newline: failures that end a job are printed at its end, and those
+    that stop it before it starts at its beginning, so a 20 MB log is searched in 4 MB. Positions are the
+    window's; `line_offset` turns a line number in the tail back into the log's."""
+
+    head_chars: int
+    tail_from: int  # offset in the full log where the tail starts
+    skipped_lines: int  # newlines of the full log that the window leaves out
+
+
+WINDOW_HEAD_CHARS = 1_000_000
+WINDOW_TAIL_CHARS = 3_000_000
+
+
+def _window(text: str) -> str:
+    if len(text) <= WINDOW_HEAD_CHARS + WINDOW_TAIL_CHARS + 1:
+        return text
+    tail_from = len(text) - WINDOW_TAIL_CHARS
+    view = _Window(text[:WINDOW_HEAD_CHARS] + "\n" + text[tail_from:])
+    view.head_chars = WINDOW_HEAD_CHARS
+    view.tail_from = tail_from
+    # the joining newline is one line more than the log has; the skipped part has its own newlines
+    view.skipped_lines = text.count("\n", WINDOW_HEAD_CHARS, tail_from) - 1
+    return view
+
+
+def _in_window(text: str, offset: int) -> int:
+    """A position in the full log -> the same position in its window (the tail's start for one in the gap)."""
+    if not isinstance(text, _Window) or offset <= text.head_chars:
+        return offset
+    return text.head_chars + 1 + max(0, offset - text.tail_from)
+
+
+def _evidence(text: str, *positions: int) -> Evidence:
+    out = []
+    for idx in positions:
+        line = _line_at(text, idx)
+        number = text.count("\n", 0, idx) + 1
+        if isinstance(text, _Window) and idx > text.head_chars:
+            number += text.skipped_lines
+        out.append((number, line[:_MAX_EVIDENCE_CHARS]))
+    return tuple(out)
+
+
+def _first(text: str, rows: tuple[P.Signature, ...], start: int) -> tuple[int, P.Signature] | None:
+    """The first occurrence of the first row's needle found (rows are listed most informative first)."""
+    for row in rows:
+        idx = text.find(row.needle, start)
+        if idx >= 0:
+            return idx, row
+    return None
+
+
+def _around(text: str, idx: int, needle: str) -> str:
+    """The line holding text[idx]; a long line (a progress bar and an error written together) is cut to the part
+    around the needle, so that the reason shows what matched."""
+    start, end = _line_bounds(text, idx)
+    if end - start <= _LONG_LINE_CHARS:
+        return text[start:end].strip()
+    left = max(start, idx - 40)
+    right = min(end, idx + len(needle) + _LONG_LINE_CHARS)
+    return ("..." if left > start else "") + text[left:right].strip() + ("..." if right < end else "")
+
+
+def _by_log(text: str, kind: FailureKind, rows: tuple[P.Signature, ...], start: int, state: str | None = None,
+            state_label: str = "") -> Failure | None:
+    found = _first(text, rows, start)
+    if found is not None:
+        idx, row = found
+        return _failure(kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+    if state is not None and _STATE_KIND.get(state) == kind:
+        return _failure(kind, f"{state_label}: SLURM state {state}")
+    return None
+
+
+def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
+    """The first row of a family table (analysis.logs.families) found after `start`, as a Failure of the
+    row's kind."""
+    found = first_match(text, table, start)
+    if found is None:
+        return None
+    idx, row = found
+    return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+
+
+def _xid(text: str, start: int) -> Failure | None:
+    """An Xid line whose code the catalogue marks as hardware, or whose code is not in the catalogue but whose
+    text names hardware (ECC, NVLink, PCIe, ...); application Xids (13, 31, 43, ...) are not node faults."""
+    idx = text.find(P.XID_NEEDLE, start)
+    for _ in range(F_MAX_XID_LINES):
+        if idx < 0:
+            break
+        line = line_around(text, idx).strip()
+        for match in (_XID.search(line), _XID_CAUSE.search(line)):
+            if match is None:
+                continue
+            code = int(match.group(1))
+            meaning, hardware = F_HW.XID_CATALOGUE.get(code, ("", False))
+            if code in P.HARDWARE_XIDS or hardware or (code not in F_HW.XID_CATALOGUE
+                                                       and F_HW.XID_HARDWARE_WORDS.search(line[match.end():])):
+                what = f"Xid {code}" + (f", {meaning}" if meaning else ", not in the catalogue; its text names "
+                                                                        "hardware")
+                return _failure(FailureKind.NODE_FAILURE, f"GPU hardware fault ({what}): {line[:200]}",
+                                _evidence(text, idx))
+        idx = text.find(P.XID_NEEDLE, idx + 1)
+    return None
+
+
+F_MAX_XID_LINES = 2000
+
+
+def _gpu_fault(text: str, start: int) -> Failure | None:
+    return (_by_log(text, FailureKind.NODE_FAILURE, P.GPU_FAULT, start)
+            or _by_family(text, F_HW.GPU_HARDWARE, start)
+            or _xid(text, start)
+            or _by_family(text, F_HW.GPU_HARDWARE_SHAPES, start))
+
+
+def _config_assertion(text: str, start: int) -> Failure | None:
+    """An AssertionError raised in an argument check (patterns.CONFIG_ASSERT_FILES)."""
+    idx = text.find("AssertionError", start)
+    while idx >= 0:
+        tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
+        frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
+        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES):
+            return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
+                            _evidence(text, idx))
+        idx = text.find("AssertionError", idx + 1)
+    return None
+
+
+def _missing_module(text: str, start: int) -> Failure | None:
+    """`ModuleNotFoundError: No module named 'X'`: the interpreter that ran the job lacks a package."""
+    for needle in ("ModuleNotFoundError: No module named", "ImportError: No module named"):
+        idx = text.find(needle, start)
+        if idx >= 0:
+            line = _line_at(text, idx)
+            match = _MODULE.search(line)
+            name = match.group(1) if match else "?"
+            return _failure(FailureKind.CONFIG_ERROR,
+                            f"Python module '{name}' is missing: set backend.python to an interpreter that has it "
+                            f"({line})", _evidence(text, idx))
+    return None
+
+
+def _nccl_warn(text: str, start: int) -> Failure | None:
+    """An NCCL WARN line that says a connection or the fabric failed: a known needle, or any message in a failure
+    form (families.network.NCCL_WARN_FAILURE) that is not a plugin or fallback notice."""
+    idx, n = text.find(P.NCCL_WARN, start), 0
+    while idx >= 0 and n < F_MAX_XID_LINES:
+        line = line_around(text, idx).strip()
+        message = line[line.find(P.NCCL_WARN) + len(P.NCCL_WARN):]
+        for row in P.NCCL_WARN_FAILURES:
+            if row.needle in line:
+                return _failure(FailureKind.COMM_ERROR, f"{row.label}: {line}", _evidence(text, idx))
+        if _NCCL_WARN_FAILURE.search(message) and not _NCCL_WARN_BENIGN.search(message):
+            return _failure(FailureKind.COMM_ERROR, f"communication error: {line}", _evidence(text, idx))
+        idx = text.find(P.NCCL_WARN, idx + 1)
+        n += 1
+    return None
+
+
+_CONFIG_NEEDLES = ("Error", "Exception", "MissingMandatoryValue")
+
+
+def _config_shape(text: str, start: int) -> Failure | None:
+    """An exception whose type argument checks raise and whose message states a broken configuration rule
+    (analysis.logs.families.config), whatever its wording."""
+    for needle in _CONFIG_NEEDLES:
+        idx, n = text.find(needle, start), 0
+        while idx >= 0 and n < F_MAX_XID_LINES:
+            line = line_around(text, idx)
+            match = F_CONFIG.EXCEPTION.search(line)
+            if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+                return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {_around(text, idx, needle)}",
+                                _evidence(text, idx))
+            end = text.find("\n", idx)
+            idx = text.find(needle, len(text) if end < 0 else end)
+            n += 1
+    return None
+
+
+_NCCL_WARN_FAILURE = re.compile(F_NET.NCCL_WARN_FAILURE)
+_NCCL_WARN_BENIGN = re.compile(F_NET.NCCL_WARN_BENIGN)
+_NCCL_TRACE = re.compile(r"NCCL INFO [^\n]{0,200}?\.(?:cc|h|cu|cpp):\d{1,6} -> (\d{1,2})\b")
+
+
+def _nccl_trace(text: str, start: int) -> Failure | None:
+    """NCCL's NCCLCHECK trace ('NCCL INFO file.cc:123 -> 2'): a failing call propagating up NCCL's stack."""
+    idx, n = text.find(" -> ", start), 0
+    while idx >= 0 and n < F_MAX_XID_LINES:
+        line = line_around(text, idx)
+        match = _NCCL_TRACE.search(line)
+        if match is not None and int(match.group(1)) in F_NET.NCCL_TRACE_CODES:
+            code = int(match.group(1))
+            return _failure(FailureKind.COMM_ERROR, f"communication error (NCCL returned {code}, "
+                                                    f"{F_NET.NCCL_TRACE_CODES[code]}): {line.strip()[:200]}",
+                            _evidence(text, idx))
+        idx = text.find(" -> ", idx + 4)
+        n += 1
+    return None
+
+
+def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | None:
+    """A divergence line (families.divergence.DIVERGENCE), the last Megatron record showing a NaN run, or a
+    logged loss series that ends in NaN/inf."""
+    found = _by_family(text, F_DIV.DIVERGENCE, start)
+    if found is not None:
+        return found
+    record = F_DIV.megatron_record_diverged(text, start)
+    if record is not None:
+        idx, why = record
+        return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
+                        _evidence(text, idx))
+    series_why = F_DIV.series_diverged(losses)
+    if series_why is not None:
+        return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
+    return None
+
+
+def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
+    """A cancellation, unless srun cancelled the step itself because a task had failed ("srun: Terminating job
+    step" before the CANCELLED line): then the failure of that task is the cause, looked for further on."""
+    failure = _by_log(text, FailureKind.CANCELLED, P.CANCELLED, start, state, "cancelled")
+    if failure is not None and failure.evidence:
+        idx = text.find(P.CANCELLED[0].needle, start)
+        if text.rfind(P.SRUN_TERMINATING, start, idx) >= 0:
+            return None
+    return failure
+
+
+def _has_progress(text: str, start: int) -> bool:
+    return _PROGRESS.search(text, start) is not None or any(text.find(m, start) >= 0 for m in _RESULT_MARKERS)
+
+
+def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
+    """The first known stall point (in table order: the fused-kernel lock is more telling than the extension
+    build it waits for) that the log never got past: no 'done' line, progress or traceback after it."""
+    for point in P.STALL_POINTS:
+        idx = text.rfind(point.marker, start)
+        if idx < 0:
+            continue
+        line_start, line_end = _line_bounds(text, idx)
+        if any(text.find(done, line_start) >= 0 for done in point.done) \
+                or text.find("Traceback", line_end) >= 0 or _has_progress(text, line_end):
+            continue
+        return idx, point
+    return None
+
+
+def _last_line(text: str) -> str:
+    stripped = text.rstrip()
+    return _line_at(stripped, len(stripped) - 1) if stripped else "(empty log)"
+
+
+def _hang(text: str, start: int, state: str | None, exit_code: int | None, seconds_since_progress: float | None,
+          hang_timeout_s: float | None) -> Failure | None:
+    stall = _stall_point(text, start)
+    hint = f"; stuck at {_line_at(text, stall[0])!r} ({stall[1].hint})" if stall else ""
+    evidence = _evidence(text, stall[0]) if stall else ()
+    if seconds_since_progress is not None and hang_timeout_s is not None and seconds_since_progress > hang_timeout_s:
+        return _failure(FailureKind.HANG, f"no progress for {seconds_since_progress:.0f} s "
+                                          f"(> hang_timeout {hang_timeout_s:.0f} s){hint}; last line: "
+                                          f"{_last_line(text)}", evidence)
+    if stall is None:
+        return None
+    killed = state in ("TIMEOUT", "CANCELLED") or "CANCELLED AT" in text
+    log_alone = state is None and exit_code is None
+    if killed or log_alone:
+        how = "killed while stuck" if killed else "the log ends stuck"
+        return _failure(FailureKind.HANG, f"{how} at a known stall point{hint}", evidence)
+    return None
+
+
+def _exception_line(text: str, start: int) -> tuple[int, str] | None:
+    """(position, line) of the exception that ends the first traceback, e.g. 'RuntimeError: CUDA error: ...',
+    following the traceback's own rank when several ranks' tracebacks are interleaved."""
+    idx = text.find("Traceback (most recent call last)", start)
+    if idx < 0:
+        return None
+    line_start = text.rfind("\n", 0, idx) + 1
+    origin, _ = split_prefix(text[line_start:idx])
+    pos = _line_bounds(text, idx)[1] + 1
+    stop = min(len(text), pos + _TRACEBACK_SCAN_CHARS)
+    for _ in range(400):
+        if pos >= stop:
+            break
+        end = text.find("\n", pos, stop)
+        end = stop if end < 0 else end
+        line_origin, body = split_prefix(text[pos:end])
+        body = body.strip()
+        if line_origin == origin and _EXCEPTION.match(body):
+            return pos, body
+        pos = end + 1
+    return idx, _line_at(text, idx)
+
+
+def _exit_text(exit_code: int) -> str:
+    signal = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 160 else None
+    name = _SIGNALS.get(signal) if signal is not None else None
+    return f"exit code {exit_code}" + (f", {name}" if name else "")
+
+
+def _reported_exit_code(text: str, start: int) -> tuple[int, int] | None:
+    """(position, code) of the first non-zero exit status a launcher printed for a child process."""
+    for needle in _EXIT_NEEDLES:
+        idx = text.find(needle, start)
+        while idx >= 0:
+            match = _REPORTED_EXIT.search(text, max(0, idx - 1), idx + 40)
+            if match is not None and int(match.group(1)) != 0:
+                return idx, int(match.group(1))
+            idx = text.find(needle, idx + 1)
+    return None
+
+
+def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -> Failure:
+    if exit_code is None:
+        reported = _reported_exit_code(text, start)
+        if reported is not None and reported[1] != 2:
+            idx, code = reported
+            return _failure(FailureKind.CRASHED, f"crashed ({_exit_text(code)}, as the launcher reports): "
+                                                 f"{_line_at(text, idx)[-110:]}", _evidence(text, idx))
+    if exit_code == 2:
+        return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
+    crash = _first(text, P.CRASH, start)
+    if crash is not None:
+        exc = _exception_line(text, start)
+        idx, line = exc if exc is not None else (crash[0], _line_at(text, crash[0]))
+        return _failure(FailureKind.CRASHED, f"crashed: {line}", _evidence(text, idx))
+    last = _last_line(text)
+    if exit_code in (None, 137, -9) and last.endswith("Killed"):  # the shell's report of a SIGKILLed child
+        return _failure(FailureKind.CRASHED, f"killed (SIGKILL; the host OOM killer?): {last}",
+                        _evidence(text, len(text.rstrip()) - 1))
+    if (exit_code not in (None, 0)) or state == "FAILED":
+        what = _exit_text(exit_code) if exit_code not in (None, 0) else f"SLURM state {state}"
+        return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
+    if exit_code == 0 or state == "COMPLETED":
+        return _failure(FailureKind.UNKNOWN, f"finished, no metrics I can read; last line: {_last_line(text)}")
+    return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+def _normal_state(slurm_state: str | None) -> str | None:
+    if not isinstance(slurm_state, str) or not slurm_state.strip():
+        return None
+    return slurm_state.split()[0].rstrip("+").upper()
+
+
+def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
+                seconds_since_progress: float | None, hang_timeout_s: float | None,
+                losses: tuple[float, ...] = ()) -> Failure | None:
+    """The first failure family (module docstring, 2-11) that text[start:] or the SLURM state shows."""
+    return (
+        _gpu_fault(text, start)
+        or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
+        or _by_family(text, F_MEM.HOST_MEMORY, start)
+        or _by_log(text, FailureKind.CONFIG_ERROR, P.CONFIG, start)
+        or _config_assertion(text, start)
+        or _missing_module(text, start)
+        or _config_shape(text, start)
+        or _diverged(text, start, losses)
+        or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
+        or _by_family(text, F_ORCH.NODE_LOST, start)
+        or _by_log(text, FailureKind.PREEMPTED, P.PREEMPTED, start, state, "preempted")
+        or _by_family(text, F_ORCH.PREEMPTION, start)
+        or _hang(text, start, state, exit_code, seconds_since_progress, hang_timeout_s)
+        or _by_log(text, FailureKind.TIME_LIMIT, P.TIME_LIMIT, start, state, "time limit")
+        or _by_family(text, F_ORCH.DEADLINE, start)
+        or _cancelled(text, start, state)
+        or _by_family(text, F_ORCH.OUTSIDE_STOP, start)
+        or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
+        or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
+        or _by_family(text, F_NET.NETWORK, start)
+        or _nccl_warn(text, start)
+        or _nccl_trace(text, start)
+    )
+
+
+def _last_progress_start(text: str) -> int:
+    """Start of the line of the log's last progress (iteration record or result line); 0 when it has none."""
+    last = max((text.rfind(m) for m in _RESULT_MARKERS), default=-1)
+    tail = max(0, last)
+    for match in _PROGRESS.finditer(text, tail):
+        last = max(last, match.start())
+    return text.rfind("\n", 0, last) + 1 if last >= 0 else 0
+
+
+def _finished_evidence(text: str) -> tuple[int, str] | None:
+    """(position, line) of the last line saying training finished (families.completion), or of the last line of
+    a per-step timer breakdown (a step ran); None when the log has neither."""
+    best: tuple[int, str] | None = None
+    for row in F_DONE.COMPLETION + F_DONE.PROGRESS:
+        idx = text.rfind(row.needle)
+        if idx >= 0 and row.matches(line_around(text, idx)) and (best is None or idx > best[0]):
+            best = (idx, f"{row.label}: {_around(text, idx, row.needle)}")
+    return best
+
+
+def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | None = None,
+             has_result: bool = False, seconds_since_progress: float | None = None,
+             hang_timeout_s: float | None = None, progress_offset: int | None = None,
+             losses: tuple[float, ...] = ()) -> Failure:
+    """Why the trial ended. `seconds_since_progress` must be measured while the job was alive (by the monitor
+    that saw it running or cancelled it), not after it ended, or every finished job would look hung.
+    With neither `exit_code` nor `slurm_state` (a log alone), a log with a result is ok unless a failure
+    signature or a traceback comes after its last progress line: a failure the run got past did not end it.
+    `progress_offset` is where the log's last step record starts when a reader found step records without a
+    usable step time (analysis.logs.parse_generic), and `losses` the logged loss series (for `diverged`): a log with
+    step records, or a line saying training finished, and no failure after them is ok even without a step time.
+    `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
+    text = log_text if isinstance(log_text, str) else str(log_text)
+    full_length = len(text)
+    text = _window(text)
+    state = _normal_state(slurm_state)
+    exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
+    losses = tuple(v for v in losses if isinstance(v, float)) if isinstance(losses, (tuple, list)) else ()
+    finished = _finished_evidence(text) if not has_result else None
+    progress_at = (_in_window(text, progress_offset) if isinstance(progress_offset, int)
+                   and 0 <= progress_offset <= full_length else None)
+    if finished is not None:
+        progress_at = max(progress_at or 0, finished[0])
+    progressed = has_result or progress_at is not None
+    if not progressed:
+        return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
+                or _fallback(text, 0, state, exit_code))
+    start = max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1)
+    if exit_code == 0 or state == "COMPLETED":
+        return _diverged(text, start, losses) or _ok(has_result, finished)
+    if exit_code is None and state is None:
+        found = _signatures(text, start, None, None, None, None, losses)
+        if found is not None:
+            return found
+        if text.find("Traceback (most recent call last)", start) >= 0 or _reported_exit_code(text, start) \
+                or _last_line(text).endswith("Killed") or _first(text, P.CRASH, start) is not None:
+            return _fallback(text, start, None, None)
+        return _ok(has_result, finished)
+    return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
+            or _fallback(text, 0, state, exit_code))
+
+
+def _ok(has_result: bool, finished: tuple[int, str] | None) -> Failure:
+    if has_result:
+        return _failure(FailureKind.OK, "finished with a result")
+    if finished is not None:
+        return _failure(FailureKind.OK, f"finished, no step time read ({finished[1]})")
+    return _failure(FailureKind.OK, "healthy step records and no failure after them (no step time read)")

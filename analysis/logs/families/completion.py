@@ -1,0 +1,65 @@
+"""Evidence that a run finished: what launchers and trainers print when training ends normally. With no failure
+after it, such a line makes a log alone `ok` even when no step time can be read from it.
+
+Sources:
+- torch.distributed.elastic agent/server/api.py: "[default] worker group successfully finished. Waiting 300
+  seconds for other agents to finish." and "Local worker group finished (SUCCEEDED)"; the event
+  "torchelastic.worker.status.SUCCEEDED".
+- DeepSpeed launcher/launch.py: "Process N exits successfully."
+- PyTorch Lightning fit_loop.py: "`Trainer.fit` stopped: `max_steps=N` reached." / "`max_epochs=N` reached."
+- Hugging Face transformers trainer.py: "Training completed. Do not forget to share your model on
+  huggingface.co/models =)"
+- Megatron-LM training.py: print_datetime("after training is done"), and "exiting program after N minutes" /
+  "exiting program at iteration N" (--exit-duration-in-mins, --exit-interval).
+- torchtitan train.py: "Training completed"; LSF's job report "Successfully completed."
+- the shape `training (is) done|finished|complete(d)` / `finished training`.
+"""
+
+from __future__ import annotations
+
+from analysis.logs.families import rows
+from launcher.core.kinds import FailureKind
+
+_DONE = "training finished"
+COMPLETION = (
+    rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",
+         ("worker group successfully finished", "INFO:torch.distributed.elastic.agent.server.api:[default] worker "
+                                                "group successfully finished. Waiting 300 seconds for other agents to "
+                                                "finish."),
+         ("Local worker group finished (SUCCEEDED)", "Local worker group finished (SUCCEEDED). Waiting 300 seconds "
+                                                     "for other agents to finish"),
+         ("torchelastic.worker.status.SUCCEEDED", '{"name": "torchelastic.worker.status.SUCCEEDED", "source": '
+                                                  '"WORKER"}'))
+    + rows(FailureKind.OK, _DONE, "DeepSpeed launcher/launch.py",
+           ("exits successfully", "[INFO] [launch.py:351:main] Process 4242 exits successfully."))
+    + rows(FailureKind.OK, _DONE, "PyTorch Lightning fit_loop.py",
+           ("`Trainer.fit` stopped: `max_", "`Trainer.fit` stopped: `max_steps=2000` reached."))
+    + rows(FailureKind.OK, _DONE, "Hugging Face transformers trainer.py",
+           ("Training completed. Do not forget to share your model", "Training completed. Do not forget to share "
+                                                                     "your model on huggingface.co/models =)"))
+    + rows(FailureKind.OK, _DONE, "Megatron-LM training.py",
+           ("after training is done", "[after training is done] datetime: 2025-03-02 10:44:12"),
+           ("exiting program", "exiting program after 240.0 minutes", r"exiting program (?:after|at iteration)"))
+    + rows(FailureKind.OK, _DONE, "torchtitan train.py; LSF job report",
+           ("Training completed", "[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed"),
+           ("Successfully completed.", "Successfully completed."))
+    + rows(FailureKind.OK, _DONE, "trainers' end-of-training lines",
+           ("raining", "Finished training after 5000 steps",
+            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b|\bfinished training\b|"
+            r"\bdone training\b"))
+)
+
+# Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns and the
+# Hugging Face Trainer's logged dicts.
+# Sources: DeepSpeed runtime/engine.py timer names (FORWARD_MICRO_TIMER 'forward_microstep',
+# BACKWARD_MICRO_TIMER 'backward_microstep', STEP_MICRO_TIMER 'step_microstep'); Megatron-LM training.py's
+# timers_to_log ('forward-backward', 'optimizer'); transformers trainer.py Trainer.log (printed by
+# PrinterCallback/ProgressCallback as a dict: {'loss': ..., 'learning_rate': ..., 'epoch': ...}).
+PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
+                 ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
+                                       "step_microstep: 0.06"),
+                 ("forward-backward", "    forward-backward ...............................: (1904.22, 1910.87)",
+                  r"forward-backward\s{0,4}(?:\.{3,}|:)"))
+            + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
+                   ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
+                   ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))

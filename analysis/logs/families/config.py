@@ -1,0 +1,77 @@
+"""config_error by shape: an argument check, a divisibility or world-size rule, or a dataset/split assertion,
+whatever its wording. The fixed phrasings of analysis.logs.patterns.CONFIG stay; this catches the rest.
+
+An exception line is a configuration error when
+  its type is one that argument and config checks raise (AssertionError, ValueError, argparse's ArgumentError /
+  ArgumentTypeError, any *ConfigError / *ConfigurationError, OmegaConf's ConfigAttributeError / ConfigKeyError /
+  MissingMandatoryValue / ValidationError, Hydra's ConfigCompositionException / MissingConfigException,
+  NotImplementedError for an unsupported combination, and RuntimeError only with a divisibility or equality rule)
+  and its message both relates two things (RELATION: divisible, a multiple of, must/should be, must equal/match,
+  does not match, !=, expected ... got, cannot exceed, is not supported with, requires, only N available) and
+  names a configuration quantity (QUANTITY: world size, a parallel degree (tensor/pipeline/data/context/expert/
+  sequence, TP/PP/DP/CP/EP/VPP), micro/global batch, gradient accumulation, layers, attention heads, query groups,
+  hidden/FFN size, sequence length, vocabulary, experts, ZeRO stage, offload, precision, ranks/GPUs/devices/nodes,
+  dataset, split, samples, iterations, an argument/option/flag/config key).
+Sources: the checks in Megatron-LM's arguments.py (validate_args) and megatron/core (TransformerConfig,
+parallel_state, datasets/blended_megatron_dataset_config.py: "split" and "blend" assertions), DeepSpeed's
+runtime/config.py (batch-size triple, ZeRO stage checks), Hugging Face TrainingArguments / HfArgumentParser /
+datasets ("Unknown split"), vLLM's parallel config ("must be divisible by tensor parallel size"), argparse,
+Hydra and OmegaConf; torch.distributed's own world-size checks.
+An AssertionError without a message counts when its traceback runs through an argument-check or dataset-building
+file (CONFIG_ASSERT_FILES).
+"""
+
+from __future__ import annotations
+
+import re
+
+from analysis.logs.families import Row
+from launcher.core.kinds import FailureKind
+
+SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
+EXCEPTION = re.compile(
+    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>AssertionError|ValueError|ArgumentError|ArgumentTypeError|"
+    r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|ValidationError|"
+    r"ConfigCompositionException|MissingConfigException|NotImplementedError|RuntimeError)\s{0,4}:\s{0,4}"
+    r"(?P<msg>[^\n]{0,400})")
+RELATION = re.compile(
+    r"(?i)divisib|divides?\b|multiple of|\bmust\b|\bshould\b|needs? to be|has to be|have to be|is required|requires?\b|"
+    r"does not match|doesn't match|do not match|mismatch|not equal|!=|\bexpected\b[^\n]{0,80}\b(?:got|but|found)\b|"
+    r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceeds?\b|larger than|greater than|"
+    r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
+    r"invalid (?:value|choice|argument|combination|configuration)|out of range|not (?:a )?valid|but only|"
+    r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data")
+QUANTITY = re.compile(
+    r"(?i)world[ _-]?size|parallel|\b(?:tp|pp|dp|cp|ep|etp|vpp|sp)\b(?:[ _-]?(?:size|degree))?|micro[ _-]?batch|"
+    r"global[ _-]?batch|batch[ _-]?size|\bbatch\b|gradient[ _-]?accumulation|grad[ _-]?acc|accumulation[ _-]?steps|"
+    r"num[ _-]?layers|\blayers?\b|attention[ _-]?heads|\bheads?\b|num[ _-]?heads|query[ _-]?groups|kv[ _-]?heads|"
+    r"hidden[ _-]?size|ffn|seq(?:uence)?[ _-]?len(?:gth)?|max[ _-]?position|context[ _-]?length|vocab|experts?|"
+    r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
+    r"\bnodes?\b|nproc|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|iterations|"
+    r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint")
+# RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
+RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|must (?:be|equal|match)|should (?:be|equal|match)|"
+                              r"does not match|mismatch|!=")
+# Frames of argument checks and dataset building: a bare `AssertionError` raised there is a configuration error.
+CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "transformer_config.py",
+                       "parallel_state.py", "model_parallel_config.py", "training_args.py", "/datasets/",
+                       "dataset.py", "data_samplers.py", "indexed_dataset", "blended_", "dataset_utils",
+                       "build_train_valid_test", "dataset_config.py")
+EXAMPLES = (  # written in the shapes above; none is a known needle of patterns.CONFIG
+    "AssertionError: world size 24 is not compatible with tensor parallel 8 x pipeline parallel 2",
+    "ValueError: The number of GPUs (6) must equal tp_size * pp_size * dp_size = 8",
+    "RuntimeError: expert parallel size 8 does not match the number of experts (6)",
+    "AssertionError: split ratios must sum to a positive value, got 0,0,0 for the dataset",
+    "ValueError: Unknown split \"validation\". Should be one of ['train'].",
+    "deepspeed.runtime.config.DeepSpeedConfigError: zero stage 3 requires fp16 or bf16 to be enabled",
+    "NotImplementedError: context parallel is not supported with pipeline virtual stages in this version",
+)
+ROW = Row("Error", FailureKind.CONFIG_ERROR, "invalid configuration", SOURCE, EXAMPLES[0])
+
+
+def is_config_message(exc_type: str, message: str) -> bool:
+    """Does an exception of this type with this message state a configuration rule that was broken?"""
+    if exc_type == "RuntimeError":
+        return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
+            and "CUDA" not in message and "NCCL" not in message
+    return RELATION.search(message) is not None and QUANTITY.search(message) is not None

@@ -1,0 +1,139 @@
+"""diverged: the loss went to NaN/inf or the fp16 loss scale collapsed. Not retryable: the same seed and layout
+fail the same way.
+
+Sources (text):
+- DeepSpeed runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale): raise Exception("Current loss scale
+  already at minimum - cannot decrease scale anymore. Exiting run.")
+- fairseq optim/dynamic_loss_scaler.py: FloatingPointError("Minimum loss scale reached ({}). Your loss is
+  probably exploding. ...")
+- Megatron-LM training (check_for_nan_in_loss_and_grad): "Rank N: found NaN in local grad norm in backward pass
+  before data-parallel communication collective" / "found NaN in local forward loss calculation"; and its
+  training_log, which prints a loss only `if avg > 0.0` (so a NaN loss, or an interval whose every iteration was
+  skipped, leaves the loss field out: `| global batch size: 64 | loss scale: 1.0 |`) and counts
+  "number of nan iterations".
+- PyTorch Lightning: EarlyStopping's check_finite "Monitored metric train_loss = nan is not finite. Previous best
+  value was inf. Signaling Trainer to stop." and terminate_on_nan's "The loss returned in `training_step` is
+  nan."
+- torch.autograd anomaly mode: "Function 'MulBackward0' returned nan values in its 0th output."
+- the shape `loss ... is|became|=|: nan|inf` and "NaN/Inf loss detected" that trainers print when they stop.
+Series (the parsed step records): the run's last logged loss is NaN or infinite; Megatron's last record lacks
+its loss or counts NaN iterations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from analysis.logs.families import rows
+from launcher.core.kinds import FailureKind
+
+_DIVERGED = "loss diverged"
+# "loss is nan", "Loss became NaN", "NaN loss detected"; not a record's own field ("| lm loss: nan |"), which the
+# series check judges by where it is (only the last records matter).
+_LOSS_STOP = (r"(?i)\bloss\b[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])\s{0,3}(?:nan|inf|infinity)\b"
+              r"(?![-\w])(?![^\n]{0,10}\|)|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered)|non-finite loss")
+DIVERGENCE = (
+    rows(FailureKind.DIVERGED, _DIVERGED, "DeepSpeed runtime/fp16/loss_scaler.py",
+         ("Current loss scale already at minimum", "Exception: Current loss scale already at minimum - cannot "
+                                                   "decrease scale anymore. Exiting run."))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "fairseq optim/dynamic_loss_scaler.py",
+           ("Minimum loss scale reached", "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is "
+                                          "probably exploding."))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "Megatron-LM check_for_nan_in_loss_and_grad",
+           ("found NaN in local", "Rank 3: found NaN in local grad norm in backward pass before data-parallel "
+                                  "communication collective"))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "PyTorch Lightning (EarlyStopping.check_finite, terminate_on_nan)",
+           ("is not finite. Previous best value was", "Monitored metric train_loss = nan is not finite. Previous best "
+                                                      "value was inf. Signaling Trainer to stop."),
+           ("The loss returned in `training_step` is", "ValueError: The loss returned in `training_step` is nan."))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "torch.autograd anomaly mode",
+           ("returned nan values in its", "RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th "
+                                          "output."))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "trainers that stop on a non-finite loss",
+           ("NaN", "RuntimeError: loss became NaN at step 5120, stopping", _LOSS_STOP),
+           ("nan", "ERROR: loss is nan, stopping training", _LOSS_STOP),
+           ("NAN", "train loss = NAN at iteration 300, abort", _LOSS_STOP),
+           (" inf", "Training stopped: loss is inf", _LOSS_STOP),
+           ("Inf", "Loss became Inf after 2000 steps", _LOSS_STOP),
+           ("non-finite loss", "detected non-finite loss at step 12; exiting", _LOSS_STOP)))
+
+# Megatron's record fields before the loss(es); anything else before "loss scale" ending in "loss" is a loss.
+_MEGATRON_LOSS = re.compile(r"\|\s{0,4}([\w -]{1,60}?loss)\s{0,4}:\s{0,4}([^|\n]{1,40})\|")
+_NAN_ITERS = re.compile(r"number of nan iterations:\s{0,8}(\d{1,9})")
+_SKIPPED = re.compile(r"number of skipped iterations:\s{0,8}(\d{1,9})")
+_SCALE = re.compile(r"\| loss scale:\s{0,8}([\d.eE+-]{1,30})")
+_RECORD_START = re.compile(r"iteration\s{0,40}[=:]?\s{0,40}\d{1,12}\s{0,40}/\s{0,40}\d{1,12}\s{0,40}\|")
+LOSS_SCALE = "| loss scale:"
+KEEPS_SKIPPING_RECORDS = 3  # this many final records that all skipped, after the run had advanced: diverged
+
+
+def _megatron_records(text: str, start: int, n: int) -> list[tuple[int, str]]:
+    """(position, text up to the end of its line) of the last n Megatron records that reach 'loss scale'."""
+    out: list[tuple[int, str]] = []
+    end = len(text)
+    while len(out) < n:
+        scale = text.rfind(LOSS_SCALE, start, end)
+        if scale < 0:
+            break
+        line_start = text.rfind("\n", 0, scale) + 1
+        head_start = max(line_start, scale - 2000)
+        starts = list(_RECORD_START.finditer(text, head_start, scale + 1))
+        line_end = text.find("\n", scale)
+        if starts:
+            pos = starts[-1].start()
+            out.append((pos, text[pos: len(text) if line_end < 0 else line_end]))
+        end = head_start
+    return out
+
+
+def _record_losses(record: str) -> list[re.Match[str]]:
+    head = record[: record.find(LOSS_SCALE)]
+    return [m for m in _MEGATRON_LOSS.finditer(head + "|") if "scale" not in m.group(1)]
+
+
+def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | None:
+    """(position, why) when the log's last Megatron records (after `start`) show a run that diverged; None
+    otherwise. training_log prints a loss only when its interval average is > 0, so a record without one had
+    either a NaN loss or every iteration skipped:
+    - no loss, no skipped iteration (or no skip count and loss scale 1.0, i.e. bf16/fp32): the loss was NaN;
+    - a NaN/inf loss printed, or NaN iterations counted;
+    - no loss and skipped iterations in each of the last KEEPS_SKIPPING_RECORDS records, after an earlier record
+      had a loss: the run kept skipping (fp16's loss-scale search at the very start also skips every iteration,
+      but no loss has been printed before it)."""
+    records = _megatron_records(text, 0, KEEPS_SKIPPING_RECORDS)
+    if not records or records[0][0] < start:  # the last record must be after `start`; earlier ones may not
+        return None
+    pos, record = records[0]
+    losses = _record_losses(record)
+    for m in losses:
+        if m.group(2).strip().lower().startswith(("nan", "inf", "-inf")):
+            return pos, f"Megatron's last record has {m.group(1).strip()} {m.group(2).strip()}"
+    nan_iters = _NAN_ITERS.search(record)
+    if nan_iters is not None and int(nan_iters.group(1)) > 0:
+        return pos, f"Megatron's last record counts {nan_iters.group(1)} NaN iterations"
+    if losses:
+        return None
+    skipped = _SKIPPED.search(record)
+    scale = _SCALE.search(record)
+    if (skipped is not None and int(skipped.group(1)) == 0) or (skipped is None and scale is not None
+                                                                and scale.group(1).rstrip("0").rstrip(".") == "1"):
+        return pos, "Megatron's last record has no loss and no skipped iteration (a NaN loss is not printed)"
+    all_skipping = len(records) == KEEPS_SKIPPING_RECORDS and all(
+        not _record_losses(r) and (sk := _SKIPPED.search(r)) is not None and int(sk.group(1)) > 0 for _, r in records)
+    if all_skipping and _MEGATRON_LOSS.search(text, max(0, records[-1][0] - 200_000), records[-1][0]):
+        return pos, f"Megatron's last {KEEPS_SKIPPING_RECORDS} records skipped iterations and printed no loss"
+    return None
+
+
+def series_diverged(losses: Sequence[float]) -> str | None:
+    """Why the logged loss series ends diverged (its last value NaN or infinite); None when it does not."""
+    if losses and not math.isfinite(losses[-1]):
+        bad = 0
+        for value in reversed(losses):
+            if math.isfinite(value):
+                break
+            bad += 1
+        return f"the last {bad} logged loss value(s) are {losses[-1]!r}"
+    return None

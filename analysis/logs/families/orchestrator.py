@@ -1,0 +1,90 @@
+"""Orchestrator events in the words of schedulers other than SLURM (whose verdicts are in
+analysis.logs.patterns): a node lost, a preemption or eviction, a deadline, an outside termination.
+
+Sources:
+- torchrun / torch.distributed.elastic: agent/server/api.py logs "Received %s death signal, shutting down
+  workers" when the agent itself gets SIGTERM/SIGINT/SIGHUP/SIGQUIT from outside, and raises
+  multiprocessing.api.SignalException("Process %d got signal: %s"): the job was stopped from outside (a scancel,
+  a pod deletion, a user) -> cancelled, unless a preemption or time-limit line says why.
+- Ray: gcs (gcs_actor_manager.cc) "The actor died because its node has died." with "the actor's node was
+  preempted" / "was terminated unexpectedly" / "was terminated expectedly"; NodeDiedError "The node with node id
+  ... has been marked dead because the detector has missed too many heartbeats from it"; the raylet's
+  "health check failed due to missing too many heartbeats".
+- Kubernetes: kubelet graceful node shutdown (nodeshutdown_manager: reason Terminated, "Pod was terminated in
+  response to imminent node shutdown."), scheduler preemption (event "Preempted by ... on node ...", DisruptionTarget
+  reason PreemptionByScheduler / PreemptionByKubeScheduler), kubelet critical-pod preemption ("Preempted in order
+  to admit critical pod"), node-pressure and API evictions (reason Evicted, DisruptionTarget EvictionByEvictionAPI),
+  NoExecute taint eviction of pods on an unreachable node (DeletionByTaintManager), the node controller's NodeLost
+  ("... is unresponsive"), activeDeadlineSeconds (reason DeadlineExceeded, "Pod was active on the node longer than
+  the specified deadline"; a Job's "Job was active longer than specified deadline").
+- Cloud spot/preemptible capacity: AWS "EC2 Spot Instance Interruption Warning" / "Spot Instance interruption
+  notice" (two-minute warning), GCP Compute Engine preemption ("Instance was preempted",
+  compute.instances.preempted), Azure Scheduled Events EventType "Preempt"; and the shape of any agent's notice:
+  spot/preemptible/termination/interruption ... notice/imminent/warning.
+"""
+
+from __future__ import annotations
+
+from analysis.logs.families import rows
+from launcher.core.kinds import FailureKind
+
+_TORCHRUN = "torch.distributed.elastic (agent/server/api.py, multiprocessing/api.py)"
+_RAY = "Ray (gcs_actor_manager.cc, NodeDiedError, raylet health check)"
+_K8S = "Kubernetes (kubelet, kube-scheduler, node lifecycle controller, Job controller)"
+_CLOUD = "AWS EC2 Spot interruption notices, GCP preemption, Azure Scheduled Events"
+
+NODE_LOST = (
+    rows(FailureKind.NODE_FAILURE, "node failure", _RAY,
+         ("has been marked dead because the detector has missed too many heartbeats",
+          "The node with node id: 9f2c and address: 10.0.3.7 and node name: 10.0.3.7 has been marked dead because "
+          "the detector has missed too many heartbeats from it."),
+         ("health check failed due to missing too many heartbeats",
+          "the actor's node was terminated unexpectedly: health check failed due to missing too many heartbeats"),
+         ("node was terminated unexpectedly", "\tthe actor's node was terminated unexpectedly: raylet crashed"))
+    + rows(FailureKind.NODE_FAILURE, "node failure", _K8S,
+           ("DeletionByTaintManager", "Conditions: DisruptionTarget True DeletionByTaintManager Taint manager: "
+                                      "deleting due to NoExecute taint `node.kubernetes.io/unreachable`"),
+           ("NodeLost", "Status: Unknown  Reason: NodeLost  Message: Node gpu-node-4 which was running pod "
+                        "trainer-worker-3 is unresponsive")))
+PREEMPTION = (
+    rows(FailureKind.PREEMPTED, "preempted", _RAY,
+         ("node was preempted", "\tthe actor's node was preempted: spot instance reclaimed"))
+    + rows(FailureKind.PREEMPTED, "preempted", _K8S,
+           ("imminent node shutdown", "Reason: Terminated  Message: Pod was terminated in response to imminent node "
+                                      "shutdown."),
+           ("PreemptionByScheduler", "Conditions: DisruptionTarget True PreemptionByScheduler"),
+           ("PreemptionByKubeScheduler", "DisruptionTarget True PreemptionByKubeScheduler: Kube-scheduler: preempting "
+                                         "to accommodate a higher priority pod"),
+           ("Preempted by", "Warning  Preempted  pod/trainer-0  Preempted by pod 7e1f0c on node gpu-node-2"),
+           ("Preempted in order to admit critical pod", "Message: Preempted in order to admit critical pod"),
+           # the pod's status (Reason: Evicted / "status": "Evicted") or an eviction message about a pod or node,
+           # not any log line that says "Evicted" (caches evict too)
+           ("Evicted", "Status: Failed  Reason: Evicted  Message: The node was low on resource: ephemeral-storage.",
+            r"(?:[Rr]eason|[Ss]tatus|[Pp]hase)[\"':=\s]{1,6}Evicted\b|Evicted[^\n]{0,80}(?:\b[Pp]od\b|\b[Nn]ode\b|"
+            r"low on resource)"),
+           ("EvictionByEvictionAPI", "DisruptionTarget True EvictionByEvictionAPI: Eviction API: evicting"))
+    + rows(FailureKind.PREEMPTED, "preempted", _CLOUD,
+           ("Spot Instance Interruption", "EC2 Spot Instance Interruption Warning for instance i-0abc1234 "
+                                          "(action: terminate)"),
+           ("Spot Instance interruption", "Received a Spot Instance interruption notice: instance-action terminate"),
+           ("Instance was preempted", "gce: Instance was preempted: compute.instances.preempted"),
+           ("compute.instances.preempted", "operationType: compute.instances.preempted"),
+           ('"EventType": "Preempt"', 'Scheduled event {"EventType": "Preempt", "ResourceType": "VirtualMachine"}'),
+           ("termination", "worker-agent: cloud metadata reports that VM termination is imminent, shutting down",
+            r"(?i)(?:spot|preemptib|preempt|interruption|termination|reclaim)[^\n]{0,60}"
+            r"(?:notice|imminent|warning|scheduled)"),
+           ("interruption", "spot interruption notice received: node will be reclaimed in 120 s",
+            r"(?i)(?:spot|preemptib|preempt|interruption|termination|reclaim)[^\n]{0,60}"
+            r"(?:notice|imminent|warning|scheduled)")))
+DEADLINE = rows(FailureKind.TIME_LIMIT, "time limit", _K8S,
+                ("longer than the specified deadline", "Reason: DeadlineExceeded  Message: Pod was active on the node "
+                                                       "longer than the specified deadline"),
+                ("active longer than specified deadline", "Job was active longer than specified deadline"))
+OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _TORCHRUN,
+                    ("death signal, shutting down workers",
+                     "W1203 11:02:07.118000 2201 torch/distributed/elastic/agent/server/api.py:704] Received "
+                     "Signals.SIGINT death signal, shutting down workers"),
+                    ("SignalException: Process", "torch.distributed.elastic.multiprocessing.api.SignalException: "
+                                                 "Process 2201 got signal: 2"),
+                    ("the actor's node was terminated expectedly",
+                     "\tthe actor's node was terminated expectedly: received SIGTERM"))

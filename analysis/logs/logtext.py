@@ -1,0 +1,66 @@
+"""Raw job output -> text the parsers can read.
+
+Real logs are not clean text: a dying process leaves NUL bytes or half a UTF-8 sequence, progress bars redraw with
+carriage returns, and launchers merge the output of many ranks, each line prefixed with where it came from:
+- torchrun --tee / --role:  `[default3]:text`            - torch >= 2.2 log prefixes:  `[rank3]:text`
+- srun --label:             `3: text` (padded: ` 3: `)    - mpirun --tag-output:        `[1,3]<stdout>:text`
+- pdsh (deepspeed launcher): `worker-1: text`
+Two ranks writing at once can put one record right after another on the same physical line
+(`... TFLOPs: 141.3 |[default1]: iteration 8/ 10 | ...`). `normalize` decodes and puts such records back on
+lines of their own; `split_prefix` tells a line's origin from its text. Everything here is linear in the size of
+the log and never raises.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A rank prefix written in the middle of a line means a second record starts there.
+_MIDLINE_RANK = re.compile(r"\[(?:default|rank)\d{1,6}\]:")
+_PREFIX = re.compile(
+    r"^\s*(?:\[(?:default|rank)(?P<tee>\d{1,6})\]:"  # torchrun --tee, torch's [rankN]:
+    r"|\[\d{1,6},(?P<mpi>\d{1,6})\]<std(?:out|err)>:"  # mpirun --tag-output
+    r"|(?P<srun>\d{1,6}): "  # srun --label
+    r"|(?P<host>[A-Za-z][\w.-]{0,63}): )"  # pdsh / deepspeed launcher host prefix
+)
+
+
+def decode(data: bytes | str) -> str:
+    """Bytes -> str (invalid UTF-8 replaced, never an error); NULs dropped; CR LF and lone CR become LF (a
+    progress bar's redraws become lines, so the last one is not glued to the next log line)."""
+    text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else str(data)
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
+def unmerge(text: str) -> str:
+    """Put a rank's record that was written onto another record's line back on a line of its own."""
+    if "[default" not in text and "[rank" not in text:
+        return text
+
+    def split(match: re.Match[str]) -> str:
+        start = match.start()
+        return match.group(0) if start == 0 or match.string[start - 1] == "\n" else "\n" + match.group(0)
+
+    return _MIDLINE_RANK.sub(split, text)
+
+
+def normalize(data: bytes | str) -> str:
+    """decode + unmerge: what every reader of a raw log should start from."""
+    return unmerge(decode(data))
+
+
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """(the rank or host the line came from, the line without its prefix); (None, line) when unprefixed.
+    A host prefix is only taken when the rest looks like log text, not for 'Error: ...' or 'Note: ...'."""
+    match = _PREFIX.match(line)
+    if match is None:
+        return None, line
+    origin = match.group("tee") or match.group("mpi") or match.group("srun") or match.group("host")
+    if match.group("host") is not None and not any(c.isdigit() for c in origin):
+        return None, line  # 'RuntimeError: ...', 'WARNING: ...': a message, not a host name
+    return origin, line[match.end():]
+

@@ -1,0 +1,837 @@
+"""A framework-independent reader of per-step training records: the fallback when no framework parser
+(analysis.logs.parse_megatron, parse_nemo, parse_hf, parse_workload) recognises a log.
+
+Almost every trainer prints one line per logged step with a step counter and a few numbers. This reader does
+not know any trainer; it knows the grammar those lines share:
+
+    record   := [timestamp] ... counter ... field (separator field)*
+    counter  := COUNTER_KEY sep INT ['/' INT]          step: 12 | iter 1636: | global_step=4500 | [10/500]
+              | INT '/' INT                            (an unnamed 'n/N' counter, the weakest kind)
+    field    := key sep number [unit] ['(' number [unit] ')']
+    key      := words before the number, up to the previous field: `key: v`, `key=v`, `key v`, `| key v |`
+    sep      := ':' | '=' | blank (any of them, with blanks around)
+    number   := 1234 | 1,234 (thousands separators) | 12.5 | 1.2e-3 | nan | inf
+    unit     := ms | s | sec | seconds | us | min | it/s | s/it | tokens/s | tok/s | samples/s | TFLOPs |
+                TFLOP/s | % | GiB | GB | MiB | MB ... glued to the number (`123.4TFLOPs`, `562.73ms`) or after
+                one blank; a unit written in the key counts too (`time (ms)`, `iter_time_ms`, `... in s`)
+
+Keys are normalised (lower case, `_`/`-` and camelCase split into words) and given a role by their words: a
+per-step time (`time`, `step time`, `iter time`, `dt`, `seconds`, ...; not the parts of a step such as
+`data_time` or `forward`), a cumulative time (`elapsed`, `wall`, `train_time`, or any time series that grows with
+the counter), a running average (`avg`, `mean`, `running`), a rate of steps, samples or tokens (`it/s`, `ups`,
+`samples/s`, `tps`, `tok/s`, `wps`; per GPU when the key or a `/gpu` says so), TFLOP/s, MFU, loss, memory and a
+batch size (`bsz`, `global batch size`, `wpb`). The step time of a record is taken from the best source the
+records share, in this order:
+  1. a stated per-step time, or a `s/it` rate
+  2. the difference of a cumulative time between records, divided by the steps between them
+  3. a running-average time
+  4. 1 / steps per second
+  5. samples per step / samples per second, or tokens per step / tokens per second, only when the batch is known
+     (a batch field in the record, the log's own argument dump, or the caller's tokens_per_step)
+  6. the difference of the records' timestamps, divided by the steps between them (only when nothing above
+     exists; the timestamp's resolution must be fine enough for the interval)
+Records are grouped by their counter's key; the group with the best source wins (then the one with more
+records), so an evaluation line (`step 250: train loss ..., val loss ...`, no time) never mixes with training
+lines. The same step printed by several ranks is kept once (the first). When an optimizer step is made of
+several logged iterations (`iter 12 step 6: ... iter time: 717ms`), the iterations of one step are added up.
+
+tqdm progress bars (`Epoch 0:  22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, loss=9.9]`, `100/500 [00:30<02:00,
+3.3it/s]`) are read too, but a bar's rate is an exponential moving average that lags the real step time early in
+a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart;
+when the elapsed column has not advanced that far, the last drawing's rate (the most recent estimate) stands in.
+Bars of validation, data processing or downloads are not training steps and are skipped. A bar is used only when
+the log has no step records with a time of their own.
+
+Only the first MAX_HEAD_LINES and the last MAX_TAIL_LINES candidate lines are read: the steady state is in the
+tail, and a 20 MB log is read in a fraction of a second. Nothing here raises, whatever the text.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import lru_cache
+
+from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, Iteration, note
+
+MAX_HEAD_LINES = 500
+MAX_TAIL_LINES = 6000
+MAX_LINE_CHARS = 2000  # longer lines are cut: a record is a few hundred characters
+BAR_MIN_SPAN_S = 5.0  # elapsed is printed in whole seconds: a 5 s span keeps the rounding error <= 20 % per step
+TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's resolution
+
+# Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
+# when it holds one).
+_ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=")
+
+_NUMBER = re.compile(
+    r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
+    r"|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)(?!\w))")  # a unit may follow, glued or not: 562.73ms
+# A unit right after a number (glued or after one blank), longest first.
+_UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
+          r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|s/step|"
+          r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
+# A unit glued to the number, or after one blank when it is not the next field's key ("tps: 7,282  tflops: 0.5",
+# ("bsz 32 samples/s 64.0": "samples/s" is the key of 64, not the unit of 32).
+_UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z])(?!\s*[:=])(?!\s+[-+]?\.?\d))(?![A-Za-z])")
+_PAREN_UNIT = re.compile(r"\(\s{0,2}([A-Za-z/%]{1,12})\s{0,2}\)")  # "time (ms)" -> "time ms"
+_FRACTION = re.compile(r"\s*/\s*(\d{1,12})")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
+_KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s|:\s")  # a key is the last non-empty piece of the text before its number
+_KEY_TRIM = " \t:=#'\"[]<>*-./"
+
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"
+                        r"|\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b")  # ISO-like, glog
+
+# tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
+_BAR = re.compile(
+    r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
+    r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)(?P<unit>s/it|it/s)"
+    r"(?P<postfix>[^\]\n]{0,400})")
+_BAR_SKIP = ("valid", "eval", "test", "predict", "sanity", "load", "download", "map", "token", "generat", "shard",
+             "process", "filter", "infer", "sampl", "rollout", "preprocess", "convert", "sav", "upload", "fetch")
+
+
+@dataclass(frozen=True)
+class Field:
+    key: str  # normalised words
+    value: float
+    unit: str  # as printed (may be "")
+    per_gpu: bool = False  # "(3918.29/gpu)" after the value, or a per-GPU key
+
+
+@dataclass
+class Record:
+    pos: int  # offset of the line in the text
+    counter_key: str
+    counter: int
+    counter_rank: int  # lower is a stronger counter (global step < step < iteration < unnamed n/N)
+    fields: tuple[Field, ...]
+    epoch: int | None = None
+    micro: int | None = None  # an inner counter (iterations within an optimizer step)
+    timestamp_s: float | None = None
+    timestamp_res_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class GenericReading:
+    iterations: tuple[Iteration, ...] = ()
+    source: str = ""  # what the step times come from ("stated step time", "timestamps", "progress bar", ...)
+    n_records: int = 0  # step records found (with or without a usable time)
+    last_record_pos: int = -1  # offset of the line of the last step record; -1 when none
+    losses: tuple[float, ...] = ()  # the step records' losses in step order (NaN and inf kept)
+    peak_mem_gb: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ---- keys and their roles
+
+_COUNTER_WORDS = {"step": 1, "steps": 1, "iteration": 2, "iterations": 2, "iter": 2, "iters": 2, "update": 1,
+                  "updates": 1, "batch": 4, "it": 3}
+_NOT_COUNTER = ("time", "per", "second", "sec", "rate", "speed", "max", "warmup", "eval", "val", "sav", "log",
+                "interval", "every", "accum", "size", "remain", "left", "lr", "loss", "token", "sample", "ms",
+                "skip", "nan", "epochs", "num", "total", "checkpoint", "ckpt")
+# Word prefixes (matched at the start of a key's words: "val" is "validation", not "interval").
+_STEP_PARTS = ("data", "load", "io", "fwd", "forward", "bwd", "backward", "optim", "opt", "comm", "allreduce",
+               "reduce", "eval", "val", "test", "ckpt", "checkpoint", "sav", "eta", "remain", "left", "wait",
+               "compil", "h2d", "d2h", "prefetch", "sync", "micro", "ttft", "tpot", "token", "sample", "gen",
+               "rollout", "log", "idle", "start", "since", "clock", "init", "fetch", "copy", "queue")
+_CUMULATIVE = ("elapsed", "wall", "runtime", "train time", "uptime", "time since")
+_AVERAGE = ("avg", "average", "mean", "running", "smooth", "ema")
+
+
+def _has_word(key: str, prefixes: tuple[str, ...]) -> bool:
+    """Does a word of `key` start with one of `prefixes`?"""
+    return any(word.startswith(prefixes) for word in key.replace("/", " ").split())
+_TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
+               "seconds": 1.0, "min": 60.0, "h": 3600.0, "hrs": 3600.0, "ms/it": 1e-3, "ms/step": 1e-3,
+               "s/step": 1.0, "s/it": 1.0}
+_MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
+
+
+@lru_cache(maxsize=8192)
+def normalise_key(raw: str) -> str:
+    """'CurrSamplesPerSec' -> 'curr samples per sec'; 'iter_time_ms' -> 'iter time ms'; 'Loss:' -> 'loss'."""
+    key = _CAMEL.sub(" ", raw.strip(_KEY_TRIM))
+    key = key.lower().replace("_", " ").replace("-", " ").replace("[", " ").replace("]", " ")
+    return " ".join(key.split())[:60]
+
+
+def _key_unit(key: str) -> tuple[str, str]:
+    """A unit written into the key: 'time ms' / 'time (ms)' / 'step timing in s' -> ('time', 'ms')."""
+    words = key.split()
+    if len(words) >= 2 and words[-1] in _TIME_UNITS:
+        base = words[:-2] if words[-2] == "in" else words[:-1]
+        return " ".join(base), words[-1]
+    return key, ""
+
+
+@lru_cache(maxsize=8192)
+def _counter_rank(key: str) -> int | None:
+    if key.endswith("num updates") or key.endswith("total step"):  # fairseq's and FunASR's step counters
+        return 1
+    if not key or _has_word(key, _NOT_COUNTER):
+        return None
+    words = key.split()
+    if words[-1] in _COUNTER_WORDS:
+        if "global" in words:
+            return 0
+        return _COUNTER_WORDS[words[-1]]
+    return None
+
+
+def _is(key: str, *names: str) -> bool:
+    """key is one of names, or ends with one as its last words ('root info tps' is 'tps')."""
+    return any(key == n or key.endswith(" " + n) for n in names)
+
+
+def _time_role(key: str, unit: str) -> str | None:
+    """'step' (a per-step time), 'cumulative', 'average' or None for a field that is not a time."""
+    key, key_unit = _key_unit(key)
+    unit = unit or key_unit
+    if not key or "time/" in key:  # Composer's time namespace: counts (time/batch) and hours (time/train)
+        return None
+    words = set(key.split())
+    timely = ("time" in key or "timing" in key or "duration" in key or "latency" in key or "sec/" in key
+              or "s/step" in key
+              or bool(words & {"dt", "seconds", "second", "secs", "sec", "elapsed", "wall"})
+              or (unit in _TIME_UNITS and _is(key, "step", "iter", "iteration", "t")))
+    if not timely or "per token" in key or "per sample" in key or unit in ("%",) or unit.lower() in _MEM_UNITS:
+        return None
+    if _has_word(key, _AVERAGE):
+        return "average"
+    if any(f" {w} " in f" {key} " for w in _CUMULATIVE) and "per" not in key.split():
+        return "cumulative"
+    if _has_word(key, _STEP_PARTS):
+        return None
+    return "step"
+
+
+def _seconds(value: float, unit: str, key: str) -> float:
+    _, key_unit = _key_unit(key)
+    return value * _TIME_UNITS.get(unit or key_unit, 1.0)
+
+
+def _is_per_second(key: str, unit: str) -> bool:
+    return ("/s" in unit or "per sec" in key or "persec" in key.replace(" ", "") or "per second" in key
+            or key.endswith("/s") or key.endswith(" ps"))
+
+
+def _rate_role(key: str, unit: str) -> str | None:
+    """'steps', 'samples', 'tokens', 'tokens_gpu' for a rate field ('..._avg' for a running average); None
+    otherwise."""
+    role = None
+    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "it/s", "its", "steps/s", "step/s", "updates/s") or (
+            ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
+        role = "steps"
+    elif unit in ("samples/s", "samples/sec", "sample/s", "examples/s", "seq/s") or (
+            ("sample" in key or "example" in key or "sequence" in key) and _is_per_second(key, unit)):
+        role = "samples"
+    elif unit.startswith(("tokens/s", "tok/s", "toks/s")) or _is(key, "tps", "tgs", "wps", "tok/s", "tokens/s") or (
+            ("token" in key or "tok" in key.split()) and _is_per_second(key, unit)):
+        gpu = "gpu" in key or "device" in key or _is(key, "tgs") or unit.endswith("/gpu")
+        role = "tokens_gpu" if gpu else "tokens"
+    if role is not None and _has_word(key, _AVERAGE):
+        role += "_avg"
+    return role
+
+
+def _role(f: Field) -> tuple[str, str | None]:
+    return _role_of(f.key, f.unit)
+
+
+@lru_cache(maxsize=8192)
+def _role_of(key: str, unit: str) -> tuple[str, str | None]:
+    """(role, detail) of a field: ('time', 'step'|'cumulative'|'average'), ('rate', 'steps'|...), ('s_per_it',),
+    ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
+    if unit in ("s/it", "ms/it", "s/step", "ms/step"):  # Keras' "120ms/step", tqdm's "1.50s/it"
+        return "s_per_it", None
+    rate = _rate_role(key, unit)
+    if rate is not None:
+        return "rate", rate
+    time_role = _time_role(key, unit)
+    if time_role is not None:
+        return "time", time_role
+    if "tflop" in key or unit.lower().startswith("tflop"):
+        return "tflops", None
+    if _is(key, "mfu"):
+        return "mfu", None
+    if key.endswith("loss") and not any(w in key for w in ("val", "eval", "test", "scale")):
+        return "loss", None
+    if ("mem" in key or "memory" in key) and unit.lower() in _MEM_UNITS:
+        return "mem", None
+    if _is(key, "bsz", "batch size", "gbs", "samples per step") and "micro" not in key and "per gpu" not in key:
+        return "batch", "samples"
+    if _is(key, "wpb", "tokens per batch", "tokens per step", "tpb"):
+        return "batch", "tokens"
+    return "", None
+
+
+# ---- one line -> a record
+
+def timestamp_of(line: str) -> tuple[float, float] | None:
+    """(seconds, resolution) of the line's first timestamp; None without one. glog timestamps have no year."""
+    m = _TIMESTAMP.search(line)
+    if m is None:
+        return None
+    try:
+        if m.group(1) is not None:
+            frac = m.group(7) or ""
+            dt = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+                          int(m.group(6)))
+        else:
+            frac = m.group(13) or ""
+            dt = datetime(2000, int(m.group(8)), int(m.group(9)), int(m.group(10)), int(m.group(11)),
+                          int(m.group(12)))
+        seconds = dt.timestamp() + (int(frac) / 10 ** len(frac) if frac else 0.0)
+    except (ValueError, OverflowError, OSError):
+        return None
+    return seconds, 10.0 ** -len(frac) if frac else 1.0
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+# A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}\[?\s{0,3}\d"
+                           r"|\d\s{0,3}/\s{0,3}\d")
+# Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
+_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
+
+
+def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
+    """(normalised key, value, unit, n/N total, per_gpu, parenthesised, bracketed) for every number of the
+    line."""
+    out: list[tuple[str, float, str, int | None, bool, bool, bool]] = []
+    prev_end = 0
+    for m in _NUMBER.finditer(line):
+        start, end = m.span()
+        if start < prev_end:
+            continue
+        value = _number(m.group(0))
+        if value is None:
+            continue
+        gap = line[prev_end:start]
+        parenthesised = gap.strip() == "("
+        unit_m = _UNIT.match(line, end)
+        unit = (unit_m.group(1) or unit_m.group(2)) if unit_m else ""
+        after = unit_m.end() if unit_m else end
+        total = None
+        frac = _FRACTION.match(line, after) if not unit else None
+        if frac is not None:
+            total = int(frac.group(1))
+            after = frac.end()
+        per_gpu = line.startswith("/gpu", after) or line.startswith(" /gpu", after)
+        pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
+        raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
+        key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
+        bracketed = gap.endswith("[") and line.startswith("]", after)
+        out.append((key, value, unit, total, per_gpu, parenthesised, bracketed))
+        prev_end = after
+    return out
+
+
+def _record(line: str, pos: int) -> Record | None:
+    """The step record a line holds (a counter and at least one metric: a time, rate, loss, TFLOP/s, MFU or
+    memory); None for any other line, a progress bar included (read by training_bars)."""
+    parsed = _parse_line(line[:MAX_LINE_CHARS])
+    return None if parsed is None else Record(pos, *parsed)
+
+
+_RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None, float | None, float]
+"""Record's fields after `pos`."""
+
+
+@lru_cache(maxsize=4096)  # ranks print the same line; a hostile log repeats one
+def _parse_line(line: str) -> _RecordContent | None:
+    """A record's content (Record's fields after `pos`), or None."""
+    if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
+        return None
+    if _BAR.search(line) is not None or "SamplesPerSec=" in line:  # bars; DeepSpeed's timer (read_log reads it)
+        return None
+    stamp = timestamp_of(line)
+    fields: list[Field] = []
+    counters: list[tuple[int, str, int]] = []  # (rank, key, value)
+    epoch = None
+    for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(_CLOCKLIKE.sub(" ", line)):
+        if parenthesised:
+            if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
+                fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
+            continue  # "time: 1.4696(1.4696)": the running average of the field just read
+        words = key.split()
+        if key in ("epoch", "ep") or key.endswith(" epoch") or (words and words[0] == "epoch" and not any(
+                w in _COUNTER_WORDS for w in words)):  # "epoch 001:", "Epoch(train) [1]"
+            if 0 <= value < 1e9 and value == int(value):
+                epoch = int(value)
+            continue
+        rank = _counter_rank(key) if not unit else None
+        if rank is None and total is not None and not unit:  # "Iter(train) [ 50/10000]"
+            named = [_COUNTER_WORDS[w] for w in words if w in _COUNTER_WORDS and w != "it"]
+            rank = min(named) if named else None
+        if rank is None and not key and total is not None:
+            rank = 5  # an unnamed "n/N"
+        if rank is None and not key and not unit and bracketed:
+            rank = 6  # a bare "[1000]" (T5X, Paxml: "[1000] train/loss=2.1, timing/seconds_per_step=0.35")
+        if rank is not None and 0 <= value < 1e12 and value == int(value):
+            counters.append((rank, key or "n/N", int(value)))
+            continue
+        if key or unit in ("it/s", "s/it", "ms/it", "s/step", "ms/step"):
+            fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
+    if not counters or not any(_role(f)[0] for f in fields):
+        return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
+    counters.sort(key=lambda c: c[0])
+    rank, key, value = counters[0]
+    micro = next((c[2] for c in counters[1:] if c[0] > rank and c[1] != key), None)
+    return (key, value, rank, tuple(fields), epoch, micro, stamp[0] if stamp else None,
+            stamp[1] if stamp else 1.0)
+
+
+# ---- the text -> candidate lines
+
+def _candidate_lines(text: str) -> list[tuple[int, str]]:
+    """(offset, line) of the first MAX_HEAD_LINES and the last MAX_TAIL_LINES lines holding an anchor."""
+    starts: set[int] = set()
+    for anchor in _ANCHORS:
+        pos, n = text.find(anchor), 0
+        while pos >= 0 and n < MAX_HEAD_LINES:
+            line_start = text.rfind("\n", 0, pos) + 1
+            starts.add(line_start)
+            end = text.find("\n", pos)
+            pos = text.find(anchor, len(text) if end < 0 else end)
+            n += 1
+        pos, n = text.rfind(anchor), 0
+        while pos >= 0 and n < MAX_TAIL_LINES:
+            line_start = text.rfind("\n", 0, pos) + 1
+            starts.add(line_start)
+            pos = text.rfind(anchor, 0, max(0, line_start - 1)) if line_start > 0 else -1
+            n += 1
+    ordered = sorted(starts)
+    if len(ordered) > MAX_HEAD_LINES + MAX_TAIL_LINES:
+        ordered = ordered[:MAX_HEAD_LINES] + ordered[-MAX_TAIL_LINES:]
+    out = []
+    for start in ordered:
+        end = text.find("\n", start, start + MAX_LINE_CHARS * 4)
+        out.append((start, text[start: start + MAX_LINE_CHARS * 4 if end < 0 else end]))
+    return out
+
+
+_BLOCK_LINES = 40
+
+
+def _with_block(text: str, pos: int, line: str) -> str:
+    """A counter line that ends with ':' and is followed by indented 'key: value' lines (Composer's
+    "[batch=10/1000]:" block) is read as one record; any other line as itself."""
+    if not line.rstrip().endswith(":") or len(line) > 200:
+        return line
+    parts, end = [line.rstrip()], pos + len(line)
+    for _ in range(_BLOCK_LINES):
+        if end >= len(text) or text[end] != "\n":
+            break
+        nxt_end = text.find("\n", end + 1, end + 1 + MAX_LINE_CHARS)
+        nxt = text[end + 1: len(text) if nxt_end < 0 else nxt_end]
+        if not nxt[:1].isspace() or ":" not in nxt:
+            break
+        parts.append(nxt.strip())
+        if nxt_end < 0:
+            break
+        end = nxt_end
+    return " | ".join(parts) if len(parts) > 1 else line
+
+
+# ---- records -> iterations
+
+@dataclass
+class _Series:
+    records: list[Record]
+    source: str = ""
+    times_s: list[float | None] = field(default_factory=list)
+
+
+def _field(rec: Record, role: str, detail: str | None = None, per_gpu: bool | None = None) -> Field | None:
+    for f in rec.fields:
+        r, d = _role(f)
+        if r == role and (detail is None or d == detail) and (per_gpu is None or f.per_gpu == per_gpu):
+            return f
+    return None
+
+
+def _dedupe(records: list[Record]) -> list[Record]:
+    """One record per (epoch, counter, micro): the first printed (ranks print the same step)."""
+    seen: dict[tuple[int | None, int, int | None], Record] = {}
+    for rec in records:
+        seen.setdefault((rec.epoch, rec.counter, rec.micro), rec)
+    return sorted(seen.values(), key=lambda r: (r.epoch or 0, r.counter, r.micro or 0))
+
+
+def _is_cumulative(values: list[float]) -> bool:
+    """A time series that only grows (a clock, not a per-step time): at least 3 values, every step up."""
+    return len(values) >= 3 and all(b > a for a, b in zip(values, values[1:]))
+
+
+def _deltas(records: list[Record], values: list[float | None], min_span: float = 0.0) -> list[float | None]:
+    """Per-step time from a clock: (value - previous anchor) / (counter - previous anchor's counter), where the
+    anchor advances once the clock has moved at least min_span; None where no delta is available."""
+    out: list[float | None] = [None] * len(records)
+    anchor = None
+    for i, (rec, value) in enumerate(zip(records, values)):
+        if value is None:
+            continue
+        if anchor is not None:
+            prev_rec, prev_value = anchor
+            steps = rec.counter - prev_rec.counter
+            if prev_rec.epoch != rec.epoch or steps <= 0:
+                anchor = (rec, value)
+                continue
+            if value - prev_value < min_span:
+                continue
+            out[i] = (value - prev_value) / steps
+        anchor = (rec, value)
+    return out
+
+
+_WHOLE_STEP_WORDS = {"step", "steps", "iter", "iteration", "batch", "it", "s/it", "s/step"}
+
+
+def _step_key_rank(role_key: str) -> int:
+    """0 for a key that names the whole step ('time', 'step_time', 'timing_s/step', 'iter time'), 1 for a time of
+    something else that is not known as a part of a step ('timing_s/update_actor')."""
+    key, unit = _key_unit(role_key.split(":", 1)[1])
+    words = set(key.replace("/", " ").split()) | ({unit} if "/" in unit else set())
+    whole = key in ("time", "dt", "t", "seconds", "secs", "sec", "duration", "s/it") or bool(words & _WHOLE_STEP_WORDS)
+    return 0 if whole else 1
+
+
+def _resolution(values_s: list[float]) -> float:
+    """The finest step a printed clock can show: whole units when every value is whole (1 s for 'wall=6'; the
+    unit's own size for 'train_time:576460ms'), else a millisecond."""
+    values_s = [v for v in values_s if math.isfinite(v) and abs(v) < 1e15]
+    if values_s and all(abs(v - round(v)) < 1e-9 for v in values_s):
+        return 1.0
+    return 1e-3
+
+
+def _batch(records: list[Record], kind: str) -> float | None:
+    values = [f.value for r in records if (f := _field(r, "batch", kind)) is not None and f.value > 0]
+    return statistics.median(values) if values else None
+
+
+def _series_times(records: list[Record], *, samples_per_step: float | None, tokens_per_step: float | None,
+                  world_size: int | None) -> tuple[str, list[float | None]]:
+    """The best step-time source the records share (module docstring, 1-6) and the times it gives."""
+    n = len(records)
+
+    def enough(values: list[float | None]) -> bool:
+        return sum(v is not None for v in values) * 2 >= n and any(v is not None for v in values)
+
+    by_key: dict[str, list[float | None]] = {}
+    for i, rec in enumerate(records):
+        for fld in rec.fields:  # not `f`: the comprehensions below bind f (walrus) to a Field | None
+            role, detail = _role(fld)
+            if role == "time":
+                by_key.setdefault(f"{detail}:{fld.key}", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
+            elif role == "s_per_it":
+                by_key.setdefault("step:s/it", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
+    step_keys = [k for k in by_key if k.startswith("step:")]
+    for key in step_keys:  # a "time" that only grows is a clock
+        present = [v for v in by_key[key] if v is not None]
+        if _is_cumulative(present) and present[-1] > 3 * min(present[1:] or present):
+            by_key["cumulative:" + key[5:]] = by_key.pop(key)
+    for key in sorted((k for k in by_key if k.startswith("step:")), key=_step_key_rank):
+        if enough(by_key[key]):
+            return f"stated step time ({key[5:]})", by_key[key]
+    for key, values in by_key.items():
+        if key.startswith("cumulative:"):
+            present = [v for v in values if v is not None]
+            resolution = _resolution(present)
+            deltas = _deltas(records, values, min_span=TIMESTAMP_MIN_SPAN * resolution)
+            if enough(deltas):
+                return f"clock difference ({key[11:]})", deltas
+    for key, values in by_key.items():
+        if key.startswith("average:") and enough(values):
+            return f"running average ({key[8:]})", values
+    steps = [1.0 / f.value if (f := _field(r, "rate", "steps")) is not None and f.value > 0 else None
+             for r in records]
+    if enough(steps):
+        return "1 / steps per second", steps
+    samples = samples_per_step or _batch(records, "samples")
+    if samples:
+        times = [samples / f.value if (f := _field(r, "rate", "samples")) is not None and f.value > 0 else None
+                 for r in records]
+        if enough(times):
+            return "samples per step / samples per second", times
+    tokens = tokens_per_step or _batch(records, "tokens")
+    if tokens:
+        times = [tokens / f.value if (f := _field(r, "rate", "tokens", per_gpu=False)) is not None and f.value > 0
+                 else None for r in records]
+        if enough(times):
+            return "tokens per step / tokens per second", times
+        if world_size:
+            times = [tokens / (f.value * world_size) if (f := _field(r, "rate", "tokens_gpu")) is not None
+                     and f.value > 0 else None for r in records]
+            if enough(times):
+                return "tokens per step / (tokens per GPU per second x world size)", times
+    stamps = [r.timestamp_s for r in records]
+    resolution = max((r.timestamp_res_s for r in records if r.timestamp_s is not None), default=1.0)
+    deltas = _deltas(records, stamps, min_span=TIMESTAMP_MIN_SPAN * resolution)
+    if sum(d is not None for d in deltas) >= 1:
+        return "timestamp difference", deltas
+    return "", [None] * n
+
+
+def _accumulate(records: list[Record], times: list[float | None]) -> tuple[list[Record], list[float | None]]:
+    """Iterations logged inside an optimizer step ('iter 12 step 6'): add up the iterations of each step, keeping
+    the steps that have the usual number of iterations."""
+    groups: dict[tuple[int | None, int], list[int]] = {}
+    for i, rec in enumerate(records):
+        groups.setdefault((rec.epoch, rec.counter), []).append(i)
+    sizes = [len(v) for v in groups.values()]
+    usual = statistics.mode(sizes) if sizes else 1
+    if usual <= 1:
+        return records, times
+    out_r: list[Record] = []
+    out_t: list[float | None] = []
+    for _, idx in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
+        vals = [times[i] for i in idx]
+        if len(idx) != usual or any(v is None for v in vals):
+            continue
+        out_r.append(records[idx[-1]])
+        out_t.append(sum(v for v in vals if v is not None))
+    return out_r, out_t
+
+
+def _iterations(records: list[Record], times: list[float | None], notes: list[str]) -> list[Iteration]:
+    max_counter = max((r.counter for r in records), default=0) + 1
+    out = []
+    for rec, step_s in zip(records, times):
+        if step_s is None:
+            continue
+        number = (rec.epoch or 0) * max_counter + rec.counter if rec.epoch is not None else rec.counter
+        if not (math.isfinite(step_s) and step_s > 0):
+            note(notes, f"step {rec.counter}: step time {step_s!r} s ({IMPOSSIBLE_STEP}); dropped")
+            continue
+        tflops = _field(rec, "tflops")
+        mfu = _field(rec, "mfu")
+        loss = _field(rec, "loss")
+        samples = _field(rec, "rate", "samples")
+        tokens = _field(rec, "rate", "tokens", per_gpu=False)
+        tokens_gpu = _field(rec, "rate", "tokens_gpu") or _field(rec, "rate", "tokens", per_gpu=True)
+        del mfu  # MFU needs the peak this reader does not know; TFLOP/s is kept
+        out.append(Iteration(iteration=number, step_time_s=step_s,
+                             tflops_per_gpu=tflops.value if tflops else None,
+                             tokens_per_gpu_per_s=tokens_gpu.value if tokens_gpu else None,
+                             samples_per_s=samples.value if samples else None,
+                             loss=loss.value if loss else None,
+                             tokens_per_s=tokens.value if tokens else None))
+    return out
+
+
+def _peak_mem_gb(records: list[Record]) -> float | None:
+    values = []
+    for rec in records:
+        f = _field(rec, "mem")
+        if f is not None and math.isfinite(f.value) and f.value >= 0:
+            values.append(f.value * _MEM_UNITS.get(f.unit.lower(), 1.0))
+    return max(values) if values else None
+
+
+def read_records(text: str, *, samples_per_step: float | None = None, tokens_per_step: float | None = None,
+                 world_size: int | None = None, notes: list[str] | None = None) -> GenericReading:
+    """The per-step series of any log (module docstring); an empty reading when it has none. Never raises: an
+    arithmetic surprise in a hostile log (a value of 1e309) costs this reader's result, with a note."""
+    try:
+        return _read_records(text, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
+                             world_size=world_size, notes=notes)
+    except (ArithmeticError, ValueError, RecursionError) as exc:
+        note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
+        return GenericReading()
+
+
+def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
+                  world_size: int | None, notes: list[str] | None) -> GenericReading:
+    local_notes: list[str] = []
+    records = [r for pos, line in _candidate_lines(text) if (r := _record(_with_block(text, pos, line), pos))
+               is not None]
+    bars = _bar_reading(text, local_notes)
+    if not records:
+        return bars
+    groups: dict[str, list[Record]] = {}
+    for rec in records:
+        groups.setdefault(rec.counter_key, []).append(rec)
+    best: tuple[tuple[int, int, int], list[Record], str, list[float | None]] | None = None
+    for group in groups.values():
+        group = _dedupe(group)
+        source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
+                                      world_size=world_size)
+        order = _SOURCE_ORDER.get(source.split(" (")[0], 9)
+        score = (order, group[0].counter_rank, -len(group))
+        if best is None or score < best[0]:
+            best = (score, group, source, times)
+    assert best is not None
+    _, group, source, times = best
+    n_records = len(group)
+    last_pos = max(r.pos for r in group)
+    losses = tuple(f.value for r in group if (f := _field(r, "loss")) is not None)
+    if source:
+        group_t, times_t = _accumulate(group, times)
+        iterations = _iterations(group_t, times_t, local_notes)
+    else:
+        iterations = []
+        note(local_notes, f"{n_records} step records ({group[0].counter_key}) without a step time, a clock or a "
+                          "known batch: progress only")
+    if not iterations and bars.iterations:
+        return replace(bars, n_records=max(bars.n_records, n_records), last_record_pos=max(bars.last_record_pos,
+                                                                                              last_pos))
+    if source and not iterations:  # every step time impossible: a broken measurement, not mere progress
+        n_records, last_pos = 0, -1
+    for n in local_notes:
+        note(notes, n)
+    return GenericReading(iterations=tuple(iterations), source=source, n_records=n_records,
+                          last_record_pos=last_pos, losses=losses, peak_mem_gb=_peak_mem_gb(group),
+                          notes=tuple(local_notes))
+
+
+_SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average": 2, "1 / steps per second": 3,
+                 "samples per step / samples per second": 4, "tokens per step / tokens per second": 4,
+                 "tokens per step / (tokens per GPU per second x world size)": 4, "timestamp difference": 5}
+
+
+# ---- tqdm progress bars
+
+def _clock_s(text: str) -> float | None:
+    parts = text.split(":")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        return None
+    seconds = 0.0
+    for v in values:
+        seconds = seconds * 60 + v
+    return seconds
+
+
+@dataclass(frozen=True)
+class BarDrawing:
+    n: int
+    elapsed_s: float
+    rate_s_per_it: float | None
+    pos: int
+    stated_s: float | None = None  # a per-step time in the bar's postfix ("step_time=50.94s")
+
+
+def _postfix_step_s(postfix: str) -> float | None:
+    for key, value, unit, _, _, parenthesised, _ in _fields(postfix):
+        if not parenthesised and _time_role(key, unit) == "step":
+            return _seconds(value, unit, key)
+    return None
+
+
+_BAR_RATES = ("it/s", "s/it")
+_BAR_SPAN = 160  # a bar's counter and elapsed column sit within this many characters before its rate
+
+
+def _bar_matches(text: str) -> list[tuple[int, re.Match[str]]]:
+    """(line start, match) of the bar drawings: found from their rate unit with str.find (a regex that starts
+    with a character class would be tried at every position of the log), the first MAX_HEAD_LINES and the last
+    MAX_TAIL_LINES of them."""
+    spots: set[int] = set()
+    for unit in _BAR_RATES:
+        pos, n = text.find(unit), 0
+        while pos >= 0 and n < MAX_HEAD_LINES:
+            spots.add(pos)
+            pos, n = text.find(unit, pos + 4), n + 1
+        pos, n = text.rfind(unit), 0
+        while pos >= 0 and n < MAX_TAIL_LINES:
+            spots.add(pos)
+            pos, n = text.rfind(unit, 0, pos), n + 1
+    out, seen = [], set()
+    for pos in sorted(spots):
+        low = max(0, pos - _BAR_SPAN)
+        newline = text.rfind("\n", low, pos)
+        start = newline + 1 if newline >= 0 else low
+        m = _BAR.search(text, max(0, start - 1) if start else 0, min(len(text), pos + 4 + 400))
+        if m is None or m.start("unit") != pos or m.start() in seen:
+            continue
+        seen.add(m.start())
+        out.append((text.rfind("\n", 0, m.start()) + 1, m))
+    return out
+
+
+def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
+    """The first drawing of each step of the log's training progress bars, in step order."""
+    if "it/s" not in text and "s/it" not in text:
+        return []
+    by_series: dict[str, dict[tuple[int, int], BarDrawing]] = {}
+    for ls, m in _bar_matches(text):
+        head = text[ls:m.start() + 1]
+        desc = head.split("|")[0].strip().lower()[-80:]
+        if epoch_bars_only and "epoch" not in desc:
+            continue
+        if any(word in desc for word in _BAR_SKIP):
+            continue
+        rate = m.group("rate")
+        rate_s = None
+        if rate is not None:
+            value = float(rate)
+            rate_s = value if m.group("unit") == "s/it" else (1.0 / value if value > 0 else None)
+        elapsed = _clock_s(m.group("elapsed"))
+        n = int(m.group("n"))
+        if elapsed is None or n == 0 and rate_s is None:
+            continue
+        epoch = 0
+        em = _EPOCH_IN_DESC.search(desc)
+        if em:
+            epoch = int(em.group(1))
+        series = by_series.setdefault(m.group("total") or "", {})
+        series.setdefault((epoch, n), BarDrawing(n, elapsed, rate_s, ls, _postfix_step_s(m.group("postfix"))))
+    if not by_series:
+        return []
+    best = max(by_series.values(), key=len)
+    return [best[k] for k in sorted(best)]
+
+
+_EPOCH_IN_DESC = re.compile(r"epoch\s{0,3}(\d{1,6})")
+
+
+def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, float]]]:
+    """(source, [(step, seconds)]) from a step time in the postfix, the elapsed column's advance, or the last
+    drawing's rate."""
+    if not drawings:
+        return "", []
+    stated = [(d.n, d.stated_s) for d in drawings if d.stated_s is not None]
+    if stated and len(stated) * 2 >= len(drawings):
+        return "progress bar postfix step time", stated
+    span = drawings[-1].elapsed_s - drawings[0].elapsed_s
+    if span >= 2 * BAR_MIN_SPAN_S:
+        out, anchor = [], drawings[0]
+        for d in drawings[1:]:
+            steps = d.n - anchor.n
+            if steps <= 0 or d.elapsed_s < anchor.elapsed_s:
+                anchor = d
+                continue
+            if d.elapsed_s - anchor.elapsed_s < BAR_MIN_SPAN_S:
+                continue
+            out.append((d.n, (d.elapsed_s - anchor.elapsed_s) / steps))
+            anchor = d
+        if out:
+            return "progress bar elapsed time", out
+    last = next((d for d in reversed(drawings) if d.rate_s_per_it), None)
+    if last is None or last.rate_s_per_it is None:  # never None (chosen for its rate): narrows
+        return "", []
+    return "progress bar rate (last drawing)", [(last.n, last.rate_s_per_it)]
+
+
+def _bar_reading(text: str, notes: list[str]) -> GenericReading:
+    drawings = training_bars(text)
+    source, steps = bar_step_times(drawings)
+    if not steps:
+        return GenericReading(n_records=len(drawings), last_record_pos=drawings[-1].pos if drawings else -1)
+    iterations = tuple(Iteration(iteration=n, step_time_s=s) for n, s in steps if math.isfinite(s) and s > 0)
+    return GenericReading(iterations=iterations, source=source, n_records=len(drawings),
+                          last_record_pos=drawings[-1].pos, notes=tuple(notes))

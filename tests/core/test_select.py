@@ -1,0 +1,59 @@
+from launcher.core.ranking import margin_over_next, rank, select_best
+
+
+def t(h, tokens, headroom, state="ok"):
+    return {"config_hash": h, "state": state, "metrics": {"tokens_per_s": tokens, "headroom": headroom}}
+
+
+def test_fastest_ok_trial_wins():
+    trials = [t("a", 100, 0.5), t("b", 150, 0.1), t("c", 900, 0.9, state="oom")]
+    assert select_best(trials)["config_hash"] == "b"
+
+
+def test_ties_within_noise_go_to_headroom():
+    trials = [t("a", 100.0, 0.05), t("b", 99.0, 0.40), t("c", 90.0, 0.9)]
+    assert select_best(trials, noise_tolerance=0.02)["config_hash"] == "b"
+    assert select_best(trials, noise_tolerance=0.0)["config_hash"] == "a"
+
+
+def test_rank_keeps_everyone_once_and_margin():
+    ranked = rank([t("a", 100.0, 0.05), t("b", 99.5, 0.4), t("c", 50.0, 0.9)])
+    assert [r["config_hash"] for r in ranked] == ["b", "a", "c"]
+    assert abs(margin_over_next(rank([t("a", 120, 0.1), t("b", 100, 0.1)])) - 0.2) < 1e-9
+
+
+def test_no_ok_trials():
+    assert select_best([t("a", 0, 0.1), t("b", 100, 0.1, state="failed")]) is None
+
+
+def test_repeats_rank_by_median_with_spread():
+    from launcher.core.ranking import group_repeats
+
+    trials = [t("a", 130, 0.3), {**t("a~r1", 90, 0.2), "repeat_of": "a"}, {**t("a~r2", 100, 0.25), "repeat_of": "a"},
+              t("b", 110, 0.3), {**t("b~r1", 108, 0.3), "repeat_of": "b"}, {**t("b~r2", 112, 0.3), "repeat_of": "b"}]
+    folded = group_repeats(trials)
+    assert [f["config_hash"] for f in folded] == ["a", "b"]
+    a, b = folded
+    assert a["metrics"]["tokens_per_s"] == 100 and b["metrics"]["tokens_per_s"] == 110
+    assert abs(a["metrics"]["tokens_per_s_spread"] - 0.4) < 1e-9 and a["metrics"]["headroom"] == 0.2
+    assert a["n_runs"] == 3
+    # a single lucky run of `a` (130) would have won; the medians say b.
+    assert select_best(folded)["config_hash"] == "b" and select_best(trials)["config_hash"] == "a"
+
+
+def test_the_objective_decides_the_winner():
+    from launcher.core.ranking import rank
+
+    big = {"config_hash": "big", "state": "ok", "layout": {"gpus": 64}, "metrics": {"tokens_per_s": 1000.0}}
+    small = {"config_hash": "small", "state": "ok", "layout": {"gpus": 8}, "metrics": {"tokens_per_s": 200.0}}
+    assert rank([big, small])[0]["config_hash"] == "big"
+    assert rank([big, small], objective="tokens_per_s_per_gpu")[0]["config_hash"] == "small"
+    assert rank([big, small], objective="time_to_target")[0]["config_hash"] == "big"
+
+
+def test_a_stopped_early_trial_is_never_the_winner():
+    """Its partial throughput was known worse than the best when it was stopped; a noisy partial figure above the
+    best must not make it win."""
+    trials = [t("ok", 100.0, 0.5), t("partial", 500.0, 0.9, state="stopped_early")]
+    assert select_best(trials)["config_hash"] == "ok"
+    assert [x["config_hash"] for x in rank(trials)] == ["ok"]

@@ -1,0 +1,184 @@
+import multiprocessing
+import os
+import signal
+
+import pytest
+
+from launcher.core.layout import Layout
+from launcher.core.record import TrialRecord
+from launcher.core.states import TrialState
+from launcher.run.ledger import Ledger
+
+
+def rec(h, pos=0, **kw):
+    return TrialRecord(h, pos, {"gpus": 1, "nodes": 1, "tp": 1, "pp": 1, "dp": 1, "mbs": 1, "gbs": 8},
+                       {"tokens_per_s": 10.0}, **kw)
+
+
+def test_add_is_idempotent_and_keeps_existing_state(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        assert led.add_trials([rec("a"), rec("b", 1)]) == 2
+        led.update("a", state="ok", metrics={"tokens_per_s": 5.0})
+        assert led.add_trials([rec("a"), rec("b", 1), rec("c", 2)]) == 1
+        assert [r.state for r in led.trials()] == ["ok", "planned", "planned"]
+        assert led.get("a").metrics == {"tokens_per_s": 5.0}
+
+
+def test_update_journals_state_changes(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([rec("a")])
+        led.update("a", "attempt 1", state="submitted", attempts=1, job_id="42")
+        led.update("a", state="ok")
+        assert [e["state"] for e in led.events("a")] == ["planned", "submitted", "ok"]
+        assert led.get("a").attempts == 1 and led.get("a").job_id == "42"
+
+
+def test_rejects_unknown_fields_and_states(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([rec("a")])
+        with pytest.raises(ValueError, match="unknown state"):
+            led.update("a", state="exploded")
+        with pytest.raises(ValueError, match="unknown trial fields"):
+            led.update("a", colour="red")
+
+
+def test_reopen_sees_committed_data(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_trials([rec("a")])
+        led.set_meta("parent", "r1")
+        led.update("a", state="running", log_paths=["x.log"])
+    with Ledger(path) as led:
+        assert led.get_meta("parent") == "r1"
+        assert led.get("a").log_paths == ["x.log"] and led.get("a").state == "running"
+
+
+def _hammer(path, n):
+    led = Ledger(path)
+    for i in range(n):
+        led.update("a", state="running" if i % 2 else "submitted", attempts=i)
+
+
+def test_sigkill_mid_write_leaves_a_consistent_ledger(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_trials([rec("a")])
+    proc = multiprocessing.get_context("fork").Process(target=_hammer, args=(path, 100000))
+    proc.start()
+    import time
+
+    deadline = time.time() + 60
+    while time.time() < deadline:  # kill it mid-stream, once it has committed a few updates
+        with Ledger(path) as led:
+            if len(led.events("a")) >= 5:
+                break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join()
+    with Ledger(path) as led:
+        assert led.integrity_ok()
+        r = led.get("a")
+        # The last committed update is whole: state and attempts were written together.
+        assert r.state == ("running" if r.attempts % 2 else "submitted")
+        events = led.events("a")
+        assert len(events) >= 2
+
+
+# --- derived columns, the first release's format, files that are not ledgers ---------------------------------
+
+import json
+import sqlite3
+
+from launcher.run.ledger import LedgerError
+
+# The first release's trials table: the layout as one JSON column, where the job ran in `nodes`.
+V1_TRIALS = """CREATE TABLE trials (config_hash TEXT PRIMARY KEY, position INTEGER NOT NULL, layout TEXT NOT NULL,
+    predicted TEXT NOT NULL DEFAULT '{}', selection TEXT NOT NULL DEFAULT 'predicted', repeat_of TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL, job_id TEXT NOT NULL DEFAULT '', job_dir TEXT NOT NULL DEFAULT '', job_state TEXT NOT NULL
+    DEFAULT '', exit_code INTEGER, job_error TEXT NOT NULL DEFAULT '', nodes TEXT NOT NULL DEFAULT '', attempts INTEGER
+    NOT NULL DEFAULT 0, log_paths TEXT NOT NULL DEFAULT '[]', metrics TEXT NOT NULL DEFAULT '{}', failure_kind TEXT
+    NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', excluded_nodes TEXT NOT NULL DEFAULT '[]', mlflow_run_id
+    TEXT NOT NULL DEFAULT '', synced INTEGER NOT NULL DEFAULT 0, submitted_at REAL NOT NULL DEFAULT 0, finished_at
+    REAL NOT NULL DEFAULT 0, updated_at REAL NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE events (id INTEGER PRIMARY KEY AUTOINCREMENT, ts REAL NOT NULL, config_hash TEXT NOT NULL,
+    state TEXT NOT NULL, detail TEXT NOT NULL DEFAULT '');"""
+V1_LAYOUT = {"gpus": 4, "nodes": 1, "tp": 2, "pp": 2, "dp": 1, "vpp": 1, "mbs": 2, "gbs": 8, "recompute": "full",
+             "sequence_parallel": True, "zero_stage": 0, "distributed_optimizer": False}
+
+
+def test_layout_dimensions_are_columns(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([rec("a")])
+    db = sqlite3.connect(tmp_path / "l.sqlite")
+    assert db.execute("SELECT gpus, tp, pp, dp, mbs, gbs, state FROM trials").fetchall() == [(1, 1, 1, 1, 1, 8, "planned")]
+
+
+def test_a_first_release_ledger_is_converted_and_keeps_its_trials(tmp_path):
+    path = tmp_path / "l.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(V1_TRIALS)
+    db.execute("INSERT INTO trials(config_hash, position, layout, state, nodes, metrics, reason, attempts, updated_at) "
+               "VALUES('h1', 0, ?, 'ok', 'n[1-2]', '{\"tokens_per_s\": 5.0}', '', 1, 1.0)", (json.dumps(V1_LAYOUT),))
+    db.execute("INSERT INTO trials(config_hash, position, layout, state, reason, updated_at) VALUES('h2', 1, ?, "
+               "'pruned', 'predicted_oom: 90.1 GB > 90% of 80 GB', 1.0)", (json.dumps({**V1_LAYOUT, "mbs": 8}),))
+    db.commit()
+    db.close()
+    with Ledger(path) as led:
+        ok, pruned = led.trials()
+        assert ok.layout == Layout.from_dict(V1_LAYOUT) and ok.node_list == "n[1-2]" and ok.attempts == 1
+        assert ok.state is TrialState.OK and ok.metrics == {"tokens_per_s": 5.0}
+        assert pruned.pruned_by == "predicted_oom" and pruned.layout.mbs == 8
+        assert led.integrity_ok()
+    with Ledger(path) as led:  # converted once: opening it again changes nothing
+        assert len(led.trials()) == 2
+
+
+@pytest.mark.parametrize("content", [b"not a database at all" * 100, b""])
+def test_a_corrupt_ledger_is_a_clear_error(tmp_path, content):
+    path = tmp_path / "l.sqlite"
+    path.write_bytes(content)
+    if content:
+        with pytest.raises(LedgerError, match="not a usable parasweep ledger"):
+            Ledger(path)
+    else:  # an empty file is a new ledger
+        Ledger(path).close()
+
+
+def test_another_program_s_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "l.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE songs (title TEXT)").connection.commit()
+    with pytest.raises(LedgerError, match="another program's sqlite file"):
+        Ledger(path)
+
+
+def test_analysis_never_creates_a_ledger(tmp_path):
+    with pytest.raises(LedgerError, match="does not exist"):
+        Ledger(tmp_path / "l.sqlite", create=False)
+    assert not (tmp_path / "l.sqlite").exists()
+
+
+def test_a_ledger_without_the_search_columns_opens_and_gains_them(tmp_path):
+    """A ledger written before the search (no `calibrated` column, no stopped_early state) opens, keeps its trials
+    and takes the new fields."""
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.add_trials([rec("a"), rec("b")])
+        led.update("a", state="ok", metrics={"tokens_per_s": 5.0})
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE trials DROP COLUMN calibrated")
+    db.commit()
+    db.close()
+    with Ledger(path) as led:
+        a, b = led.trials()
+        assert a.state is TrialState.OK and a.metrics == {"tokens_per_s": 5.0} and a.calibrated == {}
+        led.update_many({"b": {"calibrated": {"step_time_s": 1.5, "n_fit": 3}}})
+        led.update("b", "stopped early", state="stopped_early")
+        assert led.get("b").calibrated == {"step_time_s": 1.5, "n_fit": 3} and led.get("b").state.finished
+
+
+def test_update_many_changes_no_state(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([rec("a")])
+        with pytest.raises(ValueError, match="no state"):
+            led.update_many({"a": {"state": "ok"}})

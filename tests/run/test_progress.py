@@ -1,0 +1,47 @@
+import time
+
+from launcher.core.console import Reporter
+from launcher.core.record import TrialRecord
+from launcher.run.progress import LIVE_ROWS, Progress, _visible, format_eta, summary_line
+
+LAY = {"gpus": 4, "nodes": 1, "tp": 1, "pp": 2, "dp": 2, "mbs": 1, "gbs": 8}
+
+
+def test_eta_from_finished_share():
+    assert format_eta(0, 10, 5.0) == "-"
+    assert format_eta(5, 10, 100.0) == "1m40s"
+    assert format_eta(10, 10, 100.0) == "0s"
+
+
+def test_summary_counts_states_and_names_the_best():
+    recs = [TrialRecord("a", 0, LAY, state="ok", metrics={"tokens_per_s": 1234.0}),
+            TrialRecord("b", 1, LAY, state="running"), TrialRecord("c", 2, LAY, state="pruned")]
+    line = summary_line(recs, time.time() - 61, recs[0])
+    assert "1/2 done" in line and "ok=1" in line and "running=1" in line and "1,234 tok/s" in line
+    assert line.startswith("[1m01s]")
+
+
+def test_live_rows_show_running_first_and_are_capped():
+    recs = [TrialRecord(f"d{i}", i, LAY, state="ok", updated_at=i) for i in range(30)]
+    recs.append(TrialRecord("live", 99, LAY, state="running", updated_at=0))
+    shown = _visible(recs)
+    assert len(shown) == LIVE_ROWS and shown[0].config_hash == "live" and shown[1].config_hash == "d29"
+
+
+def test_plain_output_prints_changes_not_every_poll(capsys):
+    progress = Progress("sweep t", Reporter.for_streams(), interactive=False)
+    recs = [TrialRecord("a", 0, LAY, state="running")]
+    progress.update(recs, None)
+    progress.update(recs, None)
+    recs = [TrialRecord("a", 0, LAY, state="ok", metrics={"tokens_per_s": 5.0})]
+    progress.update(recs, recs[0])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and "ok=1" in lines[1]
+
+
+def test_eta_of_a_resumed_sweep_counts_only_this_runs_trials():
+    recs = [TrialRecord(f"d{i}", i, LAY, state="ok") for i in range(8)] + \
+           [TrialRecord("n", 8, LAY, state="ok"), TrialRecord("m", 9, LAY, state="running")]
+    # 8 done before this run, 1 done in 60 s of this run, 1 to go: about a minute, not seconds
+    line = summary_line(recs, time.time() - 60, None, done_before=8)
+    assert line.endswith("eta 1m00s") or line.endswith("eta 59s")

@@ -1,0 +1,163 @@
+"""launcher.run.scheduler: order, early stop and stop rule on plain data."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from launcher.run import scheduler as sch
+from launcher.run.scheduler import Outcome, Planned
+
+
+def planned(key, tokens_per_s, sd=0.05, peak=40.0, mem_sd=0.05, capacity=80.0, **dims) -> Planned:
+    layout = {"gpus": 8, "nodes": 1, "tp": 1, "pp": 1, "dp": 8, "vpp": 1, "mbs": 1, "gbs": 64, "recompute": "none",
+              "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False, **dims}
+    return Planned(key, layout, 1000, 1000 / tokens_per_s, sd, peak, mem_sd, capacity)
+
+
+GRID = [planned("a", 100, mbs=1), planned("b", 98, mbs=2), planned("c", 97, mbs=2, recompute="full"),
+        planned("d", 90, tp=2, dp=4, mbs=4), planned("e", 50, tp=4, dp=2), planned("f", 99, mbs=8, peak=95.0)]
+
+
+def test_first_the_best_predicted_that_fits_then_by_predicted_throughput():
+    picks = sch.order(GRID, [], calibrated=False)
+    assert picks[0].key == "a" and picks[0].reason == "best predicted"
+    # f is predicted faster but likely out of memory: last; no trial is spent spanning the grid by default
+    assert [p.key for p in picks[1:]] == ["b", "c", "d", "e", "f"]
+
+
+def test_a_spanning_pick_can_still_be_asked_for():
+    picks = sch.order(GRID, [], calibrated=False, span=1)
+    # e is far but implausible (50 % of the best); d spans tp, dp and mbs while staying plausible
+    assert picks[1].key == "d" and "spans" in picks[1].reason
+
+
+def test_once_learned_the_expected_gain_per_gpu_hour_decides():
+    """Best measured 95: a trial predicted 94 +- 1 % has almost nothing to gain, one predicted 93 +- 50 % may well
+    beat it by a lot; a likely OOM gains nothing."""
+    finished = [Outcome("a", "ok", 95.0)]
+    grid = [GRID[0], planned("sure", 94, sd=0.01), planned("unsure", 93, sd=0.5, tp=4, dp=2),
+            planned("better", 99, sd=0.05, mbs=2), planned("huge", 120, sd=0.05, mbs=8, peak=95.0)]
+    picks = sch.order(grid, finished, calibrated=True)
+    assert [p.key for p in picks[:2]] == ["unsure", "better"] and {p.key for p in picks[2:]} == {"sure", "huge"}
+    assert "expected gain" in picks[0].reason
+    by_chance = sch.order(grid, finished, calibrated=True, rule="chance")
+    assert [p.key for p in by_chance] == ["better", "unsure", "sure", "huge"]
+    assert by_chance[0].chance > by_chance[1].chance > by_chance[2].chance
+
+
+def test_of_two_equally_promising_trials_the_cheaper_runs_first():
+    finished = [Outcome("a", "ok", 95.0)]
+    fast = planned("fast", 100, sd=0.1, mbs=2)
+    slow_start = Planned("slow_start", fast.dims, fast.tokens_per_step, fast.step_time_s, 0.1, 40.0, 0.05, 80.0, 600.0)
+    quick_start = Planned("quick_start", fast.dims, fast.tokens_per_step, fast.step_time_s, 0.1, 40.0, 0.05, 80.0,
+                          60.0)
+    picks = sch.order([GRID[0], slow_start, quick_start], finished, calibrated=True)
+    assert [p.key for p in picks] == ["quick_start", "slow_start"]
+    assert sch.trial_cost(quick_start, 1.0, 8) == pytest.approx(8 * (60 + 8 * fast.step_time_s))
+    assert sch.trial_cost(quick_start, 0.0, 8) == pytest.approx(8 * (60 + fast.step_time_s))   # OOM: start-up + 1 step
+
+
+def test_expected_gain_grows_with_the_prediction_and_with_its_spread_below_the_best():
+    base = planned("x", 90, sd=0.1)
+    assert sch.expected_gain(planned("y", 95, sd=0.1), 100, 0.02) > sch.expected_gain(base, 100, 0.02) > 0
+    assert sch.expected_gain(planned("z", 90, sd=0.3), 100, 0.02) > sch.expected_gain(base, 100, 0.02)
+    sure_win = planned("w", 200, sd=1e-6)
+    assert sch.expected_gain(sure_win, 100, 0.0) == pytest.approx(math.log(2.0), rel=1e-6)
+
+
+def test_a_trial_that_needs_no_more_memory_than_a_fitted_one_fits():
+    grid = [planned("big", 100, peak=79.0, mem_sd=0.2), planned("small", 90, peak=78.0, mem_sd=0.2)]
+    assert sch.chance_fits(grid[1], {t.key: t for t in grid}, []) < 0.6
+    assert sch.chance_fits(grid[1], {t.key: t for t in grid}, [Outcome("big", "ok", 100.0)]) == 1.0
+    assert sch.chance_fits(grid[1], {t.key: t for t in grid}, [Outcome("big", "oom")]) < 0.6
+
+
+@pytest.mark.parametrize("times, best, stops", [
+    ([1.0, 1.0], 1200.0, True),                  # 1000 tokens/s vs 1200: far below
+    ([1.0, 1.0], 1015.0, False),                 # within the 2 % tolerance
+    ([0.9, 1.1, 1.0], 1100.0, False),            # 10 % below, but its own spread is 10 %
+    ([1.0], 1200.0, False),                      # fewer than the minimum measured iterations
+    ([1.0, 1.0], None, False),                   # nothing finished to compare with
+])
+def test_early_stop(times, best, stops):
+    reason = sch.early_stop(times, 1000, best, noise_tolerance=0.02, min_measured_iters=2)
+    assert (reason is not None) == stops
+    if stops:
+        assert "below the best" in reason
+
+
+def test_stop_rule_waits_for_a_calibration_and_lists_what_it_skips():
+    finished = [Outcome("a", "ok", 100.0), Outcome("b", "ok", 98.0), Outcome("c", "stopped_early", 90.0)]
+    assert not sch.stop_rule(GRID, finished, calibrated=False).stop
+    decision = sch.stop_rule(GRID, finished, calibrated=True)
+    assert decision.stop and "converged" in decision.reason
+    skipped = dict(decision.skipped)
+    assert set(skipped) == {"d", "e", "f"}
+    assert "out of memory" in skipped["f"] and "chance to beat" in skipped["e"]
+
+
+def test_many_small_chances_together_keep_the_search_going():
+    """30 trials with ~2 % each: no single one reaches 5 %, but together one of them likely beats the best."""
+    finished = [Outcome("a", "ok", 100.0)]
+    grid = [GRID[0]] + [planned(f"t{i}", 92, sd=0.05, mbs=2, pp=i + 2) for i in range(30)]
+    assert max(sch.chance_beats(t, 100.0, 0.02) for t in grid[1:]) < sch.STOP_THRESHOLD
+    assert sch.stop_rule(grid, finished, calibrated=True, combine="max").stop
+    decision = sch.stop_rule(grid, finished, calibrated=True)
+    assert not decision.stop and "together" in decision.reason
+
+
+@pytest.mark.parametrize("times, steady", [
+    ([1.0, 1.001, 0.999], True),              # 3 iterations within 0.1 %: known far better than 2 %
+    ([1.0, 1.0], False),                      # fewer than 3: never
+    ([1.0, 1.1, 0.9, 1.05], False),           # 8 % spread: the mean is known to +-13 % only
+    ([1.0, 1.02, 0.99, 1.01, 1.0], True),     # 1 % spread over 5: +-1.4 %
+])
+def test_steady(times, steady):
+    reason = sch.steady(times, noise_tolerance=0.02, min_measured_iters=2)
+    assert (reason is not None) == steady
+    if steady:
+        assert "steady after" in reason
+
+
+def test_learned_and_trusted_follow_the_policy():
+    policy = sch.Policy()
+    assert not sch.learned(policy, applied=False, n_measured=0) and sch.learned(policy, False, 1)
+    assert not sch.learned(sch.Policy(residuals=False), False, 1) and sch.learned(sch.Policy(residuals=False), True, 3)
+    assert not sch.trusted(policy, True, 5, 2) and sch.trusted(policy, False, 0, 3)
+    old = sch.Policy(residuals=False)
+    assert not sch.trusted(old, True, 0, 5) and sch.trusted(old, True, 1, 4)
+
+
+def test_stop_rule_keeps_going_while_a_trial_may_still_win():
+    finished = [Outcome("a", "ok", 100.0)]
+    grid = [*GRID, planned("g", 99, sd=0.3, pp=2, dp=4)]     # 99 predicted, but 30 % uncertain
+    decision = sch.stop_rule(grid, finished, calibrated=True)
+    assert not decision.stop and "chance" in decision.reason
+
+
+def test_max_trials_is_a_hard_cap():
+    finished = [Outcome("a", "ok", 100.0), Outcome("b", "failed")]
+    decision = sch.stop_rule(GRID, finished, calibrated=False, max_trials=2)
+    assert decision.stop and "max_trials" in decision.reason and len(decision.skipped) == 4
+
+
+def test_nothing_left_to_run_stops():
+    finished = [Outcome(t.key, "ok", t.tokens_per_s) for t in GRID]
+    assert sch.stop_rule(GRID, finished, calibrated=False).stop
+    assert sch.order(GRID, finished, calibrated=True) == []
+
+
+def test_every_dimension_of_the_layout_counts_in_the_distance():
+    """The spanning pick's distance is derived from the Layout: a layout that differs in any one dimension (cp and
+    vpp included) is away from the other. Dropping a dimension from it fails here."""
+    from launcher.core.layout import CATEGORICAL, DIMENSIONS, NUMERIC, Layout
+
+    base = Layout(gpus=8, nodes=1, tp=2, pp=2, dp=2, cp=1, vpp=1, mbs=1, gbs=8, zero_stage=1)
+    other = {"recompute": "full", "sequence_parallel": True, "distributed_optimizer": True}  # ints: doubled
+    assert set(NUMERIC) | set(CATEGORICAL) == {d.name for d in DIMENSIONS}
+    for d in DIMENSIONS:
+        value = other.get(d.name, getattr(base, d.name) * 2 if d.type is int else None)
+        moved = base.replace(**{d.name: value}).to_dict()
+        assert sch._distance(base.to_dict(), moved) > 0, d.name
