@@ -1,8 +1,9 @@
 """Search benchmark (issue 16): how many GPU-hours the adaptive search needs to find a configuration within 2 % of
 the best, against its baselines in the same run, on every measured replay table and on perturbed truths.
 
-    python tests/benchmarks/bench_search.py             # everything (< 10 minutes on the 2-core machine)
-    python tests/benchmarks/bench_search.py --quick     # fewer perturbed draws
+    python tests/benchmarks/bench_search.py             # everything, 8 perturbed draws per grid
+    python tests/benchmarks/bench_search.py --draws 3   # 3 draws: 5.5 min CPU, 12.5 min wall on the shared
+                                                        # 2-core machine at load 5 (26 Nov 2026)
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
