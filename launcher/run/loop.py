@@ -271,7 +271,7 @@ class SweepLoop:
             # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
             self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
                                job_dir="", attempts=r.attempts + 1, submitted_at=time.time(), started_at=0.0,
-                               metrics={}, failure_kind="", reason="")
+                               metrics={}, failure_kind="", reason="", evidence=[])
         done = self.runner.submit(requests)
         for key, (job_id, job_dir) in done.jobs.items():
             self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
