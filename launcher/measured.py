@@ -60,6 +60,9 @@ class MeasuredRow:
 class MeasuredSweep:
     name: str
     rows: tuple[MeasuredRow, ...]
+    source_id: str = ""
+    """The table's `# SOURCE_ID:` (which source measured it; '' when the table names none): the replay uses it to
+    predict with constants fitted without that source (launcher.replay.prior_for)."""
 
 
 def _typed(key: str, text: str, where: str):
@@ -104,6 +107,8 @@ def parse_row(raw: dict, where: str, line: int) -> tuple[MeasuredRow, str]:
 
 def read_rows(lines: Iterable[str], source: str = "<table>") -> list[MeasuredSweep]:
     """The sweeps of a measured table, in order of first appearance. One row per line (no quoted newlines)."""
+    lines = list(lines)
+    source_id = next((text.split(":", 1)[1].strip() for text in lines if text.lstrip().startswith("# SOURCE_ID:")), "")
     numbered = [(i, text) for i, text in enumerate(lines, 1) if text.strip() and not text.lstrip().startswith("#")]
     if not numbered:
         raise TableError(f"{source}: no rows")
@@ -120,8 +125,8 @@ def read_rows(lines: Iterable[str], source: str = "<table>") -> list[MeasuredSwe
         sweeps.setdefault(key, []).append(row)
         names.setdefault(key, (raw.get("sweep") or "").strip() or _default_name(row))
     taken = list(names.values())
-    return [MeasuredSweep(names[k] if taken.count(names[k]) == 1 else f"{names[k]}-{rows[0].gpus}gpu", tuple(rows))
-            for k, rows in sweeps.items()]
+    return [MeasuredSweep(names[k] if taken.count(names[k]) == 1 else f"{names[k]}-{rows[0].gpus}gpu", tuple(rows),
+                          source_id) for k, rows in sweeps.items()]
 
 
 def _fields(text: str, where: str) -> list[str]:

@@ -18,6 +18,7 @@ from launcher.core.kinds import FailureKind
 from launcher.core.names import is_cpu_standin
 from launcher.core.record import TrialRecord
 from launcher.core.states import state_for_kind
+from launcher.plan.flops import one_flop_convention
 from launcher.run.executor import read_logs
 from launcher.run.ledger import Ledger
 from launcher.run.policy import exclude_on_retry_kind, may_exclude
@@ -70,23 +71,6 @@ def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_st
                 metrics=outcome.metrics, log_paths=[str(p) for p in paths],
                 excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
                 node_list=nodes)
-
-
-def one_flop_convention(predicted: dict[str, Any], metrics: dict[str, Any], peak_tflops: float) -> dict[str, Any]:
-    """Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts recomputation, Megatron-LM's
-    "throughput per GPU" does not (and newer versions halve causal attention). A trial's FLOPs per iteration are
-    fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by
-    predicted / measured step time; the number the log printed is kept as reported_tflops_per_gpu."""
-    if not metrics.get("step_time_s") or not predicted.get("step_time_s") or not peak_tflops:
-        return metrics
-    scale = predicted["step_time_s"] / metrics["step_time_s"]
-    out = dict(metrics)
-    if "tflops_per_gpu" in out:
-        out["reported_tflops_per_gpu"] = out.pop("tflops_per_gpu")
-    out["tflops_per_gpu"] = predicted["tflops_per_gpu"] * scale
-    out["model_tflops_per_gpu"] = predicted["model_tflops_per_gpu"] * scale
-    out["mfu"] = out["model_tflops_per_gpu"] / peak_tflops
-    return out
 
 
 def rejudge(cfg: RootConfig, ledger: Ledger, resolve: Callable[[str], Path] = Path,

@@ -301,6 +301,11 @@ class PlanConfig(Sealed):
     trial and at least 2 when the cluster has them) and plan with the measured bus bandwidths instead of the
     cluster preset's (launcher.run.network). null (default): on the SLURM executor yes, on the local one no. The
     result is reused on resume and by later sweeps of the same cluster and node count, unless sweep.fresh."""
+    prior_from: str = ""
+    """A finished sweep's folder (e.g. sweeps/llama-16gpu) whose calibration.json starts this sweep's calibration:
+    its fitted constants and their uncertainty become the prior (launcher.plan.calibrate.Prior.from_json), so a
+    sweep at a new scale starts from what an earlier one learned. It must be of the same cluster, GPU, backend and
+    precision. '' = the backend's a-priori constants."""
     stop_when_converged: bool = False
     """End the sweep when the calibrated model gives no unrun trial a real chance (launcher.run.scheduler's
     stop_rule) to beat the best by more than analysis.noise_tolerance: the remaining planned trials are pruned as

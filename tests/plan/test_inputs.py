@@ -48,5 +48,5 @@ def test_the_plan_and_the_search_features_use_the_same_inputs(load):
     search = Search(cfg)
     record = TrialRecord(trial.config_hash, 0, trial.layout, dataclasses.asdict(trial.estimate))
     table = FeatureTable([search.features(record)])
-    assert table.step_time_s(search.prior)[0] == pytest.approx(trial.estimate.step_time_s, rel=1e-9)
-    assert table.peak_mem_gb(search.prior)[0] == pytest.approx(trial.estimate.peak_mem_gb, rel=1e-9)
+    assert table.step_time_s(search.prior.constants)[0] == pytest.approx(trial.estimate.step_time_s, rel=1e-9)
+    assert table.peak_mem_gb(search.prior.constants)[0] == pytest.approx(trial.estimate.peak_mem_gb, rel=1e-9)
