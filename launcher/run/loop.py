@@ -19,18 +19,18 @@ from launcher.backends import require_runnable
 from launcher.config.load import to_yaml
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
-from launcher.core.errors import ConfigError
 from launcher.core.ranking import group_repeats, rank, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants
-from launcher.plan.planner import Plan, make_plan, trial_context
+from launcher.plan.planner import Plan, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import network, trial_files
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
+from launcher.run.identity import check_same_setup
 from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
 from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
@@ -335,13 +335,8 @@ def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan, overrides: S
 
 
 def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> None:
-    """A folder holds one model/cluster/backend setup: trials of another would be ranked against these."""
-    stored, current = ledger.get_meta("context"), trial_context(cfg)
-    if stored and stored != current:
-        raise ConfigError("sweep.name", cfg.sweep.name, f"{folder.root} holds trials of another setup ({stored}; "
-                          f"now {current}): add sweep.fresh=true to start over (the old folder is kept) or pick "
-                          "another sweep.name")
-    ledger.set_meta("context", current)
+    """A folder holds one setup's measurements (launcher.run.identity); a new folder gets its sweep uid."""
+    check_same_setup(cfg, ledger, folder)
     if not ledger.get_meta("sweep_uid"):  # tells this folder's MLflow runs from those of a fresh sweep of one name
         ledger.set_meta("sweep_uid", uuid.uuid4().hex)
 
