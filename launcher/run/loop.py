@@ -33,7 +33,7 @@ from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.identity import check_same_setup
 from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
-from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
+from launcher.run.policy import OomIndex, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.run.search import Search, calibrated_ooms, comparable_best, stop_early
 
@@ -226,11 +226,12 @@ class SweepLoop:
         records = self.ledger.trials()
         live = sum(1 for r in records if r.is_live)
         planned, retries = [], []
+        ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
             if r.state is TrialState.PLANNED:
-                oom = dominated_by_oom(r, records)
+                oom = ooms.dominating(r)
                 if oom is not None:
                     self._prune(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
                                 f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
@@ -275,8 +276,11 @@ class SweepLoop:
         return sorted(planned, key=lambda r: (rank.get(r.config_hash, len(rank)), r.position))
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
-        best = select_best(group_repeats([asdict(r) for r in records]), self.cfg.analysis.noise_tolerance,
-                           self.cfg.plan.objective)
+        # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
+        # poll cost seconds at 50k planned trials.
+        rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
+        best = select_best(group_repeats([asdict(r) for r in records if (r.repeat_of or r.config_hash) in rankable]),
+                           self.cfg.analysis.noise_tolerance, self.cfg.plan.objective)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
