@@ -239,8 +239,13 @@ def check_sweep(sweep: SweepRunConfig) -> None:
 
 def check_analysis(analysis: AnalysisConfig) -> None:
     """The values of the analysis section."""
-    _positive("analysis", "repeats", analysis.repeats, "use 1 (no repeats) or more")
-    _positive("analysis", "repeat_top", analysis.repeat_top, "use 1 or more")
+    _positive("analysis", "repeats", analysis.repeats, "use 2 or more")
+    if analysis.confirm_top < 0:
+        raise ConfigError("analysis.confirm_top", analysis.confirm_top, "use 0 (no re-measurement) or more")
+    if analysis.confirm_top and analysis.repeats < 2:
+        raise ConfigError("analysis.repeats", analysis.repeats, f"a finalist (analysis.confirm_top="
+                          f"{analysis.confirm_top}) needs at least 2 measurements to show its spread: use repeats "
+                          ">= 2, or analysis.confirm_top=0 to rank on single measurements")
     if not 0 <= analysis.noise_tolerance < 1:
         raise ConfigError("analysis.noise_tolerance", analysis.noise_tolerance, "use a share in [0, 1)")
 

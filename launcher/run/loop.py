@@ -20,7 +20,7 @@ from launcher.config.load import to_yaml
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.errors import ConfigError
-from launcher.core.ranking import group_repeats, rank, select_best
+from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants
@@ -293,12 +293,21 @@ def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress)
 
 
 
-def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
-    records = ledger.trials()
-    bases = [asdict(r) for r in records if not r.repeat_of]
-    ranked = rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)
-    top = [t["config_hash"] for t in ranked[: cfg.analysis.repeat_top]]
-    return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
+def confirm_finalists(cfg: RootConfig, ledger: Ledger, loop: SweepLoop, reporter: Reporter) -> None:
+    """analysis.confirm_top: measure the finalists again (launcher.core.ranking.finalists) until each has
+    analysis.repeats measurements. The finalists' band widens with the spread the repeats show, so a noisy machine
+    takes a few rounds (at most confirm_top: each round adds at least one finalist or ends it)."""
+    a = cfg.analysis
+    for _ in range(a.confirm_top):
+        records = ledger.trials()
+        top = finalists([asdict(r) for r in records], a.confirm_top, a.noise_tolerance, cfg.plan.objective)
+        extra = repeat_records(records, top, a.repeats, cfg.cluster.nodes)
+        if not ledger.add_trials(extra):
+            return
+        names = ", ".join(f"{key[:8]} {ledger.get(key).layout.label()}" for key in top)
+        reporter.info(f"confirming the winner: measuring {len(top)} finalist(s) {a.repeats} times each ({names})")
+        loop.allowed |= {r.config_hash for r in extra}
+        loop.run()
 
 
 def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan,
@@ -373,12 +382,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
         started = time.time()
         loop.run()
-        extra = _repeats(cfg, ledger) if cfg.analysis.repeats > 1 else []
-        if ledger.add_trials(extra):
-            reporter.info(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more "
-                          "time(s)")
-            loop.allowed |= {r.config_hash for r in extra}
-            loop.run()
+        confirm_finalists(cfg, ledger, loop, reporter)
         t_finish = time.perf_counter()
         status = hooks.finish(cfg, folder, ledger, tracking, time.time() - started)
         ran = [r for r in ledger.trials() if r.attempts]

@@ -201,7 +201,7 @@ def test_fresh_keeps_the_old_folder(tmp_path):
 
 def test_repeats_rank_by_the_median(tmp_path):
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1]",
-            "grid.include=[]", "analysis.repeats=3", "analysis.repeat_top=1", "tracking.enabled=false"]
+            "grid.include=[]", "analysis.repeats=3", "analysis.confirm_top=1", "tracking.enabled=false"]
     proc = run_launcher(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = ledger_rows(tmp_path)
