@@ -94,7 +94,7 @@ def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: Tra
     _write_outputs(cfg, folder, ledger, done, trials, train_iters, resolve or Path, say)
     print_outputs(done, folder, say)
     say.info(f"plots, report and export in {time.perf_counter() - started:.2f} s")
-    done.runs_url = _record_in_mlflow(folder, tracking, done, records, summary)
+    done.runs_url = _record_in_mlflow(cfg, folder, tracking, done, records, summary)
     if done.runs_url:
         say.info(tracking.link_text(done.runs_url))
     return done
@@ -239,7 +239,7 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
             say.warn(f"no export of the winner: {exc}")
     runs_url = ledger.get_meta("mlflow_runs_url", "") or ""
     summary = summary_rows(asdict(cfg.model), asdict(cfg.cluster), asdict(cfg.backend), cfg.executor.name, trials,
-                           cfg.analysis.noise_tolerance)
+                           cfg.analysis.noise_tolerance, cfg.plan.max_gpu_hours)
     data = ReportInput(cfg.sweep.name, summary, done.ranked, trials, done.plots, done.explanation,
                        done.recommendations, failure_groups(trials, lambda p: read_tail(resolve(p))),
                        {name: path.read_text() for name, path in done.export.items()},
@@ -330,8 +330,8 @@ def print_outputs(done: Conclusion, folder: SweepFolder, say: Reporter) -> None:
 
 
 # -- MLflow ------------------------------------------------------------------------------------------------------
-def _record_in_mlflow(folder: SweepFolder, tracking: TrackingLink, done: Conclusion, records: list[TrialRecord],
-                      summary: dict) -> Optional[str]:
+def _record_in_mlflow(cfg: RootConfig, folder: SweepFolder, tracking: TrackingLink, done: Conclusion,
+                      records: list[TrialRecord], summary: dict) -> Optional[str]:
     """Plots under 'plots/', the report (+ train.sbatch) under 'report/' of the parent run; the parent is finished
     only when no trial is live (a launcher still at work finishes it itself)."""
     tracking.attach_outputs(done.plots, [p for p in (done.report, done.export.get("train.sbatch")) if p])
@@ -340,6 +340,8 @@ def _record_in_mlflow(folder: SweepFolder, tracking: TrackingLink, done: Conclus
 
     summary = {**summary, "trials_ok": sum(r.state is TrialState.OK for r in records), "trials_total": len(records),
                **summary_metrics([asdict(r) for r in records], done.calibration)}
+    if cfg.plan.max_gpu_hours:
+        summary["gpu_hours_budget"] = cfg.plan.max_gpu_hours
     if done.ranked:
         winner = done.ranked[0]
         summary["best_tokens_per_s"] = winner["metrics"].get("tokens_per_s", 0.0)

@@ -127,8 +127,9 @@ def failure_groups(trials: Sequence[dict], read_log: Callable[[str], Optional[st
 # ------------------------------------------------------------------------------------------------ HTML
 
 def summary_rows(model: dict, cluster: dict, backend: dict, executor: str, trials: Sequence[dict],
-                 noise_tolerance: float) -> dict:
-    """The summary table: what was swept where, how the trials ended, how long it took."""
+                 noise_tolerance: float, budget_gpu_hours: float = 0.0) -> dict:
+    """The summary table: what was swept where, how the trials ended, how long it took, the GPU-hours it spent (of
+    plan.max_gpu_hours when there is one)."""
     m, c, b = model, cluster, backend
     counts = Counter(t["state"] for t in trials)
     spans = [(t["submitted_at"], t["finished_at"]) for t in trials if t.get("submitted_at") and t.get("finished_at")]
@@ -142,10 +143,19 @@ def summary_rows(model: dict, cluster: dict, backend: dict, executor: str, trial
             "trials": f"{len(trials)}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
             "elapsed": f"{wall_s:,.0f} s from the first submission to the last finish; "
                        f"{sum(f - s for s, f in spans):,.0f} s of trial time",
+            "GPU-hours": _gpu_hours(trials, budget_gpu_hours),
             "ranking": f"measured tokens/s, the median of a configuration's runs; two configurations tie when they "
                        f"differ by less than {noise_tolerance:.0%} plus the larger spread of their runs, and a tie "
                        "goes to memory headroom",
             "generated": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def _gpu_hours(trials: Sequence[dict], budget: float) -> str:
+    order = run_order(trials)
+    spent = order[-1].spent_gpu_hours if order else 0.0
+    pruned = sum(t.get("pruned_by") == "gpu_budget" for t in trials)
+    text = f"{spent:.3g} spent" + (f" of the {budget:g} budget (plan.max_gpu_hours)" if budget else "")
+    return text + (f"; {pruned} trial(s) left unrun at the budget" if pruned else "")
 
 
 @dataclass

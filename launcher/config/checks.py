@@ -205,6 +205,9 @@ def check_plan(plan: PlanConfig) -> None:
         raise ConfigError("plan.max_trials", plan.max_trials, "use 0 (no budget) or more")
     if plan.keep_borderline < 0:
         raise ConfigError("plan.keep_borderline", plan.keep_borderline, "use 0 (prune at the margin) or more")
+    if plan.max_gpu_hours < 0:
+        raise ConfigError("plan.max_gpu_hours", plan.max_gpu_hours, "use 0 (no budget) or a number of GPU-hours; "
+                          "the dry run prints what the plan is expected to cost")
     if plan.early_stop_min_iters < 2:  # one step has no spread: a single slow step would stop a trial
         raise ConfigError("plan.early_stop_min_iters", plan.early_stop_min_iters, "use 2 or more measured "
                           "iterations (or plan.early_stop=false to never stop a trial early)")

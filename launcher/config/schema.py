@@ -272,6 +272,11 @@ class PlanConfig(Sealed):
     """Keep configurations predicted up to this much (share of capacity) over the margin: the estimate can be wrong."""
     max_trials: int = 0
     """Trial budget (0: run every valid configuration)."""
+    max_gpu_hours: float = 0.0
+    """GPU-hour budget of the sweep (0: none). The dry run prints the expected cost of the exhaustive plan and of the
+    adaptive search against it; a run submits no trial whose predicted cost would take the GPU-hours spent (running
+    trials counted at their predicted length) over it, and once nothing runs it prunes the rest ('gpu_budget', said
+    in one message). Raising it and running the same command resumes them."""
     exploration_share: float = 0.25
     """Share of the budget given to configurations outside the predicted top, to check the ranking itself."""
     allow_tp_across_nodes: bool = False

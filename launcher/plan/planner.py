@@ -81,8 +81,12 @@ def trial_context(cfg: RootConfig) -> str:
 
 def job_duration_s(cfg: RootConfig, est: Estimate) -> float:
     """Predicted wall time of one benchmark job: start-up plus the iterations it runs."""
-    iters = cfg.backend.warmup_iters + cfg.backend.measure_iters
-    return cfg.backend.startup_s + iters * est.step_time_s
+    return job_seconds(cfg, est.step_time_s)
+
+
+def job_seconds(cfg: RootConfig, step_time_s: float) -> float:
+    """A benchmark job's wall time at a step time: start-up plus warm-up and measured iterations."""
+    return cfg.backend.startup_s + (cfg.backend.warmup_iters + cfg.backend.measure_iters) * step_time_s
 
 
 def rank_key(objective: Objective | str) -> Callable[[PlannedTrial], tuple[float, float]]:

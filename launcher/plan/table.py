@@ -10,6 +10,7 @@ from typing import Any
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.objective import Objective
+from launcher.plan.cost import cost_lines, forecast
 from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
 from launcher.plan.rules import Issue
 
@@ -42,8 +43,8 @@ def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path |
     console.say(pruning_summary(plan))
     for line in warning_summary(plan, {w.code for w in common}):
         console.say(line)
-    console.say(f"cost: {len(plan.trials)} jobs, ~{plan.gpu_hours:,.1f} GPU-hours "
-                  f"(~{plan.job_seconds / 3600:.2f} job-hours if run one after another)")
+    for line in cost_lines(forecast(cfg, plan), plan.job_seconds / 3600):
+        console.say(line)
     for note in plan.notes:
         console.say(f"before a real run: {note}")
     if csv_path is not None:

@@ -28,6 +28,7 @@ from launcher.plan.planner import Plan, make_plan, trial_context
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import network, trial_files
+from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
@@ -67,7 +68,7 @@ class SweepLoop:
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
         self.hooks, self.reporter = hooks, reporter
         self.runner = make_runner(cfg.executor, cfg.cluster, folder.jobs, reporter)
-        self.progress = Progress(f"sweep {cfg.sweep.name}", reporter)
+        self.progress = Progress(f"sweep {cfg.sweep.name}", reporter, budget_gpu_hours=cfg.plan.max_gpu_hours)
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
@@ -245,6 +246,11 @@ class SweepLoop:
         if not room:
             return 0
         batch = (retries + self._in_search_order(records, planned))[:room]  # a retry was picked before: first
+        batch, held = within_budget(self.cfg, records, batch, time.time())
+        if held and not batch:
+            if not live:  # nothing running can end under its prediction and make room: the budget is spent
+                self._stop_at_budget(held)
+            return 0
         requests = []
         for r in batch:
             script = trial_files.write(self.cfg, self.folder, r)
@@ -263,6 +269,14 @@ class SweepLoop:
                                finished_at=time.time(), synced=False)
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
+
+    def _stop_at_budget(self, why: str) -> None:
+        """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
+        left = [r for r in self.ledger.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
+        for r in left:
+            self._prune(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}")
+        self.progress.log(f"GPU-hour budget reached: {why}. {len(left)} planned trial(s) left unrun (pruned: "
+                          "gpu_budget); raise plan.max_gpu_hours and run the same command to run them")
 
     def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord]) -> list[TrialRecord]:
         """The planned trials in the scheduler's order (launcher.run.scheduler.order: before the calibration
@@ -370,6 +384,9 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
+        for r in ledger.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
+            if r.pruned_by == PruneReason.GPU_BUDGET:
+                ledger.update(r.config_hash, "planned again", state=TrialState.PLANNED, pruned_by="", reason="")
         resumed = len(ledger.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")

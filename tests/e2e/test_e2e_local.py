@@ -230,3 +230,23 @@ def test_garbled_log_fails_that_trial_and_the_sweep_goes_on(tmp_path):
     assert run.data.tags["status"] == "failed" and run.info.status == "FAILED"
     artifacts = [a.path for a in MlflowClient(tracking_uri=uri).list_artifacts(run.info.run_id, "logs")]
     assert any(a.endswith("_log.out.log") for a in artifacts), artifacts
+
+
+def test_a_budget_below_the_cost_stops_the_sweep_at_it_and_a_larger_one_runs_the_rest(tmp_path):
+    """4 trials of ~0.007 predicted GPU-hours each against plan.max_gpu_hours=0.01: the first runs, then the sweep
+    stops at the budget and says so; the same command with a larger budget runs the rest."""
+    args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1,2]",
+            "grid.include=[]", "analysis.confirm_top=0", "tracking.enabled=false"]
+    dry = run_launcher(*args, "plan.max_gpu_hours=0.01", "dry_run=true", cwd=tmp_path)
+    assert "exhaustive: 4 jobs" in dry.stdout and "adaptive search" in dry.stdout
+    assert "plan.max_gpu_hours=0.01 is below the expected" in dry.stdout
+    proc = run_launcher(*args, "plan.max_gpu_hours=0.01", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "GPU-hour budget reached" in proc.stdout and "/0.01 GPU-h" in proc.stdout
+    rows = ledger_rows(tmp_path)
+    held = [r for r in rows if r["pruned_by"] == "gpu_budget"]
+    assert held and all(r["state"] == "pruned" for r in held) and len(held) < len(rows)
+    assert "GPU-hours" in (tmp_path / "sweeps" / "tiny" / "report.html").read_text()
+    more = run_launcher(*args, "plan.max_gpu_hours=1", cwd=tmp_path)
+    assert more.returncode == 0, more.stdout[-2000:] + more.stderr[-2000:]
+    assert not [r for r in ledger_rows(tmp_path) if r["pruned_by"] == "gpu_budget" or r["state"] == "planned"]
