@@ -320,9 +320,9 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         idx, why = record
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
-    why = F_DIV.series_diverged(losses)
-    if why is not None:
-        return _failure(FailureKind.DIVERGED, f"loss diverged: {why}")
+    series_why = F_DIV.series_diverged(losses)
+    if series_why is not None:
+        return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
     return None
 
 

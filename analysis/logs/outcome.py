@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, TypedDict
 
-from analysis.logs.classify import classify
+from analysis.logs.classify import Evidence, classify
 from analysis.logs.logtext import normalize
 from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, peak_memory_mb
 from analysis.logs.plausibility import implausible
@@ -31,10 +31,17 @@ _WORKLOAD_KEYS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops
 class Outcome:
     failure_kind: str  # a FailureKind value, as a plain str (the ledger's and MLflow's type)
     reason: str
-    metrics: dict = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
     evidence: tuple[tuple[int, str], ...] = ()  # (line number, line) that support the verdict
     notes: tuple[str, ...] = ()  # records the parsers dropped, and why
     log_format: str = ""  # analysis.logs.read_log.LogReading.format
+
+
+class _Shared(TypedDict):
+    """What every Outcome of one judged log carries, whatever its verdict."""
+    evidence: Evidence
+    notes: tuple[str, ...]
+    log_format: str
 
 
 def _job_state(slurm_state: Optional[str], job_error: str) -> Optional[str]:
@@ -56,7 +63,7 @@ def _headroom(peak_mem_gb: Optional[float], capacity_gb: Optional[float]) -> Opt
     return 1.0 - peak_mem_gb / capacity_gb
 
 
-def _workload_metrics(reading: LogReading, capacity_gb: Optional[float]) -> tuple[dict, str]:
+def _workload_metrics(reading: LogReading, capacity_gb: Optional[float]) -> tuple[dict[str, Any], str]:
     log = reading.workload
     if log is None or log.result is None:
         return {}, (log.problem if log is not None else None) or "no PARASWEEP_RESULT line"
@@ -76,9 +83,9 @@ def _workload_metrics(reading: LogReading, capacity_gb: Optional[float]) -> tupl
 
 
 def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
-                 tokens_per_step: Optional[int]) -> tuple[dict, str]:
+                 tokens_per_step: Optional[int]) -> tuple[dict[str, Any], str]:
     tokens = tokens_per_step or reading.tokens_per_step
-    metrics: dict = {}
+    metrics: dict[str, Any] = {}
     if reading.iterations:
         stats = steady_state(reading.iterations)
         step_s = stats.median_step_time_s
@@ -113,7 +120,7 @@ def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
 
 
 def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
-                 tokens_per_step: Optional[int] = None) -> tuple[dict, str, LogReading]:
+                 tokens_per_step: Optional[int] = None) -> tuple[dict[str, Any], str, LogReading]:
     """What a normalised log measures, whatever its verdict: (metrics, problem, reading). `problem` says why
     there is no usable step time ("" when there is one). Used by trial_outcome and the triage command."""
     reading = read_log(text, tokens_per_step=tokens_per_step)
@@ -124,7 +131,7 @@ def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[f
     return metrics, problem, reading
 
 
-def _finite_only(metrics: dict) -> dict:
+def _finite_only(metrics: dict[str, Any]) -> dict[str, Any]:
     """What may go to the ledger and MLflow: numbers that are finite (strict JSON has no NaN)."""
     return {k: v for k, v in metrics.items() if not isinstance(v, float) or math.isfinite(v)}
 
@@ -143,7 +150,7 @@ def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[floa
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
                        seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
                        progress_offset=progress_offset, losses=reading.losses)
-    common = dict(evidence=failure.evidence, notes=reading.notes, log_format=reading.format)
+    common = _Shared(evidence=failure.evidence, notes=reading.notes, log_format=reading.format)
     if failure.kind == FailureKind.OK:
         why = implausible(metrics, capacity_gb=capacity_gb, peak_tflops=peak_tflops,
                           tokens_per_step=tokens_per_step or reading.tokens_per_step)

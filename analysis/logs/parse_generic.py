@@ -345,8 +345,12 @@ def _record(line: str, pos: int) -> Record | None:
     return None if parsed is None else Record(pos, *parsed)
 
 
+_RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None, float | None, float]
+"""Record's fields after `pos`."""
+
+
 @lru_cache(maxsize=4096)  # ranks print the same line; a hostile log repeats one
-def _parse_line(line: str) -> tuple | None:
+def _parse_line(line: str) -> _RecordContent | None:
     """A record's content (Record's fields after `pos`), or None."""
     if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
         return None
@@ -460,7 +464,7 @@ def _field(rec: Record, role: str, detail: str | None = None, per_gpu: bool | No
 
 def _dedupe(records: list[Record]) -> list[Record]:
     """One record per (epoch, counter, micro): the first printed (ranks print the same step)."""
-    seen: dict[tuple, Record] = {}
+    seen: dict[tuple[int | None, int, int | None], Record] = {}
     for rec in records:
         seen.setdefault((rec.epoch, rec.counter, rec.micro), rec)
     return sorted(seen.values(), key=lambda r: (r.epoch or 0, r.counter, r.micro or 0))
@@ -528,12 +532,12 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
 
     by_key: dict[str, list[float | None]] = {}
     for i, rec in enumerate(records):
-        for f in rec.fields:
-            role, detail = _role(f)
+        for fld in rec.fields:  # not `f`: the comprehensions below bind f (walrus) to a Field | None
+            role, detail = _role(fld)
             if role == "time":
-                by_key.setdefault(f"{detail}:{f.key}", [None] * n)[i] = _seconds(f.value, f.unit, f.key)
+                by_key.setdefault(f"{detail}:{fld.key}", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
             elif role == "s_per_it":
-                by_key.setdefault("step:s/it", [None] * n)[i] = _seconds(f.value, f.unit, f.key)
+                by_key.setdefault("step:s/it", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
     step_keys = [k for k in by_key if k.startswith("step:")]
     for key in step_keys:  # a "time" that only grows is a clock
         present = [v for v in by_key[key] if v is not None]
@@ -584,14 +588,15 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
 def _accumulate(records: list[Record], times: list[float | None]) -> tuple[list[Record], list[float | None]]:
     """Iterations logged inside an optimizer step ('iter 12 step 6'): add up the iterations of each step, keeping
     the steps that have the usual number of iterations."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[int | None, int], list[int]] = {}
     for i, rec in enumerate(records):
         groups.setdefault((rec.epoch, rec.counter), []).append(i)
     sizes = [len(v) for v in groups.values()]
     usual = statistics.mode(sizes) if sizes else 1
     if usual <= 1:
         return records, times
-    out_r, out_t = [], []
+    out_r: list[Record] = []
+    out_t: list[float | None] = []
     for _, idx in sorted(groups.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
         vals = [times[i] for i in idx]
         if len(idx) != usual or any(v is None for v in vals):
@@ -659,7 +664,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     groups: dict[str, list[Record]] = {}
     for rec in records:
         groups.setdefault(rec.counter_key, []).append(rec)
-    best: tuple | None = None
+    best: tuple[tuple[int, int, int], list[Record], str, list[float | None]] | None = None
     for group in groups.values():
         group = _dedupe(group)
         source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
@@ -817,7 +822,7 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
         if out:
             return "progress bar elapsed time", out
     last = next((d for d in reversed(drawings) if d.rate_s_per_it), None)
-    if last is None:
+    if last is None or last.rate_s_per_it is None:  # never None (chosen for its rate): narrows
         return "", []
     return "progress bar rate (last drawing)", [(last.n, last.rate_s_per_it)]
 

@@ -21,7 +21,9 @@ the format. Total: nothing here raises.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from analysis.logs.parse_generic import GenericReading, read_records, timestamp_of
 from analysis.logs.parse_hf import FinalMetrics, parse_final_metrics
@@ -62,6 +64,13 @@ class LogReading:
     progress_offset: int | None = None  # where the last step record without a step time starts (generic reader)
     losses: tuple[float, ...] = ()  # the logged loss series, in step order (NaN and inf kept)
     step_source: str = ""  # what the step times come from, for the generic reader
+
+
+class _Shared(TypedDict):
+    """What every LogReading of one log carries, whatever its format."""
+    memory: tuple[MemoryReport, ...]
+    tokens_per_step: int | None
+    world_size: int | None
 
 
 def dumped_int(text: str, keys: tuple[str, ...]) -> int | None:
@@ -154,8 +163,8 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
     tokens/s field into a step time."""
     notes: list[str] = []
     memory = tuple(parse_memory(text, source=source, notes=notes))
-    common = dict(memory=memory, tokens_per_step=_dumped_tokens_per_step(text),
-                  world_size=dumped_int(text, _WORLD_KEYS) if "world_size" in text else None)
+    common = _Shared(memory=memory, tokens_per_step=_dumped_tokens_per_step(text),
+                     world_size=dumped_int(text, _WORLD_KEYS) if "world_size" in text else None)
     if RESULT_MARKER in text:
         log = parse_workload(text, source=source, notes=notes)
         return LogReading("workload", iterations=log.iterations, workload=log, notes=tuple(notes), **common)
@@ -164,8 +173,10 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
         fmt = "workload" if "[parasweep] " in text else "nemo2" if "Training epoch " in text else "megatron"
         return LogReading(fmt, iterations=tuple(iterations), notes=tuple(notes), **common,
                           losses=tuple(it.loss for it in iterations if it.loss is not None))
-    for fmt, reader in (("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes, timing_only=True)),
-                        ("deepspeed", lambda: _deepspeed_iterations(text, notes))):
+    readers: tuple[tuple[str, Callable[[], list[Iteration]]], ...] = (
+        ("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes, timing_only=True)),
+        ("deepspeed", lambda: _deepspeed_iterations(text, notes)))
+    for fmt, reader in readers:
         iterations = reader()
         if iterations:
             return LogReading(fmt, iterations=tuple(iterations), notes=tuple(notes), **common,

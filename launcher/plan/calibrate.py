@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
@@ -101,7 +101,8 @@ STEP_PARAMETERS = tuple(p for p in PARAMETERS if not p.memory)
 MEMORY_PARAMETERS = tuple(p for p in PARAMETERS if p.memory)
 
 
-def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float]) -> Constants:
+def apply_parameters(prior: Constants, params: Sequence[Parameter], theta: Sequence[float] | np.ndarray
+                     ) -> Constants:
     values = {}
     for p, t in zip(params, theta):
         for name in p.fields:
@@ -134,7 +135,7 @@ class TrialFeatures:
     overlap_gather: int = 0
 
 
-def _vector(x) -> np.ndarray:
+def _vector(x: float | np.ndarray) -> np.ndarray:
     import numpy as np
 
     return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
@@ -151,15 +152,17 @@ def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
     stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
     bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0,
                                fragmentation_share=0.0)
-    fixed, transient = [], []
+    fixed: list[float] = []
+    transient: list[float] = []
     for stage in (0, layout.pp - 1):
         parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare, workload=workload,
                                 backend=backend)
         fixed.append(sum(parts.values()))
         transient.append(parts["activations"] + parts["logits"] + parts["gathered"])
     return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, 0, int(pc.cpu),
-                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), tuple(fixed),
-                         tuple(transient), layout.gbs * model.seq_len, generation(cluster), int(pc.overlap_gather))
+                         _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), (fixed[0], fixed[1]),
+                         (transient[0], transient[1]), layout.gbs * model.seq_len, generation(cluster),
+                         int(pc.overlap_gather))
 
 
 class FeatureTable:
@@ -210,11 +213,13 @@ class FeatureTable:
         r = self._rates(constants)
         amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
         dp = np.einsum("nkg,ng->nk", self.dp, r)
-        stages = tuple(MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
-        pc = StepPieces(stages, tuple(self.weights[:, s] for s in range(3)), self.microbatches, self.pp, self.vpp,
+        first, last, middle = (MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
+        w = self.weights
+        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), self.microbatches, self.pp, self.vpp,
                         self.overlap_gather, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
                         constants.tp_overlap_interference)
-        return combine(pc, np.maximum)[0]
+        step: np.ndarray = combine(pc, np.maximum)[0]
+        return step
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
 
@@ -276,7 +281,7 @@ class Calibration:
     covariance: tuple[tuple[float, ...], ...] = ()
     """Posterior covariance of the step-time thetas (STEP_PARAMETERS order)."""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """What a sweep records (ledger, MLflow, report): the constants, the multipliers and how sure they are."""
         return {"applied": self.applied, "n_trials": self.n_trials, "note": self.note,
                 "constants": self.constants.to_dict(), "parameters": self.parameters,
@@ -324,10 +329,12 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
         hi = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, up))
         lo = table.step_time_s(apply_parameters(prior, STEP_PARAMETERS, down))
         grads.append((np.log(hi) - np.log(lo)) / (2 * eps))
-    return np.array(grads).T
+    out: np.ndarray = np.array(grads).T
+    return out
 
 
-def _fit(residuals, prior_sd: np.ndarray, start: Optional[np.ndarray] = None):
+def _fit(residuals: Callable[[np.ndarray], np.ndarray], prior_sd: np.ndarray, start: Optional[np.ndarray] = None
+         ) -> tuple[np.ndarray, np.ndarray]:
     import numpy as np
     from scipy.optimize import least_squares  # lazy: planning never needs scipy
 
@@ -351,10 +358,10 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
-    measured = np.log([o.step_time_s for o in timed])
+    measured = np.log([o.step_time_s for o in timed if o.step_time_s])  # every row passes: narrows the Optional
     sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
 
-    def fit(scale: float, start: Optional[np.ndarray] = None):
+    def fit(scale: float, start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         import numpy as np
 
         def residuals(theta: np.ndarray) -> np.ndarray:
@@ -377,7 +384,8 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         scale = max(spread, MIN_RESIDUAL_SD)
         theta, cov, errors, spread = fit(scale, theta)
     constants = apply_parameters(prior, STEP_PARAMETERS, theta)
-    held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed if o.predicted_step_time_s])
+    held = np.array([math.log(o.step_time_s / o.predicted_step_time_s) for o in timed
+                     if o.step_time_s and o.predicted_step_time_s])
     holdout = float(np.median(np.abs(held))) if len(held) else None
     residual_sd = max(MIN_RESIDUAL_SD, spread, 1.4826 * (holdout or 0.0))
     cov = cov * max(1.0, (residual_sd / scale) ** 2)
@@ -386,7 +394,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     mem_theta, mem_sd = np.zeros(len(MEMORY_PARAMETERS)), MEMORY_ERROR_SD
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
-        mem_measured = np.log([o.peak_mem_gb for o in mem])
+        mem_measured = np.log([o.peak_mem_gb for o in mem if o.peak_mem_gb])  # every row passes: narrows the Optional
         msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:

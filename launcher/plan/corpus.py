@@ -20,10 +20,10 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Optional, overload
 
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
@@ -45,6 +45,8 @@ parameters (a 256k-position table would be 1.6B replicated parameters, more than
 ASSUMED_VOCAB = 51200
 """Vocabulary assumed where a source does not state it (MLPerf GPT-3: SentencePiece, size not in the logs): the
 GPT-2 BPE size padded, 0.4 % of the FLOPs of a 175B model, so the choice hardly matters."""
+MemoryVariant = tuple[Layout, Workload, bool]
+"""(Layout, Workload, flash): one setting a source leaves possible (CorpusRow.memory_variants)."""
 
 
 @dataclass(frozen=True)
@@ -65,12 +67,12 @@ class CorpusRow:
     fp8_format: str = ""           # '', 'fp8' (delayed/current scaling), 'mxfp8' (block scaling)
     fitted: bool = True
     """The constants are fitted on this row (False: it is only predicted and judged; ReplaySource.fitted)."""
-    memory_variants: tuple = ()
+    memory_variants: tuple[MemoryVariant, ...] = ()
     """(Layout, Workload, flash) settings other than the nominal one that the source leaves possible (an unstated
     flash attention or recompute): the memory prediction spans them all. Empty when every such input is stated."""
 
     @property
-    def group(self) -> tuple:
+    def group(self) -> tuple[str, str, str, int, str]:
         """Rows whose ranking is compared (same-model Spearman): one campaign (source, stack version) of one model
         on one GPU at one sequence length; the configurations differ in layout, batch and precision."""
         return (self.source, self.model.name, self.cluster.name, self.model.seq_len, self.stack_version)
@@ -94,6 +96,10 @@ def _bool(text: str) -> Optional[bool]:
     return {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}.get(t)
 
 
+@overload
+def _int(text: str) -> Optional[int]: ...
+@overload
+def _int(text: str, default: int) -> int: ...
 def _int(text: str, default: Optional[int] = None) -> Optional[int]:
     t = text.strip()
     return int(float(t)) if t else default
@@ -169,7 +175,7 @@ def _attention_kernel(notes: str) -> str:
 
 
 def _open_variants(layout: Layout, workload: Workload, flash: bool, flash_open: bool, recompute_open: bool
-                   ) -> tuple:
+                   ) -> tuple[MemoryVariant, ...]:
     """Every (Layout, Workload, flash) setting an unstated input leaves possible, besides the nominal one: flash
     attention on or off, recompute none / selective / full (every layer)."""
     flashes = (True, False) if flash_open else (flash,)
@@ -188,7 +194,7 @@ def _mfu_peak_tflops(convention: str, default: float) -> float:
     return float(m.group(1)) if m else default
 
 
-def parse_row(r: dict) -> CorpusRow:
+def parse_row(r: Mapping[str, str]) -> CorpusRow:
     """One CSV row -> CorpusRow (raises RowError with the reason when the estimator cannot represent it)."""
     if _int(r.get("num_experts", ""), 1) not in (0, 1):
         raise RowError("mixture of experts not modelled")
@@ -201,7 +207,7 @@ def parse_row(r: dict) -> CorpusRow:
     heads = int(r["heads"])
     vocab = _int(r.get("vocab", "")) or ASSUMED_VOCAB
     model = ModelConfig(name=r["model"], layers=int(r["layers"]), hidden=int(r["hidden"]), heads=heads,
-                        kv_heads=_int(r.get("kv_heads", ""), heads), ffn_hidden=_int(r.get("ffn_hidden", "")),
+                        kv_heads=_int(r.get("kv_heads", ""), heads), ffn_hidden=_int(r.get("ffn_hidden", ""), 0),
                         swiglu=gated, seq_len=int(r["seq_len"]), vocab=vocab,
                         tied_embeddings=_bool(r.get("tied_embeddings", "")) is not False if not gated
                         else bool(_bool(r.get("tied_embeddings", ""))),
@@ -325,7 +331,7 @@ multiplier to 2.5x and parasweep's own sweep from 12 % to 33 % median), while th
 the estimator does not know (the playbook cluster's behaviour at 32-64 nodes, repeats differing up to 5x)."""
 
 
-def replay_record(raw: dict, spec: ReplaySource) -> dict:
+def replay_record(raw: Mapping[str, str], spec: ReplaySource) -> dict[str, str]:
     """A replay-table row (launcher.measured columns) as a published-corpus record (tests/data/published columns)."""
     state = raw.get("state", "").strip()
     return {

@@ -20,16 +20,20 @@ import pprint
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 
+from launcher.core.layout import Layout
 from launcher.plan import calibrate as cal
 from launcher.plan import mem_quantity as mq
 from launcher.plan.constants import Constants, prior_for
 from launcher.plan.corpus import DEFAULT_DIR, REPLAY_DIR, CorpusRow, read_corpus
 from launcher.plan.estimator import ESTIMATOR_PRECISIONS
+from launcher.plan.spread import SpreadSummary
 from launcher.plan.stack import stack_name
+from launcher.plan.workload import Workload
 
 MEM_MARGIN = 0.9
 """plan.mem_safety_margin's default: a layout predicted above this share of the GPU's memory is pruned."""
@@ -49,11 +53,12 @@ class Prepared:
     row: CorpusRow
     features: cal.TrialFeatures
     prior: Constants
-    variant_features: tuple = ()
+    variant_features: tuple[cal.TrialFeatures, ...] = ()
     """Features of the row's other plausible settings (CorpusRow.memory_variants): only their memory is used."""
 
 
-def features_for(row: CorpusRow, layout=None, workload=None, flash=None) -> cal.TrialFeatures:
+def features_for(row: CorpusRow, layout: Optional[Layout] = None, workload: Optional[Workload] = None,
+                 flash: Optional[bool] = None) -> cal.TrialFeatures:
     """A published run's constant-free amounts (at one of its memory variants when given)."""
     precision = row.precision if row.precision in ESTIMATOR_PRECISIONS else "bf16"
     return cal.trial_features(row.model, row.cluster, layout or row.layout, precision,
@@ -67,7 +72,8 @@ def prior_of(row: CorpusRow) -> Constants:
     return prior_for(stack_name(row.workload, row.backend))
 
 
-def prepare(rows: Sequence[CorpusRow], features: Optional[Callable] = None) -> list[Prepared]:
+def prepare(rows: Sequence[CorpusRow], features: Optional[Callable[[CorpusRow], cal.TrialFeatures]] = None
+            ) -> list[Prepared]:
     """Features of every row under the current estimator (`features(row)` -> TrialFeatures to override)."""
     out = []
     for row in rows:
@@ -94,8 +100,9 @@ class Tables:
         self.measured = np.array([p.row.peak_mem_gb or np.nan for p in self.prepared])
 
     @staticmethod
-    def _group(items: list) -> list:
-        groups: dict[Constants, list] = defaultdict(list)
+    def _group(items: list[tuple[int, cal.TrialFeatures, Constants]]
+               ) -> list[tuple[Constants, np.ndarray, cal.FeatureTable]]:
+        groups: dict[Constants, list[tuple[int, cal.TrialFeatures]]] = defaultdict(list)
         for i, f, prior in items:
             groups[prior].append((i, f))
         return [(prior, np.array([i for i, _ in members]), cal.FeatureTable([f for _, f in members]))
@@ -129,7 +136,8 @@ class Tables:
         return step, q["device"], lo["device"], hi["device"], comparable
 
     @staticmethod
-    def _constants(prior: Constants, params, theta, mem_theta) -> Constants:
+    def _constants(prior: Constants, params: Sequence[cal.Parameter], theta: np.ndarray,
+                   mem_theta: Optional[np.ndarray]) -> Constants:
         c = cal.apply_parameters(prior, params, theta)
         if mem_theta is not None:
             c = cal.apply_parameters(c, cal.MEMORY_PARAMETERS, mem_theta)
@@ -148,7 +156,7 @@ def _weights(rows: Sequence[CorpusRow]) -> np.ndarray:
 class Fit:
     theta: np.ndarray
     mem_theta: np.ndarray
-    params: tuple = field(default=CORPUS_PARAMETERS)
+    params: tuple[cal.Parameter, ...] = field(default=CORPUS_PARAMETERS)
 
     def multipliers(self) -> dict[str, float]:
         out = {p.name: float(math.exp(t)) for p, t in zip(self.params, self.theta)}
@@ -173,7 +181,7 @@ def fit(prepared: Sequence[Prepared], fit_memory: bool = FIT_MEMORY) -> Fit:
     theta = np.zeros(len(params))
     if timed:
         tables = Tables(timed)
-        measured = np.log([p.row.step_time_s for p in timed])
+        measured = np.log([p.row.step_time_s for p in timed if p.row.step_time_s])  # every row passes (narrows)
         w = _weights([p.row for p in timed])
 
         def residuals(t: np.ndarray) -> np.ndarray:
@@ -186,7 +194,7 @@ def fit(prepared: Sequence[Prepared], fit_memory: bool = FIT_MEMORY) -> Fit:
     with_mem = [p for p in prepared if p.row.state == "ok" and p.row.peak_mem_gb and p.row.fitted] if fit_memory else []
     if with_mem:
         mtables = Tables(with_mem)
-        mmeasured = np.log([p.row.peak_mem_gb for p in with_mem])
+        mmeasured = np.log([p.row.peak_mem_gb for p in with_mem if p.row.peak_mem_gb])  # every row passes (narrows)
         mw = _weights([p.row for p in with_mem])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
@@ -229,8 +237,8 @@ def loso(prepared: Sequence[Prepared]) -> list[Predicted]:
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     """Spearman's rank correlation with average ranks for ties."""
-    def ranks(v: Sequence[float]) -> np.ndarray:
-        v = np.asarray(v, dtype=float)
+    def ranks(values: Sequence[float]) -> np.ndarray:
+        v = np.asarray(values, dtype=float)
         order = np.argsort(v, kind="mergesort")
         r = np.empty(len(v))
         r[order] = np.arange(len(v), dtype=float)
@@ -266,9 +274,11 @@ class Scores:
 
 
 def scores(predicted: Sequence[Predicted], margin: float = MEM_MARGIN) -> Scores:
+    # The `if p.row.step_time_s` / `if p.row.peak_mem_gb` in the comprehensions below keep every row (timed and mem
+    # are chosen by them): they narrow the Optional measurements for the type checker.
     timed = [p for p in predicted if p.row.state == "ok" and p.row.step_time_s]
-    step_err = np.array([abs(p.step_time_s / p.row.step_time_s - 1) for p in timed])
-    groups: dict[tuple, list[Predicted]] = defaultdict(list)
+    step_err = np.array([abs(p.step_time_s / p.row.step_time_s - 1) for p in timed if p.row.step_time_s])
+    groups: dict[tuple[str, str, str, int, str], list[Predicted]] = defaultdict(list)
     for p in timed:
         groups[p.row.group].append(p)
     rhos, sizes = [], []
@@ -277,16 +287,16 @@ def scores(predicted: Sequence[Predicted], margin: float = MEM_MARGIN) -> Scores
             continue
         per_gpu = [(m.row.layout.gbs * m.row.model.seq_len / m.row.layout.gpus) for m in members]
         rho = spearman([t / m.step_time_s for t, m in zip(per_gpu, members)],
-                       [t / m.row.step_time_s for t, m in zip(per_gpu, members)])
+                       [t / m.row.step_time_s for t, m in zip(per_gpu, members) if m.row.step_time_s])
         if not math.isnan(rho):
             rhos.append(rho)
             sizes.append(len(members))
     mem = [p for p in predicted if p.row.state == "ok" and p.row.peak_mem_gb]
-    mem_err = np.array([abs(p.comparable_mem_gb / p.row.peak_mem_gb - 1) for p in mem])
+    mem_err = np.array([abs(p.comparable_mem_gb / p.row.peak_mem_gb - 1) for p in mem if p.row.peak_mem_gb])
     ok = [p for p in predicted if p.row.state == "ok"]
     oom = [p for p in predicted if p.row.state == "oom"]
     crash = [p for p in predicted if p.row.state == "crash_or_oom"]
-    limit = lambda p: margin * p.row.cluster.gpu_mem_gb   # noqa: E731
+    limit: Callable[[Predicted], float] = lambda p: margin * p.row.cluster.gpu_mem_gb   # noqa: E731
     nan = float("nan")
     return Scores(len(timed), float(np.median(step_err)) if len(step_err) else nan,
                   float(np.quantile(step_err, 0.9)) if len(step_err) else nan,
@@ -320,9 +330,9 @@ def log_ratios(predicted: Sequence[Predicted]) -> dict[str, list[tuple[str, floa
     return out
 
 
-def spread(predicted: Sequence[Predicted]) -> dict:
+def spread(predicted: Sequence[Predicted]) -> dict[str, Any]:
     """Quantiles of log(measured / predicted), overall and per stack (launcher.plan.spread documents the format)."""
-    def summary(values: list[float]) -> dict:
+    def summary(values: list[float]) -> SpreadSummary:
         v = np.asarray(values)
         return {"n": len(v), "quantiles": {str(q): float(np.quantile(v, q)) for q in SPREAD_QUANTILES},
                 "sd_robust": float(1.4826 * np.median(np.abs(v - np.median(v))))}
@@ -350,7 +360,7 @@ def field_factors(result: Fit) -> dict[str, tuple[float, float]]:
     return out
 
 
-def write_fitted(path, result: Fit, rows: Sequence[CorpusRow], loso_scores: Scores, in_scores: Scores) -> None:
+def write_fitted(path: Path, result: Fit, rows: Sequence[CorpusRow], loso_scores: Scores, in_scores: Scores) -> None:
     sources = sorted({r.source for r in rows})
     factors = field_factors(result)
     lines = ['"""Generated by `python -m launcher.plan.fit --write` (the corpus fit): do not edit by hand.',
@@ -359,9 +369,10 @@ def write_fitted(path, result: Fit, rows: Sequence[CorpusRow], loso_scores: Scor
              "(prior + offset) x multiplier - offset (launcher.plan.constants.fitted). FIT: what it was fitted on and",
              "how well it predicts.",
              '"""', "",
+             "from typing import Any", "",
              "FIELD_FACTORS: dict[str, tuple[float, float]] = {"]
     lines += [f"    {name!r}: ({offset!r}, {factor:.6g})," for name, (offset, factor) in sorted(factors.items())]
-    lines += ["}", "FIT: dict = {"]
+    lines += ["}", "FIT: dict[str, Any] = {"]
     fit_info = {"sources": sources, "rows": len(rows), "multipliers": {k: round(v, 4) for k, v in
                                                                        result.multipliers().items()},
                 "loso": {k: (round(v, 4) if isinstance(v, float) else v) for k, v in loso_scores.__dict__.items()},
@@ -376,7 +387,6 @@ def write_fitted(path, result: Fit, rows: Sequence[CorpusRow], loso_scores: Scor
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse
     import json
-    from pathlib import Path
 
 
     here = Path(__file__).resolve().parent

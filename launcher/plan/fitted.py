@@ -5,6 +5,8 @@ FIELD_FACTORS: Constants field -> (offset, multiplier); the shipped value is
 how well it predicts.
 """
 
+from typing import Any
+
 FIELD_FACTORS: dict[str, tuple[float, float]] = {
     'attn_eff': (0.0, 0.914319),
     'checkpoint_dispatch_s': (0.0, 0.927958),
@@ -24,7 +26,7 @@ FIELD_FACTORS: dict[str, tuple[float, float]] = {
     'step_overhead_s': (0.005, 1.58577),
     'tp_overlap_interference': (0.05, 2.12989),
 }
-FIT: dict = {
+FIT: dict[str, Any] = {
     'sources': ['bigscience_bloom_tr11_search', 'ibm_pytorch_fsdp', 'kempnerforge_h200',
                 'megatron_bridge_memory_skills', 'megatron_bridge_perf_summary', 'megatron_deepspeed_long_seq',
                 'mlperf_training', 'nanotron_ultrascale_best', 'narayanan2021_table1', 'parasweep_h100_own'],

@@ -21,22 +21,30 @@ import functools
 import json
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, TypedDict
 
 SPREAD_FILE = Path(__file__).resolve().parent / "spread.json"
 MIN_ROWS = 8
 QUANTITIES = ("step_time", "peak_mem")
 
 
+class SpreadSummary(TypedDict):
+    """S in the format above: the spread of one quantity over some rows."""
+    n: int
+    quantiles: dict[str, float]
+    sd_robust: float
+
+
 @functools.lru_cache(maxsize=4)
-def load_spread(path: Path = SPREAD_FILE) -> dict:
+def load_spread(path: Path = SPREAD_FILE) -> dict[str, Any]:
     """The spread data ({} when the file is missing: no interval can be given)."""
     if not path.exists():
         return {}
-    return json.loads(path.read_text())
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
 
 
-def _summary(quantity: str, stack: str = "", data: Optional[dict] = None) -> Optional[dict]:
+def _summary(quantity: str, stack: str = "", data: Optional[dict[str, Any]] = None) -> Optional[SpreadSummary]:
     if quantity not in QUANTITIES:
         raise ValueError(f"quantity={quantity!r}: use one of {', '.join(QUANTITIES)}")
     data = load_spread() if data is None else data
@@ -44,11 +52,12 @@ def _summary(quantity: str, stack: str = "", data: Optional[dict] = None) -> Opt
     if not block:
         return None
     own = block["per_stack"].get(stack)
-    return own if own and own["n"] >= MIN_ROWS else block["all"]
+    summary: SpreadSummary = own if own and own["n"] >= MIN_ROWS else block["all"]
+    return summary
 
 
 def interval(quantity: str, predicted: float, stack: str = "", low: float = 0.05, high: float = 0.95,
-             data: Optional[dict] = None) -> Optional[tuple[float, float]]:
+             data: Optional[dict[str, Any]] = None) -> Optional[tuple[float, float]]:
     """(lower, upper) bounds of a predicted step time or peak memory from the stored quantiles (None without data).
     `low`/`high` must be stored quantiles (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)."""
     s = _summary(quantity, stack, data)

@@ -139,10 +139,12 @@ def gemm_time_s(m: float, n: float, k: float, peak_flops: float, r: Rates, fp8: 
     return 2.0 * m * n * k / peak_flops * (base + dim * (1.0 / m + 1.0 / n + 1.0 / k))
 
 
-_RING_FACTOR = {"all_reduce": lambda n: 2.0 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
-                "all_gather": lambda n: (n - 1) / n, "p2p": lambda n: 1.0}
-_RING_STEPS = {"all_reduce": lambda n: 2.0 * (n - 1), "reduce_scatter": lambda n: n - 1.0,
-               "all_gather": lambda n: n - 1.0, "p2p": lambda n: 1.0}
+_RING_FACTOR: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n, "p2p": lambda n: 1.0}
+_RING_STEPS: dict[str, Callable[[int], float]] = {
+    "all_reduce": lambda n: 2.0 * (n - 1), "reduce_scatter": lambda n: n - 1.0,
+    "all_gather": lambda n: n - 1.0, "p2p": lambda n: 1.0}
 REFERENCE_STEPS = 14.0
 """Ring steps of the collective constants.latency_gpu_s describes: an all-reduce over the 8 GPUs of a node
 (2(n-1) = 14), what nccl-tests and launcher.netbench measure as the small-message latency."""
@@ -215,7 +217,7 @@ class MicrobatchTimes(NamedTuple):
         return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.cp_comm + self.fixed
 
 
-def tp_exposed(mb: MicrobatchTimes, maximum: Callable = max, interference: Num = 0.0) -> Num:
+def tp_exposed(mb: MicrobatchTimes, maximum: Callable[[Num, Num], Num] = max, interference: Num = 0.0) -> Num:
     """What TP communication overlapped with the GEMMs (Transformer Engine userbuffers) adds to a micro-batch:
     the part the GEMMs cannot hide, max(0, comm - GEMMs), plus `interference` x the hidden part (the SMs the
     communication kernels take from the GEMMs while they run)."""
@@ -223,7 +225,7 @@ def tp_exposed(mb: MicrobatchTimes, maximum: Callable = max, interference: Num =
     return mb.tp_overlap - hidden + interference * hidden
 
 
-def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable = max, interference: Num = 0.0,
+def microbatch_total(mb: MicrobatchTimes, cpu: Num, maximum: Callable[[Num, Num], Num] = max, interference: Num = 0.0,
                      tp_interference: Num = 0.0) -> Num:
     """GPU: kernels run while the CPU issues the next ones, so the slower of the two; CPU stand-in (cpu = 1):
     both share the same cores, so they add up. ZeRO-3/FSDP communication runs beside the kernels: the slower of
@@ -275,7 +277,7 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
     # sharded: QKV split/transposes 2e·qkv/h, context transpose 2e, activation function γ·e·f/h (GeLU reads f and
     # writes f; SwiGLU reads 2f, writes f).
     e = c.e
-    replicated = 10 * e + 2
+    replicated: float = 10 * e + 2
     sharded = 2 * e * qkv_width(md) / h + 2 * e + gated * e * f / h
     if not c.fused:
         if md.norm == "rmsnorm":
@@ -333,7 +335,8 @@ def _shard_comm(c: _Ctx, cluster: ClusterConfig, layer_params_local: float, stag
     return total, edge
 
 
-def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float, layer: tuple) -> MicrobatchTimes:
+def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
+                     layer: tuple[Num, Num, Num, float, float, float]) -> MicrobatchTimes:
     """One micro-batch on pipeline stage `stage` holding `params` parameters; `layer` = _layer_times(c)."""
     md, lay, r = c.model, c.layout, c.r
     t, p, v = lay.tp, lay.pp, lay.vpp
@@ -464,10 +467,10 @@ class StepPieces(NamedTuple):
     stage (the same object repeated where pp < 3); `weights` say how many of the pp stages each stands for."""
 
     stages: tuple[MicrobatchTimes, MicrobatchTimes, MicrobatchTimes]
-    weights: tuple[float, float, float]
-    microbatches: int
-    pp: int
-    vpp: int
+    weights: tuple[Num, Num, Num]
+    microbatches: Num   # an int, or an array over trials (launcher.plan.calibrate.FeatureTable), as pp and vpp
+    pp: Num
+    vpp: Num
     overlap_gather: Num  # 1 when the end-of-step parameter all-gather hides behind the next forward, else 0
     cpu: Num            # 1 on the CPU stand-in, else 0
     dp_reduce: Num
@@ -514,7 +517,7 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
                       int(cpu), reduce, gather, _optimizer_s(c, cluster, precision, params))
 
 
-def combine(pc: StepPieces, maximum: Callable = max) -> tuple[Num, Num, Num, Num, list]:
+def combine(pc: StepPieces, maximum: Callable[[Num, Num], Num] = max) -> tuple[Num, Num, Num, Num, list[Num]]:
     """(step, bottleneck stage per micro-batch, exposed DP time, bubble, per-stage totals) from the pieces. Only
     arithmetic and `maximum` (builtin max for floats, numpy.maximum elementwise over arrays of trials)."""
     first, last, middle = pc.stages

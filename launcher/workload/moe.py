@@ -241,7 +241,7 @@ class Experts(nn.Module):
                 else None
             fc2 = torch.randn(hidden, self.ffn_full, generator=gen, device=device) * std
             self.fc1[j].copy_(fc1[cols])
-            if gate is not None:
+            if gate is not None and self.gate is not None:  # the same test (gate exists iff self.gate), spelt for mypy
                 self.gate[j].copy_(gate[cols])
             self.fc2[j].copy_(fc2[:, cols])
 

@@ -86,8 +86,8 @@ def init_expert_mesh(plan: Plan, mesh: DeviceMesh) -> ExpertMesh:
                  "etp": [grid[a, b, :] for a in range(plan.edp) for b in range(plan.ep)],
                  "edp": [grid[:, b, c] for b in range(plan.ep) for c in range(plan.etp)]}
         for name, groups in lists.items():
-            for ranks in groups:
-                ranks = [int(r) for r in ranks]
+            for row in groups:
+                ranks = [int(r) for r in row]
                 group = dist.new_group(ranks) if len(ranks) > 1 else None
                 if p == pp_rank and me in ranks:
                     found[name] = (ranks.index(me), group)

@@ -132,3 +132,21 @@ def test_every_package_of_the_checkout_ships_in_the_wheel():
     found = {".".join(p.parent.relative_to(REPO).parts) for top in ("launcher", "analysis")
              for p in (REPO / top).rglob("__init__.py") if "__pycache__" not in p.parts}
     assert found <= listed, sorted(found - listed)
+
+
+def test_every_data_file_of_a_package_ships_in_the_wheel():
+    """A package's non-Python files (the estimator's spread.json, Megatron's flag list) need a package-data pattern,
+    or a plain `pip install .` silently loses them (the spread file's absence only drops the intervals)."""
+    tomllib = pytest.importorskip("tomllib")
+    import fnmatch
+
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    missing = []
+    for top in ("launcher", "analysis"):
+        for path in (REPO / top).rglob("*"):
+            if not path.is_file() or path.suffix in (".py", ".pyc", ".md") or "__pycache__" in path.parts:
+                continue
+            package = ".".join(path.parent.relative_to(REPO).parts)
+            if not any(fnmatch.fnmatch(path.name, p) for p in patterns.get(package, [])):
+                missing.append(str(path.relative_to(REPO)))
+    assert not missing, missing

@@ -121,7 +121,7 @@ def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | Non
                                                                 and scale.group(1).rstrip("0").rstrip(".") == "1"):
         return pos, "Megatron's last record has no loss and no skipped iteration (a NaN loss is not printed)"
     all_skipping = len(records) == KEEPS_SKIPPING_RECORDS and all(
-        not _record_losses(r) and (m := _SKIPPED.search(r)) is not None and int(m.group(1)) > 0 for _, r in records)
+        not _record_losses(r) and (sk := _SKIPPED.search(r)) is not None and int(sk.group(1)) > 0 for _, r in records)
     if all_skipping and _MEGATRON_LOSS.search(text, max(0, records[-1][0] - 200_000), records[-1][0]):
         return pos, f"Megatron's last {KEEPS_SKIPPING_RECORDS} records skipped iterations and printed no loss"
     return None
