@@ -113,19 +113,22 @@ def group_repeats(trials: Sequence[Trial]) -> list[Trial]:
 
 def finalists(trials: Sequence[Trial], confirm_top: int, noise_tolerance: float,
               objective: Objective | str = Objective.tokens_per_s) -> list[str]:
-    """Config hashes of the configurations to re-measure (analysis.confirm_top): up to `confirm_top` ok ones, best
-    median first, whose score is within the sweep's noise of the best. The noise is the tolerance plus the largest
-    spread any repeated configuration has shown so far (0 before the first repeat): on a quiet cluster only the
-    near-ties are re-measured; where the repeats show a noisy machine, the band widens to what they showed."""
+    """Config hashes of the configurations to re-measure (analysis.confirm_top): up to `confirm_top` ok ones whose
+    score is within the sweep's noise of the best, the current winner (`rank`: ties go to memory headroom) first,
+    then best median first. The noise is the tolerance plus the largest spread any repeated configuration has shown
+    so far (0 before the first repeat): on a quiet cluster only the near-ties are re-measured; where the repeats show
+    a noisy machine, the band widens to what they showed. The winner leads so that it is always re-measured, even
+    when it won a tie on headroom or confirm_top is 1."""
     if confirm_top <= 0:
         return []
     folded = group_repeats(trials)
-    ranked = sorted(ok_trials(folded), key=lambda t: _score(t, objective), reverse=True)
+    ranked = rank(folded, noise_tolerance, objective)
     if not ranked:
         return []
     noise = noise_tolerance + max((_spread(t) for t in folded), default=0.0)
-    best = _score(ranked[0], objective)
-    return [t["config_hash"] for t in ranked if _score(t, objective) >= best * (1.0 - noise)][:confirm_top]
+    best = max(_score(t, objective) for t in ranked)
+    near = [t["config_hash"] for t in ranked[1:] if _score(t, objective) >= best * (1.0 - noise)]
+    return [ranked[0]["config_hash"], *near][:confirm_top]
 
 
 @dataclass(frozen=True)

@@ -309,10 +309,11 @@ def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress)
 
 def confirm_finalists(cfg: RootConfig, ledger: Ledger, loop: SweepLoop, reporter: Reporter) -> None:
     """analysis.confirm_top: measure the finalists again (launcher.core.ranking.finalists) until each has
-    analysis.repeats measurements. The finalists' band widens with the spread the repeats show, so a noisy machine
-    takes a few rounds (at most confirm_top: each round adds at least one finalist or ends it)."""
+    analysis.repeats measurements. The finalists' band widens with the spread the repeats show and the winner can
+    change with the medians, so this goes round until the finalists (the winner first) are all measured: each
+    round measures at least one configuration that had a single measurement, so it ends."""
     a = cfg.analysis
-    for _ in range(a.confirm_top):
+    while True:
         records = ledger.trials()
         top = finalists([asdict(r) for r in records], a.confirm_top, a.noise_tolerance, cfg.plan.objective)
         extra = repeat_records(records, top, a.repeats, cfg.cluster.nodes)

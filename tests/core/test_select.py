@@ -74,6 +74,17 @@ def test_the_finalists_are_the_trials_within_the_noise_of_the_best_and_widen_wit
     assert finalists(noisy, 3, 0.02) == ["b", "a", "c"]      # the band is now 2% + 22%: c (900) joins, d not
 
 
+def test_the_winner_leads_the_finalists_even_when_it_won_a_tie_on_headroom():
+    """b is 0.5% slower than a but has more memory headroom, so b is the winner: with confirm_top=1 it is b that
+    is re-measured, never a winner left on a single measurement."""
+    from launcher.core.ranking import finalists
+
+    trials = [t("a", 1000, 0.1), t("b", 995, 0.6), t("c", 500, 0.9)]
+    assert select_best(trials)["config_hash"] == "b"
+    assert finalists(trials, 1, 0.02) == ["b"]
+    assert finalists(trials, 3, 0.02) == ["b", "a"]
+
+
 def test_a_winner_beyond_the_noise_is_confirmed_and_a_near_one_is_tied():
     from launcher.core.ranking import decide, group_repeats
 

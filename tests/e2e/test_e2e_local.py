@@ -206,9 +206,11 @@ def test_repeats_rank_by_the_median(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = ledger_rows(tmp_path)
     repeats = [r for r in rows if r["repeat_of"]]
-    assert len(rows) == 4 and len(repeats) == 2 and len({r["repeat_of"] for r in repeats}) == 1
+    # confirm_top=1: the winner is measured 3 times; if its median falls behind, the new winner is measured too
+    measured = {r["repeat_of"] for r in repeats}
+    assert len(measured) in (1, 2) and len(repeats) == 2 * len(measured) and len(rows) == 2 + len(repeats)
     best = json.loads((tmp_path / "sweeps" / "tiny" / "best.json").read_text())
-    assert best["n_runs"] == 3 and "tokens_per_s_spread" in best["measured"]
+    assert best["n_runs"] == 3 and best["config_hash"] in measured and "tokens_per_s_spread" in best["measured"]
     group = [r for r in rows if r["config_hash"] == best["config_hash"] or r["repeat_of"] == best["config_hash"]]
     tokens = sorted(json.loads(r["metrics"])["tokens_per_s"] for r in group)
     assert best["measured"]["tokens_per_s"] == tokens[1]  # the median of three
