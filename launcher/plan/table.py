@@ -10,6 +10,7 @@ from typing import Any
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.objective import Objective
+from launcher.core.units import gb_text
 from launcher.plan.cost import cost_lines, forecast
 from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
 from launcher.plan.rules import Issue
@@ -124,7 +125,7 @@ def _ranked_table(cfg: RootConfig, plan: Plan, common: list[Issue]) -> Any:
         own = [w for w in t.warnings if w.code not in {c.code for c in common}]
         if own:
             note = f"{note} ⚠{len(own)}".strip()
-        table.add_row(str(rank), t.layout.label(), str(t.layout.gpus), f"{e.peak_mem_gb:.1f}/{cap:g}",
+        table.add_row(str(rank), t.layout.label(), str(t.layout.gpus), f"{gb_text(e.peak_mem_gb)}/{cap:g}",
                       f"{e.headroom:.0%}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}", f"{e.tokens_per_s:,.0f}",
                       *_objective_cells(cfg, t), f"{e.step_time_s:.3g}", note)
     return table
