@@ -25,9 +25,11 @@ from launcher.config.messages import storage_problem
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.errors import ParasweepError
+from launcher.plan.compare import plan_difference, read_plan_csv
 from launcher.plan.planner import make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import print_plan, write_plan_csv
+from launcher.run.folder import SweepFolder
 from launcher.run.hooks import SweepHooks
 from launcher.run.loop import run_sweep
 
@@ -104,26 +106,38 @@ def _dry_run(cfg: RootConfig, reporter: Reporter) -> int:
     notes = [str(p) for p in problems_of(cfg.backend, cfg.model)]  # what a real run still needs
     with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
         plan = make_plan(cfg, progress, notes=notes)
-    with _plan_destination(Path(cfg.sweep.root_dir) / cfg.sweep.name, reporter) as csv_path:
+    folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)
+    with _plan_destination(folder, reporter) as csv_path:
         write_plan_csv(plan, csv_path)
     print_plan(cfg, plan, reporter, csv_path)
+    if csv_path != folder.plan_csv and folder.plan_csv.is_file():
+        for line in plan_difference(plan, read_plan_csv(folder.plan_csv), str(folder.plan_csv)):
+            reporter.say(line)
     return 0
 
 
 @contextlib.contextmanager
-def _plan_destination(folder: Path, reporter: Reporter) -> Iterator[Path]:
-    """Where a dry run writes its plan: plan.csv under the sweep folder's lock. While a launcher runs the sweep it
-    holds that lock, and its plan.csv describes what it runs: the dry run writes plan.dry-run.csv beside it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with (folder / ".lock").open("a+") as handle:
+def _plan_destination(folder: SweepFolder, reporter: Reporter) -> Iterator[Path]:
+    """Where a dry run writes its plan: plan.csv under the sweep folder's lock, unless the folder holds a recorded
+    sweep. While a launcher runs the sweep it holds that lock, and its plan.csv describes what it runs; after a sweep
+    ran, its plan.csv is what it ran (`python -m analysis` puts it in the MLflow parent run). In both cases the dry
+    run writes plan.dry-run.csv beside it and leaves plan.csv as it is."""
+    folder.root.mkdir(parents=True, exist_ok=True)
+    beside = folder.root / "plan.dry-run.csv"
+    with (folder.root / ".lock").open("a+") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            reporter.note(f"a launcher is running this sweep: the dry run's plan goes to "
-                          f"{folder / 'plan.dry-run.csv'}, its plan.csv is left as it is")
-            yield folder / "plan.dry-run.csv"
+            reporter.note(f"a launcher is running this sweep: the dry run's plan goes to {beside}, its plan.csv "
+                          f"is left as it is")
+            yield beside
             return
-        yield folder / "plan.csv"
+        if folder.ledger.exists():
+            reporter.note(f"{folder.root} holds a recorded sweep (ledger.sqlite): the dry run's plan goes to "
+                          f"{beside}, its plan.csv is left as it is (to plan a new sweep instead: sweep.name=OTHER)")
+            yield beside
+            return
+        yield folder.plan_csv
 
 
 if __name__ == "__main__":

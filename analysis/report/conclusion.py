@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from analysis.report.explain import explain_winner
+from analysis.report.explain import explain_winner, verdict
 from analysis.report.export import SbatchSpec, gpus_to_request, run_comments, sbatch_script, time_limit_s, write_export
 from analysis.report.html import ReportInput, failure_groups, read_tail, summary_rows, write_report
 from analysis.report.plots import write_plots, write_search_plots
@@ -32,7 +32,7 @@ from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.errors import ParasweepError
 from launcher.core.layout import DIMENSIONS, Layout, label_of
-from launcher.core.ranking import group_repeats, rank
+from launcher.core.ranking import Decision, decide, group_repeats, rank
 from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
 from launcher.netbench import ProbeResult
@@ -68,6 +68,10 @@ class Conclusion:
     """The sweep's calibration (Calibration.to_json()), None when nothing was measured."""
     network: Optional[dict] = None
     """The network probe the estimator used (launcher.netbench JSON), None without one."""
+    decision: Optional[Decision] = None
+    """How sure the winner is: confirmed beyond the noise, or tied within it (None: no ok trial)."""
+    verdict: str = ""
+    """The decision in one sentence (analysis.report.explain.verdict), for the MLflow descriptions."""
 
 
 def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrackingLink, *, summary: dict,
@@ -81,16 +85,17 @@ def conclude(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: Tra
     trials = [asdict(r) for r in records]
     ranked = rank(group_repeats(trials), cfg.analysis.noise_tolerance, cfg.plan.objective)
     best = ledger.get(ranked[0]["config_hash"]) if ranked else None
-    done = Conclusion(ranked, best)
+    done = Conclusion(ranked, best, decision=decide(ranked, cfg.analysis.noise_tolerance, cfg.plan.objective))
+    done.verdict = verdict(done.decision, cfg.analysis.noise_tolerance)
     benchmark = _benchmark_launch(cfg, folder, best, say)
-    _write_best(cfg, folder, best, ranked[0] if ranked else None, benchmark, say)
+    _write_best(cfg, folder, best, ranked[0] if ranked else None, benchmark, say, done.decision)
     print_results(cfg, ranked, records, folder, say)
     started = time.perf_counter()
     _explain_and_recommend(cfg, folder, done, trials)
     _write_outputs(cfg, folder, ledger, done, trials, train_iters, resolve or Path, say)
     print_outputs(done, folder, say)
     say.info(f"plots, report and export in {time.perf_counter() - started:.2f} s")
-    done.runs_url = _record_in_mlflow(folder, tracking, done, records, summary)
+    done.runs_url = _record_in_mlflow(cfg, folder, tracking, done, records, summary)
     if done.runs_url:
         say.info(tracking.link_text(done.runs_url))
     return done
@@ -118,27 +123,41 @@ def _benchmark_launch(cfg: RootConfig, folder: SweepFolder, best: Optional[Trial
 
 
 def best_payload(cfg: RootConfig, folder: SweepFolder, best: TrialRecord, ranked_entry: Optional[dict],
-                 benchmark: Optional[LaunchSpec]) -> dict:
-    """The winner: its configuration, what was measured (the median over repeats when it was repeated), what was
+                 benchmark: Optional[LaunchSpec], decision: Optional[Decision] = None) -> dict:
+    """The winner: its configuration, what was measured (the median over repeats when it was repeated, with
+    `tokens_per_s_spread`), how sure it is (`decision`: confirmed beyond the noise or tied within it), what was
     predicted, and the exact command that runs it."""
     entry = ranked_entry or {}
     return finite({"sweep": cfg.sweep.name, "config_hash": best.config_hash, "model": cfg.model.name,
                    "cluster": cfg.cluster.name, "backend": cfg.backend.name, "layout": best.layout.to_dict(),
                    "measured": entry.get("metrics", best.metrics), "n_runs": entry.get("n_runs", 1),
-                   "predicted": best.predicted, "command": launch_command(benchmark) if benchmark else "",
+                   "decision": _decision_json(decision), "predicted": best.predicted,
+                   "command": launch_command(benchmark) if benchmark else "",
                    "launch_script": str(folder.trial_launch(best.config_hash)), "mlflow_run_id": best.mlflow_run_id})
 
 
+def _decision_json(decision: Optional[Decision]) -> dict:
+    if decision is None:
+        return {}
+    return {"confirmed": decision.confirmed, "margin": decision.margin, "noise_band": decision.band,
+            "tied_with": list(decision.tied), "n_runs": decision.n_runs}
+
+
 def _write_best(cfg: RootConfig, folder: SweepFolder, best: Optional[TrialRecord], ranked_entry: Optional[dict],
-                benchmark: Optional[LaunchSpec], say: Reporter) -> None:
+                benchmark: Optional[LaunchSpec], say: Reporter, decision: Optional[Decision] = None) -> None:
     if best is None:
         folder.best.unlink(missing_ok=True)
         say.info("no trial finished ok: nothing to select (see the failures above)")
         return
-    payload = best_payload(cfg, folder, best, ranked_entry, benchmark)
+    payload = best_payload(cfg, folder, best, ranked_entry, benchmark, decision)
     folder.write_atomic(folder.best, json.dumps(payload, indent=2, sort_keys=True, allow_nan=False) + "\n")
-    say.info(f"best: {best.config_hash} {best.layout.label()} — {payload['measured'].get('tokens_per_s') or 0:,.0f} "
-          f"tokens/s; command in {folder.best}")
+    measured = payload["measured"]
+    runs = (f" (median of {payload['n_runs']}, spread {measured.get('tokens_per_s_spread') or 0:.0%})"
+            if payload["n_runs"] > 1 else "")
+    sure = "" if decision is None or decision.margin is None else (
+        "; confirmed beyond the noise" if decision.confirmed else "; tied within noise (see below)")
+    say.info(f"best: {best.config_hash} {best.layout.label()} — {measured.get('tokens_per_s') or 0:,.0f} "
+             f"tokens/s{runs}{sure}; command in {folder.best}")
 
 
 def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord], folder: SweepFolder,
@@ -154,8 +173,8 @@ def print_results(cfg: RootConfig, ranked: list[dict], records: list[TrialRecord
     for i, t in enumerate(ranked[:TOP_PRINTED], 1):
         m, p = t["metrics"], t["predicted"]
         tokens = f"{m.get('tokens_per_s', 0):,.0f}"
-        if repeated and t.get("n_runs", 1) > 1:  # median of n runs, with the spread
-            tokens += f" ±{m.get('tokens_per_s_spread', 0) / 2:.0%} (n={t['n_runs']})"
+        if repeated and t.get("n_runs", 1) > 1:  # median of n runs, with the spread (max - min) / median
+            tokens += f" spread {m.get('tokens_per_s_spread', 0):.0%} (n={t['n_runs']})"
         table.add_row(str(i), t["config_hash"][:8], label_of(t["layout"]), tokens,
                       f"{m.get('tflops_per_gpu') or 0:.3g}", f"{m.get('mfu') or 0:.1%}",
                       f"{m.get('peak_mem_gb') or 0:.2f}", f"{m.get('headroom') or 0:.0%}",
@@ -222,7 +241,7 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
             say.warn(f"no export of the winner: {exc}")
     runs_url = ledger.get_meta("mlflow_runs_url", "") or ""
     summary = summary_rows(asdict(cfg.model), asdict(cfg.cluster), asdict(cfg.backend), cfg.executor.name, trials,
-                           cfg.analysis.noise_tolerance)
+                           cfg.analysis.noise_tolerance, cfg.plan.max_gpu_hours)
     data = ReportInput(cfg.sweep.name, summary, done.ranked, trials, done.plots, done.explanation,
                        done.recommendations, failure_groups(trials, lambda p: read_tail(resolve(p))),
                        {name: path.read_text() for name, path in done.export.items()},
@@ -313,8 +332,8 @@ def print_outputs(done: Conclusion, folder: SweepFolder, say: Reporter) -> None:
 
 
 # -- MLflow ------------------------------------------------------------------------------------------------------
-def _record_in_mlflow(folder: SweepFolder, tracking: TrackingLink, done: Conclusion, records: list[TrialRecord],
-                      summary: dict) -> Optional[str]:
+def _record_in_mlflow(cfg: RootConfig, folder: SweepFolder, tracking: TrackingLink, done: Conclusion,
+                      records: list[TrialRecord], summary: dict) -> Optional[str]:
     """Plots under 'plots/', the report (+ train.sbatch) under 'report/' of the parent run; the parent is finished
     only when no trial is live (a launcher still at work finishes it itself)."""
     tracking.attach_outputs(done.plots, [p for p in (done.report, done.export.get("train.sbatch")) if p])
@@ -323,11 +342,20 @@ def _record_in_mlflow(folder: SweepFolder, tracking: TrackingLink, done: Conclus
 
     summary = {**summary, "trials_ok": sum(r.state is TrialState.OK for r in records), "trials_total": len(records),
                **summary_metrics([asdict(r) for r in records], done.calibration)}
+    if cfg.plan.max_gpu_hours:
+        summary["gpu_hours_budget"] = cfg.plan.max_gpu_hours
     if done.ranked:
-        summary["best_tokens_per_s"] = done.ranked[0]["metrics"].get("tokens_per_s", 0.0)
+        winner = done.ranked[0]
+        summary["best_tokens_per_s"] = winner["metrics"].get("tokens_per_s", 0.0)
+        summary["best_tokens_per_s_spread_pct"] = 100 * (winner["metrics"].get("tokens_per_s_spread") or 0.0)
+        summary["best_n_runs"] = winner.get("n_runs", 1)
+    if done.decision is not None and done.decision.margin is not None:
+        summary["winner_margin_pct"] = 100 * done.decision.margin
+        summary["winner_confirmed"] = int(done.decision.confirmed)
     if done.network:
         summary.update({f"network_{k}": v for k, v in done.network["summary"].items()
                         if k.endswith("_gbytes_per_s") or k == "latency_s"})
     probes = sorted(folder.root.glob("netbench-*.json"))
     return tracking.finish(done.best, summary, [p for p in (folder.plan_csv, folder.best, folder.config,
-                                                            folder.calibration, *probes) if p.exists()])
+                                                            folder.calibration, *probes) if p.exists()],
+                           done.ranked, done.verdict)

@@ -1,5 +1,6 @@
-"""One paragraph on why the winner won: its margin over the next best, its memory headroom, and how the estimator
-had ranked it. Pure: ranked trial dicts (launcher.core.ranking.rank order) in, text out."""
+"""One paragraph on why the winner won: its margin over the next best with the spread of the measurements behind it,
+or that it is tied within noise with others (and what to pick by then), its memory headroom, and how the estimator
+had ranked it. Pure: ranked trial dicts (launcher.core.ranking.rank order, medians over repeats) in, text out."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ from typing import Optional
 
 from analysis.report.plots import label
 from launcher.core.objective import Objective
-from launcher.core.ranking import margin_over_next
+from launcher.core.ranking import Decision, decide
+
+TIED = "Tied within noise: pick by memory headroom (or cost)"
+"""What the text says when the winner does not beat the next best by more than the noise (bench_winner counts it)."""
 
 
 def _tokens(trial: dict) -> float:
@@ -29,6 +33,14 @@ def _memory(trial: dict, capacity_gb: Optional[float]) -> str:
     return f"keeps {headroom:.0%} memory headroom{detail}"
 
 
+def measurements(trial: dict) -> str:
+    """'median of 3 runs, spread 4%' or 'one run' (what a throughput figure stands on)."""
+    runs = int(trial.get("n_runs") or 1)
+    if runs < 2:
+        return "one run"
+    return f"median of {runs} runs, spread {trial.get('metrics', {}).get('tokens_per_s_spread') or 0:.0%}"
+
+
 def predicted_rank(ranked: Sequence[dict], config_hash: str) -> Optional[int]:
     """1-based rank of a trial among the ok trials by predicted tokens/s (None without predictions)."""
     scored = [t for t in ranked if t.get("predicted", {}).get("tokens_per_s")]
@@ -41,35 +53,27 @@ def predicted_rank(ranked: Sequence[dict], config_hash: str) -> Optional[int]:
 
 def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
                    noise_tolerance: float = 0.02, objective: Objective | str = Objective.tokens_per_s) -> str:
-    """E.g. 'tp1 pp1 dp2 mbs4 (5e4dc80a) is 12% faster than the next best (tp1 pp2 dp2 mbs2, 5,115 tokens/s) and
-    keeps 79% memory headroom (0.107 of 0.5 GB per GPU). The estimator had ranked it 9th of 9.'
-    With objective 'tokens_per_s_per_gpu' the margins compare tokens/s per GPU."""
-    if not ranked:
+    """E.g. 'tp1 pp1 dp2 mbs4 (5e4dc80a) is 12% faster than the next best (tp1 pp2 dp2 mbs2, 5,115 tokens/s; median
+    of 2 runs, spread 3%), more than the noise (2% tolerance + 3% spread): 5,730 tokens/s (median of 2 runs, spread
+    1%), and keeps 79% memory headroom (0.107 of 0.5 GB per GPU). The estimator had ranked it 9th of 9.', or 'Tied
+    within noise: pick by memory headroom (or cost). ...'. With objective 'tokens_per_s_per_gpu' the margins compare
+    tokens/s per GPU."""
+    decision = decide(ranked, noise_tolerance, objective)
+    if decision is None:
         return "No trial finished ok, so there is no winner yet: see the failures."
     best = ranked[0]
     name = f"{label(best)} ({best['config_hash'][:8]})"
     goal = Objective(objective)
-    per_gpu = goal.per_gpu
-    faster = goal.superlative
     speed = f"{_tokens(best):,.0f} tokens/s"
-    if per_gpu:
+    if goal.per_gpu:
         speed += f", {_tokens(best) / best['layout']['gpus']:,.0f} per GPU"
+    speed += f"; {measurements(best)}"
     if len(ranked) == 1:
         text = f"{name} is the only trial that finished ok ({speed}) and {_memory(best, capacity_gb)}."
+    elif decision.confirmed:
+        text = _confirmed(ranked, decision, name, speed, goal, noise_tolerance, capacity_gb)
     else:
-        runner_up = ranked[1]
-        other = f"{label(runner_up)}, {_tokens(runner_up):,.0f} tokens/s"
-        margin = margin_over_next(ranked, objective) or 0.0
-        if margin < 0:  # selected on headroom inside the noise band: the runner-up measured faster
-            text = (f"{name} ({speed}) ties with the {faster}-by-{-margin:.1%} {other} within the "
-                    f"{noise_tolerance:.0%} noise tolerance and wins on memory: it {_memory(best, capacity_gb)} "
-                    f"(the other {_headroom(runner_up) or 0:.0%}).")
-        elif margin < noise_tolerance:
-            text = (f"{name} ({speed}) is within the {noise_tolerance:.0%} noise tolerance of the next best ({other}, "
-                    f"{margin:+.1%}); of the tied trials it {_memory(best, capacity_gb)}.")
-        else:
-            text = (f"{name} is {margin:.0%} {faster} than the next best ({other}) with {speed}, and "
-                    f"{_memory(best, capacity_gb)}.")
+        text = _tied(ranked, decision, name, speed, noise_tolerance, capacity_gb)
     rank = predicted_rank(ranked, best["config_hash"])
     if rank is not None and len(ranked) > 1:
         text += (" The estimator had also put it first." if rank == 1 else
@@ -77,6 +81,53 @@ def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
     return text
 
 
+def _noise(decision: Decision, noise_tolerance: float) -> str:
+    spread = decision.band - noise_tolerance
+    return f"{noise_tolerance:.0%} tolerance" + (f" + {spread:.0%} spread" if spread > 0.005 else "")
+
+
+def _confirmed(ranked: Sequence[dict], decision: Decision, name: str, speed: str, goal: Objective,
+               noise_tolerance: float, capacity_gb: Optional[float]) -> str:
+    runner_up = ranked[1]
+    other = f"{label(runner_up)}, {_tokens(runner_up):,.0f} tokens/s; {measurements(runner_up)}"
+    text = (f"{name} is {decision.margin or 0:.0%} {goal.superlative} than the next best ({other}), more than the "
+            f"noise ({_noise(decision, noise_tolerance)}): {speed}, and it {_memory(ranked[0], capacity_gb)}.")
+    if decision.n_runs < 2:
+        text += (" Each figure is a single measurement, so its spread is unknown: analysis.confirm_top re-measures "
+                 "the finalists.")
+    return text
+
+
+def _tied(ranked: Sequence[dict], decision: Decision, name: str, speed: str, noise_tolerance: float,
+          capacity_gb: Optional[float]) -> str:
+    best = ranked[0]
+    by_hash = {t["config_hash"]: t for t in ranked}
+    others = [by_hash[key] for key in decision.tied]
+    listed = "; ".join(f"{label(t)} ({t['config_hash'][:8]}) {_tokens(t):,.0f} tokens/s, {measurements(t)}, "
+                       f"{_headroom(t) or 0:.0%} headroom, {t['layout']['gpus']} GPUs" for t in others)
+    text = (f"{TIED}. {name} ({speed}) and {len(others)} other(s) differ by less than the noise "
+            f"({_noise(decision, noise_tolerance)}): {listed}. Chosen on memory headroom: "
+            f"{name} {_memory(best, capacity_gb)}.")
+    cheaper = [t for t in others if t["layout"]["gpus"] < best["layout"]["gpus"]]
+    if cheaper:
+        text += (f" {label(cheaper[0])} needs {cheaper[0]['layout']['gpus']} GPUs instead of "
+                 f"{best['layout']['gpus']}: the cheaper choice at the same measured speed.")
+    return text
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def verdict(decision: Optional[Decision], noise_tolerance: float) -> str:
+    """One sentence on how sure the winner is, for run descriptions ('' without a winner)."""
+    if decision is None:
+        return ""
+    if decision.margin is None:
+        return "The only trial that finished ok. "
+    if decision.confirmed:
+        basis = f"median of {decision.n_runs} runs" if decision.n_runs > 1 else "single measurements"
+        return (f"Confirmed: {decision.margin:.0%} better than the next best, more than the noise "
+                f"({_noise(decision, noise_tolerance)}; {basis}). ")
+    return f"{TIED}: tied with {len(decision.tied)} other trial(s), chosen on memory headroom. "

@@ -146,8 +146,9 @@ def failure_groups(trials: Sequence[dict], read_log: Callable[[str], Optional[st
 # ------------------------------------------------------------------------------------------------ HTML
 
 def summary_rows(model: dict, cluster: dict, backend: dict, executor: str, trials: Sequence[dict],
-                 noise_tolerance: float) -> dict:
-    """The summary table: what was swept where, how the trials ended, how long it took."""
+                 noise_tolerance: float, budget_gpu_hours: float = 0.0) -> dict:
+    """The summary table: what was swept where, how the trials ended, how long it took, the GPU-hours it spent (of
+    plan.max_gpu_hours when there is one)."""
     m, c, b = model, cluster, backend
     counts = Counter(t["state"] for t in trials)
     spans = [(t["submitted_at"], t["finished_at"]) for t in trials if t.get("submitted_at") and t.get("finished_at")]
@@ -161,8 +162,19 @@ def summary_rows(model: dict, cluster: dict, backend: dict, executor: str, trial
             "trials": f"{len(trials)}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
             "elapsed": f"{wall_s:,.0f} s from the first submission to the last finish; "
                        f"{sum(f - s for s, f in spans):,.0f} s of trial time",
-            "ranking": f"measured tokens/s; ties within {noise_tolerance:.0%} go to memory headroom",
+            "GPU-hours": _gpu_hours(trials, budget_gpu_hours),
+            "ranking": f"measured tokens/s, the median of a configuration's runs; two configurations tie when they "
+                       f"differ by less than {noise_tolerance:.0%} plus the larger spread of their runs, and a tie "
+                       "goes to memory headroom",
             "generated": time.strftime("%Y-%m-%d %H:%M:%S")}
+
+
+def _gpu_hours(trials: Sequence[dict], budget: float) -> str:
+    order = run_order(trials)
+    spent = order[-1].spent_gpu_hours if order else 0.0
+    pruned = sum(t.get("pruned_by") == "gpu_budget" for t in trials)
+    text = f"{spent:.3g} spent" + (f" of the {budget:g} budget (plan.max_gpu_hours)" if budget else "")
+    return text + (f"; {pruned} trial(s) left unrun at the budget" if pruned else "")
 
 
 @dataclass
@@ -201,8 +213,11 @@ def _ranked_rows(ranked: Sequence[dict]) -> list[list[object]]:
     rows = []
     for i, t in enumerate(ranked, 1):
         m, p = t.get("metrics", {}), t.get("predicted", {})
+        runs = int(t.get("n_runs") or 1)
         rows.append([i, t["config_hash"], label(t), t["layout"]["gpus"],
-                     f"{m.get('tokens_per_s', 0):,.0f}", f"{m.get('tflops_per_gpu') or 0:.3g}",
+                     f"{m.get('tokens_per_s', 0):,.0f}",
+                     f"{runs} (spread {m.get('tokens_per_s_spread') or 0:.0%})" if runs > 1 else "1",
+                     f"{m.get('tflops_per_gpu') or 0:.3g}",
                      _pct(m.get("mfu")), f"{m.get('peak_mem_gb') or 0:.3g}", _pct(m.get("headroom")),
                      f"{p.get('tokens_per_s', 0):,.0f}",
                      _pct(relative_error(p.get("tokens_per_s"), m.get("tokens_per_s")), signed=True)])
@@ -336,7 +351,7 @@ def render_report(data: ReportInput) -> str:
         _section("summary", "Summary", _summary(data)),
         _section("winner", "Winner", _winner(data)),
         _section("ranked", f"Ok trials, best first ({len(data.ranked)})",
-                 _table(["#", "trial", "layout", "GPUs", "tokens/s", "TFLOPs/GPU", "MFU", "peak GB", "headroom",
+                 _table(["#", "trial", "layout", "GPUs", "tokens/s", "runs", "TFLOPs/GPU", "MFU", "peak GB", "headroom",
                          "predicted tokens/s", "estimate error"], _ranked_rows(data.ranked), text_cols=(1, 2),
                         row_classes=["best"] if data.ranked else [])),
         _section("plots", "Plots", _plots(data.plots)),

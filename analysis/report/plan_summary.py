@@ -4,29 +4,10 @@ pruning reason, the best predicted trials) with what to do next. Pure apart from
 
 from __future__ import annotations
 
-import csv
 from collections import Counter
 from pathlib import Path
 
-from launcher.core.layout import NAMES, Layout, dimension
-
-
-def read_plan(path: Path) -> list[dict]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def _value(name: str, text: str) -> object:
-    """A CSV cell back to the dimension's type (plan.csv writes True/False and integers as text)."""
-    kind = dimension(name).type
-    if kind is bool:
-        return text == "True"
-    return int(text) if kind is int else text
-
-
-def _layout(row: dict) -> Layout:
-    """A plan.csv row's layout (a column an older plan.csv lacks takes the dimension's default)."""
-    return Layout.from_dict({k: _value(k, row[k]) for k in NAMES if row.get(k) not in (None, "")})
+from launcher.plan.compare import read_plan_csv, row_layout
 
 
 def _number(text: object) -> float:
@@ -46,7 +27,7 @@ def summarize_plan(rows: list[dict], folder: str, top: int = 10) -> str:
                 if reasons else "")]
     best = sorted(kept, key=lambda r: -_number(r.get("tokens_per_s", "")))[:top]
     if best:
-        labels = [_layout(r).label() for r in best]
+        labels = [row_layout(r).label() for r in best]
         width = max(len(label) for label in labels)
         lines.append(f"best predicted (of {len(kept)}):")
         for i, (r, label) in enumerate(zip(best, labels), 1):
@@ -59,4 +40,4 @@ def summarize_plan(rows: list[dict], folder: str, top: int = 10) -> str:
 
 
 def planned_only(folder: Path) -> str:
-    return summarize_plan(read_plan(folder / "plan.csv"), str(folder))
+    return summarize_plan(read_plan_csv(folder / "plan.csv"), str(folder))

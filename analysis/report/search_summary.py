@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-SKIP_REASONS = ("calibrated_oom", "converged", "oom_dominated")
+SKIP_REASONS = ("calibrated_oom", "converged", "oom_dominated", "gpu_budget")
 """Prune reasons decided while the sweep ran (the planner's predicted_oom is shown with the plan)."""
 
 

@@ -301,6 +301,9 @@ class Tracker:
             self.client.set_tag(run_id, NOTE_TAG, note)
         self.client.set_tag(parent_id, "parasweep.best_config_hash", best_hash)
 
+    def log_metrics(self, run_id: str, metrics: dict) -> None:
+        self._log(run_id, metrics=metrics)
+
     def log_artifacts(self, run_id: str, paths: Iterable[Path], artifact_path: Optional[str] = None) -> None:
         for path in paths:
             if Path(path).is_file():

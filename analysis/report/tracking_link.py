@@ -7,6 +7,7 @@ was written, so `python -m analysis sweeps/<name>` can finish the job later.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Optional
@@ -118,16 +119,27 @@ class TrackingLink:
         except store_errors() as exc:  # the store went away: the files are in the folder, python -m analysis attaches
             self.lost(exc)
 
-    def finish(self, best: Optional[TrialRecord], summary: dict, artifacts: list[Path]) -> Optional[str]:
+    def finish(self, best: Optional[TrialRecord], summary: dict, artifacts: list[Path],
+               ranked: Sequence[dict] = (), verdict: str = "") -> Optional[str]:
+        """Star the winner, log the medians and spreads of the re-measured trials (`ranked`: medians over repeats,
+        best first) on their runs, attach `artifacts` and finish the parent run. `verdict`: how sure the winner is
+        (analysis.report.explain), for the descriptions."""
         if self.tracker is None:
             return None
         try:
+            for entry in ranked:
+                run_id = self.ledger.get(entry["config_hash"]).mlflow_run_id
+                if entry.get("n_runs", 1) > 1 and run_id:
+                    self.tracker.log_metrics(run_id, repeat_metrics(entry))
             if best is not None and best.mlflow_run_id:
-                self.tracker.tag_best(best.mlflow_run_id, self.parent_id, best.config_hash, _best_note(self.cfg, best))
+                entry = ranked[0] if ranked else {}
+                self.tracker.tag_best(best.mlflow_run_id, self.parent_id, best.config_hash,
+                                      _best_note(self.cfg, best, entry.get("metrics", best.metrics),
+                                                 int(entry.get("n_runs", 1)), verdict))
             self.tracker.log_artifacts(self.parent_id, artifacts)
             self.tracker.finish_parent(self.parent_id, "FINISHED", summary,
                                        {"status": "finished", "mlflow.note.content": _parent_note(self.cfg, best,
-                                                                                                   summary)})
+                                                                                                   summary, verdict)})
         except store_errors() as exc:
             self.lost(exc)
             return None
@@ -165,24 +177,34 @@ def _parent_params(cfg: RootConfig) -> dict:
             "peak_tflops": cfg.cluster.peak_tflops, "seq_len": cfg.model.seq_len}
 
 
-def _best_note(cfg: RootConfig, best: TrialRecord) -> str:
-    """The winner's run description."""
-    m = best.metrics
+def repeat_metrics(entry: dict) -> dict:
+    """A re-measured configuration's median, spread (in %) and number of ok measurements, for its run."""
+    m = entry.get("metrics", {})
+    return {"tokens_per_s_median": m.get("tokens_per_s"), "tokens_per_s_spread_pct": 100 * (m.get(
+        "tokens_per_s_spread") or 0.0), "n_runs": entry.get("n_runs", 1)}
+
+
+def _best_note(cfg: RootConfig, best: TrialRecord, measured: dict, n_runs: int, verdict: str) -> str:
+    """The winner's run description: `measured` is the median over its `n_runs` measurements."""
+    m = measured
+    runs = (f" (median of {n_runs} runs, spread {m.get('tokens_per_s_spread') or 0:.0%})" if n_runs > 1
+            else " (one run)")
     return (f"Best trial of sweep {cfg.sweep.name}: {best.layout.label()}, "
-            f"{m.get('tokens_per_s', 0):,.0f} tokens/s, {m.get('mfu') or 0:.1%} MFU, "
+            f"{m.get('tokens_per_s', 0):,.0f} tokens/s{runs}, {m.get('mfu') or 0:.1%} MFU, "
             f"peak {m.get('peak_mem_gb') or 0:.3g}"
-            f" of {cfg.cluster.gpu_mem_gb:g} GB per GPU (trial {best.config_hash}). The exact command is in "
+            f" of {cfg.cluster.gpu_mem_gb:g} GB per GPU (trial {best.config_hash}). {verdict}The exact command is in "
             f"{cfg.sweep.root_dir}/{cfg.sweep.name}/best.json; the full-length job in the parent run's "
             "report/train.sbatch.")
 
 
-def _parent_note(cfg: RootConfig, best: Optional[TrialRecord], summary: dict) -> str:
+def _parent_note(cfg: RootConfig, best: Optional[TrialRecord], summary: dict, verdict: str = "") -> str:
     """The parent run's description."""
     head = (f"parasweep sweep {cfg.sweep.name}: {cfg.model.name} on {cfg.cluster.name} ({cfg.backend.name}), "
             f"{summary.get('trials_ok', 0)} of {summary.get('trials_total', 0)} trials ok.")
     if best is None:
         return head + " No trial finished ok."
-    return (head + f" Winner: {_winner_name(best)} at {best.metrics.get('tokens_per_s', 0):,.0f} tokens/s. "
+    tokens = summary.get("best_tokens_per_s", best.metrics.get("tokens_per_s", 0))
+    return (head + f" Winner: {_winner_name(best)} at {tokens:,.0f} tokens/s. {verdict}"
             "Plots under plots/, report.html and train.sbatch under report/.")
 
 

@@ -226,6 +226,9 @@ def check_plan(plan: PlanConfig) -> None:
         raise ConfigError("plan.max_trials", plan.max_trials, "use 0 (no budget) or more")
     if plan.keep_borderline < 0:
         raise ConfigError("plan.keep_borderline", plan.keep_borderline, "use 0 (prune at the margin) or more")
+    if plan.max_gpu_hours < 0:
+        raise ConfigError("plan.max_gpu_hours", plan.max_gpu_hours, "use 0 (no budget) or a number of GPU-hours; "
+                          "the dry run prints what the plan is expected to cost")
     if plan.early_stop_min_iters < 2:  # one step has no spread: a single slow step would stop a trial
         raise ConfigError("plan.early_stop_min_iters", plan.early_stop_min_iters, "use 2 or more measured "
                           "iterations (or plan.early_stop=false to never stop a trial early)")
@@ -260,8 +263,13 @@ def check_sweep(sweep: SweepRunConfig) -> None:
 
 def check_analysis(analysis: AnalysisConfig) -> None:
     """The values of the analysis section."""
-    _positive("analysis", "repeats", analysis.repeats, "use 1 (no repeats) or more")
-    _positive("analysis", "repeat_top", analysis.repeat_top, "use 1 or more")
+    _positive("analysis", "repeats", analysis.repeats, "use 2 or more")
+    if analysis.confirm_top < 0:
+        raise ConfigError("analysis.confirm_top", analysis.confirm_top, "use 0 (no re-measurement) or more")
+    if analysis.confirm_top and analysis.repeats < 2:
+        raise ConfigError("analysis.repeats", analysis.repeats, f"a finalist (analysis.confirm_top="
+                          f"{analysis.confirm_top}) needs at least 2 measurements to show its spread: use repeats "
+                          ">= 2, or analysis.confirm_top=0 to rank on single measurements")
     if not 0 <= analysis.noise_tolerance < 1:
         raise ConfigError("analysis.noise_tolerance", analysis.noise_tolerance, "use a share in [0, 1)")
 

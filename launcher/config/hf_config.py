@@ -221,8 +221,10 @@ def config_path(text: str) -> Path:
     if path.is_dir():
         path = path / "config.json"
     if not path.is_file():
-        raise ConfigError(FIELD, text, "no such file: give the path of a Hugging Face config.json (or of the "
-                          "folder that holds it)")
+        where = "" if path.is_absolute() else f" (a relative path: looked for in {Path.cwd()}, the directory the " \
+            "command runs in)"
+        raise ConfigError(FIELD, text, f"no such file{where}: give the path of a Hugging Face config.json (or of "
+                          "the folder that holds it)" + (", or an absolute path" if where else ""))
     return path.resolve()
 
 

@@ -275,6 +275,11 @@ class PlanConfig(Sealed):
     """Keep configurations predicted up to this much (share of capacity) over the margin: the estimate can be wrong."""
     max_trials: int = 0
     """Trial budget (0: run every valid configuration)."""
+    max_gpu_hours: float = 0.0
+    """GPU-hour budget of the sweep (0: none). The dry run prints the expected cost of the exhaustive plan and of the
+    adaptive search against it; a run submits no trial whose predicted cost would take the GPU-hours spent (running
+    trials counted at their predicted length) over it, and once nothing runs it prunes the rest ('gpu_budget', said
+    in one message). Raising it and running the same command resumes them."""
     exploration_share: float = 0.25
     """Share of the budget given to configurations outside the predicted top, to check the ranking itself."""
     allow_tp_across_nodes: bool = False
@@ -349,12 +354,17 @@ class SweepRunConfig(Sealed):
 
 @dataclass(kw_only=True)
 class AnalysisConfig(Sealed):
-    repeats: int = 1
-    """Runs of each top trial (1 = no repeats); the ranking then uses the median and reports the spread."""
-    repeat_top: int = 3
-    """How many of the best trials are repeated when repeats > 1."""
+    confirm_top: int = 3
+    """After the search, up to this many finalists (the best ok trials within the noise of the best: the tolerance
+    plus the largest spread the repeats have shown) are measured again until each has `repeats` measurements; the
+    winner is chosen on the medians and stated with its margin and spread, or as tied within noise. 0: the winner is
+    a single measurement."""
+    repeats: int = 2
+    """Measurements of each finalist (at least 2 with confirm_top > 0); repeats run on other nodes when the cluster
+    has room, and the ranking uses their median and reports the spread ((max - min) / median)."""
     noise_tolerance: float = 0.02
-    """Throughputs within this share of each other tie; the tie is broken by memory headroom."""
+    """Throughputs within this share of each other, plus their measured spread, tie; the tie is broken by memory
+    headroom."""
 
 
 @dataclass(kw_only=True)

@@ -75,6 +75,9 @@ class PruneReason(StrEnum):
     trial predicted to need at least as much memory fitted."""
     CONVERGED = "converged"
     """plan.stop_when_converged: the calibrated model gave it no real chance to beat the best (reason says why)."""
+    GPU_BUDGET = "gpu_budget"
+    """plan.max_gpu_hours: running it would take the sweep over its GPU-hour budget (planned again on a resume with
+    a larger budget)."""
 
 
 

@@ -17,6 +17,7 @@ from launcher.core.errors import ConfigError, PlanError
 from launcher.core.layout import NAMES, Layout
 from launcher.core.objective import Objective
 from launcher.core.states import PruneReason
+from launcher.core.units import gb_text
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
@@ -83,8 +84,12 @@ def trial_context(cfg: RootConfig) -> str:
 
 def job_duration_s(cfg: RootConfig, est: Estimate) -> float:
     """Predicted wall time of one benchmark job: start-up plus the iterations it runs."""
-    iters = cfg.backend.warmup_iters + cfg.backend.measure_iters
-    return cfg.backend.startup_s + iters * est.step_time_s
+    return job_seconds(cfg, est.step_time_s)
+
+
+def job_seconds(cfg: RootConfig, step_time_s: float) -> float:
+    """A benchmark job's wall time at a step time: start-up plus warm-up and measured iterations."""
+    return cfg.backend.startup_s + (cfg.backend.warmup_iters + cfg.backend.measure_iters) * step_time_s
 
 
 def rank_key(objective: Objective | str) -> Callable[[PlannedTrial], tuple[float, float]]:
@@ -173,7 +178,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             if smallest is None or est.peak_mem_gb < smallest.estimate.peak_mem_gb:
                 smallest = trial
             pruned.add(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM, pruned_reason=(
-                f"predicted {est.peak_mem_gb:.1f} GB > {cfg.plan.mem_safety_margin:.0%} of "
+                f"predicted {gb_text(est.peak_mem_gb)} GB > {cfg.plan.mem_safety_margin:.0%} of "
                 f"{cfg.cluster.gpu_mem_gb:g} GB")))
     if progress is not None:
         progress(n_points, total)
@@ -183,7 +188,8 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         best = smallest
         assert best is not None  # something was pruned (the check above), so one needed least memory
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
-                        f"memory; the smallest needs {best.estimate.peak_mem_gb:.1f} GB ({best.layout.label()}) of "
+                        f"memory; the smallest needs {gb_text(best.estimate.peak_mem_gb)} GB ({best.layout.label()}) "
+                        f"of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
     for t in over_budget:

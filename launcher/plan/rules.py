@@ -90,6 +90,17 @@ def _shown_factors(lay: Layout) -> list[str]:
     return [n for n in FACTORS if dimension(n).dim.hashed_at_default or getattr(lay, n) != dimension(n).default]
 
 
+def _world_fix(lay: Layout) -> str:
+    """A fix for tp*pp*cp*dp != gpus that can hold: dp = gpus / (the other factors) when they divide gpus."""
+    others = [n for n in _shown_factors(lay) if n != "dp"]
+    product = lay.world // max(1, lay.dp)
+    names = "*".join(others)
+    if product and lay.gpus % product == 0:
+        return f"pick dp = gpus/({names}) = {lay.gpus // product} or change gpus"
+    return (f"{names} = {product} does not divide gpus ({lay.gpus}), so no dp fits: pick {names} dividing "
+            f"{lay.gpus} or change gpus")
+
+
 def _vocab_padding(f: Facts, lay: Layout) -> int:
     step = VOCAB_ALIGN * lay.tp
     return -(-f.model.vocab // step) * step
@@ -103,27 +114,8 @@ _WORLD = FACTORS + ("gpus",)
 _M = ("gbs", "mbs", "dp")
 
 RULES: tuple[Rule, ...] = (
-    # -- the world -------------------------------------------------------------------------------------------
-    Rule("world", _WORLD, lambda f, lay: lay.world != lay.gpus,
-         lambda f, lay: ("*".join(_shown_factors(lay)) + " = "
-                         + "*".join(str(getattr(lay, n)) for n in _shown_factors(lay))
-                         + f" = {lay.world} != gpus ({lay.gpus}): pick dp = gpus/(tp*pp) or change gpus"),
-         "Megatron initialize_model_parallel; torchtitan ParallelDims"),
-    Rule("gpus_nodes", ("gpus", "nodes"),
-         lambda f, lay: (lay.gpus > lay.nodes * f.gpus_per_node
-                         or (lay.nodes > 1 and lay.gpus != lay.nodes * f.gpus_per_node)),
-         lambda f, lay: (f"gpus ({lay.gpus}) do not match nodes ({lay.nodes}) x gpus_per_node ({f.gpus_per_node}): "
-                         f"use whole nodes (gpus = {lay.nodes * f.gpus_per_node}) or a single partial node"),
-         "one task per node launches gpus_per_node ranks (launcher/backends/launch.py)"),
-    Rule("too_many_nodes", ("nodes",), lambda f, lay: lay.nodes > f.cluster_nodes,
-         lambda f, lay: (f"the trial needs {lay.nodes} nodes but the cluster has {f.cluster_nodes} "
-                         "(cluster.nodes): use fewer nodes/gpus in the grid or raise cluster.nodes"),
-         "the partition's size (cluster.nodes)"),
-    Rule("tp_node", ("tp",), lambda f, lay: lay.tp > f.gpus_per_node and not f.allow_tp_across_nodes,
-         lambda f, lay: (f"tp ({lay.tp}) > gpus_per_node ({f.gpus_per_node}): tensor parallelism across nodes is "
-                         f"slow; use tp <= {f.gpus_per_node} or set plan.allow_tp_across_nodes=true"),
-         "TP traffic needs NVLink (Narayanan et al. 2021 §3.3)"),
-    # -- the model's shape against the split ------------------------------------------------------------------
+    # -- the model's shape against the split: first, so that a layout is named by the most basic rule it breaks
+    # (tp=3 on a 64-head model is refused for its heads, not for the dp that 64 GPUs cannot give it)
     Rule("heads_tp", ("tp",), lambda f, lay: f.model.heads % lay.tp != 0,
          lambda f, lay: f"heads ({f.model.heads}) not divisible by tp ({lay.tp}): pick tp dividing {f.model.heads}",
          "Megatron ColumnParallelLinear divide()"),
@@ -146,6 +138,30 @@ RULES: tuple[Rule, ...] = (
          lambda f, lay: (f"hidden ({f.model.hidden}) not divisible by heads ({f.model.heads}): the head dimension "
                          "must be an integer"),
          "Megatron arguments.py"),
+    Rule("cp_seq", ("cp",), lambda f, lay: lay.cp > 1 and f.model.seq_len % (2 * lay.cp) != 0,
+         lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by 2*cp = {2 * lay.cp}: load-balanced causal "
+                         f"attention splits each sequence into 2*cp chunks; pick cp so that 2*cp divides it"),
+         "Megatron-LM arguments.py: 'seq-length should be a multiple of 2 * context-parallel-size'"),
+    # -- the world -------------------------------------------------------------------------------------------
+    Rule("world", _WORLD, lambda f, lay: lay.world != lay.gpus,
+         lambda f, lay: ("*".join(_shown_factors(lay)) + " = "
+                         + "*".join(str(getattr(lay, n)) for n in _shown_factors(lay))
+                         + f" = {lay.world} != gpus ({lay.gpus}): " + _world_fix(lay)),
+         "Megatron initialize_model_parallel; torchtitan ParallelDims"),
+    Rule("gpus_nodes", ("gpus", "nodes"),
+         lambda f, lay: (lay.gpus > lay.nodes * f.gpus_per_node
+                         or (lay.nodes > 1 and lay.gpus != lay.nodes * f.gpus_per_node)),
+         lambda f, lay: (f"gpus ({lay.gpus}) do not match nodes ({lay.nodes}) x gpus_per_node ({f.gpus_per_node}): "
+                         f"use whole nodes (gpus = {lay.nodes * f.gpus_per_node}) or a single partial node"),
+         "one task per node launches gpus_per_node ranks (launcher/backends/launch.py)"),
+    Rule("too_many_nodes", ("nodes",), lambda f, lay: lay.nodes > f.cluster_nodes,
+         lambda f, lay: (f"the trial needs {lay.nodes} nodes but the cluster has {f.cluster_nodes} "
+                         "(cluster.nodes): use fewer nodes/gpus in the grid or raise cluster.nodes"),
+         "the partition's size (cluster.nodes)"),
+    Rule("tp_node", ("tp",), lambda f, lay: lay.tp > f.gpus_per_node and not f.allow_tp_across_nodes,
+         lambda f, lay: (f"tp ({lay.tp}) > gpus_per_node ({f.gpus_per_node}): tensor parallelism across nodes is "
+                         f"slow; use tp <= {f.gpus_per_node} or set plan.allow_tp_across_nodes=true"),
+         "TP traffic needs NVLink (Narayanan et al. 2021 §3.3)"),
     # -- batch and pipeline schedule --------------------------------------------------------------------------
     Rule("gbs_divisible", _M, lambda f, lay: lay.gbs % (lay.mbs * lay.dp) != 0,
          lambda f, lay: (f"gbs ({lay.gbs}) not divisible by mbs*dp = {lay.mbs}*{lay.dp} = {lay.mbs * lay.dp}: "
@@ -177,10 +193,6 @@ RULES: tuple[Rule, ...] = (
          "Megatron-DeepSpeed training.py passes only model[0] to deepspeed.initialize",
          backends=frozenset({MEGATRON_DEEPSPEED})),
     # -- context parallelism --------------------------------------------------------------------------------
-    Rule("cp_seq", ("cp",), lambda f, lay: lay.cp > 1 and f.model.seq_len % (2 * lay.cp) != 0,
-         lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by 2*cp = {2 * lay.cp}: load-balanced causal "
-                         f"attention splits each sequence into 2*cp chunks; pick cp so that 2*cp divides it"),
-         "Megatron-LM arguments.py: 'seq-length should be a multiple of 2 * context-parallel-size'"),
     # cp = 1 included: Megatron scatters the [s/cp, b, h] activations over tp at the embedding (megatron-core
     # tensor_parallel/mappings.py _split_along_first_dim asserts), the workload shards them the same way.
     Rule("cp_sp_seq", ("cp", "tp", "sequence_parallel"),
@@ -408,6 +420,13 @@ class Checker:
 
     def _positive(self, lay: Layout) -> Issue:
         m = self.facts.model
+        others = [n for n in _shown_factors(lay) if n != "dp"]
+        product = math.prod(getattr(lay, n) for n in others)
+        if lay.dp < 1 and min(getattr(lay, n) for n in others) >= 1 and product > lay.gpus:
+            names = "*".join(others)
+            return Issue("positive", f"{names} = {'*'.join(str(getattr(lay, n)) for n in others)} = {product} > "
+                                     f"gpus ({lay.gpus}): no dp >= 1 fits; pick {names} <= {lay.gpus} or use "
+                                     f"{product} gpus or more")
         sizes = " ".join(f"{name}={getattr(lay, name)}" for name in _SIZES)
         return Issue("positive", f"sizes must be >= 1: {sizes}; model layers={m.layers} hidden={m.hidden} "
                                  f"heads={m.heads} kv_heads={m.kv_heads} seq_len={m.seq_len} vocab={m.vocab} "

@@ -10,7 +10,9 @@ from typing import Any
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.objective import Objective
+from launcher.core.units import gb_text
 from launcher.plan import spread
+from launcher.plan.cost import cost_lines, forecast
 from launcher.plan.inputs import stack_of
 from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
 from launcher.plan.rules import Issue
@@ -51,8 +53,8 @@ def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path |
     console.say(pruning_summary(plan))
     for line in warning_summary(plan, {w.code for w in common}):
         console.say(line)
-    console.say(f"cost: {len(plan.trials)} jobs, ~{plan.gpu_hours:,.1f} GPU-hours "
-                  f"(~{plan.job_seconds / 3600:.2f} job-hours if run one after another)")
+    for line in cost_lines(forecast(cfg, plan), plan.job_seconds / 3600):
+        console.say(line)
     for note in plan.notes:
         console.say(f"before a real run: {note}")
     if csv_path is not None:
@@ -78,7 +80,7 @@ def interval_note(stack: str) -> str:
 def with_interval(quantity: str, predicted: float, stack: str) -> str:
     """A prediction and its interval, e.g. '76.4 (67–92)' ('76.4' without spread data)."""
     bounds = spread.interval(quantity, predicted, stack, INTERVAL[0], INTERVAL[1])
-    text = f"{predicted:.1f}" if quantity == "peak_mem" and predicted >= 10 else f"{predicted:.3g}"
+    text = gb_text(predicted) if quantity == "peak_mem" else f"{predicted:.3g}"
     if bounds is None:
         return text
     return f"{text} ({_short(bounds[0])}–{_short(bounds[1])})"

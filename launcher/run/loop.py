@@ -19,7 +19,7 @@ from launcher.backends import require_runnable
 from launcher.config.load import to_yaml
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
-from launcher.core.ranking import group_repeats, rank, select_best
+from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
@@ -28,6 +28,7 @@ from launcher.plan.planner import Plan, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import network, trial_files
+from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
@@ -68,7 +69,7 @@ class SweepLoop:
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
         self.hooks, self.reporter = hooks, reporter
         self.runner = make_runner(cfg.executor, cfg.cluster, folder.jobs, reporter)
-        self.progress = Progress(f"sweep {cfg.sweep.name}", reporter)
+        self.progress = Progress(f"sweep {cfg.sweep.name}", reporter, budget_gpu_hours=cfg.plan.max_gpu_hours)
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
@@ -264,6 +265,11 @@ class SweepLoop:
         if not room:
             return 0
         batch = (retries + self._in_search_order(records, planned))[:room]  # a retry was picked before: first
+        batch, held = within_budget(self.cfg, records, batch, time.time())
+        if held and not batch:
+            if not live:  # nothing running can end under its prediction and make room: the budget is spent
+                self._stop_at_budget(held)
+            return 0
         requests = []
         for r in batch:
             script = trial_files.write(self.cfg, self.folder, r)
@@ -282,6 +288,14 @@ class SweepLoop:
                                finished_at=time.time(), synced=False)
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
+
+    def _stop_at_budget(self, why: str) -> None:
+        """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
+        left = [r for r in self.ledger.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
+        for r in left:
+            self._prune(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}")
+        self.progress.log(f"GPU-hour budget reached: {why}. {len(left)} planned trial(s) left unrun (pruned: "
+                          "gpu_budget); raise plan.max_gpu_hours and run the same command to run them")
 
     def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord]) -> list[TrialRecord]:
         """The planned trials in the scheduler's order (launcher.run.scheduler.order: before the calibration
@@ -315,12 +329,22 @@ def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress)
 
 
 
-def _repeats(cfg: RootConfig, ledger: Ledger) -> list[TrialRecord]:
-    records = ledger.trials()
-    bases = [asdict(r) for r in records if not r.repeat_of]
-    ranked = rank(bases, cfg.analysis.noise_tolerance, cfg.plan.objective)
-    top = [t["config_hash"] for t in ranked[: cfg.analysis.repeat_top]]
-    return repeat_records(records, top, cfg.analysis.repeats, cfg.cluster.nodes)
+def confirm_finalists(cfg: RootConfig, ledger: Ledger, loop: SweepLoop, reporter: Reporter) -> None:
+    """analysis.confirm_top: measure the finalists again (launcher.core.ranking.finalists) until each has
+    analysis.repeats measurements. The finalists' band widens with the spread the repeats show and the winner can
+    change with the medians, so this goes round until the finalists (the winner first) are all measured: each
+    round measures at least one configuration that had a single measurement, so it ends."""
+    a = cfg.analysis
+    while True:
+        records = ledger.trials()
+        top = finalists([asdict(r) for r in records], a.confirm_top, a.noise_tolerance, cfg.plan.objective)
+        extra = repeat_records(records, top, a.repeats, cfg.cluster.nodes)
+        if not ledger.add_trials(extra):
+            return
+        names = ", ".join(f"{key[:8]} {ledger.get(key).layout.label()}" for key in top)
+        reporter.info(f"confirming the winner: measuring {len(top)} finalist(s) {a.repeats} times each ({names})")
+        loop.allowed |= {r.config_hash for r in extra}
+        loop.run()
 
 
 def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan,
@@ -378,6 +402,9 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
+        for r in ledger.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
+            if r.pruned_by == PruneReason.GPU_BUDGET:
+                ledger.update(r.config_hash, "planned again", state=TrialState.PLANNED, pruned_by="", reason="")
         resumed = len(ledger.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
@@ -390,12 +417,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
         started = time.time()
         loop.run()
-        extra = _repeats(cfg, ledger) if cfg.analysis.repeats > 1 else []
-        if ledger.add_trials(extra):
-            reporter.info(f"repeating the top {cfg.analysis.repeat_top} trials {cfg.analysis.repeats - 1} more "
-                          "time(s)")
-            loop.allowed |= {r.config_hash for r in extra}
-            loop.run()
+        confirm_finalists(cfg, ledger, loop, reporter)
         t_finish = time.perf_counter()
         status = hooks.finish(cfg, folder, ledger, tracking, time.time() - started)
         ran = [r for r in ledger.trials() if r.attempts]

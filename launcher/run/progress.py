@@ -10,6 +10,7 @@ from typing import Optional
 from launcher.core.console import Reporter
 from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
+from launcher.run.budget import spent_gpu_hours
 
 PLAIN_HEARTBEAT_S = 30.0
 
@@ -35,9 +36,9 @@ def done_count(records: list[TrialRecord]) -> int:
 
 
 def summary_line(records: list[TrialRecord], started_at: float, best: Optional[TrialRecord],
-                 done_before: int = 0) -> str:
+                 done_before: int = 0, budget_gpu_hours: float = 0.0) -> str:
     """One status line; the ETA extrapolates from the trials finished in THIS run (a resumed sweep's earlier
-    trials took none of its time)."""
+    trials took none of its time). It ends with the GPU-hours spent (of plan.max_gpu_hours when there is one)."""
     counts = Counter(r.state for r in records)
     total = sum(n for s, n in counts.items() if s.counted)
     done = done_count(records)
@@ -46,7 +47,10 @@ def summary_line(records: list[TrialRecord], started_at: float, best: Optional[T
     best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({best.layout.label()})" if best
                  else "")
     eta = format_eta(done - done_before, total - done_before, elapsed)
-    return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta}"
+    spent = spent_gpu_hours(records, time.time())
+    hours = f"{spent:.3g}/{budget_gpu_hours:g}" if budget_gpu_hours else f"{spent:.3g}"
+    # after the eta: a plain log prints a line when the part before ' | eta' changes, not at every poll
+    return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta} | {hours} GPU-h"
 
 
 LIVE_ROWS = 20
@@ -62,8 +66,10 @@ def _visible(records: list[TrialRecord]) -> list[TrialRecord]:
 class Progress:
     """Call update() after every poll; close() at the end."""
 
-    def __init__(self, title: str, reporter: Reporter, interactive: Optional[bool] = None) -> None:
+    def __init__(self, title: str, reporter: Reporter, interactive: Optional[bool] = None,
+                 budget_gpu_hours: float = 0.0) -> None:
         self.title = title
+        self.budget_gpu_hours = budget_gpu_hours
         self.reporter = reporter
         self.interactive = reporter.interactive if interactive is None else interactive
         self.started_at = time.time()
@@ -75,7 +81,7 @@ class Progress:
     def update(self, records: list[TrialRecord], best: Optional[TrialRecord]) -> None:
         if self._done_before is None:
             self._done_before = done_count(records)
-        line = summary_line(records, self.started_at, best, self._done_before)
+        line = summary_line(records, self.started_at, best, self._done_before, self.budget_gpu_hours)
         if not self.interactive:
             # A line when a trial changes state, else a heartbeat every PLAIN_HEARTBEAT_S (CI logs stay short).
             key = line.split("] ", 1)[1].rsplit(" | eta", 1)[0]

@@ -8,7 +8,9 @@ field gets nan, inf and -inf.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import shutil
 import sqlite3
 import typing
@@ -222,3 +224,31 @@ def test_an_unwritable_root_dir_is_refused(in_tmp, capsys):
     assert main(["+sweep=tiny", "dry_run=true", f"sweep.root_dir={locked}"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "sweep.root_dir" in err
+
+
+def test_a_dry_run_never_overwrites_a_recorded_sweeps_plan_and_says_how_it_differs(in_tmp, capsys):
+    """Issue 20: a dry run with other grid values after a sweep ran replaced its plan.csv silently (and the next
+    `python -m analysis` put that plan in the MLflow parent run)."""
+    from launcher.run.ledger import Ledger
+
+    folder = in_tmp / "sweeps" / "tiny"
+    assert main(["+sweep=tiny", "dry_run=true"]) == 0  # no ledger yet: plan.csv is the dry run's to write
+    recorded = (folder / "plan.csv").read_text()
+    Ledger(folder / "ledger.sqlite").close()  # what a sweep that ran leaves
+    capsys.readouterr()
+    assert main(["+sweep=tiny", "grid.gpus=[16]", "dry_run=true"]) == 0
+    out, err = capsys.readouterr()
+    assert (folder / "plan.csv").read_text() == recorded
+    assert (folder / "plan.dry-run.csv").read_text().startswith("rank,")
+    assert "recorded sweep" in err and "plan.dry-run.csv" in err
+    def kept(text: str) -> set[str]:
+        return {r["config_hash"] for r in csv.DictReader(io.StringIO(text)) if r["selection"] != "pruned"}
+
+    old, new = kept(recorded), kept((folder / "plan.dry-run.csv").read_text())
+    assert old - new and new != old
+    assert (f"compared with the recorded sweeps/tiny/plan.csv ({len(old)} kept trials): {len(old & new)} in both"
+            in out), out
+    assert f"{len(old - new)} only in the recorded plan: " in out, out
+    assert (f"{len(new - old)} only in this dry run: " in out) == bool(new - old), out
+    assert main(["+sweep=tiny", "dry_run=true"]) == 0  # the recorded grid again: nothing differs
+    assert f"the same {len(old)} kept trials as the recorded" in capsys.readouterr().out

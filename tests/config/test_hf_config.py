@@ -180,3 +180,15 @@ def test_the_tokenizer_kind_follows_the_family(folder, tokenizer):
     from launcher.config.hf_config import load_shape
 
     assert load_shape(str(HF / folder))[1].tokenizer == tokenizer
+
+
+def test_a_missing_relative_path_says_relative_to_what(load, tmp_path, monkeypatch):
+    """Issue 20: a relative model.hf_config run from another directory only said 'no such file'."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        load("model=hf", "model.hf_config=models/Llama-2-7b-hf")
+    assert f"a relative path: looked for in {tmp_path}, the directory the command runs in" in str(err.value)
+    assert "or an absolute path" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        load("model=hf", "model.hf_config=/nowhere/config.json")
+    assert "relative" not in str(err.value)

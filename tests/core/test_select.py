@@ -57,3 +57,54 @@ def test_a_stopped_early_trial_is_never_the_winner():
     trials = [t("ok", 100.0, 0.5), t("partial", 500.0, 0.9, state="stopped_early")]
     assert select_best(trials)["config_hash"] == "ok"
     assert [x["config_hash"] for x in rank(trials)] == ["ok"]
+
+
+def rep(h, base, tokens, headroom=0.5):
+    return {**t(h, tokens, headroom), "repeat_of": base}
+
+
+def test_the_finalists_are_the_trials_within_the_noise_of_the_best_and_widen_with_the_measured_spread():
+    from launcher.core.ranking import finalists
+
+    single = [t("a", 1000, 0.5), t("b", 990, 0.5), t("c", 900, 0.5), t("d", 500, 0.5)]
+    assert finalists(single, 3, 0.02) == ["a", "b"]          # before any repeat: the tolerance alone
+    assert finalists(single, 1, 0.02) == ["a"]               # at most confirm_top
+    assert finalists(single, 0, 0.02) == []                  # confirmation off
+    noisy = single + [rep("a~r1", "a", 800)]                 # a: median 900, spread 200/900 = 22%
+    assert finalists(noisy, 3, 0.02) == ["b", "a", "c"]      # the band is now 2% + 22%: c (900) joins, d not
+
+
+def test_the_winner_leads_the_finalists_even_when_it_won_a_tie_on_headroom():
+    """b is 0.5% slower than a but has more memory headroom, so b is the winner: with confirm_top=1 it is b that
+    is re-measured, never a winner left on a single measurement."""
+    from launcher.core.ranking import finalists
+
+    trials = [t("a", 1000, 0.1), t("b", 995, 0.6), t("c", 500, 0.9)]
+    assert select_best(trials)["config_hash"] == "b"
+    assert finalists(trials, 1, 0.02) == ["b"]
+    assert finalists(trials, 3, 0.02) == ["b", "a"]
+
+
+def test_a_winner_beyond_the_noise_is_confirmed_and_a_near_one_is_tied():
+    from launcher.core.ranking import decide, group_repeats
+
+    clear = rank(group_repeats([t("a", 1200, 0.3), rep("a~r1", "a", 1180), t("b", 1000, 0.5),
+                                rep("b~r1", "b", 1010)]))
+    d = decide(clear, 0.02)
+    assert d.confirmed and d.tied == () and abs(d.margin - (1190 / 1005 - 1)) < 1e-9 and d.n_runs == 2
+    # 10% apart, but the winner's two runs differ by 25%: the noise band is 2% + 25%, so they tie
+    noisy = rank(group_repeats([t("a", 1100, 0.3), rep("a~r1", "a", 1375), t("b", 1125, 0.5),
+                                rep("b~r1", "b", 1125)]))
+    d = decide(noisy, 0.02)
+    assert not d.confirmed and d.tied and abs(d.band - (0.02 + 275 / 1237.5)) < 1e-9
+    assert noisy[0]["config_hash"] == "b"  # the tie goes to memory headroom
+    assert decide([], 0.02) is None
+    assert decide(rank([t("a", 100, 0.5)]), 0.02).margin is None
+
+
+def test_the_noise_band_counts_the_larger_spread():
+    from launcher.core.ranking import noise_band
+
+    a = {"metrics": {"tokens_per_s_spread": 0.1}}
+    b = {"metrics": {"tokens_per_s_spread": 0.3}}
+    assert abs(noise_band(a, b, 0.02) - 0.32) < 1e-12 and noise_band({}, {}, 0.05) == 0.05

@@ -262,3 +262,18 @@ def test_workload_refuses_exactly_what_the_table_refuses_for_it(model, layout):
     argv = workload_args(model, cluster, BackendConfig(name="torch", precision="fp32"), layout, 0)
     problem = validate(build_parser().parse_args(argv), world_size=layout.gpus)
     assert (problem is not None) == table_refuses, (problem, codes(verdict.reasons))
+
+
+def test_the_first_reason_is_the_most_basic_rule_and_every_fix_is_possible():
+    """Issue 20: tp=3 on a 64-head model on 64 GPUs was named for its world (63 != 64, 'pick dp = gpus/(tp*pp)',
+    which no integer dp can be) before its heads; tp*pp above the GPU count said 'sizes must be >= 1 ... dp=0'."""
+    verdict = run(gpus=64, nodes=8, tp=3, pp=1, dp=21, gbs=42, mbs=1)
+    assert {"heads_tp", "world"} <= codes(verdict.reasons)
+    assert verdict.first_reason.code == "heads_tp" and "heads (64) not divisible by tp (3)" in verdict.first_reason.message
+    world = next(i.message for i in verdict.reasons if i.code == "world")
+    assert "tp*pp = 3 does not divide gpus (64), so no dp fits: pick tp*pp dividing 64" in world, world
+    assert "pick dp = gpus/(tp*pp) = 2 or change gpus" in run(dp=1).first_reason.message  # 4*2 divides 16
+    too_many = run(gpus=16, nodes=2, tp=8, pp=4, dp=0).first_reason
+    assert too_many.code == "positive" and "dp=0" not in too_many.message
+    assert "tp*pp = 8*4 = 32 > gpus (16): no dp >= 1 fits; pick tp*pp <= 16 or use 32 gpus or more" in \
+        too_many.message, too_many.message

@@ -30,8 +30,9 @@ def test_live_rows_show_running_first_and_are_capped():
 
 def test_plain_output_prints_changes_not_every_poll(capsys):
     progress = Progress("sweep t", Reporter.for_streams(), interactive=False)
-    recs = [TrialRecord("a", 0, LAY, state="running")]
+    recs = [TrialRecord("a", 0, LAY, state="running", attempts=1, started_at=time.time() - 3600)]
     progress.update(recs, None)
+    time.sleep(0.05)  # the GPU-hours of the running trial grow between polls: not a change worth a line
     progress.update(recs, None)
     recs = [TrialRecord("a", 0, LAY, state="ok", metrics={"tokens_per_s": 5.0})]
     progress.update(recs, recs[0])
@@ -44,4 +45,13 @@ def test_eta_of_a_resumed_sweep_counts_only_this_runs_trials():
            [TrialRecord("n", 8, LAY, state="ok"), TrialRecord("m", 9, LAY, state="running")]
     # 8 done before this run, 1 done in 60 s of this run, 1 to go: about a minute, not seconds
     line = summary_line(recs, time.time() - 60, None, done_before=8)
-    assert line.endswith("eta 1m00s") or line.endswith("eta 59s")
+    assert "eta 1m00s |" in line or "eta 59s |" in line
+
+
+def test_the_line_ends_with_the_gpu_hours_spent_of_the_budget():
+    now = time.time()
+    recs = [TrialRecord("a", 0, LAY, state="ok", attempts=1, started_at=now - 1800, finished_at=now - 900),
+            TrialRecord("b", 1, LAY, state="running", attempts=1, started_at=now - 900),
+            TrialRecord("c", 2, LAY, state="submitted", attempts=1, submitted_at=now - 900)]  # queued: no GPU
+    assert summary_line(recs, now - 1800, None).endswith("| 2 GPU-h")  # 4 GPUs x (15 + 15 min)
+    assert summary_line(recs, now - 1800, None, budget_gpu_hours=5).endswith("| 2/5 GPU-h")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from analysis.report.tracking_link import TrackingLink
@@ -135,3 +136,48 @@ def test_trials_outside_the_current_plan_are_not_submitted(load, tmp_path, in_tm
     loop.runner = ScriptedRunner(folder.jobs, {"new": [("ok", 1)]})
     loop.run()
     assert loop.runner.submitted == ["new"] and ledger.get("old").state == "planned"
+
+
+def test_the_finalists_are_measured_again_and_the_band_widens_with_their_spread(load, tmp_path, in_tmp):
+    """a 1000, b 900, c 850, d 400: only a is within 2% of the best, so round 1 re-measures a alone; its second run
+    (700) shows a 35% spread, so round 2 re-measures b and c too; d stays out. Each finalist ends with 2 runs."""
+    from launcher.run.loop import confirm_finalists
+
+    records = [TrialRecord(h, i, lay(1 + i % 2, tp=1 + i // 2)) for i, h in enumerate("abcd")]
+    script = {"a": [("ok", 1000)], "b": [("ok", 900)], "c": [("ok", 850)], "d": [("ok", 400)],
+              "a~r1": [("ok", 700)], "b~r1": [("ok", 880)], "c~r1": [("ok", 860)]}
+    cfg = load("+sweep=tiny", "monitor.poll_interval_s=0.01", "analysis.confirm_top=3", "analysis.repeats=2")
+    folder = SweepFolder(tmp_path / "sweeps" / "tiny")
+    ledger = Ledger(folder.ledger)
+    ledger.add_trials(records)
+    loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), set("abcd"),
+                     hooks=sweep_hooks(Reporter.quiet()), reporter=Reporter.quiet())
+    loop.runner = runner = ScriptedRunner(folder.jobs, script, slots=4)
+    loop.run()
+    confirm_finalists(cfg, ledger, loop, Reporter.quiet())
+    assert runner.submitted[4:] == ["a~r1", "b~r1", "c~r1"]
+    assert {r.config_hash: r.state for r in ledger.trials() if r.repeat_of} == {"a~r1": "ok", "b~r1": "ok",
+                                                                                "c~r1": "ok"}
+
+
+def test_a_finalist_whose_median_falls_behind_hands_the_confirmation_to_the_new_winner(load, tmp_path, in_tmp):
+    """confirm_top=1: a (1000) is re-measured first; its second run (600) brings its median (800) below b (900),
+    so b is now the winner and is re-measured too: the winner never stands on a single run."""
+    from launcher.core.ranking import group_repeats, select_best
+    from launcher.run.loop import confirm_finalists
+
+    records = [TrialRecord(h, i, lay(1 + i % 2, tp=1 + i // 2)) for i, h in enumerate("abc")]
+    script = {"a": [("ok", 1000)], "b": [("ok", 900)], "c": [("ok", 400)], "a~r1": [("ok", 600)],
+              "b~r1": [("ok", 910)]}
+    cfg = load("+sweep=tiny", "monitor.poll_interval_s=0.01", "analysis.confirm_top=1", "analysis.repeats=2")
+    folder = SweepFolder(tmp_path / "sweeps" / "tiny")
+    ledger = Ledger(folder.ledger)
+    ledger.add_trials(records)
+    loop = SweepLoop(cfg, folder, ledger, TrackingLink.disabled(cfg, ledger, folder), set("abc"),
+                     hooks=sweep_hooks(Reporter.quiet()), reporter=Reporter.quiet())
+    loop.runner = runner = ScriptedRunner(folder.jobs, script, slots=3)
+    loop.run()
+    confirm_finalists(cfg, ledger, loop, Reporter.quiet())
+    assert runner.submitted[3:] == ["a~r1", "b~r1"]
+    best = select_best(group_repeats([asdict(r) for r in ledger.trials()]), cfg.analysis.noise_tolerance)
+    assert best is not None and best["config_hash"] == "b" and best["n_runs"] == 2
