@@ -17,7 +17,7 @@ from typing import Optional
 
 from launcher.config.load import load_saved
 from launcher.core.errors import ParasweepError
-from launcher.core.layout import NAMES, WORLD
+from launcher.core.layout import NAMES, WORLD, dimension
 from launcher.core.states import TrialState
 from launcher.estimate import FIELD_TYPES, LineError, Request, request_from_fields
 from launcher.run.ledger import Ledger
@@ -169,7 +169,7 @@ def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: b
             "kv_heads": model.kv_heads, "ffn_hidden": model.ffn_hidden, "swiglu": model.swiglu,
             "seq_len": model.seq_len, "vocab": model.vocab, "tied_embeddings": model.tied_embeddings,
             "norm": model.norm, "gpu": cluster.name, "n_gpus": layout["gpus"],
-            "gpus_per_node": cluster.gpus_per_node, **{k: layout[k] for k in TABLE_LAYOUT},
+            "gpus_per_node": cluster.gpus_per_node, **{k: layout.get(k, dimension(k).default) for k in TABLE_LAYOUT},
             "precision": precision, "flash_attention": flash, "state": table_state,
             "step_time_s": metrics.get("step_time_s") if table_state is TrialState.OK else None,
             "peak_mem_gb": metrics.get("peak_mem_gb") if table_state is TrialState.OK else None}

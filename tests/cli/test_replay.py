@@ -131,8 +131,8 @@ def test_export_round_trip():
 
     model = ModelConfig(name="tiny", layers=4, hidden=256, heads=4, seq_len=128, vocab=1024)
     cluster = load_cluster_preset("local-cpu")
-    layout = {"gpus": 4, "nodes": 1, "tp": 2, "pp": 1, "dp": 2, "cp": 1, "vpp": 1, "mbs": 2, "gbs": 8, "recompute": "full",
-              "sequence_parallel": True, "zero_stage": 1, "distributed_optimizer": False}
+    layout = {"gpus": 4, "nodes": 1, "tp": 2, "pp": 1, "dp": 2, "cp": 1, "vpp": 1, "ep": 1, "etp": 1, "mbs": 2,
+              "gbs": 8, "recompute": "full", "sequence_parallel": True, "zero_stage": 1, "distributed_optimizer": False}
     rows = [table_row("s", model, cluster, "torch", "fp32", True, layout, "ok", {"step_time_s": 0.5,
                                                                               "peak_mem_gb": 0.1}),
             table_row("s", model, cluster, "torch", "fp32", True, layout, "oom", {}),
