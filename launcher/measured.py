@@ -17,7 +17,7 @@ from typing import Optional
 
 from launcher.config.load import load_saved
 from launcher.core.errors import ParasweepError
-from launcher.core.layout import NAMES, WORLD, dimension
+from launcher.core.layout import NAMES, WORLD, Layout
 from launcher.core.states import TrialState
 from launcher.estimate import FIELD_TYPES, LineError, Request, request_from_fields
 from launcher.run.ledger import Ledger
@@ -60,6 +60,9 @@ class MeasuredRow:
 class MeasuredSweep:
     name: str
     rows: tuple[MeasuredRow, ...]
+    source_id: str = ""
+    """The table's `# SOURCE_ID:` (which source measured it; '' when the table names none): the replay uses it to
+    predict with constants fitted without that source (launcher.replay.prior_for)."""
 
 
 def _typed(key: str, text: str, where: str):
@@ -104,6 +107,8 @@ def parse_row(raw: dict, where: str, line: int) -> tuple[MeasuredRow, str]:
 
 def read_rows(lines: Iterable[str], source: str = "<table>") -> list[MeasuredSweep]:
     """The sweeps of a measured table, in order of first appearance. One row per line (no quoted newlines)."""
+    lines = list(lines)
+    source_id = next((text.split(":", 1)[1].strip() for text in lines if text.lstrip().startswith("# SOURCE_ID:")), "")
     numbered = [(i, text) for i, text in enumerate(lines, 1) if text.strip() and not text.lstrip().startswith("#")]
     if not numbered:
         raise TableError(f"{source}: no rows")
@@ -120,8 +125,8 @@ def read_rows(lines: Iterable[str], source: str = "<table>") -> list[MeasuredSwe
         sweeps.setdefault(key, []).append(row)
         names.setdefault(key, (raw.get("sweep") or "").strip() or _default_name(row))
     taken = list(names.values())
-    return [MeasuredSweep(names[k] if taken.count(names[k]) == 1 else f"{names[k]}-{rows[0].gpus}gpu", tuple(rows))
-            for k, rows in sweeps.items()]
+    return [MeasuredSweep(names[k] if taken.count(names[k]) == 1 else f"{names[k]}-{rows[0].gpus}gpu", tuple(rows),
+                          source_id) for k, rows in sweeps.items()]
 
 
 def _fields(text: str, where: str) -> list[str]:
@@ -161,7 +166,7 @@ def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: b
               metrics: dict) -> Optional[dict]:
     """One trial as a table row (None for a trial without a measured outcome). `layout` is a dict or a Layout,
     `state` a string or a str enum."""
-    layout = layout.to_dict() if hasattr(layout, "to_dict") else layout
+    layout = (layout if isinstance(layout, Layout) else Layout.from_dict(layout)).to_dict()  # older dicts: defaults
     table_state = MEASURED_STATES.get(TrialState(state))
     if table_state is None or (table_state is TrialState.OK and not metrics.get("step_time_s")):
         return None
@@ -169,7 +174,7 @@ def table_row(sweep: str, model, cluster, backend: str, precision: str, flash: b
             "kv_heads": model.kv_heads, "ffn_hidden": model.ffn_hidden, "swiglu": model.swiglu,
             "seq_len": model.seq_len, "vocab": model.vocab, "tied_embeddings": model.tied_embeddings,
             "norm": model.norm, "gpu": cluster.name, "n_gpus": layout["gpus"],
-            "gpus_per_node": cluster.gpus_per_node, **{k: layout.get(k, dimension(k).default) for k in TABLE_LAYOUT},
+            "gpus_per_node": cluster.gpus_per_node, **{k: layout[k] for k in TABLE_LAYOUT},
             "precision": precision, "flash_attention": flash, "state": table_state,
             "step_time_s": metrics.get("step_time_s") if table_state is TrialState.OK else None,
             "peak_mem_gb": metrics.get("peak_mem_gb") if table_state is TrialState.OK else None}

@@ -1,24 +1,34 @@
-"""`python -m launcher.replay MEASURED.csv [--strategy adaptive|exhaustive|predicted|random] [--seed N] [--json]`
+"""`python -m launcher.replay MEASURED.csv [--strategy adaptive|calibrated|exhaustive|predicted|random|oracle] [--json]`
 
 Replays a sweep against a table of measured outcomes instead of a cluster: the sweep loop's own scheduler
 (launcher.run.scheduler), calibration (launcher.plan.calibrate), early stopping and stop rule decide what to run;
 the table says what each run measured. The table format is launcher.measured's (one row per configuration; rows
 with the same model, gpu and n_gpus form one sweep).
 
-Cost of a trial: (startup + iterations x measured step time) x GPUs, iterations = warm-up + measured ones (fewer
-when stopped early); an OOM costs the startup. Strategies:
+Cost of a trial (`Costs`): (start-up + iterations x measured step time) x GPUs, iterations = warm-up + measured
+ones; an OOM costs the start-up. Fewer measured iterations when the trial is stopped early on either side: losing
+(launcher.run.scheduler.early_stop) or already steady (scheduler.steady: its figure known to the noise tolerance,
+given the iteration-to-iteration noise `Costs.iteration_cv`). The start-up default is what Megatron jobs of that
+size take (`megatron_startup_s`, sources there). Queue wait holds no GPU: it is not in the GPU-hours. Strategies:
 - exhaustive: every configuration, in the a-priori plan's order (what a sweep does without this machinery);
 - predicted: the a-priori plan's order with early stopping and the stop rule, never calibrated;
-- random: every configuration in a random order (seeded): what blind search costs;
-- adaptive: the scheduler's order, calibration after every trial, early stopping and the stop rule.
+- calibrated: the scheduler's order with calibration after every trial, but every trial measured in full and no
+  stop rule (what the ordering alone is worth);
+- random: every configuration in a random order (seeded); `random_expected_gpu_hours` gives its exact expectation;
+- oracle: knows the table: the cheapest configuration within 2 % of the best first, then by measured throughput
+  (a lower bound for any order under the same cost model);
+- adaptive: the scheduler's order, calibration after every trial, early stopping on both sides and the stop rule.
 Per sweep and in total: GPU-hours until a configuration within 2 % of the table's best was measured, the final
 regret (1 - best found / best in the table), the GPU-hours spent, and exhaustive search's GPU-hours.
+The a-priori constants are the backend's (`prior_for`), or a finished sweep's calibration (`prior=`,
+launcher.plan.calibrate.Prior): a sweep started from another's (plan.prior_from).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import sys
 from collections.abc import Sequence
@@ -29,34 +39,86 @@ from typing import Optional
 from launcher.core.errors import ParasweepError
 from launcher.core.states import TrialState
 from launcher.measured import MeasuredRow, MeasuredSweep, read_table
-from launcher.plan.calibrate import Calibration, FeatureTable, Observation, calibrate, trial_features, uncalibrated
-from launcher.plan.constants import constants_for
+from launcher.plan.calibrate import (
+    Calibration,
+    FeatureTable,
+    Observation,
+    Prior,
+    calibrate,
+    trial_features,
+    uncalibrated,
+)
+from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import uses_flash_attention
+from launcher.plan.residuals import corrected
 from launcher.run import scheduler
-from launcher.run.scheduler import Outcome, Planned
+from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
-STRATEGIES = ("adaptive", "exhaustive", "predicted", "random")
+STRATEGIES = ("adaptive", "calibrated", "exhaustive", "predicted", "random", "oracle")
 WITHIN = 0.02
 """'Found' means a configuration within 2 % of the table's best throughput was measured."""
 JSON_KEYS = ("sweep", "strategy", "trials_run", "gpu_hours", "gpu_hours_to_within_2pct", "exhaustive_gpu_hours",
              "final_regret")
 
 
+STARTUP_BASE_S = 120.0
+STARTUP_PER_DOUBLING_S = 5.0
+
+
+def megatron_startup_s(nodes: int) -> float:
+    """Seconds from a Megatron job's start to its first training iteration, by node count: 120 s on one node,
+    +5 s per doubling of the nodes (135 s on 8 nodes, 150 s on 64).
+    Sources: Megatron's own start-up, launch to the first step, 35 s on one Polaris node (ALCF Megatron-DeepSpeed
+    README log, 2023-08-08: initialize 10.6 s, data iterators 30.2 s) to 116 s on 24 GPUs (the same README, Aurora,
+    2024-06-21: model-and-optimizer setup 64 s, data iterators 13 s), plus ~30 s of launcher, container and Python
+    imports (assumed); NCCL communicator creation 31 s on one node and 42 s on 16 (NVIDIA/nccl issue 534), "2.5-minute
+    init time at large scale (above certain K GPUs)" (NVIDIA/nccl issue 1156). The first iteration's extra time
+    (iteration 1 takes ~2x iteration 2: tests/fixtures/megatron-logs/alcf_mds_iter_mem_1.log) is in the warm-up."""
+    return STARTUP_BASE_S + STARTUP_PER_DOUBLING_S * math.log2(max(1, nodes))
+
+
+def steady_iters(cv: float, noise_tolerance: float, min_iters: int, max_iters: int) -> int:
+    """Measured iterations after which a trial whose iterations vary by `cv` (relative sd) is steady
+    (launcher.run.scheduler.steady: mean known to `noise_tolerance`); at most max_iters."""
+    for n in range(max(scheduler.STEADY_MIN_ITERS, min_iters), max_iters):
+        if scheduler.half_width(n, cv) <= noise_tolerance:
+            return n
+    return max_iters
+
+
 @dataclass(frozen=True)
 class Costs:
-    """How long a replayed trial holds its GPUs (defaults: BackendConfig's startup_s, warm-up and measured
-    iterations; the minimum measured iterations before an early stop)."""
+    """How long a replayed trial holds its GPUs. startup_s None: megatron_startup_s(nodes). Warm-up and measured
+    iterations: BackendConfig's; min_measured_iters: before an early stop (plan.early_stop_min_iters).
+    iteration_cv: iteration-to-iteration noise of a step time (relative sd), for the steady stop."""
 
-    startup_s: float = 180.0
+    startup_s: Optional[float] = None
     warmup_iters: int = 3
     measure_iters: int = 5
     min_measured_iters: int = 2
+    iteration_cv: float = 0.01
 
-    def gpu_hours(self, row: MeasuredRow, stopped_early: bool = False) -> float:
+    def startup(self, row: MeasuredRow) -> float:
+        return megatron_startup_s(row.request.layout.nodes) if self.startup_s is None else self.startup_s
+
+    def measured_iters(self, state: TrialState, noise_tolerance: float = 0.02, steady: bool = False) -> int:
+        """Measured iterations of a trial that ended `state`: all of them, the minimum when stopped early, or as
+        many as the steady stop needs (`steady`)."""
+        if state is TrialState.STOPPED_EARLY:
+            return self.min_measured_iters
+        if state is not TrialState.OK:
+            return 0
+        if steady:
+            return steady_iters(self.iteration_cv, noise_tolerance, self.min_measured_iters, self.measure_iters)
+        return self.measure_iters
+
+    def gpu_hours(self, row: MeasuredRow, stopped_early: bool = False, measured_iters: Optional[int] = None) -> float:
         if row.state is not TrialState.OK:
-            return self.startup_s * row.gpus / 3600.0
-        iters = self.warmup_iters + (self.min_measured_iters if stopped_early else self.measure_iters)
-        return (self.startup_s + iters * (row.step_time_s or 0.0)) * row.gpus / 3600.0
+            return self.startup(row) * row.gpus / 3600.0
+        if measured_iters is None:
+            measured_iters = self.min_measured_iters if stopped_early else self.measure_iters
+        iters = self.warmup_iters + measured_iters
+        return (self.startup(row) + iters * (row.step_time_s or 0.0)) * row.gpus / 3600.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +131,7 @@ class Step:
     tokens_per_s: Optional[float]
     best_tokens_per_s: Optional[float]   # best so far, after this trial
     reason: str
+    measured_iters: int = 0    # measured iterations it ran (0: an OOM)
 
 
 @dataclass
@@ -97,29 +160,42 @@ def _key(row: MeasuredRow) -> str:
 class _Replay:
     """The state of one replayed sweep: features of every row, what ran, what it cost."""
 
-    def __init__(self, sweep: MeasuredSweep, costs: Costs) -> None:
+    def __init__(self, sweep: MeasuredSweep, costs: Costs, prior: Prior) -> None:
         self.rows = list(sweep.rows)
         self.costs = costs
         self.keys = [_key(r) for r in self.rows]
         self.by_key = dict(zip(self.keys, self.rows))
+        self.index = {k: i for i, k in enumerate(self.keys)}
         self.features = [trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
-                                        _flash(r)) for r in self.rows]
+                                        _flash(r), backend=r.request.backend) for r in self.rows]
         self.table = FeatureTable(self.features)
-        self.prior = constants_for(self.rows[0].request.backend)
+        self.dims = [r.request.layout.to_dict() for r in self.rows]
+        self.prior = prior
         self.finished: list[Outcome] = []
         self.observations: list[Observation] = []
         self.steps: list[Step] = []
         self.spent = 0.0
+        self.checks: list[tuple[float, float]] = []
+        """(log measured / predicted step time, predicted log sd) of trials measured after a learned prediction."""
 
-    def planned(self, cal: Calibration) -> list[Planned]:
+    def planned(self, cal: Calibration, residuals: bool = False) -> list[Planned]:
         p = cal.predict(self.table)
-        return [Planned(k, r.request.layout.to_dict(), r.tokens_per_step, float(p.step_time_s[i]), float(p.step_sd[i]),
-                        float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb)
+        step, sd = p.step_time_s, p.step_sd
+        if residuals:
+            measured = {self.index[o.key]: float(self.by_key[o.key].step_time_s or 0.0) for o in self.finished
+                        if o.state in scheduler.MEASURED}
+            step, sd = corrected(p.step_time_s, self.dims, measured, checks=self.checks)
+        return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
+                        float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb,
+                        self.costs.startup(r))
                 for i, (k, r) in enumerate(zip(self.keys, self.rows))]
 
     def run(self, key: str, reason: str, early_stopping: bool, noise_tolerance: float,
-            predicted_s: Optional[float] = None) -> None:
+            predicted_s: Optional[float] = None, steady: bool = False,
+            prediction: Optional[Planned] = None) -> None:
         row = self.by_key[key]
+        if prediction is not None and row.state is TrialState.OK and row.step_time_s:   # what the search expected
+            self.checks.append((math.log(row.step_time_s / prediction.step_time_s), prediction.step_sd))
         best = scheduler.best_measured(self.finished)
         state, stopped = row.state, None
         if row.state is TrialState.OK and early_stopping:
@@ -127,14 +203,14 @@ class _Replay:
             stopped = scheduler.early_stop(measured, row.tokens_per_step, best, noise_tolerance=noise_tolerance,
                                            min_measured_iters=self.costs.min_measured_iters)
             state = TrialState.STOPPED_EARLY if stopped else TrialState.OK
-        self.spent += self.costs.gpu_hours(row, stopped_early=bool(stopped))
+        iters = self.costs.measured_iters(state, noise_tolerance, steady)
+        self.spent += self.costs.gpu_hours(row, measured_iters=iters)
         self.finished.append(Outcome(key, state, row.tokens_per_s))
-        index = self.keys.index(key)
         measured_s = row.step_time_s if row.state is TrialState.OK else None
-        self.observations.append(Observation(self.features[index], measured_s,
-                                             row.peak_mem_gb, predicted_s))
+        self.observations.append(Observation(self.features[self.index[key]], measured_s, row.peak_mem_gb,
+                                             predicted_s))
         self.steps.append(Step(key, state, self.spent, row.tokens_per_s, scheduler.best_measured(self.finished),
-                               stopped or reason))
+                               stopped or reason, iters))
 
 
 def _flash(row: MeasuredRow) -> bool:
@@ -142,12 +218,60 @@ def _flash(row: MeasuredRow) -> bool:
     return uses_flash_attention(q.precision) if q.flash_attention is None else q.flash_attention
 
 
+def prior_for(sweep: MeasuredSweep) -> Prior:
+    """The a-priori constants a replay of `sweep` starts from: its backend's. Hook for honesty: when the estimator's
+    constants are fitted on a corpus that holds `sweep.source_id`, this must return constants fitted without that
+    source (leave one source out). Today's constants (launcher.plan.constants) are fitted on Narayanan et al. 2021
+    Table 1 and the project's own H100 sweeps (tests/data/replay/h100_single_gpu.csv replays them in sample), not on
+    the published replay tables."""
+    return Prior.of(constants_for(sweep.rows[0].request.backend))
+
+
+def _as_prior(prior: Prior | Constants | None, sweep: MeasuredSweep) -> Prior:
+    if prior is None:
+        return prior_for(sweep)
+    return prior if isinstance(prior, Prior) else Prior.of(prior)
+
+
+def _within(rows: Sequence[MeasuredRow]) -> float:
+    """The throughput that counts as found: within 2 % of the table's best."""
+    speeds = [r.tokens_per_s for r in rows if r.tokens_per_s]
+    return (1 - WITHIN) * max(speeds)
+
+
+def oracle_order(sweep: MeasuredSweep, costs: Costs, noise_tolerance: float = 0.02, steady: bool = True) -> list[str]:
+    """The table's keys as an oracle runs them: the cheapest configuration within 2 % of the best first, then by
+    measured throughput, out-of-memory rows last."""
+    rows = list(sweep.rows)
+    found = _within(rows)
+    iters = costs.measured_iters(TrialState.OK, noise_tolerance, steady)
+    first = min((r for r in rows if r.tokens_per_s and r.tokens_per_s >= found),
+                key=lambda r: costs.gpu_hours(r, measured_iters=iters))
+    rest = sorted((r for r in rows if r is not first), key=lambda r: -(r.tokens_per_s or 0.0))
+    return [_key(r) for r in [first, *rest]]
+
+
+def random_expected_gpu_hours(sweep: MeasuredSweep, costs: Costs = Costs()) -> float:
+    """Expected GPU-hours of random order until a configuration within 2 % of the best is measured, exactly: each
+    of the g such configurations is equally likely to come first among them, and any other configuration precedes
+    all of them with probability 1 / (g + 1)."""
+    found = _within(sweep.rows)
+    good = [costs.gpu_hours(r) for r in sweep.rows if r.tokens_per_s and r.tokens_per_s >= found]
+    other = [costs.gpu_hours(r) for r in sweep.rows if not (r.tokens_per_s and r.tokens_per_s >= found)]
+    return sum(other) / (len(good) + 1) + sum(good) / len(good)
+
+
 def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int = 0, costs: Costs = Costs(),
                  noise_tolerance: float = 0.02, threshold: float = scheduler.STOP_THRESHOLD,
-                 max_trials: int = 0) -> SweepResult:
+                 max_trials: int = 0, prior: Prior | Constants | None = None, until_found: bool = False,
+                 steady_stop: bool = True, policy: Policy = POLICY) -> SweepResult:
+    """Replay one sweep. prior: the calibration's starting point (default `prior_for(sweep)`); until_found: end as
+    soon as a configuration within 2 % of the best was measured (the benchmark's baselines, whose GPU-hours spent
+    are known without running on); steady_stop: the adaptive strategy (and the oracle) stop a trial once its figure
+    is steady (scheduler.steady)."""
     if strategy not in STRATEGIES:
         raise ParasweepError(f"--strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
-    rp = _Replay(sweep, costs)
+    rp = _Replay(sweep, costs, _as_prior(prior, sweep))
     speeds = [r.tokens_per_s for r in rp.rows if r.tokens_per_s]
     if not speeds:
         raise ParasweepError(f"sweep {sweep.name!r} has no ok row: nothing to find")
@@ -159,37 +283,59 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
     elif strategy == "random":
         static = list(rp.keys)
         random.Random(seed).shuffle(static)
+    elif strategy == "oracle":
+        static = oracle_order(sweep, costs, noise_tolerance, steady_stop)
     stop = scheduler.StopDecision(False, "")
+    learns = strategy in ("adaptive", "calibrated")
+    previous: Optional[Calibration] = None
     while len(rp.finished) < len(rp.rows):
+        if until_found and any(s.tokens_per_s and s.tokens_per_s >= (1 - WITHIN) * best for s in rp.steps):
+            break
         if max_trials and len(rp.finished) >= max_trials:
             stop = scheduler.stop_rule(rp.planned(a_priori), rp.finished, calibrated=False, max_trials=max_trials)
             break
-        if strategy in ("exhaustive", "random"):
-            rp.run(static[len(rp.finished)], strategy, False, noise_tolerance)
+        if strategy in ("exhaustive", "random", "oracle"):
+            rp.run(static[len(rp.finished)], strategy, False, noise_tolerance,
+                   steady=strategy == "oracle" and steady_stop)
             continue
-        cal = calibrate(rp.observations, rp.prior) if strategy == "adaptive" else a_priori
-        planned = rp.planned(cal)
-        # The stop rule trusts a calibration once a trial measured after a fit has checked it.
-        calibrated = (cal.applied and cal.n_holdout > 0) or strategy == "predicted"
-        stop = scheduler.stop_rule(planned, rp.finished, calibrated=calibrated, noise_tolerance=noise_tolerance,
-                                   threshold=threshold)
-        if stop.stop:
-            break
+        cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
+            else a_priori
+        previous = cal
+        planned = rp.planned(cal, residuals=learns and policy.residuals)
+        n_measured = sum(1 for o in rp.finished if o.state in scheduler.MEASURED)
+        learned = scheduler.learned(policy, cal.applied, n_measured) if learns else False
+        if strategy != "calibrated":
+            trusted = scheduler.trusted(policy, cal.applied, cal.n_holdout, n_measured) if learns else True
+            stop = scheduler.stop_rule(planned, rp.finished, calibrated=trusted, noise_tolerance=noise_tolerance,
+                                       threshold=threshold, combine=policy.stop_combine, dof=policy.stop_dof)
+            if stop.stop:
+                break
         if strategy == "predicted":
             done = {o.key for o in rp.finished}
             key, reason = next(k for k in static if k not in done), "a-priori order"
         else:
-            pick = scheduler.order(planned, rp.finished, calibrated=cal.applied, noise_tolerance=noise_tolerance)[0]
+            pick = scheduler.order(planned, rp.finished, calibrated=learned, noise_tolerance=noise_tolerance,
+                                   span=policy.span, rule=policy.rule,
+                                   iterations=costs.warmup_iters + costs.measure_iters)[0]
             key, reason = pick.key, pick.reason
-        predicted = next(p.step_time_s for p in planned if p.key == key) if cal.applied else None
-        rp.run(key, reason, True, noise_tolerance, predicted)
+        predicted = (float(cal.predict(rp.table.subset([rp.index[key]])).step_time_s[0])
+                     if cal.applied else None)
+        checked = next(p for p in planned if p.key == key) if learned else None
+        rp.run(key, reason, strategy != "calibrated", noise_tolerance, predicted,
+               steady=strategy == "adaptive" and steady_stop, prediction=checked)
     found = next((s.gpu_hours for s in rp.steps if s.tokens_per_s and s.tokens_per_s >= (1 - WITHIN) * best), None)
     best_found = scheduler.best_measured(rp.finished) or 0.0
     exhaustive = sum(costs.gpu_hours(r) for r in rp.rows)
-    final_cal = calibrate(rp.observations, rp.prior) if strategy == "adaptive" else a_priori
+    final_cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
+        else a_priori
+    if stop.stop:
+        reason = stop.reason
+    elif len(rp.finished) < len(rp.rows):
+        reason = "a configuration within 2 % of the best was found (until_found)"
+    else:
+        reason = "every configuration ran"
     return SweepResult(sweep.name, strategy, len(rp.finished), rp.spent, found, exhaustive, 1.0 - best_found / best,
-                       len(rp.rows), rp.steps, stop.reason if stop.stop else "every configuration ran", stop.skipped,
-                       final_cal)
+                       len(rp.rows), rp.steps, reason, stop.skipped, final_cal)
 
 
 def totals(results: Sequence[SweepResult]) -> dict:

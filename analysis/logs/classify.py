@@ -47,6 +47,7 @@ from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
 from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.logtext import split_prefix
+from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
 
 __all__ = ["FAILURE_KINDS", "RETRY_POLICY", "Failure", "FailureKind", "classify"]
@@ -76,6 +77,7 @@ _MAX_REASON_CHARS = 240
 _MAX_EVIDENCE_CHARS = 300
 _LONG_LINE_CHARS = 160
 _TRACEBACK_SCAN_CHARS = 200_000  # an exception line is looked for this far after its "Traceback"
+_TRACEBACK = "Traceback (most recent call last)"
 
 Evidence = tuple[tuple[int, str], ...]  # (1-based line number, line)
 
@@ -380,12 +382,10 @@ def _hang(text: str, start: int, state: str | None, exit_code: int | None, secon
     return None
 
 
-def _exception_line(text: str, start: int) -> tuple[int, str] | None:
-    """(position, line) of the exception that ends the first traceback, e.g. 'RuntimeError: CUDA error: ...',
-    following the traceback's own rank when several ranks' tracebacks are interleaved."""
-    idx = text.find("Traceback (most recent call last)", start)
-    if idx < 0:
-        return None
+def _traceback_end(text: str, idx: int) -> tuple[int, str]:
+    """(position, line) of the exception that ends the traceback starting at text[idx], e.g. 'RuntimeError: CUDA
+    error: ...', following the traceback's own rank when several ranks' tracebacks are interleaved; the
+    "Traceback" line itself when no exception line follows."""
     line_start = text.rfind("\n", 0, idx) + 1
     origin, _ = split_prefix(text[line_start:idx])
     pos = _line_bounds(text, idx)[1] + 1
@@ -401,6 +401,25 @@ def _exception_line(text: str, start: int) -> tuple[int, str] | None:
             return pos, body
         pos = end + 1
     return idx, _line_at(text, idx)
+
+
+_MAX_TRACEBACKS = 200  # tracebacks looked at for one that is not a wrapper's (a 20 MB log stays fast)
+
+
+def _exception_line(text: str, start: int) -> tuple[int, str, bool] | None:
+    """(position, exception line, is a wrapper's) of the first traceback raised by the job itself; a wrapper's
+    (analysis.logs.wrappers: torchrun's ChildFailedError, submitit, parasweep's keeper) only when every traceback
+    is one."""
+    idx, wrapper = text.find(_TRACEBACK, start), None
+    for _ in range(_MAX_TRACEBACKS):
+        if idx < 0:
+            break
+        pos, line = _traceback_end(text, idx)
+        if not is_wrapper_exception(line):
+            return pos, line, False
+        wrapper = wrapper or (pos, line, True)
+        idx = text.find(_TRACEBACK, max(pos, idx) + 1)
+    return wrapper
 
 
 def _exit_text(exit_code: int) -> str:
@@ -421,19 +440,46 @@ def _reported_exit_code(text: str, start: int) -> tuple[int, int] | None:
     return None
 
 
+# Crash markers of the job's own processes: CRASH without the traceback row (a traceback is judged by its exception
+# line) and without torchrun's ChildFailedError summary (a wrapper's).
+_OWN_CRASH = tuple(row for row in P.CRASH if row.needle != _TRACEBACK and not is_wrapper_exception(row.needle))
+
+
+def _crashed_by_report(text: str, start: int) -> Failure | None:
+    """A launcher's report of its child's non-zero exit status (2 is judged as a config error elsewhere)."""
+    reported = _reported_exit_code(text, start)
+    if reported is None or reported[1] == 2:
+        return None
+    idx, code = reported
+    return _failure(FailureKind.CRASHED, f"crashed ({_exit_text(code)}, as the launcher reports): "
+                                         f"{_line_at(text, idx)[-110:]}", _evidence(text, idx))
+
+
 def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -> Failure:
-    if exit_code is None:
-        reported = _reported_exit_code(text, start)
-        if reported is not None and reported[1] != 2:
-            idx, code = reported
-            return _failure(FailureKind.CRASHED, f"crashed ({_exit_text(code)}, as the launcher reports): "
-                                                 f"{_line_at(text, idx)[-110:]}", _evidence(text, idx))
+    """No failure family matched. The evidence of a crash is the job's own exception (the first traceback that is
+    not a wrapper's); else a launcher's report of the child's exit status (with the job's exit status unknown,
+    before a crash marker such as an abort or a core dump; with it known, after one); and a wrapper's traceback
+    (analysis.logs.wrappers) only when it is all the log holds."""
+    exc = _exception_line(text, start)
+    own = exc if exc is not None and not exc[2] else None
+    if exit_code is None and own is None:
+        reported = _crashed_by_report(text, start)
+        if reported is not None:
+            return reported
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
     crash = _first(text, P.CRASH, start)
     if crash is not None:
-        exc = _exception_line(text, start)
-        idx, line = exc if exc is not None else (crash[0], _line_at(text, crash[0]))
+        marker = _first(text, _OWN_CRASH, start) if own is None else None
+        if own is not None:
+            idx, line = own[0], own[1]
+        elif marker is not None:
+            idx, line = marker[0], _line_at(text, marker[0])
+        else:
+            reported = _crashed_by_report(text, start)
+            if reported is not None:  # the child's exit status says more than the wrapper's re-raise of it
+                return reported
+            idx, line = (exc[0], exc[1]) if exc is not None else (crash[0], _line_at(text, crash[0]))
         return _failure(FailureKind.CRASHED, f"crashed: {line}", _evidence(text, idx))
     last = _last_line(text)
     if exit_code in (None, 137, -9) and last.endswith("Killed"):  # the shell's report of a SIGKILLed child

@@ -5,9 +5,11 @@ recorded job states with `rejudge`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
+from analysis.logs.joblog import JobLog
 from analysis.logs.outcome import Outcome, trial_outcome
 from launcher.backends import get_backend
 from launcher.config.schema import RootConfig
@@ -16,6 +18,7 @@ from launcher.core.kinds import FailureKind
 from launcher.core.names import is_cpu_standin
 from launcher.core.record import TrialRecord
 from launcher.core.states import state_for_kind
+from launcher.plan.flops import one_flop_convention
 from launcher.run.executor import read_logs
 from launcher.run.ledger import Ledger
 from launcher.run.policy import exclude_on_retry_kind, may_exclude
@@ -29,16 +32,21 @@ def guarded_outcome(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path],
     try:
         backend = get_backend(cfg.backend.name)
         outcome = trial_outcome(
-            read_logs(paths), log_format=backend.log_format, capacity_gb=cfg.cluster.gpu_mem_gb,
+            job_log(paths), log_format=backend.log_format, capacity_gb=cfg.cluster.gpu_mem_gb,
             tokens_per_step=record.layout.gbs * cfg.model.seq_len, peak_tflops=physical_peak_tflops(cfg),
             hang_timeout_s=cfg.monitor.hang_timeout_min * 60, **job)
         metrics = (outcome.metrics if backend.reports_planner_flops else
                    one_flop_convention(record.predicted, outcome.metrics, cfg.cluster.peak_tflops))
-        return Outcome(outcome.failure_kind, outcome.reason, metrics)
+        return replace(outcome, metrics=metrics)
     except Exception as exc:  # noqa: BLE001 - one unreadable trial must not stop the sweep
         reason = f"judging failed ({type(exc).__name__}: {str(exc)[:160]})"
         (reporter or Reporter.for_streams()).warn(f"trial {record.config_hash}: {reason}; it is marked unknown")
         return Outcome(FailureKind.UNKNOWN, reason, {})
+
+
+def job_log(paths: Sequence[Path]) -> JobLog:
+    """A job's log files (launcher.run.executor.log_paths order), read together: analysis.logs.joblog's rule."""
+    return JobLog.join([(Path(p).name, read_logs([p])) for p in paths])
 
 
 def physical_peak_tflops(cfg: RootConfig) -> Optional[float]:
@@ -59,26 +67,10 @@ def judge(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path], *, job_st
             and may_exclude(cfg.cluster.nodes, record.layout.nodes)):
         excluded = sorted(set(excluded) | {nodes})
     return dict(state=state_for_kind(outcome.failure_kind), failure_kind=outcome.failure_kind,
-                reason=outcome.reason, metrics=outcome.metrics, log_paths=[str(p) for p in paths],
+                reason=outcome.reason, evidence=[line.as_dict() for line in outcome.evidence],
+                metrics=outcome.metrics, log_paths=[str(p) for p in paths],
                 excluded_nodes=excluded, job_state=job_state, exit_code=exit_code, job_error=job_error,
                 node_list=nodes)
-
-
-def one_flop_convention(predicted: dict[str, Any], metrics: dict[str, Any], peak_tflops: float) -> dict[str, Any]:
-    """Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts recomputation, Megatron-LM's
-    "throughput per GPU" does not (and newer versions halve causal attention). A trial's FLOPs per iteration are
-    fixed by its configuration, so the measured rates in the planner's conventions are the predicted ones scaled by
-    predicted / measured step time; the number the log printed is kept as reported_tflops_per_gpu."""
-    if not metrics.get("step_time_s") or not predicted.get("step_time_s") or not peak_tflops:
-        return metrics
-    scale = predicted["step_time_s"] / metrics["step_time_s"]
-    out = dict(metrics)
-    if "tflops_per_gpu" in out:
-        out["reported_tflops_per_gpu"] = out.pop("tflops_per_gpu")
-    out["tflops_per_gpu"] = predicted["tflops_per_gpu"] * scale
-    out["model_tflops_per_gpu"] = predicted["model_tflops_per_gpu"] * scale
-    out["mfu"] = out["model_tflops_per_gpu"] / peak_tflops
-    return out
 
 
 def rejudge(cfg: RootConfig, ledger: Ledger, resolve: Callable[[str], Path] = Path,

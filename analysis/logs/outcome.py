@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypedDict
 
-from analysis.logs.classify import Evidence, classify
+from analysis.logs.classify import classify
+from analysis.logs.joblog import EvidenceLine, JobLog
 from analysis.logs.logtext import normalize
 from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, peak_memory_mb
 from analysis.logs.plausibility import implausible
@@ -32,14 +33,14 @@ class Outcome:
     failure_kind: str  # a FailureKind value, as a plain str (the ledger's and MLflow's type)
     reason: str
     metrics: dict[str, Any] = field(default_factory=dict)
-    evidence: tuple[tuple[int, str], ...] = ()  # (line number, line) that support the verdict
+    evidence: tuple[EvidenceLine, ...] = ()  # (file, line number, line) that support the verdict
     notes: tuple[str, ...] = ()  # records the parsers dropped, and why
     log_format: str = ""  # analysis.logs.read_log.LogReading.format
 
 
 class _Shared(TypedDict):
     """What every Outcome of one judged log carries, whatever its verdict."""
-    evidence: Evidence
+    evidence: tuple[EvidenceLine, ...]
     notes: tuple[str, ...]
     log_format: str
 
@@ -136,10 +137,11 @@ def _finite_only(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if not isinstance(v, float) or math.isfinite(v)}
 
 
-def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[float], tokens_per_step: Optional[int],
-           peak_tflops: Optional[float], slurm_state: Optional[str], exit_code: Optional[int], job_error: str,
-           seconds_since_progress: Optional[float], hang_timeout_s: Optional[float]) -> Outcome:
-    text = normalize(log_text)
+def _judge(log_text: str | bytes | JobLog, *, log_format: str, capacity_gb: Optional[float],
+           tokens_per_step: Optional[int], peak_tflops: Optional[float], slurm_state: Optional[str],
+           exit_code: Optional[int], job_error: str, seconds_since_progress: Optional[float],
+           hang_timeout_s: Optional[float]) -> Outcome:
+    text = log_text.text if isinstance(log_text, JobLog) else normalize(log_text)
     state = _job_state(slurm_state, job_error or "")
     metrics, problem, reading = measurements(text, log_format=log_format, capacity_gb=capacity_gb,
                                              tokens_per_step=tokens_per_step)
@@ -150,7 +152,8 @@ def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[floa
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
                        seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
                        progress_offset=progress_offset, losses=reading.losses)
-    common = _Shared(evidence=failure.evidence, notes=reading.notes, log_format=reading.format)
+    job = log_text if isinstance(log_text, JobLog) else JobLog(("",), text, (1,))
+    common = _Shared(evidence=job.evidence(failure.evidence), notes=reading.notes, log_format=reading.format)
     if failure.kind == FailureKind.OK:
         why = implausible(metrics, capacity_gb=capacity_gb, peak_tflops=peak_tflops,
                           tokens_per_step=tokens_per_step or reading.tokens_per_step)
@@ -181,7 +184,7 @@ def _judge(log_text: str | bytes, *, log_format: str, capacity_gb: Optional[floa
     return Outcome(failure.kind.value, failure.reason, kept, **common)
 
 
-def trial_outcome(log_text: str | bytes, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
+def trial_outcome(log_text: str | bytes | JobLog, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
                   tokens_per_step: Optional[int] = None, peak_tflops: Optional[float] = None,
                   slurm_state: Optional[str] = None, exit_code: Optional[int] = None, job_error: str = "",
                   seconds_since_progress: Optional[float] = None,
@@ -190,8 +193,9 @@ def trial_outcome(log_text: str | bytes, *, log_format: str = "auto", capacity_g
     "megatron" (the other backends) or "auto" reads whichever format the log is in (Megatron-LM/-DeepSpeed, NeMo 1
     and 2, DeepSpeed, the HF Trainer; "auto" also recognises the workload's result line). `capacity_gb` (device
     memory) and `peak_tflops` (per GPU) bound what a plausible measurement may report; `tokens_per_step` (global
-    batch x sequence length) turns step times into tokens/s. Never raises: an unexpected error becomes an
-    `unknown` outcome whose reason names it."""
+    batch x sequence length) turns step times into tokens/s. A job's log files are judged together as a JobLog
+    (analysis.logs.joblog: the rule), and the evidence names the file each line is in. Never raises: an
+    unexpected error becomes an `unknown` outcome whose reason names it."""
     try:
         return _judge(log_text, log_format=log_format, capacity_gb=capacity_gb, tokens_per_step=tokens_per_step,
                       peak_tflops=peak_tflops, slurm_state=slurm_state, exit_code=exit_code, job_error=job_error,

@@ -36,13 +36,14 @@ from launcher.core.ranking import group_repeats, rank
 from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
 from launcher.netbench import ProbeResult
-from launcher.plan.constants import Constants
+from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import estimate
+from launcher.plan.inputs import workload_for
 from launcher.plan.rules import check
 from launcher.run import network
 from launcher.run.folder import SweepFolder
 from launcher.run.ledger import Ledger
-from launcher.run.search import Search
+from launcher.run.search import Search, prior_from
 from launcher.run.trial_files import spec_for
 
 TOP_PRINTED = 30
@@ -202,7 +203,8 @@ def _predicted_peak_gb(cfg: RootConfig, layout: dict) -> Optional[float]:
     if not check(cfg.model, cfg.cluster, lay, backend=cfg.backend.name).ok:
         return None
     return estimate(cfg.model, cfg.cluster, lay, precision=cfg.backend.precision,
-                    flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name).peak_mem_gb
+                    flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name,
+                    workload=workload_for(cfg.backend, lay)).peak_mem_gb
 
 
 def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: Conclusion, trials: list[dict],
@@ -241,12 +243,12 @@ def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger,
                       constants: Optional[Constants] = None) -> Optional[dict]:
     """The calibration of the sweep's measured trials, recomputed from the ledger (a pure function of them, as
     the loop computes it) and written to calibration.json; None when no trial was measured."""
-    search = Search(cfg, constants)
+    search = Search(cfg, prior_from(cfg, constants or constants_for(cfg.backend.name)))
     records = ledger.trials()
     if not search.observations(records):
         return None
     search.refit(records)
-    data = search.calibration.to_json()
+    data = search.calibration_json()
     folder.write_atomic(folder.calibration, json.dumps(data, indent=2, sort_keys=True))
     return data
 

@@ -66,15 +66,18 @@ class Excerpt:
 
 
 def _evidence(reason: str) -> str:
-    """The log line a classifier reason quotes: 'out of memory: <line>' -> '<line>' (without a trailing '...')."""
+    """The log line a classifier reason quotes: 'out of memory: <line>' -> '<line>' (without the '...' that mark a
+    long line's cut ends)."""
     quoted = reason.split(": ", 1)[1] if ": " in reason else reason
-    return quoted.removesuffix("...").strip()[:80]
+    return quoted.strip().removeprefix("...").removesuffix("...").strip()[:80]
 
 
-def log_excerpt(text: str, reason: str = "", source: str = "", max_lines: int = EXCERPT_LINES) -> Excerpt:
-    """About max_lines relevant lines: around the line the reason quotes, else the last lines without noise."""
+def log_excerpt(text: str, reason: str = "", source: str = "", max_lines: int = EXCERPT_LINES,
+                quoted: str = "") -> Excerpt:
+    """About max_lines relevant lines: around the line `quoted` (a recorded evidence line) or else the reason
+    quotes, else the last lines without noise."""
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(NOISE_PREFIXES)]
-    evidence = _evidence(reason)
+    evidence = quoted.strip()[:200] or _evidence(reason)
     if len(evidence) >= MIN_EVIDENCE_CHARS:
         for i, line in enumerate(lines):
             if evidence in line:
@@ -93,13 +96,29 @@ def read_tail(path: Path, max_bytes: int = TAIL_BYTES) -> Optional[str]:
         return fh.read().decode("utf-8", errors="replace")
 
 
+def _recorded_evidence(trial: dict) -> list[tuple[str, str]]:
+    """(file name, line) of the evidence the judge recorded (analysis.logs.joblog), the line the reason quotes
+    first; [] for a trial judged before evidence was recorded."""
+    items = trial.get("evidence") or []
+    return [(str(e.get("file", "")), str(e.get("text", ""))) for e in items if isinstance(e, dict) and e.get("text")]
+
+
 def best_excerpt(trial: dict, read_log: Callable[[str], Optional[str]]) -> Optional[Excerpt]:
-    """The excerpt of the trial's log file that holds the quoted line; else of its last non-empty file."""
+    """The excerpt around the recorded evidence line, in the file it is in (a job's .out and .err are judged
+    together: the cause may be in either, and a wrapper's traceback at the end of the .err is never it); else
+    the excerpt of the trial's log file that holds the line the reason quotes; else of its last non-empty file."""
+    paths = [(path, Path(path).name) for path in trial.get("log_paths", [])]
+    for file, line in _recorded_evidence(trial):
+        for path, name in paths:
+            text = read_log(path) if name == file else None
+            excerpt = log_excerpt(text, source=name, quoted=line) if text else None
+            if excerpt is not None and excerpt.marked is not None:
+                return excerpt
     found = []
-    for path in trial.get("log_paths", []):
+    for path, name in paths:
         text = read_log(path)
         if text:
-            found.append(log_excerpt(text, trial.get("reason", ""), Path(path).name))
+            found.append(log_excerpt(text, trial.get("reason", ""), name))
     marked = [x for x in found if x.marked is not None]
     if marked:
         return marked[0]
@@ -229,12 +248,24 @@ def _failures(groups: Sequence[FailureGroup]) -> str:
         for t, excerpt in group.trials:
             parts.append(f"<p><b>{e(t['config_hash'])}</b> {e(label(t))}: "
                          f"{e(t['state'])}, {e(t.get('reason', ''))} (attempts: {e(t.get('attempts', 0))})</p>")
+            parts.append(_evidence_line(t))
             if excerpt is None:
                 parts.append("<p>(no log file found)</p>")
                 continue
             lines = [f"<mark>{e(ln)}</mark>" if i == excerpt.marked else e(ln) for i, ln in enumerate(excerpt.lines)]
-            parts.append(f"<p>last relevant lines of {e(excerpt.source)}:</p><pre>{chr(10).join(lines)}</pre>")
+            where = "lines around the evidence in" if excerpt.marked is not None else "last relevant lines of"
+            parts.append(f"<p>{where} {e(excerpt.source)}:</p><pre>{chr(10).join(lines)}</pre>")
     return "".join(parts)
+
+
+def _evidence_line(trial: dict) -> str:
+    """The first line the verdict rests on, with its file and line number ('' when none was recorded)."""
+    items = [x for x in trial.get("evidence") or [] if isinstance(x, dict) and x.get("text")]
+    if not items:
+        return ""
+    first = items[0]
+    where = f"{e(first.get('file', ''))} line {e(first.get('line', '?'))}"
+    return f"<p>evidence: {where}: <code>{e(first['text'])}</code></p>"
 
 
 def _pruned(trials: Sequence[dict]) -> str:

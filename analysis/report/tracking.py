@@ -378,8 +378,18 @@ def trial_metrics(trial: dict) -> dict:
 
 def trial_tags(trial: dict) -> dict:
     return {"status": trial["state"], "failure_kind": trial.get("failure_kind", ""),
-            "failure_reason": trial.get("reason", "")[:500], "job_id": trial.get("job_id", ""),
+            "failure_reason": trial.get("reason", "")[:500], "failure_evidence": evidence_tag(trial),
+            "job_id": trial.get("job_id", ""),
             HASH_TAG: trial["config_hash"], "selection": trial.get("selection", "")}
+
+
+def evidence_tag(trial: dict) -> str:
+    """The line the verdict rests on, as 'file:line: text' (analysis.logs.joblog's evidence; '' when none)."""
+    items = [x for x in trial.get("evidence") or [] if isinstance(x, dict) and x.get("text")]
+    if not items:
+        return ""
+    first = items[0]
+    return f"{first.get('file', '')}:{first.get('line', '?')}: {first['text']}"[:500]
 
 
 def _rounded(value: float) -> float:

@@ -138,21 +138,27 @@ def shape_args(model: ModelConfig) -> list[str]:
     return args
 
 
-def parallel_args(layout: Layout) -> list[str]:
+def parallel_args(layout: Layout, layers: int) -> list[str]:
     args = ["--tensor-model-parallel-size", str(layout.tp), "--pipeline-model-parallel-size", str(layout.pp),
             "--micro-batch-size", str(layout.mbs), "--global-batch-size", str(layout.gbs)]
     if layout.sequence_parallel:
         args.append("--sequence-parallel")
-    return args + recompute_args(layout.recompute)
+    return args + recompute_args(layout, layers)
 
 
-def recompute_args(recompute: str) -> list[str]:
+def recompute_args(layout: Layout, layers: int) -> list[str]:
     """Selective: core attention only (takes no method). Full: every layer, one layer per checkpoint
-    (uniform, 1), the setting Korthikanti et al. 2022 compare against."""
-    if recompute == "none":
+    (uniform, 1), the setting Korthikanti et al. 2022 compare against. Full with recompute_every k > 1: the block
+    method, which checkpoints the first N layers of each model chunk and keeps the rest whole (megatron-core
+    transformer_block.py _checkpointed_forward, 'block'; N per pipeline stage, or per virtual stage: each chunk is
+    its own TransformerBlock), N = layers / (pp x vpp x k); the rules make k divide the chunk's layers."""
+    if layout.recompute == "none":
         return []
-    if recompute == "selective":
+    if layout.recompute == "selective":
         return ["--recompute-granularity", "selective"]
+    if layout.recompute_every > 1:
+        return ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+                str(layout.recomputed_layers(layers))]
     return ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
 
 
@@ -164,7 +170,7 @@ def virtual_pipeline_args(model: ModelConfig, layout: Layout) -> list[str]:
 
 
 def precision_args(backend: BackendConfig) -> list[str]:
-    return {"bf16": ["--bf16"], "fp16": ["--fp16"]}.get(backend.precision, [])
+    return {"bf16": ["--bf16"], "fp16": ["--fp16"], "fp8": ["--bf16"]}.get(backend.precision, [])
 
 
 def run_args(backend: BackendConfig) -> list[str]:

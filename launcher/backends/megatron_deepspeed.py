@@ -65,7 +65,7 @@ BACKEND = MegatronDeepSpeed()
 
 def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout, ds_config_path: str) -> list[str]:
     args = mc.shape_args(model) + model_style_args(model)
-    args += mc.parallel_args(layout)
+    args += mc.parallel_args(layout, model.layers)
     if layout.pp == 1:
         # pretrain_gpt.py builds the DeepSpeed pipeline model unless told not to, even for one stage.
         args.append("--no-pipeline-parallel")

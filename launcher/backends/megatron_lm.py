@@ -68,11 +68,11 @@ BACKEND = MegatronLM()
 
 def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> list[str]:
     args = mc.shape_args(model) + model_style_args(model)
-    args += mc.parallel_args(layout) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
+    args += mc.parallel_args(layout, model.layers) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
     if layout.cp > 1:  # Megatron-Core's context parallelism (Transformer Engine's ring attention)
         args += ["--context-parallel-size", str(layout.cp)]
     args += expert_args(model, layout)
-    args += mc.precision_args(backend)
+    args += mc.precision_args(backend) + fp8_args(backend)
     if backend.megatron.transformer_impl == "local":
         args += LOCAL_IMPL_ARGS
     if backend.flash_attention:
@@ -81,6 +81,19 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> 
     kind = mc.tokenizer_type(backend.megatron, model, BY_KIND, synthetic_data=True)
     args += data_args(backend) + mc.tokenizer_args(kind, backend.megatron, model)
     return args + list(backend.extra_args)
+
+
+FP8_ARGS = ["--fp8-format", "hybrid", "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]
+"""Transformer Engine FP8 with delayed scaling over bf16 (--bf16 stays): E4M3 forward, E5M2 gradients ('hybrid'), the
+scale from the largest amax of the last 1024 steps; the recipe of NVIDIA/Megatron-LM
+examples/llama/train_llama3_8b_h100_fp8.sh (and examples/gptoss/02_train.sh). The three flags are in both argument
+parsers the backend targets (2024 @ 307dcf37: arguments.py _add_transformer_engine_args L608-623; 2025+:
+TransformerConfig fields fp8 (--fp8-format), fp8_amax_history_len, fp8_amax_compute_algo); delayed scaling is the
+2024 release's only recipe and the later releases' default (--fp8-recipe delayed)."""
+
+
+def fp8_args(backend: BackendConfig) -> list[str]:
+    return list(FP8_ARGS) if backend.precision == "fp8" else []
 
 
 def model_style_args(model: ModelConfig) -> list[str]:

@@ -49,6 +49,8 @@ def workload_args(model: ModelConfig, cluster: ClusterConfig, backend: BackendCo
         args.append("--untie-embeddings")
     args += ["--tp", layout.tp, "--pp", layout.pp, "--dp", layout.dp, "--vpp", layout.vpp,
              "--mbs", layout.mbs, "--gbs", layout.gbs, "--recompute", layout.recompute]
+    if layout.recompute_every > 1:
+        args += ["--recompute-every", layout.recompute_every]
     if layout.sequence_parallel:
         args.append("--sequence-parallel")
     args += moe_args(model, layout)

@@ -60,7 +60,7 @@ from launcher.config.schema import (
 )
 from launcher.core.errors import ConfigError
 from launcher.core.layout import DIMENSIONS, Dimension
-from launcher.core.names import ExecutorKind
+from launcher.core.names import BackendName, ExecutorKind
 from launcher.core.objective import OBJECTIVES, Objective
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -200,9 +200,30 @@ def check_backend(backend: BackendConfig) -> None:
                           "(bf16 on GPU clusters, fp32 on the CPU stand-in)")
     if backend.launcher not in LAUNCHERS:
         raise ConfigError("backend.launcher", backend.launcher, "use 'torchrun' or 'deepspeed'")
+    if backend.precision == "fp8":
+        check_fp8(backend)
     _positive("backend", "measure_iters", backend.measure_iters, "use at least 1")
     if backend.warmup_iters < 0:
         raise ConfigError("backend.warmup_iters", backend.warmup_iters, "use 0 or more")
+
+
+def check_fp8(backend: BackendConfig) -> None:
+    """FP8 runs through Transformer Engine in Megatron-LM only (the GPU's FP8 tensor cores are checked by the plan,
+    which knows the hardware: launcher.plan.hardware.check_precision)."""
+    name = BackendName(backend.name)
+    if name is BackendName.megatron_deepspeed:
+        raise ConfigError("backend.precision", "fp8", "Megatron-DeepSpeed's FP8 (--fp8-hybrid) runs only through its "
+                          "--transformer-impl transformer_engine path (megatron/arguments.py asserts it), which this "
+                          "backend does not render: use backend=megatron_lm for FP8, or precision bf16")
+    if name is BackendName.torch:
+        raise ConfigError("backend.precision", "fp8", "the embedded workload has no FP8 GEMMs (torch's scaled_mm "
+                          "needs FP8 tensor cores and Transformer Engine's recipes; on the CPU stand-in there are "
+                          "none): use backend=megatron_lm for FP8, or precision bf16/auto")
+    if backend.megatron.transformer_impl != "transformer_engine":
+        raise ConfigError("backend.megatron.transformer_impl", backend.megatron.transformer_impl, "precision fp8 runs "
+                          "its GEMMs through Transformer Engine (megatron-core fp8_utils: fp8_autocast; the local "
+                          "transformer's torch Linear layers would run bf16 under an fp8 label): set "
+                          "backend.megatron.transformer_impl=transformer_engine, or precision bf16")
 
 
 def check_executor(executor: ExecutorConfig) -> None:

@@ -223,7 +223,8 @@ def to_objects(node: Any) -> RootConfig:
     try:
         precision = resolve_precision(obj.backend.precision, obj.cluster.gpu)
     except ValueError:
-        raise ConfigError("backend.precision", str(obj.backend.precision), "use bf16, fp16, fp32 or auto") from None
+        raise ConfigError("backend.precision", str(obj.backend.precision),
+                          "use bf16, fp16, fp32, fp8 or auto") from None
     resolved = PrecisionSetting(precision.value)  # the field's type; never `auto` from here on
     return dataclasses.replace(obj, backend=dataclasses.replace(obj.backend, precision=resolved))
 

@@ -133,7 +133,8 @@ class ClusterConfig(Sealed):
     gpu: str = "???"
     """Accelerator model, for people reading the plan."""
     gpu_mem_gb: float = 80.0
-    """Device memory per GPU, GB (1e9 bytes)."""
+    """Device memory per GPU as a process can address it, GB (1e9 bytes): nvidia-smi's total, e.g. 81920 MiB =
+    85.9 GB on an "80 GB" A100 (the marketing figure is the GiB count)."""
     peak_tflops: float = 312.0
     """Dense 16-bit (bf16/fp16) tensor-core peak per GPU, TFLOP/s."""
     gpus_per_node: int = 8
@@ -188,8 +189,10 @@ class BackendConfig(Sealed):
     name: BackendName = BackendName.torch
     """Which program runs a trial: 'torch' (embedded GPT), 'megatron_deepspeed' or 'megatron_lm'."""
     precision: PrecisionSetting = PrecisionSetting.bf16
-    """'bf16' or 'fp16' mixed precision, 'fp32', or 'auto': what the hardware does well (bf16 on GPU clusters, fp32 on
-    the CPU stand-in), resolved when the config is loaded."""
+    """'bf16' or 'fp16' mixed precision, 'fp32', 'fp8', or 'auto': what the hardware does well (bf16 on GPU clusters,
+    fp32 on the CPU stand-in), resolved when the config is loaded. 'fp8' is Transformer Engine's FP8 (the GEMMs in
+    FP8 with delayed scaling, hybrid E4M3 forward / E5M2 gradients, over bf16 weights): backend megatron_lm with
+    megatron.transformer_impl=transformer_engine, on a GPU with FP8 tensor cores (H100, H200, B200, GB200)."""
     warmup_iters: int = 3
     """Iterations run before measuring (also detected from the log for Megatron backends)."""
     measure_iters: int = 5
@@ -322,6 +325,11 @@ class PlanConfig(Sealed):
     trial and at least 2 when the cluster has them) and plan with the measured bus bandwidths instead of the
     cluster preset's (launcher.run.network). null (default): on the SLURM executor yes, on the local one no. The
     result is reused on resume and by later sweeps of the same cluster and node count, unless sweep.fresh."""
+    prior_from: str = ""
+    """A finished sweep's folder (e.g. sweeps/llama-16gpu) whose calibration.json starts this sweep's calibration:
+    its fitted constants and their uncertainty become the prior (launcher.plan.calibrate.Prior.from_json), so a
+    sweep at a new scale starts from what an earlier one learned. It must be of the same cluster, GPU, backend and
+    precision. '' = the backend's a-priori constants."""
     stop_when_converged: bool = False
     """End the sweep when the calibrated model gives no unrun trial a real chance (launcher.run.scheduler's
     stop_rule) to beat the best by more than analysis.noise_tolerance: the remaining planned trials are pruned as

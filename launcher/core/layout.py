@@ -74,6 +74,10 @@ class Layout:
     recompute: str = _dim("none", doc="Activation recomputation: none, selective (attention core) or full.",
                           kind="memory", grid=("none",), choices=RECOMPUTE_MODES, label="rc={value}",
                           hidden_at="none")
+    recompute_every: int = _dim(1, doc="With recompute full: every k-th layer is checkpointed, 1/k of the layers of "
+                                       "each model chunk (k = 1: all of them; Megatron's --recompute-method block "
+                                       "--recompute-num-layers layers/(pp x vpp x k)); label rc/k.", kind="memory",
+                                grid=(1,), label="rc/{value}", hidden_at=1, hashed_at_default=False)
     sequence_parallel: bool = _dim(False, doc="Megatron sequence parallelism (needs tp > 1).", kind="memory",
                                    grid=(False,), label="sp", hidden_at=False)
     zero_stage: int = _dim(0, doc="DeepSpeed ZeRO stage 0-3.", kind="memory", grid=(0,), choices=ZERO_STAGES,
@@ -85,6 +89,13 @@ class Layout:
     def microbatches(self) -> int:
         """Micro-batches per pipeline per iteration, m = gbs / (mbs * dp) (gradient-accumulation steps)."""
         return self.gbs // max(1, self.mbs * self.dp)
+
+    def recomputed_layers(self, layers: int) -> int:
+        """Layers of each model chunk (layers / (pp x vpp)) whose forward runs again in the backward: all of them
+        under recompute full with recompute_every 1, one in recompute_every otherwise (0 without full recompute)."""
+        if self.recompute != "full":
+            return 0
+        return layers // max(1, self.pp * self.vpp) // max(1, self.recompute_every)
 
     @property
     def gpus_per_node(self) -> int:

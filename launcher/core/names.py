@@ -44,15 +44,19 @@ class Precision(StrEnum):
     bf16 = "bf16"
     fp16 = "fp16"
     fp32 = "fp32"
+    fp8 = "fp8"
+    """Transformer Engine FP8 GEMMs (delayed scaling, hybrid E4M3/E5M2) over bf16 weights and activations: Megatron-LM
+    with transformer_impl=transformer_engine on GPUs with FP8 tensor cores (Hopper, Blackwell)."""
 
 
 class PrecisionSetting(StrEnum):
     """What backend.precision may say: a Precision, or `auto` (resolved at load: bf16 on GPUs, fp32 on the CPU
-    stand-in; resolve_precision)."""
+    stand-in; resolve_precision; `auto` never picks fp8, which changes the numerics)."""
 
     bf16 = "bf16"
     fp16 = "fp16"
     fp32 = "fp32"
+    fp8 = "fp8"
     auto = "auto"
 
 

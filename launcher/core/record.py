@@ -44,6 +44,9 @@ class TrialRecord:
     metrics: dict[str, Any] = field(default_factory=dict)
     failure_kind: str = ""
     reason: str = ""
+    evidence: list[dict[str, Any]] = field(default_factory=list)
+    """The log lines the verdict rests on: {"file": the log file's name, "line": its 1-based line number in that
+    file, "text": the line} (analysis.logs.joblog), first the one the reason quotes; [] when none."""
     excluded_nodes: list[str] = field(default_factory=list)
     mlflow_run_id: str = ""
     synced: bool = False

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
@@ -295,11 +295,12 @@ class Calibration:
 
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
-        var = np.full(table.n, self.residual_sd ** 2)
+        param_var = np.zeros(table.n)
         if self.covariance:
             grad = _log_gradient(table, self.prior, np.array(self.theta))
-            var = var + np.einsum("ni,ij,nj->n", grad, np.array(self.covariance), grad)
-        return Prediction(step, np.sqrt(var), peak, np.full(table.n, self.memory_residual_sd))
+            param_var = np.einsum("ni,ij,nj->n", grad, np.array(self.covariance), grad)
+        return Prediction(step, np.sqrt(self.residual_sd ** 2 + param_var), peak,
+                          np.full(table.n, self.memory_residual_sd), np.sqrt(param_var))
 
 
 @dataclass(frozen=True)
@@ -308,13 +309,67 @@ class Prediction:
     step_sd: np.ndarray        # log-space sd of step_time_s
     peak_mem_gb: np.ndarray
     mem_sd: np.ndarray
+    step_param_sd: Optional[np.ndarray] = None
+    """The part of step_sd that comes from the fitted constants' uncertainty (the rest is the model error)."""
 
 
-def uncalibrated(prior: Constants = DEFAULT, n_trials: int = 0, note: str = "") -> Calibration:
-    return Calibration(prior, prior, False, n_trials,
+TRANSFER_SD = 0.15
+"""Least sd (log multiplier) of a parameter carried over from another sweep's calibration: the same cluster and
+stack at another scale or shape exercise the pieces in other proportions, so a constant the earlier fit pinned
+may still move by ~15 %."""
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Where a calibration starts: the constants, how far each parameter may move (sd of its log multiplier; a
+    parameter not named keeps its Parameter.prior_sd) and the model's log error before any fit."""
+
+    constants: Constants
+    parameter_sd: Mapping[str, float] = field(default_factory=dict)
+    residual_sd: float = MODEL_ERROR_SD * 2
+    memory_residual_sd: float = MEMORY_ERROR_SD
+    source: str = ""
+    """Where it comes from ('' = the backend's a-priori constants; 'sweeps/NAME' = that sweep's calibration)."""
+
+    @classmethod
+    def of(cls, prior: Union[Prior, Constants]) -> Prior:
+        return prior if isinstance(prior, Prior) else cls(prior)
+
+    def sd(self, p: Parameter) -> float:
+        return float(self.parameter_sd.get(p.name, p.prior_sd))
+
+    @classmethod
+    def transferred(cls, constants: Constants, parameter_sd: Mapping[str, float], residual_sd: float,
+                    memory_residual_sd: float = MEMORY_ERROR_SD, source: str = "") -> Prior:
+        """A finished sweep's calibration (its fitted constants and posterior sds) as the prior of another sweep on
+        the same cluster and stack: each sd at least TRANSFER_SD and at most the parameter's own prior sd, the
+        model error at least MODEL_ERROR_SD (the new sweep's layouts were never checked)."""
+        by_name = {p.name: p for p in PARAMETERS}
+        sds = {name: min(by_name[name].prior_sd, max(TRANSFER_SD, float(sd)))
+               for name, sd in parameter_sd.items() if name in by_name}
+        return cls(constants, sds, max(MODEL_ERROR_SD, float(residual_sd)), max(MIN_RESIDUAL_SD, memory_residual_sd),
+                   source)
+
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], base: Constants = DEFAULT, source: str = "") -> Prior:
+        """A calibration as written to calibration.json (Calibration.to_json) as the prior of another sweep:
+        its constants (fields it does not name keep `base`'s) and uncertainties, through `transferred`."""
+        from dataclasses import fields as dc_fields
+
+        names = {f.name for f in dc_fields(Constants)}
+        values = {k: float(v) for k, v in dict(data.get("constants") or {}).items() if k in names}
+        return cls.transferred(base.with_values(**values), dict(data.get("parameter_sd") or {}),
+                               float(data.get("residual_sd", MODEL_ERROR_SD)),
+                               float(data.get("memory_residual_sd", MEMORY_ERROR_SD)), source)
+
+
+def uncalibrated(prior: Union[Prior, Constants] = DEFAULT, n_trials: int = 0, note: str = "") -> Calibration:
+    prior = Prior.of(prior)
+    return Calibration(prior.constants, prior.constants, False, n_trials,
                        parameters={p.name: 1.0 for p in PARAMETERS},
-                       parameter_sd={p.name: p.prior_sd for p in PARAMETERS},
-                       residual_sd=MODEL_ERROR_SD * 2, note=note)
+                       parameter_sd={p.name: prior.sd(p) for p in PARAMETERS},
+                       residual_sd=prior.residual_sd, memory_residual_sd=prior.memory_residual_sd, note=note)
 
 
 def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
@@ -348,18 +403,22 @@ def _fit(residuals: Callable[[np.ndarray], np.ndarray], prior_sd: np.ndarray, st
     return result.x, cov
 
 
-def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *,
-              min_trials: int = MIN_TRIALS) -> Calibration:
-    """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials."""
+def calibrate(observations: Sequence[Observation], prior: Union[Prior, Constants] = DEFAULT, *,
+              min_trials: int = MIN_TRIALS, start: Optional[Calibration] = None) -> Calibration:
+    """Fit the constants to the measured trials (those with a step time). Pure; ~ms for 1,000 trials. `prior`: the
+    backend's constants, or a Prior (e.g. another sweep's calibration, Prior.transferred). `start`: an earlier fit
+    of the same prior to start the search from (the same optimum, found in fewer iterations)."""
     import numpy as np
 
+    given = Prior.of(prior)
+    prior = given.constants
     timed = [o for o in observations if o.step_time_s and o.step_time_s > 0]
     if len(timed) < min_trials:
-        return uncalibrated(prior, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
+        return uncalibrated(given, len(timed), f"{len(timed)} of {min_trials} measured trials needed: the a-priori "
                                                "constants are kept")
     table = FeatureTable([o.features for o in timed])
     measured = np.log([o.step_time_s for o in timed if o.step_time_s])  # every row passes: narrows the Optional
-    sd = np.array([p.prior_sd for p in STEP_PARAMETERS])
+    sd = np.array([given.sd(p) for p in STEP_PARAMETERS])
 
     def fit(scale: float, start: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         import numpy as np
@@ -377,7 +436,8 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
         return theta, cov, errors, spread * math.sqrt(len(timed) / max(1.0, len(timed) - k_eff))
 
     scale = MODEL_ERROR_SD
-    theta, cov, errors, spread = fit(scale)
+    x0 = np.array(start.theta) if start is not None and start.applied and len(start.theta) == len(sd) else None
+    theta, cov, errors, spread = fit(scale, x0)
     if len(timed) > 2 * len(STEP_PARAMETERS) and spread < MODEL_ERROR_SD:
         # Enough trials, and the model fits them better than assumed: weigh them by the error they show
         # (empirical Bayes), so that a well-measured sweep is not held back by the priors.
@@ -395,7 +455,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     if len(mem) >= min_trials:
         mem_table = FeatureTable([o.features for o in mem])
         mem_measured = np.log([o.peak_mem_gb for o in mem if o.peak_mem_gb])  # every row passes: narrows the Optional
-        msd = np.array([p.prior_sd for p in MEMORY_PARAMETERS])
+        msd = np.array([given.sd(p) for p in MEMORY_PARAMETERS])
 
         def mem_residuals(t: np.ndarray) -> np.ndarray:
             import numpy as np
@@ -413,7 +473,7 @@ def calibrate(observations: Sequence[Observation], prior: Constants = DEFAULT, *
     params = {n: float(math.exp(t)) for n, t in zip(names, theta)}
     params.update({p.name: float(math.exp(t)) for p, t in zip(MEMORY_PARAMETERS, mem_theta)})
     return Calibration(constants, prior, True, len(timed), params,
-                       {**dict(zip(names, map(float, post_sd))), **{p.name: p.prior_sd for p in MEMORY_PARAMETERS}},
+                       {**dict(zip(names, map(float, post_sd))), **{p.name: given.sd(p) for p in MEMORY_PARAMETERS}},
                        supported, residual_sd, mem_sd, len(held), holdout,
                        f"fitted on {len(timed)} measured trials; constrained: {', '.join(supported) or 'none'}",
                        tuple(map(float, theta)), tuple(tuple(map(float, row)) for row in cov))

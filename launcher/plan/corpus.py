@@ -185,7 +185,7 @@ def _open_variants(layout: Layout, workload: Workload, flash: bool, flash_open: 
         for rc in recomputes:
             if (f, rc) == (flash, layout.recompute):
                 continue
-            out.append((replace(layout, recompute=rc), replace(workload, recompute_every=1, offload=False), f))
+            out.append((replace(layout, recompute=rc, recompute_every=1), replace(workload, offload=False), f))
     return tuple(out)
 
 
@@ -246,12 +246,13 @@ def parse_row(r: Mapping[str, str]) -> CorpusRow:
                               or (stack == "kempnerforge" and pp == 1))
     layout = Layout(gpus=n, nodes=max(1, -(-n // gpn)), tp=tp, pp=pp, dp=dp, cp=cp,
                     vpp=_int(r.get("vpp", ""), 1) or 1, mbs=mbs, gbs=int(r["gbs"]), recompute=recompute,
+                    recompute_every=every,
                     sequence_parallel=bool(seq_par and tp > 1), zero_stage=zero,
                     distributed_optimizer=bool(_bool(r.get("distributed_optimizer", ""))) and not fsdp)
     if layout.microbatches < 1:
         raise RowError(f"gbs {layout.gbs} < mbs x dp = {mbs * dp}")
     workload = Workload(stack=stack, fsdp=fsdp, reshard_after_forward=_bool(r.get("reshard_after_forward", "")),
-                        recompute_every=every, offload=offload,
+                        offload=offload,
                         torch_compile=bool(_bool(r.get("torch_compile", ""))),
                         attention_kernel=_attention_kernel(r.get("notes", "")))
     flash = _bool(r.get("flash_attention", ""))

@@ -23,9 +23,10 @@ from launcher.plan.stack import stack_name
 from launcher.plan.step_time import step_time_s
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 
-ESTIMATOR_PRECISIONS = PRECISIONS + ("fp8",)
-"""What estimate() prices: the config's precisions, and fp8 (Transformer Engine FP8 GEMMs with bf16 weights, on
-GPUs with FP8 tensor cores; elsewhere the GEMMs run at the 16-bit peak)."""
+ESTIMATOR_PRECISIONS = PRECISIONS
+"""What estimate() prices: the config's precisions; fp8 is Transformer Engine FP8 GEMMs with bf16 weights, on GPUs
+with FP8 tensor cores (elsewhere priced at the 16-bit peak: plans refuse it there, launcher.plan.hardware
+.check_precision, but published rows are priced as they ran)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
                                 backend=backend)
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
-    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, workload.recompute_every) / per_gpu_s
+    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, layout.recompute_every) / per_gpu_s
     model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
     return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
                     step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,

@@ -21,6 +21,8 @@ Two numerators are reported (the two conventions papers use):
 
 from __future__ import annotations
 
+from typing import Any
+
 from launcher.config.schema import ModelConfig
 
 
@@ -95,3 +97,22 @@ def recompute_flops(model: ModelConfig, sequences: int, recompute: str, every: i
 def hardware_flops(model: ModelConfig, sequences: int, vocab: int, recompute: str, every: int = 1) -> float:
     """Hardware FLOPs (recompute counted): Narayanan eq. (3) for full recomputation."""
     return model_flops(model, sequences, vocab) + recompute_flops(model, sequences, recompute, every)
+
+
+def one_flop_convention(predicted: dict[str, Any], metrics: dict[str, Any], peak_tflops: float) -> dict[str, Any]:
+    """A measurement's rates in the planner's FLOP conventions (used by the judge of a finished trial and by the
+    loop's steady stop). Megatron logs disagree on what a FLOP is: Megatron-DeepSpeed's "TFLOPs" counts
+    recomputation, Megatron-LM's "throughput per GPU" does not (and newer versions halve causal attention). A
+    trial's FLOPs per iteration are fixed by its configuration, so the measured rates in the planner's conventions
+    are the predicted ones scaled by predicted / measured step time; the number the log printed is kept as
+    reported_tflops_per_gpu."""
+    if not metrics.get("step_time_s") or not predicted.get("step_time_s") or not peak_tflops:
+        return metrics
+    scale = predicted["step_time_s"] / metrics["step_time_s"]
+    out = dict(metrics)
+    if "tflops_per_gpu" in out:
+        out["reported_tflops_per_gpu"] = out.pop("tflops_per_gpu")
+    out["tflops_per_gpu"] = predicted["tflops_per_gpu"] * scale
+    out["model_tflops_per_gpu"] = predicted["model_tflops_per_gpu"] * scale
+    out["mfu"] = out["model_tflops_per_gpu"] / peak_tflops
+    return out

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from launcher.config.schema import ClusterConfig
+from launcher.core.errors import ConfigError
 
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 """Architectures with their own GEMM efficiency (launcher.plan.efficiency). Blackwell Ultra (GB300) runs the same
@@ -126,3 +127,20 @@ def fp8_peak_ratio(cluster: ClusterConfig) -> Optional[float]:
     if spec is None or spec.fp8_tflops is None:
         return None
     return spec.fp8_tflops / spec.bf16_tflops
+
+
+def check_precision(cluster: ClusterConfig, precision: str) -> None:
+    """FP8 needs FP8 tensor cores (Transformer Engine's check_fp8_support: compute capability 8.9 or newer, i.e. Ada,
+    Hopper, Blackwell): a ConfigError naming the GPU otherwise (A100, V100, the CPU stand-in, a GPU the datasheet
+    table does not know)."""
+    if precision != "fp8" or fp8_peak_ratio(cluster) is not None:
+        return
+    spec = gpu_spec(cluster)
+    if spec is None:
+        what = ("the CPU stand-in has no FP8 GEMMs" if cluster.gpu.strip().lower() == "cpu" else
+                f"cluster.gpu {cluster.gpu!r} is not in the datasheet table (launcher.plan.hardware.SPECS): add its "
+                "entry with its FP8 peak if it has FP8 tensor cores")
+    else:
+        what = f"the {spec.name} ({cluster.gpu}) has no FP8 tensor cores"
+    raise ConfigError("backend.precision", "fp8", f"{what}; FP8 needs Hopper or Blackwell GPUs (H100, H200, B200, "
+                      "GB200): use precision bf16, or a cluster of those")

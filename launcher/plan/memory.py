@@ -214,7 +214,7 @@ def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int,
 
     whole = per_layer("none" if full else layout.recompute)
     if full:
-        k = workload.recompute_every
+        k = layout.recompute_every
         kept = 0.0 if workload.offload else per_layer("full")     # offloaded inputs live on the host
         stored = kept / k + whole * (1 - 1 / k)
     else:

@@ -20,6 +20,8 @@ from launcher.core.states import PruneReason
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
+from launcher.plan.hardware import check_precision
+from launcher.plan.inputs import workload_for
 from launcher.plan.rules import Checker, Issue
 
 
@@ -141,6 +143,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     points in all)` is called every PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before
     anything is expanded."""
     total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
+    check_precision(cfg.cluster, cfg.backend.precision)
     context = trial_context(cfg)
     rejected: Counter[str] = Counter()
     examples: dict[str, str] = {}
@@ -161,7 +164,8 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             examples.setdefault(first.code, first.message)
             continue
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
-                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants)
+                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants,
+                       workload=workload_for(cfg.backend, layout))
         trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings)
         fits, borderline = _memory_verdict(cfg, est)
         if fits:

@@ -256,6 +256,27 @@ RULES: tuple[Rule, ...] = (
          "--topk, --moe-train-capacity-factor) and megatron/model/transformer.py (deepspeed.moe.layer.MoE)",
          backends=frozenset({MEGATRON_DEEPSPEED})),
     # -- memory features --------------------------------------------------------------------------------------
+    Rule("recompute_every_full", ("recompute_every", "recompute"),
+         lambda f, lay: lay.recompute_every > 1 and lay.recompute != "full",
+         lambda f, lay: (f"recompute_every ({lay.recompute_every}) with recompute={lay.recompute}: recomputing every "
+                         "k-th layer is a kind of full recompute; use recompute=full or recompute_every=1"),
+         "Megatron --recompute-method block needs --recompute-granularity full (TransformerConfig: selective takes "
+         "no recompute_num_layers)"),
+    Rule("recompute_every_layers", ("recompute_every", "pp", "vpp"),
+         lambda f, lay: lay.recompute_every > 1 and (f.model.layers // (lay.pp * lay.vpp)) % lay.recompute_every != 0,
+         lambda f, lay: (f"recompute_every ({lay.recompute_every}) does not divide the "
+                         f"{f.model.layers // (lay.pp * lay.vpp)} layers of each model chunk (layers/(pp*vpp) = "
+                         f"{f.model.layers}/({lay.pp}*{lay.vpp})): the block method recomputes a whole number of "
+                         "layers per chunk; pick a recompute_every dividing "
+                         f"{f.model.layers // (lay.pp * lay.vpp)}"),
+         "megatron-core transformer_block.py _checkpointed_forward 'block' (recompute_num_layers per chunk); "
+         "launcher/workload --recompute-every"),
+    Rule("mds_recompute_every", ("recompute_every", "pp"), lambda f, lay: lay.recompute_every > 1 and lay.pp > 1,
+         lambda f, lay: (f"recompute_every ({lay.recompute_every}) with pp={lay.pp}: DeepSpeed's pipeline engine "
+                         "checkpoints uniform intervals only ('deepspeed's pipeline doesn't support the block "
+                         "recompute method'): use recompute_every=1 with pp > 1, or pp=1 (or backend megatron_lm)"),
+         "microsoft/Megatron-DeepSpeed megatron/model/gpt_model.py GPTModelPipe (activation_checkpoint_interval)",
+         backends=frozenset({MEGATRON_DEEPSPEED})),
     Rule("sp_tp", ("sequence_parallel", "tp"), lambda f, lay: lay.sequence_parallel and lay.tp == 1,
          lambda f, lay: ("sequence_parallel needs tp > 1 (it splits the tensor-parallel replicated activations): "
                          "set sequence_parallel=false or tp >= 2"),

@@ -56,6 +56,17 @@ def _summary(quantity: str, stack: str = "", data: Optional[dict[str, Any]] = No
     return summary
 
 
+def basis(quantity: str, stack: str = "", data: Optional[dict[str, Any]] = None) -> Optional[tuple[str, int]]:
+    """Whose residuals an interval of `stack` comes from: (the stack, or "all" when it has fewer than MIN_ROWS rows,
+    the number of rows); None without data."""
+    s = _summary(quantity, stack, data)
+    if s is None:
+        return None
+    block = (load_spread() if data is None else data)[quantity]
+    own = block["per_stack"].get(stack)
+    return (stack if own is s else "all"), s["n"]
+
+
 def interval(quantity: str, predicted: float, stack: str = "", low: float = 0.05, high: float = 0.95,
              data: Optional[dict[str, Any]] = None) -> Optional[tuple[float, float]]:
     """(lower, upper) bounds of a predicted step time or peak memory from the stored quantiles (None without data).

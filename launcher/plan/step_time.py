@@ -396,7 +396,7 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
     one = collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r, spans_nodes=c.tp_span) if t > 1 else 0.0
     allreduce = 2 * one                  # the forward's two (after attention and after the FFN)
     full = lay.recompute == "full"
-    share = 1.0 / c.workload.recompute_every if full else 0.0     # layers whose forward runs twice
+    share = 1.0 / lay.recompute_every if full else 0.0     # layers whose forward runs twice
     gathers = c.facts.tp_input_gathers   # column-parallel inputs gathered (SP) / input gradients reduced (backward)
     if lay.sequence_parallel:
         # forward: `gathers` all-gathers of the layer input + 2 reduce-scatters = (gathers + 2)/2 all-reduces; the

@@ -10,10 +10,16 @@ from typing import Any
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.objective import Objective
+from launcher.plan import spread
+from launcher.plan.inputs import stack_of
 from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
 from launcher.plan.rules import Issue
 
 MAX_TABLE_ROWS = 40
+INTERVAL = (0.05, 0.95)
+"""The quantiles of the estimator's out-of-sample log error (launcher.plan.spread) the table shows beside a
+prediction."""
+INTERVAL_PERCENT = round(100 * (INTERVAL[1] - INTERVAL[0]))
 
 
 def write_plan_csv(plan: Plan, path: Path) -> None:
@@ -34,6 +40,9 @@ def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path |
             " (the numbers vary with tp)" if len({w.message for t in plan.trials for w in t.warnings
                                                   if w.code == issue.code}) > 1 else ""))
     console.say(_ranked_table(cfg, plan, common))
+    note = interval_note(stack_of(cfg.backend))
+    if note:
+        console.say(note)
     if len(plan.trials) > MAX_TABLE_ROWS:
         console.say(f"... and {len(plan.trials) - MAX_TABLE_ROWS} more kept trials (see plan.csv)")
     per_nodes = best_per_node_count(plan)
@@ -48,6 +57,35 @@ def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path |
         console.say(f"before a real run: {note}")
     if csv_path is not None:
         console.say(f"plan written to {csv_path}")
+
+
+def interval_note(stack: str) -> str:
+    """What the (low–high) beside a predicted peak and step time is, and whose residuals it comes from ('' when
+    launcher/plan/spread.json is missing and the table shows no interval)."""
+    sources = []
+    for quantity, what in (("peak_mem", "peak memory"), ("step_time", "step time")):
+        found = spread.basis(quantity, stack)
+        if found is not None:
+            own, n = found
+            sources.append(f"{what} from {n} {own} rows" if own == stack else
+                           f"{what} from all {n} rows ({stack} has fewer than {spread.MIN_ROWS})")
+    if not sources:
+        return ""
+    return (f"(low–high): {INTERVAL_PERCENT} % interval from the estimator's leave-one-source-out errors on the "
+            f"published corpus (launcher/plan/spread.json): {', '.join(sources)}")
+
+
+def with_interval(quantity: str, predicted: float, stack: str) -> str:
+    """A prediction and its interval, e.g. '76.4 (67–92)' ('76.4' without spread data)."""
+    bounds = spread.interval(quantity, predicted, stack, INTERVAL[0], INTERVAL[1])
+    text = f"{predicted:.1f}" if quantity == "peak_mem" and predicted >= 10 else f"{predicted:.3g}"
+    if bounds is None:
+        return text
+    return f"{text} ({_short(bounds[0])}–{_short(bounds[1])})"
+
+
+def _short(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def common_warnings(plan: Plan) -> list[Issue]:
@@ -111,9 +149,10 @@ def _ranked_table(cfg: RootConfig, plan: Plan, common: list[Issue]) -> Any:
     from rich.table import Table
 
     cap = cfg.cluster.gpu_mem_gb
+    stack = stack_of(cfg.backend)
     table = Table(title=f"plan: {cfg.sweep.name} — {cfg.model.name} on {cfg.cluster.name} "
                         f"({len(plan.trials)} trials, best by {cfg.plan.objective} first)")
-    columns = ("#", "layout", "gpus", "peak GB", "headroom", "TFLOPs/GPU", "MFU", "tokens/s",
+    columns = ("#", "layout", "gpus", f"peak GB/{cap:g}", "TFLOPs/GPU", "MFU", "tokens/s",
                *_objective_columns(cfg), "step s", "note")
     for col in columns:
         table.add_column(col, justify="right" if col not in ("layout", "note") else "left", no_wrap=col == "layout")
@@ -123,9 +162,9 @@ def _ranked_table(cfg: RootConfig, plan: Plan, common: list[Issue]) -> Any:
         own = [w for w in t.warnings if w.code not in {c.code for c in common}]
         if own:
             note = f"{note} ⚠{len(own)}".strip()
-        table.add_row(str(rank), t.layout.label(), str(t.layout.gpus), f"{e.peak_mem_gb:.1f}/{cap:g}",
-                      f"{e.headroom:.0%}", f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}", f"{e.tokens_per_s:,.0f}",
-                      *_objective_cells(cfg, t), f"{e.step_time_s:.3g}", note)
+        table.add_row(str(rank), t.layout.label(), str(t.layout.gpus), with_interval("peak_mem", e.peak_mem_gb, stack),
+                      f"{e.tflops_per_gpu:.1f}", f"{e.mfu:.1%}", f"{e.tokens_per_s:,.0f}",
+                      *_objective_cells(cfg, t), with_interval("step_time", e.step_time_s, stack), note)
     return table
 
 

@@ -1,9 +1,10 @@
 """How a trial runs beyond its Layout: the software stack and the settings the config does not have yet.
 
 `Workload()` (every field at its default) reproduces the estimator as the planner calls it today: the stack follows
-the backend (`estimate(..., backend=...)`), FSDP is off, recompute applies to every layer as `Layout.recompute`
-says, nothing is offloaded or compiled. Published runs (launcher.plan.corpus) fill it in; wiring a field into the
-config and the Layout later is a matter of passing it here (see the list in launcher/plan/stack.py).
+the backend (`estimate(..., backend=...)`), FSDP is off, nothing is offloaded or compiled (which layers are
+recomputed is the Layout's: Layout.recompute and Layout.recompute_every). Published runs (launcher.plan.corpus) fill
+it in; wiring a field into the config and the Layout later is a matter of passing it here (see the list in
+launcher/plan/stack.py).
 """
 
 from __future__ import annotations
@@ -32,9 +33,6 @@ class Workload:
     reshard_after_forward: Optional[bool] = None
     """FSDP frees gathered parameters after the forward (and gathers them again for the backward). None: the
     mode's default (True for full_shard/hybrid_shard/fsdp2, False for shard_grad_op)."""
-    recompute_every: int = 1
-    """With Layout.recompute 'full': every k-th layer is checkpointed (k = 1: all of them; torchtitan's
-    'selective op/layer k', Megatron's --recompute-method block --recompute-num-layers L/k per stage)."""
     offload: bool = False
     """Activations checkpointed to host memory (the layer inputs leave the GPU; the transfer overlaps compute)."""
     torch_compile: bool = False
@@ -51,8 +49,6 @@ class Workload:
             raise ConfigError("workload.fsdp", self.fsdp, f"use one of {', '.join(repr(m) for m in FSDP_MODES)}")
         if self.attention_kernel not in ("", "fa2", "fa3", "triton"):
             raise ConfigError("workload.attention_kernel", self.attention_kernel, "use '', 'fa2', 'fa3' or 'triton'")
-        if self.recompute_every < 1:
-            raise ConfigError("workload.recompute_every", self.recompute_every, "use 1 (every layer) or more")
 
     @property
     def resharded(self) -> bool:

@@ -23,7 +23,8 @@ from launcher.core.errors import ConfigError
 from launcher.core.ranking import group_repeats, rank, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
-from launcher.plan.constants import Constants
+from launcher.plan.constants import Constants, constants_for
+from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, make_plan, trial_context
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
@@ -35,7 +36,7 @@ from launcher.run.interruption import interrupted_changes, unrecorded_submission
 from launcher.run.ledger import Ledger
 from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
-from launcher.run.search import Search, calibrated_ooms, comparable_best, stop_early
+from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
 
 
 def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
@@ -71,7 +72,7 @@ class SweepLoop:
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
-        self.search = Search(cfg, constants)
+        self.search = Search(cfg, prior_from(cfg, constants or constants_for(cfg.backend.name)))
         self._finished_best: Optional[tuple[Optional[TrialRecord]]] = None
         """The best finished trial for early stop, boxed (None: not read yet this poll)."""
         self.stop_decision: Optional[str] = None
@@ -138,30 +139,42 @@ class SweepLoop:
         self.tracking.sync(self.ledger.get(r.config_hash))
 
     def _stop_early(self, r: TrialRecord, status: JobStatus) -> bool:
-        """Cancel a running trial whose measured iterations so far are known worse than the best finished trial
-        (launcher.run.scheduler.early_stop); its partial measurement is kept. Repeats measure the best trials'
-        noise: they always run to the end."""
+        """Stop a running trial early, on either side: its measured iterations so far put it below the best
+        finished trial by more than the noise tolerance (launcher.run.scheduler.early_stop: stopped_early, its
+        partial measurement kept), or they already pin its figure to the noise tolerance (scheduler.steady: ok,
+        with fewer measured iterations). Repeats measure the best trials' noise: they always run to the end."""
+        if r.repeat_of:
+            return False
         if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
             self._finished_best = (self._best(self.ledger.trials()),)
         best = self._finished_best[0]
-        if r.repeat_of or best is None or best.config_hash == r.config_hash:
-            return False
         paths = log_paths(Path(r.job_dir), r.job_id)
-        plan = self.cfg.plan
-        target = comparable_best(best.metrics["tokens_per_s"], best.layout.gpus, r.layout.gpus, plan.objective)
-        stopped = stop_early(self.hooks.progress.step_times(read_logs(paths), self.cfg.backend.warmup_iters),
-                             r.layout.gbs * self.cfg.model.seq_len, target,
-                             noise_tolerance=self.cfg.analysis.noise_tolerance,
-                             min_measured_iters=plan.early_stop_min_iters,
-                             measure_iters=self.cfg.backend.measure_iters)
+        plan, tolerance = self.cfg.plan, self.cfg.analysis.noise_tolerance
+        times = self.hooks.progress.step_times(read_logs(paths), self.cfg.backend.warmup_iters)
+        tokens_per_step = r.layout.gbs * self.cfg.model.seq_len
+        stopped, state = None, TrialState.STOPPED_EARLY
+        if best is not None and best.config_hash != r.config_hash:
+            target = comparable_best(best.metrics["tokens_per_s"], best.layout.gpus, r.layout.gpus, plan.objective)
+            stopped = stop_early(times, tokens_per_step, target, noise_tolerance=tolerance,
+                                 min_measured_iters=plan.early_stop_min_iters,
+                                 measure_iters=self.cfg.backend.measure_iters)
+        if stopped is None:
+            stopped, state = stop_steady(times, tokens_per_step, noise_tolerance=tolerance,
+                                         min_measured_iters=plan.early_stop_min_iters,
+                                         measure_iters=self.cfg.backend.measure_iters), TrialState.OK
         if stopped is None:
             return False
+        metrics = stopped.metrics
+        if state is TrialState.OK:   # the rates in the planner's FLOP convention, as judge gives a finished trial
+            metrics = one_flop_convention(r.predicted, metrics, self.cfg.cluster.peak_tflops)
         self.runner.cancel(r.job_id)
-        self.ledger.update(r.config_hash, f"stopped early: {stopped.reason}"[:300], state=TrialState.STOPPED_EARLY,
-                           reason=stopped.reason, metrics=stopped.metrics, log_paths=[str(p) for p in paths],
+        what = "stopped early" if state is TrialState.STOPPED_EARLY else "measured (steady)"
+        self.ledger.update(r.config_hash, f"{what}: {stopped.reason}"[:300], state=state,
+                           reason=stopped.reason, metrics=metrics, log_paths=[str(p) for p in paths],
                            node_list=status.nodes or r.node_list, finished_at=time.time(), synced=False)
         self._progress.pop(r.config_hash, None)
-        self.progress.log(f"{r.config_hash[:8]} {r.layout.label()} stopped early: {stopped.reason}")
+        self._finished_best = None
+        self.progress.log(f"{r.config_hash[:8]} {r.layout.label()} {what}: {stopped.reason}")
         self.tracking.sync(self.ledger.get(r.config_hash))
         return True
 
@@ -177,17 +190,22 @@ class SweepLoop:
         cal = self.search.calibration
         if cal.applied and not was_applied:
             self.progress.log(f"calibration applied: {cal.note}; the planned trials are re-predicted and re-ordered")
-        self.folder.write_atomic(self.folder.calibration, json.dumps(cal.to_json(), indent=2, sort_keys=True))
-        if cal.applied:
-            self._recalibrate(records)
+        self.folder.write_atomic(self.folder.calibration, json.dumps(self.search.calibration_json(),
+                                                                    indent=2, sort_keys=True))
+        if self.search.learned(records):
+            self._recalibrate(records, prune=cal.applied)
             records = self.ledger.trials()
         if self.cfg.plan.stop_when_converged and self.stop_decision is None:
             self._converge(records)
 
-    def _recalibrate(self, records: Sequence[TrialRecord]) -> None:
+    def _recalibrate(self, records: Sequence[TrialRecord], prune: bool = True) -> None:
+        """Record every planned trial's current prediction (frozen when it is submitted: what the search expected
+        of it) and, once the fitted memory model applies (`prune`), prune what it puts over the margin."""
         predictions = self.search.predictions(records)
         planned = [r for r in records if r.state is TrialState.PLANNED and r.config_hash in predictions]
         self.ledger.update_many({r.config_hash: {"calibrated": predictions[r.config_hash]} for r in planned})
+        if not prune:
+            return
         plan = self.cfg.plan
         limit = plan.mem_safety_margin + plan.keep_borderline  # what the planner keeps, judged by the fitted model
         for key, why in calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit):
@@ -253,7 +271,7 @@ class SweepLoop:
             # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
             self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
                                job_dir="", attempts=r.attempts + 1, submitted_at=time.time(), started_at=0.0,
-                               metrics={}, failure_kind="", reason="")
+                               metrics={}, failure_kind="", reason="", evidence=[])
         done = self.runner.submit(requests)
         for key, (job_id, job_dir) in done.jobs.items():
             self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))

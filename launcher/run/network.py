@@ -29,7 +29,8 @@ from launcher.netbench import (
     save,
     sweep_folders,
 )
-from launcher.plan.constants import Constants, constants_for
+from launcher.plan.constants import Constants
+from launcher.plan.inputs import constants_of
 from launcher.run.executor import JobRequest
 from launcher.run.folder import SweepFolder
 
@@ -107,7 +108,7 @@ def _gave_nothing(why: str, reporter: Reporter) -> Optional[ProbeResult]:
 def with_network(cfg: RootConfig, probe: Optional[ProbeResult]) -> tuple[RootConfig, Constants]:
     """The config and constants the estimator should use: the cluster's measured bandwidths (and latency) when a
     probe is given, else the config as it is and the backend's a-priori constants."""
-    constants = constants_for(cfg.backend.name)
+    constants = constants_of(cfg.backend)
     if probe is None:
         return cfg, constants
     cluster, constants = apply_network(cfg.cluster, constants, probe.profile())

@@ -3,19 +3,25 @@
 Pure: plain data in (the planned trials with their current predictions, the finished ones with their measured
 outcome), decisions out. The sweep loop and the replay benchmark (launcher.replay) call the same functions.
 
-- `order`: the most informative trials first. Until the calibration is applied: the best predicted, then a few
-  that span the grid's dimensions (farthest from everything measured, among the plausible ones) so that the
-  calibration is well posed, then the rest by predicted throughput. Once calibrated: by the chance of beating the
-  best measured throughput by more than the noise tolerance (times the chance of fitting in memory), ties by
-  predicted throughput.
+- `order`: the best predicted trial (likely to fit) first. Once the predictions have learned from measured trials
+  (calibrated constants and the structured residuals, launcher.plan.residuals): by expected gain over the best
+  (log throughput above best x (1 + noise tolerance), times the chance to fit) per expected GPU-second (start-up
+  plus the trial's iterations, or start-up and one step for an OOM), so a wrong prior is corrected by trying what
+  may win big, and cheap trials go first among equals. (Policy.rule='chance' orders by the chance to beat the best
+  instead; Policy.span > 0 adds trials that span the grid before anything is learned: both measured worse.)
 - `early_stop`: a running trial whose steady-state throughput, after the minimum measured iterations, is worse
   than the best finished trial by more than the noise tolerance plus its own measured spread.
-- `stop_rule`: the calibrated model, with its uncertainty, gives no unrun trial a chance above `threshold` to beat
-  the best by more than the noise tolerance; says which trials are skipped and why.
+- `steady`: the other side: a running trial whose mean step time is already known to the noise tolerance stops
+  with its measurement (fewer measured iterations).
+- `stop_rule`: the predictions, with their uncertainty (fat-tailed: Policy.stop_dof), give the unrun trials
+  together (the chance that any of them beats the best) less than `threshold` to beat the best by more than the
+  noise tolerance; says which trials are skipped and why. (Policy.stop_combine='max' asks only the likeliest one:
+  it stopped early on large grids.)
 
-Predictions are log-normal: a trial's step time is exp(N(log predicted, sd²)), sd from the calibration
-(launcher.plan.calibrate.Prediction); its peak memory likewise. A trial is never treated as a likely OOM when a
-measured trial predicted to need at least as much memory fitted.
+Predictions are log-normal: a trial's step time is exp(N(log predicted, sd²)), sd from the calibration and the
+residual model; its peak memory likewise (sd from the calibration). A trial is never treated as a likely OOM when
+a measured trial predicted to need at least as much memory fitted. `Policy` holds these choices; the sweep loop
+(launcher.run.search) and the replay use the same one (POLICY).
 """
 
 from __future__ import annotations
@@ -28,12 +34,53 @@ from typing import Any, Optional
 from launcher.core.layout import CATEGORICAL, NUMERIC
 from launcher.core.states import MEASURED, TrialState
 
-SPAN_TRIALS = 1
-"""Trials picked to span the grid before the calibration applies (after the best predicted one)."""
+SPAN_TRIALS = 0
+"""Trials picked to span the grid before the predictions learn (after the best predicted one). 0: none. A spanning
+pick costs a full trial, mostly on a layout nobody expects to win; the benchmark (bench_search_ablation.py) showed
+it made the search worse than plan order on half of the measured sweeps."""
 PLAUSIBLE_SHARE = 0.6
 """Spanning trials are drawn from those predicted within this share of the best predicted throughput."""
 STOP_THRESHOLD = 0.05
 """stop_rule: the sweep ends when no unrun trial has a chance above this of beating the best."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the search decides (the sweep loop and the replay use the same one)."""
+
+    rule: str = "gain"
+    """order once predictions have learned: 'gain' (expected gain per GPU-second) or 'chance' (chance to beat)."""
+    span: int = SPAN_TRIALS
+    """Trials picked to span the grid before the predictions learn (after the best predicted one)."""
+    stop_combine: str = "any"
+    """stop_rule: 'any' (the chance that any unrun trial beats the best), 'max' (the likeliest one's chance) or
+    'never' (the replay's stand-in for plan.stop_when_converged=false: run everything, losers stopped early)."""
+    stop_dof: float = 3.0
+    """stop_rule: 0 = log-normal chances; > 0 = log-Student-t with that many degrees of freedom: the estimator is
+    sometimes off by 2-3x on one layout (the CPU grids, the playbook's noisy repeats), which a normal tail calls
+    impossible; with 3 the measured tables' sweeps with a final regret above 1 % went from 8 to 5 of 91."""
+    residuals: bool = True
+    """Correct the predictions with the structured residuals of the measured trials (launcher.plan.residuals)."""
+    min_fit_trials: int = 3
+    """Measured trials before the estimator's constants are refitted (launcher.plan.calibrate)."""
+
+
+POLICY = Policy()
+
+
+def learned(policy: Policy, applied: bool, n_measured: int) -> bool:
+    """Whether the predictions have learned from the measurements (order's `calibrated`): a refit applies, or the
+    residual model has at least one measured trial."""
+    return applied or (policy.residuals and n_measured > 0)
+
+
+def trusted(policy: Policy, applied: bool, n_holdout: int, n_measured: int) -> bool:
+    """Whether the stop rule may use the predictions (stop_rule's `calibrated`): with the residual model once the
+    minimum of measured trials for a fit is in; without it, once a trial measured after a fit has checked it (a fit
+    that has never predicted anything out of sample may be confidently wrong)."""
+    if policy.residuals:
+        return n_measured >= policy.min_fit_trials
+    return applied and n_holdout > 0
 
 
 @dataclass(frozen=True)
@@ -48,6 +95,7 @@ class Planned:
     peak_mem_gb: float
     mem_sd: float               # log-space sd of peak_mem_gb
     capacity_gb: float
+    startup_s: float = 0.0      # job start-up before the first iteration (what a trial costs besides its steps)
 
     @property
     def tokens_per_s(self) -> float:
@@ -98,11 +146,46 @@ def chance_fits(trial: Planned, planned: Mapping[str, Planned], finished: Sequen
     return _phi((math.log(trial.capacity_gb) - math.log(trial.peak_mem_gb)) / sd)
 
 
-def chance_beats(trial: Planned, best_tokens_per_s: float, noise_tolerance: float) -> float:
-    """P(throughput > best x (1 + tolerance)) under the log-normal prediction."""
+def chance_beats(trial: Planned, best_tokens_per_s: float, noise_tolerance: float, dof: float = 0.0) -> float:
+    """P(throughput > best x (1 + tolerance)) under the log-normal prediction (dof > 0: a log-Student-t with that
+    many degrees of freedom and the same scale, whose tails allow for the estimator's outliers)."""
     target = best_tokens_per_s * (1.0 + noise_tolerance)
     sd = max(trial.step_sd, 1e-6)
-    return _phi((math.log(trial.tokens_per_s) - math.log(target)) / sd)
+    z = (math.log(trial.tokens_per_s) - math.log(target)) / sd
+    return _t_cdf(z, dof) if dof > 0 else _phi(z)
+
+
+def _t_cdf(x: float, dof: float) -> float:
+    """Student t CDF (regularized incomplete beta by its continued fraction; no scipy in the scheduler)."""
+    t2 = x * x
+    ib = _betainc(dof / 2.0, 0.5, dof / (dof + t2))
+    return 1.0 - 0.5 * ib if x > 0 else 0.5 * ib
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x))
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1.0 - x)
+    f, c, d = 1.0, 1.0, 0.0
+    for i in range(200):       # Lentz's algorithm
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2 == 0:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1.0 + num * d
+        d = 1.0 / (d if abs(d) > 1e-30 else 1e-30)
+        c = 1.0 + num / (c if abs(c) > 1e-30 else 1e-30)
+        f *= c * d
+        if abs(1.0 - c * d) < 1e-12:
+            break
+    return front * (f - 1.0) / a
 
 
 def _distance(a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
@@ -127,9 +210,28 @@ def _spanning(unrun: list[Planned], anchors: list[Mapping[str, Any]], count: int
     return picks
 
 
+def expected_gain(trial: Planned, best_tokens_per_s: float, noise_tolerance: float) -> float:
+    """E[max(0, log throughput - log(best x (1 + tolerance)))] under the log-normal prediction: how much the trial
+    is expected to beat the best by (in log units), counting how likely and by how much."""
+    sd = max(trial.step_sd, 1e-6)
+    mu = math.log(trial.tokens_per_s) - math.log(best_tokens_per_s * (1.0 + noise_tolerance))
+    z = mu / sd
+    return sd * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi) + mu * _phi(z)
+
+
+def trial_cost(trial: Planned, fits: float, iterations: int) -> float:
+    """Expected GPU-seconds of running the trial: start-up plus `iterations` steps when it fits, the start-up and
+    the first step (where it runs out of memory) when it does not."""
+    gpus = float(trial.dims.get("gpus") or 1)
+    return gpus * (trial.startup_s + max(fits * iterations, 1.0) * trial.step_time_s)
+
+
 def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated: bool,
-          noise_tolerance: float = 0.02, span: int = SPAN_TRIALS) -> list[Pick]:
-    """Every unrun trial, the one to run next first."""
+          noise_tolerance: float = 0.02, span: int = SPAN_TRIALS, rule: str = "gain",
+          iterations: int = 8) -> list[Pick]:
+    """Every unrun trial, the one to run next first. calibrated: the predictions have learned from the measured
+    trials (their spreads are the posterior's). rule 'gain': by expected gain over the best per expected GPU-second
+    (`iterations` steps per trial); 'chance': by the chance to beat the best."""
     by_key = {t.key: t for t in planned}
     done = {o.key for o in finished}
     unrun = [t for t in planned if t.key not in done]
@@ -137,6 +239,14 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
     best = best_measured(finished)
     if calibrated and best is not None:
         chance = {t.key: fits[t.key] * chance_beats(t, best, noise_tolerance) for t in unrun}
+        if rule == "gain":
+            value = {t.key: fits[t.key] * expected_gain(t, best, noise_tolerance)
+                     / max(trial_cost(t, fits[t.key], iterations), 1e-9) for t in unrun}
+            ranked = sorted(unrun, key=lambda t: (-value[t.key], -chance[t.key]))
+            return [Pick(t.key, f"expected gain {fits[t.key] * expected_gain(t, best, noise_tolerance):.2%} per "
+                                f"{trial_cost(t, fits[t.key], iterations) / 3600:.3g} GPU-h (chance "
+                                f"{chance[t.key]:.1%} to beat the best by > {noise_tolerance:.0%})", chance[t.key])
+                    for t in ranked]
         ranked = sorted(unrun, key=lambda t: (-chance[t.key], -t.tokens_per_s * fits[t.key]))
         return [Pick(t.key, f"chance {chance[t.key]:.1%} to beat the best by > {noise_tolerance:.0%}",
                      chance[t.key]) for t in ranked]
@@ -148,7 +258,7 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
         measured.append(ranked[0].dims)
         ranked = ranked[1:]
     n_measured = sum(1 for o in finished if o.state in MEASURED) + len(picks)
-    if n_measured <= span and ranked:
+    if span and n_measured <= span and ranked:
         top = ranked[0].tokens_per_s * fits[ranked[0].key]
         plausible = [t for t in ranked if fits[t.key] >= 0.5 and t.tokens_per_s >= PLAUSIBLE_SHARE * top]
         for t in _spanning(plausible, measured, span + 1 - n_measured):
@@ -174,9 +284,39 @@ def early_stop(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_
     return None
 
 
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086)
+"""Student t 97.5 % quantiles for 1..20 degrees of freedom (then 1.96)."""
+STEADY_MIN_ITERS = 3
+"""A trial is never called steady on fewer measured iterations: two steps that agree by chance say little."""
+
+
+def half_width(n: int, cv: float) -> float:
+    """Relative 95 % half-width of the mean of n iterations whose relative sd is cv."""
+    t = _T975[n - 2] if n - 2 < len(_T975) else 1.96
+    return t * cv / math.sqrt(n)
+
+
+def steady(step_times_s: Sequence[float], *, noise_tolerance: float = 0.02,
+           min_measured_iters: int = 2) -> Optional[str]:
+    """Why a running trial may stop now with its measurement (None: keep it running): its mean step time is known
+    to within the noise tolerance (95 % half-width), so more iterations would not change what the sweep concludes.
+    The other side of early_stop: the caller records it as ok, with this measurement."""
+    n = len(step_times_s)
+    if n < max(STEADY_MIN_ITERS, min_measured_iters):
+        return None
+    mean = sum(step_times_s) / n
+    cv = math.sqrt(sum((t - mean) ** 2 for t in step_times_s) / (n - 1)) / mean
+    width = half_width(n, cv)
+    if width <= noise_tolerance:
+        return (f"steady after {n} measured iterations: mean step {mean:.4g} s known to ±{width:.1%} (95 %), within "
+                f"the {noise_tolerance:.0%} noise tolerance")
+    return None
+
+
 def stop_rule(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated: bool,
               noise_tolerance: float = 0.02, threshold: float = STOP_THRESHOLD,
-              max_trials: int = 0) -> StopDecision:
+              max_trials: int = 0, combine: str = "any", dof: float = 0.0) -> StopDecision:
     """Whether the sweep may end now, and which unrun trials that leaves out (with the reason for each)."""
     by_key = {t.key: t for t in planned}
     done = {o.key for o in finished}
@@ -187,14 +327,21 @@ def stop_rule(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibr
         return StopDecision(True, f"plan.max_trials={max_trials} reached",
                             tuple((t.key, f"over plan.max_trials={max_trials}") for t in unrun))
     best = best_measured(finished)
+    if combine == "never":
+        return StopDecision(False, "the stop rule is off")
     if not calibrated or best is None:
         return StopDecision(False, "not calibrated yet" if best is not None else "nothing measured yet")
     skipped = []
+    none_beats = 1.0
     for t in unrun:
         fits = chance_fits(t, by_key, finished)
-        beats = chance_beats(t, best, noise_tolerance)
+        beats = chance_beats(t, best, noise_tolerance, dof)
+        none_beats *= 1.0 - fits * beats
         if fits * beats >= threshold:
             return StopDecision(False, f"{t.key} still has a {fits * beats:.1%} chance to beat the best")
+        if combine == "any" and 1.0 - none_beats >= threshold:
+            return StopDecision(False, f"the unrun trials still have a {1.0 - none_beats:.1%} chance together to "
+                                       f"beat the best")
         if fits < 0.5:
             why = f"predicted out of memory ({t.peak_mem_gb:.3g} of {t.capacity_gb:g} GB: {fits:.0%} chance to fit)"
         else:

@@ -11,7 +11,8 @@ tables. This module turns the ledger's records into their inputs and their answe
 - `Search.order`: the planned trials, the one to run next first (launcher.run.scheduler.order).
 - `calibrated_ooms` and `converged`: what the calibrated memory model and the stop rule take out of the queue.
 - `stop_early` (fed with analysis.logs.progress's step times through the loop's hooks): whether a running
-  trial's partial measurement is known worse than the best.
+  trial's partial measurement is known worse than the best; `stop_steady`: whether it is already known to the
+  noise tolerance (then it ends ok, with fewer iterations).
 
 Trials the plan did not estimate (a hand-made or first-release ledger: no predicted step time) keep the ledger
 order and are never re-predicted: there is nothing to compare their prediction with.
@@ -19,12 +20,15 @@ order and are never re-predicted: there is nothing to compare their prediction w
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from launcher.config.schema import RootConfig
+from launcher.core.errors import ConfigError
 from launcher.core.objective import Objective
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, TrialState
@@ -32,14 +36,17 @@ from launcher.plan.calibrate import (
     Calibration,
     FeatureTable,
     Observation,
+    Prior,
     TrialFeatures,
     calibrate,
     trial_features,
     uncalibrated,
 )
-from launcher.plan.constants import Constants, constants_for
+from launcher.plan.constants import Constants
+from launcher.plan.inputs import constants_of, workload_for
+from launcher.plan.residuals import corrected
 from launcher.run import scheduler
-from launcher.run.scheduler import Outcome, Planned
+from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 
@@ -76,10 +83,12 @@ class StopEarly:
 class Search:
     """The sweep's current calibration and the features it predicts from (computed once per trial)."""
 
-    def __init__(self, cfg: RootConfig, prior: Optional[Constants] = None) -> None:
+    def __init__(self, cfg: RootConfig, prior: Optional[Constants | Prior] = None, policy: Policy = POLICY) -> None:
         self.cfg = cfg
-        self.prior = prior or constants_for(cfg.backend.name)
-        """The a-priori constants (the backend's, with a measured network when probed)."""
+        self.prior = Prior.of(prior or constants_of(cfg.backend))
+        """Where the calibration starts: the backend's constants (with a measured network when probed), or a
+        finished sweep's calibration (plan.prior_from)."""
+        self.policy = policy
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
         self._fitted_on: Optional[tuple] = None
@@ -89,7 +98,8 @@ class Search:
         if r.config_hash not in self._features:
             b = self.cfg.backend
             self._features[r.config_hash] = trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision,
-                                                           b.flash_attention)
+                                                           b.flash_attention, backend=b.name,
+                                                           workload=workload_for(b, r.layout))
         return self._features[r.config_hash]
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
@@ -112,8 +122,12 @@ class Search:
         if key == self._fitted_on:
             return False
         self._fitted_on = key
-        self.calibration = calibrate(self.observations(records), self.prior)
+        self.calibration = calibrate(self.observations(records), self.prior, min_trials=self.policy.min_fit_trials)
         return True
+
+    def calibration_json(self) -> dict:
+        """What calibration.json holds: the calibration and the setup it belongs to (plan.prior_from checks it)."""
+        return {**self.calibration.to_json(), "setup": setup(self.cfg)}
 
     # -- predictions --------------------------------------------------------------------------------------------
     def predictions(self, records: Sequence[TrialRecord]) -> dict[str, dict]:
@@ -122,20 +136,31 @@ class Search:
         if not trials:
             return {}
         p = self.calibration.predict(FeatureTable([self.features(r) for r in trials]))
+        step, sd = p.step_time_s, p.step_sd
+        if self.policy.residuals:   # what the measured trials show, shared by the trials with layout values in common
+            measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
+                        if r.state in MEASURED and r.metrics.get("step_time_s")}
+            step, sd = corrected(p.step_time_s, [r.layout.to_dict() for r in trials], measured,
+                                 checks=checks(records))
         seq_len = self.cfg.model.seq_len
         out = {}
         for i, r in enumerate(trials):
-            step_s = float(p.step_time_s[i])
-            out[r.config_hash] = {"step_time_s": step_s, "step_sd": float(p.step_sd[i]),
+            step_s = float(step[i])
+            out[r.config_hash] = {"step_time_s": step_s, "step_sd": float(sd[i]),
                                   "tokens_per_s": r.layout.gbs * seq_len / step_s,
                                   "peak_mem_gb": float(p.peak_mem_gb[i]), "mem_sd": float(p.mem_sd[i]),
                                   "n_fit": self.calibration.n_trials}
         return out
 
+    def learned(self, records: Sequence[TrialRecord]) -> bool:
+        """Whether the predictions have learned from measured trials (scheduler.learned)."""
+        return scheduler.learned(self.policy, self.calibration.applied, _measured(outcomes(records)))
+
     def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
+        startup_s = self.cfg.backend.startup_s
         return [Planned(r.config_hash, r.layout.to_dict(), r.layout.gbs * seq_len * objective_share(r, objective),
-                        p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb)
+                        p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb, startup_s)
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
     # -- decisions ----------------------------------------------------------------------------------------------
@@ -143,17 +168,36 @@ class Search:
         """Every unrun trial of the search, the one to run next first."""
         planned = self.planned(records, self.predictions(records))
         finished = outcomes(records, self.cfg.plan.objective)
-        return scheduler.order(planned, finished, calibrated=self.calibration.applied,
-                               noise_tolerance=self.cfg.analysis.noise_tolerance)
+        b, policy = self.cfg.backend, self.policy
+        learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
+        return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
+                               span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:
-        """The stop rule. It trusts the calibration once a trial measured after a fit has checked it (as replay
-        does): a fit that has never predicted anything out of sample may be confidently wrong."""
-        cal = self.calibration
+        """The stop rule, once the predictions may be trusted (scheduler.trusted, as replay does)."""
+        cal, policy = self.calibration, self.policy
         planned = self.planned(records, self.predictions(records))
         finished = outcomes(records, self.cfg.plan.objective)
-        return scheduler.stop_rule(planned, finished, calibrated=cal.applied and cal.n_holdout > 0,
-                                   noise_tolerance=self.cfg.analysis.noise_tolerance)
+        trusted = scheduler.trusted(policy, cal.applied, cal.n_holdout, _measured(finished))
+        return scheduler.stop_rule(planned, finished, calibrated=trusted,
+                                   noise_tolerance=self.cfg.analysis.noise_tolerance, combine=policy.stop_combine,
+                                   dof=policy.stop_dof)
+
+
+def _measured(finished: Sequence[Outcome]) -> int:
+    return sum(1 for o in finished if o.state in scheduler.MEASURED)
+
+
+def checks(records: Sequence[TrialRecord]) -> list[tuple[float, float]]:
+    """(log measured / predicted step time, predicted log sd) of the trials measured after the search had
+    predicted them (TrialRecord.calibrated, frozen at submission): how well its spreads held
+    (launcher.plan.residuals.spread_factor)."""
+    out = []
+    for r in records:
+        c, measured = r.calibrated, r.metrics.get("step_time_s")
+        if r.state in MEASURED and measured and c.get("step_time_s") and c.get("step_sd"):
+            out.append((math.log(float(measured) / float(c["step_time_s"])), float(c["step_sd"])))
+    return out
 
 
 def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict], capacity_gb: float,
@@ -186,17 +230,68 @@ def stop_early(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_
         return None
     why = scheduler.early_stop(step_times_s, tokens_per_step, best_tokens_per_s, noise_tolerance=noise_tolerance,
                                min_measured_iters=min_measured_iters)
-    if why is None:
+    return None if why is None else StopEarly(why, partial_metrics(step_times_s, tokens_per_step))
+
+
+def stop_steady(step_times_s: Sequence[float], tokens_per_step: int, *, noise_tolerance: float,
+                min_measured_iters: int, measure_iters: int) -> Optional[StopEarly]:
+    """scheduler.steady, with the measurement the ledger keeps: the trial is recorded ok with fewer measured
+    iterations (its figure is known to the noise tolerance). A trial that has logged all its `measure_iters` is
+    about to report its full result: it runs to the end."""
+    if len(step_times_s) >= measure_iters:
         return None
+    why = scheduler.steady(step_times_s, noise_tolerance=noise_tolerance, min_measured_iters=min_measured_iters)
+    return None if why is None else StopEarly(why, partial_metrics(step_times_s, tokens_per_step))
+
+
+def partial_metrics(step_times_s: Sequence[float], tokens_per_step: int) -> dict:
+    """A running trial's measurement so far: median step time and its throughput, spread, iterations."""
     times = sorted(step_times_s)
     n = len(times)
     median_s = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     mean_s = sum(times) / n
     std_s = math.sqrt(sum((t - mean_s) ** 2 for t in times) / (n - 1)) if n > 1 else 0.0
-    return StopEarly(why, {"step_time_s": median_s, "tokens_per_s": tokens_per_step / median_s,
-                           "step_time_std_s": std_s, "n_measured": n})
+    return {"step_time_s": median_s, "tokens_per_s": tokens_per_step / median_s, "step_time_std_s": std_s,
+            "n_measured": n}
 
 
 def comparable_best(best_tokens_per_s: float, best_gpus: int, trial_gpus: int, objective: Objective | str) -> float:
     """The best trial's throughput in the running trial's terms: per GPU objectives compare per GPU."""
     return Objective(objective).comparable(best_tokens_per_s, best_gpus, trial_gpus)
+
+
+# -- plan.prior_from ------------------------------------------------------------------------------------------------
+def setup(cfg: RootConfig) -> dict:
+    """What must match for one sweep's calibration to start another's: the cluster and the software stack."""
+    return {"cluster": cfg.cluster.name, "gpu": cfg.cluster.gpu, "backend": cfg.backend.name,
+            "precision": cfg.backend.precision}
+
+
+def prior_from(cfg: RootConfig, constants: Constants) -> Constants | Prior:
+    """The calibration's starting point: `constants` (the backend's, measured network applied), or with
+    plan.prior_from the calibration.json of that finished sweep, checked to be of the same setup."""
+    where = cfg.plan.prior_from
+    if not where:
+        return constants
+    path = Path(where)
+    path = path if path.suffix == ".json" else path / "calibration.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError("plan.prior_from", where, f"cannot read {path} ({exc.__class__.__name__}): point it at a "
+                          "finished sweep's folder, e.g. plan.prior_from=sweeps/NAME") from None
+    theirs, ours = data.get("setup") or {}, setup(cfg)
+    if theirs != ours:
+        raise ConfigError("plan.prior_from", where, f"that sweep ran on {_setup_text(theirs)}, this one on "
+                          f"{_setup_text(ours)}: a calibration carries over only on the same cluster and stack")
+    if not data.get("applied"):
+        raise ConfigError("plan.prior_from", where, f"its calibration was never applied ({data.get('note', '')}): "
+                          "start from the a-priori constants (plan.prior_from='') or from a sweep with more "
+                          "measured trials")
+    return Prior.from_json(data, constants, source=str(where))
+
+
+def _setup_text(s: dict) -> str:
+    if not s:
+        return "an unknown setup (no 'setup' in its calibration.json)"
+    return f"cluster {s.get('cluster')} ({s.get('gpu')}), backend {s.get('backend')}, precision {s.get('precision')}"

@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--ep", type=int, default=1, help="expert parallelism (ranks splitting the routed experts)")
     lay.add_argument("--etp", type=int, default=None, help="expert tensor parallelism (default: --tp, as Megatron)")
     lay.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    lay.add_argument("--recompute-every", type=int, default=1, metavar="K",
+                     help="with --recompute full: checkpoint 1/K of each model chunk's layers, the first "
+                          "layers/(pp*vpp*K) (Megatron's block method); default 1: every layer")
     lay.add_argument("--sequence-parallel", action="store_true")
     lay.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), default=0)
     lay.add_argument("--distributed-optimizer", action="store_true", help="shard optimizer state (= ZeRO-1)")
@@ -89,7 +92,7 @@ def validate(a: argparse.Namespace, world_size: int) -> str | None:
     if len(a.fault_if or ()) > len(a.fault or ()):
         return f"--fault-if is given {len(a.fault_if)} times but --fault {len(a.fault or ())}: pair each with a fault"
     positive = ("layers", "hidden", "heads", "seq_len", "vocab", "tp", "pp", "dp", "vpp", "mbs", "gbs",
-                "measure_iters")
+                "measure_iters", "recompute_every")
     for name in positive:
         if getattr(a, name) < 1:
             return f"--{name.replace('_', '-')} {getattr(a, name)} must be >= 1"
@@ -118,6 +121,11 @@ def validate(a: argparse.Namespace, world_size: int) -> str | None:
          f"--gbs {a.gbs} gives {micro} microbatches per pipeline, fewer than --pp {a.pp} (1F1B needs >= pp)"),
         (a.vpp > 1 and micro % a.pp,
          f"--gbs {a.gbs} gives {micro} microbatches, not a multiple of --pp {a.pp} (interleaved schedule)"),
+        (a.recompute_every > 1 and a.recompute != "full",
+         f"--recompute-every {a.recompute_every} needs --recompute full (it is {a.recompute})"),
+        ((a.layers // (a.pp * a.vpp)) % a.recompute_every,
+         f"--recompute-every {a.recompute_every} must divide the {a.layers // (a.pp * a.vpp)} layers of each model "
+         f"chunk (--layers / (--pp x --vpp))"),
     ]
     return next((message for bad, message in checks if bad), None) or validate_moe(a)
 

@@ -237,7 +237,7 @@ def count_params(cfg: GPTConfig) -> int:
     return cfg.layers * (attn + mlp + 2 * norm) + norm + emb + out
 
 
-def iteration_flops(cfg: GPTConfig, gbs: int, recompute: str) -> tuple[float, float]:
+def iteration_flops(cfg: GPTConfig, gbs: int, recompute: str, every: int = 1) -> tuple[float, float]:
     """(model FLOPs, hardware FLOPs) of one training iteration over the global batch.
 
     Model FLOPs: Korthikanti et al. 2022 eq. 7, 72*B*L*s*h^2*(1 + s/(6h) + V/(12*h*L)), generalised for GQA,
@@ -247,7 +247,7 @@ def iteration_flops(cfg: GPTConfig, gbs: int, recompute: str) -> tuple[float, fl
     i.e. 3x the forward GEMMs (backward = 2x forward). Hardware FLOPs add what recompute re-runs:
     full = one more forward of every layer (Narayanan et al. 2021 eq. 3: 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h))
     for MHA, f = 4h; the logits are not recomputed); selective = one more forward of the attention core
-    (QK^T and PV, 4*B*s^2*q per layer).
+    (QK^T and PV, 4*B*s^2*q per layer); full with `every` = k > 1 re-runs 1/k of the layers.
     MoE (Megatron's formula): the FFN term becomes (moe_ffn * topk + shared_ffn) * gamma; the router's h x E GEMM
     is not counted, as in Megatron.
     """
@@ -261,5 +261,5 @@ def iteration_flops(cfg: GPTConfig, gbs: int, recompute: str) -> tuple[float, fl
     layer_fwd = attn_fwd + core_fwd + mlp_fwd
     logits_fwd = 2 * b * s * h * v
     model = 3 * (layers * layer_fwd + logits_fwd)
-    extra = {"none": 0.0, "selective": layers * core_fwd, "full": layers * layer_fwd}[recompute]
+    extra = {"none": 0.0, "selective": layers * core_fwd, "full": layers * layer_fwd / every}[recompute]
     return float(model), float(model + extra)

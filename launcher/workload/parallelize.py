@@ -40,6 +40,8 @@ class Plan:
     recompute: str
     sequence_parallel: bool
     zero_stage: int
+    recompute_every: int = 1
+    """With recompute full: 1/k of each chunk's layers are checkpointed, the first ones (Megatron's block method)."""
     ep: int = 1
     """Expert parallelism (MoE models): ranks that split the routed experts."""
     etp: int = 1
@@ -111,7 +113,7 @@ def build_stage_models(cfg: GPTConfig, plan: Plan, mesh: DeviceMesh, seed: int, 
                             device=device, on_block=shard_block, experts=experts)
         if plan.tp > 1:
             apply_tp_ends(module, tp_mesh, sp)
-        apply_recompute(module, plan.recompute)
+        apply_recompute(module, plan.recompute, plan.recompute_every)
         if plan.zero_stage >= 2:
             apply_fsdp(module, mesh["dp"], reshard_after_forward=plan.zero_stage == 3)
         chunks.append((stage, module))
@@ -177,15 +179,18 @@ def apply_tp_ends(module: StageModel, tp_mesh: DeviceMesh, sp: bool) -> None:
             module.head.weight = nn.Parameter(distribute_tensor(module.head.weight.data, tp_mesh, [Shard(0)]))
 
 
-def apply_recompute(module: StageModel, mode: str) -> None:
-    """full: checkpoint every block (keep only its input); selective: checkpoint only the attention core."""
+def apply_recompute(module: StageModel, mode: str, every: int = 1) -> None:
+    """full: checkpoint every block (keep only its input), or with `every` = k > 1 the first 1/k of the chunk's
+    blocks (Megatron's block method: --recompute-method block --recompute-num-layers N); selective: checkpoint only
+    the attention core."""
     if mode == "selective":
         for block in module.layers.values():
             block.attn.recompute_core = True
     elif mode == "full":
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
 
-        for name in list(module.layers.keys()):
+        names = list(module.layers.keys())
+        for name in names[: len(names) // every]:
             module.layers[name] = checkpoint_wrapper(module.layers[name], checkpoint_impl=CheckpointImpl.NO_REENTRANT)
 
 

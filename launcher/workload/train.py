@@ -72,7 +72,8 @@ def loss_value(loss: torch.Tensor, scale: float) -> torch.Tensor:
 def plan_of(a: argparse.Namespace) -> Plan:
     """The layout that actually runs: sequence parallelism only with tp > 1, the distributed optimizer is ZeRO-1."""
     return Plan(tp=a.tp, pp=a.pp, dp=a.dp, vpp=a.vpp, microbatches=a.gbs // (a.mbs * a.dp),
-                recompute=a.recompute, sequence_parallel=a.sequence_parallel and a.tp > 1,
+                recompute=a.recompute, recompute_every=a.recompute_every,
+                sequence_parallel=a.sequence_parallel and a.tp > 1,
                 zero_stage=max(a.zero_stage, 1 if a.distributed_optimizer else 0),
                 ep=a.ep, etp=expert_tp(a))
 
@@ -272,7 +273,7 @@ def run(args: argparse.Namespace, started_s: float | None = None) -> dict:
 def summarize(trainer: Trainer, losses: list[float], times: list[float]) -> dict:
     a, plan, world = trainer.args, trainer.plan, dist.get_world_size()
     step_time_s = statistics.median(times)
-    model_flops, hw_flops = iteration_flops(trainer.cfg, a.gbs, plan.recompute)
+    model_flops, hw_flops = iteration_flops(trainer.cfg, a.gbs, plan.recompute, plan.recompute_every)
     # one world-wide sum of per-rank slots: [peak (all devices), reserved peak (GPU only)]
     peaks = torch.zeros(2, world, dtype=torch.float64, device=trainer.device)
     peaks[0, dist.get_rank()] = trainer.memory.peak_bytes() / GB
@@ -294,6 +295,7 @@ def summarize(trainer: Trainer, losses: list[float], times: list[float]) -> dict
         "config": {
             "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "vpp": plan.vpp, "mbs": a.mbs, "gbs": a.gbs,
             "microbatches": plan.microbatches, "recompute": plan.recompute,
+            "recompute_every": plan.recompute_every,
             "sequence_parallel": plan.sequence_parallel, "zero_stage": plan.zero_stage,
             "distributed_optimizer": a.distributed_optimizer, "precision": a.precision,
             "backend": trainer.backend, "device": trainer.device.type,

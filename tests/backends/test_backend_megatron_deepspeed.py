@@ -58,6 +58,7 @@ GPT3 = ModelConfig(name="gpt3-175b", layers=96, hidden=12288, heads=96, seq_len=
 VARIANTS = [
     dict(),
     dict(layout=mds_layout(pp=1, dp=8, recompute="full", sequence_parallel=False, zero_stage=3)),
+    dict(layout=mds_layout(pp=1, dp=8, recompute="full", recompute_every=4)),
     dict(layout=mds_layout(recompute="none"), precision="fp16", flash_attention=False),
     dict(model=GPT3, tokenizer_type="GPT2BPETokenizer", vocab_file="/d/vocab.json", merge_file="/d/merges.txt"),
     dict(model=GPT3, tokenizer_type="NullTokenizer", data_path="0.3 /d/a_text_document 0.7 /d/b_text_document"),
@@ -98,6 +99,14 @@ def test_one_stage_disables_deepspeed_pipeline_and_full_recompute_is_uniform_one
     argv = render(layout=mds_layout(pp=1, dp=8, recompute="full")).program_argv
     assert "--no-pipeline-parallel" in argv
     assert " ".join(argv).count("--recompute-granularity full --recompute-method uniform --recompute-num-layers 1") == 1
+
+
+def test_recompute_of_every_kth_layer_is_the_block_method_without_a_pipeline_and_refused_with_one():
+    argv = render(layout=mds_layout(pp=1, dp=8, recompute="full", recompute_every=4)).program_argv
+    assert "--recompute-granularity full --recompute-method block --recompute-num-layers 20" in " ".join(argv)
+    with pytest.raises(ConfigError) as err:
+        render(layout=mds_layout(recompute="full", recompute_every=4))
+    assert err.value.field == "layout.mds_recompute_every"
 
 
 @pytest.mark.parametrize("layout, precision, stage, accumulation", [

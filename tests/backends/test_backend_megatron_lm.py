@@ -55,6 +55,8 @@ VARIANTS = [
     dict(model=GPT3, data_path="/d/gpt_text_document", tokenizer_type="GPT2BPETokenizer", vocab_file="/d/v.json",
          merge_file="/d/m.txt"),
     dict(tokenizer_type="Llama2Tokenizer", tokenizer_model="/d/tokenizer.model", data_path="/d/llama_text_document"),
+    dict(precision="fp8"),
+    dict(layout=golden_layout(recompute="full", recompute_every=5)),
 ]
 
 
@@ -113,6 +115,23 @@ def test_settings_upstream_cannot_run_are_config_errors(changes, layout, field):
     with pytest.raises(ConfigError) as err:
         render(layout=layout, **changes)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("vpp, every, layers", [(1, 2, 10), (2, 2, 5), (2, 5, 2), (1, 20, 1)])
+def test_recompute_of_every_kth_layer_is_the_block_method_per_model_chunk(vpp, every, layers):
+    # llama2-70b: 80 layers over pp 4 (x vpp): 20 (10) layers per chunk, 1/k of them checkpointed
+    argv = render(layout=golden_layout(vpp=vpp, recompute="full", recompute_every=every)).program_argv
+    assert (f"--recompute-granularity full --recompute-method block --recompute-num-layers {layers}"
+            in " ".join(argv))
+    assert "--recompute-method uniform --recompute-num-layers 1" in " ".join(
+        render(layout=golden_layout(recompute="full")).program_argv)
+
+
+def test_fp8_is_transformer_engine_delayed_scaling_over_bf16():
+    argv = render(precision="fp8").program_argv
+    joined = " ".join(argv)
+    assert "--bf16 --fp8-format hybrid --fp8-amax-history-len 1024 --fp8-amax-compute-algo max" in joined
+    assert "--fp8-format" not in render(precision="bf16").program_argv
 
 
 def test_cuda_connection_limit_is_always_set():

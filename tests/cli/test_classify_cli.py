@@ -5,7 +5,8 @@ import os
 import subprocess
 import sys
 
-from log_fixtures import ROOT
+import pytest
+from log_fixtures import CORPUS_FILES, ROOT
 
 from analysis.classify.__main__ import JSON_KEYS, main
 
@@ -58,3 +59,93 @@ def test_json_is_one_strict_object_per_log(tmp_path, capsys):
 def test_an_unreadable_file_among_others_still_reports_the_others(tmp_path, capsys):
     assert main([str(tmp_path / "nope.log"), str(ROOT / "megatron-logs/mds_oom_1.log")]) == 2
     assert "mds_oom_1.log: oom" in capsys.readouterr().out
+
+
+JOBS = ROOT / "jobs"
+LOCAL_OOM, SLURM_OOM = JOBS / "local-tiny-mbs64-oom", JOBS / "slurm-tiny-mbs64-oom"
+SLURM_2NODE = JOBS / "slurm-2node-tiny-mbs64-oom"
+ALLOCATOR = "DefaultCPUAllocator: can't allocate memory"
+
+
+def verdicts(capsys, *args: str) -> tuple[list[str], list[dict]]:
+    """(kind per verdict in text, JSON objects) of the same arguments."""
+    assert main([*args]) == 0
+    text = capsys.readouterr().out
+    kinds = [line.rsplit(": ", 1)[1] for line in text.splitlines() if not line.startswith(" ")]
+    assert main([*args, "--json"]) == 0
+    return kinds, [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_a_job_folder_is_judged_as_one_trial_from_its_out_and_err(capsys):
+    # The tiny sweep's mbs-64 trial (a real CPU-allocator OOM): its .out alone has nothing to judge, its .err the
+    # allocator line of every rank and, at its end, the wrappers' tracebacks.
+    for folder, err in ((LOCAL_OOM, "8556_0_log.err"), (SLURM_OOM, "109_0_log.err"), (SLURM_2NODE, "113_0_log.err")):
+        kinds, rows = verdicts(capsys, str(folder))
+        assert kinds == ["oom"] and [row["kind"] for row in rows] == ["oom"]
+        first = rows[0]["evidence_lines"][0]
+        assert first["file"] == err and ALLOCATOR in first["text"]
+        assert (folder / err).read_text().splitlines()[first["line"] - 1].strip() == first["text"]
+        assert main([str(folder)]) == 0
+        out = capsys.readouterr().out
+        assert f"evidence: {err} line {first['line']}: " in out and "(exit code 1, from the keeper's record)" in out
+
+
+def test_a_task_log_alone_names_the_logs_it_was_not_judged_with(capsys, tmp_path):
+    # The .out alone has nothing to judge (unknown): the text says where the cause may be, the kind stays the same.
+    kinds, rows = verdicts(capsys, str(LOCAL_OOM / "8556_0_log.out"))
+    assert kinds == ["unknown"] and rows[0]["kind"] == "unknown"
+    assert main([str(LOCAL_OOM / "8556_0_log.out")]) == 0
+    assert f"note:     one of its job's task logs; 8556_0_log.err not read: `python -m analysis.classify {LOCAL_OOM}`" \
+        in capsys.readouterr().out
+    alone = tmp_path / "8556_0_log.out"
+    alone.write_bytes((LOCAL_OOM / "8556_0_log.out").read_bytes())
+    (tmp_path / "8556_0_log.err").write_text("")  # an empty sibling holds nothing to read
+    assert main([str(alone)]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["local-tiny-mbs64-oom/8556_0_log.out", "local-tiny-mbs64-oom/8556_0_log.err",
+                                  "local-tiny-mbs64-oom", "slurm-tiny-mbs64-oom", "slurm-2node-tiny-mbs64-oom"])
+def test_text_and_json_give_the_same_kind(capsys, name):
+    kinds, rows = verdicts(capsys, str(JOBS / name))
+    assert kinds == [row["kind"] for row in rows]
+
+
+def test_text_and_json_give_the_same_kind_across_the_corpus(capsys):
+    logs = [str(ROOT / path) for path in CORPUS_FILES[::7]]
+    kinds, rows = verdicts(capsys, *logs)
+    assert len(kinds) == len(logs) and kinds == [row["kind"] for row in rows]
+
+
+def test_every_task_of_a_two_node_job_is_read_in_the_sweeps_order(capsys):
+    assert main([str(SLURM_2NODE)]) == 0
+    assert "read:     113_0_log.out, 113_1_log.out, 113_0_log.err, 113_1_log.err (exit code 1" in capsys.readouterr().out
+
+
+def test_the_keepers_exit_code_is_used_unless_one_is_given(tmp_path, capsys):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "7_0_log.out").write_text("[parasweep] init done in 1.0 s\n")
+    (folder / "7_0_log.err").write_text("W warning: nothing fatal here\n")
+    keeper = json.loads((LOCAL_OOM / "8556_0_keeper.json").read_text())
+    (folder / "7_0_keeper.json").write_text(json.dumps({**keeper, "stopped": {**keeper["stopped"], "exit_code": 3}}))
+    assert main([str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["reason"].startswith("crashed (exit code 3)")
+    assert main([str(folder), "--json", "--exit-code", "0"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "unknown"  # finished, no metrics
+    (folder / "7_0_keeper.json").write_text(json.dumps({**keeper, "stopped": {"why": "time_limit"}}))
+    assert main([str(folder), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "time_limit"
+
+
+def test_a_folder_with_two_jobs_gives_two_verdicts_and_one_without_logs_is_an_error(tmp_path, capsys):
+    for job in ("11", "12"):
+        (tmp_path / f"{job}_0_log.err").write_text((LOCAL_OOM / "8556_0_log.err").read_text())
+    assert main([str(tmp_path)]) == 0
+    heads = [line for line in capsys.readouterr().out.splitlines() if not line.startswith(" ")]
+    assert heads == [f"{tmp_path} (job 11): oom", f"{tmp_path} (job 12): oom"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run(str(empty))
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: cannot read {empty}: no task logs " \
+                                                          "(<job>_<task>_log.out / .err) in this folder"

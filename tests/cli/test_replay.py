@@ -12,8 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from launcher.core.layout import Layout
+from launcher.core.states import TrialState
 from launcher.measured import TableError, format_table, read_rows, read_table, table_row
-from launcher.replay import JSON_KEYS, STRATEGIES, Costs, main, replay_sweep, totals
+from launcher.replay import JSON_KEYS, STRATEGIES, Costs, main, megatron_startup_s, replay_sweep, steady_iters, totals
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "replay"
@@ -44,8 +46,16 @@ def test_costs_add_up(strategy, table):
         by_key = {f"line {r.line}: {r.request.layout.label()}": r for r in sweep.rows}
         spent = 0.0
         for step in result.steps:
-            spent += costs.gpu_hours(by_key[step.key], stopped_early=step.state == "stopped_early")
+            row = by_key[step.key]
+            spent += costs.gpu_hours(row, measured_iters=step.measured_iters)
             assert step.gpu_hours == pytest.approx(spent)
+            if step.state == "stopped_early":
+                assert step.measured_iters == costs.min_measured_iters
+            elif row.state == "oom":
+                assert step.measured_iters == 0
+            else:   # ok: in full, or fewer once steady (adaptive and oracle only)
+                assert step.measured_iters <= costs.measure_iters
+                assert step.measured_iters == costs.measure_iters or strategy in ("adaptive", "oracle")
         assert result.gpu_hours == pytest.approx(spent)
         assert result.trials_run == len(result.steps) == len({s.key for s in result.steps})
         assert result.exhaustive_gpu_hours == pytest.approx(sum(costs.gpu_hours(r) for r in sweep.rows))
@@ -81,6 +91,20 @@ def test_oom_costs_the_startup_and_early_stop_fewer_iterations():
     assert costs.gpu_hours(oom) == pytest.approx(100 / 3600)
     assert costs.gpu_hours(ok) == pytest.approx((100 + 8 * ok.step_time_s) / 3600)
     assert costs.gpu_hours(ok, stopped_early=True) == pytest.approx((100 + 5 * ok.step_time_s) / 3600)
+
+
+def test_startup_grows_with_the_nodes_and_steady_trials_measure_fewer_iterations():
+    assert megatron_startup_s(1) == 120.0 and megatron_startup_s(64) == pytest.approx(150.0)
+    assert megatron_startup_s(8) < megatron_startup_s(16) < megatron_startup_s(64)
+    # 1 % noise per iteration: 4 iterations pin the mean to 2 % (t(3) x 1 % / 2 = 1.6 %); 3 do not (2.5 %)
+    assert steady_iters(0.01, 0.02, 2, 10) == 4
+    assert steady_iters(0.002, 0.02, 2, 10) == 3          # very steady: the minimum (never fewer than 3)
+    assert steady_iters(0.10, 0.02, 2, 10) == 10          # too noisy: every measured iteration
+    costs = Costs(startup_s=60, warmup_iters=5, measure_iters=10, iteration_cv=0.01)
+    assert costs.measured_iters(TrialState.OK, 0.02, steady=True) == 4
+    assert costs.measured_iters(TrialState.OK, 0.02) == 10
+    assert costs.measured_iters(TrialState.STOPPED_EARLY) == costs.min_measured_iters
+    assert costs.measured_iters(TrialState.OOM) == 0
 
 
 def test_max_trials_caps_the_replay():
@@ -131,8 +155,8 @@ def test_export_round_trip():
 
     model = ModelConfig(name="tiny", layers=4, hidden=256, heads=4, seq_len=128, vocab=1024)
     cluster = load_cluster_preset("local-cpu")
-    layout = {"gpus": 4, "nodes": 1, "tp": 2, "pp": 1, "dp": 2, "cp": 1, "vpp": 1, "ep": 1, "etp": 1, "mbs": 2,
-              "gbs": 8, "recompute": "full", "sequence_parallel": True, "zero_stage": 1, "distributed_optimizer": False}
+    layout = {"gpus": 4, "nodes": 1, "tp": 2, "pp": 1, "dp": 2, "cp": 1, "vpp": 1, "mbs": 2, "gbs": 8, "recompute": "full",
+              "sequence_parallel": True, "zero_stage": 1, "distributed_optimizer": False}
     rows = [table_row("s", model, cluster, "torch", "fp32", True, layout, "ok", {"step_time_s": 0.5,
                                                                               "peak_mem_gb": 0.1}),
             table_row("s", model, cluster, "torch", "fp32", True, layout, "oom", {}),
@@ -140,7 +164,7 @@ def test_export_round_trip():
     assert rows[2] is None
     (sweep,) = read_rows(format_table([r for r in rows if r], ["SOURCE: test"]).splitlines())
     first, second = sweep.rows
-    assert first.request.layout.to_dict() == layout and first.request.backend == "torch"
+    assert first.request.layout == Layout.from_dict(layout) and first.request.backend == "torch"
     assert (first.state, first.step_time_s, first.peak_mem_gb, second.state) == ("ok", 0.5, 0.1, "oom")
     assert first.request.flash_attention is True and first.request.precision == "fp32"
 

@@ -86,6 +86,44 @@ def test_mlflow_has_one_parent_and_one_child_per_trial(tiny_sweep):
     assert len(best) == 1
 
 
+ALLOCATOR = "DefaultCPUAllocator: can't allocate memory"
+
+
+def assert_oom_judged_from_the_allocator_line(work: Path, uri: str) -> None:
+    """One trial, one judgement (analysis/logs/joblog.py): the mbs-64 trial's evidence is the allocator line of its
+    .err in the ledger, the report's failure section and MLflow, never the wrappers' tracebacks at the .err's end;
+    `python -m analysis.classify` on its job folder says oom as text and as JSON."""
+    oom = next(r for r in ledger_rows(work) if r["state"] == "oom")
+    evidence = json.loads(oom["evidence"])[0]
+    assert evidence["file"].endswith("_log.err") and ALLOCATOR in evidence["text"]
+    job_dir = work / oom["job_dir"]
+    assert (job_dir / evidence["file"]).read_text().splitlines()[evidence["line"] - 1].strip() == evidence["text"]
+
+    report = (work / "sweeps" / "tiny" / "report.html").read_text()
+    section = report[report.index(f"<b>{oom['config_hash']}</b>"):]
+    section = section[:section.index("</pre>")]
+    marked = section[section.index("<mark>") + 6:section.index("</mark>")]
+    assert "can&#x27;t allocate memory" in marked and "lines around the evidence in" in section
+    assert "trial script" not in marked and "ChildFailedError" not in marked
+
+    child = next(c for c in child_runs(uri) if c.data.tags["parasweep.config_hash"] == oom["config_hash"])
+    assert ALLOCATOR in child.data.tags["failure_evidence"]
+    assert child.data.tags["failure_evidence"].startswith(f"{evidence['file']}:{evidence['line']}: ")
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for extra in ((), ("--json",)):
+        proc = subprocess.run([sys.executable, "-m", "analysis.classify", str(job_dir), *extra], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        kind = json.loads(proc.stdout)["kind"] if extra else proc.stdout.splitlines()[0].rsplit(": ", 1)[1]
+        assert kind == "oom", proc.stdout
+
+
+def test_the_oom_trial_shows_the_allocator_line_everywhere(tiny_sweep):
+    work, _ = tiny_sweep
+    assert_oom_judged_from_the_allocator_line(work, f"sqlite:///{work / 'mlflow.db'}")
+
+
 def test_rerun_resumes_without_rerunning_anything(tiny_sweep):
     work, _ = tiny_sweep
     before = ledger_rows(work)

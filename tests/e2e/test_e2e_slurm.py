@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, run_launcher
-from test_e2e_local import SMALL, child_runs, ledger_events, ledger_rows
+from test_e2e_local import SMALL, assert_oom_judged_from_the_allocator_line, child_runs, ledger_events, ledger_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
@@ -74,6 +74,8 @@ def test_tiny_sweep_on_slurm_matches_the_local_record(slurm_env, tiny_sweep, tmp
     parent = parent_run(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert parent.data.metrics["network_inter_node_gbytes_per_s"] == pytest.approx(
         probe["summary"]["inter_node_gbytes_per_s"])
+    # The OOM trial's SLURM job folder (jobs/<array job>_<task>/) is judged like the local one.
+    assert_oom_judged_from_the_allocator_line(tmp_path, f"sqlite:///{tmp_path / 'mlflow.db'}")
 
 
 def _single_process_losses(layout: dict, tmp_path: Path) -> list[float]:

@@ -40,6 +40,19 @@ def test_judge_reads_the_logs_and_keeps_where_it_ran(load, tmp_path):
     assert changes["log_paths"] == [str(log)] and changes["excluded_nodes"] == []
 
 
+def test_judge_reads_the_out_and_err_together_and_records_the_evidence_in_its_file(load, tmp_path):
+    cfg = load("+sweep=tiny")
+    out, err = tmp_path / "5_0_log.out", tmp_path / "5_0_log.err"
+    out.write_text("submitit INFO (2026) - Starting\nsubmitit ERROR (2026) - Submitted job triggered an exception\n")
+    line = "[rank0]: RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 8 bytes"
+    err.write_text(f"warmup\n{line}\nRuntimeError: trial script launch.sh exited with code 1\n")
+    record = TrialRecord("h", 0, {**LAYOUT, "gpus": 4, "nodes": 1}, PREDICTED)
+    changes = judge(cfg, record, [out, err], job_state="FAILED", exit_code=1)
+    assert changes["failure_kind"] == "oom"
+    assert changes["evidence"] == [{"file": "5_0_log.err", "line": 2, "text": line}]
+    assert judge(cfg, record, [tmp_path / "missing.out"], job_state="FAILED", exit_code=1)["evidence"] == []
+
+
 def test_an_unexpected_judging_error_marks_the_trial_unknown_and_warns(load, tmp_path, monkeypatch, capsys):
     import analysis.logs.judge
 

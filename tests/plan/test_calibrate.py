@@ -7,6 +7,7 @@ import random
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -160,3 +161,39 @@ def test_a_calibration_is_recorded_as_plain_json():
     data = json.loads(json.dumps(fit.to_json()))
     assert data["applied"] and data["constants"]["gemm_eff_max"] == fit.constants.gemm_eff_max
     assert set(data["parameters"]) == {p.name for p in cal.PARAMETERS}
+
+
+def test_a_prior_sets_where_the_fit_starts_and_how_far_each_constant_may_move():
+    obs = observations(truth(), list(range(6)))
+    free = cal.calibrate(obs, DEFAULT)
+    pinned = cal.calibrate(obs, cal.Prior(DEFAULT, {p.name: 1e-4 for p in cal.STEP_PARAMETERS}))
+    assert pinned.applied and all(abs(math.log(v)) < 1e-3 for k, v in pinned.parameters.items()
+                                  if k in {p.name for p in cal.STEP_PARAMETERS})
+    assert abs(math.log(free.parameters["compute"])) > 0.05
+    assert cal.calibrate(obs, cal.Prior.of(DEFAULT)).to_json() == free.to_json()      # Constants == Prior.of(them)
+    # before the minimum of trials, the prior's own model error is what the predictions carry
+    early = cal.calibrate(obs[:2], cal.Prior(truth(), residual_sd=0.03))
+    assert not early.applied and early.constants == truth() and early.residual_sd == 0.03
+
+
+def test_a_finished_calibration_transfers_with_floors_on_its_certainty():
+    fit = cal.calibrate(observations(truth(), list(range(30))), DEFAULT)
+    prior = cal.Prior.from_json(fit.to_json(), DEFAULT, source="sweeps/small")
+    assert prior.constants == fit.constants and prior.source == "sweeps/small"
+    by_name = {p.name: p for p in cal.PARAMETERS}
+    for name, sd in prior.parameter_sd.items():        # never surer than TRANSFER_SD, never looser than a priori
+        assert cal.TRANSFER_SD <= sd <= by_name[name].prior_sd
+    assert prior.sd(by_name["compute"]) == cal.TRANSFER_SD       # pinned by 30 trials: floored
+    assert prior.residual_sd >= cal.MODEL_ERROR_SD
+    # a sweep started from it needs no trials to predict like the finished one
+    table = cal.FeatureTable(FEATURES[30:])
+    early = cal.calibrate([], prior)
+    assert np.allclose(early.predict(table).step_time_s, fit.predict(table).step_time_s)
+
+
+def test_starting_from_an_earlier_fit_finds_the_same_constants():
+    obs = observations(truth(), list(range(12)))
+    cold = cal.calibrate(obs, DEFAULT)
+    warm = cal.calibrate(obs, DEFAULT, start=cal.calibrate(obs[:8], DEFAULT))
+    table = cal.FeatureTable(FEATURES[12:])
+    assert np.allclose(warm.predict(table).step_time_s, cold.predict(table).step_time_s, rtol=1e-3)

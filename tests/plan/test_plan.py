@@ -18,7 +18,7 @@ def test_70b_plan_is_ranked_pruned_and_budgeted(load):
     n_explore = sum(t.selection == "exploration" for t in plan.trials)
     assert n_explore == round(cfg.plan.max_trials * cfg.plan.exploration_share)
     for t in plan.trials:
-        assert t.estimate.peak_mem_gb <= (cfg.plan.mem_safety_margin + cfg.plan.keep_borderline) * 80
+        assert t.estimate.peak_mem_gb <= (cfg.plan.mem_safety_margin + cfg.plan.keep_borderline) * cfg.cluster.gpu_mem_gb
         assert t.layout.tp * t.layout.pp * t.layout.dp == t.layout.gpus
     assert plan.pruned_counts()["predicted_oom"] > 0 and plan.pruned_counts()["budget"] > 0
     assert plan.gpu_hours > 0 and plan.n_points == 1296
@@ -34,16 +34,19 @@ def test_exploration_picks_are_outside_the_predicted_top(load):
 
 def test_safety_margin_prunes_more_when_tighter(load):
     loose = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0"))
-    tight = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0",
-                           "plan.mem_safety_margin=0.6"))
+    tight_cfg = load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0",
+                     "plan.mem_safety_margin=0.6")
+    tight = make_plan(tight_cfg)
     assert len(tight.trials) < len(loose.trials)
-    assert all(t.estimate.peak_mem_gb <= 0.6 * 80 for t in tight.trials)
+    assert all(t.estimate.peak_mem_gb <= 0.6 * tight_cfg.cluster.gpu_mem_gb for t in tight.trials)
 
 
 def test_borderline_configs_can_be_kept(load):
-    plan = make_plan(load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0.1"))
+    cfg = load("+sweep=70b", "dry_run=true", "plan.max_trials=0", "plan.keep_borderline=0.1")
+    plan = make_plan(cfg)
     borderline = [t for t in plan.trials if t.selection == "borderline"]
-    assert borderline and all(0.9 * 80 < t.estimate.peak_mem_gb <= 1.0 * 80 for t in borderline)
+    capacity_gb = cfg.cluster.gpu_mem_gb
+    assert borderline and all(0.9 * capacity_gb < t.estimate.peak_mem_gb <= capacity_gb for t in borderline)
 
 
 def test_grid_with_nothing_valid_names_the_constraint(load):
@@ -163,3 +166,46 @@ def test_plan_honours_backend_flash_attention(load):
     assert common and all(without[k] > with_flash[k] for k in common)
     assert plan.pruned_counts()["predicted_oom"] > make_plan(load("+sweep=70b", "dry_run=true")).pruned_counts()[
         "predicted_oom"]
+
+
+def test_the_dry_run_shows_each_prediction_with_its_interval(load, capsys):
+    """Beside a predicted peak and step time, the 90 % interval of the estimator's out-of-sample error for the
+    configured backend's stack (launcher/plan/spread.json), and a line saying whose residuals it comes from."""
+    from launcher.plan import spread
+    from launcher.plan.inputs import stack_of
+    from launcher.plan.table import print_plan
+
+    cfg = load("+sweep=70b", "dry_run=true")
+    plan = make_plan(cfg)
+    print_plan(cfg, plan, Reporter.for_streams())
+    out = capsys.readouterr().out
+    stack = stack_of(cfg.backend)
+    best = plan.trials[0].estimate
+    step_lo, step_hi = spread.interval("step_time", best.step_time_s, stack, 0.05, 0.95)
+    mem_lo, mem_hi = spread.interval("peak_mem", best.peak_mem_gb, stack, 0.05, 0.95)
+    assert step_lo < best.step_time_s < step_hi and mem_lo < best.peak_mem_gb < mem_hi
+    first_row = next(line for line in out.splitlines() if plan.trials[0].layout.label() in line)
+    assert f"{best.step_time_s:.3g} ({step_lo:.0f}–{step_hi:.0f})" in first_row
+    assert f"{best.peak_mem_gb:.1f} ({mem_lo:.0f}–{mem_hi:.0f})" in first_row
+    assert "90 % interval" in out and f"{spread.basis('step_time', stack)[1]} {stack} rows" in out
+
+
+def test_an_interval_falls_back_to_all_sources_for_a_stack_with_few_rows():
+    from launcher.plan import spread
+    from launcher.plan.table import interval_note, with_interval
+
+    few = next(name for name, s in spread.load_spread()["peak_mem"]["per_stack"].items() if s["n"] < spread.MIN_ROWS)
+    assert spread.basis("peak_mem", few) == ("all", spread.load_spread()["peak_mem"]["all"]["n"])
+    assert "peak memory from all" in interval_note(few) and f"({few} has fewer than" in interval_note(few)
+    lo, hi = spread.interval("peak_mem", 0.5, few)
+    assert with_interval("peak_mem", 0.5, few) == f"0.5 ({lo:.2g}–{hi:.2g})"
+
+
+def test_without_spread_data_the_table_shows_bare_predictions(monkeypatch):
+    from launcher.plan import spread
+    from launcher.plan.table import interval_note, with_interval
+
+    monkeypatch.setattr(spread, "load_spread", lambda path=spread.SPREAD_FILE: {})
+    assert with_interval("peak_mem", 76.44, "megatron_lm") == "76.4"
+    assert with_interval("step_time", 0.2014, "megatron_lm") == "0.201"
+    assert interval_note("megatron_lm") == ""

@@ -56,6 +56,12 @@ REJECTIONS = [
     ({}, dict(zero_stage=4), "zero_stage", "zero_stage (4) must be one of 0, 1, 2, 3"),
     ({}, dict(zero_stage=1, distributed_optimizer=True), "distopt_zero", "pick one"),
     ({}, dict(recompute="partial"), "recompute", "recompute ('partial') must be one of none, selective, full"),
+    ({}, dict(recompute_every=2), "recompute_every_full", "recompute_every (2) with recompute=selective"),
+    ({}, dict(recompute="full", recompute_every=5), "recompute_every_layers",
+     "recompute_every (5) does not divide the 24 layers of each model chunk"),
+    ({}, dict(tp=2, pp=4, dp=2, vpp=3, recompute="full", recompute_every=8), "recompute_every_layers",
+     "does not divide the 4 layers of each model chunk (layers/(pp*vpp) = 48/(4*3))"),
+    ({}, dict(recompute_every=0), "positive", "recompute_every=0"),
     (dict(max_position=1024), {}, "max_position", "max_position (1024) < seq_len (2048)"),
     (dict(hidden=8200), {}, "hidden_heads", "hidden (8200) not divisible by heads (64)"),
     ({}, dict(ep=2), "ep_dense", "ep (2) splits experts, but the model is dense"),
@@ -91,6 +97,19 @@ def test_tp_across_nodes_only_when_allowed():
     mha = dict(kv_heads=64)
     assert codes(run(mha, tp=16, pp=1, dp=1).reasons) == {"tp_node"}
     assert run(mha, tp=16, pp=1, dp=1, allow_tp_across_nodes=True).ok
+
+
+def test_recompute_every_kth_layer_needs_full_recompute_and_a_divisor_of_the_chunk():
+    # 48 layers over pp 2: 24 per stage; k = 2, 3, 4, 6, 8, 12, 24 divide it
+    assert all(run(recompute="full", recompute_every=k).ok for k in (1, 2, 3, 24))
+    assert not run(recompute="full", recompute_every=48).ok
+    # Megatron-DeepSpeed: DeepSpeed's pipeline engine has no block method; without a pipeline it runs
+    lay = dict(recompute="full", recompute_every=2)
+    mds = check(ModelConfig(**MODEL), CLUSTER, Layout(**{**LAYOUT, **lay}), backend="megatron_deepspeed")
+    assert codes(mds.reasons) == {"mds_recompute_every"}
+    flat = check(ModelConfig(**MODEL), CLUSTER, Layout(**{**LAYOUT, **lay, "pp": 1, "dp": 4}),
+                 backend="megatron_deepspeed")
+    assert flat.ok
 
 
 def test_zero_2_allowed_without_pipeline_and_zero_1_with_it():
@@ -149,6 +168,7 @@ SMALL = st.sampled_from([1, 2, 3, 4, 8])
 LAYOUTS = st.builds(Layout, gpus=st.sampled_from([1, 2, 4, 8, 16, 32]), nodes=st.sampled_from([1, 2, 4]),
                     tp=SMALL, pp=SMALL, dp=SMALL, vpp=st.sampled_from([1, 2, 3]), mbs=st.sampled_from([1, 2, 4]),
                     gbs=st.sampled_from([4, 8, 12, 16, 64]), recompute=st.sampled_from(RECOMPUTE_MODES),
+                    recompute_every=st.sampled_from([1, 1, 2, 3]),
                     sequence_parallel=st.booleans(), zero_stage=st.sampled_from([0, 1, 2, 3]),
                     distributed_optimizer=st.booleans(), ep=st.sampled_from([1, 1, 2, 4]),
                     etp=st.sampled_from([1, 1, 2]))
@@ -259,7 +279,8 @@ def test_the_cluster_size_limits_the_nodes():
 # The rules the workload's validate() enforces itself (launcher/workload/__main__.py); the rest (cluster shape,
 # DeepSpeed/Megatron specifics, warnings) are the planner's and the launch script's to enforce.
 WORKLOAD_ENFORCES = {"world", "heads_tp", "kv_heads_tp", "ffn_tp", "layers_pp", "hidden_heads", "gbs_divisible",
-                     "layers_vpp", "vpp_pp", "vpp_microbatches", "pp_microbatches", "cp_sp_seq", "vocab_tp"}
+                     "layers_vpp", "vpp_pp", "vpp_microbatches", "pp_microbatches", "cp_sp_seq", "vocab_tp",
+                     "recompute_every_full", "recompute_every_layers"}
 TINY_SHAPES = st.builds(lambda layers, heads, kv, ffn, seq, vocab: ModelConfig(
     name="t", layers=layers, hidden=64 * heads, heads=heads, kv_heads=kv, ffn_hidden=ffn, seq_len=seq, vocab=vocab),
     st.sampled_from([2, 3, 4, 6, 8]), st.sampled_from([4, 8]), st.sampled_from([2, 4]),

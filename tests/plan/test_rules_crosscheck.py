@@ -475,6 +475,11 @@ NOT_MEGATRON = {
     "zero_stage": "layout vocabulary: a value outside 0-3 (launcher/layout.py choices)",
     "etp_dense": "layout vocabulary: a dense model has no expert to split over etp; Megatron builds the (unused) "
                  "expert groups and runs the dense model, which the trial would then mislabel",
+    "recompute_every_full": "layout vocabulary: recompute_every > 1 is a kind of full recompute; with selective the "
+                            "backend renders selective recompute, which Megatron runs, but not as labelled",
+    "recompute_every_layers": "layout vocabulary: a k that does not divide the chunk's layers would run "
+                              "floor(layers/k) block-recomputed layers (0 when k exceeds them), which Megatron "
+                              "accepts, but not as labelled (1/k of the layers)",
 }
 
 
@@ -515,8 +520,9 @@ def layouts(draw, gpus_per_node: int, *, cp_choices=(1, 1, 2, 4), vpp_choices=(1
     gbs = mbs * dp * draw(st.sampled_from([1, 2, 3, 4, 8, 9, 16])) + draw(st.sampled_from([0, 0, 0, 1]))
     return Layout(gpus=gpus, nodes=-(-gpus // gpus_per_node), tp=tp, pp=pp, dp=dp, cp=cp,
                   vpp=draw(st.sampled_from(vpp_choices)), mbs=mbs, gbs=gbs,
-                  recompute=draw(st.sampled_from(RECOMPUTE_MODES)), sequence_parallel=draw(st.booleans()),
-                  zero_stage=draw(st.sampled_from([0, 1])), distributed_optimizer=draw(st.booleans()))
+                  recompute=draw(st.sampled_from(RECOMPUTE_MODES)), recompute_every=draw(st.sampled_from([1, 1, 2, 3])),
+                  sequence_parallel=draw(st.booleans()), zero_stage=draw(st.sampled_from([0, 1])),
+                  distributed_optimizer=draw(st.booleans()))
 
 
 GPUS_PER_NODE = 8

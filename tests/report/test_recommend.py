@@ -17,6 +17,7 @@ from analysis.report.recommend import (
     recommend,
     split_overrides,
 )
+from launcher.core.layout import Layout
 
 FACTS = SweepFacts(capacity_gb=80.0, gpus_per_node=8, command="python -m launcher +sweep=tiny",
                    includes=({"gpus": 4, "tp": 1, "pp": 1, "mbs": 64, "gbs": 256},),
@@ -75,7 +76,7 @@ def test_the_proposed_command_composes_and_adds_the_layout_to_the_same_sweep(loa
     cfg = load(*argv[3:])
     assert cfg.sweep.name == "tiny" and not cfg.sweep.fresh
     layouts = [lay.to_dict() for lay in expand(cfg.grid, cfg.cluster)]
-    assert layout(dp=2, mbs=8, gbs=16) in layouts                    # the proposal
+    assert Layout.from_dict(layout(dp=2, mbs=8, gbs=16)).to_dict() in layouts   # the proposal
     assert any(lay["mbs"] == 64 and lay["gbs"] == 256 for lay in layouts)  # earlier includes are kept
 
 

@@ -56,6 +56,25 @@ def test_best_excerpt_picks_the_file_holding_the_quoted_line(tmp_path):
     assert read_tail(tmp_path / "missing.log") is None
 
 
+def test_best_excerpt_centres_on_the_recorded_evidence_not_the_wrapper_traceback_at_the_end(tmp_path):
+    # A job's .err ends with the wrappers' tracebacks, and a reason cut at both ends ("...ce fail at ...") quotes
+    # no whole line: the excerpt is found from the evidence the judge recorded, in the file it names.
+    out, err = tmp_path / "1_0_log.out", tmp_path / "1_0_log.err"
+    out.write_text("submitit ERROR (2026) - Submitted job triggered an exception\n")
+    wrappers = ["Traceback (most recent call last):", '  File "submitit/core/submission.py", line 55',
+                "RuntimeError: trial script launch.sh exited with code 1"]
+    err.write_text("\n".join([f"frame {i}" for i in range(40)] + [OOM] + [f"teardown {i}" for i in range(40)]
+                             + wrappers) + "\n")
+    t = {**trial("a", "oom", "oom", "out of memory (host): ...ce fail at alloc_cpu.cpp:127] err == 0. Defau...",
+                 [str(out), str(err)]),
+         "evidence": [{"file": "1_0_log.err", "line": 41, "text": OOM}]}
+    excerpt = best_excerpt(t, lambda p: read_tail(Path(p)))
+    assert excerpt.source == "1_0_log.err" and excerpt.lines[excerpt.marked] == OOM
+    assert not any("trial script" in line for line in excerpt.lines)
+    old = {**t, "evidence": []}  # a ledger from before evidence was recorded: the reason's quote, cut ends dropped
+    assert best_excerpt(old, lambda p: read_tail(Path(p))).lines[excerpt.marked] == OOM
+
+
 def test_read_tail_keeps_the_end_of_a_long_log(tmp_path):
     path = tmp_path / "big.log"
     path.write_text("x" * 5000 + "\nTHE END\n")

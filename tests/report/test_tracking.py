@@ -2,7 +2,7 @@
 
 import pytest
 
-from analysis.report.tracking import Tracker, TrackingUnavailable, runs_table_url, trial_metrics
+from analysis.report.tracking import Tracker, TrackingUnavailable, runs_table_url, trial_metrics, trial_tags
 
 LAYOUT = {"gpus": 2, "nodes": 1, "tp": 1, "pp": 2, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
@@ -44,6 +44,14 @@ def test_failed_trial_run_status_and_log_artifact(tracker, tmp_path):
     run = tracker.client.get_run(run_id)
     assert run.info.status == "FAILED" and run.data.tags["status"] == "oom"
     assert [a.path for a in tracker.client.list_artifacts(run_id, "logs")] == ["logs/9_0_log.err.log"]
+
+
+def test_the_evidence_line_is_a_tag_with_its_file_and_line():
+    line = "[rank1]: RuntimeError: [enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory"
+    oom = {**trial("b", state="oom"), "evidence": [{"file": "9_0_log.err", "line": 60, "text": line},
+                                                   {"file": "9_0_log.out", "line": 2, "text": "second"}]}
+    assert trial_tags(oom)["failure_evidence"] == f"9_0_log.err:60: {line}"
+    assert trial_tags(trial("a"))["failure_evidence"] == ""  # judged before evidence was recorded, or ok
 
 
 def test_best_tag_moves_with_the_winner(tracker):

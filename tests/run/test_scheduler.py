@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from launcher.run import scheduler as sch
@@ -18,23 +20,51 @@ GRID = [planned("a", 100, mbs=1), planned("b", 98, mbs=2), planned("c", 97, mbs=
         planned("d", 90, tp=2, dp=4, mbs=4), planned("e", 50, tp=4, dp=2), planned("f", 99, mbs=8, peak=95.0)]
 
 
-def test_first_the_best_predicted_then_one_that_spans_the_grid():
+def test_first_the_best_predicted_that_fits_then_by_predicted_throughput():
     picks = sch.order(GRID, [], calibrated=False)
     assert picks[0].key == "a" and picks[0].reason == "best predicted"
-    # f is predicted faster but likely out of memory; e is far but implausible (50 % of the best); d spans tp, dp
-    # and mbs while staying plausible
+    # f is predicted faster but likely out of memory: last; no trial is spent spanning the grid by default
+    assert [p.key for p in picks[1:]] == ["b", "c", "d", "e", "f"]
+
+
+def test_a_spanning_pick_can_still_be_asked_for():
+    picks = sch.order(GRID, [], calibrated=False, span=1)
+    # e is far but implausible (50 % of the best); d spans tp, dp and mbs while staying plausible
     assert picks[1].key == "d" and "spans" in picks[1].reason
-    assert [p.key for p in picks[2:]] == ["b", "c", "e", "f"]   # then by throughput x chance to fit
 
 
-def test_once_calibrated_the_chance_to_beat_the_best_decides():
-    """Best measured 95: a trial predicted 94 +- 1 % has no chance, one predicted 93 +- 50 % may well beat it."""
+def test_once_learned_the_expected_gain_per_gpu_hour_decides():
+    """Best measured 95: a trial predicted 94 +- 1 % has almost nothing to gain, one predicted 93 +- 50 % may well
+    beat it by a lot; a likely OOM gains nothing."""
     finished = [Outcome("a", "ok", 95.0)]
     grid = [GRID[0], planned("sure", 94, sd=0.01), planned("unsure", 93, sd=0.5, tp=4, dp=2),
             planned("better", 99, sd=0.05, mbs=2), planned("huge", 120, sd=0.05, mbs=8, peak=95.0)]
     picks = sch.order(grid, finished, calibrated=True)
-    assert [p.key for p in picks] == ["better", "unsure", "sure", "huge"]   # huge: 95 GB on 80 GB, no chance
-    assert picks[0].chance > picks[1].chance > picks[2].chance
+    assert [p.key for p in picks[:2]] == ["unsure", "better"] and {p.key for p in picks[2:]} == {"sure", "huge"}
+    assert "expected gain" in picks[0].reason
+    by_chance = sch.order(grid, finished, calibrated=True, rule="chance")
+    assert [p.key for p in by_chance] == ["better", "unsure", "sure", "huge"]
+    assert by_chance[0].chance > by_chance[1].chance > by_chance[2].chance
+
+
+def test_of_two_equally_promising_trials_the_cheaper_runs_first():
+    finished = [Outcome("a", "ok", 95.0)]
+    fast = planned("fast", 100, sd=0.1, mbs=2)
+    slow_start = Planned("slow_start", fast.dims, fast.tokens_per_step, fast.step_time_s, 0.1, 40.0, 0.05, 80.0, 600.0)
+    quick_start = Planned("quick_start", fast.dims, fast.tokens_per_step, fast.step_time_s, 0.1, 40.0, 0.05, 80.0,
+                          60.0)
+    picks = sch.order([GRID[0], slow_start, quick_start], finished, calibrated=True)
+    assert [p.key for p in picks] == ["quick_start", "slow_start"]
+    assert sch.trial_cost(quick_start, 1.0, 8) == pytest.approx(8 * (60 + 8 * fast.step_time_s))
+    assert sch.trial_cost(quick_start, 0.0, 8) == pytest.approx(8 * (60 + fast.step_time_s))   # OOM: start-up + 1 step
+
+
+def test_expected_gain_grows_with_the_prediction_and_with_its_spread_below_the_best():
+    base = planned("x", 90, sd=0.1)
+    assert sch.expected_gain(planned("y", 95, sd=0.1), 100, 0.02) > sch.expected_gain(base, 100, 0.02) > 0
+    assert sch.expected_gain(planned("z", 90, sd=0.3), 100, 0.02) > sch.expected_gain(base, 100, 0.02)
+    sure_win = planned("w", 200, sd=1e-6)
+    assert sch.expected_gain(sure_win, 100, 0.0) == pytest.approx(math.log(2.0), rel=1e-6)
 
 
 def test_a_trial_that_needs_no_more_memory_than_a_fitted_one_fits():
@@ -66,6 +96,38 @@ def test_stop_rule_waits_for_a_calibration_and_lists_what_it_skips():
     skipped = dict(decision.skipped)
     assert set(skipped) == {"d", "e", "f"}
     assert "out of memory" in skipped["f"] and "chance to beat" in skipped["e"]
+
+
+def test_many_small_chances_together_keep_the_search_going():
+    """30 trials with ~2 % each: no single one reaches 5 %, but together one of them likely beats the best."""
+    finished = [Outcome("a", "ok", 100.0)]
+    grid = [GRID[0]] + [planned(f"t{i}", 92, sd=0.05, mbs=2, pp=i + 2) for i in range(30)]
+    assert max(sch.chance_beats(t, 100.0, 0.02) for t in grid[1:]) < sch.STOP_THRESHOLD
+    assert sch.stop_rule(grid, finished, calibrated=True, combine="max").stop
+    decision = sch.stop_rule(grid, finished, calibrated=True)
+    assert not decision.stop and "together" in decision.reason
+
+
+@pytest.mark.parametrize("times, steady", [
+    ([1.0, 1.001, 0.999], True),              # 3 iterations within 0.1 %: known far better than 2 %
+    ([1.0, 1.0], False),                      # fewer than 3: never
+    ([1.0, 1.1, 0.9, 1.05], False),           # 8 % spread: the mean is known to +-13 % only
+    ([1.0, 1.02, 0.99, 1.01, 1.0], True),     # 1 % spread over 5: +-1.4 %
+])
+def test_steady(times, steady):
+    reason = sch.steady(times, noise_tolerance=0.02, min_measured_iters=2)
+    assert (reason is not None) == steady
+    if steady:
+        assert "steady after" in reason
+
+
+def test_learned_and_trusted_follow_the_policy():
+    policy = sch.Policy()
+    assert not sch.learned(policy, applied=False, n_measured=0) and sch.learned(policy, False, 1)
+    assert not sch.learned(sch.Policy(residuals=False), False, 1) and sch.learned(sch.Policy(residuals=False), True, 3)
+    assert not sch.trusted(policy, True, 5, 2) and sch.trusted(policy, False, 0, 3)
+    old = sch.Policy(residuals=False)
+    assert not sch.trusted(old, True, 0, 5) and sch.trusted(old, True, 1, 4)
 
 
 def test_stop_rule_keeps_going_while_a_trial_may_still_win():

@@ -70,7 +70,7 @@ def test_tp2_matches_single_process_and_reports_the_format(single):
     assert [float(m[4]) for m in iterations] == pytest.approx(result["losses"], abs=1e-6)
     assert re.search(r"^\[parasweep\] init done in \d+\.\d\d s$", proc.stdout, re.M)
     assert result["config"] == {"tp": 2, "pp": 1, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 8, "microbatches": 8,
-                                "recompute": "none", "sequence_parallel": False, "zero_stage": 0,
+                                "recompute": "none", "recompute_every": 1, "sequence_parallel": False, "zero_stage": 0,
                                 "distributed_optimizer": False, "precision": "fp32", "backend": "gloo",
                                 "device": "cpu"}
     assert result["world_size"] == 2 and len(result["peak_mem_gb_per_rank"]) == 2
@@ -141,3 +141,22 @@ def test_full_recompute_matches_and_counts_one_more_forward(single):
     layer_fwd, logits_fwd = 4 * 64 * 64 * 2 + 4 * 32 * 64 + 4 * 64 * 256, 2 * 64 * 128
     expected = 1 + 4 * layer_fwd / (3 * (4 * layer_fwd + logits_fwd))
     assert result["tflops_per_gpu"] / result["model_tflops_per_gpu"] == pytest.approx(expected)
+
+
+@pytest.mark.slow
+def test_recompute_of_every_second_layer_matches_and_counts_half_a_forward(single):
+    """--recompute-every 2: the first 2 of the 4 layers are checkpointed (Megatron's block method), the losses are
+    the single process's, and the hardware FLOPs count the forward of those 2 layers once more."""
+    result = train(1, "--recompute", "full", "--recompute-every", "2")
+    assert_same_losses(result, single)
+    assert result["config"]["recompute_every"] == 2
+    layer_fwd, logits_fwd = 4 * 64 * 64 * 2 + 4 * 32 * 64 + 4 * 64 * 256, 2 * 64 * 128
+    expected = 1 + 2 * layer_fwd / (3 * (4 * layer_fwd + logits_fwd))
+    assert result["tflops_per_gpu"] / result["model_tflops_per_gpu"] == pytest.approx(expected)
+
+
+def test_recompute_every_is_refused_where_the_rules_refuse_it():
+    refused = run_workload(1, *TINY, "--recompute-every", "2")
+    assert refused.returncode != 0 and "needs --recompute full" in refused.stderr
+    refused = run_workload(1, *TINY, "--recompute", "full", "--recompute-every", "3")
+    assert refused.returncode != 0 and "must divide the 4 layers" in refused.stderr

@@ -1,0 +1,198 @@
+"""Structured residuals: what the (calibrated) estimator still gets wrong about a sweep, learned from its measured
+trials and shared by the trials that have a layout value in common.
+
+The estimator's errors are not independent per trial: a stack whose tensor parallelism is slower than the model
+says is slower for every tp=8 layout, a pipeline schedule the model misjudges is misjudged for every pp=4 one. So
+the log error of a trial's step time is modelled as
+
+    offset + sum over the layout dimensions d of  effect[d, value of d]  + noise,
+
+offset ~ N(0, offset_sd²) (the sweep's level: unknown until something is measured), every effect ~ N(0, value_sd²)
+(one per value of each dimension that varies in the sweep), noise ~ N(0, noise_sd²) (between repeats). That is a
+Bayesian linear model (equivalently a Gaussian process whose kernel counts shared layout values); its posterior,
+given the measured trials' log errors, says for every trial how far off the estimate probably is and how sure that
+is: a trial like the measured ones is predicted tightly, one unlike any of them keeps its a-priori spread. Pure
+numpy, milliseconds for hundreds of trials.
+
+The a-priori scales (OFFSET_SD, VALUE_SD) are the sizes of the estimator's errors measured out of sample on the
+published corpus (leave one source out, physics helper: median |step error| 38 %, within-model rank correlation
+0.60), see launcher.replay_bench.Spread, which reproduces those errors with the same scales.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Optional
+
+from launcher.core.layout import NAMES
+
+if TYPE_CHECKING:  # numpy is imported where it is used: planning and --help never need it (as in calibrate)
+    import numpy as np
+
+PER_SWEEP = ("gpus", "nodes", "gbs")
+"""Layout dimensions a sweep usually holds fixed (and gpus/nodes follow from the others): no effect of their own."""
+DIMENSIONS = tuple(n for n in NAMES if n not in PER_SWEEP)
+"""The dimensions whose values get an effect each (launcher.core.layout.NAMES, in its order)."""
+OFFSET_SD = 0.5
+"""The sweep's overall level (log): a-priori step times are off by ~40 % (median) before anything is measured."""
+VALUE_SD = 0.15
+"""One layout value's effect (log) that the physics leaves out."""
+NOISE_SD = 0.03
+"""Between repeats of one configuration (log), plus what is particular to one configuration."""
+VALUE_GRID = (0.15, 0.25, 0.4, 0.6)
+NOISE_GRID = (0.03, 0.06, 0.12, 0.25)
+"""The scales empirical Bayes may pick (ResidualModel.fitted): up to errors of ~2x per layout value and ~30 %
+noise (a shared CPU machine)."""
+MIN_FIT = 4
+"""Measured trials before the scales are fitted."""
+ROBUST_DOF = 4.0
+"""Degrees of freedom of the Student-t noise: a measurement 3 sds off counts ~40 %, 5 sds off ~17 %."""
+ROBUST_ITERATIONS = 3
+
+
+_DESIGNS: dict[tuple[tuple[str, ...], ...], tuple[np.ndarray, tuple[str, ...]]] = {}
+
+
+@dataclass(frozen=True)
+class ResidualModel:
+    offset_sd: float = OFFSET_SD
+    value_sd: float = VALUE_SD
+    noise_sd: float = NOISE_SD
+
+    def design(self, dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
+        """Columns and their names: the offset, then one indicator per value of every dimension that varies
+        among `dims` ('tp=4')."""
+        import numpy as np
+
+        key = tuple(tuple(str(x.get(d)) for d in DIMENSIONS) for x in dims)
+        cached = _DESIGNS.get(key)
+        if cached is not None:
+            return cached
+        columns, names = [np.ones(len(dims))], ["offset"]
+        for j, d in enumerate(DIMENSIONS):
+            values = sorted({row[j] for row in key})
+            if len(values) < 2:
+                continue
+            for v in values:
+                columns.append(np.array([1.0 if row[j] == v else 0.0 for row in key]))
+                names.append(f"{d}={v}")
+        design = (np.stack(columns, axis=1), tuple(names))
+        if len(_DESIGNS) > 64:      # a sweep asks for the same grid at every decision: keep the last few
+            _DESIGNS.clear()
+        _DESIGNS[key] = design
+        return design
+
+    def _prior(self, names: Sequence[str], value_sd: float) -> np.ndarray:
+        """Prior variance of every column."""
+        import numpy as np
+
+        return np.array([self.offset_sd ** 2 if n == "offset" else value_sd ** 2 for n in names])
+
+    def fitted(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> ResidualModel:
+        """The scales the measured errors make likeliest (empirical Bayes: the log marginal likelihood over a grid
+        of value and noise sds, never below this model's own): a sweep the estimator ranks badly, or a noisy
+        machine, shows larger errors than the a-priori scales, and the search must then trust its predictions
+        less. Below MIN_FIT measured trials the scales stay."""
+        import numpy as np
+
+        if len(measured) < MIN_FIT:
+            return self
+        design, names = self.design(dims)
+        x = design[np.fromiter(measured.keys(), dtype=int)]
+        r = np.fromiter(measured.values(), dtype=float)
+        best, best_ll = self, -math.inf
+        for value_sd in sorted({self.value_sd, *(v for v in VALUE_GRID if v > self.value_sd)}):
+            prior_var = self._prior(names, value_sd)
+            for noise_sd in sorted({self.noise_sd, *(v for v in NOISE_GRID if v > self.noise_sd)}):
+                cov = (x * prior_var) @ x.T + noise_sd ** 2 * np.eye(len(r))
+                sign, logdet = np.linalg.slogdet(cov)
+                ll = -0.5 * (r @ np.linalg.solve(cov, r) + logdet)
+                if ll > best_ll + 1e-9:
+                    best, best_ll = replace(self, value_sd=value_sd, noise_sd=noise_sd), ll
+        return best
+
+    def _weights(self, dims: Sequence[Mapping[str, Any]],
+                 measured: Mapping[int, float]) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
+        """Posterior of the columns: (design, names, mean, covariance)."""
+        import numpy as np
+
+        design, names = self.design(dims)
+        prior_var = self._prior(names, self.value_sd)
+        if not measured:
+            return design, names, np.zeros(len(names)), np.diag(prior_var)
+        xs = design[np.fromiter(measured.keys(), dtype=int)]
+        r = np.fromiter(measured.values(), dtype=float)
+        weight = np.ones(len(r))
+        for _ in range(ROBUST_ITERATIONS):
+            # Student-t noise (iteratively reweighted): a measurement far from what the others say about its
+            # layout values (a noisy run, a one-off slow node) counts less, instead of condemning every trial that
+            # shares a value with it.
+            noise_var = self.noise_sd ** 2 / weight
+            precision = (xs.T / noise_var) @ xs + np.diag(1.0 / prior_var)
+            cov = np.linalg.inv(precision)
+            mean_w = cov @ (xs.T @ (r / noise_var))
+            fitted_var = np.einsum("ij,jk,ik->i", xs, cov, xs)
+            z2 = (r - xs @ mean_w) ** 2 / (self.noise_sd ** 2 + fitted_var)
+            weight = (ROBUST_DOF + 1.0) / (ROBUST_DOF + z2)
+        return design, names, mean_w, cov
+
+    def posterior(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> Residuals:
+        """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its
+        measured log error (log measured / predicted step time)."""
+        import numpy as np
+
+        design, _, mean_w, cov = self._weights(dims, measured)
+        var = np.einsum("ij,jk,ik->i", design, cov, design)
+        return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
+
+
+@dataclass(frozen=True)
+class Residuals:
+    mean: np.ndarray      # log error to add to a trial's predicted log step time
+    sd: np.ndarray        # its sd (a new measurement's noise included)
+    n: int                # measured trials it learned from
+
+
+def log_error(measured_s: float, predicted_s: float) -> float:
+    return math.log(measured_s / predicted_s)
+
+
+MODEL = ResidualModel()
+"""The model the search uses (launcher.run.search, launcher.replay)."""
+
+
+PSEUDO_CHECKS = 2.0
+"""spread_factor: how many checks the belief 'the spreads are right' is worth before any trial has checked them."""
+Z_CLIP = 5.0
+"""spread_factor: one surprise counts as at most this many sds (a crashed-looking outlier must not blow it up)."""
+
+
+def spread_factor(checks: Sequence[tuple[float, float]]) -> float:
+    """How much wider the predicted spreads must be, judged by the trials measured after the search predicted them:
+    checks = (log measured / predicted step time, the predicted log sd) of each. If the spreads were right the
+    squared z-scores would average 1; their average (with PSEUDO_CHECKS checks of 1, clipped at Z_CLIP) is the
+    variance factor. Never below 1: a sweep that went as predicted keeps the a-priori spreads."""
+    z2 = [min((e / s) ** 2, Z_CLIP ** 2) for e, s in checks if s > 0]
+    return math.sqrt(max(1.0, (sum(z2) + PSEUDO_CHECKS) / (len(z2) + PSEUDO_CHECKS)))
+
+
+def corrected(step_time_s: np.ndarray, dims: Sequence[Mapping[str, Any]], measured_s: Mapping[int, float],
+              model: Optional[ResidualModel] = None,
+              checks: Sequence[tuple[float, float]] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Step times of every trial (as the current constants predict them) corrected by what the measured ones
+    (index -> measured step time) show, and their log-space sds: the residual posterior's, widened by
+    spread_factor(checks) when the trials measured after a prediction missed it by more than its sd said.
+    The fitted constants' own uncertainty is not added: the residual model already stands for everything the
+    constants get wrong, and on the few trials of a young sweep that uncertainty is the prior's, inflated by the
+    misfit (launcher.plan.calibrate), which made every spread meaningless (step sds of 4-25 in log space)."""
+    import numpy as np
+
+    errors = log_errors(step_time_s, measured_s)
+    post = (model or MODEL).fitted(dims, errors).posterior(dims, errors)
+    return step_time_s * np.exp(post.mean), post.sd * spread_factor(checks)
+
+
+def log_errors(step_time_s: np.ndarray, measured_s: Mapping[int, float]) -> dict[int, float]:
+    return {i: log_error(s, float(step_time_s[i])) for i, s in measured_s.items() if s and step_time_s[i] > 0}

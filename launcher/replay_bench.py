@@ -1,0 +1,433 @@
+"""The search benchmark's machinery (tests/benchmarks/bench_search.py): every strategy of launcher.replay on a corpus
+of measured sweeps and on perturbed truths, grouped by source, with the baselines in the same run.
+
+- `corpus(folder)`: the measured replay tables, each sweep with its source group and the cost model its backend
+  would run under (warm-up and measured iterations of conf/backend/*.yaml, start-up launcher.replay's).
+- `perturbed(...)`: sweeps whose "measurement" is the estimator itself with constants drawn from a spread (the
+  calibration parameters' log multipliers), structured error (a bias per value of every layout dimension) and noise
+  between repeats: truths the estimator can be wrong about in the ways it is wrong on real data. Generated from a
+  fixed seed, never written to disk, reported apart from the measured tables.
+- `evaluate(case)`: one sweep under every strategy: the share of exhaustive GPU-hours until a configuration within
+  2 % of the best was measured, the GPU-hours spent and the final regret; random order as its exact expectation.
+- `summarise(results)`: per group and in total. A sweep where every strategy ties (within UNINFORMATIVE of each
+  other) says nothing about the search: it is flagged and left out of the headline.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from launcher.core.states import TrialState
+from launcher.measured import MeasuredSweep, read_table
+from launcher.plan import calibrate as cal
+from launcher.plan.calibrate import FeatureTable, Prior, trial_features
+from launcher.plan.residuals import DIMENSIONS
+from launcher.replay import Costs, _flash, prior_for, random_expected_gpu_hours, replay_sweep
+from launcher.run.scheduler import POLICY, Policy
+
+BASELINES = ("oracle", "exhaustive", "predicted", "calibrated", "random")
+"""Strategies run next to the adaptive search on every sweep ('exhaustive' = plan order, 'predicted' = plan order
+with early stop and stop rule, 'calibrated' = calibrated order without early stop or stop rule)."""
+STRATEGIES = ("adaptive",) + BASELINES
+UNINFORMATIVE = 0.02
+"""A sweep is uninformative when every strategy's share is within this (absolute) or 10 % (relative) of the
+others: the table cannot tell a good search from a bad one."""
+MEGATRON_ITERS = (5, 10)     # conf/backend/megatron_lm.yaml, megatron_deepspeed.yaml: warm-up, measured
+TORCH_ITERS = (3, 5)         # BackendConfig defaults (the embedded workload on GPUs)
+CPU_ITERS = (2, 4)           # conf/backend/torch.yaml (the CPU stand-in)
+CPU_STARTUP_S = 10.0         # conf/backend/torch.yaml: torch import + gloo init of a few CPU ranks
+GPU_ITERATION_CV = 0.01
+"""Iteration-to-iteration noise of a GPU step time: 1.4 % over 5 consecutive iterations of a Megatron run
+(epfLLM/Megatron-LLM issue 11), 0.05 % between two vTrain runs of one layout (pub_vtrain.csv)."""
+CPU_ITERATION_CV = 0.05
+"""Of a CPU stand-in step on this shared 2-core machine (tests/data/replay/cpu-repeats.md when measured)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One sweep to replay, with its group and cost model."""
+
+    sweep: MeasuredSweep
+    group: str
+    costs: Costs
+    prior: Optional[Prior] = None
+    draw: int = -1            # perturbed truths: the draw number (-1: measured)
+
+
+@dataclass
+class Result:
+    case: Case
+    exhaustive_gpu_hours: float
+    to_within: dict = field(default_factory=dict)    # strategy -> GPU-hours to within 2 % (None: never)
+    spent: dict = field(default_factory=dict)        # strategy -> GPU-hours spent
+    regret: dict = field(default_factory=dict)       # strategy -> final regret
+    trials: dict = field(default_factory=dict)       # strategy -> trials run
+
+    def share(self, strategy: str) -> float:
+        """GPU-hours to within 2 % as a share of exhaustive search's; a search that never got there counts as
+        having spent everything (share 1)."""
+        x = self.to_within.get(strategy)
+        return 1.0 if x is None else x / self.exhaustive_gpu_hours
+
+    @property
+    def informative(self) -> bool:
+        shares = [self.share(s) for s in self.to_within]
+        lo, hi = min(shares), max(shares)
+        return hi - lo > UNINFORMATIVE and hi > 1.1 * lo
+
+    @property
+    def name(self) -> str:
+        return self.case.sweep.name + (f"#{self.case.draw}" if self.case.draw >= 0 else "")
+
+
+# ------------------------------------------------------------------------------------------------ the corpus
+
+def group_of(path: Path, sweep: MeasuredSweep) -> str:
+    name = path.name
+    if name.startswith("pub_ultrascale"):
+        return "published/ultrascale"
+    if name.startswith("pub_vtrain"):
+        return "published/vtrain-multi" if "-multi-" in sweep.name else "published/vtrain-single"
+    if name.startswith("bloom"):
+        return "published/bloom"
+    if name.startswith("h100"):
+        return "own-gpu"
+    if sweep.rows[0].request.cluster.name.startswith("local-cpu") or name.startswith(("cpu_", "tiny_cpu")):
+        return "cpu-slurm" if "slurm" in sweep.name or "slurm" in name else "cpu-local"
+    return "other"
+
+
+def costs_for(sweep: MeasuredSweep, cpu_cv: float = CPU_ITERATION_CV) -> Costs:
+    """The cost model a sweep of this backend would run under (conf/backend/*.yaml)."""
+    row = sweep.rows[0]
+    if row.request.cluster.name.startswith("local-cpu"):
+        return Costs(CPU_STARTUP_S, *CPU_ITERS, iteration_cv=cpu_cv)
+    warmup, measure = MEGATRON_ITERS if row.request.backend.startswith("megatron") else TORCH_ITERS
+    return Costs(None, warmup, measure, iteration_cv=GPU_ITERATION_CV)
+
+
+def corpus(paths: Iterable[Path], cpu_cv: float = CPU_ITERATION_CV) -> list[Case]:
+    cases = []
+    for path in paths:
+        for sweep in read_table(path):
+            if not any(r.state is TrialState.OK for r in sweep.rows):
+                continue
+            cases.append(Case(sweep, group_of(Path(path), sweep), costs_for(sweep, cpu_cv)))
+    return cases
+
+
+# ------------------------------------------------------------------------------------------------ perturbed truths
+
+@dataclass(frozen=True)
+class Spread:
+    """How far a perturbed truth is from the a-priori estimator (all log-space sds)."""
+
+    parameter_scale: float = 1.0
+    """x each calibration Parameter.prior_sd: the sd of the drawn log multiplier of that constant group (1: the
+    calibration's own prior is right about how wrong the constants may be)."""
+    dimension_sd: float = 0.15
+    """Bias per value of every layout dimension (what the physics leaves out, which no constant can absorb).
+    With parameter_scale 1 this gives the a-priori errors the leave-one-source-out benchmark measured on the
+    published corpus (physics helper, /work/coord/physics-status.md: median |step error| 38.3 %, same-model Spearman
+    0.60): median 39 %, within-sweep Spearman 0.60 on the benchmark's grids (bench_search.py prints them)."""
+    repeat_sd: float = 0.02
+    """Noise between repeats of one configuration on GPUs (each truth row is one measurement)."""
+    cpu_repeat_sd: float = 0.05
+    """The same for the CPU stand-in on this shared machine."""
+    memory_sd: float = 0.05
+    """Per-configuration error of the peak memory (decides the OOMs)."""
+
+
+_DIMENSIONS = DIMENSIONS     # those with a bias per value: the ones a sweep varies (launcher.plan.residuals)
+_VALUES = tuple(str(2 ** k) for k in range(11)) + ("0", "3", "none", "selective", "full", "True", "False")
+
+
+def _value(v) -> str:
+    return str(v)
+
+
+def perturb(sweep: MeasuredSweep, rng: np.random.Generator, spread: Spread = Spread(),
+            prior: Optional[Prior] = None, noise_rng: Optional[np.random.Generator] = None) -> MeasuredSweep:
+    """One perturbed truth on the grid of `sweep` (its layouts; its measurements are not used). `rng` draws the
+    constants and the per-value biases (in a fixed order: two grids given equal generators share them), `noise_rng`
+    (default `rng`) the per-configuration noise."""
+    noise_rng = noise_rng or rng
+    rows = list(sweep.rows)
+    prior = prior or prior_for(sweep)
+    table = FeatureTable([trial_features(r.request.model, r.request.cluster, r.request.layout, r.request.precision,
+                                         _flash(r), backend=r.request.backend) for r in rows])
+    theta = rng.normal(0.0, [spread.parameter_scale * p.prior_sd for p in cal.PARAMETERS])
+    constants = cal.apply_parameters(prior.constants, cal.PARAMETERS, theta)
+    step = table.step_time_s(constants)
+    peak = table.peak_mem_gb(constants)
+    # One bias per (dimension, value), drawn in a fixed order of the values 1..1024 and the named ones, so that two
+    # grids given equal generators share the biases of the values they have in common.
+    biases = {(d, v): b for d in _DIMENSIONS for v, b in zip(_VALUES, rng.normal(0.0, spread.dimension_sd,
+                                                                                 len(_VALUES)))}
+    log_error = np.array([sum(biases.get((d, _value(r.request.layout.to_dict().get(d))), 0.0) for d in _DIMENSIONS)
+                          for r in rows])
+    noise = spread.cpu_repeat_sd if rows[0].request.cluster.name.startswith("local-cpu") else spread.repeat_sd
+    step = step * np.exp(log_error + noise_rng.normal(0.0, noise, len(rows)))
+    peak = peak * np.exp(noise_rng.normal(0.0, spread.memory_sd, len(rows)))
+    out = []
+    for r, s, m in zip(rows, step, peak):
+        fits = m <= r.request.cluster.gpu_mem_gb
+        out.append(replace(r, state=TrialState.OK if fits else TrialState.OOM, step_time_s=float(s) if fits else None,
+                           peak_mem_gb=float(m) if fits else None))
+    if not any(r.state is TrialState.OK for r in out):      # nothing fits: keep the fastest-fitting half as a grid
+        order = np.argsort(peak)
+        keep = set(order[: max(1, len(out) // 2)].tolist())
+        out = [replace(r, state=TrialState.OK, step_time_s=float(step[i]), peak_mem_gb=float(peak[i]))
+               if i in keep else r for i, r in enumerate(out)]
+    return MeasuredSweep(sweep.name, tuple(out), sweep.source_id)
+
+
+def perturbed(cases: Sequence[Case], draws: int, seed: int = 16, spread: Spread = Spread()) -> list[Case]:
+    """`draws` perturbed truths on the grid of each case, from one seed (the same cases and seed: the same truths)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for case in cases:
+        for k in range(draws):
+            out.append(Case(perturb(case.sweep, rng, spread, case.prior), "perturbed/" + case.group.split("/")[-1],
+                            case.costs, case.prior, k))
+    return out
+
+
+def prior_error(truths: Sequence[Case]) -> tuple[float, float]:
+    """Median |a-priori step time / truth - 1| over the ok rows of perturbed truths, and the median within-sweep
+    Spearman rank correlation of predicted and true throughput: how wrong the estimator is about them."""
+    errors, rhos = [], []
+    for case in truths:
+        ok = [r for r in case.sweep.rows if r.state is TrialState.OK and r.step_time_s]
+        if len(ok) < 3:
+            continue
+        pred = [r.request.estimate(case.prior.constants if case.prior else None).step_time_s for r in ok]
+        errors += [abs(p / (r.step_time_s or 1.0) - 1) for p, r in zip(pred, ok)]
+        rhos.append(_spearman([r.tokens_per_s or 0.0 for r in ok], [r.tokens_per_step / p for r, p in zip(ok, pred)]))
+    return statistics.median(errors), statistics.median(rhos)
+
+
+def _spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1]) if len(a) > 2 else 1.0
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+
+def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bool = True,
+             policy: Policy = POLICY) -> Result:
+    """Every strategy on one sweep. Baselines that run every configuration stop once they found (their spent
+    GPU-hours are exhaustive search's and their regret 0 by construction); random is its exact expectation."""
+    exhaustive = sum(case.costs.gpu_hours(r) for r in case.sweep.rows)
+    result = Result(case, exhaustive)
+    for strategy in strategies:
+        if strategy == "random":
+            result.to_within[strategy] = random_expected_gpu_hours(case.sweep, case.costs)
+            result.spent[strategy], result.regret[strategy] = exhaustive, 0.0
+            result.trials[strategy] = len(case.sweep.rows)
+            continue
+        runs_all = strategy in ("oracle", "exhaustive", "calibrated")
+        r = replay_sweep(case.sweep, strategy, costs=case.costs, prior=case.prior, until_found=runs_all,
+                         steady_stop=steady_stop, policy=policy)
+        result.to_within[strategy] = r.gpu_hours_to_within_2pct
+        result.spent[strategy] = r.gpu_hours_to_within_2pct if strategy == "oracle" else (
+            exhaustive if runs_all else r.gpu_hours)
+        result.regret[strategy] = 0.0 if runs_all else r.final_regret
+        result.trials[strategy] = r.trials_run
+    return result
+
+
+# ------------------------------------------------------------------------------------------------ summary
+
+@dataclass(frozen=True)
+class Summary:
+    group: str
+    sweeps: int
+    informative: int
+    median_share: dict          # strategy -> median per-sweep share (informative sweeps)
+    mean_share: dict            # strategy -> mean per-sweep share (informative sweeps)
+    weighted_share: dict        # strategy -> GPU-hours to within 2 % / exhaustive, summed (informative sweeps)
+    spent_share: dict           # strategy -> median GPU-hours spent / exhaustive (informative sweeps)
+    worst_regret: dict          # strategy -> worst final regret (all sweeps)
+    regret_over_1pct: int       # adaptive: sweeps with a final regret above 1 %
+    worse_than_plan: int        # adaptive: informative sweeps where it needed more than plan order
+    ci: dict = field(default_factory=dict)   # strategy -> (low, high) 95 % bootstrap CI of mean_share
+
+
+def summarise(results: Sequence[Result], group: str, bootstrap: int = 0, seed: int = 0) -> Summary:
+    strategies = list(results[0].to_within) if results else []
+    used = [r for r in results if r.informative]
+
+    def median(values):
+        return statistics.median(values) if values else float("nan")
+
+    def mean(values):
+        return sum(values) / len(values) if values else float("nan")
+
+    med = {s: median([r.share(s) for r in used]) for s in strategies}
+    avg = {s: mean([r.share(s) for r in used]) for s in strategies}
+    total = sum(r.exhaustive_gpu_hours for r in used)
+    weighted = {s: (sum(r.share(s) * r.exhaustive_gpu_hours for r in used) / total if total else float("nan"))
+                for s in strategies}
+    spent = {s: median([r.spent[s] / r.exhaustive_gpu_hours for r in used]) for s in strategies}
+    worst = {s: max((r.regret[s] for r in results), default=0.0) for s in strategies}
+    over = sum(1 for r in results if r.regret.get("adaptive", 0.0) > 0.01)
+    worse = sum(1 for r in used if "adaptive" in r.to_within and "exhaustive" in r.to_within
+                and r.share("adaptive") > r.share("exhaustive") * 1.0001)
+    ci = {}
+    if bootstrap and used:
+        rng = random.Random(seed)
+        for s in strategies:
+            values = [r.share(s) for r in used]
+            means = sorted(mean([rng.choice(values) for _ in values]) for _ in range(bootstrap))
+            ci[s] = (means[int(0.025 * bootstrap)], means[int(0.975 * bootstrap) - 1])
+    return Summary(group, len(results), len(used), med, avg, weighted, spent, worst, over, worse, ci)
+
+
+def balanced(summaries: Sequence[Summary], strategies: Sequence[str]) -> dict:
+    """The headline: the mean over groups of each group's mean per-sweep share (each source group weighs the same,
+    so that 40 correlated single-node vTrain sweeps count as one group, not 40 votes)."""
+    used = [s for s in summaries if s.informative]
+    return {k: sum(s.mean_share[k] for s in used) / len(used) if used else float("nan") for k in strategies}
+
+
+def balanced_ci(results: Sequence[Result], strategies: Sequence[str], bootstrap: int = 1000,
+                seed: int = 0) -> dict:
+    """95 % bootstrap interval of the group-balanced headline: the sweeps of each group resampled with
+    replacement (for perturbed truths, the draws), the headline recomputed."""
+    rng = random.Random(seed)
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        if r.informative:
+            groups.setdefault(r.case.group, []).append(r)
+    values: dict[str, list[float]] = {s: [] for s in strategies}
+    for _ in range(bootstrap):
+        sample = {g: [rng.choice(rs) for _ in rs] for g, rs in groups.items()}
+        for s in strategies:
+            values[s].append(sum(sum(r.share(s) for r in rs) / len(rs) for rs in sample.values()) / len(sample))
+    out = {}
+    for s, v in values.items():
+        v.sort()
+        out[s] = (v[int(0.025 * bootstrap)], v[int(0.975 * bootstrap) - 1])
+    return out
+
+
+def format_table(summaries: Sequence[Summary], strategies: Sequence[str], headline: Optional[dict] = None,
+                 title: str = "") -> str:
+    cols = "  ".join(f"{s[:10]:>10}" for s in strategies)
+    lines = [title, f"{'group':<26} {'sweeps':>6} {'inf.':>4}  {'figure':<10} {cols}"] if title else \
+        [f"{'group':<26} {'sweeps':>6} {'inf.':>4}  {'figure':<10} {cols}"]
+
+    def row(label, counts, name, values, fmt="{:>10.1%}"):
+        cells = "  ".join("       n/a" if values.get(s) is None or (isinstance(values.get(s), float) and
+                                                               math.isnan(values[s])) else fmt.format(values[s])
+                          for s in strategies)
+        lines.append(f"{label:<26} {counts:<11}  {name:<10} {cells}")
+
+    for s in summaries:
+        counts = f"{s.sweeps:>6} {s.informative:>4}"
+        row(s.group, counts, "median", s.median_share)
+        row("", "", "mean", s.mean_share)
+        if s.ci:
+            cells = "  ".join(f"{s.ci[k][0]:>4.0%}-{s.ci[k][1]:<4.0%}" if k in s.ci else " " * 10 for k in strategies)
+            lines.append(f"{'':<26} {'':<11}  {'95% CI':<10} {cells}")
+        row("", "", "GPU-h wtd", s.weighted_share)
+        row("", "", "spent", s.spent_share)
+        row("", "", "worst rgt", s.worst_regret)
+        lines.append(f"{'':<26} {'':<11}  adaptive: regret > 1 % on {s.regret_over_1pct} of {s.sweeps}; more "
+                     f"GPU-h than plan order on {s.worse_than_plan} of {s.informative}; "
+                     f"gap to oracle {_gap(s.mean_share)}")
+    if headline:
+        row("HEADLINE (group-balanced)", "", "mean", headline)
+    return "\n".join(lines)
+
+
+def _gap(shares: dict) -> str:
+    a, o = shares.get("adaptive"), shares.get("oracle")
+    if a is None or o is None or math.isnan(a) or math.isnan(o) or not o:
+        return "n/a"
+    return f"{a / o:.2f}x ({a - o:+.1%})"
+
+
+# ------------------------------------------------------------------------------------------------ transfer
+
+def scale_pairs(cases: Sequence[Case], factor: int = 8) -> list[tuple[Case, Case]]:
+    """Pairs of sweeps of one model, stack and cluster at two GPU counts (the larger `factor` times the smaller; for
+    the single-node vTrain grids 4 -> 8 GPUs at the same global batch): a finished small sweep informing a large one."""
+    def key(c: Case):
+        r = c.sweep.rows[0]
+        m = r.request.model
+        return (c.group, r.request.backend, r.request.cluster.name, m.layers, m.hidden, m.seq_len, r.request.layout.gbs)
+
+    by_key: dict = {}
+    for c in cases:
+        by_key.setdefault(key(c), []).append(c)
+    out = []
+    for members in by_key.values():
+        for small in members:
+            for large in members:
+                ratio = large.sweep.rows[0].gpus / small.sweep.rows[0].gpus
+                wanted = 2 if small.group.endswith("vtrain-single") else factor
+                if ratio == wanted:
+                    out.append((small, large))
+    return out
+
+
+def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLICY) -> Prior:
+    """The calibration a finished adaptive search of `small` leaves (as plan.prior_from reads calibration.json)."""
+    finished = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior, steady_stop=steady_stop,
+                            policy=policy)
+    base = (small.prior or prior_for(small.sweep)).constants
+    if finished.calibration is None:
+        raise ValueError(f"{small.sweep.name}: the adaptive replay left no calibration to transfer")
+    return Prior.from_json(finished.calibration.to_json(), base, source=small.sweep.name)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    small: str
+    large: str
+    group: str
+    cold: float       # share of exhaustive GPU-hours to within 2 % on the large sweep, cold start
+    warm: float       # the same, starting from the small sweep's calibration
+    cold_regret: float
+    warm_regret: float
+
+
+def evaluate_transfer(small: Case, large: Case, steady_stop: bool = True, policy: Policy = POLICY) -> Transfer:
+    prior = transfer_prior(small, steady_stop, policy)
+    shares, regrets = [], []
+    for start in (large.prior, prior):
+        r = replay_sweep(large.sweep, "adaptive", costs=large.costs, prior=start, steady_stop=steady_stop,
+                         policy=policy)
+        shares.append(1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct /
+                      r.exhaustive_gpu_hours)
+        regrets.append(r.final_regret)
+    name = lambda c: c.sweep.name + (f"#{c.draw}" if c.draw >= 0 else "")  # noqa: E731
+    return Transfer(name(small), name(large), large.group, shares[0], shares[1], regrets[0], regrets[1])
+
+
+def perturbed_pairs(pairs: Sequence[tuple[Case, Case]], draws: int, seed: int = 61,
+                    spread: Spread = Spread()) -> list[tuple[Case, Case]]:
+    """Perturbed truths for pairs: both scales share one draw of the constants and of the per-value biases (one
+    cluster and stack), each has its own repeat noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for small, large in pairs:
+        for k in range(draws):
+            state = rng.integers(2 ** 32)
+            truths = []
+            for c in (small, large):
+                shared = np.random.default_rng(state)     # same constants and biases for both scales
+                truth = perturb(c.sweep, shared, spread, c.prior, noise_rng=rng)
+                truths.append(Case(truth, "perturbed/" + c.group.split("/")[-1], c.costs, c.prior, k))
+            out.append((truths[0], truths[1]))
+    return out

@@ -1,0 +1,167 @@
+"""Search benchmark (issue 16): how many GPU-hours the adaptive search needs to find a configuration within 2 % of
+the best, against its baselines in the same run, on every measured replay table and on perturbed truths.
+
+    python tests/benchmarks/bench_search.py             # everything, 8 perturbed draws per grid
+    python tests/benchmarks/bench_search.py --draws 3   # 3 draws: 5.5 min CPU, 12.5 min wall on the shared
+                                                        # 2-core machine at load 5 (26 Nov 2026)
+
+Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
+configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
+GPU-hours spent, the worst final regret, and the adaptive search's gap to the oracle. Strategies (launcher.replay):
+adaptive (the search), oracle (the table's best first: the floor), exhaustive (plan order), predicted (plan order +
+early stop + stop rule), calibrated (calibrated order, no early stop or stop rule), random (exact expectation).
+
+HEADLINE: the group-balanced mean share: each source group weighs the same, sweeps within a group the same, and
+sweeps where every strategy ties (launcher.replay_bench.UNINFORMATIVE) are left out. Why: the GPU-hour-weighted
+total is decided by a handful of 512-GPU sweeps, and the per-sweep median by the 40 correlated single-node vTrain
+sweeps; both are printed too.
+
+Perturbed truths (launcher.replay_bench.perturbed): the estimator with constants drawn from a spread, a bias per
+value of every layout dimension and noise between repeats, on the grids of the measured sweeps, DRAWS per grid from
+one seed; reported apart, with bootstrap 95 % confidence intervals over the draws.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from launcher import replay_bench as rb  # noqa: E402
+
+DATA = REPO / "tests" / "data" / "replay"
+PERTURBED_GRIDS = {
+    "published/ultrascale": ["usp-1b-16gpu", "usp-3b-64gpu", "usp-8b-32gpu", "usp-8b-256gpu", "usp-80b-128gpu",
+                             "usp-80b-512gpu"],
+    "published/vtrain-multi": None,     # None: every sweep of the group
+    "published/vtrain-single": ["vtrain-single-12x1024-8gpu-gbs16", "vtrain-single-24x2048-8gpu-gbs32",
+                                "vtrain-single-16x2048-4gpu-gbs16"],
+    "published/bloom": None,
+    "own-gpu": None,
+    "cpu-local": 4,                     # a number: the first n sweeps of the group
+    "cpu-slurm": 2,
+}
+
+
+def _evaluate(args):
+    case, steady = args
+    return rb.evaluate(case, steady_stop=steady)
+
+
+def run(cases, jobs: int, steady: bool):
+    if jobs <= 1:
+        return [_evaluate((c, steady)) for c in cases]
+    with multiprocessing.Pool(jobs) as pool:
+        return pool.map(_evaluate, [(c, steady) for c in cases], chunksize=1)
+
+
+def grids_for_perturbation(cases):
+    out = []
+    for group, pick in PERTURBED_GRIDS.items():
+        members = [c for c in cases if c.group == group and len(c.sweep.rows) >= 4]
+        if isinstance(pick, list):
+            members = [c for c in members if c.sweep.name in pick]
+        elif isinstance(pick, int):
+            members = members[:pick]
+        out += members
+    return out
+
+
+def _transfer(args):
+    (small, large), steady = args
+    return rb.evaluate_transfer(small, large, steady_stop=steady)
+
+
+def transfer_report(pairs, jobs, steady, title):
+    if jobs <= 1:
+        results = [_transfer((p, steady)) for p in pairs]
+    else:
+        with multiprocessing.Pool(jobs) as pool:
+            results = pool.map(_transfer, [(p, steady) for p in pairs], chunksize=1)
+    print(f"\n{title}")
+    print(f"{'group':<26} {'pairs':>5}  {'cold':>7} {'warm':>7}  {'saving':>7}  {'warm better/worse':>17}  "
+          f"{'regret>1% cold/warm':>19}")
+    for group in sorted({t.group for t in results}) + ["all"]:
+        ts = [t for t in results if group in ("all", t.group)]
+        cold, warm = sum(t.cold for t in ts) / len(ts), sum(t.warm for t in ts) / len(ts)
+        better = sum(1 for t in ts if t.warm < t.cold - 1e-9)
+        worse = sum(1 for t in ts if t.warm > t.cold + 1e-9)
+        regrets = (sum(1 for t in ts if t.cold_regret > 0.01), sum(1 for t in ts if t.warm_regret > 0.01))
+        print(f"{group:<26} {len(ts):>5}  {cold:>7.1%} {warm:>7.1%}  {cold - warm:>+7.1%}  {better:>8} / {worse:<6}  "
+              f"{regrets[0]:>9} / {regrets[1]:<7}")
+    return results
+
+
+def report(results, title, bootstrap=0):
+    groups = sorted({r.case.group for r in results})
+    strategies = list(rb.STRATEGIES)
+    summaries = [rb.summarise([r for r in results if r.case.group == g], g, bootstrap) for g in groups]
+    headline = rb.balanced(summaries, strategies)
+    total = rb.summarise(results, "all sweeps (per sweep)", bootstrap)
+    print(rb.format_table(summaries + [total], strategies, headline, title))
+    if bootstrap:
+        ci = rb.balanced_ci(results, strategies, bootstrap)
+        print(f"{'':<26} {'':<11}  {'95% CI':<10} " + "  ".join(f"{ci[k][0]:>4.0%}-{ci[k][1]:<4.0%}"
+                                                             for k in strategies))
+    return summaries, total, headline
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 perturbed draws per grid instead of 8")
+    parser.add_argument("--draws", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--no-steady-stop", action="store_true", help="measure every ok trial in full")
+    parser.add_argument("--tables", type=Path, nargs="*", default=None,
+                        help="replay tables (default: every tests/data/replay/*.csv)")
+    parser.add_argument("--measured-only", action="store_true")
+    parser.add_argument("--list", action="store_true", help="print every sweep's shares")
+    parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
+    args = parser.parse_args(argv)
+    draws = args.draws if args.draws is not None else (3 if args.quick else 8)
+    started = time.perf_counter()
+    tables = args.tables or sorted(DATA.glob("*.csv"))
+    cases = rb.corpus(tables)
+    steady = not args.no_steady_stop
+    measured = run(cases, args.jobs, steady)
+    print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
+          f"{sum(len(c.sweep.rows) for c in cases)} configurations")
+    if args.list:
+        for r in measured:
+            cells = " ".join(f"{s}={r.share(s):.0%}" for s in rb.STRATEGIES)
+            print(f"  {r.case.group:<24} {r.name:<36} n={len(r.case.sweep.rows):<4} "
+                  f"{'   ' if r.informative else 'UNI'} {cells} regret={r.regret['adaptive']:.1%}")
+    report(measured, "=== measured tables: share of exhaustive GPU-hours to within 2 % of the best")
+    if not args.measured_only and draws:
+        grids = grids_for_perturbation(cases)
+        truths = rb.perturbed(grids, draws, args.seed)
+        err, rho = rb.prior_error(truths)
+        print(f"\nperturbed truths: {len(grids)} grids x {draws} draws (seed {args.seed}); a-priori step time error "
+              f"median {err:.1%}, within-sweep Spearman median {rho:.2f}")
+        results = run(truths, args.jobs, steady)
+        report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
+               bootstrap=1000)
+    if not args.no_transfer:
+        pairs = rb.scale_pairs(cases)
+        transfer_report(pairs, args.jobs, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "
+                        "starting the large one; share of the large sweep's exhaustive GPU-hours to within 2 %")
+        if not args.measured_only and draws:
+            ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
+            transfer_report(ppairs, args.jobs, steady, "=== transfer on perturbed truths (both scales share the "
+                            "drawn constants and per-value biases)")
+    t = os.times()
+    cpu_s = t.user + t.system + t.children_user + t.children_system
+    print(f"\nwall time {time.perf_counter() - started:.0f} s, CPU time {cpu_s:.0f} s (this process and its "
+          f"workers; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

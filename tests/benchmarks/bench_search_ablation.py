@@ -1,0 +1,96 @@
+"""Ablation of the search's decisions (issue 16 item 3): the search benchmark's headline for each variant of the
+scheduler policy (launcher.run.scheduler.Policy), so that every change is justified by the benchmark.
+
+    python tests/benchmarks/bench_search_ablation.py [--draws 4] [--only NAME ...]
+
+Prints, per variant, the group-balanced mean share of exhaustive GPU-hours to within 2 % of the best (measured
+tables, and perturbed truths), the share where the adaptive search needed more than plan order, and the sweeps
+with a final regret above 1 %. Baselines (oracle, plan order, random) do not depend on the policy: see
+bench_search.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_search import DATA, grids_for_perturbation  # noqa: E402
+
+from launcher import replay_bench as rb  # noqa: E402
+from launcher.plan import residuals  # noqa: E402
+from launcher.plan.residuals import ResidualModel  # noqa: E402
+from launcher.run.scheduler import POLICY, Policy  # noqa: E402
+
+OLD = Policy(rule="chance", span=1, stop_combine="max", residuals=False, min_fit_trials=3)
+VARIANTS = {
+    "main (before issue 16)": (OLD, False),
+    "main, no spanning pick": (replace(OLD, span=0), False),
+    "main, stop on any": (replace(OLD, stop_combine="any"), False),
+    "main, gain per GPU-h": (replace(OLD, rule="gain", span=0), False),
+    "main + residual model": (replace(OLD, residuals=True, span=0), False),
+    "new, chance to beat": (replace(POLICY, rule="chance"), False),
+    "new, no residual model": (replace(POLICY, residuals=False), False),
+    "new, fit after 8": (replace(POLICY, min_fit_trials=8), False),
+    "new, never refit": (replace(POLICY, min_fit_trials=10 ** 6), False),
+    "new, stop max": (replace(POLICY, stop_combine="max"), False),
+    "new, stop t3": (replace(POLICY, stop_dof=3.0), False),
+    "new, residual noise 0.10": (POLICY, False, ResidualModel(noise_sd=0.10)),
+    "new": (POLICY, False),
+    "new + steady stop": (POLICY, True),
+    "new + steady, stop t3": (replace(POLICY, stop_dof=3.0), True),
+    "new + steady, no stop rule": (replace(POLICY, stop_combine="never"), True),
+}
+
+
+def _one(args):
+    case, policy, steady = args
+    return rb.evaluate(case, ("adaptive", "exhaustive", "oracle", "random"), steady_stop=steady, policy=policy)
+
+
+def headline(results):
+    groups = sorted({r.case.group for r in results})
+    sums = [rb.summarise([r for r in results if r.case.group == g], g) for g in groups]
+    used = [r for r in results if r.informative]
+    worse = sum(1 for r in used if r.share("adaptive") > r.share("exhaustive") * 1.0001)
+    regret = sum(1 for r in results if r.regret["adaptive"] > 0.01)
+    h = rb.balanced(sums, ["adaptive", "exhaustive"])
+    spent = sum(r.spent["adaptive"] / r.exhaustive_gpu_hours for r in results) / len(results)
+    return h["adaptive"], worse, len(used), regret, len(results), spent
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--draws", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--tables", type=Path, nargs="*", default=None)
+    args = parser.parse_args(argv)
+    cases = rb.corpus(args.tables or sorted(DATA.glob("*.csv")))
+    truths = rb.perturbed(grids_for_perturbation(cases), args.draws, 16) if args.draws else []
+    print(f"{'variant':<26} {'measured':>9} {'>plan':>8} {'regret>1%':>9} {'spent':>6}   {'perturbed':>9} "
+          f"{'>plan':>8} {'regret>1%':>9} {'spent':>6}")
+    for name, (policy, steady, *model) in VARIANTS.items():
+        if args.only and name not in args.only:
+            continue
+        residuals.MODEL = model[0] if model else ResidualModel()    # the workers fork with it
+        with multiprocessing.Pool(args.jobs) as pool:
+            started = time.perf_counter()
+            m = headline(pool.map(_one, [(c, policy, steady) for c in cases], chunksize=1))
+            p = headline(pool.map(_one, [(c, policy, steady) for c in truths], chunksize=1)) if truths else None
+            cells = f"{m[0]:>9.1%} {m[1]:>3} / {m[2]:<3} {m[3]:>4} / {m[4]:<3} {m[5]:>6.0%}"
+            if p:
+                cells += f"   {p[0]:>9.1%} {p[1]:>3} / {p[2]:<3} {p[3]:>4} / {p[4]:<3} {p[5]:>6.0%}"
+            print(f"{name:<26} {cells}   ({time.perf_counter() - started:.0f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""launcher.plan.residuals: what a measured trial says about the trials that share its layout values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from launcher.plan.residuals import ResidualModel, corrected, spread_factor
+
+
+def grid():
+    return [{"tp": tp, "pp": pp, "mbs": mbs, "recompute": "none"} for tp in (1, 2, 4) for pp in (1, 2)
+            for mbs in (1, 2)]
+
+
+def test_the_design_has_an_offset_and_one_column_per_value_of_each_varying_dimension():
+    x, names = ResidualModel().design(grid())
+    assert x.shape == (12, 1 + 3 + 2 + 2)        # recompute does not vary: no column
+    assert np.all(x[:, 0] == 1) and np.all(x[:, 1:].sum(axis=1) == 3)
+    assert names[:5] == ("offset", "tp=1", "tp=2", "tp=4", "pp=1")
+
+
+def test_nothing_measured_keeps_the_prior_spread():
+    model = ResidualModel(offset_sd=0.5, value_sd=0.15, noise_sd=0.03)
+    post = model.posterior(grid(), {})
+    assert np.allclose(post.mean, 0.0)
+    assert np.allclose(post.sd, math.sqrt(0.5 ** 2 + 3 * 0.15 ** 2 + 0.03 ** 2))
+
+
+def test_a_measured_error_moves_the_trials_that_share_its_values_most():
+    dims = grid()
+    model = ResidualModel()
+    post = model.posterior(dims, {0: math.log(1.5)})     # tp1 pp1 mbs1 measured 50 % slower than predicted
+    assert post.mean[0] == pytest.approx(math.log(1.5), rel=0.05)      # the measured trial itself
+    shared = [sum(dims[i][d] == dims[0][d] for d in ("tp", "pp", "mbs")) for i in range(len(dims))]
+    for k in (0, 1, 2):                                   # more values in common: closer to the measured error
+        more = [post.mean[i] for i in range(len(dims)) if shared[i] == k + 1]
+        fewer = [post.mean[i] for i in range(len(dims)) if shared[i] == k]
+        assert min(more) > max(fewer) > 0                 # everything moves (the sweep's level), the similar most
+    assert post.sd[0] < post.sd[-1] < model.posterior(dims, {}).sd[-1]
+
+
+def test_corrected_predictions_follow_the_measurements():
+    dims = grid()
+    predicted = np.full(len(dims), 2.0)
+    measured = {i: 3.0 for i in range(len(dims)) if dims[i]["tp"] == 4}     # every tp=4 trial is 1.5x slower
+    measured[0] = 2.0                                                        # and one tp=1 as predicted
+    step, sd = corrected(predicted, dims, measured)
+    tp4 = [i for i in range(len(dims)) if dims[i]["tp"] == 4]
+    tp2 = [i for i in range(len(dims)) if dims[i]["tp"] == 2]
+    assert all(step[i] == pytest.approx(3.0, rel=0.03) for i in tp4)
+    assert all(2.0 < step[i] < 3.0 for i in tp2)          # unmeasured: in between, nearer the offset's estimate
+    wide = corrected(predicted, dims, measured, checks=[(1.0, 0.1)] * 4)[1]   # missed by 10 sds, 4 times
+    assert np.all(wide > 2 * sd)
+
+
+def test_spreads_widen_only_when_the_checks_miss_by_more_than_their_sds():
+    assert spread_factor([]) == 1.0
+    assert spread_factor([(0.01, 0.1)] * 10) == 1.0                     # closer than predicted: never narrower
+    assert spread_factor([(0.2, 0.1)] * 10) == pytest.approx(math.sqrt((10 * 4 + 2) / 12))
+    assert spread_factor([(10.0, 0.1)]) == pytest.approx(math.sqrt((25 + 2) / 3))   # one outlier: clipped
+
+
+def test_an_outlier_counts_less_than_the_trials_that_agree():
+    dims = grid()
+    agree = {i: 0.0 for i in range(len(dims)) if dims[i]["tp"] == 1 and i != 0}
+    post = ResidualModel().posterior(dims, {**agree, 0: math.log(3.0)})   # one tp1 trial 3x slow, 3 as predicted
+    others = [i for i in range(len(dims)) if dims[i]["tp"] == 1 and i not in agree and i != 0]
+    assert all(abs(post.mean[i]) < 0.1 for i in others)                  # the value tp=1 is not condemned
+
+
+def test_empirical_bayes_widens_the_scales_for_a_sweep_the_estimator_misjudges():
+    dims = grid()
+    rng = np.random.default_rng(0)
+    wild = {i: float(rng.normal(0, 0.8)) for i in range(0, len(dims), 2)}
+    tame = {i: 0.01 * (i % 3) for i in range(0, len(dims), 2)}
+    model = ResidualModel()
+    assert model.fitted(dims, tame) == model
+    fitted = model.fitted(dims, wild)
+    assert fitted.value_sd > model.value_sd or fitted.noise_sd > model.noise_sd
+    assert model.fitted(dims, dict(list(wild.items())[:3])) == model    # too few trials: the scales stay
