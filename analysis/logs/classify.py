@@ -322,6 +322,11 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         idx, why = record
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
+    skipped = F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
+    if skipped is not None:
+        idx, why = skipped
+        return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
+                        _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
     if series_why is not None:
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
@@ -411,6 +416,9 @@ def _exception_line(text: str, start: int) -> tuple[int, str, bool] | None:
     (analysis.logs.wrappers: torchrun's ChildFailedError, submitit, parasweep's keeper) only when every traceback
     is one."""
     idx, wrapper = text.find(_TRACEBACK, start), None
+    if idx < 0:
+        headerless = _headerless_exception(text, start)
+        return (headerless[0], headerless[1], False) if headerless is not None else None
     for _ in range(_MAX_TRACEBACKS):
         if idx < 0:
             break
@@ -420,6 +428,38 @@ def _exception_line(text: str, start: int) -> tuple[int, str, bool] | None:
         wrapper = wrapper or (pos, line, True)
         idx = text.find(_TRACEBACK, max(pos, idx) + 1)
     return wrapper
+
+
+# An exception rendered without a "Traceback (most recent call last):" header: a debugger's rendering (debugpy:
+# "Exception has occurred: RuntimeError" with the message on the next line, then the frames) or a trace printed
+# newest-first. Its shape: an exception type on one of the few lines before a `File "...", line N` frame.
+_HEADERLESS_TYPE = re.compile(r"^\s{0,8}(?:Exception has occurred:\s{0,4})?(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}"
+                              r"[A-Za-z_]\w{0,60}(?:Error|Exception|Interrupt|Failure))\b:?(?P<msg>[^\n]{0,400})$")
+_FRAME = 'File "'
+_FRAME_SHAPE = re.compile(r'^\s{0,12}File "[^"\n]{1,400}", line \d{1,7}')
+_HEADERLESS_LOOKBACK = 4  # lines above the first frame where the exception type may stand
+_MAX_FRAMES = 200
+
+
+def _headerless_exception(text: str, start: int) -> tuple[int, str] | None:
+    """(position, 'Type: message') of an exception printed without a traceback header, above its first frame."""
+    idx, n = text.find(_FRAME, start), 0
+    while idx >= 0 and n < _MAX_FRAMES:
+        line_start = text.rfind("\n", 0, idx) + 1
+        if _FRAME_SHAPE.match(text[line_start: idx + 420]):
+            lines = text[max(start, line_start - 2000): line_start].split("\n")[:-1][-_HEADERLESS_LOOKBACK:]
+            for k, line in enumerate(lines):
+                match = _HEADERLESS_TYPE.match(line)
+                if match is None:
+                    continue
+                message = match.group("msg").strip()
+                if not message or message.startswith("("):  # debugpy: "(note: full exception trace is shown...)"
+                    message = lines[k + 1].strip() if k + 1 < len(lines) else ""
+                pos = line_start - sum(len(x) + 1 for x in lines[k:])
+                return pos, f"{match.group('type')}: {message}"[:300]
+            return None  # the first frame has no exception type above it: a traceback cut off, or a stack dump
+        idx, n = text.find(_FRAME, idx + len(_FRAME)), n + 1
+    return None
 
 
 def _exit_text(exit_code: int) -> str:
@@ -468,8 +508,12 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
             return reported
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
+    if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
+        match = F_CONFIG.EXCEPTION.search(own[1])
+        if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+            return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
     crash = _first(text, P.CRASH, start)
-    if crash is not None:
+    if crash is not None or own is not None:
         marker = _first(text, _OWN_CRASH, start) if own is None else None
         if own is not None:
             idx, line = own[0], own[1]
@@ -479,10 +523,19 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
             reported = _crashed_by_report(text, start)
             if reported is not None:  # the child's exit status says more than the wrapper's re-raise of it
                 return reported
-            idx, line = (exc[0], exc[1]) if exc is not None else (crash[0], _line_at(text, crash[0]))
+            if exc is not None:
+                idx, line = exc[0], exc[1]
+            else:
+                idx = crash[0] if crash is not None else start
+                line = _line_at(text, idx)
         return _failure(FailureKind.CRASHED, f"crashed: {line}", _evidence(text, idx))
     last = _last_line(text)
     if exit_code in (None, 137, -9) and last.endswith("Killed"):  # the shell's report of a SIGKILLed child
+        # A host or cgroup OOM kill reported anywhere in the log (a job's .err is often printed before its .out)
+        # explains the SIGKILL.
+        host_oom = _by_log(text, FailureKind.OOM, P.HOST_OOM, 0) or _by_family(text, F_MEM.HOST_MEMORY, 0)
+        if host_oom is not None and host_oom.kind == FailureKind.OOM:
+            return host_oom
         return _failure(FailureKind.CRASHED, f"killed (SIGKILL; the host OOM killer?): {last}",
                         _evidence(text, len(text.rstrip()) - 1))
     if (exit_code not in (None, 0)) or state == "FAILED":
@@ -511,6 +564,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
+        or _by_family(text, F_CONFIG.DATA_MISSING, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
         or _by_family(text, F_ORCH.NODE_LOST, start)
@@ -584,7 +638,8 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         if found is not None:
             return found
         if text.find("Traceback (most recent call last)", start) >= 0 or _reported_exit_code(text, start) \
-                or _last_line(text).endswith("Killed") or _first(text, P.CRASH, start) is not None:
+                or _last_line(text).endswith("Killed") or _first(text, P.CRASH, start) is not None \
+                or _headerless_exception(text, start) is not None:
             return _fallback(text, start, None, None)
         return _ok(has_result, finished)
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)

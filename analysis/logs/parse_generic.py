@@ -65,11 +65,16 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
-_ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=")
+_ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=", "Epoch",
+            "epoch")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115] [1298/1299]" (timm)
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
     r"|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity)(?!\w))")  # a unit may follow, glued or not: 562.73ms
+# A magnitude suffix glued to the number and not the start of a unit or word: "11.5K" (nanotron's
+# elapsed_time_per_iteration_ms), "22.8K" tokens/s, "85.8G" tokens, "1.2M" samples.
+_MAGNITUDE = re.compile(r"([kKMGT])(?![A-Za-z\d])")
+_MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
           r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|s/step|"
@@ -91,6 +96,10 @@ _BAR = re.compile(
     r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
     r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)(?P<unit>s/it|it/s)"
     r"(?P<postfix>[^\]\n]{0,400})")
+# A bar of unknown length and no rate yet (Lightning/NeMo with max_steps=-1: "Epoch 0: :   0%|  | 614/?
+# [23:53<00:00, v_num=, ...]"): only the count and the elapsed column; the step time is elapsed / count.
+_BAR_UNKNOWN_TOTAL = re.compile(r"(?:^|[\s:|])(?P<n>\d{1,12})/\? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
+                                r"(?:<[^,\]\n]{0,20})?(?:,(?P<postfix>[^\]\n]{0,400}))?\]")
 _BAR_SKIP = ("valid", "eval", "test", "predict", "sanity", "load", "download", "map", "token", "generat", "shard",
              "process", "filter", "infer", "sampl", "rollout", "preprocess", "convert", "sav", "upload", "fetch")
 
@@ -217,14 +226,20 @@ def _seconds(value: float, unit: str, key: str) -> float:
 
 def _is_per_second(key: str, unit: str) -> bool:
     return ("/s" in unit or "per sec" in key or "persec" in key.replace(" ", "") or "per second" in key
-            or key.endswith("/s") or key.endswith(" ps"))
+            or key.endswith(("/s", "/sec", " ps")))
+
+
+_STEP_NOUNS = {"it", "its", "iter", "iters", "iteration", "iterations", "step", "steps", "update", "updates"}
 
 
 def _rate_role(key: str, unit: str) -> str | None:
     """'steps', 'samples', 'tokens', 'tokens_gpu' for a rate field ('..._avg' for a running average); None
     otherwise."""
     role = None
+    last = key.split()[-1] if key else ""
+    per_unit = last.split("/")
     if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "it/s", "its", "steps/s", "step/s", "updates/s") or (
+            len(per_unit) == 2 and per_unit[0] in _STEP_NOUNS and per_unit[1] in ("s", "sec", "second")) or (
             ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
         role = "steps"
     elif unit in ("samples/s", "samples/sec", "sample/s", "examples/s", "seq/s") or (
@@ -300,10 +315,10 @@ def _number(text: str) -> float | None:
 
 
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
-_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}\[?\s{0,3}\d"
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
                            r"|\d\s{0,3}/\s{0,3}\d")
 # Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
-_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
+_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
@@ -318,6 +333,10 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         value = _number(m.group(0))
         if value is None:
             continue
+        magnitude = _MAGNITUDE.match(line, end)
+        if magnitude is not None:
+            value *= _MAGNITUDES[magnitude.group(1)]
+            end = magnitude.end()
         gap = line[prev_end:start]
         parenthesised = gap.strip() == "("
         unit_m = _UNIT.match(line, end)
@@ -366,6 +385,8 @@ def _parse_line(line: str) -> _RecordContent | None:
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
         words = key.split()
+        if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"
+            words, key = words[:-1], " ".join(words[:-1])
         if key in ("epoch", "ep") or key.endswith(" epoch") or (words and words[0] == "epoch" and not any(
                 w in _COUNTER_WORDS for w in words)):  # "epoch 001:", "Epoch(train) [1]"
             if 0 <= value < 1e9 and value == int(value):
@@ -763,19 +784,36 @@ def _bar_matches(text: str) -> list[tuple[int, re.Match[str]]]:
     return out
 
 
+def _unknown_total_matches(text: str) -> list[tuple[int, re.Match[str]]]:
+    """(line start, match) of the drawings of bars with an unknown total and no rate (_BAR_UNKNOWN_TOTAL), the
+    last MAX_TAIL_LINES of them (found from their '/?' with str.rfind)."""
+    out: list[tuple[int, re.Match[str]]] = []
+    pos, looked = text.rfind("/?"), 0
+    while pos >= 0 and looked < MAX_TAIL_LINES:  # occurrences looked at, not matches: a hostile log is full of '/?'
+        ls = text.rfind("\n", 0, pos) + 1
+        m = _BAR_UNKNOWN_TOTAL.search(text, max(ls, pos - 14), min(len(text), pos + 420))
+        if m is not None and m.end("n") == pos:
+            out.append((ls, m))
+        pos, looked = text.rfind("/?", 0, pos), looked + 1
+    return out[::-1]
+
+
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
     """The first drawing of each step of the log's training progress bars, in step order."""
-    if "it/s" not in text and "s/it" not in text:
+    if "it/s" not in text and "s/it" not in text and "/?" not in text:
         return []
     by_series: dict[str, dict[tuple[int, int], BarDrawing]] = {}
-    for ls, m in _bar_matches(text):
+    matches = _bar_matches(text) if "it/s" in text or "s/it" in text else []
+    if not matches and "/?" in text:
+        matches = _unknown_total_matches(text)
+    for ls, m in matches:
         head = text[ls:m.start() + 1]
         desc = head.split("|")[0].strip().lower()[-80:]
         if epoch_bars_only and "epoch" not in desc:
             continue
         if any(word in desc for word in _BAR_SKIP):
             continue
-        rate = m.group("rate")
+        rate = m.groupdict().get("rate")
         rate_s = None
         if rate is not None:
             value = float(rate)
@@ -788,8 +826,8 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
         em = _EPOCH_IN_DESC.search(desc)
         if em:
             epoch = int(em.group(1))
-        series = by_series.setdefault(m.group("total") or "", {})
-        series.setdefault((epoch, n), BarDrawing(n, elapsed, rate_s, ls, _postfix_step_s(m.group("postfix"))))
+        series = by_series.setdefault(m.groupdict().get("total") or "", {})
+        series.setdefault((epoch, n), BarDrawing(n, elapsed, rate_s, ls, _postfix_step_s(m.group("postfix") or "")))
     if not by_series:
         return []
     best = max(by_series.values(), key=len)
@@ -822,7 +860,10 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
         if out:
             return "progress bar elapsed time", out
     last = next((d for d in reversed(drawings) if d.rate_s_per_it), None)
-    if last is None or last.rate_s_per_it is None:  # never None (chosen for its rate): narrows
+    if last is None or last.rate_s_per_it is None:  # no rate: a bar of unknown length; elapsed / steps done
+        final = drawings[-1]
+        if final.n > 0 and final.elapsed_s > 0:
+            return "progress bar elapsed / steps", [(final.n, final.elapsed_s / final.n)]
         return "", []
     return "progress bar rate (last drawing)", [(last.n, last.rate_s_per_it)]
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from analysis.report.tracking_store import ready_store, sqlite_file, store_lock
 from launcher.core.layout import label_of
 
 MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
@@ -159,8 +160,14 @@ class Tracker:
 
         self.uri = uri
         self.ui_url = uri if uri.startswith("http") else ui_url
-        self.client = MlflowClient(tracking_uri=uri)
-        self.experiment_id = self._experiment(experiment)
+        self.note = ""
+        """One message for the person when the store had to be repaired (tracking_store.ready_store)."""
+        db = sqlite_file(uri)
+        with store_lock(db) if db is not None else contextlib.nullcontext():
+            if db is not None:  # created or migrated once, whole, before any client uses it
+                self.note = ready_store(db)
+            self.client = MlflowClient(tracking_uri=uri)
+            self.experiment_id = self._experiment(experiment)
         self.view_key = ""
 
     @classmethod

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from analysis.report.tracking import Tracker, TrackingUnavailable, store_errors
+from analysis.report.tracking_store import absolute_uri
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.record import TrialRecord
@@ -51,17 +52,21 @@ class TrackingLink:
         if not cfg.tracking.enabled:
             return cls.disabled(cfg, ledger, folder, reporter)
         name = cfg.tracking.experiment or cfg.sweep.name
+        say = reporter or Reporter.for_streams()
         try:
-            tracker = Tracker.connect(cfg.tracking.uri, name, cfg.tracking.ui_url)
-            parent = tracker.parent_run(cfg.sweep.name, ledger.get_meta("sweep_uid", "") or "",
-                                        ledger.get_meta("mlflow_parent_run_id", "") or "",
+            tracker = Tracker.connect(sweep_tracking_uri(cfg, ledger), name, cfg.tracking.ui_url)
+            if tracker.note:
+                say.warn(tracker.note)
+            before = ledger.get_meta("mlflow_parent_run_id", "") or ""
+            parent = tracker.parent_run(cfg.sweep.name, ledger.get_meta("sweep_uid", "") or "", before,
                                         params=_parent_params(cfg), tags={"status": "running"})
             tracker.reopen(parent)
         except TrackingUnavailable as exc:
-            (reporter or Reporter.for_streams()).warn(
-                f"{exc}; the sweep goes on and records everything in the ledger. Sync later with: "
-                f"python -m analysis {folder.root}")
+            say.warn(f"{exc}; the sweep goes on and records everything in the ledger. Sync later with: "
+                     f"python -m analysis {folder.root}")
             return cls.disabled(cfg, ledger, folder, reporter)
+        if before and parent != before:  # the store was replaced (moved aside, deleted): it has none of our runs
+            ledger.update_many({r.config_hash: {"synced": False, "mlflow_run_id": ""} for r in ledger.trials()})
         ledger.set_meta("mlflow_parent_run_id", parent)
         ledger.set_meta("mlflow_experiment_id", tracker.experiment_id)
         ledger.set_meta("mlflow_runs_url", tracker.runs_url)
@@ -138,6 +143,20 @@ class TrackingLink:
         self.reporter.warn(f"MLflow write failed ({type(exc).__name__}: {first}); continuing on the "
              f"ledger only. Sync later with: python -m analysis {self.folder.root}")
         self.tracker = None
+
+
+def sweep_tracking_uri(cfg: RootConfig, ledger: Ledger) -> str:
+    """The sweep's store, whatever the working directory: a relative sqlite URI is made absolute once, by the
+    launcher that first opens the sweep, and kept in the ledger; later launchers and `python -m analysis` use that
+    store as long as tracking.uri is the text it was (a changed tracking.uri is a deliberate move: it is used, and
+    kept instead)."""
+    configured = cfg.tracking.uri
+    if ledger.get_meta("tracking_uri_text") == configured and ledger.get_meta("tracking_uri"):
+        return ledger.get_meta("tracking_uri") or configured
+    uri = absolute_uri(configured)
+    ledger.set_meta("tracking_uri_text", configured)
+    ledger.set_meta("tracking_uri", uri)
+    return uri
 
 
 def _parent_params(cfg: RootConfig) -> dict:

@@ -19,22 +19,22 @@ from launcher.backends import require_runnable
 from launcher.config.load import to_yaml
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
-from launcher.core.errors import ConfigError
 from launcher.core.ranking import group_repeats, rank, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.flops import one_flop_convention
-from launcher.plan.planner import Plan, make_plan, trial_context
+from launcher.plan.planner import Plan, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import network, trial_files
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
+from launcher.run.identity import check_same_setup
 from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
-from launcher.run.policy import dominated_by_oom, refusal_kind, repeat_records, should_retry
+from launcher.run.policy import OomIndex, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
 
@@ -244,11 +244,12 @@ class SweepLoop:
         records = self.ledger.trials()
         live = sum(1 for r in records if r.is_live)
         planned, retries = [], []
+        ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
             if r.state is TrialState.PLANNED:
-                oom = dominated_by_oom(r, records)
+                oom = ooms.dominating(r)
                 if oom is not None:
                     self._prune(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
                                 f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
@@ -293,8 +294,11 @@ class SweepLoop:
         return sorted(planned, key=lambda r: (rank.get(r.config_hash, len(rank)), r.position))
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
-        best = select_best(group_repeats([asdict(r) for r in records]), self.cfg.analysis.noise_tolerance,
-                           self.cfg.plan.objective)
+        # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
+        # poll cost seconds at 50k planned trials.
+        rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
+        best = select_best(group_repeats([asdict(r) for r in records if (r.repeat_of or r.config_hash) in rankable]),
+                           self.cfg.analysis.noise_tolerance, self.cfg.plan.objective)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
@@ -353,13 +357,8 @@ def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan, overrides: S
 
 
 def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> None:
-    """A folder holds one model/cluster/backend setup: trials of another would be ranked against these."""
-    stored, current = ledger.get_meta("context"), trial_context(cfg)
-    if stored and stored != current:
-        raise ConfigError("sweep.name", cfg.sweep.name, f"{folder.root} holds trials of another setup ({stored}; "
-                          f"now {current}): add sweep.fresh=true to start over (the old folder is kept) or pick "
-                          "another sweep.name")
-    ledger.set_meta("context", current)
+    """A folder holds one setup's measurements (launcher.run.identity); a new folder gets its sweep uid."""
+    check_same_setup(cfg, ledger, folder)
     if not ledger.get_meta("sweep_uid"):  # tells this folder's MLflow runs from those of a fresh sweep of one name
         ledger.set_meta("sweep_uid", uuid.uuid4().hex)
 

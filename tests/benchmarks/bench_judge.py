@@ -22,7 +22,11 @@ RECORD = (" iteration {i:8d}/ 9999999 | consumed samples: {s:12d} | elapsed time
           "learning rate: 2.407E-04 | global batch size:   768 | lm loss: 5.905366E+00 | TFLOPs: 69.85 |")
 NEEDLES = ["memory (MB) | ", "iteration 12/", "Epoch 3:", "Traceback (most recent call last)", "NCCL WARN ",
            "NVRM: Xid (PCI:0000:00:00): ", "AssertionError", "exitcode", "No module named ", "PARASWEEP_RESULT {",
-           "'train_runtime': ", "epoch=0/micro_step=1/global_step=", "Using x as PyTorch extensions root"]
+           "'train_runtime': ", "epoch=0/micro_step=1/global_step=", "Using x as PyTorch extensions root",
+           # the shapes added for batch 2 (OUT_OF_SAMPLE.md): unknown-total bars, DeepSpeed skip counts and
+           # overflows, frames without a traceback header, epoch counters, magnitude suffixes, step budgets
+           "614/? [23:53<00:00, ", "step=10, skipped=", "Attempted loss scale: 4, reducing to 2", '  File "x.py", ',
+           "Epoch(train) [3][", "11.5K", "max training steps reached", "Dataset does not exist: "]
 
 
 def giant_line(size: int) -> str:
@@ -56,6 +60,20 @@ def progress_redraws(size: int) -> str:
     return "\r".join(bars)
 
 
+def newer_shapes(size: int) -> str:
+    """Lines of the formats read since batch 2, each repeated, with no traceback: every needle is searched to its
+    cap (mmengine records, headerless exception lines above frames, unknown-total bars, DeepSpeed overflows)."""
+    lines, n, i = [], 0, 0
+    while n < size:
+        i += 1
+        line = (f"Epoch(train) [{i % 9}][{i % 5000:4d}/5000] time: 0.4{i % 9} loss: 2.1 | {i}/? [00:{i % 60:02d}<00:00, "
+                f"v_num=] | ValueError: x\n  File \"a.py\", line {i}, in f | step={i}, skipped={i} | "
+                f"Attempted loss scale: {2 ** (i % 20)}, reducing to {2 ** (i % 20 + 1)} | 7.5K")
+        lines.append(line)
+        n += len(line) + 1
+    return "\n".join(lines)
+
+
 def binary_junk(size: int) -> bytes:
     rng = random.Random(1)
     return bytes(rng.getrandbits(8) for _ in range(size // 64)) * 64
@@ -64,6 +82,7 @@ def binary_junk(size: int) -> bytes:
 SHAPES: dict[str, Callable[[int], str | bytes]] = {
     "one giant line of needles": giant_line, "records of 8 ranks + a crash": many_records,
     "NeMo progress-bar redraws": progress_redraws, "binary junk": binary_junk,
+    "batch-2 formats, repeated": newer_shapes,
 }
 
 

@@ -19,6 +19,7 @@ FAILURE_TABLES = {
     "orchestrator": orchestrator.NODE_LOST + orchestrator.PREEMPTION + orchestrator.DEADLINE
     + orchestrator.OUTSIDE_STOP,
     "divergence": divergence.DIVERGENCE,
+    "config data": config.DATA_MISSING,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 
@@ -205,3 +206,101 @@ def test_a_long_log_is_searched_in_its_head_and_tail_with_true_line_numbers():
     assert failure.evidence[0] == (300_002, "RuntimeError: CUDA error: an illegal memory access was encountered")
     early = "ModuleNotFoundError: No module named 'apex'\n" + filler
     assert classify(early, exit_code=1).kind == "config_error"
+
+
+# ---- families found missing by out-of-sample batch 2 (OUT_OF_SAMPLE.md); every line written for the test
+
+def test_missing_training_data_is_config_even_when_a_follow_on_error_ends_the_run():
+    text = ("building GPT datasets ...\n"
+            "Dataset does not exist: /lustre/corpora/wiki/wiki_text_document\n"
+            "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+            "    n = ds.sizes.shape[0]\nAttributeError: 'NoneType' object has no attribute 'sizes'\n")
+    failure = classify(text)
+    assert failure.kind == "config_error" and "does not exist" in failure.reason
+    shaped = "ValueError: validation manifest /data/asr/dev.json does not exist\n"  # no row's own wording
+    assert classify(shaped).kind == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    "Resolving data files: 100%|##########| 12/12 [00:00<00:00, 310.2it/s]",
+    "checkpoint directory /ckpt/run1 not found, starting from scratch",
+    "KeyError: 'label' not found in the batch",
+])
+def test_missing_data_look_alikes(line):
+    assert classify(f"{line}\n").kind != "config_error"
+
+
+def test_an_exception_without_a_traceback_header_is_judged_by_its_type_and_message():
+    debugger = ("Exception has occurred: RuntimeError       (note: full exception trace is shown but execution is "
+                "paused at: main)\nindex 7 is out of bounds for dimension 0 with size 4\n"
+                '  File "/src/model/heads.py", line 88, in forward\n    logits = table[idx]\n'
+                '  File "/src/train.py", line 12, in step\n    out = model(batch)\n')
+    failure = classify(debugger)
+    assert failure.kind == "crashed" and "RuntimeError: index 7 is out of bounds" in failure.reason
+    config_msg = ("ValueError: global batch size 96 must be divisible by micro batch size 5 x data parallel 4\n"
+                  '  File "/src/args.py", line 40, in validate\n    raise ValueError(msg)\n')
+    assert classify(config_msg).kind == "config_error"
+    stack_dump = ('Thread 0x7f (most recent call first):\n  File "/src/loader.py", line 3, in wait\n'
+                  '  File "/src/train.py", line 12, in step\n')
+    assert classify(stack_dump).kind == "unknown"  # frames with no exception above them: not a crash
+
+
+def _ds_progress(step: int, skipped: int) -> str:
+    return f"[2026-01-01 00:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, skipped={skipped}, " \
+           "lr=[0.0001], mom=[(0.9, 0.999)]"
+
+
+def test_deepspeed_skipping_nearly_every_step_is_diverged():
+    losses = "\n".join(f"{{'loss': 0.0, 'learning_rate': 0.0001, 'epoch': 0.{i}}}" for i in range(1, 4))
+    one_line = classify(f"{_ds_progress(600, 590)}\n{losses}\n", has_result=True)
+    assert one_line.kind == "diverged" and "skipped 590 of 600" in one_line.reason
+    interval = classify(f"{_ds_progress(100, 8)}\n{_ds_progress(200, 105)}\n")  # every step since step 100
+    assert interval.kind == "diverged" and "97 of the last 100" in interval.reason
+
+
+@pytest.mark.parametrize("lines", [
+    [(600, 12)],  # the loss-scale search at the start skipped a few steps
+    [(40, 38)],  # too few steps to tell the start-up search from a collapse
+    [(500, 480), (1000, 484)],  # it skipped nearly everything early, then recovered
+])
+def test_deepspeed_skips_of_a_healthy_run_are_not_diverged(lines):
+    text = "\n".join(_ds_progress(s, k) for s, k in lines) + "\n"
+    assert classify(text, has_result=True).kind == "ok"
+
+
+@pytest.mark.parametrize("line", [
+    "max sequence length reached, truncating the sample",
+    "Reached max retries for the download",
+])
+def test_step_budget_look_alikes_are_not_completion(line):
+    assert classify(f"loading data\n{line}\n").kind == "unknown"
+
+
+def test_a_killed_child_after_a_cgroup_oom_report_is_oom():
+    text = ("slurmstepd: error: Detected 1 oom-kill event(s) in StepId=42.batch cgroup. Some of your processes may "
+            "have been killed by the cgroup out-of-memory handler.\n"
+            + "\n".join(f"Epoch: [0][{i}/900]\t Loss 0.{i:03d}" for i in range(10, 200, 10)) + "\nKilled\n")
+    assert classify(text).kind == "oom"
+    assert classify(text.split("\n", 1)[1]).kind == "crashed"  # without the report, a SIGKILL of unknown cause
+
+
+def _overflow(prev: float, cur: float) -> str:
+    return (f"[2026-01-01 00:00:00,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            f"Skipping step. Attempted loss scale: {prev:g}, reducing to {cur:g}")
+
+
+def test_a_deepspeed_loss_scale_halved_on_every_step_down_to_a_few_units_is_diverged():
+    bar = "  9%|9         | {i}/2000 [01:00<10:00,  1.50s/it]"
+    lines = [f"{bar.format(i=i)}{_overflow(2.0 ** (9 - i), 2.0 ** (8 - i))}" for i in range(1, 8)]  # 256 ... 2
+    failure = classify("\n".join(lines) + "\n")
+    assert failure.kind == "diverged" and "fell on 4 overflows in a row to 2" in failure.reason
+
+
+@pytest.mark.parametrize("scales", [
+    [(65536, 32768), (32768, 16384), (16384, 8192), (8192, 4096)],  # a normal start-up search: still thousands
+    [(64, 32), (32, 16), (32, 16), (16, 8)],  # the scale rose in between (a clean window): not one collapse
+    [(16, 8), (8, 4), (4, 2)],  # too few overflows to call it
+])
+def test_deepspeed_overflows_of_a_healthy_run_are_not_diverged(scales):
+    text = "\n".join(_overflow(p, c) for p, c in scales) + "\n{'loss': 1.9, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
+    assert classify(text, has_result=True).kind == "ok"

@@ -55,9 +55,9 @@ def source_key(source: str) -> str:
 
 
 # Batches that were used as a development set and then copied into the corpus (OUT_OF_SAMPLE.md says when):
-# their scores are in-sample from then on. Every later batch must stay out of sample: oos-batch2 is the held-out
-# measurement of the frozen classifier (OUT_OF_SAMPLE.md, batch 2), so only its index is checked here, never its score.
-IN_SAMPLE_BATCHES = {"oos-batch1"}
+# their scores are in-sample from then on. Every later batch must stay out of sample. oos-batch2 was measured on
+# the frozen classifier of 4e42b17 first, then used to fix the causes of its misses and copied into the corpus.
+IN_SAMPLE_BATCHES = {"oos-batch1", "oos-batch2"}
 
 
 def test_sources_are_not_in_the_tuning_corpus():
@@ -90,6 +90,7 @@ def test_in_sample_batches_are_in_the_corpus():
         if batch.name not in IN_SAMPLE_BATCHES:
             continue
         copied = [r for r in rows(batch) if Path(r["path"]).name in corpus]
-        assert len(copied) >= len(rows(batch)) - 1  # the DeepSpeed -9 log stays out (OUT_OF_SAMPLE.md, batch 1)
+        kept_out = 1 if batch.name == "oos-batch1" else 0  # batch 1's DeepSpeed -9 log (OUT_OF_SAMPLE.md)
+        assert len(copied) >= len(rows(batch)) - kept_out
         for row in copied:
             assert corpus[Path(row["path"]).name].read_bytes() == (batch / row["path"]).read_bytes()

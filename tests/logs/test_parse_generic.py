@@ -224,3 +224,43 @@ def test_trainer_shapes_end_to_end(name):
     text, expected_s = SHAPES[name]
     out = trial_outcome(text)
     assert out.failure_kind == "ok" and out.metrics["step_time_s"] == pytest.approx(expected_s), out
+
+
+# ---- formats found missing by out-of-sample batch 2 (OUT_OF_SAMPLE.md); each line is written for the test
+
+@pytest.mark.parametrize("line, expected_s", [
+    # mmengine: the epoch and "[i/n]" counters after "Epoch(train)", no "step"/"iter" word on the line
+    ("2025/03/01 10:00:00 - mmengine - INFO - Epoch(train)  [7][{i:4d}/5000]  lr: 1.0e-03  eta: 1:02:03  "
+     "time: 0.4200  data_time: 0.0021  memory: 9000  loss: 3.2100", 0.42),
+    # timm / DeiT / BEiT MetricLogger: "Epoch: [e]  [i/n]", running averages in parentheses
+    ("Epoch: [3]  [{i:4d}/2500]  eta: 0:10:00  lr: 0.000100  loss: 4.1000 (4.2000)  time: 0.3100  data: 0.0002  "
+     "max mem: 12000", 0.31),
+    # a magnitude suffix: 2.5K ms is 2,500 ms
+    ("iteration: {i} / 90000 | elapsed_time_per_iteration_ms: 2.5K | tokens_per_sec: 400K | lm_loss: 2.1", 2.5),
+    # an iterations-per-second rate spelled It/sec (MLX-style), turned into seconds per step
+    ("Iter {i}: Train loss 1.20, Learning Rate 1.0e-05, It/sec 0.500, Tokens/sec 200.0, Peak mem 4.1 GB", 2.0),
+    ("step {i} | loss 2.2 | iters/sec 4.0", 0.25),
+    # JSON-per-line summaries with quoted values (fairseq's end-of-epoch stats)
+    ('{{"epoch": {i}, "train_loss": "5.1", "train_ups": "0.25", "train_num_updates": "{n}", "train_lr": "1e-4"}}',
+     4.0),
+])
+def test_formats_of_other_trainers(line, expected_s):
+    text = "\n".join(line.format(i=i, n=100 * i) for i in range(1, 30))
+    assert step_s(text) == pytest.approx(expected_s, rel=1e-3)
+
+
+def test_magnitude_suffixes_scale_numbers_but_units_stay_units():
+    reading = read_records("\n".join(f"step {i} | tokens/s 1.5M | mem 8GB | time 12.0K ms" for i in range(1, 20)))
+    it = reading.iterations[-1]
+    assert it.tokens_per_s == pytest.approx(1.5e6)
+    assert it.step_time_s == pytest.approx(12.0)  # 12,000 ms
+    assert reading.peak_mem_gb == pytest.approx(8.0)  # GB is a unit, not G (giga) + B
+
+
+def test_progress_bar_of_unknown_length_gives_elapsed_per_step():
+    # Lightning/NeMo with max_steps=-1: the total is "?" and no rate is drawn
+    text = "Epoch 0: :   0%|          | 300/? [10:00<00:00, v_num=1, reduced_train_loss=]\n"
+    reading = read_records(text)
+    assert reading.source == "progress bar elapsed / steps"
+    assert reading.iterations[-1].step_time_s == pytest.approx(2.0)
+    assert not read_records("answer: 3/? [unknown]\n").iterations

@@ -11,6 +11,7 @@ from analysis.logs.classify import classify
 from analysis.logs.parse_megatron import (
     Iteration,
     MemoryReport,
+    number,
     parse_ds_timers,
     parse_iterations,
     parse_memory,
@@ -70,6 +71,13 @@ ITERATIONS = {
     "epfl_falcon40b_nan_loss_no_lm_loss_1.log": (3, (3383, 7.6131, None, None, None, 0.7334521, 64),
                                                  (3385, 7.6243, None, None, None, None, 64)),
     "mds_nan_missing_lm_loss_1.log": (1, (9, 1.9792, 127.0, 2069.506, 6.063, None, 12), None),
+    # batch 2 (OUT_OF_SAMPLE.md), in the corpus since: GPT-NeoX ("approx flops per GPU: 112.9TFLOPS" is not the
+    # TFLOPs field), JUBE/BigScience-style seconds (the last record is cut after its step time), Megatron 2019 BERT
+    "gptneox_llemma_bf16_one_iteration_timers_1.log": (1, (34, 4.1031, None, None, None, 11.18665, None), None),
+    "jubench_13b_iteration_seconds_1.log": (5, (10, 35.8651, 199.03, None, 28.551, 13.32803, 1024),
+                                            (50, 35.3357, None, None, None, None, 1024)),
+    "megatron_2019_bert_iteration_lm_nsp_loss_1.log": (4, (200, 0.3131, None, None, None, None, None),
+                                                       (500, 0.313, None, None, None, None, None)),
 }
 
 
@@ -195,6 +203,8 @@ MEMORY = {
                                               (2, 100, 1794.56005859375, 3081.17138671875, 3390.0, 3390.0),
                                               (3, 100, 1795.06005859375, 3081.67138671875, 3398.0, 3398.0),
                                               (1, 100, 1774.18505859375, 3065.67138671875, 3398.0, 3398.0)],
+    "gptneox_llemma_bf16_one_iteration_timers_1.log": [(None, 34, 59.65 * 1024, 63.31 * 1024, None, None)],
+    "megatron_2019_bert_iteration_lm_nsp_loss_1.log": [(None, 100, 5133.326171875, 7899.060546875, 9324.0, 9324.0)],
 }
 
 
@@ -231,7 +241,10 @@ def test_ds_timers():
     assert rows[0]["running_avg_samples_per_s"] == pytest.approx(58.730622229657506)
     assert rows[1]["curr_samples_per_s"] == pytest.approx(58.75503515561452)
     assert (rows[0]["mem_allocated_gb"], rows[0]["max_mem_allocated_gb"]) == (6.01, 19.52)
-    assert all(parse_ds_timers(body(n)) == [] for n in ALL_LOGS if n != "mds_iter_ok_1.log")
+    neox = parse_ds_timers(body("gptneox_llemma_bf16_one_iteration_timers_1.log"))  # GPT-NeoX prints them too
+    assert [r["global_step"] for r in neox] == [34] and neox[0]["max_mem_allocated_gb"] == 63.31
+    with_timers = ("mds_iter_ok_1.log", "gptneox_llemma_bf16_one_iteration_timers_1.log")
+    assert all(parse_ds_timers(body(n)) == [] for n in ALL_LOGS if n not in with_timers)
 
 
 def _synthetic_log(n_iterations: int) -> str:
@@ -280,3 +293,11 @@ def test_has_iteration_is_the_monitors_progress_signal(text, expected):
     from analysis.logs.parse_megatron import has_iteration
 
     assert has_iteration(text) is expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("11.5K", 11_500.0), (" 2.25M ", 2.25e6), ("85.8G", 85.8e9), ("3k", 3000.0),  # magnitude suffixes
+    ("123.4TFLOPs", 123.4), ("562.73 ms", 562.73),  # a unit glued on or after a blank is a unit, not a magnitude
+])
+def test_numbers_with_a_magnitude_suffix_are_scaled(text, expected):
+    assert number(text) == pytest.approx(expected)

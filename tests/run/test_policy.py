@@ -3,7 +3,7 @@ import pytest
 from launcher.core.layout import Layout
 from launcher.core.record import TrialRecord
 from launcher.core.states import state_for_kind
-from launcher.run.policy import dominated_by_oom, needs_more_memory, should_retry
+from launcher.run.policy import OomIndex, dominated_by_oom, needs_more_memory, should_retry
 
 BASE = dict(gpus=4, nodes=1, tp=1, pp=1, dp=4, vpp=1, mbs=2, gbs=64, recompute="none", sequence_parallel=False,
             zero_stage=0, distributed_optimizer=False)
@@ -53,3 +53,19 @@ def test_hang_is_retried_once_even_with_more_attempts():
 def test_kinds_map_to_ledger_states():
     assert [state_for_kind(k) for k in ("ok", "oom", "time_limit", "hang", "cancelled", "comm_error", "crashed")] == \
         ["ok", "oom", "timeout", "hang", "cancelled", "failed", "failed"]
+
+
+def test_the_oom_index_answers_as_a_scan_of_every_record():
+    """The loop asks the index (built once a poll) instead of scanning every record per planned trial: the same
+    trial must rule out the same candidates, the first one in record order when several do."""
+    shapes = [lay(mbs=m, gbs=g, tp=t, dp=4 // t, recompute=rc) for m in (1, 2, 4, 8) for g in (64, 128)
+              for t in (1, 2) for rc in ("none", "full")]
+    records = [TrialRecord(str(i), i, layout, state="oom" if i % 3 == 0 else "ok") for i, layout in enumerate(shapes)]
+    index = OomIndex(records)
+    ruled_out = 0
+    for cand in (TrialRecord(f"c{i}", i, layout) for i, layout in enumerate(shapes)):
+        scan = next((r for r in records if r.state.value == "oom" and needs_more_memory(cand.layout, r.layout)),
+                    None)
+        assert index.dominating(cand) is scan
+        ruled_out += scan is not None
+    assert ruled_out  # the grid has dominated candidates: the comparison is not vacuous

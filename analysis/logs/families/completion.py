@@ -13,6 +13,10 @@ Sources:
   "exiting program at iteration N" (--exit-duration-in-mins, --exit-interval).
 - torchtitan train.py: "Training completed"; LSF's job report "Successfully completed."
 - the shape `training (is) done|finished|complete(d)` / `finished training`.
+- a configured training budget reached, the shape `max(imum) (training) steps|iterations|epochs ... reached` /
+  `reached (the) max(imum) (number of) steps|...`: llama-recipes utils/train_utils.py ("max training steps reached,
+  stopping training, total train steps finished: N"), PyTorch Lightning fit_loop.py ("`max_steps=N` reached."),
+  MLX-LM / trainers that stop at a step budget ("Reached max steps", "maximum number of iterations reached").
 """
 
 from __future__ import annotations
@@ -21,6 +25,12 @@ from analysis.logs.families import rows
 from launcher.core.kinds import FailureKind
 
 _DONE = "training finished"
+# A training budget used up: "max training steps reached", "max_iters reached", "reached max steps",
+# "maximum number of epochs reached"; not "max seq length reached" or a budget of evaluation/generation.
+_BUDGET_WHAT = r"(?:training[ _])?(?:steps?|iters?|iterations?|epochs?|updates?)"
+_BUDGET = (rf"(?i)\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b[^\n]{{0,30}}"
+           rf"\b(?:is |has been |was )?reached\b"
+           rf"|\breached\b[^\n]{{0,12}}\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b")
 COMPLETION = (
     rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",
          ("worker group successfully finished", "INFO:torch.distributed.elastic.agent.server.api:[default] worker "
@@ -47,6 +57,9 @@ COMPLETION = (
            ("raining", "Finished training after 5000 steps",
             r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b|\bfinished training\b|"
             r"\bdone training\b"))
+    + rows(FailureKind.OK, _DONE, "llama-recipes train_utils.py; Lightning fit_loop.py; trainers' step budgets",
+           ("eached", "max training steps reached, stopping training, total train steps finished:  6", _BUDGET),
+           ("eached", "Reached maximum number of iterations (20000), stopping", _BUDGET))
 )
 
 # Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns and the

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from analysis.logs.families import Row
+from analysis.logs.families import Row, rows
 from launcher.core.kinds import FailureKind
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
@@ -75,3 +75,35 @@ def is_config_message(exc_type: str, message: str) -> bool:
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
+
+
+# ---- the training data named by the configuration is not there
+# A data path that does not exist is a configuration error, even when the job dies later in a follow-on exception
+# (Megatron's builder returns None and the run fails on `'NoneType' object has no attribute 'sizes'`).
+# Sources: Megatron-LM megatron/data/indexed_dataset.py and megatron/core/datasets/indexed_dataset.py
+# ("Dataset does not exist: {path}", "Path should be a basename that both .idx and .bin can be appended to get full
+# filenames."); Hugging Face datasets (load.py: "Couldn't find a dataset script at ...", "Unable to find
+# '<data_files>'", DatasetNotFoundError "Dataset '<name>' doesn't exist on the Hub"); torchvision/NeMo/fairseq
+# manifests and data files ("data path ... not found", "manifest ... does not exist").
+_DATA_MISSING = "the training data named by the configuration does not exist"
+_DATA_SHAPE = (r"(?i)\b(?:data[ _-]?sets?|data[ _-]?(?:path|prefix|files?|dir(?:ectory)?|root|manifest)|"
+               r"manifest(?:[ _-]?file(?:path)?)?|training[ _-]?data|train[ _-]?(?:data|files?|manifest))\b"
+               r"[^\n]{0,120}?(?:does not exist|doesn't exist|do not exist|not found|could not be found|"
+               r"cannot be found|is missing|no such file)")
+DATA_MISSING = (
+    rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "Megatron-LM indexed_dataset.py",
+         ("Dataset does not exist", "Dataset does not exist: /lustre/corpora/pile/pile_text_document"),
+         ("Path should be a basename that both .idx and .bin", "Path should be a basename that both .idx and .bin "
+                                                               "can be appended to get full filenames."))
+    + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "Hugging Face datasets load.py",
+           ("Couldn't find a dataset script at", "FileNotFoundError: Couldn't find a dataset script at "
+                                                 "/work/corpus/my_set/my_set.py or any data file in the same "
+                                                 "directory."),
+           ("doesn't exist on the Hub", "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/corpus-v9' doesn't "
+                                        "exist on the Hub or cannot be accessed."))
+    + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "trainers' data-path checks (the shape)",
+           ("exist", "ValueError: train manifest /mnt/asr/train_v3.json does not exist", _DATA_SHAPE),
+           ("found", "FileNotFoundError: data path /scratch/tokens/shard_000.bin not found", _DATA_SHAPE),
+           ("ound", "ERROR: training data could not be found under s3://bucket/prefix", _DATA_SHAPE),
+           ("o such file", "FileNotFoundError: [Errno 2] No such file or directory: dataset file 'train.jsonl'",
+            _DATA_SHAPE)))

@@ -16,6 +16,14 @@ Sources (text):
   nan."
 - torch.autograd anomaly mode: "Function 'MulBackward0' returned nan values in its 0th output."
 - the shape `loss ... is|became|=|: nan|inf` and "NaN/Inf loss detected" that trainers print when they stop.
+- DeepSpeed runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale): "[deepspeed] OVERFLOW! Rank 0 Skipping
+  step. Attempted loss scale: 32, reducing to 16". One overflow halves the scale; a healthy run raises it again
+  after scale_window clean steps. Overflow after overflow that halves the scale down to a few units (the minimum
+  is 1 by default) is a loss that no longer fits fp16: the run is collapsing towards "already at minimum".
+- DeepSpeed runtime/engine.py (_report_progress): log_dist("step={}, skipped={}, lr={}, mom={}"), the optimizer
+  steps taken and those skipped because the fp16 gradients overflowed. A healthy fp16 run skips a few steps while
+  the loss scale settles (about log2 of the initial scale); a run that skips nearly every step does not train
+  (the Hugging Face Trainer then logs a loss of 0.0).
 Series (the parsed step records): the run's last logged loss is NaN or infinite; Megatron's last record lacks
 its loss or counts NaN iterations.
 """
@@ -137,3 +145,68 @@ def series_diverged(losses: Sequence[float]) -> str | None:
             bad += 1
         return f"the last {bad} logged loss value(s) are {losses[-1]!r}"
     return None
+
+
+_DS_PROGRESS = re.compile(r"\bstep=(\d{1,12}), skipped=(\d{1,12})\b")
+DS_PROGRESS_NEEDLE = ", skipped="
+MAX_LOOKED = 1000  # occurrences of a needle looked at from the end (a hostile log repeats it millions of times)
+SKIPPED_FRACTION = 0.9  # of the steps in the last interval (or, with one line, since the start)
+MIN_STEPS_SKIPPED = 50  # more steps than any loss-scale search at the start skips (log2 of 2**32 = 32)
+
+
+def deepspeed_skipped_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when DeepSpeed's last progress lines ('step=2000, skipped=1995') show that nearly every
+    step overflowed and was skipped: between the last two such lines, or since the start when there is one, at
+    least SKIPPED_FRACTION of at least MIN_STEPS_SKIPPED steps. Unlike a failure line, the last such line counts
+    wherever it is: the trainer's own records printed after it (the loss of 0.0) do not show a recovery."""
+    last = text.rfind(DS_PROGRESS_NEEDLE)
+    if last < 0:
+        return None
+    lines: list[tuple[int, int, int]] = []
+    idx, looked = last, 0
+    while idx >= 0 and len(lines) < 2 and looked < MAX_LOOKED:
+        m = _DS_PROGRESS.search(text, max(0, idx - 20), idx + 30)
+        if m is not None:
+            lines.append((m.start(), int(m.group(1)), int(m.group(2))))
+        idx, looked = text.rfind(DS_PROGRESS_NEEDLE, 0, idx), looked + 1
+    if not lines:
+        return None
+    pos, step, skipped = lines[0]
+    if len(lines) == 2 and lines[1][1] < step and lines[1][2] <= skipped:
+        steps, skips = step - lines[1][1], skipped - lines[1][2]
+        if steps >= MIN_STEPS_SKIPPED and skips >= SKIPPED_FRACTION * steps:
+            return pos, f"DeepSpeed skipped {skips} of the last {steps} steps (fp16 overflow on nearly every step)"
+        if skips < SKIPPED_FRACTION * steps:
+            return None
+    if step >= MIN_STEPS_SKIPPED and skipped >= SKIPPED_FRACTION * step:
+        return pos, f"DeepSpeed skipped {skipped} of {step} steps (fp16 overflow on nearly every step)"
+    return None
+
+
+_DS_OVERFLOW = re.compile(r"Attempted loss scale: ([\d.eE+-]{1,20}), reducing to ([\d.eE+-]{1,20})")
+DS_OVERFLOW_NEEDLE = "Attempted loss scale:"
+COLLAPSE_OVERFLOWS = 4  # this many last overflow lines, each halving the scale the previous one left
+COLLAPSED_SCALE = 8.0  # ... down to a scale this small (fp16 runs train at 2**10 to 2**16)
+
+
+def deepspeed_scale_collapsed(text: str) -> tuple[int, str] | None:
+    """(position, why) when the last COLLAPSE_OVERFLOWS DeepSpeed overflow lines each reduce the scale the
+    previous one left (no clean window raised it in between) and the last leaves it at most COLLAPSED_SCALE."""
+    found: list[tuple[int, float, float]] = []
+    idx, looked = text.rfind(DS_OVERFLOW_NEEDLE), 0
+    while idx >= 0 and len(found) < COLLAPSE_OVERFLOWS and looked < MAX_LOOKED:
+        m = _DS_OVERFLOW.match(text, idx)
+        if m is not None:
+            try:
+                found.append((idx, float(m.group(1)), float(m.group(2))))
+            except ValueError:
+                return None
+        idx, looked = text.rfind(DS_OVERFLOW_NEEDLE, 0, idx), looked + 1
+    if len(found) < COLLAPSE_OVERFLOWS:
+        return None
+    found.reverse()  # oldest first
+    chained = all(later[1] == earlier[2] for earlier, later in zip(found, found[1:]))
+    if not chained or not all(cur < prev for _, prev, cur in found) or found[-1][2] > COLLAPSED_SCALE:
+        return None
+    return found[-1][0], (f"DeepSpeed's fp16 loss scale fell on {COLLAPSE_OVERFLOWS} overflows in a row to "
+                          f"{found[-1][2]:g}")

@@ -20,7 +20,10 @@ Sources:
   "Unable to read from fi_cq_readerr", "Unable to retrieve completion queue entries"; the EFA provider's
   "Unresponsive receiver (reachable by EFA device but handshake failed)".
 - Gloo (gloo/transport/tcp/pair.cc) and torch.distributed (c10d): ProcessGroupNCCL's watchdog and heartbeat
-  monitor, TCPStore and rendezvous timeouts (the needles of analysis.logs.patterns.COMM stay there).
+  monitor, TCPStore and rendezvous timeouts (the needles of analysis.logs.patterns.COMM stay there); the
+  watchdog's C++ exception, printed as its frames when the "Watchdog caught ..." line is not in the log
+  (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: WorkNCCL::checkTimeout throws a timeout, and
+  ncclCommWatchdog re-raises an NCCL async error: "Exception raised from ncclCommWatchdog at ...").
 """
 
 from __future__ import annotations
@@ -74,7 +77,14 @@ NETWORK = (
             r"(?i)timed out|timeout|failed|refused|reset|broken pipe"),
            ("Heartbeat monitor timed out", "[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 5] Heartbeat monitor "
                                            "timed out! Process will be terminated after dumping debug info."),
-           ("NCCL timeout", "[rank2]: RuntimeError: NCCL timeout in ProcessGroupNCCL::allreduce after 600 s")))
+           ("NCCL timeout", "[rank2]: RuntimeError: NCCL timeout in ProcessGroupNCCL::allreduce after 600 s"))
+    + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d ProcessGroupNCCL.cpp (the watchdog's exception frames)",
+           ("Exception raised from ncclCommWatchdog", "Exception raised from ncclCommWatchdog at "
+                                                      "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1521 (most "
+                                                      "recent call first):"),
+           ("WorkNCCL::checkTimeout", "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::"
+                                      "chrono::duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x7f in "
+                                      "libtorch.so)")))
 # NCCL's WARN lines: a failure when the message is in a failure form (below), not a plugin or fallback notice.
 NCCL_WARN_FAILURE = (
     r"(?:[Cc]all to \w{1,40} failed|[Cc]onnect(?:ion)? to [^\n]{0,120} failed|failed\s*:\s*[A-Z][a-z]|"

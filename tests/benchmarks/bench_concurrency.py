@@ -1,0 +1,121 @@
+"""Issue 19's two MLflow-store cases, N times each, with the pass count.
+
+    python tests/benchmarks/bench_concurrency.py [N] [--full]
+
+1. three launchers started at once in a fresh folder (`for n in A B C; do python -m launcher +sweep=tiny
+   sweep.name=s$n & done; wait`): a round passes when all three exit 0 with no traceback and no MLflow warning,
+   every trial of the three ledgers finished, and the one store holds the three sweeps' parent runs, FINISHED;
+2. a first launch SIGKILLed within a second of MLflow's "Updating database tables" (the store's creation), then
+   the same command again: a round passes when the second launch exits 0 with MLflow working (no warning), its
+   trials finished and the store holds its parent run, FINISHED.
+
+Each launcher runs a one-trial version of the tiny sweep (the race is in the store's creation, before any trial;
+--full runs the whole 10-trial tiny sweep instead). Prints the pass count of each case.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ONE_TRIAL = ["grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]", "grid.mbs=[1]", "grid.gbs=[1]",
+             "grid.include=[]", "backend.warmup_iters=1", "backend.measure_iters=2"]
+CREATING = ("Creating initial MLflow database tables", "Updating database tables")
+
+
+def launcher(work: Path, name: str, extra: list[str], out: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with out.open("w") as sink:
+        return subprocess.Popen([sys.executable, "-m", "launcher", "+sweep=tiny", f"sweep.name={name}", *extra],
+                                cwd=work, env=env, stdout=sink, stderr=subprocess.STDOUT)
+
+
+def problems(work: Path, name: str, code: int, out: Path) -> list[str]:
+    """What is wrong with one finished launcher (empty: it passed)."""
+    text = out.read_text(errors="replace")
+    found = []
+    if code != 0:
+        found.append(f"{name}: exit {code}")
+    if "Traceback" in text:
+        found.append(f"{name}: traceback")
+    if "MLflow" in text and ("unreachable" in text or "write failed" in text):
+        found.append(f"{name}: MLflow unavailable")
+    ledger = work / "sweeps" / name / "ledger.sqlite"
+    if not ledger.is_file():
+        return [*found, f"{name}: no ledger"]
+    with sqlite3.connect(ledger) as db:
+        unfinished = db.execute("SELECT count(*) FROM trials WHERE state IN ('planned', 'submitted', 'running') "
+                                "AND pruned_by = ''").fetchone()[0]
+    if unfinished:
+        found.append(f"{name}: {unfinished} trials not finished")
+    return found
+
+
+def store_problems(work: Path, names: list[str]) -> list[str]:
+    db = work / "mlflow.db"
+    if not db.is_file():
+        return ["no mlflow.db"]
+    with sqlite3.connect(db) as con:
+        rows = dict(con.execute("SELECT t.value, r.status FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+                                "WHERE t.key = 'parasweep.sweep' AND r.name LIKE 'sweep %'").fetchall())
+    return [f"store: parent run of {n} is {rows.get(n, 'missing')}" for n in names if rows.get(n) != "FINISHED"]
+
+
+def three_at_once(extra: list[str]) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        names = ["sA", "sB", "sC"]
+        procs = {n: launcher(work, n, extra, work / f"{n}.out") for n in names}
+        codes = {n: p.wait(timeout=1800) for n, p in procs.items()}
+        found = [x for n in names for x in problems(work, n, codes[n], work / f"{n}.out")]
+        return found + store_problems(work, names)
+
+
+def kill_while_creating(extra: list[str], rng: random.Random) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        out = work / "first.out"
+        first = launcher(work, "k", extra, out)
+        deadline = time.monotonic() + 900
+        while first.poll() is None and time.monotonic() < deadline:
+            if any(line in out.read_text(errors="replace") for line in CREATING):
+                break
+            time.sleep(0.02)
+        if first.poll() is not None:
+            return [f"first launch ended before the store was created (exit {first.returncode})"]
+        time.sleep(rng.uniform(0.0, 1.0))
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        again = launcher(work, "k", extra, work / "again.out")
+        code = again.wait(timeout=1800)
+        return problems(work, "k", code, work / "again.out") + store_problems(work, ["k"])
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 20
+    extra = [] if "--full" in sys.argv else ONE_TRIAL
+    rng = random.Random(19)
+    passed = {"three launchers at once": 0, "kill during store creation": 0}
+    for i in range(1, n + 1):
+        for case, run in (("three launchers at once", lambda: three_at_once(extra)),
+                          ("kill during store creation", lambda: kill_while_creating(extra, rng))):
+            started = time.perf_counter()
+            found = run()
+            passed[case] += not found
+            print(f"round {i} {case}: {'pass' if not found else 'FAIL ' + '; '.join(found)} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+    for case, count in passed.items():
+        print(f"{case}: {count} of {n} passed")
+
+
+if __name__ == "__main__":
+    main()
