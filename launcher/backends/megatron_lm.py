@@ -71,6 +71,7 @@ def program_args(model: ModelConfig, backend: BackendConfig, layout: Layout) -> 
     args += mc.parallel_args(layout, model.layers) + mc.virtual_pipeline_args(model, layout) + optimizer_args(layout)
     if layout.cp > 1:  # Megatron-Core's context parallelism (Transformer Engine's ring attention)
         args += ["--context-parallel-size", str(layout.cp)]
+    args += expert_args(model, layout)
     args += mc.precision_args(backend) + fp8_args(backend)
     if backend.megatron.transformer_impl == "local":
         args += LOCAL_IMPL_ARGS
@@ -103,6 +104,30 @@ def model_style_args(model: ModelConfig) -> list[str]:
         args += ["--normalization", "RMSNorm"]
     if mc.llama_style(model):
         args += ["--position-embedding-type", "rope"]
+    return args
+
+
+def expert_args(model: ModelConfig, layout: Layout) -> list[str]:
+    """Mixture of experts on every layer (--moe-layer-freq 1, the default): dropless (no capacity factor, the
+    default) with the all-to-all token dispatcher and grouped GEMMs, as launcher.plan.moe prices it. The expert mesh
+    is always explicit: Megatron's --expert-tensor-parallel-size defaults to tp, the layout's etp to 1. A dense
+    model gets no flag (ep/etp > 1 on it are refused by the rules; rendered anyway so that Megatron's own check
+    sees them)."""
+    args = []
+    if model.is_moe:
+        args += ["--num-experts", str(model.num_experts), "--moe-router-topk", str(model.moe_topk),
+                 "--moe-ffn-hidden-size", str(model.moe_ffn_hidden)]
+        if model.shared_expert_ffn_hidden:
+            args += ["--moe-shared-expert-intermediate-size", str(model.shared_expert_ffn_hidden)]
+        if model.moe_aux_loss_coeff:
+            args += ["--moe-aux-loss-coeff", f"{model.moe_aux_loss_coeff:g}"]
+        if model.moe_topk == 1:  # TransformerConfig: a softmax over one selected logit has no gradient
+            args.append("--moe-router-pre-softmax")
+        args += ["--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm"]
+    if model.is_moe or layout.ep > 1:
+        args += ["--expert-model-parallel-size", str(layout.ep)]
+    if model.is_moe or layout.etp > 1:
+        args += ["--expert-tensor-parallel-size", str(layout.etp)]
     return args
 
 

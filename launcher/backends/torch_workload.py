@@ -53,6 +53,7 @@ def workload_args(model: ModelConfig, cluster: ClusterConfig, backend: BackendCo
         args += ["--recompute-every", layout.recompute_every]
     if layout.sequence_parallel:
         args.append("--sequence-parallel")
+    args += moe_args(model, layout)
     args += ["--zero-stage", layout.zero_stage]
     if layout.distributed_optimizer:
         args.append("--distributed-optimizer")
@@ -62,3 +63,17 @@ def workload_args(model: ModelConfig, cluster: ClusterConfig, backend: BackendCo
              "--measure-iters", backend.measure_iters, "--seed", backend.seed,
              "--mem-limit-mb", mem_limit_mb, "--peak-tflops", cluster.peak_tflops]
     return [str(arg) for arg in args] + list(backend.extra_args)
+
+
+def moe_args(model: ModelConfig, layout: Layout) -> list[object]:
+    """The workload's MoE layer (launcher/workload/moe.py); --etp always explicit (the workload's default is --tp,
+    the layout's 1). Nothing for a dense model."""
+    if not model.is_moe:
+        return []
+    args: list[object] = ["--num-experts", model.num_experts, "--moe-topk", model.moe_topk,
+                          "--moe-ffn-hidden", model.moe_ffn_hidden]
+    if model.shared_expert_ffn_hidden:
+        args += ["--shared-expert-ffn-hidden", model.shared_expert_ffn_hidden]
+    if model.moe_aux_loss_coeff:
+        args += ["--moe-aux-loss-coeff", f"{model.moe_aux_loss_coeff:g}"]
+    return args + ["--ep", layout.ep, "--etp", layout.etp]

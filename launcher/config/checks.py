@@ -147,6 +147,31 @@ def check_model(model: ModelConfig) -> None:
                           "leave it empty)")
     if model.norm not in NORMS:
         raise ConfigError("model.norm", model.norm, "use 'layernorm' or 'rmsnorm'")
+    check_experts(model)
+
+
+MOE_FIELDS = ("moe_ffn_hidden", "shared_expert_ffn_hidden", "moe_aux_loss_coeff")
+"""Model fields that configure MoE layers: set on a dense model (num_experts 0) they would be ignored."""
+
+
+def check_experts(model: ModelConfig) -> None:
+    """The mixture-of-experts fields: all off for a dense model, consistent for an MoE one."""
+    if model.num_experts < 0:
+        raise ConfigError("model.num_experts", model.num_experts, "use 0 (dense) or the number of routed experts")
+    if not model.num_experts:
+        for name in MOE_FIELDS:
+            if getattr(model, name):
+                raise ConfigError(f"model.{name}", getattr(model, name), "configures MoE layers but "
+                                  "model.num_experts is 0 (dense): set model.num_experts or leave it unset")
+        return
+    if not 1 <= model.moe_topk <= model.num_experts:
+        raise ConfigError("model.moe_topk", model.moe_topk, f"use 1 to num_experts ({model.num_experts}): the "
+                          "experts each token is routed to")
+    _positive("model", "moe_ffn_hidden", model.moe_ffn_hidden, "use a positive integer (or leave it unset: "
+              "= ffn_hidden)")
+    for name in ("shared_expert_ffn_hidden", "moe_aux_loss_coeff"):
+        if getattr(model, name) < 0:
+            raise ConfigError(f"model.{name}", getattr(model, name), "use 0 (none) or a positive value")
 
 
 def check_cluster(cluster: ClusterConfig) -> None:
@@ -154,6 +179,9 @@ def check_cluster(cluster: ClusterConfig) -> None:
     for name in ("gpu_mem_gb", "peak_tflops", "gpus_per_node", "intra_node_gbytes_per_s",
                  "inter_node_gbytes_per_s", "hbm_gbytes_per_s", "nodes"):
         _positive("cluster", name, getattr(cluster, name))
+    for name in ("intra_node_all_to_all_gbytes_per_s", "inter_node_all_to_all_gbytes_per_s"):
+        if getattr(cluster, name) < 0:
+            raise ConfigError(f"cluster.{name}", getattr(cluster, name), "use 0 (not measured) or the measured GB/s")
 
 
 def check_megatron(megatron: MegatronConfig) -> None:

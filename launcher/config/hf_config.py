@@ -42,6 +42,13 @@ class HfShape:
     notes: tuple[str, ...] = field(default_factory=tuple)
     tokenizer: str = ""
     """The tokenizer kind the family ships (model.tokenizer): gpt2, sentencepiece or huggingface."""
+    num_experts: int = 0
+    """Mixture of experts (launcher.plan.moe): routed experts per layer (0: dense), top-k, expert FFN, shared FFN,
+    load-balancing coefficient, as ModelConfig names them."""
+    moe_topk: int = 2
+    moe_ffn_hidden: int = 0
+    shared_expert_ffn_hidden: int = 0
+    moe_aux_loss_coeff: float = 0.0
 
 
 class _Reader:
@@ -149,18 +156,75 @@ def _gemma(r: _Reader) -> HfShape:
     return _finish(r, shape, head_dim=r.int("head_dim", default=256, required=False))
 
 
+def _coeff(r: _Reader, name: str) -> float:
+    value = r.data.get(name)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else 0.0
+
+
+def _mixtral(r: _Reader) -> HfShape:
+    """Mixtral: Mistral's layers with num_local_experts SwiGLU experts of intermediate_size, top
+    num_experts_per_tok, in every layer."""
+    shape = _llama_like(r, kv_default=8)
+    experts, topk = r.int("num_local_experts"), r.int("num_experts_per_tok")
+    r.check()
+    return replace(shape, num_experts=experts or 0, moe_topk=topk or 2, moe_ffn_hidden=shape.ffn_hidden,
+                   moe_aux_loss_coeff=_coeff(r, "router_aux_loss_coef"))
+
+
+def _qwen2_moe(r: _Reader) -> HfShape:
+    """Qwen1.5-MoE / Qwen2-MoE: num_experts of moe_intermediate_size, top num_experts_per_tok, and a shared expert
+    of shared_expert_intermediate_size (its sigmoid gate, h parameters, not modelled)."""
+    shape = _llama_like(r)
+    experts, topk, ffn = r.int("num_experts"), r.int("num_experts_per_tok"), r.int("moe_intermediate_size")
+    shared = r.int("shared_expert_intermediate_size", default=0, required=False)
+    r.check()
+    notes = list(shape.notes)
+    if r.data.get("decoder_sparse_step", 1) != 1 or r.data.get("mlp_only_layers"):
+        notes.append("dense layers between the MoE layers (decoder_sparse_step/mlp_only_layers) modelled as MoE")
+    return replace(shape, num_experts=experts or 0, moe_topk=topk or 2, moe_ffn_hidden=ffn or 0,
+                   shared_expert_ffn_hidden=shared or 0, moe_aux_loss_coeff=_coeff(r, "router_aux_loss_coef"),
+                   notes=tuple(notes))
+
+
+def _deepseek(r: _Reader) -> HfShape:
+    """DeepSeek-V2/V3 (DeepSeekMoE): n_routed_experts of moe_intermediate_size, top num_experts_per_tok,
+    n_shared_experts shared experts of the same size (one shared FFN of n x moe_intermediate_size). What the estimator
+    cannot represent is modelled approximately and said in notes: multi-head latent attention (kv_lora_rank) as
+    plain attention at hidden/heads per head, the first first_k_dense_replace dense layers as MoE layers."""
+    shape = _llama_like(r)
+    experts, topk, ffn = r.int("n_routed_experts"), r.int("num_experts_per_tok"), r.int("moe_intermediate_size")
+    shared = r.int("n_shared_experts", default=0, required=False)
+    r.check()
+    notes = list(shape.notes)
+    if r.data.get("kv_lora_rank"):
+        notes.append(f"multi-head latent attention (kv_lora_rank {r.data['kv_lora_rank']}) modelled as multi-head "
+                     "attention of hidden/heads per head")
+    dense = r.data.get("first_k_dense_replace") or 0
+    if dense:
+        notes.append(f"the first {dense} dense layer(s) (first_k_dense_replace) modelled as MoE layers")
+    if (r.data.get("moe_layer_freq") or 1) != 1:
+        notes.append(f"moe_layer_freq {r.data['moe_layer_freq']} modelled as MoE in every layer")
+    return replace(shape, num_experts=experts or 0, moe_topk=topk or 2, moe_ffn_hidden=ffn or 0,
+                   shared_expert_ffn_hidden=(shared or 0) * (ffn or 0), moe_aux_loss_coeff=_coeff(r, "aux_loss_alpha"),
+                   notes=tuple(notes))
+
+
 FAMILIES: dict[str, Callable[[_Reader], HfShape]] = {
     "llama": _llama_like, "mistral": _mistral, "qwen2": _llama_like, "gpt2": _gpt2, "gpt_neox": _gpt_neox,
     "falcon": _falcon, "RefinedWeb": _falcon, "RefinedWebModel": _falcon, "gemma": _gemma, "gemma2": _gemma,
+    "mixtral": _mixtral, "qwen2_moe": _qwen2_moe, "deepseek_v2": _deepseek, "deepseek_v3": _deepseek,
 }
 """model_type -> reader (model_type is what transformers' AutoConfig dispatches on)."""
 ARCHITECTURES = {
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "Qwen2ForCausalLM": "qwen2",
     "GPT2LMHeadModel": "gpt2", "GPTNeoXForCausalLM": "gpt_neox", "FalconForCausalLM": "falcon",
     "RWForCausalLM": "falcon", "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2",
+    "MixtralForCausalLM": "mixtral", "Qwen2MoeForCausalLM": "qwen2_moe", "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
 }
 """architectures[0] -> model_type, for files without a model_type."""
-SUPPORTED = ("Llama 1/2/3/3.1, Mistral, Qwen2/2.5, GPT-2, GPT-NeoX/Pythia, Falcon, Gemma 1/2 (model_type "
+SUPPORTED = ("Llama 1/2/3/3.1, Mistral, Qwen2/2.5, GPT-2, GPT-NeoX/Pythia, Falcon, Gemma 1/2, Mixtral, "
+             "Qwen-MoE, DeepSeek-V2/V3 (model_type "
              + ", ".join(sorted({k for k in FAMILIES if k.islower() or "_" in k})) + ")")
 
 
@@ -210,7 +274,7 @@ def tokenizer_of(family: str, vocab: int) -> str:
     Falcon)."""
     if family == "gpt2":
         return "gpt2"
-    if family in ("mistral", "gemma", "gemma2") or (family == "llama" and vocab < 100_000):
+    if family in ("mistral", "mixtral", "gemma", "gemma2") or (family == "llama" and vocab < 100_000):
         return "sentencepiece"
     return "huggingface"
 
@@ -238,7 +302,8 @@ def load_shape(text: str) -> tuple[Path, HfShape]:
 
 
 SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "swiglu", "vocab", "max_position",
-                "tied_embeddings", "norm")
+                "tied_embeddings", "norm", "num_experts", "moe_topk", "moe_ffn_hidden", "shared_expert_ffn_hidden",
+                "moe_aux_loss_coeff")
 
 
 def apply_to_fields(model: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

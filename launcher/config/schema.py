@@ -75,6 +75,18 @@ class ModelConfig(Sealed):
     """Input embedding and output layer share weights (GPT); Llama unties them."""
     norm: str = "layernorm"
     """'layernorm' or 'rmsnorm'."""
+    num_experts: int = 0
+    """Routed experts per layer (0, the default: a dense model). Every layer's FFN is then a mixture-of-experts
+    block (Megatron --num-experts with --moe-layer-freq 1; launcher.plan.moe prices it)."""
+    moe_topk: int = 2
+    """Experts each token is routed to (Megatron --moe-router-topk); read only when num_experts > 0."""
+    moe_ffn_hidden: int = 0
+    """Each routed expert's FFN size (0, the default: = ffn_hidden; Megatron --moe-ffn-hidden-size)."""
+    shared_expert_ffn_hidden: int = 0
+    """The shared expert's FFN size, one FFN every token goes through besides its routed experts (0: none; Qwen-MoE,
+    DeepSeek; Megatron --moe-shared-expert-intermediate-size)."""
+    moe_aux_loss_coeff: float = 0.0
+    """Load-balancing loss coefficient (Megatron --moe-aux-loss-coeff; 0: none)."""
     source: str = ""
     """Where the shape comes from (paper, model card)."""
     tokenizer: str = ""
@@ -94,11 +106,18 @@ class ModelConfig(Sealed):
             object.__setattr__(self, "ffn_hidden", swiglu_ffn(self.hidden) if self.swiglu else 4 * self.hidden)
         if not self.max_position:
             object.__setattr__(self, "max_position", self.seq_len)
+        if self.num_experts and not self.moe_ffn_hidden:
+            object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
         super().__post_init__()
 
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
+
+    @property
+    def is_moe(self) -> bool:
+        """Every layer's FFN is a mixture of experts (num_experts > 0)."""
+        return self.num_experts > 0
 
 
 def swiglu_ffn(hidden: int, multiple_of: int = 256) -> int:
@@ -130,6 +149,11 @@ class ClusterConfig(Sealed):
     """Nodes available to the sweep."""
     partition: str = "benchmark"
     """The dedicated SLURM partition for benchmark jobs."""
+    intra_node_all_to_all_gbytes_per_s: float = 0.0
+    """Measured all-to-all bus bandwidth inside a node, GB/s (launcher.netbench; 0: not measured, the MoE dispatch
+    is priced at intra_node_gbytes_per_s x net_eff)."""
+    inter_node_all_to_all_gbytes_per_s: float = 0.0
+    """Measured all-to-all bus bandwidth across nodes, GB/s (0: not measured, inter_node_gbytes_per_s x net_eff)."""
     source: str = ""
     """Where the numbers come from (datasheet)."""
 

@@ -62,6 +62,12 @@ class Layout:
                    grid=(1,), factor=True, hidden_at=1, hashed_at_default=False)
     vpp: int = _dim(1, doc="Virtual pipeline stages per rank (interleaved 1F1B when > 1).", kind="split", grid=(1,),
                     hidden_at=1)
+    ep: int = _dim(1, doc="Expert-parallel size: the routed experts of an MoE model split over ep ranks (carved out of "
+                   "tp x cp x dp, Megatron's expert mesh); 1 for dense models.", kind="split", grid=(1,), hidden_at=1,
+                   hashed_at_default=False)
+    etp: int = _dim(1, doc="Expert tensor-parallel size: each expert's FFN split over etp ranks (Megatron "
+                    "--expert-tensor-parallel-size, rendered explicitly; 1 keeps experts whole).", kind="split",
+                    grid=(1,), hidden_at=1, hashed_at_default=False)
     mbs: int = _dim(1, doc="Micro-batch size (sequences per micro-batch).", kind="batch", grid=(1,), unit="sequences")
     gbs: int = _dim(1, doc="Global batch size (sequences per iteration).", kind="batch", grid=(8,),
                     unit="sequences")

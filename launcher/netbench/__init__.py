@@ -166,7 +166,12 @@ def apply_network(cluster: ClusterConfig, constants: Constants,
     eff = constants.net_eff
     intra = profile.intra_node_gbytes_per_s or cluster.intra_node_gbytes_per_s * eff
     inter = profile.inter_node_gbytes_per_s or cluster.inter_node_gbytes_per_s * eff
+    # the all-to-all figures price MoE token dispatch (launcher.plan.moe); 0 keeps the tier's bandwidth
     new_cluster = dataclasses.replace(cluster, intra_node_gbytes_per_s=intra, inter_node_gbytes_per_s=inter,
+                                      intra_node_all_to_all_gbytes_per_s=profile.intra_node_all_to_all_gbytes_per_s
+                                      or 0.0,
+                                      inter_node_all_to_all_gbytes_per_s=profile.inter_node_all_to_all_gbytes_per_s
+                                      or 0.0,
                                       source=f"{cluster.source}; network measured: {profile.source}")
     latency_field = "latency_cpu_s" if is_cpu_standin(cluster.gpu) else "latency_gpu_s"
     values = {"net_eff": 1.0}

@@ -40,7 +40,7 @@ class Estimate:
     tflops_per_gpu: float                 # hardware FLOPs, recompute counted (Narayanan eq. 3)
     model_tflops_per_gpu: float           # model FLOPs, no recompute (Korthikanti eq. 7)
     mfu: float                            # model_tflops_per_gpu / peak
-    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, cp_comm, fixed, dispatch,
+    time_breakdown_s: dict[str, float]    # compute, recompute, tp_comm, pp_comm, cp_comm, ep_comm, fixed, dispatch,
     #                                       shard_comm, dp_comm, bubble, optimizer
 
 

@@ -7,6 +7,7 @@ al. 2022, arXiv 2205.05198, App. A), written for GQA (g key/value heads of a) an
     Q·Kᵀ and attention·V  2·B·s²·h + 2·B·s²·h            (4Bs²h)
     output projection     2·B·s·h²
     FFN                   2·B·s·h·f·γ,  γ = 3 gated (SwiGLU) or 2        (f = 4h: 16Bsh²)
+                          MoE: f = moe_ffn·topk + shared (the experts a token visits; router not counted)
     => MHA, f = 4h:       24·B·s·h² + 4·B·s²·h
 Logits layer: 2·B·s·h·V forward. Backward = 2 x forward (weight and input gradients).
 
@@ -37,6 +38,20 @@ def ffn_matrices(model: ModelConfig) -> int:
     return 3 if model.swiglu else 2
 
 
+def dense_ffn_hidden(model: ModelConfig) -> int:
+    """The FFN every token goes through on the tensor-parallel ranks: ffn_hidden, or for an MoE model its shared
+    expert (0 without one; the routed experts are launcher.plan.moe's)."""
+    return model.shared_expert_ffn_hidden if model.is_moe else model.ffn_hidden
+
+
+def active_ffn_hidden(model: ModelConfig) -> int:
+    """FFN width one token's FLOPs see: ffn_hidden, or for an MoE model moe_ffn_hidden x topk + the shared expert
+    (Megatron-LM num_floating_point_operations: the router's h x E GEMM is not counted)."""
+    if model.is_moe:
+        return model.moe_ffn_hidden * model.moe_topk + model.shared_expert_ffn_hidden
+    return model.ffn_hidden
+
+
 def qkv_width(model: ModelConfig) -> int:
     """Output width of the fused QKV projection: h for queries plus 2·g·(h/a) for GQA keys and values."""
     return model.hidden + 2 * model.kv_heads * (model.hidden // model.heads)
@@ -45,7 +60,7 @@ def qkv_width(model: ModelConfig) -> int:
 def dense_forward_flops_per_token(model: ModelConfig) -> float:
     """GEMMs with weights (QKV, output projection, FFN), forward, per token per layer: 2 FLOPs per weight."""
     h = model.hidden
-    return 2.0 * h * (qkv_width(model) + h + ffn_matrices(model) * model.ffn_hidden)
+    return 2.0 * h * (qkv_width(model) + h + ffn_matrices(model) * active_ffn_hidden(model))
 
 
 def attention_forward_flops_per_token(model: ModelConfig) -> float:

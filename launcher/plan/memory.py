@@ -32,8 +32,9 @@ from __future__ import annotations
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
 from launcher.core.names import is_cpu_standin
+from launcher.plan import moe
 from launcher.plan.constants import DEFAULT, Constants
-from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
+from launcher.plan.flops import dense_ffn_hidden, ffn_matrices, padded_vocab, qkv_width
 from launcher.plan.stack import StackFacts, kernels_fused, stack_facts, stack_name, syncs_every_microbatch
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 
@@ -94,13 +95,15 @@ def layer_params(model: ModelConfig) -> tuple[int, int]:
     biases (output projection, FFN output). Biases only for LayerNorm (GPT/BLOOM-style) models; Llama-style RMSNorm
     models have none. For MHA, f = 4h this is Narayanan eq. (2)'s 12h² + 13h per layer.
     """
-    h, f, gamma = model.hidden, model.ffn_hidden, ffn_matrices(model)
+    h, f, gamma = model.hidden, dense_ffn_hidden(model), ffn_matrices(model)
     sharded = h * qkv_width(model) + h * h + gamma * h * f
     with_bias = model.norm == "layernorm"
     norm_params = 2 * h * (2 if with_bias else 1)
     if with_bias:
         sharded += qkv_width(model) + (gamma - 1) * f
     replicated = norm_params + (2 * h if with_bias else 0)
+    if model.is_moe:  # the router (h x E) on every tp rank; the routed experts are launcher.plan.moe's
+        replicated += h * model.num_experts
     return sharded, replicated
 
 
@@ -161,7 +164,7 @@ def layer_activation_bytes(model: ModelConfig, mbs: int, tp: int, sequence_paral
     gated = 2 if model.swiglu else 1
     masks = 2 if model.norm == "layernorm" else 0
     replicated = 2 * e + 2 * lin + masks
-    f_h = model.ffn_hidden / h
+    f_h = dense_ffn_hidden(model) / h     # an MoE model's routed experts: launcher.plan.moe.activation_bytes
     sharded = e * (1 + 2 * model.kv_heads / a) + lin + gated * e * f_h + lin * f_h
     if eager:
         if model.norm == "rmsnorm":
@@ -205,8 +208,9 @@ def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int,
     full = layout.recompute == "full"
 
     def per_layer(mode: str) -> float:
-        return layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8,
-                                      unfused_softmax=model.seq_len > facts.fused_softmax_max_seq)
+        experts = 0.0 if mode == "full" else moe.activation_bytes(model, layout, e)
+        return experts + layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8,
+                                                unfused_softmax=model.seq_len > facts.fused_softmax_max_seq)
 
     whole = per_layer("none" if full else layout.recompute)
     if full:
@@ -239,10 +243,15 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     weights = params * w
     sharded, replicated = layer_params(model)
     layer = sharded / t + replicated
+    # routed experts: their own data-parallel group (expert-dp) shards their optimizer state
+    experts = moe.expert_params(model, layout)
+    we, ge, oe = state_bytes_per_param(precision, layout.zero_stage, layout.distributed_optimizer,
+                                       moe.expert_data_parallel(layout), facts.states)
+    weights += experts * we
     if facts.autocast_cache and precision in ("bf16", "fp16"):
-        weights += params * 2.0        # bf16 casts of every weight, cached through the forward
+        weights += (params + experts) * 2.0        # bf16 casts of every weight, cached through the forward
     if precision == "fp8":
-        weights += model.layers / layout.pp * sharded / t * facts.fp8_weight_cache_bytes
+        weights += (model.layers / layout.pp * sharded / t + experts) * facts.fp8_weight_cache_bytes
     gathered = 0.0
     if layout.zero_stage >= 3:
         gather = facts.gather_bytes
@@ -267,7 +276,8 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     churn = (activations + logits + gathered) / GB
     # torch DDP's gradient buckets (launcher.plan.stack.StackFacts.ddp_bucket_bytes): as long-lived as the grads
     buckets = params * facts.ddp_bucket_bytes if layout.gradient_group > 1 else 0.0
-    return {"weights": weights / GB, "grads": (params * g + buckets) / GB, "optimizer": params * o / GB,
+    return {"weights": weights / GB, "grads": (params * g + experts * ge + buckets) / GB,
+            "optimizer": (params * o + experts * oe) / GB,
             "gathered": gathered / GB, "activations": activations / GB, "logits": logits / GB,
             "temporaries": c.transient_share * churn, "fragmentation": c.fragmentation_share * churn,
             "context": context}

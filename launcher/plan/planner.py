@@ -78,7 +78,10 @@ class Plan:
 def trial_context(cfg: RootConfig) -> str:
     """What besides the layout identifies a trial: model shape, cluster, backend and what it measures."""
     m, b = cfg.model, cfg.backend
-    return (f"{m.name}/{m.layers}x{m.hidden}x{m.heads}x{m.kv_heads}x{m.ffn_hidden}x{m.seq_len}x{m.vocab}"
+    # MoE models only (a dense model's context, and so its trials' hashes, stay those of earlier releases)
+    experts = (f"x{m.num_experts}e{m.moe_topk}k{m.moe_ffn_hidden}f{m.shared_expert_ffn_hidden}s" if m.is_moe
+               else "")
+    return (f"{m.name}/{m.layers}x{m.hidden}x{m.heads}x{m.kv_heads}x{m.ffn_hidden}x{m.seq_len}x{m.vocab}{experts}"
             f"|{cfg.cluster.name}|{b.name}/{b.precision}/{b.warmup_iters}+{b.measure_iters}/{b.seed}")
 
 

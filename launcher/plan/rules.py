@@ -112,6 +112,8 @@ def _bubble(lay: Layout) -> float:
 
 _WORLD = FACTORS + ("gpus",)
 _M = ("gbs", "mbs", "dp")
+_EXPERT_MESH = tuple(n for n in FACTORS if n != "pp") + ("ep", "etp")
+"""What the expert mesh is carved out of (a pipeline stage's ranks) and its sizes."""
 
 RULES: tuple[Rule, ...] = (
     # -- the model's shape against the split: first, so that a layout is named by the most basic rule it breaks
@@ -211,6 +213,60 @@ RULES: tuple[Rule, ...] = (
                          "context_parallel shards only CUDA flash/efficient attention; on CPU it fails with no "
                          "sharding strategy for the CPU attention kernel): use cp=1 or backend megatron_lm"),
          "torch.distributed.tensor.experimental.context_parallel (torch 2.13)", backends=frozenset({TORCH})),
+    # -- expert parallelism (MoE models) ---------------------------------------------------------------------
+    Rule("ep_dense", ("ep",), lambda f, lay: not f.model.is_moe and lay.ep > 1,
+         lambda f, lay: (f"ep ({lay.ep}) splits experts, but the model is dense (model.num_experts is 0): use ep=1, "
+                         "or an MoE model"),
+         "megatron-core TransformerConfig: 'num_moe_experts must be non None to use expert-parallel'; "
+         "launcher/workload validate_moe"),
+    Rule("etp_dense", ("etp",), lambda f, lay: not f.model.is_moe and lay.etp > 1,
+         lambda f, lay: (f"etp ({lay.etp}) splits experts, but the model is dense (model.num_experts is 0): use "
+                         "etp=1, or an MoE model"),
+         "layout vocabulary (a dense model has no expert to split; the trial would run mislabelled); "
+         "launcher/workload validate_moe"),
+    Rule("experts_ep", ("ep",), lambda f, lay: f.model.is_moe and f.model.num_experts % lay.ep != 0,
+         lambda f, lay: (f"num_experts ({f.model.num_experts}) not divisible by ep ({lay.ep}): every expert-parallel "
+                         f"rank holds num_experts/ep experts; pick ep dividing {f.model.num_experts}"),
+         "Megatron-LM arguments.py: 'num_experts % expert_model_parallel_size == 0'; launcher/workload"),
+    Rule("ep_world", _EXPERT_MESH,
+         lambda f, lay: f.model.is_moe and (lay.tp * lay.cp * lay.dp) % (lay.ep * lay.etp) != 0,
+         lambda f, lay: (f"ep*etp = {lay.ep}*{lay.etp} = {lay.ep * lay.etp} does not divide tp*cp*dp = "
+                         f"{lay.tp}*{lay.cp}*{lay.dp} = {lay.tp * lay.cp * lay.dp}: the expert mesh (etp x ep x "
+                         "expert-dp) is carved out of each pipeline stage's ranks; pick ep*etp dividing it"),
+         "megatron-core parallel_state.initialize_model_parallel: world % (etp*ep*pp) == 0 ('expert_tensor_model_"
+         "pipeline_parallel size'); launcher/workload validate_moe"),
+    Rule("moe_ffn_etp", ("etp",), lambda f, lay: f.model.is_moe and f.model.moe_ffn_hidden % lay.etp != 0,
+         lambda f, lay: (f"moe_ffn_hidden ({f.model.moe_ffn_hidden}) not divisible by etp ({lay.etp}): pick etp "
+                         f"dividing {f.model.moe_ffn_hidden}"),
+         "megatron-core TEGroupedMLP / SequentialMLP divide(ffn, etp); launcher/workload validate_moe"),
+    Rule("shared_expert_tp", ("tp",), lambda f, lay: f.model.shared_expert_ffn_hidden % lay.tp != 0,
+         lambda f, lay: (f"shared_expert_ffn_hidden ({f.model.shared_expert_ffn_hidden}) not divisible by tp "
+                         f"({lay.tp}): the shared expert is tensor-parallel like the dense FFN; pick tp dividing it"),
+         "megatron-core SharedExpertMLP (ColumnParallelLinear divide()); launcher/workload validate_moe"),
+    Rule("moe_tp_sp", ("tp", "sequence_parallel"),
+         lambda f, lay: f.model.is_moe and lay.tp > 1 and not lay.sequence_parallel,
+         lambda f, lay: (f"an MoE model with tp ({lay.tp}) > 1 needs sequence_parallel: Megatron-LM asserts it "
+                         "(the token dispatcher works on the sequence shards); set sequence_parallel=true or tp=1"),
+         "Megatron-LM arguments.py validate_args: 'When using MoE and tensor parallelism, sequence parallelism must "
+         "be used.' (megatron-core 0.16.1 ModelParallelConfig only warns for ep > 1)",
+         backends=frozenset({MEGATRON_LM})),
+    Rule("moe_seq_tp", ("tp",), lambda f, lay: f.model.is_moe and lay.tp > 1 and f.model.seq_len % lay.tp != 0,
+         lambda f, lay: (f"seq_len ({f.model.seq_len}) not divisible by tp ({lay.tp}): each tp rank dispatches its "
+                         "sequence shard of the tokens to the experts; pick tp dividing seq_len"),
+         "launcher/workload validate_moe", backends=frozenset({TORCH})),
+    Rule("moe_zero", ("zero_stage",), lambda f, lay: f.model.is_moe and lay.zero_stage >= 2,
+         lambda f, lay: (f"zero_stage {lay.zero_stage} with an MoE model: the workload's ZeRO-2/3 (FSDP) would shard "
+                         "experts over data-parallel ranks that hold different experts; use zero_stage 0 or 1 / "
+                         "distributed_optimizer"),
+         "launcher/workload validate_moe", backends=frozenset({TORCH})),
+    Rule("mds_moe", (), lambda f, lay: f.model.is_moe,
+         lambda f, lay: (f"an MoE model ({f.model.num_experts} experts): Megatron-DeepSpeed's MoE is DeepSpeed-MoE "
+                         "(capacity-factor gating that drops tokens, experts only on the non-pipelined GPTModel, "
+                         "no shared-expert size or expert tensor parallelism flags), a different model than the "
+                         "dropless MoE the plan prices; use backend megatron_lm or torch"),
+         "microsoft/Megatron-DeepSpeed megatron/arguments.py (--num-experts list, --moe-expert-parallel-size, "
+         "--topk, --moe-train-capacity-factor) and megatron/model/transformer.py (deepspeed.moe.layer.MoE)",
+         backends=frozenset({MEGATRON_DEEPSPEED})),
     # -- memory features --------------------------------------------------------------------------------------
     Rule("recompute_every_full", ("recompute_every", "recompute"),
          lambda f, lay: lay.recompute_every > 1 and lay.recompute != "full",
@@ -270,6 +326,13 @@ RULES: tuple[Rule, ...] = (
                          "ring-attention exchange of every layer crosses nodes (the estimate prices it at the "
                          f"network's bandwidth); tp*cp <= {f.gpus_per_node} keeps it on NVLink"),
          "Megatron rank order tp-cp-dp-pp: cp ranks follow the tp ranks in a node", warning=True),
+    # Megatron's expert rank order is etp, ep, edp, pp: ep ranks are etp apart, so the group leaves the node once
+    # ep*etp exceeds it and the dispatch/combine all-to-alls of every layer cross the network.
+    Rule("ep_node", ("ep", "etp"), lambda f, lay: lay.ep > 1 and lay.ep * lay.etp > f.gpus_per_node,
+         lambda f, lay: (f"ep*etp = {lay.ep}*{lay.etp} = {lay.ep * lay.etp} > gpus_per_node ({f.gpus_per_node}): the "
+                         "expert all-to-alls of every layer cross nodes (priced at the network's all-to-all "
+                         f"bandwidth); ep*etp <= {f.gpus_per_node} keeps them on NVLink"),
+         "megatron-core parallel_state expert RankGenerator order 'tp-ep-dp-pp'", warning=True),
     Rule("gemm_hidden_tp", ("tp",), lambda f, lay: (f.model.hidden // lay.tp) % GEMM_ALIGN != 0,
          lambda f, lay: (f"hidden/tp = {f.model.hidden}/{lay.tp} = {f.model.hidden // lay.tp} is not a multiple of "
                          f"{GEMM_ALIGN}: slower GEMMs; prefer a tp that keeps it so"),

@@ -37,6 +37,10 @@ The structure follows Calculon (Isaev et al. SC23) and Narayanan et al. 2021 (§
 - DP gradient reduction overlaps the backward of the last micro-batch; the distributed optimizer's / ZeRO-1's
   parameter all-gather after the step is exposed unless the stack overlaps it with the next forward (Megatron's
   --overlap-param-gather).
+- Mixture of experts (launcher.plan.moe): the routed experts' grouped GEMMs at the efficiency of their size (few
+  rows per expert: slow), the router and permutation kernels (memory-bound), the dispatch/combine all-to-alls over
+  ep (and the etp row exchanges) on the measured all-to-all bandwidth, exposed; the expert gradients reduced over
+  the expert-data-parallel group with the dense ones.
 - Optimizer step: memory-bound Adam update over the rank's optimizer shard; per iteration also step_overhead_s of
   host time nothing overlaps.
 
@@ -58,9 +62,9 @@ from typing import Any, NamedTuple
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
 from launcher.core.names import is_cpu_standin
-from launcher.plan import attention
+from launcher.plan import attention, moe
 from launcher.plan.constants import DEFAULT, FP32_PEAK_SHARE, Constants
-from launcher.plan.flops import ffn_matrices, padded_vocab, qkv_width
+from launcher.plan.flops import dense_ffn_hidden, ffn_matrices, padded_vocab, qkv_width
 from launcher.plan.hardware import fp8_peak_ratio, generation
 from launcher.plan.memory import ACTIVATION_BYTES, layer_params, shard_group, stage_params, state_bytes_per_param
 from launcher.plan.stack import StackFacts, kernels_fused, stack_facts, stack_name, syncs_every_microbatch
@@ -210,11 +214,13 @@ class MicrobatchTimes(NamedTuple):
     shard_edge: Num  # the part of them nothing overlaps (the first unit's gather, the last one's reduce-scatter)
     tp_overlap: Num = 0.0  # TP communication the stack overlaps with the GEMMs (StackFacts.tp_comm_overlap)
     tp_window: Num = 0.0   # the GEMM time that hides it
+    ep_comm: Num = 0.0     # MoE: the token dispatch/combine all-to-alls (and etp's row exchanges), exposed
 
     @property
     def gpu(self) -> Num:
         """The serial GPU work (without the TP communication overlapped with the GEMMs: tp_exposed)."""
-        return self.compute + self.recompute + self.tp_comm + self.pp_comm + self.cp_comm + self.fixed
+        return (self.compute + self.recompute + self.tp_comm + self.pp_comm + self.cp_comm + self.fixed
+                + self.ep_comm)
 
 
 def tp_exposed(mb: MicrobatchTimes, maximum: Callable[[Num, Num], Num] = max, interference: Num = 0.0) -> Num:
@@ -264,13 +270,15 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
     """(dense GEMM fwd, attention-core fwd, attention-core bwd, element-wise fwd bytes, element-wise bwd bytes,
     score bytes fwd) per layer."""
     md, lay, r = c.model, c.layout, c.r
-    t, h, f, s = lay.tp, md.hidden, md.ffn_hidden, md.seq_len
+    t, h, f, s = lay.tp, md.hidden, dense_ffn_hidden(md), md.seq_len
     s_local = s / lay.sequence_shards   # context parallelism: each rank's share of every sequence
     tokens = lay.mbs * s_local
     gated = ffn_matrices(md)
     p8, fp8 = c.peak8, c.fp8
-    dense = (gemm_time_s(tokens, qkv_width(md) / t, h, p8, r, fp8) + gemm_time_s(tokens, h, h / t, p8, r, fp8)
-             + gemm_time_s(tokens, (gated - 1) * f / t, h, p8, r, fp8) + gemm_time_s(tokens, h, f / t, p8, r, fp8))
+    dense = gemm_time_s(tokens, qkv_width(md) / t, h, p8, r, fp8) + gemm_time_s(tokens, h, h / t, p8, r, fp8)
+    if f:   # the dense FFN, or an MoE model's shared expert
+        dense += gemm_time_s(tokens, (gated - 1) * f / t, h, p8, r, fp8) + gemm_time_s(tokens, h, f / t, p8, r, fp8)
+    dense += _expert_gemms(c)
     heads_local = md.heads / t * lay.mbs
     head_dim = h / md.heads
     # Element-wise bytes per s·b·h element (forward): replicated 10e+2 (2 norms r/w, 2 bias-dropout-add with mask),
@@ -291,8 +299,9 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
         sharded_bwd += FP8_CAST_BWD_BYTES * (qkv_width(md) / h + 1 + (gated - 1) * f / h + 1)
     sbh = tokens * h
     rep_div = t if lay.sequence_parallel else 1
-    ew = sbh * (replicated / rep_div + sharded / t)
-    ew_bwd = sbh * (2 * replicated / rep_div + sharded_bwd / t)
+    experts_ew = moe.elementwise_bytes(md, lay, e)
+    ew = sbh * (replicated / rep_div + sharded / t) + experts_ew
+    ew_bwd = sbh * (2 * replicated / rep_div + sharded_bwd / t) + 2 * experts_ew
     scores = 0.0
     if c.flash:
         flops = 4.0 * tokens * s * h / t           # Q·Kᵀ and attention·V, unmasked, this rank's queries
@@ -305,6 +314,43 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
         # fused softmax r/w + dropout r/w + 1-byte mask, or the fp32 fallback's passes
         scores = heads_local * s_local * s * ((4 * e + 1) if fused else UNFUSED_SOFTMAX_BYTES)
     return dense, core_fwd, core_bwd, ew, ew_bwd, scores
+
+
+def _expert_gemms(c: _Ctx) -> Num:
+    """Forward GEMMs of the rank's routed experts per layer: E/ep grouped GEMMs of R·ep/E rows each
+    (launcher.plan.moe.rows_per_expert), FC1 (γ-1)·F/etp wide and FC2 back to h, at the efficiency of their size."""
+    md, lay = c.model, c.layout
+    if not md.is_moe:
+        return 0.0
+    rows = moe.rows_per_expert(md, lay)
+    f = md.moe_ffn_hidden / lay.etp
+    per_expert = (gemm_time_s(rows, (ffn_matrices(md) - 1) * f, md.hidden, c.peak8, c.r, c.fp8)
+                  + gemm_time_s(rows, md.hidden, f, c.peak8, c.r, c.fp8))
+    return md.num_experts / lay.ep * per_expert
+
+
+def all_to_all_time_s(cluster: ClusterConfig, nbytes: float, size: int, stride: int, r: Rates) -> Num:
+    """An all-to-all of a `nbytes` send buffer per rank over `size` ranks `stride` apart
+    (launcher.plan.moe.all_to_all_seconds_per_byte) plus one latency per ring step's worth (size - 1 steps, each
+    INTER_NODE_HOP times longer across nodes)."""
+    if size <= 1:
+        return 0.0
+    per_byte, span = moe.all_to_all_seconds_per_byte(cluster, size, stride)
+    hops = (size - 1.0) * (INTER_NODE_HOP if span else 1.0) / REFERENCE_STEPS
+    return nbytes * per_byte * r.net + max(1.0, hops) * r.latency
+
+
+def _expert_comm(c: _Ctx, cluster: ClusterConfig) -> tuple[Num, Num]:
+    """(forward, backward) all-to-all time of one MoE layer per micro-batch (launcher.plan.moe docstring): dispatch
+    and combine over ep (plus the forward's count exchange), the etp group's row gather and output reduce-scatter."""
+    md, lay = c.model, c.layout
+    if not md.is_moe or lay.ep * lay.etp == 1:
+        return 0.0, 0.0
+    nbytes = moe.dispatch_bytes(md, lay, c.e)
+    one = all_to_all_time_s(cluster, nbytes, lay.ep, lay.etp, c.r)
+    both = 2 * one + 2 * all_to_all_time_s(cluster, nbytes * lay.etp, lay.etp, 1, c.r)
+    counts = c.r.latency if lay.ep > 1 else 0.0
+    return both + counts, both
 
 
 def _shard_comm(c: _Ctx, cluster: ClusterConfig, layer_params_local: float, stage_layers: float,
@@ -405,8 +451,10 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
                          + (r.checkpoint * (share if full else 1.0) if lay.recompute != "none" else 0.0))
     sharded, replicated = layer_params(md)
     shard, edge = _shard_comm(c, cluster, sharded / t + replicated, layers, params)
-    return MicrobatchTimes(compute, backward, layers * recompute, layers * tp_comm, pp, cp, fixed, dispatch,
-                           shard, edge, layers * tp_overlap, layers * tp_window)
+    ep_fwd, ep_bwd = _expert_comm(c, cluster)
+    ep_comm = layers * (ep_fwd * (1 + share) + ep_bwd)
+    return MicrobatchTimes(compute, backward + layers * ep_bwd, layers * recompute, layers * tp_comm, pp, cp, fixed,
+                           dispatch, shard, edge, layers * tp_overlap, layers * tp_window, ep_comm)
 
 
 def _dp_collectives(c: _Ctx, cluster: ClusterConfig, precision: str, params: float) -> tuple[Num, Num]:
@@ -507,14 +555,43 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
     last_params = stage_params(model, layout, p - 1) if p > 1 else first_params
     params = max(first_params, last_params)   # the most loaded stage sets the DP traffic and the optimizer step
     layer = _layer_times(c)
-    first = microbatch_times(c, cluster, 0, first_params, layer)
-    last = microbatch_times(c, cluster, p - 1, last_params, layer) if p > 1 else first
-    middle = microbatch_times(c, cluster, 1, stage_params(model, layout, 1), layer) if p > 2 else first
+    experts = moe.expert_params(model, layout)    # the same on every stage: every layer is an MoE layer
+    first = microbatch_times(c, cluster, 0, first_params + experts, layer)
+    last = microbatch_times(c, cluster, p - 1, last_params + experts, layer) if p > 1 else first
+    middle = (microbatch_times(c, cluster, 1, stage_params(model, layout, 1) + experts, layer) if p > 2
+              else first)
     weights = (1.0, 1.0 if p > 1 else 0.0, float(max(0, p - 2)))
     reduce, gather = _dp_collectives(c, cluster, precision, params)
+    e_reduce, e_gather, e_optimizer = _expert_states(c, cluster, precision, experts)
     overlap = int(c.facts.overlap_param_gather and layout.distributed_optimizer)
     return StepPieces((first, last, middle), weights, max(1, layout.microbatches), p, layout.vpp, overlap,
-                      int(cpu), reduce, gather, _optimizer_s(c, cluster, precision, params))
+                      int(cpu), reduce + e_reduce, gather + e_gather,
+                      _optimizer_s(c, cluster, precision, params) + e_optimizer)
+
+
+def _expert_states(c: _Ctx, cluster: ClusterConfig, precision: str, experts: float) -> tuple[Num, Num, Num]:
+    """(gradient reduction, parameter all-gather, optimizer step) of the rank's routed-expert parameters: reduced
+    over the expert-data-parallel group (ranks ep·etp apart), sharded there by the distributed optimizer / ZeRO-1."""
+    lay = c.layout
+    if not experts:
+        return 0.0, 0.0, 0.0
+    edp = moe.expert_data_parallel(lay)
+    sharded = lay.zero_stage >= 1 or lay.distributed_optimizer
+    weight, grad, optim = state_bytes_per_param(precision, 0, False, 1, c.facts.states)
+    step = ((experts / edp if sharded else experts) * (2 * optim + grad + weight) + experts * grad) * c.r.hbm / c.hbm
+    if edp <= 1:
+        return 0.0, 0.0, step
+    stride = lay.ep * lay.etp
+    bw, span = group_bandwidth(cluster, edp, stride), spans_nodes(cluster, edp, stride)
+    grad_bytes = experts * (c.facts.reduce_bytes if precision in ("bf16", "fp8") else GRAD_COMM_BYTES[precision])
+
+    def coll(nbytes: float, kind: str) -> Num:
+        return collective_time_s(nbytes, edp, bw, kind, c.r, spans_nodes=span,
+                                 calls=max(1.0, nbytes / DP_BUCKET_BYTES))
+    if not sharded:
+        return coll(grad_bytes, "all_reduce"), 0.0, step
+    return (coll(grad_bytes, "reduce_scatter"), coll(experts * (2.0 if precision != "fp32" else 4.0), "all_gather"),
+            step)
 
 
 def combine(pc: StepPieces, maximum: Callable[[Num, Num], Num] = max) -> tuple[Num, Num, Num, Num, list[Num]]:
@@ -557,6 +634,7 @@ def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
         "tp_comm": m * (mb.tp_comm + tp_hidden),
         "pp_comm": m * mb.pp_comm,
         "cp_comm": m * mb.cp_comm,
+        "ep_comm": m * mb.ep_comm,
         "fixed": m * mb.fixed,
         "dispatch": m * (work - gpu),              # CPU dispatch time not hidden behind GPU work
         "shard_comm": m * (bottleneck_s - work),   # ZeRO-3/FSDP communication not hidden behind the work

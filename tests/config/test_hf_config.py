@@ -34,10 +34,22 @@ EXPECTED = {
     "Qwen2.5-7B": (28, 3584, 28, 4, 18944, True, 152064, 131072, False, "rmsnorm"),
 }
 
+# (num_experts, moe_topk, moe_ffn_hidden, shared_expert_ffn_hidden, moe_aux_loss_coeff), from the model cards
+MOE_EXPECTED = {
+    "Mixtral-8x7B-v0.1": (8, 2, 14336, 0, 0.02),
+    "Qwen1.5-MoE-A2.7B": (60, 4, 1408, 5632, 0.001),
+    "DeepSeek-V2-Lite": (64, 6, 1408, 2 * 1408, 0.001),      # 2 shared experts of 1408: one FFN of 2816
+}
+EXPECTED |= {
+    "Mixtral-8x7B-v0.1": (32, 4096, 32, 8, 14336, True, 32000, 32768, False, "rmsnorm"),
+    "Qwen1.5-MoE-A2.7B": (24, 2048, 16, 16, 5632, True, 151936, 8192, False, "rmsnorm"),
+    "DeepSeek-V2-Lite": (27, 2048, 16, 16, 10944, True, 102400, 163840, False, "rmsnorm"),
+}
+
 SHIPPED = {  # conf/model/NAME.yaml -> the fixture of the config.json it cites
     "llama2-7b": "Llama-2-7b-hf", "llama2-13b": "Llama-2-13b-hf", "llama3.1-8b": "Llama-3.1-8B",
     "llama3.1-70b": "Llama-3.1-70B", "llama3.1-405b": "Llama-3.1-405B", "mistral-7b": "Mistral-7B-v0.1",
-    "qwen2.5-7b": "Qwen2.5-7B", "qwen2.5-72b": "Qwen2.5-72B-Instruct",
+    "qwen2.5-7b": "Qwen2.5-7B", "qwen2.5-72b": "Qwen2.5-72B-Instruct", "mixtral-8x7b": "Mixtral-8x7B-v0.1",
 }
 
 
@@ -45,8 +57,13 @@ def shape(folder: str) -> HfShape:
     return load_shape(str(HF / folder))[1]
 
 
+DENSE_FIELDS = SHAPE_FIELDS[:10]
+"""The dense shape (EXPECTED's order); the rest are the mixture-of-experts fields (MOE_EXPECTED)."""
+MOE_FIELDS = SHAPE_FIELDS[10:]
+
+
 def as_tuple(s) -> tuple:
-    return tuple(getattr(s, k) for k in SHAPE_FIELDS)
+    return tuple(getattr(s, k) for k in DENSE_FIELDS)
 
 
 def test_every_fixture_is_listed_with_its_source_and_the_families_are_covered():
@@ -54,7 +71,7 @@ def test_every_fixture_is_listed_with_its_source_and_the_families_are_covered():
     assert folders == set(INDEX)
     assert all(url.startswith("https://huggingface.co/") and url.endswith("/config.json") for url, _ in INDEX.values())
     assert {family for _, family in INDEX.values()} == {"llama", "mistral", "qwen2", "gpt2", "gpt_neox", "falcon",
-                                                        "gemma", "gemma2"}
+                                                        "gemma", "gemma2", "mixtral", "qwen2_moe", "deepseek_v2"}
 
 
 @pytest.mark.parametrize("folder", sorted(INDEX))
@@ -64,6 +81,21 @@ def test_every_real_config_reads_into_a_consistent_shape(folder):
     assert s.hidden % s.heads == 0 and s.heads % s.kv_heads == 0
     if folder in EXPECTED:
         assert as_tuple(s) == EXPECTED[folder]
+    assert tuple(getattr(s, k) for k in MOE_FIELDS) == MOE_EXPECTED.get(folder, (0, 2, 0, 0, 0.0))
+
+
+def test_what_the_estimator_cannot_represent_of_deepseek_is_said():
+    notes = " ".join(shape("DeepSeek-V2-Lite").notes)
+    assert "multi-head latent attention (kv_lora_rank 512)" in notes
+    assert "the first 1 dense layer(s) (first_k_dense_replace) modelled as MoE layers" in notes
+    assert shape("Mixtral-8x7B-v0.1").notes == () and shape("Qwen1.5-MoE-A2.7B").notes == ()
+
+
+def test_model_hf_reads_an_moe_model_into_a_checked_model_config(load):
+    model = load("model=hf", f"model.hf_config={HF / 'Qwen1.5-MoE-A2.7B'}").model
+    assert (model.num_experts, model.moe_topk, model.moe_ffn_hidden, model.shared_expert_ffn_hidden) == (
+        60, 4, 1408, 5632)
+    assert model.is_moe and model.tokenizer == "huggingface"
 
 
 def test_gemma_head_dim_is_approximated_and_said():
@@ -75,7 +107,10 @@ def test_gemma_head_dim_is_approximated_and_said():
 @pytest.mark.parametrize("name, folder", sorted(SHIPPED.items()))
 def test_shipped_model_equals_what_its_config_json_gives(name, folder):
     data = yaml.safe_load((REPO / "conf" / "model" / f"{name}.yaml").read_text())
-    assert tuple(data[k] for k in SHAPE_FIELDS) == as_tuple(shape(folder))
+    assert tuple(data[k] for k in DENSE_FIELDS) == as_tuple(shape(folder))
+    defaults = (0, 2, 0, 0, 0.0)      # a dense model file leaves the expert fields out
+    assert tuple(data.get(k, d) for k, d in zip(MOE_FIELDS, defaults)) == tuple(
+        getattr(shape(folder), k) for k in MOE_FIELDS)
     assert data["tokenizer"] == shape(folder).tokenizer  # what the Megatron backends load
     assert data["source"] == INDEX[folder][0]
     assert data["seq_len"] <= data["max_position"]

@@ -64,6 +64,15 @@ REJECTIONS = [
     ({}, dict(recompute_every=0), "positive", "recompute_every=0"),
     (dict(max_position=1024), {}, "max_position", "max_position (1024) < seq_len (2048)"),
     (dict(hidden=8200), {}, "hidden_heads", "hidden (8200) not divisible by heads (64)"),
+    ({}, dict(ep=2), "ep_dense", "ep (2) splits experts, but the model is dense"),
+    ({}, dict(etp=2), "etp_dense", "etp (2) splits experts, but the model is dense"),
+    (dict(num_experts=6), dict(ep=4), "experts_ep", "num_experts (6) not divisible by ep (4)"),
+    (dict(num_experts=16), dict(ep=16), "ep_world", "ep*etp = 16*1 = 16 does not divide tp*cp*dp = 4*1*2 = 8"),
+    (dict(num_experts=8), dict(ep=4, etp=4), "ep_world", "ep*etp = 4*4 = 16 does not divide"),
+    (dict(num_experts=8, moe_ffn_hidden=1004), dict(etp=8), "moe_ffn_etp",
+     "moe_ffn_hidden (1004) not divisible by etp (8)"),
+    (dict(num_experts=8, shared_expert_ffn_hidden=1002), {}, "shared_expert_tp",
+     "shared_expert_ffn_hidden (1002) not divisible by tp (4)"),
     ({}, dict(mbs=0), "positive", "mbs=0"),
     ({}, dict(tp=-1), "positive", "tp=-1"),
 ]
@@ -161,7 +170,8 @@ LAYOUTS = st.builds(Layout, gpus=st.sampled_from([1, 2, 4, 8, 16, 32]), nodes=st
                     gbs=st.sampled_from([4, 8, 12, 16, 64]), recompute=st.sampled_from(RECOMPUTE_MODES),
                     recompute_every=st.sampled_from([1, 1, 2, 3]),
                     sequence_parallel=st.booleans(), zero_stage=st.sampled_from([0, 1, 2, 3]),
-                    distributed_optimizer=st.booleans())
+                    distributed_optimizer=st.booleans(), ep=st.sampled_from([1, 1, 2, 4]),
+                    etp=st.sampled_from([1, 1, 2]))
 FACTS = Facts(ModelConfig(name="m", layers=12, hidden=768, heads=12, kv_heads=4, seq_len=1024, vocab=50257,
                           max_position=512), gpus_per_node=8, cluster_nodes=2)
 
@@ -229,6 +239,35 @@ def test_backend_rules_apply_to_their_backend_only():
     assert torch_.ok                                  # torch's ScheduleInterleaved1F1B runs pp = 2
 
 
+MOE = dict(num_experts=8, moe_topk=2)
+
+
+def test_expert_rules_of_each_backend():
+    moe = ModelConfig(**{**MODEL, **MOE})
+    lay = Layout(**{**LAYOUT, "ep": 2})                  # tp 4 without sequence parallelism
+    assert check(moe, CLUSTER, lay).ok                   # the general rules accept ep 2 of 8 experts
+    assert codes(check(moe, CLUSTER, lay, backend="megatron_lm").reasons) == {"moe_tp_sp"}
+    assert check(moe, CLUSTER, lay.replace(sequence_parallel=True), backend="megatron_lm").ok
+    assert check(ModelConfig(**MODEL), CLUSTER, Layout(**LAYOUT), backend="megatron_lm").ok   # dense: no SP needed
+    assert codes(check(moe, CLUSTER, lay, backend="megatron_deepspeed").reasons) == {"mds_moe"}
+    assert check(ModelConfig(**MODEL), CLUSTER, Layout(**LAYOUT), backend="megatron_deepspeed").ok
+    zero2 = Layout(**{**LAYOUT, "pp": 1, "dp": 4, "zero_stage": 2})
+    assert codes(check(moe, CLUSTER, zero2, backend="torch").reasons) == {"moe_zero"}
+    assert check(moe, CLUSTER, zero2, backend="megatron_deepspeed").reasons[0].code != "moe_zero"
+    odd = ModelConfig(**{**MODEL, **MOE, "seq_len": 2050})
+    assert codes(check(odd, CLUSTER, Layout(**LAYOUT), backend="torch").reasons) == {"moe_seq_tp"}
+
+
+def test_expert_group_across_nodes_is_a_warning_naming_the_sizes():
+    moe = ModelConfig(**{**MODEL, **MOE})
+    inside = check(moe, CLUSTER, Layout(**{**LAYOUT, "tp": 2, "dp": 4, "ep": 4, "etp": 2}))
+    assert inside.ok and "ep_node" not in codes(inside.warnings)
+    across = check(moe, CLUSTER, Layout(**{**LAYOUT, "tp": 2, "pp": 1, "dp": 8, "ep": 8, "etp": 2}))
+    assert across.ok
+    (warning,) = [w for w in across.warnings if w.code == "ep_node"]
+    assert "ep*etp = 8*2 = 16 > gpus_per_node (8)" in warning.message
+
+
 def test_the_cluster_size_limits_the_nodes():
     cluster = ClusterConfig(name="c", gpu="A100", gpus_per_node=8, nodes=1)
     verdict = Checker(ModelConfig(**MODEL), cluster).check(Layout(**LAYOUT))   # 2 nodes on a 1-node cluster
@@ -277,3 +316,27 @@ def test_the_first_reason_is_the_most_basic_rule_and_every_fix_is_possible():
     assert too_many.code == "positive" and "dp=0" not in too_many.message
     assert "tp*pp = 8*4 = 32 > gpus (16): no dp >= 1 fits; pick tp*pp <= 16 or use 32 gpus or more" in \
         too_many.message, too_many.message
+
+
+MOE_ENFORCES = WORKLOAD_ENFORCES | {"experts_ep", "ep_world", "moe_ffn_etp", "shared_expert_tp", "moe_seq_tp",
+                                    "moe_zero"}
+TINY_MOE = st.builds(lambda model, experts, topk, ffn, shared: dataclasses.replace(
+    model, num_experts=experts, moe_topk=min(topk, experts), moe_ffn_hidden=ffn, shared_expert_ffn_hidden=shared),
+    TINY_SHAPES, st.sampled_from([1, 2, 4, 6, 8]), st.sampled_from([1, 2]), st.sampled_from([64, 96, 100]),
+    st.sampled_from([0, 0, 128, 130]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(TINY_MOE, LAYOUTS)
+def test_workload_refuses_exactly_what_the_table_refuses_for_an_moe_model(model, layout):
+    from launcher.backends.torch_workload import workload_args
+    from launcher.config.schema import BackendConfig
+    from launcher.workload.__main__ import build_parser, validate
+
+    layout = dataclasses.replace(layout, nodes=1, gpus=layout.world)
+    cluster = ClusterConfig(name="cpu", gpu="cpu", gpus_per_node=64)
+    verdict = check(model, cluster, layout, backend="torch")
+    table_refuses = bool(set(codes(verdict.reasons)) & MOE_ENFORCES)
+    argv = workload_args(model, cluster, BackendConfig(name="torch", precision="fp32"), layout, 0)
+    problem = validate(build_parser().parse_args(argv), world_size=layout.gpus)
+    assert (problem is not None) == table_refuses, (problem, codes(verdict.reasons))

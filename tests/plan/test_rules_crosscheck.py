@@ -23,6 +23,7 @@ passes through its mpu), and the table's batch and ZeRO rules are compared with 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import warnings
@@ -89,10 +90,15 @@ def megatron_args(argv: list[str]) -> argparse.Namespace:
                  "--micro-batch-size", "--global-batch-size", "--num-query-groups", "--recompute-num-layers",
                  "--num-layers-per-virtual-pipeline-stage"):
         parser.add_argument(flag, type=int)
+    for flag in ("--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size",
+                 "--moe-shared-expert-intermediate-size", "--expert-tensor-parallel-size"):
+        parser.add_argument(flag, type=int)
+    parser.add_argument("--expert-model-parallel-size", type=int, default=1)
     parser.add_argument("--context-parallel-size", type=int, default=1)
     parser.add_argument("--recompute-granularity")
     parser.add_argument("--recompute-method")
-    for flag in ("--sequence-parallel", "--group-query-attention", "--bf16", "--fp16", "--swiglu"):
+    for flag in ("--sequence-parallel", "--group-query-attention", "--bf16", "--fp16", "--swiglu",
+                 "--moe-router-pre-softmax"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--no-overlap-p2p-communication", action="store_false", dest="overlap_p2p_comm")
     args, _ = parser.parse_known_args(argv)
@@ -333,6 +339,76 @@ def recompute_flags(run: Launch) -> Optional[str]:
         recompute_method=a.recompute_method, recompute_num_layers=a.recompute_num_layers), ValueError)
 
 
+def expert_parallel_needs_experts(run: Launch) -> Optional[str]:
+    """TransformerConfig: 'num_moe_experts must be non None to use expert-parallel' (and its router checks on the
+    flags rendered: top-1 routing needs --moe-router-pre-softmax, which the backend renders)."""
+    a = run.args
+    return refusal(lambda: transformer_config(run, num_moe_experts=a.num_experts,
+                                              moe_ffn_hidden_size=a.moe_ffn_hidden_size,
+                                              moe_router_topk=a.moe_router_topk or 2,
+                                              moe_router_pre_softmax=a.moe_router_pre_softmax,
+                                              expert_model_parallel_size=a.expert_model_parallel_size), ValueError)
+
+
+def experts_per_rank(run: Launch) -> Optional[str]:
+    """arguments.py validate_args (Expert parallelism check): num_experts % expert_model_parallel_size == 0."""
+    a = run.args
+    if a.num_experts is None or a.num_experts % a.expert_model_parallel_size == 0:
+        return None
+    return f"{ARGS_PY}: num_experts must be divisible by expert_model_parallel_size"
+
+
+def expert_mesh(run: Launch) -> Optional[str]:
+    """parallel_state.py initialize_model_parallel: world % (etp*ep*pp), the expert mesh carved out of the world
+    (etp defaults to tp). A dense model's expert groups are never used (None: ep_dense/etp_dense speak for it)."""
+    a = run.args
+    if a.num_experts is None:
+        return None
+    if world_size(run) is not None:
+        return NOT_REACHED
+
+    def init() -> None:
+        dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=run.world)
+        try:
+            parallel_state.initialize_model_parallel(
+                a.tensor_model_parallel_size, a.pipeline_model_parallel_size, None,
+                context_parallel_size=a.context_parallel_size,
+                expert_model_parallel_size=a.expert_model_parallel_size,
+                expert_tensor_parallel_size=a.expert_tensor_parallel_size, create_gloo_process_groups=False)
+        finally:
+            parallel_state.destroy_model_parallel()
+            dist.destroy_process_group()
+
+    return refusal(init, RuntimeError)
+
+
+def expert_ffn_split(run: Launch) -> Optional[str]:
+    """transformer/moe/experts.py (TEGroupedMLP / SequentialMLP): each expert's FC1/FC2 divide(moe_ffn, etp)."""
+    a = run.args
+    if a.num_experts is None:
+        return None
+    etp = a.expert_tensor_parallel_size or a.tensor_model_parallel_size
+    return refusal(lambda: divide(a.moe_ffn_hidden_size, etp), AssertionError)
+
+
+def shared_expert_split(run: Launch) -> Optional[str]:
+    """transformer/moe/shared_experts.py SharedExpertMLP: a tensor-parallel MLP, divide(shared ffn, tp)."""
+    a = run.args
+    if not a.moe_shared_expert_intermediate_size:
+        return None
+    return refusal(lambda: divide(a.moe_shared_expert_intermediate_size, a.tensor_model_parallel_size),
+                   AssertionError)
+
+
+def moe_needs_sequence_parallel(run: Launch) -> Optional[str]:
+    """arguments.py validate_args: 'When using MoE and tensor parallelism, sequence parallelism must be used.'
+    (megatron-core's ModelParallelConfig only warns, and only for ep > 1.)"""
+    a = run.args
+    if a.num_experts is None or a.tensor_model_parallel_size == 1 or a.sequence_parallel:
+        return None
+    return f"{ARGS_PY}: When using MoE and tensor parallelism, sequence parallelism must be used."
+
+
 @dataclass(frozen=True)
 class Oracle:
     check: Callable[[Launch], Optional[str]]
@@ -356,6 +432,12 @@ ORACLES = (
     Oracle(sequence_parallel_split, frozenset({"cp_sp_seq"})),
     Oracle(sequence_parallel_needs_tp, frozenset({"sp_tp"})),
     Oracle(recompute_flags, frozenset({"recompute"})),
+    Oracle(expert_parallel_needs_experts, frozenset({"ep_dense"})),
+    Oracle(experts_per_rank, frozenset({"experts_ep"})),
+    Oracle(expert_mesh, frozenset({"ep_world"})),
+    Oracle(expert_ffn_split, frozenset({"moe_ffn_etp"})),
+    Oracle(shared_expert_split, frozenset({"shared_expert_tp"})),
+    Oracle(moe_needs_sequence_parallel, frozenset({"moe_tp_sp"})),
 )
 
 
@@ -391,6 +473,8 @@ NOT_MEGATRON = {
     "zero_pp": "DeepSpeed's PipelineEngine rule (checked against DeepSpeed below); on megatron_lm zero_stage >= 2 is "
                "refused by zero_megatron_lm first",
     "zero_stage": "layout vocabulary: a value outside 0-3 (launcher/layout.py choices)",
+    "etp_dense": "layout vocabulary: a dense model has no expert to split over etp; Megatron builds the (unused) "
+                 "expert groups and runs the dense model, which the trial would then mislabel",
     "recompute_every_full": "layout vocabulary: recompute_every > 1 is a kind of full recompute; with selective the "
                             "backend renders selective recompute, which Megatron runs, but not as labelled",
     "recompute_every_layers": "layout vocabulary: a k that does not divide the chunk's layers would run "
@@ -474,6 +558,37 @@ def compare_with_megatron(model: ModelConfig, layout: Layout) -> dict[str, tuple
 @example(ModelConfig(name="m", layers=4, hidden=256, heads=4, seq_len=1004),             # sp: 1004 % 8 != 0
          Layout(gpus=8, nodes=1, tp=8, pp=1, dp=1, mbs=1, gbs=8, sequence_parallel=True))
 def test_megatron_lm_rules_agree_with_megatron_core(model, layout):
+    compare_with_megatron(model, layout)
+
+
+@st.composite
+def moe_models(draw) -> ModelConfig:
+    dense = draw(models())
+    experts = draw(st.sampled_from([1, 2, 4, 6, 8, 16, 64]))
+    return dataclasses.replace(dense, num_experts=experts, moe_topk=draw(st.integers(1, min(experts, 8))),
+                               moe_ffn_hidden=draw(st.sampled_from([768, 1000, 1408, 14336])),
+                               shared_expert_ffn_hidden=draw(st.sampled_from([0, 0, 1000, 2816])))
+
+
+@st.composite
+def expert_layouts(draw, gpus_per_node: int) -> Layout:
+    layout = draw(layouts(gpus_per_node, cp_choices=(1, 1, 2), vpp_choices=(1,)))
+    return layout.replace(ep=draw(st.sampled_from([1, 2, 3, 4, 8, 16])), etp=draw(st.sampled_from([1, 1, 2, 4])))
+
+
+MIXTRAL = ModelConfig(  # conf/model/mixtral-8x7b.yaml
+    name="mixtral-8x7b", layers=32, hidden=4096, heads=32, kv_heads=8, swiglu=True, ffn_hidden=14336, seq_len=4096,
+    max_position=32768, vocab=32000, tied_embeddings=False, norm="rmsnorm", num_experts=8, moe_topk=2)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(moe_models(), models()), expert_layouts(GPUS_PER_NODE))
+@example(MIXTRAL, Layout(gpus=16, nodes=2, tp=2, pp=1, dp=8, ep=8, mbs=1, gbs=64, sequence_parallel=True))
+@example(MIXTRAL, Layout(gpus=16, nodes=2, tp=2, pp=1, dp=8, ep=8, etp=2, mbs=1, gbs=64))    # no sp, ep*etp = 16
+@example(MIXTRAL, Layout(gpus=8, nodes=1, tp=1, pp=2, dp=4, ep=3, mbs=1, gbs=64))             # 8 % 3
+@example(ModelConfig(name="m", layers=4, hidden=256, heads=4, seq_len=1024),                # ep on a dense model
+         Layout(gpus=4, nodes=1, tp=1, pp=1, dp=4, ep=2, mbs=1, gbs=8))
+def test_expert_rules_agree_with_megatron_core(model, layout):
     compare_with_megatron(model, layout)
 
 

@@ -47,8 +47,8 @@ def test_ring_collective_times():
 def test_breakdown_adds_up_and_rates_follow_from_step_time():
     e = step()
     assert sum(e.time_breakdown_s.values()) == pytest.approx(e.step_time_s)
-    assert set(e.time_breakdown_s) == {"compute", "recompute", "tp_comm", "pp_comm", "cp_comm", "fixed", "dispatch",
-                                       "shard_comm", "dp_comm", "bubble", "optimizer"}
+    assert set(e.time_breakdown_s) == {"compute", "recompute", "tp_comm", "pp_comm", "cp_comm", "ep_comm", "fixed",
+                                       "dispatch", "shard_comm", "dp_comm", "bubble", "optimizer"}
     assert e.tokens_per_s == pytest.approx(64 * 2048 / e.step_time_s)
     assert e.mfu == pytest.approx(e.model_tflops_per_gpu / 312)
     assert e.tflops_per_gpu > e.model_tflops_per_gpu   # selective recompute counted in hardware FLOPs

@@ -261,3 +261,12 @@ def test_probe_across_the_two_slurm_nodes(slurm_env, tmp_path):
     result = _check_result(out, 2, 2)
     assert set(result.hosts) == {"n1", "n2"}
     assert "inter-node all_reduce bus bandwidth" in log
+
+
+def test_measured_all_to_all_reaches_the_cluster_for_moe_dispatch():
+    cluster = load_cluster_preset("a100-80g")
+    measured = NetworkProfile(intra_node_gbytes_per_s=200.0, inter_node_gbytes_per_s=20.0, latency_s=None,
+                              intra_node_all_to_all_gbytes_per_s=150.0, inter_node_all_to_all_gbytes_per_s=None)
+    new_cluster, _ = apply_network(cluster, DEFAULT, measured)
+    assert new_cluster.intra_node_all_to_all_gbytes_per_s == 150.0
+    assert new_cluster.inter_node_all_to_all_gbytes_per_s == 0.0     # not measured: the tier's bandwidth prices it
