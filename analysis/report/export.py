@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from launcher.core.files import write_atomic
 from launcher.core.names import is_cpu_standin
 
 TIME_MARGIN = 1.2          # the measured step time is a short benchmark's median: leave 20% for variance and I/O
@@ -121,10 +122,6 @@ def write_export(out_dir: Path, *, launch_script: str, files: dict[str, str], co
     written = {}
     for name, text in texts.items():
         path = out_dir / name
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        if name.endswith(".sh") or name == SBATCH:
-            tmp.chmod(0o755)
-        tmp.replace(path)
+        write_atomic(path, text, mode=0o755 if name.endswith(".sh") or name == SBATCH else None)
         written[name] = path
     return written

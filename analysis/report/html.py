@@ -19,6 +19,7 @@ from typing import Optional
 
 from analysis.report.plots import label, relative_error
 from analysis.report.search_summary import calibrated_error, run_order, skipped, stopped_early
+from launcher.core.files import write_atomic
 
 EXCERPT_LINES = 20
 CONTEXT_AFTER = 5              # lines kept after the line the classifier quoted
@@ -366,7 +367,4 @@ def render_report(data: ReportInput) -> str:
 
 
 def write_report(path: Path, data: ReportInput) -> Path:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render_report(data), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, render_report(data))

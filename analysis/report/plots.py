@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from launcher.core.files import replacing
 from launcher.core.layout import label_of
 
 PLOT_FILES = {
@@ -317,9 +318,8 @@ def _write(figures: dict, files: dict[str, str], out_dir: Path) -> list[Path]:
     paths = []
     for name, draw in figures.items():
         path = out_dir / files[name]
-        tmp = path.with_suffix(".tmp.png")
-        draw().savefig(tmp, format="png")
-        tmp.replace(path)  # a report or MLflow upload never sees a half-written image
+        with replacing(path, ".png") as tmp:  # a report or MLflow upload never sees a half-written image
+            draw().savefig(tmp, format="png")
         paths.append(path)
     return paths
 

@@ -16,6 +16,7 @@ from analysis.report.tracking import Tracker, TrackingUnavailable, store_errors
 from analysis.report.tracking_store import absolute_uri
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
+from launcher.core.files import write_atomic
 from launcher.core.record import TrialRecord
 from launcher.core.states import PruneReason, TrialState
 from launcher.run.folder import SweepFolder
@@ -33,8 +34,7 @@ def write_trial_config(cfg: RootConfig, folder: SweepFolder, record: TrialRecord
     out.parent.mkdir(parents=True, exist_ok=True)
     data = {"config_hash": record.config_hash, "layout": record.layout.to_dict(), "model": asdict(cfg.model),
             "cluster": asdict(cfg.cluster), "backend": asdict(cfg.backend), "predicted": record.predicted}
-    out.write_text(json.dumps(data, indent=2, sort_keys=True))
-    return out
+    return write_atomic(out, json.dumps(data, indent=2, sort_keys=True))  # the launcher and an analysis both write it
 
 
 class TrackingLink:

@@ -35,6 +35,7 @@ from typing import Optional
 from launcher.backends.launch import exec_program, node_preamble, torchrun_launcher
 from launcher.config.schema import ClusterConfig
 from launcher.core.errors import ParasweepError
+from launcher.core.files import write_atomic
 from launcher.core.names import is_cpu_standin
 from launcher.plan.constants import Constants
 
@@ -189,10 +190,7 @@ def cache_name(cluster: str, nodes: int) -> str:
 
 def save(result: ProbeResult, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result.to_json(), indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    return write_atomic(path, json.dumps(result.to_json(), indent=1) + "\n")
 
 
 def load(path: Path) -> ProbeResult:

@@ -9,6 +9,7 @@ from typing import Any
 
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
+from launcher.core.files import replacing
 from launcher.core.objective import Objective
 from launcher.core.units import gb_text
 from launcher.plan import spread
@@ -26,12 +27,10 @@ INTERVAL_PERCENT = round(100 * (INTERVAL[1] - INTERVAL[0]))
 
 def write_plan_csv(plan: Plan, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as fh:
+    with replacing(path) as tmp, tmp.open("w", newline="") as fh:  # a reader never sees half a plan
         writer = csv.DictWriter(fh, fieldnames=PLAN_COLUMNS)
         writer.writeheader()
         writer.writerows(plan_rows(plan))
-    tmp.replace(path)  # atomic: a reader never sees half a plan
 
 
 def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path | None = None) -> None:

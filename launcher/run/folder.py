@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import shlex
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.core import files
 from launcher.core.errors import ConfigError
 
 
@@ -121,7 +121,4 @@ class SweepFolder:
 
     def write_atomic(self, path: Path, text: str) -> Path:
         """Write via a temporary file and rename: a reader never sees half a file."""
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
-        return path
+        return files.write_atomic(path, text)

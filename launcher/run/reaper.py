@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from launcher.core.files import write_atomic
+
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 PR_SET_CHILD_SUBREAPER = 36
 TRIAL_MARKER = "PARASWEEP_TRIAL"
@@ -239,9 +241,7 @@ class KeeperRecord:
         return start_ticks(self.pid) == self.start_ticks and not is_zombie(self.pid)
 
     def write(self, path: Path) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(asdict(self), sort_keys=True))
-        tmp.replace(path)  # atomic: a reader sees the old record or the new one
+        write_atomic(path, json.dumps(asdict(self), sort_keys=True))  # a reader sees the old record or the new one
 
     @classmethod
     def read(cls, path: Path) -> Optional[KeeperRecord]:

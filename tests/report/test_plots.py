@@ -97,7 +97,7 @@ def test_write_plots_always_writes_every_png(tmp_path, trials):
     assert [p.name for p in paths] == list(PLOT_FILES.values())
     for path in paths:
         assert path.read_bytes().startswith(PNG_MAGIC) and path.stat().st_size > 1000
-    assert not list((tmp_path / "plots").glob("*.tmp.png"))
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(PLOT_FILES.values())  # no temporaries
 
 
 def test_the_memory_legend_hides_no_marker_bar_or_label():
