@@ -122,7 +122,7 @@ def _plan_destination(folder: SweepFolder, reporter: Reporter) -> Iterator[Path]
     sweep. While a launcher runs the sweep it holds that lock, and its plan.csv describes what it runs; after a sweep
     ran, its plan.csv is what it ran (`python -m analysis` puts it in the MLflow parent run). In both cases the dry
     run writes plan.dry-run.csv beside it and leaves plan.csv as it is."""
-    folder.root.mkdir(parents=True, exist_ok=True)
+    folder.create()
     beside = folder.root / "plan.dry-run.csv"
     with (folder.root / ".lock").open("a+") as handle:
         try:

@@ -97,7 +97,20 @@ class SweepFolder:
 
     # -- life cycle -------------------------------------------------------------------------------------------
     def create(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        """The folder, or one message naming what stands in its way (a dangling link, a file of that name)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise ConfigError("sweep.name", self.root.name, self._blocked_because()) from None
+
+    def _blocked_because(self) -> str:
+        for part in [self.root, *self.root.parents]:
+            if part.is_symlink() and not part.exists():
+                return (f"{part} is a symbolic link to {part.readlink()}, which does not exist: create the link's "
+                        f"target, remove the link, or pick another sweep.name / sweep.root_dir")
+            if part.exists() and not part.is_dir():
+                return f"{part} is a file, not a folder: move it away, or pick another sweep.name / sweep.root_dir"
+        return f"{self.root} cannot be created as a folder: pick another sweep.name / sweep.root_dir"
 
     def keep_aside(self) -> Path:
         """sweep.fresh=true: rename the folder to <name>.<mtime stamp> (never while a launcher works in it)."""

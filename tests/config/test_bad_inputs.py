@@ -252,3 +252,14 @@ def test_a_dry_run_never_overwrites_a_recorded_sweeps_plan_and_says_how_it_diffe
     assert (f"{len(new - old)} only in this dry run: " in out) == bool(new - old), out
     assert main(["+sweep=tiny", "dry_run=true"]) == 0  # the recorded grid again: nothing differs
     assert f"the same {len(old)} kept trials as the recorded" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args", [DRY, RUN], ids=["dry-run", "run"])
+def test_a_dangling_link_as_the_sweep_folder_is_one_message(in_tmp, capsys, args):
+    """Issue 19 point 7: `sweeps/x` a symbolic link to nothing gave a FileExistsError traceback."""
+    (in_tmp / "sweeps").mkdir()
+    (in_tmp / "sweeps" / "tiny").symlink_to(in_tmp / "gone")
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "sweep.name" in err and "symbolic link" in err and "gone" in err, err
+    assert not (in_tmp / "gone").exists()
