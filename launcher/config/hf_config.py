@@ -23,6 +23,21 @@ from launcher.core.errors import ConfigError
 FIELD = "model.hf_config"
 
 
+
+MAX_SIZE = 10**9
+"""The largest size a config.json may state (layers, widths, vocabulary, positions): beyond it a value is a typo or
+hostile, and would only overflow the estimator."""
+MIN_POSITIONS = 16
+"""max_position_embeddings / n_positions below this cannot hold a training sequence (seq_len is cut to it)."""
+POSITION_KEYS = ("max_position_embeddings", "n_positions")
+MAX_CONFIG_BYTES = 16 * 2**20
+
+
+def _short(value: object) -> str:
+    text = repr(value) if not isinstance(value, int) or value < 10**18 else f"an integer of {len(str(value))} digits"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 @dataclass(frozen=True)
 class HfShape:
     """The ModelConfig fields a config.json determines."""
@@ -64,8 +79,9 @@ class _Reader:
         for name in names:
             if name in self.data and self.data[name] is not None:
                 value = self.data[name]
-                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                    self.bad.append(f"{name}={value!r}")
+                low = MIN_POSITIONS if name in POSITION_KEYS else 1
+                if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_SIZE:
+                    self.bad.append(f"{name}={_short(value)}")
                     return None
                 return value
         if default is None and required:
@@ -86,7 +102,8 @@ class _Reader:
         if self.missing:
             problems.append(f"lacks {', '.join(self.missing)}")
         if self.bad:
-            problems.append(f"has {', '.join(self.bad)} (positive integers / true|false expected)")
+            problems.append(f"has {', '.join(self.bad)} (sizes are integers from 1 to {MAX_SIZE:,}, positions at least "
+                            f"{MIN_POSITIONS}; flags true or false)")
         if problems:
             raise ConfigError(FIELD, self.where, f"{self.architecture}: {'; '.join(problems)}; a complete "
                               "config.json of this architecture names them")
@@ -295,9 +312,20 @@ def config_path(text: str) -> Path:
 def load_shape(text: str) -> tuple[Path, HfShape]:
     path = config_path(text)
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(FIELD, str(path), f"is {path.stat().st_size:,} bytes: a config.json is a few KB; "
+                              "give the model's config.json")
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(FIELD, str(path), f"is not readable JSON ({str(exc).splitlines()[0]})") from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an integer of > 4300 digits
+        why = "an integer of thousands of digits" if "integer string conversion" in str(exc) else \
+            str(exc).splitlines()[0][:200]
+        raise ConfigError(FIELD, str(path), f"is not readable JSON ({why}): give the model's config.json") from None
+    except RecursionError:
+        raise ConfigError(FIELD, str(path), "is not a model config (JSON nested too deep to read): give the model's "
+                          "config.json") from None
+    if not isinstance(data, dict):
+        raise ConfigError(FIELD, str(path), f"is a JSON {type(data).__name__}, not a JSON object: give the model's "
+                          "config.json")
     return path, shape_from_config(data, str(path))
 
 

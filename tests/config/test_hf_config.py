@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from launcher.config.hf_config import SHAPE_FIELDS, HfShape, load_shape, shape_from_config
+from launcher.config.hf_config import SHAPE_FIELDS, HfShape, apply_to_fields, load_shape, shape_from_config
 from launcher.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,3 +227,22 @@ def test_a_missing_relative_path_says_relative_to_what(load, tmp_path, monkeypat
     with pytest.raises(ConfigError) as err:
         load("model=hf", "model.hf_config=/nowhere/config.json")
     assert "relative" not in str(err.value)
+
+
+LLAMA = ('{"model_type": "llama", "hidden_size": %s, "num_attention_heads": 4, "num_hidden_layers": 2, '
+         '"vocab_size": 100, "intermediate_size": 128, "max_position_embeddings": %s}')
+
+
+@pytest.mark.parametrize("text, needle", [
+    ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deep"),       # RecursionError in json
+    (LLAMA % ("9" * 5000, 4096), "an integer of thousands of digits"),        # int digits limit (ValueError)
+    (LLAMA % (10**12, 4096), "hidden_size=1000000000000"),                     # beyond any model: overflow later
+    (LLAMA % (64, 1), "max_position_embeddings=1"),                          # seq_len was silently cut to 1
+], ids=["deep", "digits", "huge", "one-position"])
+def test_hostile_files_are_one_config_error(tmp_path, text, needle):
+    """Issue 19 point 7: these gave a RecursionError / ValueError traceback, or a sweep at seq_len 1."""
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ConfigError, match=needle) as err:
+        apply_to_fields({"hf_config": str(tmp_path / "config.json"), "seq_len": 2048},
+                        {k: 0 for k in SHAPE_FIELDS} | {"seq_len": 2048})
+    assert "\n" not in str(err.value)
