@@ -194,7 +194,7 @@ def test_the_printed_link_shows_every_run_with_its_metrics_best_first_and_the_wi
     trials, _ = _ledger(work)
     best = json.loads((work / "sweeps" / "tiny" / "best.json").read_text())
     ran = [t for t in trials if t["pruned_by"] != "predicted_oom"]
-    labels = {t["config_hash"]: run_label(_layout(t)) for t in ran}  # the one label (Layout.label)
+    labels = {t["config_hash"]: run_label(_layout(t), repeat=bool(t["repeat_of"])) for t in ran}  # Layout.label
     page.goto(_runs_url(stdout, mlflow_ui))
     page.get_by_text("sweep tiny", exact=True).wait_for()
     page.locator(".ag-header-cell[col-id='metrics.`tokens_per_s`']").wait_for()  # the view's columns, no clicks
@@ -208,13 +208,17 @@ def test_the_printed_link_shows_every_run_with_its_metrics_best_first_and_the_wi
     rows = _table_rows(page)
     names = [r["attributes.`Run Name`"].split("\n")[-1] for r in rows]
     assert names.count("sweep tiny") == 1 and len(rows) == len(ran) + 1, names
-    assert names[0] == "\u2605 " + labels[best["config_hash"]]  # the winner: first row, starred
-    assert sum(n.startswith("\u2605") for n in names) == 1
+    # The winner is starred; it is the first row unless the finalists' repeats (analysis.confirm_top) put a single
+    # luckier measurement of another layout above its median.
+    assert [n for n in names if n.startswith("\u2605")] == ["\u2605 " + labels[best["config_hash"]]]
+    if best.get("n_runs", 1) == 1:
+        assert names[0].startswith("\u2605")
     assert sorted(n.removeprefix("\u2605 ") for n in names if n != "sweep tiny") == sorted(labels.values())
     measured = [_number(r["metrics.`tokens_per_s`"]) for r in rows]
     ok = [m for m in measured if m is not None]
     assert ok == sorted(ok, reverse=True) and len(ok) == sum(t["state"] == "ok" for t in ran)
-    assert ok[0] == pytest.approx(best["measured"]["tokens_per_s"], rel=1e-5)
+    singles = [json.loads(t["metrics"])["tokens_per_s"] for t in ran if t["state"] == "ok"]
+    assert ok[0] == pytest.approx(max(singles), rel=1e-5)  # each run shows its own measurement, best first
     statuses = sorted(r["tags.`status`"] for r, n in zip(rows, names) if n != "sweep tiny")
     assert statuses == sorted(t["state"] for t in ran)
     assert all(len(n) <= 26 for n in names)  # fits the 230-pixel name column without an ellipsis

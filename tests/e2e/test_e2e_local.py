@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -19,10 +20,15 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_launcher
 
+from launcher.core.layout import NAMES
+
 pytestmark = pytest.mark.slow
 
 # A smaller tiny sweep for the fault tests: 4 layouts (tp/pp pairs) at mbs 1, plus the real OOM.
-SMALL = ["+sweep=tiny", "grid.mbs=[1]", "grid.include=[{gpus: 4, tp: 1, pp: 1, mbs: 64, gbs: 256}]"]
+# the kill/resume and evidence checks count trials: the winner's confirmation runs (analysis.confirm_top) are
+# tested on the whole tiny sweep and in tests/run
+SMALL = ["+sweep=tiny", "grid.mbs=[1]", "grid.include=[{gpus: 4, tp: 1, pp: 1, mbs: 64, gbs: 256}]",
+         "analysis.confirm_top=0"]
 
 
 def ledger_rows(work: Path, name: str = "tiny") -> list[dict]:
@@ -64,8 +70,14 @@ def test_tiny_sweep_runs_the_whole_loop(tiny_sweep):
     oom = next(r for r in rows if r["state"] == "oom")
     assert "DefaultCPUAllocator" in oom["reason"]  # a real allocator failure, not a prediction
     best = json.loads((work / "sweeps" / "tiny" / "best.json").read_text())
-    ok_tokens = [json.loads(r["metrics"])["tokens_per_s"] for r in rows if r["state"] == "ok"]
-    assert best["measured"]["tokens_per_s"] >= max(ok_tokens) * (1 - 0.02)
+    by_layout: dict[tuple, list[float]] = {}  # the finalists were measured again: a layout's figure is its median
+    for r in rows:
+        if r["state"] == "ok":
+            by_layout.setdefault(tuple(r[k] for k in NAMES if k in r), []).append(
+                json.loads(r["metrics"])["tokens_per_s"])
+    medians = [statistics.median(v) for v in by_layout.values()]
+    assert best["measured"]["tokens_per_s"] >= max(medians) * (1 - 0.02)
+    assert best["n_runs"] >= 2  # analysis.confirm_top: the winner never stands on a single run
     assert "launcher.workload" in best["command"] and "--tp" in best["command"]
     assert "/#/experiments/" in proc.stdout and "/runs" in proc.stdout
 

@@ -21,7 +21,8 @@ from proc_table import Sampler, trial_processes
 pytestmark = pytest.mark.slow
 
 ONE_TRIAL = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[2]", "grid.mbs=[1]",
-             "grid.include=[]", "tracking.enabled=false", "retry.max_attempts=1"]
+             "grid.include=[]", "tracking.enabled=false", "retry.max_attempts=1",
+             "analysis.confirm_top=0"]  # one trial, no confirmation runs
 
 
 def rows(work: Path) -> list[dict]:
