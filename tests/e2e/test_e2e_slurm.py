@@ -94,7 +94,7 @@ def _single_process_losses(layout: dict, tmp_path: Path) -> list[float]:
 def test_two_node_trial_matches_single_process(slurm_env, tmp_path):
     args = ["+sweep=tiny", "executor=slurm", "cluster.nodes=2", "cluster.gpus_per_node=2", "grid.gpus=null",
             "grid.nodes=[2]", "grid.zip=[]", "grid.tp=[2]", "grid.pp=[2]", "grid.mbs=[1]", "grid.include=[]",
-            "tracking.enabled=false"]
+            "tracking.enabled=false", "analysis.confirm_top=0"]  # one trial, no confirmation runs
     proc = run_launcher(*args, cwd=tmp_path, env=slurm_env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = ledger_rows(tmp_path)
