@@ -312,8 +312,9 @@ def config_path(text: str) -> Path:
 def load_shape(text: str) -> tuple[Path, HfShape]:
     path = config_path(text)
     try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(FIELD, str(path), f"is {path.stat().st_size:,} bytes: a config.json is a few KB; "
+        size_bytes = path.stat().st_size
+        if size_bytes > MAX_CONFIG_BYTES:
+            raise ConfigError(FIELD, str(path), f"is {size_bytes:,} bytes: a config.json is a few KB; "
                               "give the model's config.json")
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or an integer of > 4300 digits
