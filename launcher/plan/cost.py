@@ -14,8 +14,8 @@ from launcher.plan.planner import Plan, job_duration_s
 ADAPTIVE_SHARE_TO_BEST = 0.166
 """GPU-hours the adaptive search (launcher/run/search.py) spent until it had measured a configuration within 2 % of
 the best, as a share of running every trial: the group-balanced mean over the measured replay tables. Source:
-`python tests/benchmarks/bench_search.py --draws 3 --jobs 2`, README "Results", 26 Nov 2026 (16.6 %; 20.9 % on the
-perturbed truths). Update it with that benchmark."""
+`python tests/benchmarks/bench_search.py --draws 3 --jobs 2`, docs/search.md "Results", 26 Nov 2026 (16.6 %; 20.9 %
+on the perturbed truths). Update it with that benchmark."""
 ADAPTIVE_SHARE_TO_STOP = 0.70
 """GPU-hours the adaptive search spent until its stop rule (plan.stop_when_converged=true) ended the sweep, as a share
 of running every trial. Source: `python tests/benchmarks/bench_replay.py`, summary line "spent 69.7 %", commit

@@ -1,6 +1,8 @@
 """The README's walk-through, run as written: its two blocks are read from README.md (so the test follows the README
-and the README cannot drift from what works), in an empty project folder holding a real config.json. The file block
-runs in bash; every command of the command block runs as a subprocess (the launcher through conftest.run_launcher)."""
+and the README cannot drift from what works), in an empty project folder with no network: the model and cluster
+files start from shipped ones. The optional step of docs/configuration.md (the shape from the model's own
+config.json, here the one kept in tests/fixtures) is run the same way. The file blocks run in bash; every command of
+the command block runs as a subprocess (the launcher through conftest.run_launcher)."""
 
 from __future__ import annotations
 
@@ -17,11 +19,17 @@ from conftest import REPO, run_launcher
 FIXTURE = REPO / "tests" / "fixtures" / "hf" / "Llama-3.1-8B" / "config.json"
 
 
-def readme_block(marker: str) -> str:
-    text = (REPO / "README.md").read_text()
+def doc_block(marker: str, doc: str = "README.md") -> str:
+    text = (REPO / doc).read_text()
     found = re.search(rf"<!-- walkthrough:{marker} -->\n```bash\n(.*?)\n```", text, re.DOTALL)
-    assert found, f"README.md has no walkthrough:{marker} block"
+    assert found, f"{doc} has no walkthrough:{marker} block"
     return found.group(1)
+
+
+def run_files(block: str, project: Path) -> None:
+    files = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=project, capture_output=True, text=True,
+                           timeout=60)
+    assert files.returncode == 0, files.stderr
 
 
 def run_commands(block: str, project: Path) -> list[tuple[str, subprocess.CompletedProcess]]:
@@ -45,20 +53,16 @@ def run_commands(block: str, project: Path) -> list[tuple[str, subprocess.Comple
     return results
 
 
-def test_the_readme_walkthrough_runs_as_written(tmp_path):
-    project = tmp_path / "myproject"
-    (project / "models" / "my-llama").mkdir(parents=True)
-    shutil.copy(FIXTURE, project / "models" / "my-llama" / "config.json")  # "holding the model's config.json"
-    files = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("files")], cwd=project,
-                           capture_output=True, text=True, timeout=60)
-    assert files.returncode == 0, files.stderr
-
-    results = run_commands(readme_block("commands"), project)
+def run_walkthrough(project: Path) -> dict[str, str]:
+    """The README's command block in `project`: every command succeeds; its outputs by command."""
+    results = run_commands(doc_block("commands"), project)
     for line, proc in results:
         assert proc.returncode == 0, (line, proc.stdout[-2000:], proc.stderr[-2000:])
         assert "Traceback" not in proc.stderr, line
-    outputs = {line.split()[3] if line.split()[2] == "launcher" else "analysis": proc.stdout for line, proc in results}
+    return {line.split()[3] if line.split()[2] == "launcher" else "analysis": proc.stdout for line, proc in results}
 
+
+def assert_llama31_8b_planned(outputs: dict[str, str], project: Path) -> None:
     listing = outputs["--list"].splitlines()
     conf = str(project / "conf")
     for name in ("my-llama", "our-h100"):
@@ -66,8 +70,8 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     assert sum(line.split()[:1] == ["my-llama"] for line in listing) == 2  # the model and the sweep
 
     shown = outputs["model=my-llama"]
-    for key, value in (("layers", "32"), ("hidden", "4096"), ("kv_heads", "8"), ("ffn_hidden", "14336"),
-                       ("vocab", "128256"), ("seq_len", "8192"), ("norm", "rmsnorm")):
+    for key, value in (("name", "my-llama"), ("layers", "32"), ("hidden", "4096"), ("kv_heads", "8"),
+                       ("ffn_hidden", "14336"), ("vocab", "128256"), ("seq_len", "8192"), ("norm", "rmsnorm")):
         assert re.search(rf"^  {key}: {value}$", shown, re.MULTILINE), key
     assert "source: our fine-tune of meta-llama/Llama-3.1-8B" in shown
 
@@ -76,3 +80,23 @@ def test_the_readme_walkthrough_runs_as_written(tmp_path):
     assert (project / "sweeps" / "my-llama" / "plan.csv").is_file()
     assert not (project / "sweeps" / "my-llama" / "ledger.sqlite").exists()
     assert outputs["analysis"].startswith("sweeps/my-llama holds a plan only")
+
+
+def test_the_readme_walkthrough_runs_as_written_from_shipped_configs(tmp_path):
+    project = tmp_path / "myproject"
+    project.mkdir()  # empty: no config.json, nothing downloaded
+    run_files(doc_block("files"), project)
+    assert_llama31_8b_planned(run_walkthrough(project), project)
+
+
+def test_the_optional_config_json_step_reads_the_shape_from_the_file(tmp_path):
+    project = tmp_path / "myproject"
+    (project / "models" / "my-llama").mkdir(parents=True)
+    shutil.copy(FIXTURE, project / "models" / "my-llama" / "config.json")  # "from your checkpoint, or downloaded"
+    run_files(doc_block("files"), project)
+    run_files(doc_block("hf-model", "docs/configuration.md"), project)
+    assert "llama3.1-8b" not in (project / "conf" / "model" / "my-llama.yaml").read_text()  # the file, not a preset
+    assert_llama31_8b_planned(run_walkthrough(project), project)
+    (project / "models" / "my-llama" / "config.json").unlink()
+    gone = run_launcher("model=my-llama", "--cfg", cwd=project, env={"PARASWEEP_CONFIG_DIR": str(project / "conf")})
+    assert gone.returncode == 2 and "config.json" in gone.stderr + gone.stdout  # it was read from there

@@ -16,7 +16,9 @@ _70B = {"gpus": 256, "nodes": 32, "cp": 1, "vpp": 1, "gbs": 1024, "sequence_para
 _TINY = {"gpus": 4, "nodes": 1, "cp": 1, "vpp": 1, "sequence_parallel": False, "zero_stage": 0,
          "distributed_optimizer": False, "recompute": "none"}
 PINNED = {
-    ("+sweep=70b", "dry_run=true"): (
+    # the 70b sweep as it was then: its iterations and recompute modes (its grid and iterations have changed since)
+    ("+sweep=70b", "dry_run=true", "backend.warmup_iters=3", "backend.measure_iters=7",
+     "grid.recompute=[none,selective,full]"): (
         "llama2-70b/80x8192x64x8x28672x4096x32000|a100-80g|megatron_deepspeed/bf16/3+7/1234",
         {"1d64007a2d3b": Layout(**_70B, tp=4, pp=8, dp=8, mbs=2, recompute="none"),
          "c2dd450a3cfb": Layout(**_70B, tp=4, pp=4, dp=16, mbs=1, recompute="none"),

@@ -7,6 +7,7 @@ import time
 from test_sweep_loop import lay, run_loop
 
 from launcher.core.record import TrialRecord
+from launcher.plan.planner import make_plan
 from launcher.run.budget import committed_gpu_hours, held_gpu_hours, predicted_gpu_hours, within_budget
 
 NOW = 1_000_000.0
@@ -56,3 +57,16 @@ def test_the_loop_stops_at_the_budget_and_prunes_what_is_left(load, tmp_path, in
     assert {h: (trials[h].state, trials[h].pruned_by) for h in "ab"} == {"a": ("pruned", "gpu_budget"),
                                                                           "b": ("pruned", "gpu_budget")}
     assert "plan.max_gpu_hours=2.5" in trials["a"].reason
+
+
+def test_the_shipped_70b_budget_holds_back_the_trials_past_it(load):
+    """The 70b sweep's plan.max_gpu_hours is below running every kept trial: submitted in order against it, the
+    trials stop where the next would pass the budget, priced as the dry run prices them."""
+    cfg = load("+sweep=70b", "dry_run=true")
+    plan = make_plan(cfg)
+    batch = [TrialRecord(t.config_hash, i, t.layout, predicted={"step_time_s": t.estimate.step_time_s})
+             for i, t in enumerate(plan.trials)]
+    assert abs(sum(predicted_gpu_hours(cfg, r) for r in batch) - plan.gpu_hours) < 1e-6 * plan.gpu_hours
+    fitting, why = within_budget(cfg, batch, batch, NOW)
+    assert 0 < len(fitting) < len(batch) and why and f"plan.max_gpu_hours={cfg.plan.max_gpu_hours:g}" in why
+    assert sum(predicted_gpu_hours(cfg, r) for r in fitting) <= cfg.plan.max_gpu_hours
