@@ -15,7 +15,8 @@ tables in analysis.logs.patterns and, with their sources, analysis.logs.families
  5. diverged      NaN/inf loss, the fp16 loss scale at its minimum, Megatron records that print no loss or keep
                   skipping (before ok too: a diverged run's step time measures a broken run)
  6. node_failure, 7. preempted   the scheduler or orchestrator (SLURM, Ray, Kubernetes, cloud spot notices) lost
-                  the node or took it back; NCCL noise follows
+                  the node or took it back; NCCL noise follows (Ray's bare "its node has died" only after 10, whose
+                  qualifiers say when the node was taken back on purpose)
  8. hang          no progress for longer than hang_timeout_s, or the log's last step is a known stall point (the
                   fused-kernel build lock, ...) and the job was killed there (or nothing says it ended otherwise)
  9. time_limit    SLURM "CANCELLED AT ... DUE TO TIME LIMIT", Kubernetes DeadlineExceeded
@@ -409,13 +410,33 @@ def _traceback_end(text: str, idx: int) -> tuple[int, str]:
 
 
 _MAX_TRACEBACKS = 200  # tracebacks looked at for one that is not a wrapper's (a 20 MB log stays fast)
+# Python's sys.unraisablehook (an exception in __del__, a weakref callback or at interpreter exit) prints
+# "Exception ignored in: <object>" and then the traceback: the program goes on, so that traceback is not the job's.
+_IGNORED = "Exception ignored in"
+
+
+def _ignored_traceback(text: str, idx: int) -> bool:
+    """Is the traceback at text[idx] one that Python reports as ignored (the line above says so)?"""
+    line_start = text.rfind("\n", 0, idx) + 1
+    above = max(text.rfind("\n", 0, max(0, line_start - 1)) + 1, line_start - 2000)  # a giant line stays cheap
+    return text.find(_IGNORED, above, idx) >= 0
+
+
+def _job_traceback(text: str, start: int) -> int:
+    """Position of the first traceback after `start` that is not an ignored one; -1 when there is none."""
+    idx = text.find(_TRACEBACK, start)
+    for _ in range(_MAX_TRACEBACKS):
+        if idx < 0 or not _ignored_traceback(text, idx):
+            return idx
+        idx = text.find(_TRACEBACK, idx + 1)
+    return -1
 
 
 def _exception_line(text: str, start: int) -> tuple[int, str, bool] | None:
     """(position, exception line, is a wrapper's) of the first traceback raised by the job itself; a wrapper's
     (analysis.logs.wrappers: torchrun's ChildFailedError, submitit, parasweep's keeper) only when every traceback
     is one."""
-    idx, wrapper = text.find(_TRACEBACK, start), None
+    idx, wrapper = _job_traceback(text, start), None
     if idx < 0:
         headerless = _headerless_exception(text, start)
         return (headerless[0], headerless[1], False) if headerless is not None else None
@@ -426,7 +447,7 @@ def _exception_line(text: str, start: int) -> tuple[int, str, bool] | None:
         if not is_wrapper_exception(line):
             return pos, line, False
         wrapper = wrapper or (pos, line, True)
-        idx = text.find(_TRACEBACK, max(pos, idx) + 1)
+        idx = _job_traceback(text, max(pos, idx) + 1)
     return wrapper
 
 
@@ -442,7 +463,10 @@ _MAX_FRAMES = 200
 
 
 def _headerless_exception(text: str, start: int) -> tuple[int, str] | None:
-    """(position, 'Type: message') of an exception printed without a traceback header, above its first frame."""
+    """(position, 'Type: message') of an exception printed without a traceback header, above its first frame;
+    with no frame at all, a bare exception line (_bare_exception)."""
+    if text.find(_FRAME, start) < 0:
+        return _bare_exception(text, start)
     idx, n = text.find(_FRAME, start), 0
     while idx >= 0 and n < _MAX_FRAMES:
         line_start = text.rfind("\n", 0, idx) + 1
@@ -460,6 +484,31 @@ def _headerless_exception(text: str, start: int) -> tuple[int, str] | None:
             return None  # the first frame has no exception type above it: a traceback cut off, or a stack dump
         idx, n = text.find(_FRAME, idx + len(_FRAME)), n + 1
     return None
+
+
+# The exception line alone, as a report quotes it or a launcher relays it: no header and no frame, e.g.
+# "AssertionError: last epoch number of samples exceeded max value." or "[rank3]: RuntimeError: Expected all tensors
+# to be on the same device ...". Its shape: a line (after a rank prefix) that starts with an exception type and a
+# colon, the way Python's traceback module ends a traceback (traceback.format_exception_only).
+_BARE_TYPE = re.compile(r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception)): "
+                        r"(?P<msg>[^\n]{1,400})$")
+_BARE_NEEDLES = ("Error: ", "Exception: ")
+
+
+def _bare_exception(text: str, start: int) -> tuple[int, str] | None:
+    """(position, 'Type: message') of the first line in the exception line's shape (_BARE_TYPE)."""
+    best: tuple[int, str] | None = None
+    for needle in _BARE_NEEDLES:
+        idx, n = text.find(needle, start), 0
+        while idx >= 0 and n < _MAX_FRAMES and (best is None or idx < best[0]):
+            line_start, line_end = _line_bounds(text, idx)
+            _, body = split_prefix(text[line_start:line_end])
+            match = _BARE_TYPE.match(body)
+            if match is not None:
+                best = (line_start, f"{match.group('type')}: {match.group('msg').strip()}"[:300])
+                break
+            idx, n = text.find(needle, line_end), n + 1
+    return best
 
 
 def _exit_text(exit_code: int) -> str:
@@ -483,6 +532,8 @@ def _reported_exit_code(text: str, start: int) -> tuple[int, int] | None:
 # Crash markers of the job's own processes: CRASH without the traceback row (a traceback is judged by its exception
 # line) and without torchrun's ChildFailedError summary (a wrapper's).
 _OWN_CRASH = tuple(row for row in P.CRASH if row.needle != _TRACEBACK and not is_wrapper_exception(row.needle))
+# Crash markers other than a traceback (a traceback is looked for with _job_traceback, which skips ignored ones).
+_CRASH_MARKERS = tuple(row for row in P.CRASH if row.needle != _TRACEBACK)
 
 
 def _crashed_by_report(text: str, start: int) -> Failure | None:
@@ -575,6 +626,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_family(text, F_ORCH.DEADLINE, start)
         or _cancelled(text, start, state)
         or _by_family(text, F_ORCH.OUTSIDE_STOP, start)
+        or _by_family(text, F_ORCH.NODE_DIED, start)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
         or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
         or _by_family(text, F_NET.NETWORK, start)
@@ -637,8 +689,8 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         found = _signatures(text, start, None, None, None, None, losses)
         if found is not None:
             return found
-        if text.find("Traceback (most recent call last)", start) >= 0 or _reported_exit_code(text, start) \
-                or _last_line(text).endswith("Killed") or _first(text, P.CRASH, start) is not None \
+        if _job_traceback(text, start) >= 0 or _reported_exit_code(text, start) \
+                or _last_line(text).endswith("Killed") or _first(text, _CRASH_MARKERS, start) is not None \
                 or _headerless_exception(text, start) is not None:
             return _fallback(text, start, None, None)
         return _ok(has_result, finished)

@@ -17,7 +17,7 @@ FAILURE_TABLES = {
     "memory": memory.HOST_MEMORY,
     "network": network.NETWORK,
     "orchestrator": orchestrator.NODE_LOST + orchestrator.PREEMPTION + orchestrator.DEADLINE
-    + orchestrator.OUTSIDE_STOP,
+    + orchestrator.OUTSIDE_STOP + orchestrator.NODE_DIED,
     "divergence": divergence.DIVERGENCE,
     "config data": config.DATA_MISSING,
 }
@@ -304,3 +304,81 @@ def test_a_deepspeed_loss_scale_halved_on_every_step_down_to_a_few_units_is_dive
 def test_deepspeed_overflows_of_a_healthy_run_are_not_diverged(scales):
     text = "\n".join(_overflow(p, c) for p, c in scales) + "\n{'loss': 1.9, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
     assert classify(text, has_result=True).kind == "ok"
+
+
+def test_a_deepspeed_start_up_loss_scale_search_alone_is_a_run_that_took_steps():
+    search = "\n".join(_overflow(2.0 ** k, 2.0 ** (k - 1)) for k in range(32, 27, -1)) + "\n"  # 2^32 ... 2^28
+    failure = classify(f"Beginning of Epoch 1/16, Total Micro Batches 1840\n{search}")
+    assert failure.kind == "ok" and "no step time" in failure.reason
+    collapse = "\n".join(_overflow(2.0 ** k, 2.0 ** (k - 1)) for k in range(8, 1, -1)) + "\n"  # 256 ... 2
+    assert classify(collapse).kind == "diverged"  # the divergence rule is checked first
+
+
+@pytest.mark.parametrize("postfix, kind", [
+    ("reduced_train_loss=nan.0, global_step=9e+3, train_step_timing in s=0.615", "diverged"),
+    ("loss=inf, v_num=3", "diverged"),
+    ("loss=2.31, nan_count=0, v_num=3", "ok"),
+])
+def test_a_progress_bar_ending_with_a_nan_training_loss_is_diverged(postfix, kind):
+    bar = "Epoch 0:   3%|▎         | {n}/301500 [1:42:42<55:37:46,  1.62it/s, {postfix}]"
+    healthy = bar.format(n=8999, postfix="reduced_train_loss=2.6, train_step_timing in s=0.61, v_num=0")
+    failure = classify(f"{healthy}\n{bar.format(n=9000, postfix=postfix)}\n", has_result=True)
+    assert failure.kind == kind, failure.reason
+    # a NaN the bar printed before the run went on is not where the run ended
+    if kind == "diverged":
+        assert classify(f"{bar.format(n=9000, postfix=postfix)}\n{healthy}\n", has_result=True).kind == "ok"
+
+
+@pytest.mark.parametrize("text, kind, quoted", [
+    ("AssertionError: last epoch number of samples exceeded max value.\n", "config_error", "exceeded max value"),
+    ("[rank3]: RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu "
+     "and cuda:3!\n", "crashed", "Expected all tensors"),
+    ("RuntimeError: Error(s) in loading state_dict for DataParallel:\n\tMissing key(s) in state_dict: "
+     "\"module.encoder.conv1.weight\", \"module.encoder.bn1\n.weight\"...\n", "crashed", "Error(s) in loading"),
+])
+def test_a_bare_exception_line_is_the_jobs_error(text, kind, quoted):
+    failure = classify(text)
+    assert failure.kind == kind and quoted in failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    "[W] the loader caught ValueError: bad image, skipping sample 17",  # not at the start of a line
+    "UserWarning: torch.cuda.amp.GradScaler is deprecated",  # a warning, not an error
+    "Error: 0 of 12 checks failed",  # no exception type
+])
+def test_exception_words_inside_log_lines_are_not_a_crash(line):
+    assert classify(f"loading data\n{line}\n").kind == "unknown"
+
+
+def test_a_traceback_python_reports_as_ignored_does_not_end_a_healthy_run():
+    bar = "Epoch 1: 100%|██████████| 1017/1017 [00:09<00:00, 100.37it/s, loss=0.336, v_num=24]"
+    ignored = ("Exception ignored in: <function tqdm.__del__ at 0x7fd9c4374f80>\nTraceback (most recent call last):\n"
+               '  File "/env/lib/python3.8/site-packages/tqdm/std.py", line 1145, in __del__\n'
+               "AttributeError: 'tqdm' object has no attribute 'last_print_t'\n")
+    assert classify(f"{bar}\n{ignored}", has_result=True).kind == "ok"
+    real = ('Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n'
+            "RuntimeError: CUDA error: device-side assert triggered\n")
+    failure = classify(f"{bar}\n{ignored}{real}", has_result=True)
+    assert failure.kind == "crashed" and "device-side assert" in failure.reason
+
+
+def test_a_ray_actor_whose_node_died_is_a_node_failure_unless_the_node_was_taken_back():
+    died = ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n"
+            "\tclass_name: RayTrainWorker\nThe actor is dead because its node has died. Node Id: 677df2\n"
+            "Traceback (most recent call last):\n")
+    assert classify(died).kind == "node_failure"
+    preempted = ("The actor died because its node has died. Node Id: 9a1b\n"
+                 "\tthe actor's node was preempted: spot instance reclaimed\n")
+    assert classify(preempted).kind == "preempted"
+    expected = ("The actor died because its node has died. Node Id: 9a1b\n"
+                "\tthe actor's node was terminated expectedly: received SIGTERM\n")
+    assert classify(expected).kind == "cancelled"
+
+
+@pytest.mark.parametrize("message, kind", [
+    ("Cuda failure 1 'invalid argument'", "comm_error"),
+    ("Cuda failure 'out of memory'", "oom"),
+])
+def test_nccl_cuda_failures(message, kind):
+    line = f"n176:2657296:2658232 [0] include/alloc.h:102 NCCL WARN {message}"
+    assert classify(f"n176:2657296:2658229 [0] NCCL INFO Connected all rings\n{line}\n").kind == kind

@@ -62,17 +62,27 @@ COMPLETION = (
            ("eached", "Reached maximum number of iterations (20000), stopping", _BUDGET))
 )
 
-# Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns and the
-# Hugging Face Trainer's logged dicts.
+# Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns, the
+# Hugging Face Trainer's logged dicts and the fp16 loss scaler's skipped steps.
 # Sources: DeepSpeed runtime/engine.py timer names (FORWARD_MICRO_TIMER 'forward_microstep',
 # BACKWARD_MICRO_TIMER 'backward_microstep', STEP_MICRO_TIMER 'step_microstep'); Megatron-LM training.py's
 # timers_to_log ('forward-backward', 'optimizer'); transformers trainer.py Trainer.log (printed by
-# PrinterCallback/ProgressCallback as a dict: {'loss': ..., 'learning_rate': ..., 'epoch': ...}).
+# PrinterCallback/ProgressCallback as a dict: {'loss': ..., 'learning_rate': ..., 'epoch': ...}); DeepSpeed
+# runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale: "[deepspeed] OVERFLOW! Rank 0 Skipping step.
+# Attempted loss scale: 65536, reducing to 32768", also "... but hysteresis is 2. Reducing hysteresis to 1") and
+# the older fused_optimizer.py ("Overflow detected. Skipping step. Attempted loss scale: 8.0, reducing to 4.0"):
+# the scaler runs after a step's backward pass, so a skipped step is a step that ran; at start-up the dynamic
+# scale searches down from 2^16 or 2^32 this way before the first step is applied. A scale that collapses is
+# judged by families.divergence first.
 PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
                  ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
                                        "step_microstep: 0.06"),
                  ("forward-backward", "    forward-backward ...............................: (1904.22, 1910.87)",
                   r"forward-backward\s{0,4}(?:\.{3,}|:)"))
+            + rows(FailureKind.OK, "training steps ran", "DeepSpeed runtime/fp16/loss_scaler.py, fused_optimizer.py",
+                   ("Skipping step. Attempted loss scale", "[2025-02-03 10:11:12,345] [INFO] [loss_scaler.py:183:"
+                                                          "update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+                                                          "Attempted loss scale: 65536, reducing to 32768"))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))

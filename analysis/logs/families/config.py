@@ -37,7 +37,7 @@ EXCEPTION = re.compile(
 RELATION = re.compile(
     r"(?i)divisib|divides?\b|multiple of|\bmust\b|\bshould\b|needs? to be|has to be|have to be|is required|requires?\b|"
     r"does not match|doesn't match|do not match|mismatch|not equal|!=|\bexpected\b[^\n]{0,80}\b(?:got|but|found)\b|"
-    r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceeds?\b|larger than|greater than|"
+    r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceed(?:s|ed)?\b|larger than|greater than|"
     r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
     r"invalid (?:value|choice|argument|combination|configuration)|out of range|not (?:a )?valid|but only|"
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data")

@@ -16,6 +16,9 @@ Sources (text):
   nan."
 - torch.autograd anomaly mode: "Function 'MulBackward0' returned nan values in its 0th output."
 - the shape `loss ... is|became|=|: nan|inf` and "NaN/Inf loss detected" that trainers print when they stop.
+- tqdm progress bars of PyTorch Lightning / NeMo: the postfix holds the logged metrics as `key=value`
+  (`loss=2.31`, `reduced_train_loss=2.590`); a NaN or infinite loss is printed `nan` / `inf` (NeMo's bar renders
+  the float as `nan.0`). Checked from the log's last progress line on: a NaN loss in the bar the run ends with.
 - DeepSpeed runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale): "[deepspeed] OVERFLOW! Rank 0 Skipping
   step. Attempted loss scale: 32, reducing to 16". One overflow halves the scale; a healthy run raises it again
   after scale_window clean steps. Overflow after overflow that halves the scale down to a few units (the minimum
@@ -42,6 +45,8 @@ _DIVERGED = "loss diverged"
 # series check judges by where it is (only the last records matter).
 _LOSS_STOP = (r"(?i)\bloss\b[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])\s{0,3}(?:nan|inf|infinity)\b"
               r"(?![-\w])(?![^\n]{0,10}\|)|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered)|non-finite loss")
+# A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
+_BAR_LOSS = r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
 DIVERGENCE = (
     rows(FailureKind.DIVERGED, _DIVERGED, "DeepSpeed runtime/fp16/loss_scaler.py",
          ("Current loss scale already at minimum", "Exception: Current loss scale already at minimum - cannot "
@@ -56,6 +61,12 @@ DIVERGENCE = (
            ("is not finite. Previous best value was", "Monitored metric train_loss = nan is not finite. Previous best "
                                                       "value was inf. Signaling Trainer to stop."),
            ("The loss returned in `training_step` is", "ValueError: The loss returned in `training_step` is nan."))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "PyTorch Lightning / NeMo progress bar postfix (tqdm)",
+           ("loss=nan", "Epoch 0: :   3%|▎  | 900/30000 [10:42<5:37:46, v_num=0, reduced_train_loss=nan.0, "
+                        "global_step=899.0]", _BAR_LOSS),
+           ("loss=NaN", "Epoch 2:  40%|████      | 40/100 [00:20<00:30,  2.00it/s, loss=NaN, v_num=3]", _BAR_LOSS),
+           ("loss=inf", "Epoch 1:  12%|█▏        | 12/100 [00:06<00:44,  2.00it/s, train_loss=inf, v_num=1]",
+            _BAR_LOSS))
     + rows(FailureKind.DIVERGED, _DIVERGED, "torch.autograd anomaly mode",
            ("returned nan values in its", "RuntimeError: Function 'LogSoftmaxBackward0' returned nan values in its 0th "
                                           "output."))

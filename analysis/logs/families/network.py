@@ -7,9 +7,11 @@ Sources:
   please report this issue to the NCCL developers", "remote process exited or there was a network error",
   "timeout" (ncclTimeout); its debug output: `host:pid:tid [dev] file.cc:line NCCL WARN <message>` (a WARN in
   the "Call to X failed : <strerror>" / "Connect to ... failed" / "NET/IB : Got completion ... with error" forms is
-  a failure; plugin-loading and fallback WARNs are not), and the NCCLCHECK trace `NCCL INFO file.cc:123 -> 2` that
-  follows a failing call back up the stack (the number is the ncclResult_t: 1 cuda, 2 system, 3 internal,
-  6 remote, 7 in progress; 4/5 invalid argument/usage are a program's mistake, not the network).
+  a failure; plugin-loading and fallback WARNs are not; `Cuda failure N 'message'` is NCCL's CUDACHECK, returned
+  as ncclUnhandledCudaError, and its 'out of memory' case is judged as oom before), and the NCCLCHECK trace
+  `NCCL INFO file.cc:123 -> 2` that follows a failing call back up the stack (the number is the ncclResult_t:
+  1 cuda, 2 system, 3 internal, 6 remote, 7 in progress; 4/5 invalid argument/usage are a program's mistake, not
+  the network).
 - libibverbs ibv_wc_status_str: "transport retry counter exceeded", "RNR retry counter exceeded", "remote access
   error", "remote operation error", "remote invalid request error", "local protection error", "Work Request
   Flushed Error"; NCCL prints them with the IBV_WC_* names or these strings.
@@ -90,7 +92,7 @@ NCCL_WARN_FAILURE = (
     r"(?:[Cc]all to \w{1,40} failed|[Cc]onnect(?:ion)? to [^\n]{0,120} failed|failed\s*:\s*[A-Z][a-z]|"
     r"[Gg]ot completion[^\n]{0,80}(?:error|status)|IBV_WC_|[Tt]imed? ?out|[Tt]imeout|refused|[Cc]onnection reset|"
     r"[Cc]onnection closed|Broken pipe|unreachable|[Aa]bort|remote (?:process|peer)|[Nn]etwork error|"
-    r"ncclRemoteError|ncclSystemError|ncclInternalError)")
+    r"ncclRemoteError|ncclSystemError|ncclInternalError|[Cc]uda failure)")
 NCCL_WARN_BENIGN = (r"(?i)plugin|dlopen|shared object|failed to find|could not find|unable to find|"
                     r"falling back|fallback|ignored|deprecated|cuda driver version")
 NCCL_TRACE_CODES = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",

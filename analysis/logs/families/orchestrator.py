@@ -2,6 +2,12 @@
 analysis.logs.patterns): a node lost, a preemption or eviction, a deadline, an outside termination.
 
 Sources:
+- torch.distributed.elastic rendezvous/dynamic_rendezvous.py (_keep_alive): "The node '%s' has failed to send a
+  keep-alive heartbeat to the rendezvous '%s' due to an error of type %s.": the agent can no longer reach the
+  rendezvous store, which lives on another node (the c10d backend's store host, usually node 0): that node is gone.
+- Ray ActorDiedError (python/ray/exceptions.py, from the GCS death cause): "The actor is dead because its node has
+  died." / "The actor died because its node has died." (checked after preemption and outside stops, whose
+  qualifier lines say why the node went away when it was not a failure).
 - torchrun / torch.distributed.elastic: agent/server/api.py logs "Received %s death signal, shutting down
   workers" when the agent itself gets SIGTERM/SIGINT/SIGHUP/SIGQUIT from outside, and raises
   multiprocessing.api.SignalException("Process %d got signal: %s"): the job was stopped from outside (a scancel,
@@ -45,7 +51,17 @@ NODE_LOST = (
            ("DeletionByTaintManager", "Conditions: DisruptionTarget True DeletionByTaintManager Taint manager: "
                                       "deleting due to NoExecute taint `node.kubernetes.io/unreachable`"),
            ("NodeLost", "Status: Unknown  Reason: NodeLost  Message: Node gpu-node-4 which was running pod "
-                        "trainer-worker-3 is unresponsive")))
+                        "trainer-worker-3 is unresponsive"))
+    + rows(FailureKind.NODE_FAILURE, "node failure (the rendezvous store's node is unreachable)",
+           "torch.distributed.elastic rendezvous/dynamic_rendezvous.py",
+           ("has failed to send a keep-alive heartbeat to the rendezvous",
+            "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'gpu-7_4411_0' has failed to "
+            "send a keep-alive heartbeat to the rendezvous 'job42' due to an error of type RendezvousTimeoutError.")))
+# The actor's node died, with no qualifier that makes it a preemption or an expected stop (checked after those).
+NODE_DIED = rows(FailureKind.NODE_FAILURE, "node failure", _RAY,
+                 ("because its node has died", "ray.exceptions.ActorDiedError: The actor died unexpectedly before "
+                                               "finishing this task. The actor is dead because its node has died. "
+                                               "Node Id: 5c1e"))
 PREEMPTION = (
     rows(FailureKind.PREEMPTED, "preempted", _RAY,
          ("node was preempted", "\tthe actor's node was preempted: spot instance reclaimed"))
