@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from analysis.report.plots import label
+from analysis.report.plots import label, layout_of
 from launcher.core.objective import Objective
 from launcher.core.ranking import Decision, decide
 
@@ -66,7 +66,7 @@ def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
     goal = Objective(objective)
     speed = f"{_tokens(best):,.0f} tokens/s"
     if goal.per_gpu:
-        speed += f", {_tokens(best) / best['layout']['gpus']:,.0f} per GPU"
+        speed += f", {_tokens(best) / layout_of(best).gpus:,.0f} per GPU"
     speed += f"; {measurements(best)}"
     if len(ranked) == 1:
         text = f"{name} is the only trial that finished ok ({speed}) and {_memory(best, capacity_gb)}."
@@ -104,14 +104,14 @@ def _tied(ranked: Sequence[dict], decision: Decision, name: str, speed: str, noi
     by_hash = {t["config_hash"]: t for t in ranked}
     others = [by_hash[key] for key in decision.tied]
     listed = "; ".join(f"{label(t)} ({t['config_hash'][:8]}) {_tokens(t):,.0f} tokens/s, {measurements(t)}, "
-                       f"{_headroom(t) or 0:.0%} headroom, {t['layout']['gpus']} GPUs" for t in others)
+                       f"{_headroom(t) or 0:.0%} headroom, {layout_of(t).gpus} GPUs" for t in others)
     text = (f"{TIED}. {name} ({speed}) and {len(others)} other(s) differ by less than the noise "
             f"({_noise(decision, noise_tolerance)}): {listed}. Chosen on memory headroom: "
             f"{name} {_memory(best, capacity_gb)}.")
-    cheaper = [t for t in others if t["layout"]["gpus"] < best["layout"]["gpus"]]
+    cheaper = [t for t in others if layout_of(t).gpus < layout_of(best).gpus]
     if cheaper:
-        text += (f" {label(cheaper[0])} needs {cheaper[0]['layout']['gpus']} GPUs instead of "
-                 f"{best['layout']['gpus']}: the cheaper choice at the same measured speed.")
+        text += (f" {label(cheaper[0])} needs {layout_of(cheaper[0]).gpus} GPUs instead of "
+                 f"{layout_of(best).gpus}: the cheaper choice at the same measured speed.")
     return text
 
 

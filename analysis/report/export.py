@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.core.files import write_atomic
+from launcher.core.layout import as_layout
 from launcher.core.names import is_cpu_standin
 
 TIME_MARGIN = 1.2          # the measured step time is a short benchmark's median: leave 20% for variance and I/O
@@ -76,7 +77,7 @@ def run_comments(best: dict, layout_label: str, sweep: str, cluster: dict, backe
     b, m = backend, best["metrics"]
     step_s = m.get("step_time_s") or 0.0
     return [f"parasweep: full-length training run of the winner of sweep {sweep}: trial {best['config_hash']}, "
-            f"{layout_label}, {best['layout']['gpus']} x {cluster['gpu']} on cluster {cluster['name']}.",
+            f"{layout_label}, {as_layout(best['layout']).gpus} x {cluster['gpu']} on cluster {cluster['name']}.",
             f"Benchmark measured {m.get('tokens_per_s', 0):,.0f} tokens/s, {step_s:.3g} s/step, peak "
             f"{m.get('peak_mem_gb') or 0:.3g} of {cluster['gpu_mem_gb']:g} GB per GPU.",
             f"Changed from the benchmark trial: {changed}.",

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from analysis.report.plots import label, relative_error
+from analysis.report.plots import NOT_RUN, label, layout_of, relative_error
 from analysis.report.search_summary import calibrated_error, run_order, skipped, stopped_early
 from launcher.core.files import write_atomic
+from launcher.core.states import TrialState
 
 EXCERPT_LINES = 20
 CONTEXT_AFTER = 5              # lines kept after the line the classifier quoted
@@ -27,7 +28,6 @@ MIN_EVIDENCE_CHARS = 8         # shorter quoted text would match unrelated lines
 NOISE_PREFIXES = ("submitit INFO", "submitit WARNING")  # the job wrapper's chatter, never the cause
 TAIL_BYTES = 2_000_000         # a runaway log is read from its end: the cause of a failure is printed last
 OPEN_EXPORTS = ("train.sbatch", "command.txt")  # shown unfolded; the long launch scripts stay folded
-NOT_RUN = ("planned", "submitted", "running", "pruned")
 PLOT_CAPTIONS = {
     "throughput_heatmap": "Measured tokens/s over tp x pp, one panel per micro-batch size; X: out of memory.",
     "memory_headroom": "Measured peak memory per trial against the device capacity (black: predicted peak).",
@@ -137,7 +137,8 @@ def failure_groups(trials: Sequence[dict], read_log: Callable[[str], Optional[st
     """Finished trials that are not ok, grouped by failure kind (largest group first)."""
     groups: dict[str, list] = {}
     for t in trials:
-        if t.get("state") in ("ok", "stopped_early", *NOT_RUN):  # stopped early: known worse, not a failure
+        # stopped early: known worse, not a failure
+        if t.get("state") in (TrialState.OK, TrialState.STOPPED_EARLY, *NOT_RUN):
             continue
         kind = t.get("failure_kind") or t["state"]
         groups.setdefault(kind, []).append((t, best_excerpt(t, read_log)))
@@ -215,7 +216,7 @@ def _ranked_rows(ranked: Sequence[dict]) -> list[list[object]]:
     for i, t in enumerate(ranked, 1):
         m, p = t.get("metrics", {}), t.get("predicted", {})
         runs = int(t.get("n_runs") or 1)
-        rows.append([i, t["config_hash"], label(t), t["layout"]["gpus"],
+        rows.append([i, t["config_hash"], label(t), layout_of(t).gpus,
                      f"{m.get('tokens_per_s', 0):,.0f}",
                      f"{runs} (spread {m.get('tokens_per_s_spread') or 0:.0%})" if runs > 1 else "1",
                      f"{m.get('tflops_per_gpu') or 0:.3g}",
@@ -286,7 +287,7 @@ def _evidence_line(trial: dict) -> str:
 
 def _pruned(trials: Sequence[dict]) -> str:
     rows = [[t["config_hash"], label(t), t.get("pruned_by", ""), t.get("reason", "")]
-            for t in trials if t.get("state") == "pruned"]
+            for t in trials if t.get("state") == TrialState.PRUNED]
     return (_table(["trial", "layout", "pruned by", "reason"], rows, text_cols=(0, 1, 2, 3)) if rows
             else "<p>None.</p>")
 
@@ -358,7 +359,7 @@ def render_report(data: ReportInput) -> str:
         _section("plots", "Plots", _plots(data.plots)),
         _section("search", "Search: run order, calibration, early stops and skips", _search(data)),
         _section("failures", f"Failures ({sum(len(g.trials) for g in data.failures)})", _failures(data.failures)),
-        _section("pruned", f"Pruned before running ({counts.get('pruned', 0)})", _pruned(data.trials)),
+        _section("pruned", f"Pruned before running ({counts.get(TrialState.PRUNED, 0)})", _pruned(data.trials)),
         _section("export", "Exported files of the winner", _exports(data.export_files)),
     ]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

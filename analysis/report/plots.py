@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 from launcher.core.files import replacing
-from launcher.core.layout import label_of
+from launcher.core.layout import Layout, as_layout, label_of
+from launcher.core.states import TrialState
 
 PLOT_FILES = {
     "heatmap": "throughput_heatmap.png",
@@ -24,6 +25,8 @@ PLOT_FILES = {
     "pareto": "pareto_front.png",
     "timeline": "trial_times.png",
 }
+NOT_RUN = frozenset(state for state in TrialState if not state.finished)
+"""A trial in one of these states has not run (yet): planned, submitted, running, pruned."""
 MAX_LABELLED = 40  # beyond this many trials, per-trial tick labels are unreadable: show indices only
 DPI = 100
 
@@ -31,6 +34,11 @@ DPI = 100
 def label(trial: dict) -> str:
     """A trial's layout in its one spelling (launcher.core.layout.Layout.label)."""
     return label_of(trial["layout"])
+
+
+def layout_of(trial: dict) -> Layout:
+    """A trial's layout as a Layout (a trial dict holds it as plain data)."""
+    return as_layout(trial["layout"])
 
 
 def _measured(trial: dict, key: str) -> Optional[float]:
@@ -46,7 +54,7 @@ def _value(trial: dict, key: str) -> float:
 
 
 def _ok(trials: Sequence[dict]) -> list[dict]:
-    return [t for t in trials if t.get("state") == "ok" and _measured(t, "tokens_per_s")]
+    return [t for t in trials if t.get("state") == TrialState.OK and _measured(t, "tokens_per_s")]
 
 
 # ------------------------------------------------------------------------------------------------- pure data
@@ -62,17 +70,17 @@ def heatmap_cells(trials: Sequence[dict]) -> dict[int, dict[tuple[int, int], Cel
     """mbs -> {(tp, pp): Cell}. Trials that never ran (planned, pruned) leave no cell."""
     raw: dict[int, dict[tuple[int, int], list[dict]]] = {}
     for t in trials:
-        if t.get("state") in ("planned", "pruned", "submitted", "running"):
+        if t.get("state") in NOT_RUN:
             continue
-        lay = t["layout"]
-        raw.setdefault(lay["mbs"], {}).setdefault((lay["tp"], lay["pp"]), []).append(t)
+        lay = layout_of(t)
+        raw.setdefault(lay.mbs, {}).setdefault((lay.tp, lay.pp), []).append(t)
     out: dict[int, dict[tuple[int, int], Cell]] = {}
     for mbs, cells in sorted(raw.items()):
         out[mbs] = {}
         for key, group in cells.items():
             speeds = [s for t in _ok(group) if (s := _measured(t, "tokens_per_s")) is not None]
-            out[mbs][key] = Cell(max(speeds) if speeds else None, any(t["state"] == "oom" for t in group),
-                                 any(t["state"] not in ("ok", "oom") for t in group))
+            out[mbs][key] = Cell(max(speeds) if speeds else None, any(t["state"] == TrialState.OOM for t in group),
+                                 any(t["state"] not in (TrialState.OK, TrialState.OOM) for t in group))
     return out
 
 
@@ -175,22 +183,22 @@ def draw_heatmap(trials: Sequence[dict]):
 
 
 def _gpu_counts(trials: Sequence[dict], mbs: int) -> str:
-    counts = sorted({t["layout"]["gpus"] for t in trials if t["layout"]["mbs"] == mbs})
+    counts = sorted({lay.gpus for lay in map(layout_of, trials) if lay.mbs == mbs})
     return "/".join(str(c) for c in counts) + " GPUs"
 
 
 def draw_headroom(trials: Sequence[dict], capacity_gb: float):
     """Measured peak memory per trial against the device capacity; predicted peaks as black ticks."""
-    ran = [t for t in trials if t.get("state") not in ("planned", "pruned", "submitted", "running")]
+    ran = [t for t in trials if t.get("state") not in NOT_RUN]
     fig, (ax,) = _figure(min(16.0, max(6.0, 0.35 * len(ran) + 2.5)), 4.2)
     if not ran:
         _empty(ax, "no trial has finished yet")
         return fig
     xs = range(len(ran))
     peaks = [_measured(t, "peak_mem_gb") or 0.0 for t in ran]
-    ooms = [t["state"] == "oom" for t in ran]
+    ooms = [t["state"] == TrialState.OOM for t in ran]
     heights = [capacity_gb if oom and not peak else peak for peak, oom in zip(peaks, ooms)]
-    colors = ["tab:red" if oom else "tab:blue" if t["state"] == "ok" else "0.6" for t, oom in zip(ran, ooms)]
+    colors = ["tab:red" if oom else "tab:blue" if t["state"] == TrialState.OK else "0.6" for t, oom in zip(ran, ooms)]
     labelled = len(ran) <= MAX_LABELLED
     if labelled:
         for bar, t, oom in zip(ax.bar(xs, heights, color=colors), ran, ooms):
@@ -275,8 +283,9 @@ def draw_pareto(trials: Sequence[dict], best_hash: str = ""):
     return fig
 
 
-STATE_COLORS = {"ok": "tab:green", "oom": "tab:red", "timeout": "tab:orange", "hang": "tab:purple",
-                "cancelled": "0.5", "failed": "tab:brown", "stopped_early": "tab:olive"}
+STATE_COLORS = {TrialState.OK: "tab:green", TrialState.OOM: "tab:red", TrialState.TIMEOUT: "tab:orange",
+                TrialState.HANG: "tab:purple", TrialState.CANCELLED: "0.5", TrialState.FAILED: "tab:brown",
+                TrialState.STOPPED_EARLY: "tab:olive"}
 
 
 def draw_timeline(trials: Sequence[dict]):

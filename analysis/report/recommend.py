@@ -1,18 +1,19 @@
 """What to do next, read off the winner: grow its micro-batch, beware of thin headroom, of the pipeline bubble and of
 tensor parallelism across nodes, and name the estimator term that looks off.
 
-Pure: ranked trial dicts, the sweep's facts and the winner's predicted breakdowns (computed by the caller from the
-estimator, passed as plain data) in, a list of Recommendation out.
+Pure: ranked trial dicts (their layouts read as Layouts), the sweep's facts and the winner's predicted breakdowns
+(computed by the caller from the estimator, passed as plain data) in, a list of Recommendation out.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
-from launcher.core.layout import DIMENSIONS
+from launcher.core.layout import DIMENSIONS, NAMES, SHAPE, Layout, as_layout
+from launcher.core.states import TrialState
 
 LARGE_HEADROOM = 0.30    # above: the winner leaves memory unused; a larger micro-batch usually runs faster
 SMALL_HEADROOM = 0.05    # below: a production run (longer, fragmented allocator, checkpoint buffers) may OOM
@@ -22,6 +23,8 @@ BUBBLE_SHARE = 0.15      # predicted bubble share of the step above which the bu
 COMM_SHARE = 0.30        # predicted communication share of the step above which communication is the suspect
 ALWAYS_INCLUDED = ("gpus", *(d.name for d in DIMENSIONS if d.kind == "batch"))
 """An include entry's world and batch: without its world it would take the grid's first one."""
+IMPLIED = tuple(d.name for d in DIMENSIONS if d.name != "gpus" and (d.kind == "world" or d.dim.grid is None))
+"""Layout keys an include entry leaves out: the grid derives them (nodes from gpus, dp from the world)."""
 COMPUTE_TERMS = ("compute", "recompute", "optimizer", "fixed", "dispatch")
 
 
@@ -45,7 +48,7 @@ class SweepFacts:
     command: str = ""                                  # how the sweep was launched (sweeps/<name>/command.txt)
     includes: tuple = ()                               # its grid.include entries (a list override replaces them)
     grid_first: dict = field(default_factory=dict)     # first value per grid dimension: an include's fallback
-    implied: tuple = ("dp", "nodes")                   # layout keys an include entry leaves out (derived by the grid)
+    implied: tuple = IMPLIED                           # layout keys an include entry leaves out (derived by the grid)
 
 
 # ------------------------------------------------------------------------------------------------ commands
@@ -63,7 +66,7 @@ def _yaml_value(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-def include_entry(layout: dict, grid_first: Optional[dict] = None, implied: Sequence[str] = ("dp", "nodes")) -> dict:
+def include_entry(layout: dict, grid_first: Optional[dict] = None, implied: Sequence[str] = IMPLIED) -> dict:
     """The grid.include entry of a layout: its world and batch, and every other key that differs from the grid's
     first value (the fallback); keys the grid derives (`implied`) are left out."""
     first = grid_first or {}
@@ -79,16 +82,22 @@ def extend_sweep_command(command: str, includes: Sequence[dict]) -> str:
     return " ".join([*(shlex.quote(t) for t in kept), shlex.quote(f"grid.include=[{entries}]")])
 
 
-def next_mbs_layout(layout: dict) -> dict:
-    """The layout with mbs doubled; gbs raised to the next multiple of mbs*dp (x pp when interleaved) if needed."""
-    mbs = 2 * layout["mbs"]
-    step = mbs * layout["dp"] * (layout["pp"] if layout.get("vpp", 1) > 1 else 1)
-    gbs = -(-layout["gbs"] // step) * step
-    return {**layout, "mbs": mbs, "gbs": gbs}
+def next_mbs_layout(layout: Mapping[str, Any]) -> dict:
+    """The layout with mbs doubled; gbs raised to the next multiple of mbs*dp (x pp when interleaved) if needed.
+    The same keys as `layout` (a stored layout may predate a dimension)."""
+    lay = as_layout(layout)
+    mbs = 2 * lay.mbs
+    step = mbs * lay.dp * (lay.pp if lay.vpp > 1 else 1)
+    grown = lay.replace(mbs=mbs, gbs=-(-lay.gbs // step) * step)
+    return {k: getattr(grown, k) if k in NAMES else v for k, v in layout.items()}
 
 
-def _same_but_batch(a: dict, b: dict) -> bool:
-    return all(a.get(k) == b.get(k) for k in set(a) | set(b) if k not in ("mbs", "gbs"))
+def _shape(layout: Layout) -> tuple:
+    return tuple(getattr(layout, name) for name in SHAPE)
+
+
+def _same_but_batch(a: Layout, b: Layout) -> bool:
+    return _shape(a) == _shape(b)
 
 
 # ------------------------------------------------------------------------------------------------ rules
@@ -99,16 +108,17 @@ def _grow_mbs(best: dict, trials: Sequence[dict], facts: SweepFacts,
     if headroom is None or headroom <= LARGE_HEADROOM:
         return None
     proposal = next_mbs_layout(best["layout"])
-    tried = [t for t in trials if _same_but_batch(t["layout"], proposal) and t["layout"]["mbs"] >= proposal["mbs"]]
+    winner, grown = as_layout(best["layout"]), as_layout(proposal)
+    tried = [(t, lay) for t, lay in ((t, as_layout(t["layout"])) for t in trials)
+             if _same_but_batch(lay, grown) and lay.mbs >= grown.mbs]
     if tried:
-        t = min(tried, key=lambda t: t["layout"]["mbs"])
-        outcome = (f"ran ok at {t['metrics'].get('tokens_per_s') or 0:,.0f} tokens/s" if t["state"] == "ok"
+        t, lay = min(tried, key=lambda pair: pair[1].mbs)
+        outcome = (f"ran ok at {t['metrics'].get('tokens_per_s') or 0:,.0f} tokens/s" if t["state"] == TrialState.OK
                    else f"is {t['state']}" + (f" ({t['failure_kind']})" if t.get("failure_kind") else ""))
         return Recommendation("grow_mbs", "info", f"The winner keeps {headroom:.0%} memory headroom; mbs "
-                              f"{t['layout']['mbs']} of the same layout (gbs {t['layout']['gbs']}) was already "
-                              f"tried and {outcome}.")
-    gbs_note = (f" (gbs raised from {best['layout']['gbs']} to {proposal['gbs']}: it must be a multiple of mbs x dp)"
-                if proposal["gbs"] != best["layout"]["gbs"] else "")
+                              f"{lay.mbs} of the same layout (gbs {lay.gbs}) was already tried and {outcome}.")
+    gbs_note = (f" (gbs raised from {winner.gbs} to {grown.gbs}: it must be a multiple of mbs x dp)"
+                if grown.gbs != winner.gbs else "")
     predicted = ""
     if next_predicted_peak_gb:
         predicted = (f" The estimator predicts {next_predicted_peak_gb:.3g} GB peak "
@@ -117,7 +127,7 @@ def _grow_mbs(best: dict, trials: Sequence[dict], facts: SweepFacts,
     command = extend_sweep_command(facts.command, [*facts.includes, entry])
     return Recommendation(
         "grow_mbs", "info",
-        f"The winner keeps {headroom:.0%} memory headroom (> {LARGE_HEADROOM:.0%}): try mbs {proposal['mbs']}"
+        f"The winner keeps {headroom:.0%} memory headroom (> {LARGE_HEADROOM:.0%}): try mbs {grown.mbs}"
         f"{gbs_note}.{predicted} Add the trial to this sweep with the command below (finished trials are kept).",
         command)
 
@@ -137,21 +147,20 @@ def _low_headroom(best: dict, ranked: Sequence[dict]) -> Optional[Recommendation
 
 
 def _pipeline_bubble(best: dict) -> Optional[Recommendation]:
-    lay = best["layout"]
-    pp, vpp = lay["pp"], lay.get("vpp", 1)
-    m = lay["gbs"] // max(1, lay["mbs"] * lay["dp"])
+    lay = as_layout(best["layout"])
+    pp, vpp, m = lay.pp, lay.vpp, lay.microbatches
     if pp <= 1 or m >= MICROBATCHES_PER_STAGE * pp:
         return None
     bubble = (pp - 1) / (vpp * max(1, m))  # 1F1B bubble fraction, Narayanan et al. 2021 §2.2
-    target = MICROBATCHES_PER_STAGE * pp * lay["mbs"] * lay["dp"]
+    target = MICROBATCHES_PER_STAGE * pp * lay.mbs * lay.dp
     return Recommendation("pipeline_bubble", "warning",
                           f"Only {m} micro-batches per pipeline for pp={pp} (< {MICROBATCHES_PER_STAGE} x pp): the "
                           f"pipeline idles {bubble:.0%} of the step (bubble (p-1)/(v*m)). A production gbs of "
-                          f">= {target}{' (or a smaller mbs)' if lay['mbs'] > 1 else ''} would fill it.")
+                          f">= {target}{' (or a smaller mbs)' if lay.mbs > 1 else ''} would fill it.")
 
 
 def _tp_across_nodes(best: dict, gpus_per_node: int) -> Optional[Recommendation]:
-    tp = best["layout"]["tp"]
+    tp = as_layout(best["layout"]).tp
     if tp <= gpus_per_node:
         return None
     return Recommendation("tp_across_nodes", "warning",
@@ -191,7 +200,8 @@ def _estimate_off(best: dict, breakdown: Optional[dict], mem_breakdown: Optional
             shares = "; predicted step: " + ", ".join(f"{k} {v / total:.0%}" for k, v in breakdown.items() if v)
         if step_s and predicted_step_s:
             steps = f" ({step_s:.3g} s vs {predicted_step_s:.3g} s per step{shares})"
-        term = _suspect_term(breakdown, best["layout"]["pp"], gap_s) if breakdown else "not known (no breakdown)"
+        term = (_suspect_term(breakdown, as_layout(best["layout"]).pp, gap_s) if breakdown
+                else "not known (no breakdown)")
         out.append(Recommendation("estimate_off", "info",
                                   f"The winner measured {tokens:,.0f} tokens/s against {predicted_tokens:,.0f} "
                                   f"predicted ({predicted_tokens / tokens - 1:+.0%}: it ran "

@@ -2,8 +2,9 @@
 and the best throughput so far, what the calibration predicted for each before it ran, and what was stopped early
 or skipped (and why). Fed to the report, the plots (analysis.report.plots.draw_search_progress) and MLflow.
 
-Plain dicts in (the ledger's records as `asdict`), no launcher import. A trial's GPU-hours are its last attempt's
-wall time (submission to finish: queueing included, which on a busy cluster over-counts) times its GPUs.
+Plain dicts in (the ledger's records as `asdict`; states and prune reasons compared as launcher.core's enums). A
+trial's GPU-hours are its last attempt's wall time (submission to finish: queueing included, which on a busy
+cluster over-counts) times its GPUs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-SKIP_REASONS = ("calibrated_oom", "converged", "oom_dominated", "gpu_budget")
+from launcher.core.states import PruneReason, TrialState
+
+SKIP_REASONS = (PruneReason.CALIBRATED_OOM, PruneReason.CONVERGED, PruneReason.OOM_DOMINATED, PruneReason.GPU_BUDGET)
 """Prune reasons decided while the sweep ran (the planner's predicted_oom is shown with the plan)."""
 
 
@@ -40,7 +43,7 @@ def run_order(trials: Sequence[dict]) -> list[Ran]:
     for t in ran:
         hours = _hours(t)
         spent += hours
-        speed = (t.get("metrics") or {}).get("tokens_per_s") if t.get("state") == "ok" else None
+        speed = (t.get("metrics") or {}).get("tokens_per_s") if t.get("state") == TrialState.OK else None
         if speed and (best is None or speed > best):
             best = speed
         out.append(Ran(t, hours, spent, speed or None, best))
@@ -71,12 +74,12 @@ def calibrated_error(trial: dict) -> Optional[float]:
 
 
 def stopped_early(trials: Sequence[dict]) -> list[dict]:
-    return [t for t in trials if t.get("state") == "stopped_early"]
+    return [t for t in trials if t.get("state") == TrialState.STOPPED_EARLY]
 
 
 def skipped(trials: Sequence[dict]) -> list[dict]:
     """Planned trials the sweep took out while it ran (calibrated OOM, converged, dominated by an OOM)."""
-    return [t for t in trials if t.get("state") == "pruned" and t.get("pruned_by") in SKIP_REASONS]
+    return [t for t in trials if t.get("state") == TrialState.PRUNED and t.get("pruned_by") in SKIP_REASONS]
 
 
 def summary_metrics(trials: Sequence[dict], calibration: Optional[dict]) -> dict:

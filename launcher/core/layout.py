@@ -178,6 +178,20 @@ def _dimensions() -> tuple[Dimension, ...]:
     return tuple(Dimension(f.name, _TYPES[str(f.type)], f.default, f.metadata["dim"]) for f in fields(Layout))
 
 
+# The registry. Every list of dimensions, label, column and MLflow param is derived from it (tests/core/
+# test_new_dimension.py adds a dimension to a copy of this file and follows it through). What adding a dimension
+# still takes, outside the code of the feature it serves, is what the dimension means; ep/etp (issue 18) needed
+# these files besides this one (MoE-only code, launcher/plan/moe.py, launcher/workload/, the MoE model and sweep
+# configs, is not counted):
+#   launcher/plan/rules.py            its validity rules (ep_dense, etp_dense, experts_ep, ep_world, moe_ffn_etp,
+#                                     ep_node) and the expert mesh the rules' messages show
+#   launcher/plan/step_time.py        its cost: the experts' GEMMs per ep/etp rank, the dispatch all-to-alls, the
+#                                     expert-data-parallel gradient reduction (memory reads it through plan/moe.py)
+#   launcher/backends/megatron_lm.py  Megatron-LM's flags --expert-model-parallel-size, --expert-tensor-parallel-size
+#   launcher/backends/megatron_flags.txt  those flags in the list of flags Megatron-LM accepts (the renderer's check)
+#   launcher/backends/torch_workload.py   the workload's flags --ep, --etp
+# The grid schema, grid expansion, checks, labels, config hash, plan.csv, ledger columns, MLflow params, the
+# scheduler's distance, the measured tables and the failure classifier's parallel degrees needed no edit.
 DIMENSIONS: tuple[Dimension, ...] = _dimensions()
 NAMES: tuple[str, ...] = tuple(d.name for d in DIMENSIONS)
 WORLD: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.kind == "world")
@@ -196,9 +210,14 @@ CATEGORICAL: tuple[str, ...] = tuple(d.name for d in DIMENSIONS if d.type is not
 """Choices and switches (recompute, sequence_parallel, distributed_optimizer): equal or not."""
 
 
+def as_layout(layout: Layout | Mapping[str, Any]) -> Layout:
+    """A Layout, or a layout stored as a dict (plan.csv rows, JSON files, a trial record as plain data) as one."""
+    return layout if isinstance(layout, Layout) else Layout.from_dict(layout)
+
+
 def label_of(layout: Layout | Mapping[str, Any]) -> str:
     """Layout.label() of a Layout or of a layout stored as a dict (plan.csv rows, JSON files)."""
-    return (layout if isinstance(layout, Layout) else Layout.from_dict(layout)).label()
+    return as_layout(layout).label()
 
 
 def dimension(name: str) -> Dimension:

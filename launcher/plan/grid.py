@@ -15,7 +15,7 @@ from typing import Any
 
 from launcher.config.schema import ClusterConfig, GridConfig
 from launcher.core.errors import ConfigError
-from launcher.core.layout import FACTORS, GRID_DIMENSIONS, NAMES, Layout, dimension
+from launcher.core.layout import FACTORS, GRID_DIMENSIONS, NAMES, WORLD, Layout, dimension
 
 Unit = tuple[tuple[str, ...], list[tuple[Any, ...]]]
 """An independent axis of the product: its dimension names and their value tuples."""
@@ -56,7 +56,7 @@ def _units(grid: GridConfig, values: dict[str, list[Any]], worlds: list[tuple[in
     zipped: set[str] = set()
     units = []
     for group in grid.zip:
-        names = tuple("world" if n in ("nodes", "gpus") else n for n in group)
+        names = tuple("world" if n in WORLD else n for n in group)
         for n in names:
             if n not in axes:
                 raise ConfigError("grid.zip", list(group), f"{n!r} is not a grid dimension with values; "
@@ -109,7 +109,7 @@ def _include_layout(entry: dict[str, Any], values: dict[str, list[Any]], worlds:
 def _include_point(entry: dict[str, Any], values: dict[str, list[Any]], worlds: list[tuple[int, int]],
                    cluster: ClusterConfig) -> Layout:
     point = {name: items[0] for name, items in values.items()}
-    point.update({k: v for k, v in entry.items() if k not in ("nodes", "gpus")})
+    point.update({k: v for k, v in entry.items() if k not in WORLD})
     if "gpus" in entry:
         point["world"] = (int(entry["gpus"]), max(1, -(-int(entry["gpus"]) // cluster.gpus_per_node)))
     elif "nodes" in entry:
@@ -238,7 +238,7 @@ def grid_factors(grid: GridConfig, cluster: ClusterConfig) -> tuple[list[tuple[s
                for names, items in units]
     factors = [("nodes" if grid.nodes is not None or grid.gpus is None else "gpus", n) if name == "world"
                else (name, n) for name, n in factors]
-    factors.sort(key=lambda f: f[0] not in ("nodes", "gpus"))  # the world size first, as people read a grid
+    factors.sort(key=lambda f: f[0] not in WORLD)  # the world size first, as people read a grid
     size = 1
     for _, n in factors:
         size *= n

@@ -27,6 +27,7 @@ import re
 
 from analysis.logs.families import Row, rows
 from launcher.core.kinds import FailureKind
+from launcher.core.layout import DIMENSIONS
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
@@ -41,8 +42,11 @@ RELATION = re.compile(
     r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
     r"invalid (?:value|choice|argument|combination|configuration)|out of range|not (?:a )?valid|but only|"
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data")
+DEGREES = (*(d.name for d in DIMENSIONS if d.kind == "split"), "sp")
+"""How frameworks abbreviate a parallel degree in their messages ('ep size', 'TP degree'): the Layout's split
+dimensions, whose names are those abbreviations (tp, pp, dp, cp, vpp, ep, etp), and sequence parallelism's 'sp'."""
 QUANTITY = re.compile(
-    r"(?i)world[ _-]?size|parallel|\b(?:tp|pp|dp|cp|ep|etp|vpp|sp)\b(?:[ _-]?(?:size|degree))?|micro[ _-]?batch|"
+    r"(?i)world[ _-]?size|parallel|\b(?:" + "|".join(DEGREES) + r")\b(?:[ _-]?(?:size|degree))?|micro[ _-]?batch|"
     r"global[ _-]?batch|batch[ _-]?size|\bbatch\b|gradient[ _-]?accumulation|grad[ _-]?acc|accumulation[ _-]?steps|"
     r"num[ _-]?layers|\blayers?\b|attention[ _-]?heads|\bheads?\b|num[ _-]?heads|query[ _-]?groups|kv[ _-]?heads|"
     r"hidden[ _-]?size|ffn|seq(?:uence)?[ _-]?len(?:gth)?|max[ _-]?position|context[ _-]?length|vocab|experts?|"
