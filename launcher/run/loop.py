@@ -33,7 +33,7 @@ from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner,
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.identity import check_same_setup
-from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
+from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
 from launcher.run.policy import OomIndex, repeat_records, should_retry
 from launcher.run.progress import Progress
@@ -420,8 +420,13 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         tracking = hooks.open_sink(cfg, ledger, folder)
         loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
         started = time.time()
-        loop.run()
-        confirm_finalists(cfg, ledger, loop, reporter)
+        try:
+            loop.run()
+            confirm_finalists(cfg, ledger, loop, reporter)
+        except Terminated as term:  # SIGTERM/SIGHUP: stop and record the live trials (or leave SLURM's running)
+            term.stopped, term.detached = stop_live_trials(loop.runner, ledger, loop._finish, loop._forget_unrecorded,
+                                                           cfg.executor.detach_on_term)
+            raise
         t_finish = time.perf_counter()
         status = hooks.finish(cfg, folder, ledger, tracking, time.time() - started)
         refused = refused_note(ledger, folder.read_command(" ".join(["python", "-m", "launcher", *overrides])))
