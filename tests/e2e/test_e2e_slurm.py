@@ -181,3 +181,35 @@ def test_hang_is_cancelled_within_timeout_plus_a_poll(slurm_env, tmp_path):
     while sacct_states(slurm_env, [row["job_id"]]).get(row["job_id"]) != "CANCELLED" and time.time() < deadline:
         time.sleep(1)
     assert sacct_states(slurm_env, [row["job_id"]])[row["job_id"]] == "CANCELLED"
+
+
+def test_a_wrong_partition_is_refused_before_anything_is_recorded(slurm_env, tmp_path):
+    started = time.monotonic()
+    proc = run_launcher("+sweep=tiny", "executor=slurm", "cluster.partition=nope", cwd=tmp_path, env=slurm_env,
+                        timeout_s=120)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "partition 'nope' (cluster.partition) does not exist on this cluster (its partitions: debug)" in line
+    assert not (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists()
+    assert not (tmp_path / "mlflow.db").exists() and not list((tmp_path / "sweeps").glob("*/jobs/*"))
+    assert time.monotonic() - started < 60
+
+
+def test_a_job_larger_than_the_cluster_is_refused_by_sbatch_test_only(slurm_env, tmp_path):
+    # 4 nodes asked of the 2-node cluster: the partition exists, the controller answers, SLURM would refuse the job
+    proc = run_launcher("+sweep=tiny", "executor=slurm", "cluster.nodes=4", "cluster.gpus_per_node=1",
+                        "grid.gpus=null", "grid.nodes=[4]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]",
+                        "grid.mbs=[1]", "grid.include=[]", cwd=tmp_path, env=slurm_env, timeout_s=120)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "largest job (4 node(s) x 1 GPU(s)" in proc.stderr and "sbatch --test-only" in proc.stderr, proc.stderr
+    assert not (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists()
+
+
+def test_slurm_conf_pointing_at_a_missing_file_is_refused_at_once(slurm_env, tmp_path):
+    # SLURM's own commands retry a missing slurm.conf for 60 s each: the launcher used to hang past a minute.
+    started = time.monotonic()
+    proc = run_launcher("+sweep=tiny", "executor=slurm", cwd=tmp_path, timeout_s=120,
+                        env={**slurm_env, "SLURM_CONF": str(tmp_path / "missing.conf")})
+    assert proc.returncode == 2 and "is not a file" in proc.stderr, proc.stderr[-3000:]
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists()
