@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import signal
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
@@ -106,6 +107,9 @@ def terminate_on_signals() -> Iterator[None]:
             signal.signal(sig, signal.SIG_IGN)
         raise Terminated(signum)
 
+    if threading.current_thread() is not threading.main_thread():  # Python signals only reach the main thread
+        yield
+        return
     previous = {sig: signal.signal(sig, raise_terminated) for sig in TERM_SIGNALS}
     try:
         yield

@@ -74,3 +74,18 @@ def test_detached_jobs_are_left_to_the_next_run(load, tmp_path, in_tmp):
     assert stop_live_trials(loop.runner, ledger, loop._finish, loop._forget_unrecorded, detach=True) == (0, 3)
     assert loop.runner.cancelled == []
     assert {r.config_hash: r.state for r in ledger.trials()} == {"a": "running", "b": "running", "c": "submitted"}
+
+
+def test_outside_the_main_thread_nothing_is_installed():
+    import threading
+
+    seen = []
+
+    def run() -> None:
+        with terminate_on_signals():
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [signal.getsignal(signal.SIGTERM)]
