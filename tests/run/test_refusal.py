@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_sweep_loop import OK_LOG, lay
 
 from launcher.__main__ import sweep_hooks
@@ -78,6 +79,7 @@ def test_refused_trials_are_planned_again_and_named_with_the_command(tmp_path):
         assert refused_note(ledger, "x") is None and plan_refused_again(ledger) == 0
 
 
+@pytest.mark.slow  # two runs of the sweep, report included: 6-15 s on the shared 2-core machine
 def test_a_sweep_sbatch_refuses_exits_1_naming_the_command_and_the_same_command_runs_it(load, in_tmp, monkeypatch,
                                                                                      capsys):
     args = ["+sweep=tiny", "tracking.enabled=false", "analysis.confirm_top=0", "monitor.poll_interval_s=0.01",
