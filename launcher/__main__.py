@@ -31,6 +31,7 @@ from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import print_plan, write_plan_csv
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import SweepHooks
+from launcher.run.interruption import Terminated, terminate_on_signals
 from launcher.run.loop import run_sweep
 
 USAGE = """usage: python -m launcher [--config-dir DIR] +sweep=NAME [override ...]
@@ -66,6 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in args):
         reporter.info(USAGE)
         return 0
+    with terminate_on_signals():  # SIGTERM and SIGHUP end the launcher as a Ctrl-C does (launcher.run.interruption)
+        return _main(args, reporter)
+
+
+def _main(args: list[str], reporter: Reporter) -> int:
     try:
         if not split_config_dirs(args)[1] and "--list" not in args:
             # No sweep and no override: running the default trial into sweeps/tiny would surprise (and overwrite
@@ -100,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         reporter.note("interrupted: the ledger is intact; run the same command again to resume")
         return 130
+    except Terminated as term:
+        reporter.note(term.message())
+        return term.exit_code
 
 
 def _dry_run(cfg: RootConfig, reporter: Reporter) -> int:

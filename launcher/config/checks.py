@@ -236,6 +236,10 @@ def check_executor(executor: ExecutorConfig) -> None:
     for name in ("signal_delay_s", "cpus_per_task", "mem_gb"):
         if getattr(executor, name) < 0:
             raise ConfigError(f"executor.{name}", getattr(executor, name), "use 0 or more")
+    if executor.detach_on_term and executor.name is not ExecutorKind.slurm:
+        raise ConfigError("executor.detach_on_term", True, "only SLURM jobs can be left running when the launcher is "
+                          "terminated (local trials would run unwatched): use executor=slurm, or "
+                          "executor.detach_on_term=false")
 
 
 def check_plan(plan: PlanConfig) -> None:

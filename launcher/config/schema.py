@@ -252,6 +252,10 @@ class ExecutorConfig(Sealed):
     """Extra srun arguments."""
     exclude_nodes: List[str] = field(default_factory=list)
     """Nodes never to use (failing nodes are added for retries automatically)."""
+    detach_on_term: bool = False
+    """SLURM: on SIGTERM or SIGHUP, leave the sweep's jobs running (the next run of the same command re-attaches to
+    them) instead of cancelling them. For a launcher that runs inside a SLURM job or under `timeout`. Local trials
+    are always stopped with the launcher (nothing would watch them)."""
 
 
 def _list_of(values: list[Any]) -> Any:

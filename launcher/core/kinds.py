@@ -14,6 +14,9 @@ Retry rules, and why:
 - diverged (the loss went NaN/inf, the fp16 loss scale hit its minimum, Megatron's iterations kept skipping) is
   never retried: a training run is deterministic given its seed, data order and layout, so the retry computes
   the same NaN at the same step; its step time measured a broken run and is not ranked.
+- submit_refused (sbatch refused the job at submit time: controller down or busy, a submit limit) is not the
+  trial's failure and never ran: it costs no attempt and is not resubmitted in the same run (a controller that is
+  down refuses the retry too); the next run of the same command submits it again (launcher/run/loop.py).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class FailureKind(StrEnum):
     CRASHED = "crashed"
     DIVERGED = "diverged"
     INVALID_MEASUREMENT = "invalid_measurement"
+    SUBMIT_REFUSED = "submit_refused"
     UNKNOWN = "unknown"
 
     @property
@@ -85,6 +89,9 @@ _POLICY: dict[FailureKind, KindPolicy] = {
                                      "layout diverge the same way, so it is not retried"),
     FailureKind.INVALID_MEASUREMENT: KindPolicy(True, False, 1,
                                                 "finished, but reported numbers that cannot be true"),
+    FailureKind.SUBMIT_REFUSED: KindPolicy(False, False, 0, "sbatch refused the submission (controller down or "
+                                           "busy, a submit limit): never ran, no attempt counted; the same "
+                                           "command submits it again"),
     FailureKind.UNKNOWN: KindPolicy(True, False, None, "no failure signature and no readable result"),
 }
 

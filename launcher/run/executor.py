@@ -262,6 +262,17 @@ class LocalRunner:
         return sum(reaper.kill_marked(_marker(folder)) for folder in self.jobs_dir.glob(f"{key}.a{attempt}*")
                    if folder.name == names[0] or folder.name.startswith(names[1]))
 
+    def cancel_all(self, job_ids: Sequence[str]) -> None:
+        """Stop several trials (the launcher terminated): every keeper is signalled first, so that their clean-ups
+        run side by side, not one after the other."""
+        for job_id in job_ids:
+            folder = self._folders.get(job_id)
+            keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id)) if folder else None
+            if keeper is not None and keeper.alive():
+                reaper.signal_all([keeper.pid], signal.SIGTERM)
+        for job_id in job_ids:
+            self.cancel(job_id)
+
     def cancel(self, job_id: str) -> None:
         """Stop a trial: SIGTERM its keeper (which kills and reaps the whole trial), then make sure that no process
         carrying the trial's marker is left (the keeper may be gone, or not started yet)."""
@@ -422,6 +433,11 @@ class SlurmRunner:
 
     def cancel(self, job_id: str) -> None:
         subprocess.run(["scancel", job_id], capture_output=True, check=False)
+
+    def cancel_all(self, job_ids: Sequence[str]) -> None:
+        """One scancel for all of them (the launcher terminated: SLURM's KillWait leaves it seconds)."""
+        if job_ids:
+            subprocess.run(["scancel", *job_ids], capture_output=True, check=False)
 
 
 def _submitted(submit, what: str):

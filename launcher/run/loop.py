@@ -33,11 +33,13 @@ from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner,
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.identity import check_same_setup
-from launcher.run.interruption import interrupted_changes, unrecorded_submission_changes
+from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
-from launcher.run.policy import OomIndex, refusal_kind, repeat_records, should_retry
+from launcher.run.policy import OomIndex, repeat_records, should_retry
 from launcher.run.progress import Progress
+from launcher.run.refusal import plan_refused_again, refused_changes, refused_note
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
+from launcher.run.slurm_preflight import check_slurm
 
 
 def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
@@ -282,10 +284,10 @@ class SweepLoop:
         done = self.runner.submit(requests)
         for key, (job_id, job_dir) in done.jobs.items():
             self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
+        marked = {r.config_hash: self.ledger.get(r.config_hash) for r in batch if r.config_hash in done.refused}
         for key, why in done.refused.items():
             self.progress.log(f"warning: {why}")
-            self.ledger.update(key, why[:300], state=TrialState.FAILED, failure_kind=refusal_kind(why), reason=why,
-                               finished_at=time.time(), synced=False)
+            self.ledger.update(key, why[:300], **refused_changes(marked[key], why, time.time()))
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
 
@@ -394,6 +396,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
     with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
         plan = make_plan(cfg, progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
+    check_slurm(cfg, plan)  # SLURM reachable and taking the largest job, before anything is created or marked
     folder = open_folder(cfg, reporter)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)
@@ -405,6 +408,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         for r in ledger.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
             if r.pruned_by == PruneReason.GPU_BUDGET:
                 ledger.update(r.config_hash, "planned again", state=TrialState.PLANNED, pruned_by="", reason="")
+        plan_refused_again(ledger)  # sbatch refused them last time: not attempts, submitted again now
         resumed = len(ledger.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
@@ -416,10 +420,18 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         tracking = hooks.open_sink(cfg, ledger, folder)
         loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
         started = time.time()
-        loop.run()
-        confirm_finalists(cfg, ledger, loop, reporter)
+        try:
+            loop.run()
+            confirm_finalists(cfg, ledger, loop, reporter)
+        except Terminated as term:  # SIGTERM/SIGHUP: stop and record the live trials (or leave SLURM's running)
+            term.stopped, term.detached = stop_live_trials(loop.runner, ledger, loop._finish, loop._forget_unrecorded,
+                                                           cfg.executor.detach_on_term)
+            raise
         t_finish = time.perf_counter()
         status = hooks.finish(cfg, folder, ledger, tracking, time.time() - started)
+        refused = refused_note(ledger, folder.read_command(" ".join(["python", "-m", "launcher", *overrides])))
+        if refused:
+            reporter.warn(refused)
         ran = [r for r in ledger.trials() if r.attempts]
         overhead = plan_s + loop.overhead_s + time.perf_counter() - t_finish
         if ran:

@@ -102,10 +102,11 @@ def repeat_records(records: Sequence[TrialRecord], ranked_hashes: Sequence[str],
 
 def refusal_kind(sbatch_error: str) -> FailureKind:
     """A refused submission: a request SLURM can never satisfy is a config error (not retried), anything else
-    (controller busy or down) a crash that the retry policy may resubmit."""
+    (controller busy or down, a submit limit) submit_refused: not the trial's failure, submitted again by the next
+    run of the same command (launcher/run/refusal.py)."""
     never = ("Invalid partition", "Invalid account", "Invalid qos", "Requested node configuration is not available",
              "Invalid generic resource", "Invalid feature", "Requested reservation is invalid", "More processors")
-    return FailureKind.CONFIG_ERROR if any(text in sbatch_error for text in never) else FailureKind.CRASHED
+    return FailureKind.CONFIG_ERROR if any(text in sbatch_error for text in never) else FailureKind.SUBMIT_REFUSED
 
 
 def may_exclude(cluster_nodes: int, trial_nodes: int) -> bool:

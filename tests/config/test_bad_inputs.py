@@ -98,6 +98,8 @@ OTHER = [
     ("recompute", [*DRY, "grid.recompute=[sometimes]"], "grid.recompute"),
     ("poll interval text", [*DRY, "monitor.poll_interval_s=fast"], "monitor.poll_interval_s"),
     ("unknown model", [*DRY, "model=gpt-5"], "model"),
+    ("detach local trials", [*DRY, "executor.detach_on_term=true"], "executor.detach_on_term"),
+    ("detach text", [*DRY, "executor=slurm", "executor.detach_on_term=sometimes"], "executor.detach_on_term"),
     # the run environment and the sweep folder's state (real runs)
     ("slurm without its commands", [*RUN, "executor=slurm"], "sbatch"),
     ("missing Megatron checkout", ["+sweep=70b", "executor=local", "tracking.enabled=false",

@@ -181,3 +181,77 @@ def test_hang_is_cancelled_within_timeout_plus_a_poll(slurm_env, tmp_path):
     while sacct_states(slurm_env, [row["job_id"]]).get(row["job_id"]) != "CANCELLED" and time.time() < deadline:
         time.sleep(1)
     assert sacct_states(slurm_env, [row["job_id"]])[row["job_id"]] == "CANCELLED"
+
+
+def test_a_wrong_partition_is_refused_before_anything_is_recorded(slurm_env, tmp_path):
+    started = time.monotonic()
+    proc = run_launcher("+sweep=tiny", "executor=slurm", "cluster.partition=nope", cwd=tmp_path, env=slurm_env,
+                        timeout_s=120)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (line,) = proc.stderr.strip().splitlines()
+    assert "partition 'nope' (cluster.partition) does not exist on this cluster (its partitions: debug)" in line
+    assert not (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists()
+    assert not (tmp_path / "mlflow.db").exists() and not list((tmp_path / "sweeps").glob("*/jobs/*"))
+    assert time.monotonic() - started < 60
+
+
+def test_a_job_larger_than_the_cluster_is_refused_by_sbatch_test_only(slurm_env, tmp_path):
+    # 4 nodes asked of the 2-node cluster: the partition exists, the controller answers, SLURM would refuse the job
+    proc = run_launcher("+sweep=tiny", "executor=slurm", "cluster.nodes=4", "cluster.gpus_per_node=1",
+                        "grid.gpus=null", "grid.nodes=[4]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]",
+                        "grid.mbs=[1]", "grid.include=[]", cwd=tmp_path, env=slurm_env, timeout_s=120)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "largest job (4 node(s) x 1 GPU(s)" in proc.stderr and "sbatch --test-only" in proc.stderr, proc.stderr
+    assert not (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists()
+
+
+def test_slurm_conf_pointing_at_a_missing_file_is_refused_at_once(slurm_env, tmp_path):
+    # SLURM's own commands retry a missing slurm.conf for 60 s each: the launcher used to hang past a minute.
+    started = time.monotonic()
+    proc = run_launcher("+sweep=tiny", "executor=slurm", cwd=tmp_path, timeout_s=120,
+                        env={**slurm_env, "SLURM_CONF": str(tmp_path / "missing.conf")})
+    assert proc.returncode == 2 and "is not a file" in proc.stderr, proc.stderr[-3000:]
+    assert time.monotonic() - started < 30
+    assert not (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists()
+
+
+@pytest.mark.parametrize("detach", [False, True], ids=["cancel", "detach_on_term"])
+def test_sigterm_cancels_the_jobs_or_leaves_them_for_the_next_run(slurm_env, tmp_path, detach):
+    from test_resume_processes import fake_python
+
+    from launcher.run.interruption import NOT_COUNTED
+
+    args = ["+sweep=tiny", "executor=slurm", "grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]",
+            "grid.mbs=[1]", "grid.include=[]", "tracking.enabled=false", "analysis.confirm_top=0",
+            "plan.network_probe=false", "monitor.poll_interval_s=1", f"backend.python={fake_python(tmp_path)}",
+            "backend.extra_args=[--fake-seconds,15]", *(["executor.detach_on_term=true"] if detach else [])]
+    launcher = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=tmp_path, start_new_session=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO), **slurm_env},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and launcher.poll() is None:
+        rows = ledger_rows(tmp_path) if (tmp_path / "sweeps" / "tiny" / "ledger.sqlite").exists() else []
+        if rows and rows[0]["state"] == "running":
+            break
+        time.sleep(0.2)
+    launcher.send_signal(signal.SIGTERM)
+    _, err = launcher.communicate(timeout=60)
+    assert launcher.returncode == 143, err[-3000:]
+    (row,) = ledger_rows(tmp_path)
+    job_id = row["job_id"]
+    if not detach:
+        assert err.strip().splitlines()[-1].startswith("terminated by SIGTERM: 1 live trial(s) stopped"), err
+        assert (row["state"], row["attempts"]) == ("cancelled", 0) and row["reason"].startswith(NOT_COUNTED), row
+        deadline = time.time() + 60  # scancel is asynchronous: wait for accounting to record it
+        while sacct_states(slurm_env, [job_id]).get(job_id) != "CANCELLED" and time.time() < deadline:
+            time.sleep(1)
+        assert sacct_states(slurm_env, [job_id])[job_id] == "CANCELLED"
+        return
+    assert err.strip().splitlines()[-1] == ("terminated by SIGTERM: 1 SLURM job(s) left running "
+                                            "(executor.detach_on_term=true); run the same command again to "
+                                            "re-attach to them"), err
+    assert row["state"] == "running" and sacct_states(slurm_env, [job_id])[job_id] in ("RUNNING", "PENDING")
+    rerun = run_launcher(*args, cwd=tmp_path, env=slurm_env, timeout_s=300)
+    assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+    (row,) = ledger_rows(tmp_path)
+    assert (row["state"], row["attempts"], row["job_id"]) == ("ok", 1, job_id), row  # re-attached, not resubmitted

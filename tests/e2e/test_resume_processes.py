@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from conftest import REPO, run_launcher
 from proc_table import Sampler, trial_processes
 
@@ -105,3 +106,35 @@ def test_a_killed_launcher_never_doubles_a_trial_and_leaves_nothing_behind(tmp_p
     assert all(state == "ok" and attempts == 1 for state, attempts, _ in rows), rows
     given_back = [d for (d,) in _query(tmp_path, "SELECT detail FROM events") if NOT_COUNTED in d]
     assert any("SIGINT" in d for d in given_back), given_back  # the Ctrl-C'd trials, cancelled, kept their attempt
+
+
+@pytest.mark.slow
+def test_sigterm_stops_and_records_the_trials_and_the_same_command_resumes(tmp_path):
+    """`kill PID`, `timeout` and SLURM signal the launcher alone (not its local jobs' controllers, as a Ctrl-C
+    does): the launcher stops its trials itself, records them as interrupted, says so in one line, exits 143."""
+    args = sweep_args(tmp_path, seconds=4)
+    proc = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=tmp_path, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and states(tmp_path)["running"] < 2:
+        time.sleep(0.05)
+    assert states(tmp_path)["running"] == 2, states(tmp_path)
+    started = time.monotonic()
+    os.kill(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    stop_s = time.monotonic() - started
+    assert proc.returncode == 143, err[-3000:]
+    assert err.strip().splitlines()[-1] == ("terminated by SIGTERM: 2 live trial(s) stopped and recorded as "
+                                            "interrupted (their attempts not counted); run the same command again "
+                                            "to resume"), err[-3000:]
+    assert "Traceback" not in err
+    assert stop_s < 20, stop_s  # inside SLURM's default KillWait (30 s)
+    assert trial_processes(tmp_path / "sweeps") == {}, "trials left running unsupervised"
+    rows = _query(tmp_path, "SELECT state, attempts, reason FROM trials")
+    stopped = [(state, attempts) for state, attempts, reason in rows if reason.startswith(NOT_COUNTED)]
+    assert stopped == [("cancelled", 0)] * 2, rows
+    final = run_launcher(*args, cwd=tmp_path, timeout_s=300)
+    assert final.returncode == 0, final.stdout[-3000:] + final.stderr[-3000:]
+    rows = _query(tmp_path, "SELECT state, attempts FROM trials")
+    assert rows and all(row == ("ok", 1) for row in rows), rows

@@ -107,7 +107,7 @@ def test_refused_submissions_are_classified():
     from launcher.run.policy import refusal_kind
 
     assert refusal_kind("sbatch: error: Batch job submission failed: Invalid partition name specified") == "config_error"
-    assert refusal_kind("sbatch: error: Batch job submission failed: Socket timed out on send/recv") == "crashed"
+    assert refusal_kind("sbatch: error: Batch job submission failed: Socket timed out on send/recv") == "submit_refused"
 
 
 def test_local_gpus_are_split_between_concurrent_trials(tmp_path, monkeypatch):
