@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from analysis.report.tracking_store import ready_store, sqlite_file, store_lock
+from launcher.core.inside import inside
 from launcher.core.layout import label_of
 
 MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
@@ -187,7 +188,7 @@ class Tracker:
             # Absolute artifact folder beside the database, so the UI and `python -m analysis` find the
             # artifacts whatever directory they are started from.
             db = Path(self.uri[len("sqlite:///"):]).resolve()
-            location = (db.parent / "mlartifacts" / name).as_uri()
+            location = inside(db.parent / "mlartifacts", name, "tracking.experiment").as_uri()
         return self.client.create_experiment(name, artifact_location=location)
 
     @property
