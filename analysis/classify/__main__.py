@@ -23,7 +23,7 @@ from typing import Optional
 
 from analysis.logs.joblog import JobLog
 from analysis.logs.outcome import Measured, Outcome, measurements, trial_outcome
-from analysis.report import strict_json
+from launcher.core import strict_json
 from launcher.core.errors import ParseError
 from launcher.core.logfile import read_window
 from launcher.core.names import BackendName

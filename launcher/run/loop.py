@@ -7,7 +7,6 @@ phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import uuid
@@ -19,6 +18,7 @@ from typing import Optional
 from launcher.backends import require_runnable
 from launcher.config.load import to_yaml
 from launcher.config.schema import RootConfig
+from launcher.core import strict_json
 from launcher.core.console import Reporter
 from launcher.core.errors import ParseError
 from launcher.core.logfile import CHUNK_BYTES, check_regular_file
@@ -194,7 +194,7 @@ class SweepLoop:
         cal = self.search.calibration
         if cal.applied and not was_applied:
             self.progress.log(f"calibration applied: {cal.note}; the planned trials are re-predicted and re-ordered")
-        self.folder.write_atomic(self.folder.calibration, json.dumps(self.search.calibration_json(),
+        self.folder.write_atomic(self.folder.calibration, strict_json.dumps(self.search.calibration_json(),
                                                                     indent=2, sort_keys=True))
         if self.search.learned(records):
             self._recalibrate(records, prune=cal.applied)
