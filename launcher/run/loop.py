@@ -194,8 +194,8 @@ class SweepLoop:
         cal = self.search.calibration
         if cal.applied and not was_applied:
             self.progress.log(f"calibration applied: {cal.note}; the planned trials are re-predicted and re-ordered")
-        self.folder.write_atomic(self.folder.calibration, strict_json.dumps(self.search.calibration_json(),
-                                                                    indent=2, sort_keys=True))
+        self.folder.write_atomic(self.folder.calibration,
+                                 strict_json.dumps(self.search.calibration_json(), indent=2, sort_keys=True))
         if self.search.learned(records):
             self._recalibrate(records, prune=cal.applied)
             records = self.ledger.trials()
