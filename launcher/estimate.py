@@ -19,6 +19,7 @@ from typing import IO, Any, Optional
 from launcher.config.checks import check_cluster, check_model
 from launcher.config.paths import conf_dir
 from launcher.config.schema import BACKENDS, PRECISIONS, ClusterConfig, ModelConfig
+from launcher.core import strict_json
 from launcher.core.errors import ConfigError, ParasweepError
 from launcher.core.layout import DIMENSIONS, Layout
 from launcher.plan.estimator import Estimate, estimate
@@ -131,6 +132,8 @@ def request_from_fields(fields: dict) -> Request:
     """A request's keys (typed values; None = the default) -> Request. Raises LineError naming the field."""
     data = dict(fields)
     request_id = data.pop("id", None)
+    if strict_json.finite(request_id) != request_id:  # NaN != NaN too: json.loads reads NaN and 1e999
+        raise LineError(f"id={request_id!r}: NaN and Infinity are not JSON; use a string or a finite number", "id")
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise LineError(f"unknown key {unknown[0]!r}; valid keys: {', '.join(_FIELDS)}, id", unknown[0])
@@ -192,7 +195,7 @@ def main(stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> int:
         except Exception as exc:  # a bug must not hide the other lines' answers; reported, never swallowed
             out, failed = {"error": f"internal error: {type(exc).__name__}: {exc}", "line": number,
                            "field": None}, failed + 1
-        stdout.write(json.dumps(out) + "\n")
+        stdout.write(strict_json.dumps(out) + "\n")  # a number that overflowed: null, not Infinity
     stdout.flush()
     return 2 if failed and not answered else 0
 

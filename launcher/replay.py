@@ -27,7 +27,6 @@ launcher.plan.calibrate.Prior): a sweep started from another's (plan.prior_from)
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from launcher.core import strict_json
 from launcher.core.errors import ParasweepError
 from launcher.core.states import TrialState
 from launcher.measured import MeasuredRow, MeasuredSweep, read_table
@@ -396,8 +396,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     if args.json:
         for r in results:
-            print(json.dumps(r.as_json()))
-        print(json.dumps(totals(results)))
+            print(strict_json.dumps(r.as_json()))
+        print(strict_json.dumps(totals(results)))
     else:
         print(report(results))
     return 0

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Optional
 
 from analysis.logs.joblog import JobLog
-from analysis.logs.outcome import Outcome, measurements, trial_outcome
-from analysis.report import strict_json
+from analysis.logs.outcome import Measured, Outcome, measurements, trial_outcome
+from launcher.core import strict_json
+from launcher.core.errors import ParseError
+from launcher.core.logfile import read_window
 from launcher.core.names import BackendName
 from launcher.run.executor import log_paths
 from launcher.run.reaper import KeeperRecord, keeper_path
@@ -108,9 +110,11 @@ def _siblings(path: Path) -> tuple[str, ...]:
 
 def read_jobs(path: Path) -> list[Job]:
     """A log file -> one Job; a job folder -> one Job per job id in it (launcher.run.executor.log_paths: the
-    order the sweep's judge reads). Raises OSError for what cannot be read, and for a folder without task logs."""
+    order the sweep's judge reads). Each file is read as a bounded window (launcher.core.logfile). Raises
+    ParseError for what cannot be read or is not a regular file (a FIFO, a device), and OSError for a folder
+    without task logs."""
     if not path.is_dir():
-        return [Job(str(path), JobLog.join([(path.name, path.read_bytes())]), others=_siblings(path))]
+        return [Job(str(path), JobLog.join([(path.name, read_window(path))]), others=_siblings(path))]
     tasks: dict[str, set[int]] = {}
     for child in path.iterdir():
         match = _TASK_LOG.match(child.name)
@@ -123,7 +127,7 @@ def read_jobs(path: Path) -> list[Job]:
         paths = log_paths(path, job_id)
         code, state = _keeper_status(path, job_id, max(tasks[job_id]) + 1)
         label = f"{path} (job {job_id})" if len(tasks) > 1 else str(path)
-        jobs.append(Job(label, JobLog.join([(p.name, p.read_bytes()) for p in paths]), code, state, folder=True))
+        jobs.append(Job(label, JobLog.join([(p.name, read_window(p)) for p in paths]), code, state, folder=True))
     return jobs
 
 
@@ -177,16 +181,17 @@ def judge_job(job: Job, args: argparse.Namespace) -> tuple[Outcome, dict, int]:
     log_format = "workload" if args.backend in (BackendName.torch, "workload") else "auto"
     exit_code = args.exit_code if args.exit_code is not None else job.exit_code
     slurm_state = args.slurm_state if args.slurm_state is not None else job.slurm_state
+    try:  # read once, for the verdict and for the figures printed with it
+        measured: Optional[Measured] = measurements(job.log.text, log_format=log_format,
+                                                    capacity_gb=args.capacity_gb, tokens_per_step=args.tokens_per_step)
+    except Exception:  # noqa: BLE001 - trial_outcome reads again and reports the failure to judge in its reason
+        measured = None
     outcome = trial_outcome(job.log, log_format=log_format, capacity_gb=args.capacity_gb,
                             tokens_per_step=args.tokens_per_step, peak_tflops=args.peak_tflops,
-                            slurm_state=slurm_state, exit_code=exit_code)
-    try:
-        metrics, _, reading = measurements(job.log.text, log_format=log_format, capacity_gb=args.capacity_gb,
-                                           tokens_per_step=args.tokens_per_step)
-        n_iterations = len(reading.iterations)
-    except Exception:  # noqa: BLE001 - trial_outcome already reported a failure to judge in its reason
-        metrics, n_iterations = {}, 0
-    return outcome, metrics, n_iterations
+                            slurm_state=slurm_state, exit_code=exit_code, measured=measured)
+    if measured is None:
+        return outcome, {}, 0
+    return outcome, measured[0], len(measured[2].iterations)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.logs:
         try:
             jobs = read_jobs(path)
+        except ParseError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = 2
+            continue
         except OSError as exc:
             print(f"error: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
             status = 2

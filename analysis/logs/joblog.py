@@ -22,6 +22,10 @@ separately), so no verdict may depend on it:
    progress.
 Each evidence line names its file and its line number in that file (after decoding: a carriage-return redraw is
 a line of its own), so the report and MLflow quote the allocator line of the file it is in.
+
+A file larger than the read window (launcher.core.logfile) is judged on its head and its tail: the tail's lines
+keep their line numbers in the file (the skipped middle's line breaks are counted), and the outcome's notes say
+what was skipped.
 """
 
 from __future__ import annotations
@@ -32,6 +36,28 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from analysis.logs.logtext import normalize
+from launcher.core.logfile import HEAD_BYTES, TAIL_BYTES, LogWindow
+
+
+class Gap(NamedTuple):
+    """The middle of a file that was not read: the tail resumes at joined line `at`, `lines` file lines later."""
+
+    file: str
+    at: int
+    lines: int
+    bytes: int
+    shift: int  # what a line from `at` on adds to its joined-text offset to get its line number in the file
+
+
+def _with_tail(name: str, line: int, head: str, window: LogWindow) -> tuple[str, Gap]:
+    """A file's head text followed by its tail's, and the gap between them (`line`: where the file starts)."""
+    breaks = head.count("\n")
+    tail = normalize(window.tail)
+    if head.endswith("\n"):  # the head ends at a line break (always, unless one line fills the whole head)
+        return head + tail, Gap(name, line + breaks, window.skipped_lines, window.skipped_bytes, window.skipped_lines)
+    # the head's last line was cut: the tail is put on a line of its own, one joined line further
+    return (f"{head}\n{tail}",
+            Gap(name, line + breaks + 1, window.skipped_lines, window.skipped_bytes, window.skipped_lines - 1))
 
 
 class EvidenceLine(NamedTuple):
@@ -50,13 +76,18 @@ class JobLog:
     files: tuple[str, ...]
     text: str
     first_lines: tuple[int, ...]  # the joined text's line number at which each file starts
+    gaps: tuple[Gap, ...] = ()  # the middles skipped in files larger than the read window, in joined-line order
 
     @classmethod
-    def join(cls, parts: Sequence[tuple[str, str | bytes]]) -> JobLog:
-        """(file name, raw content) in reading order -> the job's text; empty files are left out."""
-        files, texts, first_lines, line = [], [], [], 1
+    def join(cls, parts: Sequence[tuple[str, str | bytes | LogWindow]]) -> JobLog:
+        """(file name, raw content or the window read of it) in reading order -> the job's text; empty files are
+        left out."""
+        files, texts, first_lines, gaps, line = [], [], [], [], 1
         for name, data in parts:
-            text = normalize(data)
+            text = normalize(data.head if isinstance(data, LogWindow) else data)
+            if isinstance(data, LogWindow) and not data.whole:
+                text, gap = _with_tail(name, line, text, data)
+                gaps.append(gap)
             if text.endswith("\n"):
                 text = text[:-1]  # the joining newline ends the file's last line: file lines = joined lines
             if not text:
@@ -65,14 +96,22 @@ class JobLog:
             texts.append(text)
             first_lines.append(line)
             line += text.count("\n") + 1
-        return cls(tuple(files), "\n".join(texts), tuple(first_lines))
+        return cls(tuple(files), "\n".join(texts), tuple(first_lines), tuple(gaps))
 
     def locate(self, line: int) -> tuple[str, int]:
         """A line number of the joined text -> (file name, line number in that file)."""
         i = bisect_right(self.first_lines, line) - 1
         if i < 0:
             return "", line
-        return self.files[i], line - self.first_lines[i] + 1
+        skipped = sum(g.shift for g in self.gaps if g.file == self.files[i] and self.first_lines[i] <= g.at <= line)
+        return self.files[i], line - self.first_lines[i] + 1 + skipped
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What was not read, one note per file read as a window."""
+        return tuple(f"{g.file or 'the log'}: {g.bytes / 1e6:,.0f} MB ({g.lines:,} lines) in its middle not read "
+                     f"(a large log is judged on its first {HEAD_BYTES // 2**20} MiB and last "
+                     f"{TAIL_BYTES // 2**20} MiB)" for g in self.gaps)
 
     def evidence(self, lines: Sequence[tuple[int, str]]) -> tuple[EvidenceLine, ...]:
         return tuple(EvidenceLine(*self.locate(n), text) for n, text in lines)

@@ -15,11 +15,11 @@ from launcher.backends import get_backend
 from launcher.config.schema import RootConfig
 from launcher.core.console import Reporter
 from launcher.core.kinds import FailureKind
+from launcher.core.logfile import read_window
 from launcher.core.names import is_cpu_standin
 from launcher.core.record import TrialRecord
 from launcher.core.states import state_for_kind
 from launcher.plan.flops import one_flop_convention
-from launcher.run.executor import read_logs
 from launcher.run.ledger import Ledger
 from launcher.run.policy import exclude_on_retry_kind, may_exclude
 
@@ -45,8 +45,10 @@ def guarded_outcome(cfg: RootConfig, record: TrialRecord, paths: Sequence[Path],
 
 
 def job_log(paths: Sequence[Path]) -> JobLog:
-    """A job's log files (launcher.run.executor.log_paths order), read together: analysis.logs.joblog's rule."""
-    return JobLog.join([(Path(p).name, read_logs([p])) for p in paths])
+    """A job's log files (launcher.run.executor.log_paths order), read together: analysis.logs.joblog's rule. Each
+    is read as a bounded window (launcher.core.logfile); a missing file adds nothing, a path that is not a regular
+    file raises ParseError (the trial is judged `unknown`, naming it)."""
+    return JobLog.join([(Path(p).name, read_window(Path(p))) for p in paths if Path(p).exists()])
 
 
 def physical_peak_tflops(cfg: RootConfig) -> Optional[float]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from launcher.core.logfile import strip_controls
+
 # A rank prefix written in the middle of a line means a second record starts there.
 _MIDLINE_RANK = re.compile(r"\[(?:default|rank)\d{1,6}\]:")
 _PREFIX = re.compile(
@@ -27,13 +29,15 @@ _PREFIX = re.compile(
 
 def decode(data: bytes | str) -> str:
     """Bytes -> str (invalid UTF-8 replaced, never an error); NULs dropped; CR LF and lone CR become LF (a
-    progress bar's redraws become lines, so the last one is not glued to the next log line)."""
+    progress bar's redraws become lines, so the last one is not glued to the next log line); terminal escape
+    sequences (colours, cursor moves) and other control characters dropped (launcher.core.logfile.strip_controls:
+    what the tools quote from a log must not drive the reader's terminal)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else str(data)
     if "\x00" in text:
         text = text.replace("\x00", "")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text
+    return strip_controls(text)
 
 
 def unmerge(text: str) -> str:

@@ -120,8 +120,12 @@ def _log_metrics(reading: LogReading, capacity_gb: Optional[float],
     return metrics, ""
 
 
+Measured = tuple[dict[str, Any], str, LogReading]
+"""What `measurements` returns: (metrics, problem, reading)."""
+
+
 def measurements(text: str, *, log_format: str = "auto", capacity_gb: Optional[float] = None,
-                 tokens_per_step: Optional[int] = None) -> tuple[dict[str, Any], str, LogReading]:
+                 tokens_per_step: Optional[int] = None) -> Measured:
     """What a normalised log measures, whatever its verdict: (metrics, problem, reading). `problem` says why
     there is no usable step time ("" when there is one). Used by trial_outcome and the triage command."""
     reading = read_log(text, tokens_per_step=tokens_per_step)
@@ -140,11 +144,11 @@ def _finite_only(metrics: dict[str, Any]) -> dict[str, Any]:
 def _judge(log_text: str | bytes | JobLog, *, log_format: str, capacity_gb: Optional[float],
            tokens_per_step: Optional[int], peak_tflops: Optional[float], slurm_state: Optional[str],
            exit_code: Optional[int], job_error: str, seconds_since_progress: Optional[float],
-           hang_timeout_s: Optional[float]) -> Outcome:
+           hang_timeout_s: Optional[float], measured: Optional[Measured]) -> Outcome:
     text = log_text.text if isinstance(log_text, JobLog) else normalize(log_text)
     state = _job_state(slurm_state, job_error or "")
-    metrics, problem, reading = measurements(text, log_format=log_format, capacity_gb=capacity_gb,
-                                             tokens_per_step=tokens_per_step)
+    metrics, problem, reading = measured or measurements(text, log_format=log_format, capacity_gb=capacity_gb,
+                                                         tokens_per_step=tokens_per_step)
     has_result = "step_time_s" in metrics and not problem
     # Step records without a step time (samples/s and no batch size) still show that training ran; the workload
     # format is judged by its result line alone.
@@ -153,7 +157,8 @@ def _judge(log_text: str | bytes | JobLog, *, log_format: str, capacity_gb: Opti
                        seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
                        progress_offset=progress_offset, losses=reading.losses)
     job = log_text if isinstance(log_text, JobLog) else JobLog(("",), text, (1,))
-    common = _Shared(evidence=job.evidence(failure.evidence), notes=reading.notes, log_format=reading.format)
+    common = _Shared(evidence=job.evidence(failure.evidence), notes=job.notes + reading.notes,
+                     log_format=reading.format)
     if failure.kind == FailureKind.OK:
         why = implausible(metrics, capacity_gb=capacity_gb, peak_tflops=peak_tflops,
                           tokens_per_step=tokens_per_step or reading.tokens_per_step)
@@ -188,18 +193,21 @@ def trial_outcome(log_text: str | bytes | JobLog, *, log_format: str = "auto", c
                   tokens_per_step: Optional[int] = None, peak_tflops: Optional[float] = None,
                   slurm_state: Optional[str] = None, exit_code: Optional[int] = None, job_error: str = "",
                   seconds_since_progress: Optional[float] = None,
-                  hang_timeout_s: Optional[float] = None) -> Outcome:
+                  hang_timeout_s: Optional[float] = None, measured: Optional[Measured] = None) -> Outcome:
     """Judge one finished (or monitored) job. `log_format` "workload" reads the embedded workload's result line;
     "megatron" (the other backends) or "auto" reads whichever format the log is in (Megatron-LM/-DeepSpeed, NeMo 1
     and 2, DeepSpeed, the HF Trainer; "auto" also recognises the workload's result line). `capacity_gb` (device
     memory) and `peak_tflops` (per GPU) bound what a plausible measurement may report; `tokens_per_step` (global
     batch x sequence length) turns step times into tokens/s. A job's log files are judged together as a JobLog
-    (analysis.logs.joblog: the rule), and the evidence names the file each line is in. Never raises: an
-    unexpected error becomes an `unknown` outcome whose reason names it."""
+    (analysis.logs.joblog: the rule), and the evidence names the file each line is in. `measured`: what
+    `measurements` already returned for this text and these arguments (the triage command prints it too; reading
+    a large log once instead of twice). Never raises: an unexpected error becomes an `unknown` outcome whose
+    reason names it."""
     try:
         return _judge(log_text, log_format=log_format, capacity_gb=capacity_gb, tokens_per_step=tokens_per_step,
                       peak_tflops=peak_tflops, slurm_state=slurm_state, exit_code=exit_code, job_error=job_error,
-                      seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s)
+                      seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
+                      measured=measured)
     except Exception as exc:  # noqa: BLE001 - judging must never stop a sweep; the reason carries the error
         return Outcome(FailureKind.UNKNOWN.value, f"judging failed ({type(exc).__name__}: {str(exc)[:160]}); "
                                                   "the log was kept for inspection")

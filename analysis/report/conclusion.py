@@ -11,7 +11,6 @@ a doubled micro-batch, for the recommendation). Everything said goes through the
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,16 +24,17 @@ from analysis.report.html import ReportInput, failure_groups, read_tail, summary
 from analysis.report.plots import write_plots, write_search_plots
 from analysis.report.recommend import SweepFacts, next_mbs_layout, recommend
 from analysis.report.search_summary import progress_points, summary_metrics
-from analysis.report.strict_json import finite
 from analysis.report.tracking_link import TrackingLink
 from launcher.backends import LaunchSpec, get_backend, launch_command
 from launcher.config.schema import RootConfig
+from launcher.core import strict_json
 from launcher.core.console import Reporter
 from launcher.core.errors import ParasweepError
 from launcher.core.layout import DIMENSIONS, Layout, label_of
 from launcher.core.ranking import Decision, decide, group_repeats, rank
 from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
+from launcher.core.strict_json import finite
 from launcher.netbench import ProbeResult
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import estimate
@@ -150,7 +150,7 @@ def _write_best(cfg: RootConfig, folder: SweepFolder, best: Optional[TrialRecord
         say.info("no trial finished ok: nothing to select (see the failures above)")
         return
     payload = best_payload(cfg, folder, best, ranked_entry, benchmark, decision)
-    folder.write_atomic(folder.best, json.dumps(payload, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    folder.write_atomic(folder.best, strict_json.dumps(payload, indent=2, sort_keys=True) + "\n")
     measured = payload["measured"]
     runs = (f" (median of {payload['n_runs']}, spread {measured.get('tokens_per_s_spread') or 0:.0%})"
             if payload["n_runs"] > 1 else "")
@@ -268,7 +268,7 @@ def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger,
         return None
     search.refit(records)
     data = search.calibration_json()
-    folder.write_atomic(folder.calibration, json.dumps(data, indent=2, sort_keys=True))
+    folder.write_atomic(folder.calibration, strict_json.dumps(data, indent=2, sort_keys=True))
     return data
 
 

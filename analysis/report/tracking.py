@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from analysis.report.tracking_store import ready_store, sqlite_file, store_lock
+from launcher.core import strict_json
+from launcher.core.inside import inside
 from launcher.core.layout import label_of
 
 MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
@@ -122,7 +124,8 @@ def view_state(uid: str, sweep: str) -> dict:
 
 def view_tag_value(name: str, state: dict, now_ms: int) -> str:
     """A saved view as the MLflow 3 UI stores it: an envelope around the JSON of the page state."""
-    return json.dumps({"name": name, "createdAt": now_ms, "updatedAt": now_ms, "state": json.dumps(state)})
+    return strict_json.dumps({"name": name, "createdAt": now_ms, "updatedAt": now_ms,
+                              "state": strict_json.dumps(state)})
 
 
 def ui_command(uri: str, ui_url: str) -> str:
@@ -187,7 +190,7 @@ class Tracker:
             # Absolute artifact folder beside the database, so the UI and `python -m analysis` find the
             # artifacts whatever directory they are started from.
             db = Path(self.uri[len("sqlite:///"):]).resolve()
-            location = (db.parent / "mlartifacts" / name).as_uri()
+            location = inside(db.parent / "mlartifacts", name, "tracking.experiment").as_uri()
         return self.client.create_experiment(name, artifact_location=location)
 
     @property

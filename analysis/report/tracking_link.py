@@ -6,7 +6,6 @@ was written, so `python -m analysis sweeps/<name>` can finish the job later.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Optional
 from analysis.report.tracking import Tracker, TrackingUnavailable, store_errors
 from analysis.report.tracking_store import absolute_uri
 from launcher.config.schema import RootConfig
+from launcher.core import strict_json
 from launcher.core.console import Reporter
 from launcher.core.files import write_atomic
 from launcher.core.record import TrialRecord
@@ -34,7 +34,8 @@ def write_trial_config(cfg: RootConfig, folder: SweepFolder, record: TrialRecord
     out.parent.mkdir(parents=True, exist_ok=True)
     data = {"config_hash": record.config_hash, "layout": record.layout.to_dict(), "model": asdict(cfg.model),
             "cluster": asdict(cfg.cluster), "backend": asdict(cfg.backend), "predicted": record.predicted}
-    return write_atomic(out, json.dumps(data, indent=2, sort_keys=True))  # the launcher and an analysis both write it
+    # the launcher and an analysis both write it
+    return write_atomic(out, strict_json.dumps(data, indent=2, sort_keys=True))
 
 
 class TrackingLink:

@@ -14,13 +14,13 @@ Megatron-DeepSpeed does with them decides four refusals here:
 
 from __future__ import annotations
 
-import json
 import posixpath
 
 from launcher.backends import megatron_common as mc
 from launcher.backends.base import BackendBase
 from launcher.backends.launch import LaunchSpec, render_script
 from launcher.config.schema import BackendConfig, ClusterConfig, ModelConfig
+from launcher.core import strict_json
 from launcher.core.errors import ConfigError
 from launcher.core.layout import Layout
 from launcher.core.names import BackendName
@@ -109,4 +109,4 @@ def ds_config(backend: BackendConfig, layout: Layout) -> str:
         "steps_per_print": max(1, iters),
         "wall_clock_breakdown": False,
     }
-    return json.dumps(config, indent=2) + "\n"
+    return strict_json.dumps(config, indent=2) + "\n"

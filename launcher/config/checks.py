@@ -277,16 +277,26 @@ def check_monitor(monitor: MonitorConfig) -> None:
     _positive("monitor", "hang_timeout_min", monitor.hang_timeout_min, "use a positive number of minutes")
 
 
+_PLAIN_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a folder name that cannot lead out of its folder ('..' starts with '.')
+
+
 def check_tracking(tracking: TrackingConfig) -> None:
     """The values of the tracking section."""
     # It becomes a clickable link in report.html: only a web address (no javascript:, data:, file: ...).
     if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", tracking.ui_url or ""):
         raise ConfigError("tracking.ui_url", tracking.ui_url, "use an http:// or https:// address of the MLflow UI")
+    # It names the experiment's artifact folder (mlartifacts/<experiment>/ beside an sqlite store): a plain name,
+    # so that '../../x', '/abs' or 'a/b' cannot put MLflow's files outside the project.
+    if tracking.experiment and (not re.fullmatch(_PLAIN_NAME, tracking.experiment)
+                                or len(tracking.experiment) > MAX_SWEEP_NAME_CHARS):
+        raise ConfigError("tracking.experiment", tracking.experiment[:80],
+                          f"use a plain name (letters, digits, '.', '_', '-'; at most {MAX_SWEEP_NAME_CHARS} "
+                          "characters), or leave it empty for the sweep name")
 
 
 def check_sweep(sweep: SweepRunConfig) -> None:
     """The values of the sweep section."""
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", sweep.name or ""):
+    if not re.fullmatch(_PLAIN_NAME, sweep.name or ""):
         raise ConfigError("sweep.name", sweep.name, "use a folder name: letters, digits, '.', '_' or '-'")
     if len(sweep.name) > MAX_SWEEP_NAME_CHARS:  # a folder name, plus '.<date>-<time>' when sweep.fresh keeps it
         raise ConfigError("sweep.name", sweep.name[:40] + "...", f"is {len(sweep.name)} characters long: use at "

@@ -34,6 +34,7 @@ from typing import Optional
 
 from launcher.backends.launch import exec_program, node_preamble, torchrun_launcher
 from launcher.config.schema import ClusterConfig
+from launcher.core import strict_json
 from launcher.core.errors import ParasweepError
 from launcher.core.files import write_atomic
 from launcher.core.names import is_cpu_standin
@@ -190,7 +191,7 @@ def cache_name(cluster: str, nodes: int) -> str:
 
 def save(result: ProbeResult, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    return write_atomic(path, json.dumps(result.to_json(), indent=1) + "\n")
+    return write_atomic(path, strict_json.dumps(result.to_json(), indent=1) + "\n")
 
 
 def load(path: Path) -> ProbeResult:

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from launcher.core import strict_json
 from launcher.core.layout import Layout
 from launcher.plan import calibrate as cal
 from launcher.plan import mem_quantity as mq
@@ -386,7 +387,6 @@ def write_fitted(path: Path, result: Fit, rows: Sequence[CorpusRow], loso_scores
 
 def main(argv: Optional[list[str]] = None) -> int:
     import argparse
-    import json
 
 
     here = Path(__file__).resolve().parent
@@ -412,7 +412,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         data = {"generated_by": "python -m launcher.plan.fit --write", "definition": "log(measured / predicted), "
                 "each row predicted by constants fitted without its source (leave one source out)",
                 "sources": sorted({r.source for r in rows}), **spread(held_out)}
-        (here / "spread.json").write_text(json.dumps(data, indent=1) + "\n")
+        (here / "spread.json").write_text(strict_json.dumps(data, indent=1) + "\n")
         print(f"wrote {here / 'fitted.py'} and {here / 'spread.json'}")
     return 0
 

@@ -32,7 +32,8 @@ from typing import Optional
 
 from launcher.config.schema import ClusterConfig, ExecutorConfig
 from launcher.core.console import Reporter
-from launcher.core.errors import SubmissionError
+from launcher.core.errors import ParseError, SubmissionError
+from launcher.core.logfile import read_window
 from launcher.core.names import ExecutorKind
 from launcher.core.states import JobState
 from launcher.run import reaper
@@ -87,8 +88,16 @@ def log_paths(job_dir: Path, job_id: str) -> list[Path]:
 
 
 def read_logs(paths: Sequence[Path]) -> str:
-    """All task logs of a job, task 0 first (rank 0 prints the results)."""
-    return "\n".join(Path(p).read_text(errors="replace") for p in paths if Path(p).exists())
+    """All task logs of a job, task 0 first (rank 0 prints the results), each read as a bounded window (its head
+    and tail: launcher.core.logfile) so that a huge log cannot take the launcher's memory. A missing file, or one
+    that is not a regular file (a FIFO would block the launcher), adds nothing."""
+    texts = []
+    for path in paths:
+        try:
+            texts.append(read_window(Path(path)).data().decode(errors="replace"))
+        except (ParseError, OSError):
+            continue
+    return "\n".join(texts)
 
 
 def read_result(job_dir: Path, job_id: str) -> tuple[Optional[str], str]:

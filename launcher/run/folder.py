@@ -26,6 +26,7 @@ from pathlib import Path
 
 from launcher.core import files
 from launcher.core.errors import ConfigError
+from launcher.core.inside import inside
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class SweepFolder:
 
     @classmethod
     def of(cls, root_dir: str | Path, name: str) -> SweepFolder:
-        return cls(Path(root_dir) / name)
+        return cls(inside(Path(root_dir), name, "sweep.name"))
 
     # -- files ------------------------------------------------------------------------------------------------
     @property

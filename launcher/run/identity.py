@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import Any
 
 from launcher.config.schema import RootConfig
+from launcher.core import strict_json
 from launcher.core.errors import ConfigError
 from launcher.plan.planner import trial_context
 from launcher.run.folder import SweepFolder
@@ -50,7 +51,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, str]) -> None:
         for key, item in value.items():
             _flatten(f"{prefix}.{key}", item, out)
     else:
-        out[prefix] = json.dumps(value, sort_keys=True, default=str)
+        out[prefix] = strict_json.dumps(value, sort_keys=True, default=str)
 
 
 def changes(stored: dict[str, str], current: dict[str, str]) -> list[str]:
@@ -87,7 +88,7 @@ def check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> No
                               f"({stored_context}; now {context}): add sweep.fresh=true to start over (the old "
                               "folder is kept) or pick another sweep.name")
     ledger.set_meta("context", trial_context(cfg))
-    ledger.set_meta("identity", json.dumps({**_known(text), **current}, sort_keys=True))
+    ledger.set_meta("identity", strict_json.dumps({**_known(text), **current}, sort_keys=True))
 
 
 def _known(text: str | None) -> dict[str, str]:

@@ -11,13 +11,14 @@ parasweep introduced (with their defaults) and converts a first-release ledger, 
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from launcher.core.errors import StorageError
 from launcher.core.layout import DIMENSIONS, Layout
@@ -29,6 +30,29 @@ LEDGER_VERSION = "2"
 
 class LedgerError(StorageError):
     """The ledger file is not one this parasweep can use (corrupt, another program's, or a newer version)."""
+
+
+_CORRUPTION = ("malformed", "not a database", "no such column", "no such table", "database corrupt")
+_KEEP_IT = "the file is left as it is: restore it from a backup, or start over with sweep.fresh=true (the old " \
+           "folder is kept)"
+_T = TypeVar("_T")
+
+
+def _guarded(method: Callable[..., _T]) -> Callable[..., _T]:
+    """A damaged ledger (a page of garbage, a dropped table) found by a read or write after opening: one LedgerError
+    naming the file, not an sqlite traceback. Storage errors (full disk, read-only folder) are left to the command
+    line's storage message, bugs (IntegrityError, ProgrammingError) to their traceback."""
+
+    @functools.wraps(method)
+    def guarded(self: Ledger, *args: Any, **kwargs: Any) -> _T:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError and not any(t in str(exc).lower() for t in _CORRUPTION):
+                raise
+            raise LedgerError(f"{self.path} is damaged ({exc}): {_KEEP_IT}") from None
+
+    return guarded
 
 
 # -- the derived table ---------------------------------------------------------------------------------------------
@@ -139,6 +163,8 @@ class Ledger:
             self._db.execute("PRAGMA synchronous=FULL")
             self._open_schema()
         except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError and not any(t in str(exc).lower() for t in _CORRUPTION):
+                raise  # a full disk or a read-only folder: the command line's storage message
             raise LedgerError(f"{path} is not a usable parasweep ledger ({exc}): move it away, or start over "
                               "with sweep.fresh=true (the old folder is kept)") from None
 
@@ -148,18 +174,53 @@ class Ledger:
         if other or (tables and "trials" not in tables):
             raise LedgerError(f"{self.path} is another program's sqlite file (tables: {', '.join(sorted(tables))}): "
                               "move it away, or pick another sweep.name")
+        if tables:  # a page of garbage is not always an error when read: sqlite's own check finds it
+            problem = self._db.execute("PRAGMA quick_check(1)").fetchone()[0]
+            if problem != "ok":
+                where = " ".join(line for line in problem.splitlines() if not line.startswith("***"))
+                raise LedgerError(f"{self.path} is damaged (sqlite's quick_check: {where}): {_KEEP_IT}")
+        if "meta" in tables:  # checked before anything is written: a newer ledger is left exactly as it is
+            self._check_version(self.get_meta("ledger_version"))
         existing = [r["name"] for r in self._db.execute("PRAGMA table_info(trials)")]
         if "layout" in existing:
             _migrate_v1(self._db)
             existing = [r["name"] for r in self._db.execute("PRAGMA table_info(trials)")]
+        self._check_rows(existing)
         self._db.executescript(_SCHEMA)
         for name, sql in COLUMNS.items():
             if existing and name not in existing:  # a dimension or field added by a newer parasweep
                 self._db.execute(f"ALTER TABLE trials ADD COLUMN {sql}")
-        version = self.get_meta("ledger_version")
-        if version is not None and version > LEDGER_VERSION:
-            raise LedgerError(f"{self.path} was written by a newer parasweep (ledger version {version}): upgrade")
-        self.set_meta("ledger_version", LEDGER_VERSION)
+        if self.get_meta("ledger_version") != LEDGER_VERSION:
+            self.set_meta("ledger_version", LEDGER_VERSION)
+
+    def _check_rows(self, columns: list[str]) -> None:
+        """One query for a value no parasweep writes (a hand-edited ledger: state='paused', tp=0), found at open
+        instead of as a crash (a ZeroDivisionError in the estimator) deep in a later phase."""
+        checks = [(name, sql) for name, sql in _ROW_CHECKS if name in columns]
+        if not checks:
+            return
+        where = " OR ".join(f"({sql})" for _, sql in checks)
+        names = ", ".join(name for name, _ in checks)
+        row = self._db.execute(f"SELECT config_hash, {names} FROM trials WHERE {where} LIMIT 1").fetchone()
+        if row is None:
+            return
+        for name, sql in checks:
+            if self._db.execute(f"SELECT 1 FROM trials WHERE config_hash = ? AND ({sql})",
+                                (row["config_hash"],)).fetchone():
+                raise LedgerError(f"{self.path}: trial {row['config_hash']}: {name}={row[name]!r} is not a value "
+                                  f"parasweep writes ({_VALID[name]}): set it back with sqlite3 or restore the file "
+                                  "from a backup (nothing was changed)")
+
+    def _check_version(self, version: Optional[str]) -> None:
+        """The meta table's ledger_version: a whole number, not newer than this parasweep's (compared as numbers:
+        '10' is newer than '2')."""
+        if version is None:
+            return
+        if not version.strip().isdigit():
+            raise LedgerError(f"{self.path}: meta ledger_version={version!r} is not a version number: {_KEEP_IT}")
+        if int(version) > int(LEDGER_VERSION):
+            raise LedgerError(f"{self.path} was written by a newer parasweep (ledger version {version}, this one "
+                              f"reads up to {LEDGER_VERSION}): upgrade parasweep to use it (the file is left as it is)")
 
     def close(self) -> None:
         self._db.close()
@@ -171,16 +232,19 @@ class Ledger:
         self.close()
 
     # -- meta -------------------------------------------------------------------------------------------------
+    @_guarded
     def get_meta(self, key: str, default: Optional[str] = None) -> Optional[str]:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return row["value"] if row else default
 
+    @_guarded
     def set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
                          "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                          (key, value))
 
     # -- trials -----------------------------------------------------------------------------------------------
+    @_guarded
     def add_trials(self, records: Iterable[TrialRecord]) -> int:
         """Insert trials that are not in the ledger yet (existing ones keep their state). Returns how many were new."""
         now = time.time()
@@ -196,20 +260,23 @@ class Ledger:
                     self._event(r.config_hash, str(r.state), "added", now)
         return new
 
+    @_guarded
     def get(self, config_hash: str) -> TrialRecord:
         row = self._db.execute("SELECT * FROM trials WHERE config_hash = ?", (config_hash,)).fetchone()
         if row is None:
             raise KeyError(config_hash)
-        return _from_row(row)
+        return self._record(row)
 
+    @_guarded
     def trials(self, states: Optional[Iterable[str]] = None) -> list[TrialRecord]:
         rows = self._db.execute("SELECT * FROM trials ORDER BY position").fetchall()
-        records = [_from_row(r) for r in rows]
+        records = [self._record(r) for r in rows]
         if states is not None:
             wanted = {TrialState(s) for s in states}
             records = [r for r in records if r.state in wanted]
         return records
 
+    @_guarded
     def update(self, config_hash: str, detail: str = "", **changes: Any) -> None:
         """Change fields of one trial in one transaction, journaling a state change."""
         if not changes:
@@ -233,6 +300,7 @@ class Ledger:
             if "state" in changes or detail:
                 self._event(config_hash, str(changes.get("state", "")), detail, now)
 
+    @_guarded
     def update_many(self, changes: dict[str, dict[str, Any]], detail: str = "") -> None:
         """Change fields of many trials in one transaction (a re-prediction of every planned trial); no state
         changes here (those go through update, one journaled event each)."""
@@ -253,6 +321,7 @@ class Ledger:
                 if detail:
                     self._event(config_hash, "", detail, now)
 
+    @_guarded
     def events(self, config_hash: Optional[str] = None) -> list[dict]:
         if config_hash is None:
             rows = self._db.execute("SELECT * FROM events ORDER BY id").fetchall()
@@ -260,10 +329,19 @@ class Ledger:
             rows = self._db.execute("SELECT * FROM events WHERE config_hash = ? ORDER BY id", (config_hash,)).fetchall()
         return [dict(r) for r in rows]
 
+    @_guarded
     def integrity_ok(self) -> bool:
         return self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
     # -- internals --------------------------------------------------------------------------------------------
+    def _record(self, row: sqlite3.Row) -> TrialRecord:
+        """A row as a TrialRecord; a value no parasweep writes (an edited ledger) is a LedgerError naming it."""
+        try:
+            return _from_row(row)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise LedgerError(f"{self.path}: trial {row['config_hash']}: {_row_problem(row, exc)}: set it back with "
+                              f"sqlite3 or restore the file from a backup (nothing was changed)") from None
+
     def _event(self, config_hash: str, state: str, detail: str, now: float) -> None:
         self._db.execute("INSERT INTO events(ts, config_hash, state, detail) VALUES(?, ?, ?, ?)",
                          (now, config_hash, state, detail))
@@ -281,6 +359,39 @@ class _Transaction:
 
     def __exit__(self, exc_type, *_: object) -> None:
         self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _row_checks() -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """(column, SQL condition of a bad value) per state and Layout dimension, and what each may hold."""
+    states = tuple(s.value for s in TrialState)
+    checks = [("state", f"state NOT IN ({', '.join(map(_literal, states))})")]
+    valid = {"state": f"valid: {', '.join(states)}"}
+    for d in DIMENSIONS:
+        allowed = d.dim.choices or ((False, True) if d.type is bool else None)
+        if allowed is not None:
+            values = [_literal(int(v) if isinstance(v, bool) else v) for v in allowed]
+            checks.append((d.name, f"{d.name} NOT IN ({', '.join(values)})"))
+            valid[d.name] = f"valid: {', '.join(map(str, allowed))}"
+        elif d.type is int:
+            checks.append((d.name, f"typeof({d.name}) != 'integer' OR {d.name} < 1"))
+            valid[d.name] = "valid: a positive integer"
+    return checks, valid
+
+
+_ROW_CHECKS, _VALID = _row_checks()
+
+
+def _row_problem(row: sqlite3.Row, exc: Exception) -> str:
+    """Which value of a row cannot be read, and what it may be."""
+    state = row["state"]
+    if state not in {s.value for s in TrialState}:
+        return f"state={state!r} is not a trial state (valid: {', '.join(s.value for s in TrialState)})"
+    for name in _JSON_FIELDS:
+        try:
+            json.loads(row[name])
+        except (TypeError, ValueError):
+            return f"{name}={str(row[name])[:60]!r} is not the JSON list/object parasweep writes"
+    return f"a value cannot be read ({type(exc).__name__}: {str(exc)[:120]})"
 
 
 def _migrate_v1(db: sqlite3.Connection) -> None:

@@ -7,7 +7,7 @@ phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 
 from __future__ import annotations
 
-import json
+import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -18,7 +18,10 @@ from typing import Optional
 from launcher.backends import require_runnable
 from launcher.config.load import to_yaml
 from launcher.config.schema import RootConfig
+from launcher.core import strict_json
 from launcher.core.console import Reporter
+from launcher.core.errors import ParseError
+from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
@@ -193,8 +196,8 @@ class SweepLoop:
         cal = self.search.calibration
         if cal.applied and not was_applied:
             self.progress.log(f"calibration applied: {cal.note}; the planned trials are re-predicted and re-ordered")
-        self.folder.write_atomic(self.folder.calibration, json.dumps(self.search.calibration_json(),
-                                                                    indent=2, sort_keys=True))
+        self.folder.write_atomic(self.folder.calibration,
+                                 strict_json.dumps(self.search.calibration_json(), indent=2, sort_keys=True))
         if self.search.learned(records):
             self._recalibrate(records, prune=cal.applied)
             records = self.ledger.trials()
@@ -318,15 +321,27 @@ class SweepLoop:
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
 
 
+_PARTIAL_LINE_BYTES = 64 * 1024  # what is kept of a line cut between two chunks
+
+
 def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress) -> bool:
-    """Read what the logs gained since the last poll (tailing, not re-reading); True if it holds an iteration."""
+    """Read what the logs gained since the last poll (tailing, not re-reading); True if it holds an iteration.
+    Read chunk by chunk, and no further than the first iteration: a log that gained 600 MB since the last poll
+    costs one chunk of memory, not 600 MB. A path that is not a regular file (a FIFO) is not read."""
     found = False
     for path in paths:
+        try:
+            check_regular_file(path)
+        except (ParseError, OSError):
+            continue
         with path.open("rb") as fh:
             fh.seek(offsets.get(path, 0))
-            chunk = fh.read()
-        offsets[path] = offsets.get(path, 0) + len(chunk)
-        found = found or progress.has_iteration(chunk.decode(errors="replace"))
+            carry = b""
+            while not found and (chunk := fh.read(CHUNK_BYTES)):
+                text = carry + chunk
+                found = progress.has_iteration(text.decode(errors="replace"))
+                carry = text[text.rfind(b"\n") + 1:][-_PARTIAL_LINE_BYTES:]
+            offsets[path] = fh.seek(0, os.SEEK_END) if found else fh.tell()
     return found
 
 

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from launcher.core import strict_json
 from launcher.core.files import write_atomic
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -241,7 +242,8 @@ class KeeperRecord:
         return start_ticks(self.pid) == self.start_ticks and not is_zombie(self.pid)
 
     def write(self, path: Path) -> None:
-        write_atomic(path, json.dumps(asdict(self), sort_keys=True))  # a reader sees the old record or the new one
+        # a reader sees the old record or the new one
+        write_atomic(path, strict_json.dumps(asdict(self), sort_keys=True))
 
     @classmethod
     def read(cls, path: Path) -> Optional[KeeperRecord]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import statistics
 import time
@@ -17,6 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from launcher.core import strict_json
 from launcher.workload import grad_sync, moe
 from launcher.workload.memory import GB, MemoryMeter
 from launcher.workload.model import GPTConfig, count_params, iteration_flops
@@ -263,7 +263,7 @@ def run(args: argparse.Namespace, started_s: float | None = None) -> dict:
         say(f"[parasweep] iteration {it + 1}/{total} | phase {phase} | step time (ms): {shown_s * 1e3:.2f} "
             f"| lm loss: {loss:.6f} | tokens/s: {tokens_per_step / dt:.1f}", flush=True)
     result = _falsified(summarize(trainer, losses, times), fault)
-    line = json.dumps(result)
+    line = strict_json.dumps(result)  # a NaN loss is null: the line must load in any JSON reader
     say("PARASWEEP_RESULT " + (line[: len(line) // 3] if fault == "garble" else line), flush=True)
     dist.barrier()  # leave together: a rank tearing down gloo while a peer still talks can abort the process
     dist.destroy_process_group()

@@ -149,3 +149,26 @@ def test_a_folder_with_two_jobs_gives_two_verdicts_and_one_without_logs_is_an_er
     proc = run(str(empty))
     assert proc.returncode == 2 and proc.stderr.strip() == f"error: cannot read {empty}: no task logs " \
                                                           "(<job>_<task>_log.out / .err) in this folder"
+
+
+def test_a_fifo_a_device_or_a_folder_without_logs_is_refused_with_one_line(tmp_path):
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)
+    proc = run(str(fifo))  # read naively, this blocks until the 60 s timeout
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip() == f"error: {fifo}: is a FIFO (named pipe), not a log file: give a regular file " \
+                                  "(a job's log, or its job folder)"
+    proc = run("/dev/zero")  # never ends
+    assert proc.returncode == 2 and "is a character device, not a log file" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_escape_codes_of_a_log_never_reach_the_output(tmp_path, capsys, as_json):
+    log = tmp_path / "colour.log"
+    log.write_bytes(b"\x1b]0;pwned\x07\x1b[2J starting\n\x1b[1;31mtorch.OutOfMemoryError: CUDA out of memory. "
+                    b"Tried to allocate 2.00 GiB\x1b[0m\x07\n")
+    assert main([str(log), *(["--json"] if as_json else [])]) == 0
+    out = capsys.readouterr().out
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in out
+    assert not any(c in out for c in "\x1b\x07\x9b")

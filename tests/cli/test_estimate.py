@@ -191,3 +191,19 @@ def test_backend_key_selects_the_stack_fixed_costs():
     assert out[0] == out[1]                                       # no backend: Megatron's constants
     assert out[2]["step_time_s"] > 1.5 * out[1]["step_time_s"]    # autocast casts + CPU dispatch at mbs 1
     assert out[3]["field"] == "backend" and "megatron_lm" in out[3]["error"]
+
+
+def test_every_answer_is_strict_json_and_a_non_finite_id_is_refused():
+    base = {"layers": 2, "hidden": 64, "heads": 4, "seq_len": 128, "vocab": 1000, "gpu": "h100-80g", "n_gpus": 1,
+            "tp": 1, "pp": 1, "dp": 1, "mbs": 1, "gbs": 8, "recompute": "none"}
+    lines = [json.dumps({**base, "layers": 10**300, "hidden": 12288, "heads": 96}),  # overflows to inf and nan
+             json.dumps(base)[:-1] + ', "id": NaN}', json.dumps(base)[:-1] + ', "id": 1e999}']
+    out = io.StringIO()
+    main(io.StringIO("\n".join(lines) + "\n"), out)
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    answers = [json.loads(line, parse_constant=refuse) for line in out.getvalue().splitlines()]
+    assert answers[0]["valid"] is not None and answers[0]["step_time_s"] is None
+    assert [a.get("field") for a in answers[1:]] == ["id", "id"] and "NaN and Infinity" in answers[1]["error"]

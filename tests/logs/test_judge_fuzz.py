@@ -30,7 +30,7 @@ from analysis.logs.parse_megatron import parse_ds_timers, parse_iterations, pars
 from analysis.logs.parse_nemo import parse_progress_bars
 from analysis.logs.read_log import read_log
 from analysis.logs.steady_state import steady_state, usable
-from analysis.report.strict_json import dumps
+from launcher.core.strict_json import dumps
 
 LOGS_PER_EXAMPLE = 8
 FAST = settings(max_examples=280, deadline=None, database=None,

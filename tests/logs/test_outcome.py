@@ -126,7 +126,7 @@ def test_an_unexpected_error_becomes_unknown_with_the_error_named(monkeypatch):
 
 
 def test_metrics_are_strict_json_whatever_the_log():
-    from analysis.report.strict_json import dumps
+    from launcher.core.strict_json import dumps
 
     out = outcome(STEPS + "PARASWEEP_RESULT {\"step_time_s\": 0.5, \"tokens_per_s\": 1024.0, \"peak_mem_gb\": "
                           "Infinity}\n", exit_code=1)
