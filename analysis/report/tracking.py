@@ -88,8 +88,6 @@ VIEW_WIDTH_PX = 1600
 """The window the view is made for (the browser test checks every view column's header lies within it)."""
 RUN_NAME_WIDTH_PX = 230
 """The run name column: a star and a 24-character layout label without an ellipsis."""
-SORT_ICON_PX = 20
-"""The sorted column's header also draws the sort icon."""
 SIGNIFICANT_DIGITS = 6
 """Metrics are logged to 6 significant digits: a benchmark's throughput varies by about 1%, and a value such as
 3893.05083868526 fills the table's column with noise (the ledger keeps the exact figures)."""
@@ -157,7 +155,7 @@ def view_state(uid: str, sweep: str) -> dict:
             # itself is applied only when the grid has drawn those columns already, so it is a wish, not a promise
             "columnOrder": ["attributes.`Run Name`", *columns, "runDateAndNestInfo", "duration"],
             "columnWidths": {"attributes.`Run Name`": RUN_NAME_WIDTH_PX,
-                             **{c: _header_width_px(c) + (SORT_ICON_PX if c == order_by else 0) for c in columns}}}
+                             **{c: _header_width_px(c) for c in columns}}}
 
 
 def _header_width_px(column: str) -> int:
