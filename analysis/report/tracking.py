@@ -5,16 +5,27 @@ All MLflow calls of the project live here. Idempotent by construction: a child r
 same runs and never creates a second child for a trial. Takes plain dicts, never imports the launcher.
 
 What a person sees (MLflow 3.x UI): the printed link opens the experiment's "Training runs" table through a saved
-view. MLflow 3 keeps saved views as experiment tags `mlflow.sharedViewState.<key>` (the UI's Views menu and its
+view, in the UI's "Model training" navigation. MLflow 3.17 chooses GenAI or Model training navigation per browser
+(the sidebar switch, kept in local storage as `mlflow.workflowType`, default GenAI) unless the page URL carries
+`workflowType=machine_learning`: the printed link carries it. The experiment also gets the tag
+`mlflow.experimentKind = custom_model_development` (the experiment type MLflow's API and earlier 3.x UIs read, and
+what the UI's own "change experiment type" writes) and a description saying what the columns mean.
+
+MLflow 3 keeps saved views as experiment tags `mlflow.sharedViewState.<key>` (the UI's Views menu and its
 "share" links write them; the UI reads one when the URL carries `?viewStateShareKey=<key>`). The value is an
 envelope {name, createdAt, updatedAt, state}; state is the JSON of the runs page's search facets (searchFilter,
 orderByKey, orderByAsc, startTime, lifecycleFilter, modelVersionFilter, datasetsFilter: the same keys the page
 accepts as plain URL parameters) and its UI state (selectedColumns, columnOrder, columnWidths, groupBy, ...: kept
 only in the browser's local storage otherwise). parasweep writes one view per sweep folder: the sweep's runs,
 sorted by measured tokens/s (descending: the winner first, failed trials without a throughput last), with the key
-metrics and the status as columns. Without the view the table shows one collapsed parent row and no metric
-column. Child run names are the layouts' labels (Layout.label); the winner's starts with a star and carries a
-description.
+metrics, the status and the failure kind as columns, all within a 1600-pixel window. Without the view the table
+shows one collapsed parent row and no metric column. Child run names are the layouts' labels (Layout.label); the
+winner's starts with a star and carries a description.
+
+Percentages are logged as percentages (`mfu_pct`, `headroom_pct`: 0-100); how far a measurement was from its
+prediction as `<metric>_vs_predicted_pct` = 100 * (measured / predicted - 1): +20 means 20% more than predicted.
+MLflow has no metric descriptions: the experiment's description (EXPERIMENT_NOTE) says this. `failure_kind` is
+logged only on runs that did not finish ok.
 """
 
 from __future__ import annotations
@@ -32,12 +43,17 @@ from typing import Any, Optional
 from analysis.report.tracking_store import ready_store, sqlite_file, store_lock
 from launcher.core import strict_json
 from launcher.core.inside import inside
+from launcher.core.kinds import FailureKind
 from launcher.core.layout import label_of
+from launcher.core.states import TrialState
 
-MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
-                    "headroom", "step_time_std_s", "n_measured")
-PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "peak_mem_gb",
-                     "headroom")
+MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "peak_mem_gb",
+                    "step_time_std_s", "n_measured")
+PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "peak_mem_gb")
+PERCENT_METRICS = {"mfu": "mfu_pct", "headroom": "headroom_pct"}
+"""Fractions in the ledger (0.235991), logged as percentages (23.5991) under these names, measured and predicted."""
+VERSUS_PREDICTED = {"tokens_per_s": "tokens_per_s_vs_predicted_pct", "peak_mem_gb": "peak_mem_vs_predicted_pct"}
+"""100 * (measured / predicted - 1), under these names: +20 means 20% more than predicted."""
 RUN_STATUS = {"ok": "FINISHED", "cancelled": "KILLED", "pruned": "KILLED", "stopped_early": "KILLED"}
 HASH_TAG = "parasweep.config_hash"
 SWEEP_TAG = "parasweep.sweep"
@@ -51,10 +67,29 @@ NOTE_TAG = "mlflow.note.content"
 ACTIVE_TAG = "parasweep.active_ms"
 SESSION_TAG = "parasweep.session_started_ms"
 VIEW_TAG_PREFIX = "mlflow.sharedViewState."
-VIEW_METRICS = ("tokens_per_s", "predicted_tokens_per_s", "estimate_error_tokens", "mfu", "peak_mem_gb", "headroom",
-                "step_time_s")
-"""The view's metric columns (MFU says what TFLOPs/GPU would; seven fit a 1900-pixel window with the status)."""
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+TRAINING_KIND = "custom_model_development"
+"""The experiment type MLflow calls 'Machine learning' / 'Model training' (the other is 'genai_development')."""
+TRAINING_WORKFLOW = "workflowType=machine_learning"
+"""The URL parameter that makes MLflow 3.17's UI show the Model training navigation, whatever the browser chose."""
+EXPERIMENT_NOTE = (
+    "parasweep: `tokens_per_s_vs_predicted_pct` and `peak_mem_vs_predicted_pct` are measured vs predicted in %, "
+    "100 * (measured / predicted - 1): +20 means the measurement was 20% above the estimator's prediction (faster, "
+    "or more memory, than predicted), -20 means 20% below. `mfu_pct` (model FLOPs utilisation) and `headroom_pct` "
+    "(GPU memory left free at the peak) are percentages; `tokens_per_s` is the whole job's, "
+    "`tokens_per_s_per_gpu` divided by its GPUs, `peak_mem_gb` per GPU; `predicted_*` are the estimator's figures "
+    "before the run. One parent run per sweep, one child run per trial; \u2605 marks the winner; `failure_kind` "
+    "says why a trial did not finish ok (none on ok runs).")
+"""The experiment's description (MLflow has no metric descriptions): what each column means and the error's sign."""
+NOTE_MARK = "parasweep: "
+"""How a description written by parasweep starts: only those are replaced when the text changes."""
+VIEW_METRICS = ("tokens_per_s", "tokens_per_s_per_gpu", "mfu_pct", "peak_mem_gb", "headroom_pct")
+"""The view's metric columns, the status and failure kind after them; all fit a 1600-pixel window."""
 VIEW_TAGS = ("status", "failure_kind")
+VIEW_WIDTH_PX = 1600
+"""The window the view is made for (the browser test checks every view column's header lies within it)."""
+RUN_NAME_WIDTH_PX = 230
+"""The run name column: a star and a 24-character layout label without an ellipsis."""
 SIGNIFICANT_DIGITS = 6
 """Metrics are logged to 6 significant digits: a benchmark's throughput varies by about 1%, and a value such as
 3893.05083868526 fills the table's column with noise (the ledger keeps the exact figures)."""
@@ -93,10 +128,10 @@ def _fail_fast_http() -> None:
 
 
 def runs_table_url(ui_url: str, experiment_id: str, view_key: str = "") -> str:
-    """The 'Training runs' table (the experiment's default page in MLflow 3 is a GenAI overview without runs),
-    opened through the sweep's saved view when there is one."""
-    url = f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs"
-    return f"{url}?viewStateShareKey={view_key}" if view_key else url
+    """The 'Training runs' table in the Model training navigation (the experiment's default page in MLflow 3 is a
+    GenAI overview without runs), opened through the sweep's saved view when there is one."""
+    url = f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs?{TRAINING_WORKFLOW}"
+    return f"{url}&viewStateShareKey={view_key}" if view_key else url
 
 
 def run_label(layout: Mapping[str, Any], repeat: bool = False) -> str:
@@ -109,17 +144,25 @@ def view_key(uid: str, sweep: str) -> str:
 
 
 def view_state(uid: str, sweep: str) -> dict:
-    """The runs page of one sweep folder: its runs, best measured throughput first, key metrics as columns."""
+    """The runs page of one sweep folder: its runs, best measured throughput first, key metrics as columns. MLflow
+    draws the pinned Run Name and Created columns first, then metrics, then tags, then Duration (whatever the
+    order asked for); the widths keep each header readable and the whole row within VIEW_WIDTH_PX."""
     columns = [f"metrics.`{m}`" for m in VIEW_METRICS] + [f"tags.`{t}`" for t in VIEW_TAGS]
     where = f"tags.`{UID_TAG}` = '{uid}'" if uid else f"tags.`{SWEEP_TAG}` = '{sweep}'"
-    return {"searchFilter": where, "orderByKey": "metrics.`tokens_per_s`", "orderByAsc": False, "startTime": "ALL",
+    order_by = "metrics.`tokens_per_s`"
+    return {"searchFilter": where, "orderByKey": order_by, "orderByAsc": False, "startTime": "ALL",
             "lifecycleFilter": "Active", "modelVersionFilter": "All Runs", "datasetsFilter": [],
             "selectedColumns": columns,
             # widths apply to the columns named in columnOrder (MLflow 3.17 applies them together); the order
             # itself is applied only when the grid has drawn those columns already, so it is a wish, not a promise
             "columnOrder": ["attributes.`Run Name`", *columns, "runDateAndNestInfo", "duration"],
-            "columnWidths": {"attributes.`Run Name`": 230,
-                             **{c: max(96, 7 * len(c.split("`")[1]) + 30) for c in columns}}}
+            "columnWidths": {"attributes.`Run Name`": RUN_NAME_WIDTH_PX,
+                             **{c: _header_width_px(c) for c in columns}}}
+
+
+def _header_width_px(column: str) -> int:
+    """Wide enough for the header's name (about 7 px a character and 30 px of padding), at least 96 px."""
+    return max(96, 7 * len(column.split("`")[1]) + 30)
 
 
 def view_tag_value(name: str, state: dict, now_ms: int) -> str:
@@ -184,6 +227,7 @@ class Tracker:
     def _experiment(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
+            self._training_experiment(found.experiment_id, found.tags)
             return found.experiment_id
         location = None
         if self.uri.startswith("sqlite:///"):
@@ -191,7 +235,17 @@ class Tracker:
             # artifacts whatever directory they are started from.
             db = Path(self.uri[len("sqlite:///"):]).resolve()
             location = inside(db.parent / "mlartifacts", name, "tracking.experiment").as_uri()
-        return self.client.create_experiment(name, artifact_location=location)
+        return self.client.create_experiment(name, artifact_location=location,
+                                             tags={EXPERIMENT_KIND_TAG: TRAINING_KIND, NOTE_TAG: EXPERIMENT_NOTE})
+
+    def _training_experiment(self, experiment_id: str, tags: Mapping[str, str]) -> None:
+        """An experiment from before parasweep typed its experiments (or with MLflow's own guess, '..._inferred')
+        becomes a Model training one and gets the column notes; a type or a description someone chose is kept."""
+        if not tags.get(EXPERIMENT_KIND_TAG) or tags[EXPERIMENT_KIND_TAG].endswith("_inferred"):
+            self.client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
+        note = tags.get(NOTE_TAG, "")
+        if note != EXPERIMENT_NOTE and (not note.strip() or note.startswith(NOTE_MARK)):
+            self.client.set_experiment_tag(experiment_id, NOTE_TAG, EXPERIMENT_NOTE)
 
     @property
     def runs_url(self) -> str:
@@ -262,6 +316,7 @@ class Tracker:
         """Create or update the child run of one trial; returns its run id."""
         chash = trial["config_hash"]
         run_id = self._existing(trial.get("mlflow_run_id", "")) or self._find({HASH_TAG: chash, UID_TAG: uid})
+        existed = bool(run_id)
         if not run_id:
             name = run_label(trial["layout"], repeat=bool(trial.get("repeat_of")))
             started_ms = int(trial["submitted_at"] * 1000) if trial.get("submitted_at") else None
@@ -273,7 +328,10 @@ class Tracker:
             params.update(context)
             params["config_hash"] = chash
             self._log(run_id, params=params)
-        self._log(run_id, metrics=trial_metrics(trial), tags=trial_tags(trial))
+        tags = trial_tags(trial)
+        self._log(run_id, metrics=trial_metrics(trial), tags=tags)
+        if existed and "failure_kind" not in tags:  # ok now: a kind an earlier verdict (or version) logged goes
+            self._drop_tag(run_id, "failure_kind")
         for path in artifacts:
             path = Path(path)
             if path.suffix in (".out", ".err") and path.is_file():
@@ -328,6 +386,10 @@ class Tracker:
             return ""
         return run_id if run.info.lifecycle_stage == "active" else ""
 
+    def _drop_tag(self, run_id: str, key: str) -> None:
+        if key in self.client.get_run(run_id).data.tags:
+            self.client.delete_tag(run_id, key)
+
     def _find(self, tags: dict) -> str:
         query = " and ".join(f"tags.`{k}` = '{v}'" for k, v in tags.items())
         runs = self.client.search_runs([self.experiment_id], query, max_results=1)
@@ -367,33 +429,51 @@ def log_excerpt(path: Path, head_bytes: int = LOG_HEAD_BYTES, tail_bytes: int = 
 
 
 def trial_metrics(trial: dict) -> dict:
+    """A trial's MLflow metrics: measured under their own names, the estimate as predicted_*, fractions as
+    percentages (PERCENT_METRICS), measured vs predicted in % (VERSUS_PREDICTED), throughput per GPU."""
     out = {}
     measured, predicted = trial.get("metrics", {}), trial.get("predicted", {})
     for key in MEASURED_METRICS:
-        if isinstance(measured.get(key), (int, float)):
+        if _is_number(measured.get(key)):
             out[key] = measured[key]
     for key in PREDICTED_METRICS:
-        if isinstance(predicted.get(key), (int, float)):
+        if _is_number(predicted.get(key)):
             out[f"predicted_{key}"] = predicted[key]
-    if out.get("tokens_per_s") and out.get("predicted_tokens_per_s"):
-        out["estimate_error_tokens"] = out["predicted_tokens_per_s"] / out["tokens_per_s"] - 1.0
-    if out.get("peak_mem_gb") and out.get("predicted_peak_mem_gb"):
-        out["estimate_error_mem"] = out["predicted_peak_mem_gb"] / out["peak_mem_gb"] - 1.0
+    for key, name in PERCENT_METRICS.items():
+        if _is_number(measured.get(key)):
+            out[name] = 100.0 * measured[key]
+        if _is_number(predicted.get(key)):
+            out[f"predicted_{name}"] = 100.0 * predicted[key]
+    gpus = trial.get("layout", {}).get("gpus")
+    if out.get("tokens_per_s") and _is_number(gpus) and gpus > 0:
+        out["tokens_per_s_per_gpu"] = out["tokens_per_s"] / gpus
+    for key, name in VERSUS_PREDICTED.items():
+        if out.get(key) and out.get(f"predicted_{key}"):
+            out[name] = versus_pct(out[key], out[f"predicted_{key}"])
     calibrated = trial.get("calibrated") or {}   # what the calibration predicted before it ran
     for key in ("step_time_s", "tokens_per_s", "peak_mem_gb"):
-        if isinstance(calibrated.get(key), (int, float)):
+        if _is_number(calibrated.get(key)):
             out[f"calibrated_{key}"] = calibrated[key]
     if out.get("tokens_per_s") and out.get("calibrated_tokens_per_s"):
-        out["calibrated_error_tokens"] = out["calibrated_tokens_per_s"] / out["tokens_per_s"] - 1.0
+        out["tokens_per_s_vs_calibrated_pct"] = versus_pct(out["tokens_per_s"], out["calibrated_tokens_per_s"])
     out["attempts"] = trial.get("attempts", 0)
     return out
 
 
+def versus_pct(measured: float, predicted: float) -> float:
+    """How far a measurement was from its prediction, in % of the prediction: +20 is 20% more than predicted."""
+    return 100.0 * (measured / predicted - 1.0)
+
+
 def trial_tags(trial: dict) -> dict:
-    return {"status": trial["state"], "failure_kind": trial.get("failure_kind", ""),
-            "failure_reason": trial.get("reason", "")[:500], "failure_evidence": evidence_tag(trial),
-            "job_id": trial.get("job_id", ""),
+    """A trial's MLflow tags; `failure_kind` only when it did not finish ok (an ok run's kind would read 'ok')."""
+    tags = {"status": trial["state"], "failure_reason": trial.get("reason", "")[:500],
+            "failure_evidence": evidence_tag(trial), "job_id": trial.get("job_id", ""),
             HASH_TAG: trial["config_hash"], "selection": trial.get("selection", "")}
+    kind = trial.get("failure_kind") or ""
+    if trial["state"] != TrialState.OK and kind and kind != FailureKind.OK:
+        tags["failure_kind"] = kind
+    return tags
 
 
 def evidence_tag(trial: dict) -> str:
@@ -403,6 +483,10 @@ def evidence_tag(trial: dict) -> str:
         return ""
     first = items[0]
     return f"{first.get('file', '')}:{first.get('line', '?')}: {first['text']}"[:500]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _rounded(value: float) -> float:

@@ -93,7 +93,9 @@ def test_mlflow_has_one_parent_and_one_child_per_trial(tiny_sweep):
     assert len(parents) == 1
     ok_child = next(c for c in children if c.data.tags["status"] == "ok")
     assert {"tp", "pp", "dp", "mbs", "gbs", "model", "cluster"} <= set(ok_child.data.params)
-    assert {"tokens_per_s", "predicted_tokens_per_s", "peak_mem_gb", "headroom"} <= set(ok_child.data.metrics)
+    assert {"tokens_per_s", "predicted_tokens_per_s", "peak_mem_gb", "headroom_pct", "mfu_pct",
+            "tokens_per_s_per_gpu"} <= set(ok_child.data.metrics)
+    assert "failure_kind" not in ok_child.data.tags  # an ok run's kind would only say 'ok'
     best = [c for c in children if c.data.tags.get("parasweep.best") == "true"]
     assert len(best) == 1
 

@@ -65,17 +65,41 @@ def test_best_tag_moves_with_the_winner(tracker):
     assert tracker.client.get_run(parent).data.tags["parasweep.best_config_hash"] == "b"
 
 
-def test_predicted_beside_measured_with_the_error():
-    m = trial_metrics(trial("a"))
-    assert m["predicted_tokens_per_s"] == 80.0 and m["estimate_error_tokens"] == pytest.approx(-0.2)
-    assert m["estimate_error_mem"] == pytest.approx(0.2)
+def test_predicted_beside_measured_with_the_error_in_percent_of_the_prediction():
+    m = trial_metrics(trial("a"))  # measured 100 tokens/s and 0.1 GB against predicted 80 and 0.12
+    assert m["predicted_tokens_per_s"] == 80.0 and m["tokens_per_s_vs_predicted_pct"] == pytest.approx(25.0)
+    assert m["peak_mem_vs_predicted_pct"] == pytest.approx(100 * (0.1 / 0.12 - 1))  # less memory than predicted: < 0
     assert not any(k.startswith("calibrated_") for k in m)   # no calibration applied before it ran
+    assert not any(k.startswith("estimate_error") for k in m)  # the old predicted/measured - 1 fractions are gone
+
+
+def test_fractions_are_logged_as_percentages_and_throughput_also_per_gpu():
+    t = trial("a", tokens=300.0)
+    t["metrics"].update(mfu=0.235991, headroom=0.8)
+    t["predicted"].update(mfu=0.2, headroom=0.75)
+    m = trial_metrics({**t, "layout": {**LAYOUT, "gpus": 4}})
+    assert (m["mfu_pct"], m["headroom_pct"]) == (pytest.approx(23.5991), pytest.approx(80.0))
+    assert (m["predicted_mfu_pct"], m["predicted_headroom_pct"]) == (pytest.approx(20.0), pytest.approx(75.0))
+    assert "mfu" not in m and "headroom" not in m
+    assert m["tokens_per_s_per_gpu"] == pytest.approx(75.0)
+    assert "tokens_per_s_per_gpu" not in trial_metrics(trial("b", state="oom", tokens=0.0))
 
 
 def test_the_calibrated_prediction_beside_the_a_priori_one():
     m = trial_metrics({**trial("a"), "calibrated": {"tokens_per_s": 110.0, "step_time_s": 0.5, "peak_mem_gb": 0.1}})
     assert m["calibrated_tokens_per_s"] == 110.0 and m["calibrated_peak_mem_gb"] == 0.1
-    assert m["calibrated_error_tokens"] == pytest.approx(110.0 / m["tokens_per_s"] - 1.0)
+    assert m["tokens_per_s_vs_calibrated_pct"] == pytest.approx(100 * (m["tokens_per_s"] / 110.0 - 1.0))
+
+
+def test_failure_kind_only_on_runs_that_did_not_finish_ok(tracker):
+    assert "failure_kind" not in trial_tags({**trial("a"), "failure_kind": "ok"})
+    assert trial_tags(trial("b", state="oom"))["failure_kind"] == "oom"
+    parent = tracker.parent_run("s", "u1", "", params={}, tags={})
+    run = tracker.sync_trial("s", "u1", parent, {**trial("a", state="failed"), "failure_kind": "nccl_error"}, {})
+    assert tracker.client.get_run(run).data.tags["failure_kind"] == "nccl_error"
+    tracker.sync_trial("s", "u1", parent, {**trial("a"), "failure_kind": "ok"}, {})  # re-judged ok, synced again
+    tags = tracker.client.get_run(run).data.tags
+    assert tags["status"] == "ok" and "failure_kind" not in tags
 
 
 def test_unreachable_server_fails_fast():
@@ -87,8 +111,29 @@ def test_unreachable_server_fails_fast():
     assert time.time() - start < 30
 
 
-def test_runs_table_link():
-    assert runs_table_url("http://h:5000/", "3") == "http://h:5000/#/experiments/3/runs"
+def test_runs_table_link_opens_the_model_training_navigation():
+    assert runs_table_url("http://h:5000/", "3") == "http://h:5000/#/experiments/3/runs?workflowType=machine_learning"
+    assert runs_table_url("http://h:5000", "3", "k") == ("http://h:5000/#/experiments/3/runs?workflowType="
+                                                         "machine_learning&viewStateShareKey=k")
+
+
+def test_experiments_are_model_training_ones_with_the_columns_explained(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from analysis.report.tracking import EXPERIMENT_KIND_TAG, EXPERIMENT_NOTE, NOTE_TAG
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tags = MlflowClient(uri).get_experiment(Tracker(uri, "fresh").experiment_id).tags
+    assert tags[EXPERIMENT_KIND_TAG] == "custom_model_development" and tags[NOTE_TAG] == EXPERIMENT_NOTE
+    assert "100 * (measured / predicted - 1): +20 means the measurement was 20% above" in EXPERIMENT_NOTE
+    client = MlflowClient(uri)
+    old = client.create_experiment("old")  # made before parasweep typed its experiments: no kind, no description
+    mine = client.create_experiment("mine", tags={EXPERIMENT_KIND_TAG: "genai_development", NOTE_TAG: "my notes"})
+    Tracker(uri, "old"), Tracker(uri, "mine")
+    assert client.get_experiment(old).tags[EXPERIMENT_KIND_TAG] == "custom_model_development"
+    assert client.get_experiment(old).tags[NOTE_TAG] == EXPERIMENT_NOTE
+    assert {k: client.get_experiment(mine).tags[k] for k in (EXPERIMENT_KIND_TAG, NOTE_TAG)} == {
+        EXPERIMENT_KIND_TAG: "genai_development", NOTE_TAG: "my notes"}  # a type and a text someone chose stay
 
 
 def test_a_fresh_sweep_of_the_same_name_gets_new_runs(tracker):
@@ -120,14 +165,16 @@ def test_the_link_opens_a_saved_view_of_this_sweep_sorted_by_throughput(tracker)
     from analysis.report.tracking import VIEW_TAG_PREFIX
 
     tracker.parent_run("s", "u123456789abcdef", "", params={}, tags={})
-    assert tracker.runs_url.endswith(f"/#/experiments/{tracker.experiment_id}/runs?viewStateShareKey="
-                                     "parasweep-u123456789ab")
+    assert tracker.runs_url.endswith(f"/#/experiments/{tracker.experiment_id}/runs?workflowType=machine_learning"
+                                     "&viewStateShareKey=parasweep-u123456789ab")
     tags = tracker.client.get_experiment(tracker.experiment_id).tags
     envelope = json.loads(tags[VIEW_TAG_PREFIX + "parasweep-u123456789ab"])
     state = json.loads(envelope["state"])
     assert state["searchFilter"] == "tags.`parasweep.sweep_uid` = 'u123456789abcdef'"
     assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`tokens_per_s`", False)
-    assert {"metrics.`tokens_per_s`", "metrics.`peak_mem_gb`", "tags.`status`"} <= set(state["selectedColumns"])
+    assert state["selectedColumns"] == ["metrics.`tokens_per_s`", "metrics.`tokens_per_s_per_gpu`",
+                                        "metrics.`mfu_pct`", "metrics.`peak_mem_gb`", "metrics.`headroom_pct`",
+                                        "tags.`status`", "tags.`failure_kind`"]
     assert envelope["name"].startswith("parasweep: sweep s") and isinstance(envelope["createdAt"], int)
     tracker.parent_run("s", "u123456789abcdef", "", params={}, tags={})  # a resume: the same view, not rewritten
     assert tracker.client.get_experiment(tracker.experiment_id).tags[VIEW_TAG_PREFIX + "parasweep-u123456789ab"] \
