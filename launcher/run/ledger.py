@@ -121,6 +121,8 @@ def _from_row(row: sqlite3.Row) -> TrialRecord:
 
 
 _RECORD_NAMES = frozenset(f.name for f in _RECORD_FIELDS)
+_IN_CHUNK = 500
+"""Config hashes per `IN (...)` query (sqlite allows 999 parameters in older builds)."""
 
 
 class Ledger:
@@ -132,6 +134,8 @@ class Ledger:
                               "(it holds ledger.sqlite)")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._written: list[str] = []
+        """Config hashes of the rows this connection wrote, in order (launcher.run.view reads only those again)."""
         try:
             self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
@@ -194,6 +198,7 @@ class Ledger:
                 if cur.rowcount:
                     new += 1
                     self._event(r.config_hash, str(r.state), "added", now)
+                    self._written.append(r.config_hash)
         return new
 
     def get(self, config_hash: str) -> TrialRecord:
@@ -201,6 +206,26 @@ class Ledger:
         if row is None:
             raise KeyError(config_hash)
         return _from_row(row)
+
+    def get_many(self, config_hashes: Iterable[str]) -> list[TrialRecord]:
+        """The trials of these config hashes that the ledger holds (in no particular order)."""
+        keys = list(config_hashes)
+        out = []
+        for i in range(0, len(keys), _IN_CHUNK):
+            chunk = keys[i:i + _IN_CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            out += [_from_row(r) for r in self._db.execute(f"SELECT * FROM trials WHERE config_hash IN ({marks})",
+                                                            chunk)]
+        return out
+
+    def written_since(self, mark: int) -> tuple[int, set[str]]:
+        """(a new mark, the config hashes this connection wrote since `mark`): what an in-memory copy of the trials
+        must read again (0: everything this connection ever wrote)."""
+        return len(self._written), set(self._written[mark:])
+
+    def data_version(self) -> int:
+        """sqlite's data_version: it changes when another connection commits (this one's own writes leave it)."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
     def trials(self, states: Optional[Iterable[str]] = None) -> list[TrialRecord]:
         rows = self._db.execute("SELECT * FROM trials ORDER BY position").fetchall()
@@ -232,6 +257,7 @@ class Ledger:
             self._db.execute(f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash))
             if "state" in changes or detail:
                 self._event(config_hash, str(changes.get("state", "")), detail, now)
+        self._written.append(config_hash)
 
     def update_many(self, changes: dict[str, dict[str, Any]], detail: str = "") -> None:
         """Change fields of many trials in one transaction (a re-prediction of every planned trial); no state
@@ -252,6 +278,7 @@ class Ledger:
                                  (*values.values(), config_hash))
                 if detail:
                     self._event(config_hash, "", detail, now)
+        self._written.extend(changes)
 
     def events(self, config_hash: Optional[str] = None) -> list[dict]:
         if config_hash is None:

@@ -38,6 +38,7 @@ from launcher.run.ledger import Ledger
 from launcher.run.policy import OomIndex, refusal_kind, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
+from launcher.run.view import LedgerView
 
 
 def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
@@ -63,8 +64,10 @@ def _records(plan: Plan) -> list[TrialRecord]:
 class SweepLoop:
     def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrialSink,
                  allowed: set[str], constants: Optional[Constants] = None, *, hooks: SweepHooks,
-                 reporter: Reporter) -> None:
+                 reporter: Reporter, view: Optional[LedgerView] = None) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
+        self.view = view or LedgerView(ledger)
+        """The ledger's trials in memory, read again only where they changed (launcher.run.view)."""
         self.allowed = allowed
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
         self.hooks, self.reporter = hooks, reporter
@@ -87,7 +90,7 @@ class SweepLoop:
                 self._collect()
                 self._learn()
                 submitted = self._submit()
-                records = self.ledger.trials()
+                records = self.view.trials()
                 self.progress.update(records, self._best(records))
                 self.overhead_s += time.perf_counter() - busy_from
                 if not submitted and not any(r.is_live for r in records):
@@ -97,7 +100,7 @@ class SweepLoop:
             self.progress.close()
 
     def _collect(self) -> None:
-        live = self.ledger.trials((TrialState.SUBMITTED, TrialState.RUNNING))
+        live = self.view.trials((TrialState.SUBMITTED, TrialState.RUNNING))
         unknown = [r for r in live if not r.job_id]  # launcher died between marking and submitting
         for r in unknown:
             self._forget_unrecorded(r)
@@ -147,7 +150,7 @@ class SweepLoop:
         if r.repeat_of:
             return False
         if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
-            self._finished_best = (self._best(self.ledger.trials()),)
+            self._finished_best = (self._best(self.view.trials()),)
         best = self._finished_best[0]
         paths = log_paths(Path(r.job_dir), r.job_id)
         plan, tolerance = self.cfg.plan, self.cfg.analysis.noise_tolerance
@@ -184,7 +187,7 @@ class SweepLoop:
         """After what finished: refit the calibration; once it applies, re-predict the planned trials and prune
         those the calibrated memory model rules out; with plan.stop_when_converged, end the search when the
         stop rule says so. Pure decisions (launcher.run.search) recorded here."""
-        records = self.ledger.trials()
+        records = self.view.trials()
         was_applied = self.search.calibration.applied
         if not self.search.refit(records):
             return
@@ -195,7 +198,7 @@ class SweepLoop:
                                                                     indent=2, sort_keys=True))
         if self.search.learned(records):
             self._recalibrate(records, prune=cal.applied)
-            records = self.ledger.trials()
+            records = self.view.trials()
         if self.cfg.plan.stop_when_converged and self.stop_decision is None:
             self._converge(records)
 
@@ -242,7 +245,7 @@ class SweepLoop:
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
-        records = self.ledger.trials()
+        records = self.view.trials()
         live = sum(1 for r in records if r.is_live)
         planned, retries = [], []
         ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
@@ -291,7 +294,7 @@ class SweepLoop:
 
     def _stop_at_budget(self, why: str) -> None:
         """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
-        left = [r for r in self.ledger.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
+        left = [r for r in self.view.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
         for r in left:
             self._prune(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}")
         self.progress.log(f"GPU-hour budget reached: {why}. {len(left)} planned trial(s) left unrun (pruned: "
@@ -336,7 +339,7 @@ def confirm_finalists(cfg: RootConfig, ledger: Ledger, loop: SweepLoop, reporter
     round measures at least one configuration that had a single measurement, so it ends."""
     a = cfg.analysis
     while True:
-        records = ledger.trials()
+        records = loop.view.trials()
         top = finalists([asdict(r) for r in records], a.confirm_top, a.noise_tolerance, cfg.plan.objective)
         extra = repeat_records(records, top, a.repeats, cfg.cluster.nodes)
         if not ledger.add_trials(extra):
@@ -402,25 +405,27 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
-        for r in ledger.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
+        view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
+        for r in view.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
             if r.pruned_by == PruneReason.GPU_BUDGET:
                 ledger.update(r.config_hash, "planned again", state=TrialState.PLANNED, pruned_by="", reason="")
-        resumed = len(ledger.trials()) - new
+        resumed = len(view.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
         allowed = {t.config_hash for t in plan.trials}
-        allowed |= {r.config_hash for r in ledger.trials() if r.repeat_of in allowed}
-        stale = [r for r in ledger.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
+        allowed |= {r.config_hash for r in view.trials() if r.repeat_of in allowed}
+        stale = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
         if stale:
             reporter.info(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
         tracking = hooks.open_sink(cfg, ledger, folder)
-        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
+        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter,
+                         view=view)
         started = time.time()
         loop.run()
         confirm_finalists(cfg, ledger, loop, reporter)
         t_finish = time.perf_counter()
         status = hooks.finish(cfg, folder, ledger, tracking, time.time() - started)
-        ran = [r for r in ledger.trials() if r.attempts]
+        ran = [r for r in view.trials() if r.attempts]
         overhead = plan_s + loop.overhead_s + time.perf_counter() - t_finish
         if ran:
             reporter.info(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, "

@@ -25,7 +25,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -36,6 +36,7 @@ from launcher.plan.calibrate import (
     Calibration,
     FeatureTable,
     Observation,
+    Prediction,
     Prior,
     TrialFeatures,
     calibrate,
@@ -47,6 +48,9 @@ from launcher.plan.inputs import constants_of, workload_for
 from launcher.plan.residuals import corrected
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
+
+if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
+    import numpy as np
 
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 
@@ -91,16 +95,58 @@ class Search:
         self.policy = policy
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
+        """The measured trials' features (what the calibration fits); every trial's are in _table."""
         self._fitted_on: Optional[tuple] = None
+        self._table: Optional[FeatureTable] = None
+        """The features of every trial predicted so far, one row each (_rows): built once, not once a poll."""
+        self._rows: dict[str, int] = {}
+        self._table_prediction: Optional[tuple[Calibration, Prediction]] = None
+        """The current calibration's prediction of every row of _table (it changes only with a refit)."""
+        self._predicted: Optional[tuple[tuple, dict[str, dict]]] = None
+        """(what the predictions depend on, the predictions): the loop asks several times between two refits."""
+        self._dims: dict[str, dict] = {}
+        """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
     def features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash not in self._features:
-            b = self.cfg.backend
-            self._features[r.config_hash] = trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision,
-                                                           b.flash_attention, backend=b.name,
-                                                           workload=workload_for(b, r.layout))
+            self._features[r.config_hash] = self._trial_features(r)
         return self._features[r.config_hash]
+
+    def dims(self, r: TrialRecord) -> dict:
+        """The trial's layout as a dict, computed once (callers must not change it)."""
+        dims = self._dims.get(r.config_hash)
+        if dims is None:
+            dims = self._dims[r.config_hash] = r.layout.to_dict()
+        return dims
+
+    def _prediction(self, trials: Sequence[TrialRecord]) -> tuple[np.ndarray, ...]:
+        """The calibration's (step_time_s, step_sd, peak_mem_gb, mem_sd) of `trials`, from the features table
+        (extended with the trials it lacks) and its prediction (made again only after a refit)."""
+        import numpy as np
+
+        missing = [r for r in trials if r.config_hash not in self._rows]
+        if missing or self._table is None:
+            keys = list(self._rows) + [r.config_hash for r in missing]
+            by_key = {r.config_hash: r for r in missing}
+            old = self._table
+            fresh = FeatureTable([self._trial_features(by_key[k]) for k in keys[len(self._rows):]])
+            self._table = fresh if old is None or not self._rows else _concat(old, fresh)
+            self._rows = {k: i for i, k in enumerate(keys)}
+            self._table_prediction = None
+        cached = self._table_prediction
+        if cached is None or cached[0] is not self.calibration:
+            cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table))
+        p = cached[1]
+        idx = np.fromiter((self._rows[r.config_hash] for r in trials), dtype=int, count=len(trials))
+        return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
+
+    def _trial_features(self, r: TrialRecord) -> TrialFeatures:
+        if r.config_hash in self._features:
+            return self._features[r.config_hash]
+        b = self.cfg.backend
+        return trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision, b.flash_attention,
+                              backend=b.name, workload=workload_for(b, r.layout))
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
         """Measured trials (repeats included: more measurements of one layout); a stopped_early trial's peak is
@@ -135,21 +181,25 @@ class Search:
         trials = [r for r in records if estimated(r)]
         if not trials:
             return {}
-        p = self.calibration.predict(FeatureTable([self.features(r) for r in trials]))
-        step, sd = p.step_time_s, p.step_sd
+        measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
+                    if r.state in MEASURED and r.metrics.get("step_time_s")}
+        checked = checks(records)
+        depends = (self.calibration, self.policy.residuals, tuple(r.config_hash for r in trials),
+                   tuple(measured.items()), tuple(checked))
+        if self._predicted is not None and _same(self._predicted[0], depends):
+            return self._predicted[1]
+        step_p, sd_p, peak, mem_sd = self._prediction(trials)
+        step, sd = step_p, sd_p
         if self.policy.residuals:   # what the measured trials show, shared by the trials with layout values in common
-            measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
-                        if r.state in MEASURED and r.metrics.get("step_time_s")}
-            step, sd = corrected(p.step_time_s, [r.layout.to_dict() for r in trials], measured,
-                                 checks=checks(records))
-        seq_len = self.cfg.model.seq_len
+            step, sd = corrected(step_p, [self.dims(r) for r in trials], measured, checks=checked)
+        seq_len, n_fit = self.cfg.model.seq_len, self.calibration.n_trials
         out = {}
-        for i, r in enumerate(trials):
-            step_s = float(step[i])
-            out[r.config_hash] = {"step_time_s": step_s, "step_sd": float(sd[i]),
+        for i, (r, step_s, sd_s, peak_gb, mem_sd_s) in enumerate(zip(trials, step.tolist(), sd.tolist(),
+                                                                        peak.tolist(), mem_sd.tolist())):
+            out[r.config_hash] = {"step_time_s": step_s, "step_sd": sd_s,
                                   "tokens_per_s": r.layout.gbs * seq_len / step_s,
-                                  "peak_mem_gb": float(p.peak_mem_gb[i]), "mem_sd": float(p.mem_sd[i]),
-                                  "n_fit": self.calibration.n_trials}
+                                  "peak_mem_gb": peak_gb, "mem_sd": mem_sd_s, "n_fit": n_fit}
+        self._predicted = (depends, out)
         return out
 
     def learned(self, records: Sequence[TrialRecord]) -> bool:
@@ -159,7 +209,7 @@ class Search:
     def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
         startup_s = self.cfg.backend.startup_s
-        return [Planned(r.config_hash, r.layout.to_dict(), r.layout.gbs * seq_len * objective_share(r, objective),
+        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * objective_share(r, objective),
                         p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb, startup_s)
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
@@ -182,6 +232,22 @@ class Search:
         return scheduler.stop_rule(planned, finished, calibrated=trusted,
                                    noise_tolerance=self.cfg.analysis.noise_tolerance, combine=policy.stop_combine,
                                    dof=policy.stop_dof)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Whether two prediction inputs are equal (the calibration compared by identity: a refit makes a new one)."""
+    return a[0] is b[0] and a[1:] == b[1:]
+
+
+def _concat(a: FeatureTable, b: FeatureTable) -> FeatureTable:
+    """One table with a's rows, then b's."""
+    import numpy as np
+
+    out = object.__new__(FeatureTable)
+    for name, value in vars(a).items():
+        setattr(out, name, np.concatenate([value, getattr(b, name)]) if isinstance(value, np.ndarray) else value)
+    out.n = a.n + b.n
+    return out
 
 
 def _measured(finished: Sequence[Outcome]) -> int:
