@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Optional
 
@@ -81,6 +81,10 @@ class SweepLoop:
         """The best finished trial for early stop, boxed (None: not read yet this poll)."""
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
+        self._calibrated: dict[str, dict] = {}
+        """The current prediction of every estimated trial, as of the last re-prediction: recorded with a trial
+        when it is submitted or pruned, and for the planned ones when the loop ends (writing 50k rows at every
+        refit cost seconds a poll; a resume predicts them again before it submits anything)."""
 
     # -- one poll ---------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -97,7 +101,14 @@ class SweepLoop:
                     break
                 time.sleep(self.cfg.monitor.poll_interval_s)
         finally:
+            self._record_calibrated()
             self.progress.close()
+
+    def _record_calibrated(self) -> None:
+        """The planned trials' current predictions, into the ledger (one transaction)."""
+        changes = {r.config_hash: {"calibrated": p} for r in self.view.trials((TrialState.PLANNED,))
+                   if (p := self._calibrated.get(r.config_hash)) is not None and r.calibrated != p}
+        self.ledger.update_many(changes)
 
     def _collect(self) -> None:
         live = self.view.trials((TrialState.SUBMITTED, TrialState.RUNNING))
@@ -205,9 +216,7 @@ class SweepLoop:
     def _recalibrate(self, records: Sequence[TrialRecord], prune: bool = True) -> None:
         """Record every planned trial's current prediction (frozen when it is submitted: what the search expected
         of it) and, once the fitted memory model applies (`prune`), prune what it puts over the margin."""
-        predictions = self.search.predictions(records)
-        planned = [r for r in records if r.state is TrialState.PLANNED and r.config_hash in predictions]
-        self.ledger.update_many({r.config_hash: {"calibrated": predictions[r.config_hash]} for r in planned})
+        predictions = self._calibrated = self.search.predictions(records)
         if not prune:
             return
         plan = self.cfg.plan
@@ -230,7 +239,9 @@ class SweepLoop:
             self._prune(key, PruneReason.CONVERGED, f"{why} ({decision.reason})")
 
     def _prune(self, key: str, reason: PruneReason, why: str) -> None:
-        self.ledger.update(key, f"pruned: {reason}", state=TrialState.PRUNED, pruned_by=reason, reason=why[:500])
+        calibrated = {"calibrated": self._calibrated[key]} if key in self._calibrated else {}
+        self.ledger.update(key, f"pruned: {reason}", state=TrialState.PRUNED, pruned_by=reason, reason=why[:500],
+                           **calibrated)
         self.tracking.sync(self.ledger.get(key))
 
     def _forget_unrecorded(self, r: TrialRecord) -> None:
@@ -267,7 +278,9 @@ class SweepLoop:
         room = max(0, self.runner.concurrency(ranks) - live)
         if not room:
             return 0
-        batch = (retries + self._in_search_order(records, planned))[:room]  # a retry was picked before: first
+        batch = (retries + self._in_search_order(records, planned, room))[:room]  # a retry was picked before: first
+        batch = [r if r.config_hash not in self._calibrated or r.state is not TrialState.PLANNED
+                 else replace(r, calibrated=self._calibrated[r.config_hash]) for r in batch]
         batch, held = within_budget(self.cfg, records, batch, time.time())
         if held and not batch:
             if not live:  # nothing running can end under its prediction and make room: the budget is spent
@@ -281,7 +294,7 @@ class SweepLoop:
             # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
             self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
                                job_dir="", attempts=r.attempts + 1, submitted_at=time.time(), started_at=0.0,
-                               metrics={}, failure_kind="", reason="", evidence=[])
+                               metrics={}, failure_kind="", reason="", evidence=[], calibrated=r.calibrated)
         done = self.runner.submit(requests)
         for key, (job_id, job_dir) in done.jobs.items():
             self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
@@ -300,15 +313,17 @@ class SweepLoop:
         self.progress.log(f"GPU-hour budget reached: {why}. {len(left)} planned trial(s) left unrun (pruned: "
                           "gpu_budget); raise plan.max_gpu_hours and run the same command to run them")
 
-    def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord]) -> list[TrialRecord]:
-        """The planned trials in the scheduler's order (launcher.run.scheduler.order: before the calibration
-        applies the best predicted, then one that spans the grid, then by predicted throughput; after it, by the
-        chance to beat the best). Trials the plan did not estimate follow in ledger order."""
+    def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord],
+                         head: int) -> list[TrialRecord]:
+        """The first `head` planned trials in the scheduler's order (launcher.run.scheduler.order: before the
+        calibration applies the best predicted, then one that spans the grid, then by predicted throughput; after
+        it, by the chance to beat the best). Trials the plan did not estimate follow in ledger order."""
         if not planned:
             return []
-        picks = [p.key for p in self.search.order(records)]
-        rank = {key: i for i, key in enumerate(picks)}
-        return sorted(planned, key=lambda r: (rank.get(r.config_hash, len(rank)), r.position))
+        by_key = {r.config_hash: r for r in planned}
+        picks = self.search.order(records, candidates=by_key.keys(), head=head)
+        predicted = self.search.predictions(records)
+        return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
         # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -214,14 +214,16 @@ class Search:
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
     # -- decisions ----------------------------------------------------------------------------------------------
-    def order(self, records: Sequence[TrialRecord]) -> list[scheduler.Pick]:
-        """Every unrun trial of the search, the one to run next first."""
+    def order(self, records: Sequence[TrialRecord], candidates: Optional[Collection[str]] = None,
+              head: Optional[int] = None) -> list[scheduler.Pick]:
+        """Every unrun trial of the search, the one to run next first (scheduler.order's candidates and head)."""
         planned = self.planned(records, self.predictions(records))
         finished = outcomes(records, self.cfg.plan.objective)
         b, policy = self.cfg.backend, self.policy
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
-                               span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters)
+                               span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters,
+                               candidates=candidates, head=head)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:
         """The stop rule, once the predictions may be trusted (scheduler.trusted, as replay does)."""
