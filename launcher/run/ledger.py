@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Optional
@@ -237,8 +237,26 @@ class Ledger:
 
     def update(self, config_hash: str, detail: str = "", **changes: Any) -> None:
         """Change fields of one trial in one transaction, journaling a state change."""
-        if not changes:
+        self.update_each([(config_hash, detail, changes)])
+
+    def update_each(self, updates: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """(config hash, detail, changes) of several trials, as `update` does each, in one transaction (one
+        sync to disk: the loop marks a poll's submissions and prunes together; all or none survive a kill)."""
+        updates = [u for u in updates if u[2]]
+        if not updates:
             return
+        now = time.time()
+        statements = [self._update_statement(config_hash, changes, now) for config_hash, _, changes in updates]
+        with self._transaction():
+            for (config_hash, detail, changes), (sql, values) in zip(updates, statements):
+                self._db.execute(sql, values)
+                if "state" in changes or detail:
+                    self._event(config_hash, str(changes.get("state", "")), detail, now)
+        self._written.extend(u[0] for u in updates)
+
+    def _update_statement(self, config_hash: str, changes: dict[str, Any], now: float) -> tuple[str, tuple]:
+        """The UPDATE of one trial's `changes` (checked: known fields, a known state; the state normalised in
+        `changes` for the journal)."""
         unknown = set(changes) - _RECORD_NAMES
         if unknown:
             raise ValueError(f"unknown trial fields: {sorted(unknown)}")
@@ -248,16 +266,11 @@ class Ledger:
             except ValueError:
                 raise ValueError(f"unknown state {changes['state']!r}; valid: "
                                  f"{', '.join(s.value for s in TrialState)}") from None
-        now = time.time()
         values = {k: (json.dumps(v) if k in _JSON_FIELDS else int(v) if k in _BOOL_FIELDS
                       else str(v) if k == "state" else v) for k, v in changes.items()}
         values["updated_at"] = now
         assignments = ", ".join(f"{k} = ?" for k in values)
-        with self._transaction():
-            self._db.execute(f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash))
-            if "state" in changes or detail:
-                self._event(config_hash, str(changes.get("state", "")), detail, now)
-        self._written.append(config_hash)
+        return f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash)
 
     def update_many(self, changes: dict[str, dict[str, Any]], detail: str = "") -> None:
         """Change fields of many trials in one transaction (a re-prediction of every planned trial); no state

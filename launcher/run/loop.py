@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Optional
 
@@ -23,6 +23,7 @@ from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
+from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, make_plan
 from launcher.plan.planning_progress import PlanningProgress
@@ -52,13 +53,30 @@ def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
 def _records(plan: Plan) -> list[TrialRecord]:
     """The plan as ledger records: kept trials, then those pruned as predicted OOMs (budget-dropped layouts are not
     trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream."""
-    records = [TrialRecord(t.config_hash, pos, t.layout, asdict(t.estimate), t.selection)
+    records = [TrialRecord(t.config_hash, pos, t.layout, _estimate_dict(t.estimate), t.selection)
                for pos, t in enumerate(plan.trials)]
     for pos, t in enumerate(plan.pruned, len(plan.trials)):
         if t.pruned_by is PruneReason.PREDICTED_OOM:
-            records.append(TrialRecord(t.config_hash, pos, t.layout, asdict(t.estimate), "pruned",
+            records.append(TrialRecord(t.config_hash, pos, t.layout, _estimate_dict(t.estimate), "pruned",
                                        state=TrialState.PRUNED, pruned_by=t.pruned_by, reason=t.pruned_reason))
     return records
+
+
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _estimate_dict(estimate: Estimate) -> dict:
+    """asdict(estimate) without its deep copies (seconds for a 50k-trial plan): an Estimate holds numbers and
+    dicts of numbers; anything else goes through asdict."""
+    out: dict = {}
+    for f in fields(estimate):
+        value = getattr(estimate, f.name)
+        if isinstance(value, dict) and all(isinstance(v, _PLAIN) for v in value.values()):
+            value = dict(value)
+        elif not isinstance(value, _PLAIN):
+            return asdict(estimate)
+        out[f.name] = value
+    return out
 
 
 class SweepLoop:
@@ -81,6 +99,7 @@ class SweepLoop:
         """The best finished trial for early stop, boxed (None: not read yet this poll)."""
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
+        self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
         self._calibrated: dict[str, dict] = {}
         """The current prediction of every estimated trial, as of the last re-prediction: recorded with a trial
         when it is submitted or pruned, and for the planned ones when the loop ends (writing 50k rows at every
@@ -221,9 +240,9 @@ class SweepLoop:
             return
         plan = self.cfg.plan
         limit = plan.mem_safety_margin + plan.keep_borderline  # what the planner keeps, judged by the fitted model
-        for key, why in calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit):
-            if key in self.allowed:
-                self._prune(key, PruneReason.CALIBRATED_OOM, why)
+        self._prune_each([(key, PruneReason.CALIBRATED_OOM, why) for key, why in
+                          calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit)
+                          if key in self.allowed])
 
     def _converge(self, records: Sequence[TrialRecord]) -> None:
         # Planned trials of an earlier plan never run here: they must not keep the search going.
@@ -235,14 +254,19 @@ class SweepLoop:
             return
         self.stop_decision = decision.reason
         self.progress.log(f"stop rule: {decision.reason}; {len(skipped)} planned trials skipped")
-        for key, why in skipped:
-            self._prune(key, PruneReason.CONVERGED, f"{why} ({decision.reason})")
+        self._prune_each([(key, PruneReason.CONVERGED, f"{why} ({decision.reason})") for key, why in skipped])
 
     def _prune(self, key: str, reason: PruneReason, why: str) -> None:
-        calibrated = {"calibrated": self._calibrated[key]} if key in self._calibrated else {}
-        self.ledger.update(key, f"pruned: {reason}", state=TrialState.PRUNED, pruned_by=reason, reason=why[:500],
-                           **calibrated)
-        self.tracking.sync(self.ledger.get(key))
+        self._prune_each([(key, reason, why)])
+
+    def _prune_each(self, prunes: Sequence[tuple[str, PruneReason, str]]) -> None:
+        """Prune trials (key, reason, why) in one ledger transaction, then mirror each."""
+        self.ledger.update_each([(key, f"pruned: {reason}", {
+            "state": TrialState.PRUNED, "pruned_by": reason, "reason": why[:500],
+            **({"calibrated": self._calibrated[key]} if key in self._calibrated else {})})
+            for key, reason, why in prunes])
+        for key, _, _ in prunes:
+            self.tracking.sync(self.ledger.get(key))
 
     def _forget_unrecorded(self, r: TrialRecord) -> None:
         """A trial marked submitted without a job id: stop whatever the dead launcher may have started for it (a
@@ -258,7 +282,7 @@ class SweepLoop:
     def _submit(self) -> int:
         records = self.view.trials()
         live = sum(1 for r in records if r.is_live)
-        planned, retries = [], []
+        planned, retries, dominated = [], [], []
         ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
         for r in records:
             if r.config_hash not in self.allowed:
@@ -266,12 +290,13 @@ class SweepLoop:
             if r.state is TrialState.PLANNED:
                 oom = ooms.dominating(r)
                 if oom is not None:
-                    self._prune(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
-                                f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
+                    dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
+                                      f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))
                     continue
                 planned.append(r)
             elif should_retry(r, self.cfg.retry.max_attempts):
                 retries.append(r)
+        self._prune_each(dominated)
         if not planned and not retries:
             return 0
         ranks = max(r.layout.gpus for r in planned + retries)
@@ -286,18 +311,20 @@ class SweepLoop:
             if not live:  # nothing running can end under its prediction and make room: the budget is spent
                 self._stop_at_budget(held)
             return 0
-        requests = []
+        requests, marks = [], []
         for r in batch:
             script = trial_files.write(self.cfg, self.folder, r)
             requests.append(JobRequest(r.config_hash, script, r.layout.nodes, r.layout.gpus_per_node,
                                        tuple(r.excluded_nodes), r.attempts + 1))
-            # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
-            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
-                               job_dir="", attempts=r.attempts + 1, submitted_at=time.time(), started_at=0.0,
-                               metrics={}, failure_kind="", reason="", evidence=[], calibrated=r.calibrated)
+            marks.append((r.config_hash, f"attempt {r.attempts + 1}", dict(
+                state=TrialState.SUBMITTED, job_id="", job_dir="", attempts=r.attempts + 1, submitted_at=time.time(),
+                started_at=0.0, metrics={}, failure_kind="", reason="", evidence=[], calibrated=r.calibrated)))
+        # Marked before submitting (one transaction): a launcher killed in between finds 'submitted' without a
+        # job id.
+        self.ledger.update_each(marks)
         done = self.runner.submit(requests)
-        for key, (job_id, job_dir) in done.jobs.items():
-            self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
+        self.ledger.update_each([(key, f"job {job_id}", {"job_id": job_id, "job_dir": str(job_dir)})
+                                 for key, (job_id, job_dir) in done.jobs.items()])
         for key, why in done.refused.items():
             self.progress.log(f"warning: {why}")
             self.ledger.update(key, why[:300], state=TrialState.FAILED, failure_kind=refusal_kind(why), reason=why,
@@ -308,8 +335,7 @@ class SweepLoop:
     def _stop_at_budget(self, why: str) -> None:
         """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
         left = [r for r in self.view.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
-        for r in left:
-            self._prune(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}")
+        self._prune_each([(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}") for r in left])
         self.progress.log(f"GPU-hour budget reached: {why}. {len(left)} planned trial(s) left unrun (pruned: "
                           "gpu_budget); raise plan.max_gpu_hours and run the same command to run them")
 
@@ -329,9 +355,18 @@ class SweepLoop:
         # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
         # poll cost seconds at 50k planned trials.
         rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
-        best = select_best(group_repeats([asdict(r) for r in records if (r.repeat_of or r.config_hash) in rankable]),
+        best = select_best(group_repeats([self._as_dict(r) for r in records
+                                          if (r.repeat_of or r.config_hash) in rankable]),
                            self.cfg.analysis.noise_tolerance, self.cfg.plan.objective)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
+
+    def _as_dict(self, r: TrialRecord) -> dict:
+        """asdict(r), once per record object (the view replaces a record when its row changes; the ranking only
+        reads the dicts): every ok trial was converted again on every poll."""
+        hit = self._dicts.get(r.config_hash)
+        if hit is None or hit[0] is not r:
+            hit = self._dicts[r.config_hash] = (r, asdict(r))
+        return hit[1]
 
 
 def _new_iterations(paths: Sequence[Path], offsets: dict, progress: LogProgress) -> bool:

@@ -106,6 +106,8 @@ class Search:
         """(what the predictions depend on, the predictions): the loop asks several times between two refits."""
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
+        self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
+        """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
     def features(self, r: TrialRecord) -> TrialFeatures:
@@ -191,11 +193,13 @@ class Search:
         step_p, sd_p, peak, mem_sd = self._prediction(trials)
         step, sd = step_p, sd_p
         if self.policy.residuals:   # what the measured trials show, shared by the trials with layout values in common
-            step, sd = corrected(step_p, [self.dims(r) for r in trials], measured, checks=checked)
+            if self._dims_of[0] != depends[2]:
+                self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
+            step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
         seq_len, n_fit = self.cfg.model.seq_len, self.calibration.n_trials
         out = {}
-        for i, (r, step_s, sd_s, peak_gb, mem_sd_s) in enumerate(zip(trials, step.tolist(), sd.tolist(),
-                                                                        peak.tolist(), mem_sd.tolist())):
+        for r, step_s, sd_s, peak_gb, mem_sd_s in zip(trials, step.tolist(), sd.tolist(), peak.tolist(),
+                                                     mem_sd.tolist()):
             out[r.config_hash] = {"step_time_s": step_s, "step_sd": sd_s,
                                   "tokens_per_s": r.layout.gbs * seq_len / step_s,
                                   "peak_mem_gb": peak_gb, "mem_sd": mem_sd_s, "n_fit": n_fit}
