@@ -53,7 +53,7 @@ ROBUST_ITERATIONS = 3
 
 
 _DESIGNS: dict[tuple[tuple[str, ...], ...], tuple[np.ndarray, tuple[str, ...]]] = {}
-_LAST_TUPLE: list = []
+_LAST_TUPLE: list[Any] = []
 """[dims, design] of the last tuple of dims asked about: building the cache key reads every trial's values, ~1 s
 at 50k trials; a caller that passes the same tuple again (launcher.run.search, between two changes of its trials)
 skips that. Dicts inside the tuple must not change (the search's are computed once per trial)."""
@@ -76,7 +76,8 @@ class ResidualModel:
         import numpy as np
 
         if isinstance(dims, tuple) and _LAST_TUPLE and _LAST_TUPLE[0] is dims:
-            return _LAST_TUPLE[1]  # the same tuple again (a sweep of 50k trials asks twice a decision)
+            last: tuple[np.ndarray, tuple[str, ...]] = _LAST_TUPLE[1]
+            return last  # the same tuple again (a sweep of 50k trials asks twice a decision)
         key = tuple(tuple(str(x.get(d)) for d in DIMENSIONS) for x in dims)
         cached = _DESIGNS.get(key)
         if cached is not None:
