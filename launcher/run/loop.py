@@ -456,13 +456,15 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
         view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
-        for r in view.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
-            if r.pruned_by == PruneReason.GPU_BUDGET:
-                ledger.update(r.config_hash, "planned again", state=TrialState.PLANNED, pruned_by="", reason="")
+        # the budget is checked again, maybe a larger one
+        ledger.update_each([(r.config_hash, "planned again", {"state": TrialState.PLANNED, "pruned_by": "",
+                                                              "reason": ""})
+                            for r in view.trials((TrialState.PRUNED,)) if r.pruned_by == PruneReason.GPU_BUDGET])
         resumed = len(view.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
         allowed = {t.config_hash for t in plan.trials}
+        del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
         allowed |= {r.config_hash for r in view.trials() if r.repeat_of in allowed}
         stale = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
         if stale:
