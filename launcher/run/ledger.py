@@ -15,7 +15,7 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Optional, TypeVar
@@ -145,6 +145,8 @@ def _from_row(row: sqlite3.Row) -> TrialRecord:
 
 
 _RECORD_NAMES = frozenset(f.name for f in _RECORD_FIELDS)
+_IN_CHUNK = 500
+"""Config hashes per `IN (...)` query (sqlite allows 999 parameters in older builds)."""
 
 
 class Ledger:
@@ -156,6 +158,8 @@ class Ledger:
                               "(it holds ledger.sqlite)")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._written: list[str] = []
+        """Config hashes of the rows this connection wrote, in order (launcher.run.view reads only those again)."""
         try:
             self._db = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
             self._db.row_factory = sqlite3.Row
@@ -258,6 +262,7 @@ class Ledger:
                 if cur.rowcount:
                     new += 1
                     self._event(r.config_hash, str(r.state), "added", now)
+                    self._written.append(r.config_hash)
         return new
 
     @_guarded
@@ -266,6 +271,27 @@ class Ledger:
         if row is None:
             raise KeyError(config_hash)
         return self._record(row)
+
+    @_guarded
+    def get_many(self, config_hashes: Iterable[str]) -> list[TrialRecord]:
+        """The trials of these config hashes that the ledger holds (in no particular order)."""
+        keys = list(config_hashes)
+        out = []
+        for i in range(0, len(keys), _IN_CHUNK):
+            chunk = keys[i:i + _IN_CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            out += [self._record(r) for r in self._db.execute(f"SELECT * FROM trials WHERE config_hash IN ({marks})",
+                                                               chunk)]
+        return out
+
+    def written_since(self, mark: int) -> tuple[int, set[str]]:
+        """(a new mark, the config hashes this connection wrote since `mark`): what an in-memory copy of the trials
+        must read again (0: everything this connection ever wrote)."""
+        return len(self._written), set(self._written[mark:])
+
+    def data_version(self) -> int:
+        """sqlite's data_version: it changes when another connection commits (this one's own writes leave it)."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
 
     @_guarded
     def trials(self, states: Optional[Iterable[str]] = None) -> list[TrialRecord]:
@@ -279,8 +305,27 @@ class Ledger:
     @_guarded
     def update(self, config_hash: str, detail: str = "", **changes: Any) -> None:
         """Change fields of one trial in one transaction, journaling a state change."""
-        if not changes:
+        self.update_each([(config_hash, detail, changes)])
+
+    @_guarded
+    def update_each(self, updates: Sequence[tuple[str, str, dict[str, Any]]]) -> None:
+        """(config hash, detail, changes) of several trials, as `update` does each, in one transaction (one
+        sync to disk: the loop marks a poll's submissions and prunes together; all or none survive a kill)."""
+        updates = [u for u in updates if u[2]]
+        if not updates:
             return
+        now = time.time()
+        statements = [self._update_statement(config_hash, changes, now) for config_hash, _, changes in updates]
+        with self._transaction():
+            for (config_hash, detail, changes), (sql, values) in zip(updates, statements):
+                self._db.execute(sql, values)
+                if "state" in changes or detail:
+                    self._event(config_hash, str(changes.get("state", "")), detail, now)
+        self._written.extend(u[0] for u in updates)
+
+    def _update_statement(self, config_hash: str, changes: dict[str, Any], now: float) -> tuple[str, tuple]:
+        """The UPDATE of one trial's `changes` (checked: known fields, a known state; the state normalised in
+        `changes` for the journal)."""
         unknown = set(changes) - _RECORD_NAMES
         if unknown:
             raise ValueError(f"unknown trial fields: {sorted(unknown)}")
@@ -290,15 +335,11 @@ class Ledger:
             except ValueError:
                 raise ValueError(f"unknown state {changes['state']!r}; valid: "
                                  f"{', '.join(s.value for s in TrialState)}") from None
-        now = time.time()
         values = {k: (json.dumps(v) if k in _JSON_FIELDS else int(v) if k in _BOOL_FIELDS
                       else str(v) if k == "state" else v) for k, v in changes.items()}
         values["updated_at"] = now
         assignments = ", ".join(f"{k} = ?" for k in values)
-        with self._transaction():
-            self._db.execute(f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash))
-            if "state" in changes or detail:
-                self._event(config_hash, str(changes.get("state", "")), detail, now)
+        return f"UPDATE trials SET {assignments} WHERE config_hash = ?", (*values.values(), config_hash)
 
     @_guarded
     def update_many(self, changes: dict[str, dict[str, Any]], detail: str = "") -> None:
@@ -320,6 +361,7 @@ class Ledger:
                                  (*values.values(), config_hash))
                 if detail:
                     self._event(config_hash, "", detail, now)
+        self._written.extend(changes)
 
     @_guarded
     def events(self, config_hash: Optional[str] = None) -> list[dict]:

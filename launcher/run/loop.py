@@ -11,7 +11,7 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Optional
 
@@ -26,6 +26,7 @@ from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
+from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, make_plan
 from launcher.plan.planning_progress import PlanningProgress
@@ -43,6 +44,7 @@ from launcher.run.progress import Progress
 from launcher.run.refusal import plan_refused_again, refused_changes, refused_note
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
 from launcher.run.slurm_preflight import check_slurm
+from launcher.run.view import LedgerView
 
 
 def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
@@ -56,20 +58,39 @@ def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
 def _records(plan: Plan) -> list[TrialRecord]:
     """The plan as ledger records: kept trials, then those pruned as predicted OOMs (budget-dropped layouts are not
     trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream."""
-    records = [TrialRecord(t.config_hash, pos, t.layout, asdict(t.estimate), t.selection)
+    records = [TrialRecord(t.config_hash, pos, t.layout, _estimate_dict(t.estimate), t.selection)
                for pos, t in enumerate(plan.trials)]
     for pos, t in enumerate(plan.pruned, len(plan.trials)):
         if t.pruned_by is PruneReason.PREDICTED_OOM:
-            records.append(TrialRecord(t.config_hash, pos, t.layout, asdict(t.estimate), "pruned",
+            records.append(TrialRecord(t.config_hash, pos, t.layout, _estimate_dict(t.estimate), "pruned",
                                        state=TrialState.PRUNED, pruned_by=t.pruned_by, reason=t.pruned_reason))
     return records
+
+
+_PLAIN = (int, float, str, bool, type(None))
+
+
+def _estimate_dict(estimate: Estimate) -> dict:
+    """asdict(estimate) without its deep copies (seconds for a 50k-trial plan): an Estimate holds numbers and
+    dicts of numbers; anything else goes through asdict."""
+    out: dict = {}
+    for f in fields(estimate):
+        value = getattr(estimate, f.name)
+        if isinstance(value, dict) and all(isinstance(v, _PLAIN) for v in value.values()):
+            value = dict(value)
+        elif not isinstance(value, _PLAIN):
+            return asdict(estimate)
+        out[f.name] = value
+    return out
 
 
 class SweepLoop:
     def __init__(self, cfg: RootConfig, folder: SweepFolder, ledger: Ledger, tracking: TrialSink,
                  allowed: set[str], constants: Optional[Constants] = None, *, hooks: SweepHooks,
-                 reporter: Reporter) -> None:
+                 reporter: Reporter, view: Optional[LedgerView] = None) -> None:
         self.cfg, self.folder, self.ledger, self.tracking = cfg, folder, ledger, tracking
+        self.view = view or LedgerView(ledger)
+        """The ledger's trials in memory, read again only where they changed (launcher.run.view)."""
         self.allowed = allowed
         """Trials this run may submit: the current plan's (a ledger may hold trials of an earlier, larger plan)."""
         self.hooks, self.reporter = hooks, reporter
@@ -83,6 +104,11 @@ class SweepLoop:
         """The best finished trial for early stop, boxed (None: not read yet this poll)."""
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
+        self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
+        self._calibrated: dict[str, dict] = {}
+        """The current prediction of every estimated trial, as of the last re-prediction: recorded with a trial
+        when it is submitted or pruned, and for the planned ones when the loop ends (writing 50k rows at every
+        refit cost seconds a poll; a resume predicts them again before it submits anything)."""
 
     # -- one poll ---------------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -92,17 +118,24 @@ class SweepLoop:
                 self._collect()
                 self._learn()
                 submitted = self._submit()
-                records = self.ledger.trials()
+                records = self.view.trials()
                 self.progress.update(records, self._best(records))
                 self.overhead_s += time.perf_counter() - busy_from
                 if not submitted and not any(r.is_live for r in records):
                     break
                 time.sleep(self.cfg.monitor.poll_interval_s)
         finally:
+            self._record_calibrated()
             self.progress.close()
 
+    def _record_calibrated(self) -> None:
+        """The planned trials' current predictions, into the ledger (one transaction)."""
+        changes = {r.config_hash: {"calibrated": p} for r in self.view.trials((TrialState.PLANNED,))
+                   if (p := self._calibrated.get(r.config_hash)) is not None and r.calibrated != p}
+        self.ledger.update_many(changes)
+
     def _collect(self) -> None:
-        live = self.ledger.trials((TrialState.SUBMITTED, TrialState.RUNNING))
+        live = self.view.trials((TrialState.SUBMITTED, TrialState.RUNNING))
         unknown = [r for r in live if not r.job_id]  # launcher died between marking and submitting
         for r in unknown:
             self._forget_unrecorded(r)
@@ -152,7 +185,7 @@ class SweepLoop:
         if r.repeat_of:
             return False
         if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
-            self._finished_best = (self._best(self.ledger.trials()),)
+            self._finished_best = (self._best(self.view.trials()),)
         best = self._finished_best[0]
         paths = log_paths(Path(r.job_dir), r.job_id)
         plan, tolerance = self.cfg.plan, self.cfg.analysis.noise_tolerance
@@ -189,7 +222,7 @@ class SweepLoop:
         """After what finished: refit the calibration; once it applies, re-predict the planned trials and prune
         those the calibrated memory model rules out; with plan.stop_when_converged, end the search when the
         stop rule says so. Pure decisions (launcher.run.search) recorded here."""
-        records = self.ledger.trials()
+        records = self.view.trials()
         was_applied = self.search.calibration.applied
         if not self.search.refit(records):
             return
@@ -200,23 +233,21 @@ class SweepLoop:
                                  strict_json.dumps(self.search.calibration_json(), indent=2, sort_keys=True))
         if self.search.learned(records):
             self._recalibrate(records, prune=cal.applied)
-            records = self.ledger.trials()
+            records = self.view.trials()
         if self.cfg.plan.stop_when_converged and self.stop_decision is None:
             self._converge(records)
 
     def _recalibrate(self, records: Sequence[TrialRecord], prune: bool = True) -> None:
         """Record every planned trial's current prediction (frozen when it is submitted: what the search expected
         of it) and, once the fitted memory model applies (`prune`), prune what it puts over the margin."""
-        predictions = self.search.predictions(records)
-        planned = [r for r in records if r.state is TrialState.PLANNED and r.config_hash in predictions]
-        self.ledger.update_many({r.config_hash: {"calibrated": predictions[r.config_hash]} for r in planned})
+        predictions = self._calibrated = self.search.predictions(records)
         if not prune:
             return
         plan = self.cfg.plan
         limit = plan.mem_safety_margin + plan.keep_borderline  # what the planner keeps, judged by the fitted model
-        for key, why in calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit):
-            if key in self.allowed:
-                self._prune(key, PruneReason.CALIBRATED_OOM, why)
+        self._prune_each([(key, PruneReason.CALIBRATED_OOM, why) for key, why in
+                          calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit)
+                          if key in self.allowed])
 
     def _converge(self, records: Sequence[TrialRecord]) -> None:
         # Planned trials of an earlier plan never run here: they must not keep the search going.
@@ -228,12 +259,19 @@ class SweepLoop:
             return
         self.stop_decision = decision.reason
         self.progress.log(f"stop rule: {decision.reason}; {len(skipped)} planned trials skipped")
-        for key, why in skipped:
-            self._prune(key, PruneReason.CONVERGED, f"{why} ({decision.reason})")
+        self._prune_each([(key, PruneReason.CONVERGED, f"{why} ({decision.reason})") for key, why in skipped])
 
     def _prune(self, key: str, reason: PruneReason, why: str) -> None:
-        self.ledger.update(key, f"pruned: {reason}", state=TrialState.PRUNED, pruned_by=reason, reason=why[:500])
-        self.tracking.sync(self.ledger.get(key))
+        self._prune_each([(key, reason, why)])
+
+    def _prune_each(self, prunes: Sequence[tuple[str, PruneReason, str]]) -> None:
+        """Prune trials (key, reason, why) in one ledger transaction, then mirror each."""
+        self.ledger.update_each([(key, f"pruned: {reason}", {
+            "state": TrialState.PRUNED, "pruned_by": reason, "reason": why[:500],
+            **({"calibrated": self._calibrated[key]} if key in self._calibrated else {})})
+            for key, reason, why in prunes])
+        for key, _, _ in prunes:
+            self.tracking.sync(self.ledger.get(key))
 
     def _forget_unrecorded(self, r: TrialRecord) -> None:
         """A trial marked submitted without a job id: stop whatever the dead launcher may have started for it (a
@@ -247,9 +285,9 @@ class SweepLoop:
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
-        records = self.ledger.trials()
+        records = self.view.trials()
         live = sum(1 for r in records if r.is_live)
-        planned, retries = [], []
+        planned, retries, dominated = [], [], []
         ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
         for r in records:
             if r.config_hash not in self.allowed:
@@ -257,36 +295,41 @@ class SweepLoop:
             if r.state is TrialState.PLANNED:
                 oom = ooms.dominating(r)
                 if oom is not None:
-                    self._prune(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
-                                f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
+                    dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
+                                      f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))
                     continue
                 planned.append(r)
             elif should_retry(r, self.cfg.retry.max_attempts):
                 retries.append(r)
+        self._prune_each(dominated)
         if not planned and not retries:
             return 0
         ranks = max(r.layout.gpus for r in planned + retries)
         room = max(0, self.runner.concurrency(ranks) - live)
         if not room:
             return 0
-        batch = (retries + self._in_search_order(records, planned))[:room]  # a retry was picked before: first
+        batch = (retries + self._in_search_order(records, planned, room))[:room]  # a retry was picked before: first
+        batch = [r if r.config_hash not in self._calibrated or r.state is not TrialState.PLANNED
+                 else replace(r, calibrated=self._calibrated[r.config_hash]) for r in batch]
         batch, held = within_budget(self.cfg, records, batch, time.time())
         if held and not batch:
             if not live:  # nothing running can end under its prediction and make room: the budget is spent
                 self._stop_at_budget(held)
             return 0
-        requests = []
+        requests, marks = [], []
         for r in batch:
             script = trial_files.write(self.cfg, self.folder, r)
             requests.append(JobRequest(r.config_hash, script, r.layout.nodes, r.layout.gpus_per_node,
                                        tuple(r.excluded_nodes), r.attempts + 1))
-            # Marked before submitting: a launcher killed in between finds 'submitted' without a job id.
-            self.ledger.update(r.config_hash, f"attempt {r.attempts + 1}", state=TrialState.SUBMITTED, job_id="",
-                               job_dir="", attempts=r.attempts + 1, submitted_at=time.time(), started_at=0.0,
-                               metrics={}, failure_kind="", reason="", evidence=[])
+            marks.append((r.config_hash, f"attempt {r.attempts + 1}", dict(
+                state=TrialState.SUBMITTED, job_id="", job_dir="", attempts=r.attempts + 1, submitted_at=time.time(),
+                started_at=0.0, metrics={}, failure_kind="", reason="", evidence=[], calibrated=r.calibrated)))
+        # Marked before submitting (one transaction): a launcher killed in between finds 'submitted' without a
+        # job id.
+        self.ledger.update_each(marks)
         done = self.runner.submit(requests)
-        for key, (job_id, job_dir) in done.jobs.items():
-            self.ledger.update(key, f"job {job_id}", job_id=job_id, job_dir=str(job_dir))
+        self.ledger.update_each([(key, f"job {job_id}", {"job_id": job_id, "job_dir": str(job_dir)})
+                                 for key, (job_id, job_dir) in done.jobs.items()])
         marked = {r.config_hash: self.ledger.get(r.config_hash) for r in batch if r.config_hash in done.refused}
         for key, why in done.refused.items():
             self.progress.log(f"warning: {why}")
@@ -296,29 +339,39 @@ class SweepLoop:
 
     def _stop_at_budget(self, why: str) -> None:
         """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
-        left = [r for r in self.ledger.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
-        for r in left:
-            self._prune(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}")
+        left = [r for r in self.view.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
+        self._prune_each([(r.config_hash, PruneReason.GPU_BUDGET, f"over the GPU-hour budget: {why}") for r in left])
         self.progress.log(f"GPU-hour budget reached: {why}. {len(left)} planned trial(s) left unrun (pruned: "
                           "gpu_budget); raise plan.max_gpu_hours and run the same command to run them")
 
-    def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord]) -> list[TrialRecord]:
-        """The planned trials in the scheduler's order (launcher.run.scheduler.order: before the calibration
-        applies the best predicted, then one that spans the grid, then by predicted throughput; after it, by the
-        chance to beat the best). Trials the plan did not estimate follow in ledger order."""
+    def _in_search_order(self, records: Sequence[TrialRecord], planned: list[TrialRecord],
+                         head: int) -> list[TrialRecord]:
+        """The first `head` planned trials in the scheduler's order (launcher.run.scheduler.order: before the
+        calibration applies the best predicted, then one that spans the grid, then by predicted throughput; after
+        it, by the chance to beat the best). Trials the plan did not estimate follow in ledger order."""
         if not planned:
             return []
-        picks = [p.key for p in self.search.order(records)]
-        rank = {key: i for i, key in enumerate(picks)}
-        return sorted(planned, key=lambda r: (rank.get(r.config_hash, len(rank)), r.position))
+        by_key = {r.config_hash: r for r in planned}
+        picks = self.search.order(records, candidates=by_key.keys(), head=head)
+        predicted = self.search.predictions(records)
+        return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
         # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
         # poll cost seconds at 50k planned trials.
         rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
-        best = select_best(group_repeats([asdict(r) for r in records if (r.repeat_of or r.config_hash) in rankable]),
+        best = select_best(group_repeats([self._as_dict(r) for r in records
+                                          if (r.repeat_of or r.config_hash) in rankable]),
                            self.cfg.analysis.noise_tolerance, self.cfg.plan.objective)
         return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
+
+    def _as_dict(self, r: TrialRecord) -> dict:
+        """asdict(r), once per record object (the view replaces a record when its row changes; the ranking only
+        reads the dicts): every ok trial was converted again on every poll."""
+        hit = self._dicts.get(r.config_hash)
+        if hit is None or hit[0] is not r:
+            hit = self._dicts[r.config_hash] = (r, asdict(r))
+        return hit[1]
 
 
 _PARTIAL_LINE_BYTES = 64 * 1024  # what is kept of a line cut between two chunks
@@ -353,7 +406,7 @@ def confirm_finalists(cfg: RootConfig, ledger: Ledger, loop: SweepLoop, reporter
     round measures at least one configuration that had a single measurement, so it ends."""
     a = cfg.analysis
     while True:
-        records = ledger.trials()
+        records = loop.view.trials()
         top = finalists([asdict(r) for r in records], a.confirm_top, a.noise_tolerance, cfg.plan.objective)
         extra = repeat_records(records, top, a.repeats, cfg.cluster.nodes)
         if not ledger.add_trials(extra):
@@ -420,20 +473,24 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan))
-        for r in ledger.trials((TrialState.PRUNED,)):  # the budget is checked again, maybe a larger one
-            if r.pruned_by == PruneReason.GPU_BUDGET:
-                ledger.update(r.config_hash, "planned again", state=TrialState.PLANNED, pruned_by="", reason="")
+        view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
+        # the budget is checked again, maybe a larger one
+        ledger.update_each([(r.config_hash, "planned again", {"state": TrialState.PLANNED, "pruned_by": "",
+                                                              "reason": ""})
+                            for r in view.trials((TrialState.PRUNED,)) if r.pruned_by == PruneReason.GPU_BUDGET])
         plan_refused_again(ledger)  # sbatch refused them last time: not attempts, submitted again now
-        resumed = len(ledger.trials()) - new
+        resumed = len(view.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
         allowed = {t.config_hash for t in plan.trials}
-        allowed |= {r.config_hash for r in ledger.trials() if r.repeat_of in allowed}
-        stale = [r for r in ledger.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
+        del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
+        allowed |= {r.config_hash for r in view.trials() if r.repeat_of in allowed}
+        stale = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
         if stale:
             reporter.info(f"{len(stale)} planned trials of an earlier plan are not in this one: left unrun")
         tracking = hooks.open_sink(cfg, ledger, folder)
-        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter)
+        loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter,
+                         view=view)
         started = time.time()
         try:
             loop.run()
@@ -447,7 +504,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         refused = refused_note(ledger, folder.read_command(" ".join(["python", "-m", "launcher", *overrides])))
         if refused:
             reporter.warn(refused)
-        ran = [r for r in ledger.trials() if r.attempts]
+        ran = [r for r in view.trials() if r.attempts]
         overhead = plan_s + loop.overhead_s + time.perf_counter() - t_finish
         if ran:
             reporter.info(f"launcher overhead: {overhead / len(ran):.3f} s per trial ({len(ran)} trials run; plan, "

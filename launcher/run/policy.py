@@ -38,11 +38,13 @@ class OomIndex:
         self._by_shape: dict[tuple[object, ...], list[TrialRecord]] = {}
         for r in trials:
             if r.state is TrialState.OOM:
-                self._by_shape.setdefault(_shape(r.layout), []).append(r)
+                self._by_shape.setdefault(shape_of(r.layout), []).append(r)
 
     def dominating(self, candidate: TrialRecord) -> Optional[TrialRecord]:
         """The first OOM trial (in the order given) that `candidate` needs more memory than, or None."""
-        for other in self._by_shape.get(_shape(candidate.layout), ()):
+        if not self._by_shape:
+            return None
+        for other in self._by_shape.get(shape_of(candidate.layout), ()):
             if needs_more_memory(candidate.layout, other.layout):
                 return other
         return None
@@ -50,6 +52,23 @@ class OomIndex:
 
 def _shape(layout: Layout) -> tuple[object, ...]:
     return tuple(getattr(layout, k) for k in SHAPE)
+
+
+_SHAPES: dict[int, tuple[Layout, tuple[object, ...]]] = {}
+"""id(layout) -> (the layout, its shape): the layout is kept, so its id is not reused while it is here."""
+
+
+def shape_of(layout: Layout) -> tuple[object, ...]:
+    """_shape, once per Layout object (the loop asks for every planned trial on every poll; hashing a Layout
+    costs as much as its shape)."""
+    hit = _SHAPES.get(id(layout))
+    if hit is not None and hit[0] is layout:
+        return hit[1]
+    if len(_SHAPES) > 500_000:  # a long-lived process planning many sweeps
+        _SHAPES.clear()
+    shape = _shape(layout)
+    _SHAPES[id(layout)] = (layout, shape)
+    return shape
 
 
 def should_retry(record: TrialRecord, max_attempts: int) -> bool:

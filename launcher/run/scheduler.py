@@ -27,9 +27,11 @@ a measured trial predicted to need at least as much memory fitted. `Policy` hold
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
+
+import numpy as np
 
 from launcher.core.layout import CATEGORICAL, NUMERIC
 from launcher.core.states import MEASURED, TrialState
@@ -138,10 +140,19 @@ def best_measured(finished: Sequence[Outcome]) -> Optional[float]:
 
 def chance_fits(trial: Planned, planned: Mapping[str, Planned], finished: Sequence[Outcome]) -> float:
     """P(peak <= capacity); 1 when a measured trial predicted to need at least as much memory fitted."""
-    for o in finished:
-        other = planned.get(o.key)
-        if o.state in MEASURED and other is not None and other.peak_mem_gb >= trial.peak_mem_gb:
-            return 1.0
+    return _fits(trial, largest_fitted(planned, finished))
+
+
+def largest_fitted(planned: Mapping[str, Planned], finished: Sequence[Outcome]) -> float:
+    """The largest predicted peak of a measured trial (-inf: none): every trial needing no more fits. Once per
+    decision: asking every measured trial for every planned one was quadratic in the plan."""
+    peaks = [other.peak_mem_gb for o in finished if o.state in MEASURED and (other := planned.get(o.key)) is not None]
+    return max(peaks, default=-math.inf)
+
+
+def _fits(trial: Planned, largest_fitted_gb: float) -> float:
+    if largest_fitted_gb >= trial.peak_mem_gb:
+        return 1.0
     sd = max(trial.mem_sd, 1e-6)
     return _phi((math.log(trial.capacity_gb) - math.log(trial.peak_mem_gb)) / sd)
 
@@ -228,28 +239,44 @@ def trial_cost(trial: Planned, fits: float, iterations: int) -> float:
 
 def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated: bool,
           noise_tolerance: float = 0.02, span: int = SPAN_TRIALS, rule: str = "gain",
-          iterations: int = 8) -> list[Pick]:
+          iterations: int = 8, candidates: Optional[Collection[str]] = None,
+          head: Optional[int] = None) -> list[Pick]:
     """Every unrun trial, the one to run next first. calibrated: the predictions have learned from the measured
     trials (their spreads are the posterior's). rule 'gain': by expected gain over the best per expected GPU-second
-    (`iterations` steps per trial); 'chance': by the chance to beat the best."""
+    (`iterations` steps per trial); 'chance': by the chance to beat the best. `candidates`: only these trials are
+    picked (the others still count: what fitted, the best); `head`: only the first `head` picks (the sweep loop
+    submits a few a poll: scoring is vectorised, reasons are written for the picks returned)."""
     by_key = {t.key: t for t in planned}
     done = {o.key for o in finished}
     unrun = [t for t in planned if t.key not in done]
-    fits = {t.key: chance_fits(t, by_key, finished) for t in unrun}
     best = best_measured(finished)
-    if calibrated and best is not None:
-        chance = {t.key: fits[t.key] * chance_beats(t, best, noise_tolerance) for t in unrun}
+    learned = calibrated and best is not None
+    spans = bool(span) and not learned       # spanning picks depend on every unrun trial: filter afterwards
+    if candidates is not None and not spans:
+        unrun = [t for t in unrun if t.key in candidates]
+    largest = largest_fitted(by_key, finished)
+    fits_v = _fits_vector(unrun, largest)
+    if learned:
+        assert best is not None
+        chance_v = fits_v * _phi_vector(_beats_z(unrun, best, noise_tolerance))
         if rule == "gain":
-            value = {t.key: fits[t.key] * expected_gain(t, best, noise_tolerance)
-                     / max(trial_cost(t, fits[t.key], iterations), 1e-9) for t in unrun}
-            ranked = sorted(unrun, key=lambda t: (-value[t.key], -chance[t.key]))
+            value_v = fits_v * _gain_vector(unrun, best, noise_tolerance) / np.maximum(
+                _cost_vector(unrun, fits_v, iterations), 1e-9)
+            ranked = [unrun[i] for i in _first(np.lexsort((-chance_v, -value_v)), head)]
+        else:
+            ranked = [unrun[i] for i in _first(np.lexsort((-_tokens(unrun) * fits_v, -chance_v)), head)]
+        fits = {t.key: _fits(t, largest) for t in ranked}
+        chance = {t.key: fits[t.key] * chance_beats(t, best, noise_tolerance) for t in ranked}
+        if rule == "gain":
             return [Pick(t.key, f"expected gain {fits[t.key] * expected_gain(t, best, noise_tolerance):.2%} per "
                                 f"{trial_cost(t, fits[t.key], iterations) / 3600:.3g} GPU-h (chance "
                                 f"{chance[t.key]:.1%} to beat the best by > {noise_tolerance:.0%})", chance[t.key])
                     for t in ranked]
-        ranked = sorted(unrun, key=lambda t: (-chance[t.key], -t.tokens_per_s * fits[t.key]))
         return [Pick(t.key, f"chance {chance[t.key]:.1%} to beat the best by > {noise_tolerance:.0%}",
                      chance[t.key]) for t in ranked]
+    if not spans:
+        return _plain_order(unrun, finished, fits_v, head)
+    fits = {t.key: float(f) for t, f in zip(unrun, fits_v)}
     ranked = sorted(unrun, key=lambda t: -t.tokens_per_s * fits[t.key])
     picks: list[Pick] = []
     measured = [by_key[o.key].dims for o in finished if o.key in by_key]
@@ -264,7 +291,69 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
         for t in _spanning(plausible, measured, span + 1 - n_measured):
             picks.append(Pick(t.key, "spans the grid (calibration)", 1.0))
             ranked.remove(t)
-    return picks + [Pick(t.key, "predicted throughput", 1.0) for t in ranked]
+    picks += [Pick(t.key, "predicted throughput", 1.0) for t in ranked]
+    if candidates is not None:
+        picks = [p for p in picks if p.key in candidates]
+    return picks[:head] if head is not None else picks
+
+
+def _plain_order(unrun: Sequence[Planned], finished: Sequence[Outcome], fits_v: np.ndarray,
+                 head: Optional[int]) -> list[Pick]:
+    """order before the predictions learned, without spanning picks: the best predicted first (when nothing is
+    measured yet), then by predicted throughput times the chance to fit."""
+    ranked = [unrun[i] for i in _first(np.argsort(-_tokens(unrun) * fits_v, kind="stable"), head)]
+    first = not any(o.state in MEASURED for o in finished) and ranked
+    return [Pick(t.key, "best predicted" if first and i == 0 else "predicted throughput", 1.0)
+            for i, t in enumerate(ranked)]
+
+
+# -- the scores of many trials at once: numpy arrays, with the scalar functions' math (math.log/exp/erfc element by
+# element: the same floats as chance_fits, chance_beats, expected_gain and trial_cost, hence the same order) ---------
+def _elementwise(fn: Callable[[float], float], x: np.ndarray) -> np.ndarray:
+    return np.frompyfunc(fn, 1, 1)(x).astype(float)
+
+
+def _phi_vector(x: np.ndarray) -> np.ndarray:
+    return 0.5 * _elementwise(math.erfc, -x / math.sqrt(2.0))
+
+
+def _column(trials: Sequence[Planned], name: str) -> np.ndarray:
+    return np.fromiter((getattr(t, name) for t in trials), dtype=float, count=len(trials))
+
+
+def _tokens(trials: Sequence[Planned]) -> np.ndarray:
+    return _column(trials, "tokens_per_step") / _column(trials, "step_time_s")
+
+
+def _fits_vector(trials: Sequence[Planned], largest_fitted_gb: float) -> np.ndarray:
+    peak = _column(trials, "peak_mem_gb")
+    known = largest_fitted_gb >= peak
+    peak_asked = np.where(known, 1.0, peak)      # as _fits: no chance is computed where a measured trial tells
+    sd = np.maximum(_column(trials, "mem_sd"), 1e-6)
+    z = (_elementwise(math.log, _column(trials, "capacity_gb")) - _elementwise(math.log, peak_asked)) / sd
+    return np.where(known, 1.0, _phi_vector(z))
+
+
+def _beats_z(trials: Sequence[Planned], best_tokens_per_s: float, noise_tolerance: float) -> np.ndarray:
+    target = best_tokens_per_s * (1.0 + noise_tolerance)
+    sd = np.maximum(_column(trials, "step_sd"), 1e-6)
+    return (_elementwise(math.log, _tokens(trials)) - math.log(target)) / sd
+
+
+def _gain_vector(trials: Sequence[Planned], best_tokens_per_s: float, noise_tolerance: float) -> np.ndarray:
+    sd = np.maximum(_column(trials, "step_sd"), 1e-6)
+    mu = _elementwise(math.log, _tokens(trials)) - math.log(best_tokens_per_s * (1.0 + noise_tolerance))
+    z = mu / sd
+    return sd * _elementwise(math.exp, -0.5 * z * z) / math.sqrt(2.0 * math.pi) + mu * _phi_vector(z)
+
+
+def _cost_vector(trials: Sequence[Planned], fits: np.ndarray, iterations: int) -> np.ndarray:
+    gpus = np.fromiter((float(t.dims.get("gpus") or 1) for t in trials), dtype=float, count=len(trials))
+    return gpus * (_column(trials, "startup_s") + np.maximum(fits * iterations, 1.0) * _column(trials, "step_time_s"))
+
+
+def _first(indices: np.ndarray, head: Optional[int]) -> list[int]:
+    return (indices if head is None else indices[:head]).tolist()
 
 
 def early_stop(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_per_s: Optional[float], *,
@@ -333,8 +422,9 @@ def stop_rule(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibr
         return StopDecision(False, "not calibrated yet" if best is not None else "nothing measured yet")
     skipped = []
     none_beats = 1.0
+    largest = largest_fitted(by_key, finished)
     for t in unrun:
-        fits = chance_fits(t, by_key, finished)
+        fits = _fits(t, largest)
         beats = chance_beats(t, best, noise_tolerance, dof)
         none_beats *= 1.0 - fits * beats
         if fits * beats >= threshold:

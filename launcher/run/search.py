@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -36,6 +36,7 @@ from launcher.plan.calibrate import (
     Calibration,
     FeatureTable,
     Observation,
+    Prediction,
     Prior,
     TrialFeatures,
     calibrate,
@@ -48,6 +49,11 @@ from launcher.plan.residuals import corrected
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
+if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
+    import numpy as np
+
+FEATURE_CHUNK = 4096
+"""Trials whose features are computed, then copied into the search's table, at a time."""
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 
 
@@ -91,16 +97,83 @@ class Search:
         self.policy = policy
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
+        """The measured trials' features (what the calibration fits); every trial's are in _table."""
         self._fitted_on: Optional[tuple] = None
+        self._table: Optional[FeatureTable] = None
+        """The features of every trial predicted so far, one row each (_rows): built once, not once a poll."""
+        self._rows: dict[str, int] = {}
+        self._table_prediction: Optional[tuple[Calibration, Prediction]] = None
+        """The current calibration's prediction of every row of _table (it changes only with a refit)."""
+        self._predicted: Optional[tuple[tuple, dict[str, dict]]] = None
+        """(what the predictions depend on, the predictions): the loop asks several times between two refits."""
+        self._dims: dict[str, dict] = {}
+        """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
+        self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
+        """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
     def features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash not in self._features:
-            b = self.cfg.backend
-            self._features[r.config_hash] = trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision,
-                                                           b.flash_attention, backend=b.name,
-                                                           workload=workload_for(b, r.layout))
+            self._features[r.config_hash] = self._trial_features(r)
         return self._features[r.config_hash]
+
+    def dims(self, r: TrialRecord) -> dict:
+        """The trial's layout as a dict, computed once (callers must not change it)."""
+        dims = self._dims.get(r.config_hash)
+        if dims is None:
+            dims = self._dims[r.config_hash] = r.layout.to_dict()
+        return dims
+
+    def _prediction(self, trials: Sequence[TrialRecord]) -> tuple[np.ndarray, ...]:
+        """The calibration's (step_time_s, step_sd, peak_mem_gb, mem_sd) of `trials`, from the features table
+        (extended with the trials it lacks) and its prediction (made again only after a refit)."""
+        import numpy as np
+
+        missing = [r for r in trials if r.config_hash not in self._rows]
+        if missing or self._table is None:
+            fresh = self._feature_table(missing)
+            old = self._table
+            self._table = fresh if old is None or not self._rows else _concat(old, fresh)
+            self._rows.update((r.config_hash, len(self._rows)) for r in missing)
+            self._table_prediction = None
+        cached = self._table_prediction
+        if cached is None or cached[0] is not self.calibration:
+            cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table))
+        p = cached[1]
+        idx = np.fromiter((self._rows[r.config_hash] for r in trials), dtype=int, count=len(trials))
+        return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
+
+    def _feature_table(self, trials: Sequence[TrialRecord]) -> FeatureTable:
+        """FeatureTable(features of `trials`), built FEATURE_CHUNK trials at a time into arrays of the final size:
+        50k trials' features as objects and as a table at once took twice the table's ~250 MB."""
+        import numpy as np
+
+        if len(trials) <= FEATURE_CHUNK:
+            return FeatureTable([self._trial_features(r) for r in trials])
+        out = object.__new__(FeatureTable)
+        labels: dict[str, list[np.ndarray]] = {}    # text columns (the GPU generation): joined at the end
+        for start in range(0, len(trials), FEATURE_CHUNK):
+            chunk = FeatureTable([self._trial_features(r) for r in trials[start:start + FEATURE_CHUNK]])
+            for name, value in vars(chunk).items():
+                if not isinstance(value, np.ndarray):
+                    continue
+                if value.dtype.kind in "US":
+                    labels.setdefault(name, []).append(value)
+                    continue
+                if start == 0:
+                    setattr(out, name, np.empty((len(trials), *value.shape[1:]), dtype=value.dtype))
+                getattr(out, name)[start:start + chunk.n] = value
+        for name, parts in labels.items():
+            setattr(out, name, np.concatenate(parts))
+        out.n = len(trials)
+        return out
+
+    def _trial_features(self, r: TrialRecord) -> TrialFeatures:
+        if r.config_hash in self._features:
+            return self._features[r.config_hash]
+        b = self.cfg.backend
+        return trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision, b.flash_attention,
+                              backend=b.name, workload=workload_for(b, r.layout))
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
         """Measured trials (repeats included: more measurements of one layout); a stopped_early trial's peak is
@@ -135,21 +208,27 @@ class Search:
         trials = [r for r in records if estimated(r)]
         if not trials:
             return {}
-        p = self.calibration.predict(FeatureTable([self.features(r) for r in trials]))
-        step, sd = p.step_time_s, p.step_sd
+        measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
+                    if r.state in MEASURED and r.metrics.get("step_time_s")}
+        checked = checks(records)
+        depends = (self.calibration, self.policy.residuals, tuple(r.config_hash for r in trials),
+                   tuple(measured.items()), tuple(checked))
+        if self._predicted is not None and _same(self._predicted[0], depends):
+            return self._predicted[1]
+        step_p, sd_p, peak, mem_sd = self._prediction(trials)
+        step, sd = step_p, sd_p
         if self.policy.residuals:   # what the measured trials show, shared by the trials with layout values in common
-            measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
-                        if r.state in MEASURED and r.metrics.get("step_time_s")}
-            step, sd = corrected(p.step_time_s, [r.layout.to_dict() for r in trials], measured,
-                                 checks=checks(records))
-        seq_len = self.cfg.model.seq_len
+            if self._dims_of[0] != depends[2]:
+                self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
+            step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
+        seq_len, n_fit = self.cfg.model.seq_len, self.calibration.n_trials
         out = {}
-        for i, r in enumerate(trials):
-            step_s = float(step[i])
-            out[r.config_hash] = {"step_time_s": step_s, "step_sd": float(sd[i]),
+        for r, step_s, sd_s, peak_gb, mem_sd_s in zip(trials, step.tolist(), sd.tolist(), peak.tolist(),
+                                                     mem_sd.tolist()):
+            out[r.config_hash] = {"step_time_s": step_s, "step_sd": sd_s,
                                   "tokens_per_s": r.layout.gbs * seq_len / step_s,
-                                  "peak_mem_gb": float(p.peak_mem_gb[i]), "mem_sd": float(p.mem_sd[i]),
-                                  "n_fit": self.calibration.n_trials}
+                                  "peak_mem_gb": peak_gb, "mem_sd": mem_sd_s, "n_fit": n_fit}
+        self._predicted = (depends, out)
         return out
 
     def learned(self, records: Sequence[TrialRecord]) -> bool:
@@ -159,19 +238,21 @@ class Search:
     def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
         startup_s = self.cfg.backend.startup_s
-        return [Planned(r.config_hash, r.layout.to_dict(), r.layout.gbs * seq_len * objective_share(r, objective),
+        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * objective_share(r, objective),
                         p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb, startup_s)
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
     # -- decisions ----------------------------------------------------------------------------------------------
-    def order(self, records: Sequence[TrialRecord]) -> list[scheduler.Pick]:
-        """Every unrun trial of the search, the one to run next first."""
+    def order(self, records: Sequence[TrialRecord], candidates: Optional[Collection[str]] = None,
+              head: Optional[int] = None) -> list[scheduler.Pick]:
+        """Every unrun trial of the search, the one to run next first (scheduler.order's candidates and head)."""
         planned = self.planned(records, self.predictions(records))
         finished = outcomes(records, self.cfg.plan.objective)
         b, policy = self.cfg.backend, self.policy
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
-                               span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters)
+                               span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters,
+                               candidates=candidates, head=head)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:
         """The stop rule, once the predictions may be trusted (scheduler.trusted, as replay does)."""
@@ -182,6 +263,22 @@ class Search:
         return scheduler.stop_rule(planned, finished, calibrated=trusted,
                                    noise_tolerance=self.cfg.analysis.noise_tolerance, combine=policy.stop_combine,
                                    dof=policy.stop_dof)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Whether two prediction inputs are equal (the calibration compared by identity: a refit makes a new one)."""
+    return a[0] is b[0] and a[1:] == b[1:]
+
+
+def _concat(a: FeatureTable, b: FeatureTable) -> FeatureTable:
+    """One table with a's rows, then b's."""
+    import numpy as np
+
+    out = object.__new__(FeatureTable)
+    for name, value in vars(a).items():
+        setattr(out, name, np.concatenate([value, getattr(b, name)]) if isinstance(value, np.ndarray) else value)
+    out.n = a.n + b.n
+    return out
 
 
 def _measured(finished: Sequence[Outcome]) -> int:

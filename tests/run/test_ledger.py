@@ -182,3 +182,14 @@ def test_update_many_changes_no_state(tmp_path):
         led.add_trials([rec("a")])
         with pytest.raises(ValueError, match="no state"):
             led.update_many({"a": {"state": "ok"}})
+
+
+def test_update_each_writes_all_or_none_and_journals_each(tmp_path):
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([rec("a"), rec("b", 1)])
+        led.update_each([("a", "attempt 1", {"state": "submitted", "attempts": 1}), ("b", "job 7", {"job_id": "7"})])
+        assert led.get("a").state is TrialState.SUBMITTED and led.get("b").job_id == "7"
+        assert [e["detail"] for e in led.events()][-2:] == ["attempt 1", "job 7"]
+        with pytest.raises(ValueError, match="unknown state"):
+            led.update_each([("a", "", {"state": "ok"}), ("b", "", {"state": "exploded"})])
+        assert led.get("a").state is TrialState.SUBMITTED   # the first of a refused batch is not written either

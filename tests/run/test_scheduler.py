@@ -161,3 +161,42 @@ def test_every_dimension_of_the_layout_counts_in_the_distance():
         value = other.get(d.name, getattr(base, d.name) * 2 if d.type is int else None)
         moved = base.replace(**{d.name: value}).to_dict()
         assert sch._distance(base.to_dict(), moved) > 0, d.name
+
+
+def _reference_order(grid, finished, calibrated, rule="gain", tolerance=0.02, iterations=8):
+    """order as it was written trial by trial (the scalar functions): the vectorised one must give the same."""
+    by_key = {t.key: t for t in grid}
+    done = {o.key for o in finished}
+    unrun = [t for t in grid if t.key not in done]
+    fits = {t.key: sch.chance_fits(t, by_key, finished) for t in unrun}
+    best = sch.best_measured(finished)
+    if calibrated and best is not None:
+        chance = {t.key: fits[t.key] * sch.chance_beats(t, best, tolerance) for t in unrun}
+        if rule == "gain":
+            value = {t.key: fits[t.key] * sch.expected_gain(t, best, tolerance)
+                     / max(sch.trial_cost(t, fits[t.key], iterations), 1e-9) for t in unrun}
+            return [t.key for t in sorted(unrun, key=lambda t: (-value[t.key], -chance[t.key]))]
+        return [t.key for t in sorted(unrun, key=lambda t: (-chance[t.key], -t.tokens_per_s * fits[t.key]))]
+    return [t.key for t in sorted(unrun, key=lambda t: -t.tokens_per_s * fits[t.key])]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_vectorised_order_is_the_trial_by_trial_order_and_its_head(seed):
+    import random
+
+    rng = random.Random(seed)
+    grid = [planned(f"k{i}", rng.choice([50, 80, 90, 95, 99, 100, 120]) * rng.uniform(0.9, 1.1) ** rng.randrange(2),
+                    sd=rng.choice([0.01, 0.05, 0.3]), peak=rng.choice([30.0, 60.0, 79.0, 95.0]),
+                    tp=rng.choice([1, 2, 4]), mbs=rng.choice([1, 2, 4])) for i in range(300)]
+    grid += [planned("twin", 99, sd=0.05), planned("twin2", 99, sd=0.05)]   # exact ties keep the plan's order
+    finished = [Outcome(t.key, rng.choice(["ok", "ok", "oom", "stopped_early"]), rng.uniform(60, 110))
+                for t in rng.sample(grid, 30)]
+    finished = [Outcome(o.key, o.state, o.tokens_per_s if o.state != "oom" else None) for o in finished]
+    for calibrated, rule in ((True, "gain"), (True, "chance"), (False, "gain")):
+        full = [p.key for p in sch.order(grid, finished, calibrated=calibrated, rule=rule)]
+        assert full == _reference_order(grid, finished, calibrated, rule)
+        some = {t.key for t in rng.sample(grid, 100)}
+        head = sch.order(grid, finished, calibrated=calibrated, rule=rule, candidates=some, head=7)
+        assert [p.key for p in head] == [k for k in full if k in some][:7]
+        assert [p.reason for p in head] == [p.reason for p in sch.order(grid, finished, calibrated=calibrated,
+                                                                        rule=rule) if p.key in some][:7]

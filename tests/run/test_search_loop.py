@@ -5,6 +5,7 @@ and their a-priori predictions."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,34 @@ def test_prior_from_refuses_another_setup_and_a_missing_folder(load, tmp_path, i
     assert "plan.prior_from" in str(err.value) and "dgx-h100" in str(err.value) and "local-cpu" in str(err.value)
     with pytest.raises(ConfigError, match="cannot read"):
         prior_from(load("+sweep=tiny", f"plan.prior_from={tmp_path / 'nowhere'}"), first.search.prior.constants)
+
+
+def test_the_searchs_caches_predict_what_a_fresh_search_does(load, monkeypatch):
+    """Search keeps one features table (built in chunks) and its prediction between polls: after trials are
+    measured and pruned, its predictions are a fresh Search's over the same records, to the last bit."""
+    import numpy as np
+
+    from launcher.plan.calibrate import FeatureTable
+    from launcher.run import search as search_module
+
+    monkeypatch.setattr(search_module, "FEATURE_CHUNK", 3)
+    cfg = load("+sweep=tiny")
+    records = _records(make_plan(cfg))
+    assert len(records) > 6
+    kept = Search(cfg)
+    chunked = kept._feature_table(records)
+    whole = FeatureTable([kept._trial_features(r) for r in records])
+    assert all(np.array_equal(getattr(chunked, k), getattr(whole, k)) for k, v in vars(whole).items()
+               if isinstance(v, np.ndarray)) and chunked.n == whole.n
+    assert kept.predictions(records)
+    for i, r in enumerate(records[:5]):       # measured 1.5x slower than predicted; then one pruned
+        records[i] = replace(r, state=TrialState.OK, metrics={"step_time_s": 1.5 * r.predicted["step_time_s"],
+                                                              "peak_mem_gb": r.predicted["peak_mem_gb"]})
+        kept.refit(records)
+        kept.predictions(records)
+    records[6] = replace(records[6], state=TrialState.PRUNED)
+    kept.refit(records)
+    fresh = Search(cfg)
+    fresh.refit(records)
+    assert kept.predictions(records) == fresh.predictions(records)
+    assert records[6].config_hash not in kept.predictions(records)
