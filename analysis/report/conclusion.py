@@ -140,7 +140,8 @@ def _decision_json(decision: Optional[Decision]) -> dict:
     if decision is None:
         return {}
     return {"confirmed": decision.confirmed, "margin": decision.margin, "noise_band": decision.band,
-            "tied_with": list(decision.tied), "n_runs": decision.n_runs}
+            "tied_with": list(decision.tied), "n_runs": decision.n_runs, "noise_sd": decision.noise_sd,
+            "noise_df": decision.noise_df, "confidence": decision.confidence}
 
 
 def _write_best(cfg: RootConfig, folder: SweepFolder, best: Optional[TrialRecord], ranked_entry: Optional[dict],

@@ -82,8 +82,13 @@ def explain_winner(ranked: Sequence[dict], capacity_gb: Optional[float] = None,
 
 
 def _noise(decision: Decision, noise_tolerance: float) -> str:
-    spread = decision.band - noise_tolerance
-    return f"{noise_tolerance:.0%} tolerance" + (f" + {spread:.0%} spread" if spread > 0.005 else "")
+    """'2% tolerance + 14% at 95% confidence (run-to-run noise 6% over 3 repeats)': what the margin had to beat."""
+    extra = decision.band - noise_tolerance
+    if extra <= 0.005:
+        return f"{noise_tolerance:.0%} tolerance"
+    source = (f"run-to-run noise {decision.noise_sd:.0%} over {decision.noise_df} repeat(s)" if decision.noise_df
+              else "the spread of each run's steps")
+    return f"{noise_tolerance:.0%} tolerance + {extra:.0%} at {decision.confidence:.0%} confidence ({source})"
 
 
 def _confirmed(ranked: Sequence[dict], decision: Decision, name: str, speed: str, goal: Objective,
@@ -106,7 +111,7 @@ def _tied(ranked: Sequence[dict], decision: Decision, name: str, speed: str, noi
     listed = "; ".join(f"{label(t)} ({t['config_hash'][:8]}) {_tokens(t):,.0f} tokens/s, {measurements(t)}, "
                        f"{_headroom(t) or 0:.0%} headroom, {layout_of(t).gpus} GPUs" for t in others)
     text = (f"{TIED}. {name} ({speed}) and {len(others)} other(s) differ by less than the noise "
-            f"({_noise(decision, noise_tolerance)}): {listed}. Chosen on memory headroom: "
+            f"({_noise(decision, noise_tolerance)}): {listed}. Chosen on the planned memory headroom, then cost: "
             f"{name} {_memory(best, capacity_gb)}.")
     cheaper = [t for t in others if layout_of(t).gpus < layout_of(best).gpus]
     if cheaper:
@@ -130,4 +135,4 @@ def verdict(decision: Optional[Decision], noise_tolerance: float) -> str:
         basis = f"median of {decision.n_runs} runs" if decision.n_runs > 1 else "single measurements"
         return (f"Confirmed: {decision.margin:.0%} better than the next best, more than the noise "
                 f"({_noise(decision, noise_tolerance)}; {basis}). ")
-    return f"{TIED}: tied with {len(decision.tied)} other trial(s), chosen on memory headroom. "
+    return f"{TIED}: tied with {len(decision.tied)} other trial(s), chosen on the planned memory headroom, then cost. "

@@ -39,6 +39,8 @@ def one_run(work: Path, overrides: list[str]) -> dict:
     return {"label": _label(best["layout"]), "config_hash": best["config_hash"], "wall_s": wall_s,
             "tokens_per_s": best["measured"]["tokens_per_s"], "n_runs": best.get("n_runs", 1),
             "spread": best["measured"].get("tokens_per_s_spread", 0.0), "margin": decision.get("margin"),
+            "band": decision.get("noise_band"), "noise_sd": decision.get("noise_sd"),
+            "noise_df": decision.get("noise_df"), "tied_with": len(decision.get("tied_with", [])),
             "tied": TIED in winner_line.lower(),
             "text": winner_line}
 
@@ -62,6 +64,9 @@ def main(argv: list[str]) -> int:
             r = one_run(work, rest)
         results.append(r)
         margin = "" if r["margin"] is None else f", margin {r['margin']:+.1%}"
+        if r["band"] is not None:
+            margin += (f" vs band {r['band']:.1%} (run-to-run noise {r['noise_sd'] or 0:.1%} over {r['noise_df']} "
+                       f"repeats; tied with {r['tied_with']})")
         print(f"run {i}/{n}: {'TIED' if r['tied'] else 'winner'} {r['label']} ({r['config_hash'][:8]}) "
               f"{r['tokens_per_s']:,.0f} tokens/s, median of {r['n_runs']}, spread {r['spread']:.0%}{margin}; "
               f"{r['wall_s']:.0f} s", flush=True)
@@ -69,8 +74,10 @@ def main(argv: list[str]) -> int:
     modal, count = named.most_common(1)[0] if named else ("-", 0)
     tied = sum(r["tied"] for r in results)
     agree = count + tied
+    in_best = Counter(r["label"] for r in results)
     print(f"\n{n} runs of the tiny sweep: {tied} said tied within noise, {sum(named.values())} named a winner "
           f"({dict(named)}); {agree} of {n} name the same winner ({modal}) or say tied  target {n} of {n}")
+    print(f"best.json named {len(in_best)} configuration(s): {dict(in_best)}")
     return 0 if agree == n else 1
 
 

@@ -1,3 +1,5 @@
+import math
+
 from launcher.core.ranking import margin_over_next, rank, select_best
 
 
@@ -63,15 +65,19 @@ def rep(h, base, tokens, headroom=0.5):
     return {**t(h, tokens, headroom), "repeat_of": base}
 
 
-def test_the_finalists_are_the_trials_within_the_noise_of_the_best_and_widen_with_the_measured_spread():
+def test_the_finalists_are_the_trials_the_best_does_not_beat_and_widen_with_the_measured_noise():
     from launcher.core.ranking import finalists
 
     single = [t("a", 1000, 0.5), t("b", 990, 0.5), t("c", 900, 0.5), t("d", 500, 0.5)]
-    assert finalists(single, 3, 0.02) == ["a", "b"]          # before any repeat: the tolerance alone
+    assert finalists(single, 3, 0.02) == ["a", "b"]          # no spread measured yet: the tolerance alone
     assert finalists(single, 1, 0.02) == ["a"]               # at most confirm_top
     assert finalists(single, 0, 0.02) == []                  # confirmation off
-    noisy = single + [rep("a~r1", "a", 800)]                 # a: median 900, spread 200/900 = 22%
-    assert finalists(noisy, 3, 0.02) == ["b", "a", "c"]      # the band is now 2% + 22%: c (900) joins, d not
+    # a quiet repeat (1%): the band stays narrow, c (10% behind) is beaten and not re-measured
+    quiet = single + [rep("a~r1", "a", 1010), rep("b~r1", "b", 1000), t("e", 100, 0.5), rep("e~r1", "e", 101)]
+    assert finalists(quiet, 3, 0.02) == ["a", "b"]
+    # a's repeat shows a noisy machine (1000 then 800): c is no longer beaten, and joins
+    noisy = single + [rep("a~r1", "a", 800), rep("b~r1", "b", 1000)]
+    assert "c" in finalists(noisy, 4, 0.02)
 
 
 def test_the_winner_leads_the_finalists_even_when_it_won_a_tie_on_headroom():
@@ -92,19 +98,25 @@ def test_a_winner_beyond_the_noise_is_confirmed_and_a_near_one_is_tied():
                                 rep("b~r1", "b", 1010)]))
     d = decide(clear, 0.02)
     assert d.confirmed and d.tied == () and abs(d.margin - (1190 / 1005 - 1)) < 1e-9 and d.n_runs == 2
-    # 10% apart, but the winner's two runs differ by 25%: the noise band is 2% + 25%, so they tie
+    # 10% apart, but the winner's two runs differ by 25%: the pooled run-to-run sd (2 repeats) is log(1.25) / 2,
+    # the difference of two medians of 2 runs has that standard error, and t(2 df, 95%) = 2.920 of it is the band
     noisy = rank(group_repeats([t("a", 1100, 0.3), rep("a~r1", "a", 1375), t("b", 1125, 0.5),
                                 rep("b~r1", "b", 1125)]))
     d = decide(noisy, 0.02)
-    assert not d.confirmed and d.tied and abs(d.band - (0.02 + 275 / 1237.5)) < 1e-9
+    sd = math.log(1.25) / 2
+    assert not d.confirmed and d.tied == ("a",) and d.noise_df == 2 and abs(d.noise_sd - sd) < 1e-12
+    assert abs(d.band - (math.exp(math.log(1.02) + 2.920 * sd) - 1)) < 1e-12
     assert noisy[0]["config_hash"] == "b"  # the tie goes to memory headroom
     assert decide([], 0.02) is None
     assert decide(rank([t("a", 100, 0.5)]), 0.02).margin is None
 
 
-def test_the_noise_band_counts_the_larger_spread():
+def test_the_noise_band_is_the_tolerance_without_a_measured_spread_and_widens_with_the_runs_steps():
     from launcher.core.ranking import noise_band
 
-    a = {"metrics": {"tokens_per_s_spread": 0.1}}
-    b = {"metrics": {"tokens_per_s_spread": 0.3}}
-    assert abs(noise_band(a, b, 0.02) - 0.32) < 1e-12 and noise_band({}, {}, 0.05) == 0.05
+    assert noise_band(t("a", 100, 0.5), t("b", 100, 0.5), 0.05) == 0.05
+    steady = {"tokens_per_s": 100.0, "step_time_s": 1.0, "step_time_std_s": 0.01, "n_measured": 4}
+    shaky = {**steady, "step_time_std_s": 0.3}
+    a, b = ({"config_hash": h, "state": "ok", "metrics": m} for h, m in (("a", steady), ("b", steady)))
+    c = {"config_hash": "c", "state": "ok", "metrics": shaky}
+    assert 0.05 < noise_band(a, b, 0.05) < noise_band(a, c, 0.05)

@@ -32,3 +32,14 @@ def test_a_margin_inside_the_spread_is_a_tie_picked_on_headroom_or_cost():
 def test_single_measurements_say_that_their_spread_is_unknown():
     text = explain_winner(rank([trial("aaaaaaaa1", 1500), trial("bbbbbbbb2", 1000)]), 0.5, 0.02)
     assert "50% faster" in text and "single measurement" in text and "one run" in text
+
+
+def test_a_tie_states_the_measured_noise_and_the_confidence_behind_it():
+    """The band is not a constant: the text says how much noise the repeats measured and at what confidence."""
+    trials = [trial("aaaaaaaa1", 1100, headroom=0.2), trial("aaaaaaaa1~r1", 1400, repeat_of="aaaaaaaa1"),
+              trial("bbbbbbbb2", 1200, headroom=0.6), trial("bbbbbbbb2~r1", 1190, repeat_of="bbbbbbbb2")]
+    ranked = rank(group_repeats(trials))
+    d = decide(ranked, 0.02)
+    text = explain_winner(ranked, 0.5, 0.02)
+    assert f"run-to-run noise {d.noise_sd:.0%} over 2 repeat(s)" in text and "at 95% confidence" in text
+    assert verdict(d, 0.02).startswith(TIED) and "planned memory headroom, then cost" in verdict(d, 0.02)
