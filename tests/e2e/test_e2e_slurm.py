@@ -57,10 +57,10 @@ def test_tiny_sweep_on_slurm_matches_the_local_record(slurm_env, tiny_sweep, tmp
     s_ok = next(c for c in slurm_children if c.data.tags["status"] == "ok")
     l_ok = next(c for c in local_children if c.data.tags["status"] == "ok")
     assert set(s_ok.data.params) == set(l_ok.data.params)
-    # calibrated_* metrics exist for trials submitted after the calibration applied: on SLURM the whole array is
-    # submitted up front, so none of them has any
+    # calibrated_* and *_vs_calibrated_pct metrics exist only for trials submitted after the calibration applied,
+    # which depends on how the waves fell on each executor
     def uncalibrated(metrics: dict) -> set:
-        return {name for name in metrics if not name.startswith("calibrated_")}
+        return {name for name in metrics if not name.startswith("calibrated_") and "_vs_calibrated" not in name}
 
     assert uncalibrated(s_ok.data.metrics) == uncalibrated(l_ok.data.metrics)
     assert set(s_ok.data.tags) - {"mlflow.user"} >= set(l_ok.data.tags) - {"mlflow.user", "parasweep.best",
