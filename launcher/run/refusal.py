@@ -31,7 +31,7 @@ def refused_changes(record: TrialRecord, why: str, now: float) -> dict:
 
 def plan_refused_again(ledger: Ledger) -> int:
     """At the start of a run: trials whose submission was refused before are planned again (their attempts kept)."""
-    refused = [r for r in ledger.trials((TrialState.FAILED,)) if r.failure_kind == FailureKind.SUBMIT_REFUSED]
+    refused = _refused(ledger)
     for r in refused:
         ledger.update(r.config_hash, "planned again: its submission was refused before", state=TrialState.PLANNED,
                       failure_kind="", reason="", finished_at=0.0)
@@ -40,9 +40,14 @@ def plan_refused_again(ledger: Ledger) -> int:
 
 def refused_note(ledger: Ledger, command: str) -> Optional[str]:
     """The end of the sweep's line about refused submissions (None when there were none)."""
-    refused = [r for r in ledger.trials((TrialState.FAILED,)) if r.failure_kind == FailureKind.SUBMIT_REFUSED]
+    refused = _refused(ledger)
     if not refused:
         return None
     return (f"{len(refused)} trial(s) were never run: sbatch refused their submission (no attempt counted; last "
             f"error: {refused[-1].reason.strip()[:300]}). Once SLURM takes jobs again, run the same command to submit "
             f"them: {command}")
+
+
+def _refused(ledger: Ledger) -> list[TrialRecord]:
+    """The trials whose last submission sbatch refused (failed as submit_refused)."""
+    return [r for r in ledger.trials((TrialState.FAILED,)) if r.failure_kind == FailureKind.SUBMIT_REFUSED]
