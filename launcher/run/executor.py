@@ -25,7 +25,7 @@ import signal
 import subprocess
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -332,6 +332,15 @@ def _marker(folder: Path) -> str:
     return str(Path(folder).expanduser().absolute())
 
 
+def job_options(cfg: ExecutorConfig, exclude: Iterable[str] = ()) -> dict[str, str]:
+    """The sbatch options a trial's job carries besides its shape, partition and time (empty ones left out), as
+    sbatch spells them: the array jobs (SlurmRunner) and the preflight's `sbatch --test-only` ask for the same."""
+    options = {"account": cfg.account, "qos": cfg.qos, "constraint": cfg.constraint,
+               "exclude": ",".join(sorted(set(cfg.exclude_nodes) | set(exclude))),
+               "cpus-per-task": str(cfg.cpus_per_task or ""), "mem": f"{cfg.mem_gb}G" if cfg.mem_gb else ""}
+    return {k: v for k, v in options.items() if v}
+
+
 class SlurmRunner:
     """Trials as SLURM job arrays: one `sbatch` per resource shape, throttled with %N."""
 
@@ -368,10 +377,7 @@ class SlurmRunner:
                       time=self.cfg.timeout_min, signal_delay_s=self.cfg.signal_delay_s, array_parallelism=throttle,
                       exclusive=self.cfg.exclusive, setup=list(self.cfg.setup), srun_args=list(self.cfg.srun_args),
                       additional_parameters=extra, job_name="parasweep")
-        optional = dict(account=self.cfg.account, qos=self.cfg.qos, constraint=self.cfg.constraint,
-                        exclude=",".join(sorted(set(self.cfg.exclude_nodes) | set(exclude))),
-                        cpus_per_task=self.cfg.cpus_per_task, mem=f"{self.cfg.mem_gb}G" if self.cfg.mem_gb else "")
-        params.update({k: v for k, v in optional.items() if v})
+        params.update({k.replace("-", "_"): v for k, v in job_options(self.cfg, exclude).items()})
         executor.update_parameters(**params)
         return executor
 

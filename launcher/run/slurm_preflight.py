@@ -29,6 +29,7 @@ from launcher.core.errors import SubmissionError
 from launcher.core.names import ExecutorKind
 from launcher.plan.planner import Plan
 from launcher.run import network
+from launcher.run.executor import job_options
 
 COMMANDS = ("sbatch", "sacct", "scancel", "scontrol")
 """What the launcher runs itself for executor=slurm (scontrol: this preflight)."""
@@ -139,9 +140,7 @@ def sbatch_test_argv(cfg: RootConfig, shape: Shape) -> list[str]:
             "--job-name=parasweep-preflight", "--output=/dev/null"]
     if shape.gpus_per_node:
         argv.append(f"--gpus-per-node={shape.gpus_per_node}")
-    options = {"partition": cfg.cluster.partition, "account": ex.account, "qos": ex.qos, "constraint": ex.constraint,
-               "reservation": ex.reservation, "exclude": ",".join(sorted(ex.exclude_nodes)),
-               "cpus-per-task": str(ex.cpus_per_task or ""), "mem": f"{ex.mem_gb}G" if ex.mem_gb else "",
+    options = {"partition": cfg.cluster.partition, "reservation": ex.reservation, **job_options(ex),
                **{key: str(value) for key, value in ex.sbatch_args.items()}}
     argv += [f"--{key}={value}" for key, value in options.items() if value]
     if ex.exclusive:
