@@ -753,6 +753,9 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     """The user interrupted the job (F_STALL.INTERRUPT) when its last line was not a step record, and the verdict
     is downstream of that interrupt (its evidence is not above it)."""
     hits = [i for i in (text.find(n) for n in F_STALL.INTERRUPT) if i >= 0]
+    echo = _ctrl_c_echo(text)
+    if echo >= 0:
+        hits.append(echo)
     if not hits:
         return None
     idx = min(hits)
@@ -764,6 +767,17 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
         return None  # nothing before it, or a running job stopped by hand
     return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
                                       f"not a step): {before[:140]}", _evidence(text, line_start))
+
+
+def _ctrl_c_echo(text: str) -> int:
+    """Position of the first terminal echo of Ctrl-C (F_STALL.CTRL_C_ECHO: '^C' starting a line); -1 if none."""
+    idx, n = text.find(F_STALL.CTRL_C), 0
+    while idx >= 0 and n < F_STALL.MAX_CTRL_C_HITS:
+        line_start = text.rfind("\n", 0, idx) + 1
+        if F_STALL.CTRL_C_ECHO.match(text, line_start, _line_bounds(text, idx)[1]):
+            return idx
+        idx, n = text.find(F_STALL.CTRL_C, idx + 2), n + 1
+    return -1
 
 
 def _liveness_only_tail(text: str) -> Failure | None:

@@ -94,6 +94,12 @@ def test_interrupt_look_alikes(text, kind):
     assert classify(text).kind == kind
 
 
+def test_caret_c_inside_a_line_is_not_an_interrupt():
+    # '^C' inside a line (a regex, binary junk) is not the terminal's echo of Ctrl-C
+    assert classify("building datasets ...\nfilter: ^C[a-z]+ applied to names\n").kind == "unknown"
+    assert classify("building datasets ...\n\x00\x01 ^Cq\x7f\n").kind != "hang"
+
+
 # bigscience-workshop/bigscience tr11-176B-ml chronicles (corpus megatron-logs/bigscience_mds_hang_eval_1.log),
 # cut: a step, an evaluation, then only the cron pulse.
 PULSE_TAIL = ("[default7]: iteration    45000/  115311 | consumed samples:     76002224 | elapsed time per iteration (s): "

@@ -76,5 +76,9 @@ WAIT_PHASES = (
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
 LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x across cluster\]|(?i:heartbeat)')
 
-# The user's interrupt: the terminal's echo of Ctrl-C, Python's exception for it, torch elastic's forwarded SIGINT.
-INTERRUPT = ("^C", "KeyboardInterrupt", "Received 2 death signal", "Received Signals.SIGINT death signal")
+# The user's interrupt: Python's exception for Ctrl-C, torch elastic's forwarded SIGINT, and the terminal's echo
+# "^C" where a terminal prints it: at the start of a line, alone or before what the program printed next.
+INTERRUPT = ("KeyboardInterrupt", "Received 2 death signal", "Received Signals.SIGINT death signal")
+CTRL_C = "^C"
+CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b)", re.MULTILINE)
+MAX_CTRL_C_HITS = 200  # "^C" occurrences tested for the echo's shape (binary junk holds many)
