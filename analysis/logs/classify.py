@@ -685,7 +685,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     if not progressed:
         verdict = (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
                    or _fallback(text, 0, state, exit_code))
-        return _stalled(text, verdict, finished) if log_alone else verdict
+        return _stalled(text, verdict) if log_alone else verdict
     start = max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1)
     if exit_code == 0 or state == "COMPLETED":
         return _diverged(text, start, losses) or _ok(has_result, finished)
@@ -697,23 +697,33 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
                               or _headerless_exception(text, start) is not None):
             found = _fallback(text, start, None, None)
         verdict = found or _ok(has_result, finished)
-        return _stalled(text, verdict, finished) if log_alone else verdict
+        return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
             or _fallback(text, 0, state, exit_code))
 
 
-def _stalled(text: str, verdict: Failure, finished: tuple[int, str] | None) -> Failure:
+def _stalled(text: str, verdict: Failure) -> Failure:
     """A log alone that shows a stall (families.stall) is a hang where the verdict would otherwise be that
-    nothing failed (unknown), that the run was healthy (ok, unless a finished line says it ended), or that it was
-    stopped or crashed by the user's interrupt."""
+    nothing failed (unknown), that the run was healthy (ok without a line saying training finished: by a
+    liveness-only tail or a collective wait after its steps), or that it was stopped or crashed by the user's
+    interrupt."""
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
         found = _ends_waiting(text) or _interrupted_while_stalled(text, verdict)
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
-    elif verdict.kind == FailureKind.OK and finished is None:
-        found = _liveness_only_tail(text)
+    elif verdict.kind == FailureKind.OK and not _completed(text):
+        found = _liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
     return found or verdict
+
+
+def _completed(text: str) -> bool:
+    """Does a line say that training finished (families.completion.COMPLETION)?"""
+    for row in F_DONE.COMPLETION:
+        idx = text.rfind(row.needle)
+        if idx >= 0 and row.matches(line_around(text, idx)):
+            return True
+    return False
 
 
 def _tail_lines(text: str) -> list[tuple[int, str]]:
@@ -737,13 +747,13 @@ def _last_activity(text: str) -> tuple[int, str] | None:
     return next(((pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)), None)
 
 
-def _ends_waiting(text: str) -> Failure | None:
-    """The log's last activity is a phase that waits on other ranks (F_STALL.WAIT_PHASES)."""
+def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:
+    """The log's last activity is a phase that waits on other ranks (a row of `table`)."""
     last = _last_activity(text)
     if last is None:
         return None
     pos, line = last
-    for row in F_STALL.WAIT_PHASES:
+    for row in table:
         if row.needle in line and row.matches(line):
             return _failure(FailureKind.HANG, f"{row.label}: {line[:160]}", _evidence(text, pos))
     return None

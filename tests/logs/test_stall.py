@@ -59,6 +59,19 @@ def test_stall_look_alikes(text, kind):
     assert trial_outcome(text).failure_kind == kind
 
 
+@pytest.mark.parametrize("tail, kind", [
+    ("n1:12880:13786 [0] NCCL INFO Channel 31/32 :    0", "hang"),  # a communicator set up after step 1: stuck
+    ("INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize process group for "
+     "rank: 0, key: store_based_barrier_key:2 (world_size=8, worker_count=4, timeout=0:30:00)", "hang"),
+    ("Epoch 1:   0%|          | 0/100 [00:00<?, ?it/s]", "ok"),  # a new epoch's first line: start-up waits only
+    ("Starting training ...", "ok"),
+    ("NCCL INFO Connected all rings\n[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed", "ok"),
+])
+def test_waits_after_steps(tail, kind):
+    outcome = trial_outcome(f"{MEGATRON_STEP}\n{MEGATRON_STEP.replace(' 20/', ' 30/')}\n{tail}\n")
+    assert outcome.failure_kind == kind, outcome.reason
+
+
 def test_job_context_decides_over_the_log_alone():
     text = "NCCL INFO Connected all rings\n"
     assert classify(text, exit_code=0).kind == "unknown"

@@ -45,7 +45,9 @@ STALLED_SPAN_S = 1800.0  # liveness-only tail longer than this = no progress (th
 LAST_LINES = 40  # lines from the end looked at for the last activity (past trailing liveness lines)
 
 _WAIT = "the log ends while the job waits"
-WAIT_PHASES = (
+# Waits on other ranks that a running job also enters after its first steps (a communicator created lazily, a
+# barrier before evaluation or a checkpoint): a log that stops there after steps is stuck there too.
+COLLECTIVE_WAITS = (
     rows(FailureKind.HANG, _WAIT + " (NCCL communicator set-up or a collective)",
          "NCCL src/init.cc, src/transport/*.cc",
          ("NCCL INFO", "node1:12880:13786 [0] NCCL INFO Channel 31/32 :    0",
@@ -58,7 +60,11 @@ WAIT_PHASES = (
                                        "to store for rank: 0"),
            ("Rendezvous'ing worker group", "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing "
                                            "worker group"))
-    + rows(FailureKind.HANG, _WAIT + " (process-group initialisation)",
+)
+# Waits of start-up only (process-group initialisation, the first step, a phase start): after steps they are a new
+# epoch's or phase's ordinary first line, so they count only in a log without steps.
+WAIT_PHASES = COLLECTIVE_WAITS + (
+    rows(FailureKind.HANG, _WAIT + " (process-group initialisation)",
            "DeepSpeed deepspeed/comm/torch.py; Megatron-LM megatron/training/initialize.py",
            ("Initializing TorchBackend", "[comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed "
                                          "with backend nccl"),
