@@ -29,6 +29,9 @@ def _in_traceback(line: str) -> str:
     # DeepSpeed runtime/engine.py, runtime/config_utils.py
     "AssertionError: AutoEP with ZeRO Stage 3 does not support sequence parallelism yet (sequence_parallel_size=2).",
     "AssertionError: 'train_batch_size' is a required field and does not have a default value",
+    # Lightning's own configuration exception (lightning_fabric/utilities/exceptions.py): the type says it
+    "lightning_fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1] But your machine "
+    "only has: [0]",
 ])
 def test_framework_argument_checks_are_config_errors(line):
     assert classify(_in_traceback(line)).kind == "config_error"
@@ -41,6 +44,7 @@ def test_framework_argument_checks_are_config_errors(line):
     "AssertionError: loss -- nan at step 10",  # '--' as a dash, not a flag
     "AssertionError: optimizer state is empty",  # a quantity without a rule
     "AssertionError: only when ready",  # a rule without a quantity
+    "ValueError: could not convert string to float: 'Misconfiguration'",  # the word, not the type
 ])
 def test_look_alikes_are_not_config_errors(line):
     assert classify(_in_traceback(line)).kind == "crashed"
@@ -77,3 +81,20 @@ def test_deepspeed_progress_lines_make_a_log_alone_ok(text):
 ])
 def test_deepspeed_progress_look_alikes(text):
     assert trial_outcome(text).failure_kind == "unknown"
+
+
+@pytest.mark.parametrize("line", [
+    # Megatron-LM core/rerun_state_machine.py validate_result (fatal) and core/distributed/param_and_grad_buffer.py
+    "RuntimeError: Rank 0, node n1, device 0, iteration 57: Unexpected result inf (message='found Inf in local grad "
+    "norm for bucket #0 in backward pass before data-parallel communication collective')",
+    "RuntimeError: Rank 0, node n1, device 0, iteration 900: Unexpected result 9.4e+05 (message='Spiky loss')",
+    "AssertionError: found Inf in local grad norm for bucket #1 in backward pass before data-parallel communication "
+    "collective",
+])
+def test_megatron_rerun_state_machine_results_are_divergence(line):
+    assert classify(_in_traceback(line)).kind == "diverged"
+
+
+def test_rerun_look_alike_is_not_divergence():
+    line = "RuntimeError: Rank 0, node n1, device 0, iteration 9: Unexpected result 3 (message='bad checksum')"
+    assert classify(_in_traceback(line)).kind == "crashed"

@@ -33,7 +33,8 @@ SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/conf
 EXCEPTION = re.compile(
     r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>AssertionError|ValueError|ArgumentError|ArgumentTypeError|"
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|ValidationError|"
-    r"ConfigCompositionException|MissingConfigException|NotImplementedError|RuntimeError)\s{0,4}:\s{0,4}"
+    r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
+    r"RuntimeError)\s{0,4}:\s{0,4}"
     r"(?P<msg>[^\n]{0,400})")
 RELATION = re.compile(
     r"(?i)divisib|divides?\b|multiple of|\bmust\b|\bshould\b|needs? to be|has to be|have to be|is required|requires?\b|"
@@ -89,8 +90,16 @@ ROW = Row("Error", FailureKind.CONFIG_ERROR, "invalid configuration", SOURCE, EX
 FLAG = re.compile(r"(?:^|[\s'\"`(=,])--[a-z][a-z0-9]{1,40}(?:[-_][a-z0-9]{1,40}){0,8}\b")
 
 
+# Types that name a configuration error themselves (DeepSpeedConfigError, ElasticityConfigError, Lightning's
+# MisconfigurationException, OmegaConf/Hydra's): the type is the statement, whatever the message says.
+CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationException|ConfigAttributeError|"
+                          r"ConfigKeyError|MissingMandatoryValue|ConfigCompositionException|MissingConfigException")
+
+
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
+    if CONFIG_TYPES.fullmatch(exc_type) is not None:
+        return True
     if exc_type == "RuntimeError":
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
