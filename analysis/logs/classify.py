@@ -47,7 +47,9 @@ from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
 from analysis.logs.families import orchestrator as F_ORCH
+from analysis.logs.families import stall as F_STALL
 from analysis.logs.logtext import split_prefix
+from analysis.logs.parse_generic import is_step_record, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
 
@@ -679,23 +681,130 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     if finished is not None:
         progress_at = max(progress_at or 0, finished[0])
     progressed = has_result or progress_at is not None
+    log_alone = exit_code is None and state is None and seconds_since_progress is None
     if not progressed:
-        return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
-                or _fallback(text, 0, state, exit_code))
+        verdict = (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
+                   or _fallback(text, 0, state, exit_code))
+        return _stalled(text, verdict) if log_alone else verdict
     start = max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1)
     if exit_code == 0 or state == "COMPLETED":
         return _diverged(text, start, losses) or _ok(has_result, finished)
     if exit_code is None and state is None:
         found = _signatures(text, start, None, None, None, None, losses)
-        if found is not None:
-            return found
-        if _job_traceback(text, start) >= 0 or _reported_exit_code(text, start) \
-                or _last_line(text).endswith("Killed") or _first(text, _CRASH_MARKERS, start) is not None \
-                or _headerless_exception(text, start) is not None:
-            return _fallback(text, start, None, None)
-        return _ok(has_result, finished)
+        if found is None and (_job_traceback(text, start) >= 0 or _reported_exit_code(text, start)
+                              or _last_line(text).endswith("Killed")
+                              or _first(text, _CRASH_MARKERS, start) is not None
+                              or _headerless_exception(text, start) is not None):
+            found = _fallback(text, start, None, None)
+        verdict = found or _ok(has_result, finished)
+        return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
             or _fallback(text, 0, state, exit_code))
+
+
+def _stalled(text: str, verdict: Failure) -> Failure:
+    """A log alone that shows a stall (families.stall) is a hang where the verdict would otherwise be that
+    nothing failed (unknown), that the run was healthy (ok without a line saying training finished: by a
+    liveness-only tail or a collective wait after its steps), or that it was stopped or crashed by the user's
+    interrupt."""
+    found: Failure | None = None
+    if verdict.kind == FailureKind.UNKNOWN:
+        found = _ends_waiting(text) or _interrupted_while_stalled(text, verdict)
+    elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
+        found = _interrupted_while_stalled(text, verdict)
+    elif verdict.kind == FailureKind.OK and not _completed(text):
+        found = _liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
+    return found or verdict
+
+
+def _completed(text: str) -> bool:
+    """Does a line say that training finished (families.completion.COMPLETION)?"""
+    for row in F_DONE.COMPLETION:
+        idx = text.rfind(row.needle)
+        if idx >= 0 and row.matches(line_around(text, idx)):
+            return True
+    return False
+
+
+def _tail_lines(text: str) -> list[tuple[int, str]]:
+    """(position, line) of the log's last F_STALL.LAST_LINES non-blank lines, last first."""
+    out: list[tuple[int, str]] = []
+    end = len(text.rstrip())
+    while end > 0 and len(out) < F_STALL.LAST_LINES:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end].strip()
+        if line:
+            out.append((start, line[:_MAX_LINE_SCAN_CHARS]))
+        end = start - 1
+    return out
+
+
+_MAX_LINE_SCAN_CHARS = 2000
+
+
+def _last_activity(text: str) -> tuple[int, str] | None:
+    """The log's last line that is not a liveness line (F_STALL.LIVENESS); None when the tail is all liveness."""
+    return next(((pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)), None)
+
+
+def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:
+    """The log's last activity is a phase that waits on other ranks (a row of `table`)."""
+    last = _last_activity(text)
+    if last is None:
+        return None
+    pos, line = last
+    for row in table:
+        if row.needle in line and row.matches(line):
+            return _failure(FailureKind.HANG, f"{row.label}: {line[:160]}", _evidence(text, pos))
+    return None
+
+
+def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
+    """The user interrupted the job (F_STALL.INTERRUPT) when its last line was not a step record, and the verdict
+    is downstream of that interrupt (its evidence is not above it)."""
+    hits = [i for i in (text.find(n) for n in F_STALL.INTERRUPT) if i >= 0]
+    echo = _ctrl_c_echo(text)
+    if echo >= 0:
+        hits.append(echo)
+    if not hits:
+        return None
+    idx = min(hits)
+    line_start = text.rfind("\n", 0, idx) + 1
+    if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:
+        return None  # the failure stands above the interrupt: it is the cause
+    before = text[max(0, line_start - 20_000): line_start].rstrip().rsplit("\n", 1)[-1].strip()
+    if not before or is_step_record(before) or _has_progress(before, 0):
+        return None  # nothing before it, or a running job stopped by hand
+    return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
+                                      f"not a step): {before[:140]}", _evidence(text, line_start))
+
+
+def _ctrl_c_echo(text: str) -> int:
+    """Position of the first terminal echo of Ctrl-C (F_STALL.CTRL_C_ECHO: '^C' starting a line); -1 if none."""
+    idx, n = text.find(F_STALL.CTRL_C), 0
+    while idx >= 0 and n < F_STALL.MAX_CTRL_C_HITS:
+        line_start = text.rfind("\n", 0, idx) + 1
+        if F_STALL.CTRL_C_ECHO.match(text, line_start, _line_bounds(text, idx)[1]):
+            return idx
+        idx, n = text.find(F_STALL.CTRL_C, idx + 2), n + 1
+    return -1
+
+
+def _liveness_only_tail(text: str) -> Failure | None:
+    """After its last activity the log shows only liveness lines whose timestamps span > F_STALL.STALLED_SPAN_S."""
+    stamps: list[float] = []
+    for _, line in _tail_lines(text):
+        if not F_STALL.LIVENESS.search(line):
+            break
+        stamp = timestamp_of(line)
+        if stamp is not None:
+            stamps.append(stamp[0])
+    if len(stamps) < 2 or max(stamps) - min(stamps) <= F_STALL.STALLED_SPAN_S:
+        return None
+    span_s = max(stamps) - min(stamps)
+    return _failure(FailureKind.HANG, f"no progress for at least {span_s:.0f} s: after its last step the log shows "
+                                      f"only liveness lines; last line: {_last_line(text)[:120]}",
+                    _evidence(text, len(text.rstrip()) - 1))
 
 
 def _ok(has_result: bool, finished: tuple[int, str] | None) -> Failure:

@@ -364,6 +364,14 @@ def _record(line: str, pos: int) -> Record | None:
     return None if parsed is None else Record(pos, *parsed)
 
 
+def is_step_record(line: str) -> bool:
+    """Does the line report a training step: a step record (_record) or a progress bar past its first step?"""
+    bar = _BAR.search(line)
+    if bar is not None:
+        return int(bar.group("n")) > 0
+    return _record(line, 0) is not None
+
+
 _RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None, float | None, float]
 """Record's fields after `pos`."""
 

@@ -33,7 +33,7 @@ def conf_dir() -> Path:
         packaged = None
     if packaged is not None and packaged.is_dir() and packaged.joinpath("cluster").is_dir():
         return Path(str(packaged))
-    return Path(__file__).resolve().parent.parent / "conf"
+    return Path(__file__).resolve().parents[2] / "conf"   # launcher/config/paths.py -> the checkout's root
 
 
 def env_config_dirs(environ: Optional[Mapping[str, str]] = None) -> list[str]:

@@ -80,7 +80,8 @@ def test_hardware_shapes(line):
     "[rank0] NVLink SHARP enabled: 0",
 ])
 def test_hardware_look_alikes(line):
-    assert classify(f"{line}\n").kind == "unknown"
+    # exit 0: a log alone that ends in NCCL INFO set-up is a hang (families.stall); here only the signatures count
+    assert classify(f"{line}\n", exit_code=0).kind == "unknown"
 
 
 # ---- network: NCCL WARN failure forms, the NCCLCHECK trace, benign WARNs
@@ -98,7 +99,7 @@ def test_nccl_failure_shapes(line):
     "n1:1:1 [0] NCCL WARN Could not find real path of /sys/class/net/eth0/device",
 ])
 def test_nccl_chatter_is_not_a_failure(line):
-    assert classify(f"{line}\n").kind == "unknown"
+    assert classify(f"{line}\n", exit_code=0).kind == "unknown"  # exit 0: see test_hardware_look_alikes
 
 
 # ---- config: rules stated in any wording

@@ -65,9 +65,10 @@ COMPLETION = (
 # Lines that prove training steps ran, printed without a step counter: per-step timer breakdowns, the
 # Hugging Face Trainer's logged dicts and the fp16 loss scaler's skipped steps.
 # Sources: DeepSpeed runtime/engine.py timer names (FORWARD_MICRO_TIMER 'forward_microstep',
-# BACKWARD_MICRO_TIMER 'backward_microstep', STEP_MICRO_TIMER 'step_microstep'); Megatron-LM training.py's
-# timers_to_log ('forward-backward', 'optimizer'); transformers trainer.py Trainer.log (printed by
-# PrinterCallback/ProgressCallback as a dict: {'loss': ..., 'learning_rate': ..., 'epoch': ...}); DeepSpeed
+# BACKWARD_MICRO_TIMER 'backward_microstep', STEP_MICRO_TIMER 'step_microstep'; deepspeed/utils/timer.py now
+# 'fwd_microstep', 'bwd_microstep', 'step_microstep') and its progress line "step=N, skipped=M, lr=[...]";
+# Megatron-LM training.py's timers_to_log ('forward-backward', 'optimizer'); transformers trainer.py Trainer.log
+# (printed by PrinterCallback/ProgressCallback as a dict: {'loss': ..., 'learning_rate': ..., 'epoch': ...}); DeepSpeed
 # runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale: "[deepspeed] OVERFLOW! Rank 0 Skipping step.
 # Attempted loss scale: 65536, reducing to 32768", also "... but hysteresis is 2. Reducing hysteresis to 1") and
 # the older fused_optimizer.py ("Overflow detected. Skipping step. Attempted loss scale: 8.0, reducing to 4.0"):
@@ -77,12 +78,22 @@ COMPLETION = (
 PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
                  ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
                                        "step_microstep: 0.06"),
+                 # deepspeed/utils/timer.py since the timers were renamed (FORWARD_MICRO_TIMER = 'fwd_microstep')
+                 ("fwd_microstep", "[Rank 0] time (ms) | fwd_microstep: 120.51 | bwd_microstep: 300.20 | "
+                                   "bwd_inner_microstep: 290.10 | bwd_allreduce_microstep: 10.02 | "
+                                   "step_microstep: 50.31",
+                  r"time \(ms\) \|[^\n]{0,40}\bfwd_microstep: \d"),
                  ("forward-backward", "    forward-backward ...............................: (1904.22, 1910.87)",
                   r"forward-backward\s{0,4}(?:\.{3,}|:)"))
             + rows(FailureKind.OK, "training steps ran", "DeepSpeed runtime/fp16/loss_scaler.py, fused_optimizer.py",
                    ("Skipping step. Attempted loss scale", "[2025-02-03 10:11:12,345] [INFO] [loss_scaler.py:183:"
                                                           "update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
                                                           "Attempted loss scale: 65536, reducing to 32768"))
+            + rows(FailureKind.OK, "training steps ran", "DeepSpeed runtime/engine.py _report_progress (every "
+                                                         "steps_per_print steps)",
+                   ("skipped=", "[2024-01-01 10:00:01,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, "
+                                "skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]",
+                    r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\["))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))

@@ -33,7 +33,8 @@ SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/conf
 EXCEPTION = re.compile(
     r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>AssertionError|ValueError|ArgumentError|ArgumentTypeError|"
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|ValidationError|"
-    r"ConfigCompositionException|MissingConfigException|NotImplementedError|RuntimeError)\s{0,4}:\s{0,4}"
+    r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
+    r"RuntimeError)\s{0,4}:\s{0,4}"
     r"(?P<msg>[^\n]{0,400})")
 RELATION = re.compile(
     r"(?i)divisib|divides?\b|multiple of|\bmust\b|\bshould\b|needs? to be|has to be|have to be|is required|requires?\b|"
@@ -41,7 +42,13 @@ RELATION = re.compile(
     r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceed(?:s|ed)?\b|larger than|greater than|"
     r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
     r"invalid (?:value|choice|argument|combination|configuration)|out of range|not (?:a )?valid|but only|"
-    r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data")
+    r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data|"
+    # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
+    r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
+    r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
+    r"no longer (?:valid|supported)|(?:does|do) not support|supports? only|only supports?|can only (?:be|happen)|"
+    r"only (?:be )?(?:used|applicable|available|tested|works?) (?:with|when|for|if|on)|required field|"
+    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b")
 DEGREES = (*(d.name for d in DIMENSIONS if d.kind == "split"), "sp")
 """How frameworks abbreviate a parallel degree in their messages ('ep size', 'TP degree'): the Layout's split
 dimensions, whose names are those abbreviations (tp, pp, dp, cp, vpp, ep, etp), and sequence parallelism's 'sp'."""
@@ -52,7 +59,10 @@ QUANTITY = re.compile(
     r"hidden[ _-]?size|ffn|seq(?:uence)?[ _-]?len(?:gth)?|max[ _-]?position|context[ _-]?length|vocab|experts?|"
     r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
     r"\bnodes?\b|nproc|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|iterations|"
-    r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint")
+    r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint|"
+    # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
+    r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
+    r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher")
 # RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
 RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|must (?:be|equal|match)|should (?:be|equal|match)|"
                               r"does not match|mismatch|!=")
@@ -73,11 +83,28 @@ EXAMPLES = (  # written in the shapes above; none is a known needle of patterns.
 ROW = Row("Error", FailureKind.CONFIG_ERROR, "invalid configuration", SOURCE, EXAMPLES[0])
 
 
+# A command-line flag named in the message ('--overlap-param-gather only supported with distributed optimizer',
+# '--use-torch-fsdp2 requires --untie-embeddings-and-output-weights'): Megatron-LM's validate_args, NeMo/HF
+# launchers and DeepSpeed's launcher name the flag the user must change. Not in a RuntimeError (raised by too much
+# code) and not a bare '--' separator or an em-dash written as '--'.
+FLAG = re.compile(r"(?:^|[\s'\"`(=,])--[a-z][a-z0-9]{1,40}(?:[-_][a-z0-9]{1,40}){0,8}\b")
+
+
+# Types that name a configuration error themselves (DeepSpeedConfigError, ElasticityConfigError, Lightning's
+# MisconfigurationException, OmegaConf/Hydra's): the type is the statement, whatever the message says.
+CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationException|ConfigAttributeError|"
+                          r"ConfigKeyError|MissingMandatoryValue|ConfigCompositionException|MissingConfigException")
+
+
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
+    if CONFIG_TYPES.fullmatch(exc_type) is not None:
+        return True
     if exc_type == "RuntimeError":
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
+    if FLAG.search(message) is not None:
+        return True
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
 
 

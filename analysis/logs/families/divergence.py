@@ -57,6 +57,14 @@ DIVERGENCE = (
     + rows(FailureKind.DIVERGED, _DIVERGED, "Megatron-LM check_for_nan_in_loss_and_grad",
            ("found NaN in local", "Rank 3: found NaN in local grad norm in backward pass before data-parallel "
                                   "communication collective"))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "Megatron-LM core/distributed/param_and_grad_buffer.py; "
+                                            "core/rerun_state_machine.py (validate_result, fatal)",
+           ("found Inf in local", "found Inf in local grad norm for bucket #0 in backward pass before data-parallel "
+                                  "communication collective"),
+           ("Unexpected result ", "RuntimeError: Rank 0, node n1, device 0, iteration 900: Unexpected result "
+                                  "9.4e+05 (message='Spiky loss')",
+            r"Unexpected result \S{1,40} \(message='(?:[^'\n]{0,200}\b(?:NaN|Inf|nan|inf)\b|Spiky loss|"
+            r"Unexpectedly large)"))
     + rows(FailureKind.DIVERGED, _DIVERGED, "PyTorch Lightning (EarlyStopping.check_finite, terminate_on_nan)",
            ("is not finite. Previous best value was", "Monitored metric train_loss = nan is not finite. Previous best "
                                                       "value was inf. Signaling Trainer to stop."),

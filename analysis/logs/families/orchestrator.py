@@ -11,7 +11,8 @@ Sources:
 - torchrun / torch.distributed.elastic: agent/server/api.py logs "Received %s death signal, shutting down
   workers" when the agent itself gets SIGTERM/SIGINT/SIGHUP/SIGQUIT from outside, and raises
   multiprocessing.api.SignalException("Process %d got signal: %s"): the job was stopped from outside (a scancel,
-  a pod deletion, a user) -> cancelled, unless a preemption or time-limit line says why.
+  a pod deletion, a user) -> cancelled, unless a preemption or time-limit line says why, or (a log alone) the
+  signal is the user's SIGINT and the line before it is not a step (families.stall: interrupted while stalled).
 - Ray: gcs (gcs_actor_manager.cc) "The actor died because its node has died." with "the actor's node was
   preempted" / "was terminated unexpectedly" / "was terminated expectedly"; NodeDiedError "The node with node id
   ... has been marked dead because the detector has missed too many heartbeats from it"; the raylet's
@@ -99,7 +100,7 @@ DEADLINE = rows(FailureKind.TIME_LIMIT, "time limit", _K8S,
 OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _TORCHRUN,
                     ("death signal, shutting down workers",
                      "W1203 11:02:07.118000 2201 torch/distributed/elastic/agent/server/api.py:704] Received "
-                     "Signals.SIGINT death signal, shutting down workers"),
+                     "Signals.SIGTERM death signal, shutting down workers"),
                     ("SignalException: Process", "torch.distributed.elastic.multiprocessing.api.SignalException: "
                                                  "Process 2201 got signal: 2"),
                     ("the actor's node was terminated expectedly",

@@ -1,0 +1,90 @@
+"""Hangs read from the log alone: a log that stops while its job waits.
+
+A hang prints nothing: the job's monitor decides it (still running, no progress for longer than the hang timeout;
+classify's `seconds_since_progress`). A log without that context can still show a stall in three shapes, each
+judged only where nothing else (a failure signature, a traceback, a finished line) explains the end:
+- the log's last activity is a phase that waits on other ranks or on a shared resource and prints its next line
+  only when the wait is over (WAIT_PHASES): NCCL communicator set-up, a store-based barrier, a rendezvous, the
+  start of a collective or of a timed phase, a progress bar still at its first step. A log that stops there never
+  got past it;
+- the user interrupted the job (INTERRUPT: Ctrl-C, SIGINT) while its last line was not a step record: people stop
+  a job by hand when it has stopped moving (a healthy run stopped by hand ends on a step record and stays
+  `cancelled`);
+- after its last progress the log only shows liveness lines (LIVENESS: a cron pulse, a metrics endpoint polled,
+  a heartbeat) whose timestamps span longer than STALLED_SPAN_S: the job was alive and made no progress.
+
+Sources of the wordings:
+- NCCL src/init.cc, src/transport/*.cc, src/graph/*.cc: the INFO lines of communicator set-up ("NCCL INFO
+  Channel 00/32 :", "Connected all rings", "comm 0x... rank 0 nranks 8 ... - Init COMPLETE", "Bootstrap :",
+  "NET/IB", "Using network"); every NCCL INFO line is printed before or between collectives, never as a step.
+- torch/distributed/distributed_c10d.py `_store_based_barrier`: "Added key: store_based_barrier_key:1 to store for
+  rank: 0" and "Waiting in store based barrier to initialize process group for rank: 0, key: ...".
+- torch/distributed/elastic/agent/server/api.py: "[default] Rendezvous'ing worker group" (the agent waits for the
+  other nodes) and the death signal `Received 2 death signal` / `Received Signals.SIGINT death signal`.
+- DeepSpeed deepspeed/comm/torch.py / comm.py: "Initializing TorchBackend in DeepSpeed with backend nccl" (the
+  next line comes after init_process_group returns).
+- Megatron-LM megatron/training/initialize.py: "> initializing torch distributed ..." (in patterns.STALL_POINTS
+  too). Megatron's "training ..." and "[before the start of training step]" are NOT wait phases: the next line is
+  the first log_interval's record, which can be minutes away.
+- tqdm's first rendering of a bar, `0%|          | 0/4887 [00:00<?, ?it/s]`: no step has finished.
+- the shape of a phase-start line: "Timer actor_train start" (slime's timer.py), "Starting training ...",
+  "Begin training": a start with no later record or end.
+- Python: "KeyboardInterrupt" and the terminal's "^C" echo.
+- cron/monitor pulses ("PULSE: <job> is running for 1-07:27:33", BigScience's slurm pulse), HTTP access lines of a
+  polled metrics endpoint ("GET /metrics HTTP/1.1" 200 OK, uvicorn/sglang), Ray's "[repeated 4x across cluster]".
+"""
+
+from __future__ import annotations
+
+import re
+
+from analysis.logs.families import rows
+from launcher.core.kinds import FailureKind
+
+STALLED_SPAN_S = 1800.0  # liveness-only tail longer than this = no progress (the corpus's monitor hang timeout)
+LAST_LINES = 40  # lines from the end looked at for the last activity (past trailing liveness lines)
+
+_WAIT = "the log ends while the job waits"
+# Waits on other ranks that a running job also enters after its first steps (a communicator created lazily, a
+# barrier before evaluation or a checkpoint): a log that stops there after steps is stuck there too.
+COLLECTIVE_WAITS = (
+    rows(FailureKind.HANG, _WAIT + " (NCCL communicator set-up or a collective)",
+         "NCCL src/init.cc, src/transport/*.cc",
+         ("NCCL INFO", "node1:12880:13786 [0] NCCL INFO Channel 31/32 :    0",
+          r"NCCL INFO(?![^\n]*\.(?:cc|h|cu|cpp):\d+ -> \d)"))
+    + rows(FailureKind.HANG, _WAIT + " (a store-based barrier or rendezvous)",
+           "torch/distributed/distributed_c10d.py _store_based_barrier; torch elastic agent/server/api.py",
+           ("store based barrier", "INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to "
+                                   "initialize process group for rank: 0, key: store_based_barrier_key:1"),
+           ("store_based_barrier_key", "INFO:torch.distributed.distributed_c10d:Added key: store_based_barrier_key:1 "
+                                       "to store for rank: 0"),
+           ("Rendezvous'ing worker group", "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing "
+                                           "worker group"))
+)
+# Waits of start-up only (process-group initialisation, the first step, a phase start): after steps they are a new
+# epoch's or phase's ordinary first line, so they count only in a log without steps.
+WAIT_PHASES = COLLECTIVE_WAITS + (
+    rows(FailureKind.HANG, _WAIT + " (process-group initialisation)",
+           "DeepSpeed deepspeed/comm/torch.py; Megatron-LM megatron/training/initialize.py",
+           ("Initializing TorchBackend", "[comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed "
+                                         "with backend nccl"),
+           ("initializing torch distributed", "> initializing torch distributed ..."))
+    + rows(FailureKind.HANG, _WAIT + " (its progress bar never left the first step)", "tqdm's first rendering",
+           ("0%|", "Train step of epoch 0:   0%|          | 0/4887 [00:00<?, ?it/s]",
+            r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"))
+    + rows(FailureKind.HANG, _WAIT + " (a phase started and never ended)", "slime timer.py; trainers' start lines",
+           ("start", "[2026-03-24 06:36:50] timer.py:24 - Timer actor_train start",
+            r"(?i)\btimer\s{1,3}\S{1,80}\s{1,3}start\s{0,3}$"),
+           ("tart", "Starting training ...", r"(?i)\bstart(?:ing)?\s{1,3}(?:the\s{1,3})?training\b[\s.]{0,8}$"),
+           ("egin", "Begin training", r"(?i)\bbegin(?:ning)?\s{1,3}(?:the\s{1,3})?training\b[\s.]{0,8}$"))
+)
+
+# Lines that show the job (or its cluster) alive without saying anything about its progress.
+LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x across cluster\]|(?i:heartbeat)')
+
+# The user's interrupt: Python's exception for Ctrl-C, torch elastic's forwarded SIGINT, and the terminal's echo
+# "^C" where a terminal prints it: at the start of a line, alone or before what the program printed next.
+INTERRUPT = ("KeyboardInterrupt", "Received 2 death signal", "Received Signals.SIGINT death signal")
+CTRL_C = "^C"
+CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b)", re.MULTILINE)
+MAX_CTRL_C_HITS = 200  # "^C" occurrences tested for the echo's shape (binary junk holds many)
