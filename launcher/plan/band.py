@@ -28,6 +28,9 @@ from launcher.plan import spread
 LOW_QUANTILE = 0.05
 HIGH_QUANTILE = 0.95
 """The 90 % interval: its lower end decides pruning, both ends are shown (dry run, plan.csv, report, MLflow)."""
+BROUGHT_BACK = "brought_back"
+"""The selection (TrialRecord.selection) of a planner-pruned trial the calibrated model brought back
+(launcher.run.bringback); plan.csv keeps the plan's own verdict."""
 Z_90 = 1.6448536269514722
 """The standard normal's 0.95 quantile: a log-normal prediction's 90 % interval is x·exp(±Z_90·sd)."""
 

@@ -16,12 +16,11 @@ from collections.abc import Callable, Sequence
 
 from launcher.core.record import TrialRecord
 from launcher.core.states import PruneReason, TrialState
-from launcher.plan.band import calibrated_intervals, memory_fit
+from launcher.plan.band import BROUGHT_BACK, calibrated_intervals, memory_fit
 from launcher.plan.calibrate import Calibration, FeatureTable, TrialFeatures
 from launcher.run.policy import OomIndex
 
-BROUGHT_BACK = "brought_back"
-"""TrialRecord.selection of a trial brought back (plan.csv keeps the plan's own verdict)."""
+__all__ = ["BROUGHT_BACK", "bring_back", "candidates", "predict_pruned"]
 
 
 def candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:

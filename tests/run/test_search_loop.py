@@ -337,3 +337,21 @@ def test_the_searchs_caches_predict_what_a_fresh_search_does(load, monkeypatch):
     fresh.refit(records)
     assert kept.predictions(records) == fresh.predictions(records)
     assert records[6].config_hash not in kept.predictions(records)
+
+
+def test_a_planner_pruned_trial_the_calibrated_model_keeps_is_brought_back_once_and_runs(load, tmp_path, in_tmp,
+                                                                                          capsys):
+    # The planner prunes mbs64 (a-priori 0.84 GB, its interval from 0.75 GB over the 0.5 GB device); every trial
+    # really needs 40 % of its a-priori peak: the fitted memory model brings mbs64 under 0.5 GB and it runs.
+    def measure(r):
+        return ("ok", 2 * r.predicted["step_time_s"], 0.4 * r.predicted["peak_mem_gb"])
+
+    loop, trials = sweep(load, tmp_path, measure, "plan.keep_borderline=0")
+    big = next(r for r in trials.values() if r.layout.mbs == 64)
+    assert big.predicted["peak_mem_gb_low"] > 0.5
+    assert big.state == "ok" and big.selection == "brought_back" and big.config_hash in loop.runner.submitted
+    events = [e["detail"] for e in loop.ledger.events(big.config_hash)]
+    assert sum(d.startswith("brought back: the calibrated model says") for d in events) == 1
+    assert big.calibrated["peak_mem_gb"] * math.exp(-1.645 * big.calibrated["mem_sd"]) <= 0.5
+    assert "brought back: the calibrated model says" in capsys.readouterr().out
+    assert all(r.state == "ok" for r in trials.values())
