@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Optional
 
 from analysis.report.plots import NOT_RUN, label, layout_of, relative_error
-from analysis.report.search_summary import calibrated_error, run_order, skipped, stopped_early
+from analysis.report.search_summary import (
+    brought_back,
+    calibrated_bounds,
+    calibrated_error,
+    interval_text,
+    run_order,
+    skipped,
+    stopped_early,
+)
 from launcher.core.files import write_atomic
 from launcher.core.states import TrialState
 
@@ -221,9 +229,19 @@ def _ranked_rows(ranked: Sequence[dict]) -> list[list[object]]:
                      f"{runs} (spread {m.get('tokens_per_s_spread') or 0:.0%})" if runs > 1 else "1",
                      f"{m.get('tflops_per_gpu') or 0:.3g}",
                      _pct(m.get("mfu")), f"{m.get('peak_mem_gb') or 0:.3g}", _pct(m.get("headroom")),
-                     f"{p.get('tokens_per_s', 0):,.0f}",
+                     _predicted(p, "tokens_per_s"),
                      _pct(relative_error(p.get("tokens_per_s"), m.get("tokens_per_s")), signed=True)])
     return rows
+
+
+def _predicted(prediction: dict, key: str) -> str:
+    """A prediction with its 90 % interval (launcher.plan.band: `<key>_low`, `<key>_high`), e.g.
+    '8,788 (7,912–9,655)'."""
+    return interval_text(prediction.get(key), prediction.get(f"{key}_low"), prediction.get(f"{key}_high"))
+
+
+def _calibrated(calibrated: dict, key: str) -> str:
+    return _predicted({**calibrated, **calibrated_bounds(calibrated)}, key)
 
 
 def _section(ident: str, title: str, body: str) -> str:
@@ -286,10 +304,11 @@ def _evidence_line(trial: dict) -> str:
 
 
 def _pruned(trials: Sequence[dict]) -> str:
-    rows = [[t["config_hash"], label(t), t.get("pruned_by", ""), t.get("reason", "")]
+    rows = [[t["config_hash"], label(t), _predicted(t.get("predicted") or {}, "peak_mem_gb"), t.get("pruned_by", ""),
+             t.get("reason", "")]
             for t in trials if t.get("state") == TrialState.PRUNED]
-    return (_table(["trial", "layout", "pruned by", "reason"], rows, text_cols=(0, 1, 2, 3)) if rows
-            else "<p>None.</p>")
+    return (_table(["trial", "layout", "a-priori peak GB (90 %)", "pruned by", "reason"], rows,
+                   text_cols=(0, 1, 2, 3, 4)) if rows else "<p>None.</p>")
 
 
 def _calibration(cal: Optional[dict]) -> str:
@@ -317,10 +336,11 @@ def _search(data: ReportInput) -> str:
         t = r.trial
         measured = (t.get("metrics") or {}).get("tokens_per_s")
         rows.append([i, t["config_hash"], label(t), t["state"],
-                     _tokens((t.get("predicted") or {}).get("tokens_per_s")),
-                     _tokens((t.get("calibrated") or {}).get("tokens_per_s")), _tokens(measured),
+                     _predicted(t.get("predicted") or {}, "tokens_per_s"),
+                     _calibrated(t.get("calibrated") or {}, "tokens_per_s"), _tokens(measured),
                      _pct(calibrated_error(t), signed=True), f"{r.spent_gpu_hours:.3g}", _tokens(r.best_tokens_per_s)])
-    order = (_table(["#", "trial", "layout", "state", "a-priori tokens/s", "calibrated tokens/s (before it ran)",
+    order = (_table(["#", "trial", "layout", "state", "a-priori tokens/s (90 %)",
+                     "calibrated tokens/s (90 %, before it ran)",
                      "measured tokens/s", "calibrated error", "GPU-h spent", "best so far"], rows, text_cols=(1, 2, 3))
              if rows else "<p>No trial ran.</p>")
     stopped = [[t["config_hash"], label(t),
@@ -328,12 +348,21 @@ def _search(data: ReportInput) -> str:
                for t in stopped_early(data.trials)]
     skips = [[t["config_hash"], label(t), t.get("pruned_by", ""), t.get("reason", "")]
              for t in skipped(data.trials)]
+    back = [[t["config_hash"], label(t), _predicted(t.get("predicted") or {}, "peak_mem_gb"),
+             _calibrated(t.get("calibrated") or {}, "peak_mem_gb"), t["state"],
+             f"{(t.get('metrics') or {}).get('peak_mem_gb') or 0:.3g}" if (t.get("metrics") or {}).get("peak_mem_gb")
+             else ""] for t in brought_back(data.trials)]
     network = f"<h3>Network probe</h3><p>{e(data.network)}</p>" if data.network else ""
     return ("<h3>Trials in the order they ran</h3>" + order + network
             + f"<h3>Calibration</h3>{_calibration(data.calibration)}"
             + f"<h3>Stopped early ({len(stopped)})</h3>"
             + (_table(["trial", "layout", "partial tokens/s", "why"], stopped, text_cols=(0, 1, 3)) if stopped
                else "<p>None.</p>")
+            + f"<h3>Brought back after calibration ({len(back)})</h3>"
+            + (_table(["trial", "layout", "a-priori peak GB (90 %): pruned", "calibrated peak GB (90 %): kept",
+                       "state", "measured peak GB"], back, text_cols=(0, 1, 2, 3, 4)) if back
+               else "<p>None: the planner pruned a layout only when its whole a-priori memory interval was over the "
+                    "device, and no calibration put one back under it.</p>")
             + f"<h3>Skipped while the sweep ran ({len(skips)})</h3>"
             + (_table(["trial", "layout", "reason", "why"], skips, text_cols=(0, 1, 2, 3)) if skips
                else "<p>None.</p>"))

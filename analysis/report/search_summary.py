@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from launcher.core.states import PruneReason, TrialState
+from launcher.plan.band import BROUGHT_BACK, calibrated_intervals
 
 SKIP_REASONS = (PruneReason.CALIBRATED_OOM, PruneReason.CONVERGED, PruneReason.OOM_DOMINATED, PruneReason.GPU_BUDGET)
 """Prune reasons decided while the sweep ran (the planner's predicted_oom is shown with the plan)."""
@@ -82,12 +83,39 @@ def skipped(trials: Sequence[dict]) -> list[dict]:
     return [t for t in trials if t.get("state") == TrialState.PRUNED and t.get("pruned_by") in SKIP_REASONS]
 
 
+def brought_back(trials: Sequence[dict]) -> list[dict]:
+    """Trials the planner pruned as predicted OOMs that the calibrated memory model brought back
+    (launcher.run.bringback), whatever became of them."""
+    return [t for t in trials if t.get("selection") == BROUGHT_BACK]
+
+
+def interval_text(value: Optional[float], low: Optional[float], high: Optional[float], digits: int = 3) -> str:
+    """'0.612 (0.545–0.656)' ('' without a value; the value alone without its interval)."""
+    if not value:
+        return ""
+    def fmt(x: float) -> str:   # throughputs as whole numbers, memory and times to `digits` significant ones
+        return f"{x:,.0f}" if value >= 100 else f"{x:.{digits}g}"
+    return fmt(value) if not low or not high else f"{fmt(value)} ({fmt(low)}–{fmt(high)})"
+
+
+def calibrated_bounds(calibrated: dict) -> dict[str, float]:
+    """The 90 % intervals of a calibrated prediction (TrialRecord.calibrated: peak and step time with their
+    log-space sds), under the keys of the a-priori ones (launcher.plan.band.Intervals.as_dict); {} without one."""
+    peak, step = calibrated.get("peak_mem_gb"), calibrated.get("step_time_s")
+    tokens = calibrated.get("tokens_per_s")
+    if not peak or not step or not tokens:
+        return {}
+    bounds = calibrated_intervals(float(peak), float(calibrated.get("mem_sd") or 0.0), float(step),
+                                  float(calibrated.get("step_sd") or 0.0))
+    return bounds.as_dict(float(tokens), float(step))
+
+
 def summary_metrics(trials: Sequence[dict], calibration: Optional[dict]) -> dict:
     """Numbers for the parent MLflow run: GPU-hours, what the search saved, how good the calibration is."""
     order = run_order(trials)
     out: dict[str, Any] = {"gpu_hours_spent": order[-1].spent_gpu_hours if order else 0.0,
            "trials_stopped_early": len(stopped_early(trials)),
-           "trials_skipped": len(skipped(trials))}
+           "trials_skipped": len(skipped(trials)), "trials_brought_back": len(brought_back(trials))}
     found = hours_to_best(trials)
     if found is not None:
         out["gpu_hours_to_best"] = found

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Optional
 
+from analysis.report.search_summary import calibrated_bounds
 from analysis.report.tracking_store import ready_store, sqlite_file, store_lock
 from launcher.core import strict_json
 from launcher.core.inside import inside
@@ -49,7 +50,12 @@ from launcher.core.states import TrialState
 
 MEASURED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "peak_mem_gb",
                     "step_time_std_s", "n_measured")
-PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "peak_mem_gb")
+PREDICTED_METRICS = ("step_time_s", "tokens_per_s", "tflops_per_gpu", "model_tflops_per_gpu", "peak_mem_gb",
+                     "peak_mem_gb_low", "peak_mem_gb_high", "tokens_per_s_low", "tokens_per_s_high")
+"""predicted_<key>: the plan's estimate and its 90 % intervals (launcher.plan.band; absent in older ledgers)."""
+CALIBRATED_METRICS = ("step_time_s", "tokens_per_s", "peak_mem_gb", "peak_mem_gb_low", "peak_mem_gb_high",
+                      "tokens_per_s_low", "tokens_per_s_high")
+"""calibrated_<key>: what the calibrated model predicted before the trial ran, with its 90 % intervals."""
 PERCENT_METRICS = {"mfu": "mfu_pct", "headroom": "headroom_pct"}
 """Fractions in the ledger (0.235991), logged as percentages (23.5991) under these names, measured and predicted."""
 VERSUS_PREDICTED = {"tokens_per_s": "tokens_per_s_vs_predicted_pct", "peak_mem_gb": "peak_mem_vs_predicted_pct"}
@@ -78,7 +84,9 @@ EXPERIMENT_NOTE = (
     "or more memory, than predicted), -20 means 20% below. `mfu_pct` (model FLOPs utilisation) and `headroom_pct` "
     "(GPU memory left free at the peak) are percentages; `tokens_per_s` is the whole job's, "
     "`tokens_per_s_per_gpu` divided by its GPUs, `peak_mem_gb` per GPU; `predicted_*` are the estimator's figures "
-    "before the run. One parent run per sweep, one child run per trial; \u2605 marks the winner; `failure_kind` "
+    "before the run, `predicted_*_low`/`_high` their 90 % interval (the estimator's out-of-sample errors), "
+    "`calibrated_*` (and their `_low`/`_high`) what the calibrated model predicted just before the trial ran. "
+    "One parent run per sweep, one child run per trial; \u2605 marks the winner; `failure_kind` "
     "says why a trial did not finish ok (none on ok runs).")
 """The experiment's description (MLflow has no metric descriptions): what each column means and the error's sign."""
 NOTE_MARK = "parasweep: "
@@ -451,7 +459,8 @@ def trial_metrics(trial: dict) -> dict:
         if out.get(key) and out.get(f"predicted_{key}"):
             out[name] = versus_pct(out[key], out[f"predicted_{key}"])
     calibrated = trial.get("calibrated") or {}   # what the calibration predicted before it ran
-    for key in ("step_time_s", "tokens_per_s", "peak_mem_gb"):
+    calibrated = {**calibrated, **calibrated_bounds(calibrated)}
+    for key in CALIBRATED_METRICS:
         if _is_number(calibrated.get(key)):
             out[f"calibrated_{key}"] = calibrated[key]
     if out.get("tokens_per_s") and out.get("calibrated_tokens_per_s"):

@@ -298,9 +298,14 @@ else:
 @dataclass(kw_only=True)
 class PlanConfig(Sealed):
     mem_safety_margin: float = 0.9
-    """Prune configurations whose predicted peak exceeds this share of device memory."""
+    """Where 'predicted to fit' ends, as a share of device memory. A configuration predicted above it is kept as
+    'band' (uncertain: run after the others, smallest predicted peak first) while the lower end of its peak's 90 %
+    interval is within the device's memory, and pruned (predicted_oom) only when that lower end is over it; the same
+    rule prunes (calibrated_oom) and brings back planner-pruned configurations after each calibration refit
+    (launcher.plan.band)."""
     keep_borderline: float = 0.0
-    """Keep configurations predicted up to this much (share of capacity) over the margin: the estimate can be wrong."""
+    """Also keep configurations whose whole interval is over the device's memory when their predicted peak is within
+    this much (share of capacity) above mem_safety_margin ('borderline': e.g. to see a real OOM)."""
     max_trials: int = 0
     """Trial budget (0: run every valid configuration)."""
     max_gpu_hours: float = 0.0

@@ -18,11 +18,12 @@ from launcher.core.layout import NAMES, Layout
 from launcher.core.objective import Objective
 from launcher.core.states import PruneReason
 from launcher.core.units import gb_text
+from launcher.plan.band import Intervals, MemoryFit, SpreadFactors, memory_fit
 from launcher.plan.constants import Constants
 from launcher.plan.estimator import Estimate, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.hardware import check_precision
-from launcher.plan.inputs import workload_for
+from launcher.plan.inputs import stack_of, workload_for
 from launcher.plan.rules import Checker, Issue
 
 
@@ -38,7 +39,11 @@ class PlannedTrial:
     pruned_reason: str = ""
     """... in words, with the numbers."""
     selection: str = "predicted"
-    """'predicted' (in the predicted top), 'exploration' (kept to check the ranking) or 'borderline'."""
+    """'predicted' (in the predicted top), 'exploration' (kept to check the ranking), 'band' (predicted over
+    plan.mem_safety_margin, but the interval's lower end fits: uncertain, kept) or 'borderline' (the whole interval
+    over capacity, kept by plan.keep_borderline); launcher.plan.band."""
+    intervals: Optional[Intervals] = None
+    """The estimate's 90 % intervals (launcher.plan.band), from the estimator's out-of-sample errors."""
 
     @property
     def kept(self) -> bool:
@@ -104,13 +109,27 @@ def rank_key(objective: Objective | str) -> Callable[[PlannedTrial], tuple[float
     return key
 
 
-def _memory_verdict(cfg: RootConfig, est: Estimate) -> tuple[bool, bool]:
-    """(fits, borderline): fits under the safety margin, or within the borderline allowance above it."""
-    share = 1.0 - est.headroom
-    margin = cfg.plan.mem_safety_margin
-    if share <= margin:
-        return True, False
-    return False, share <= margin + cfg.plan.keep_borderline
+def _memory_verdict(cfg: RootConfig, est: Estimate, intervals: Intervals) -> MemoryFit:
+    """launcher.plan.band's rule: fits under the margin, kept in the band while the interval's lower end fits the
+    device, kept as borderline within plan.keep_borderline, else pruned."""
+    plan = cfg.plan
+    return memory_fit(est.peak_mem_gb, intervals.peak_mem_gb_low, cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
+                      plan.keep_borderline)
+
+
+def band_key(cfg: RootConfig) -> Callable[[PlannedTrial], tuple[float, float]]:
+    """Order of the band's trials, the cheapest informative first: the smallest predicted peak (the likeliest to
+    fit, and the measurement that moves the memory model where it is uncertain), then the fewest GPU-seconds."""
+    def key(t: PlannedTrial) -> tuple[float, float]:
+        return t.estimate.peak_mem_gb, job_duration_s(cfg, t.estimate) * t.layout.gpus
+    return key
+
+
+def _oom_reason(cfg: RootConfig, est: Estimate, intervals: Intervals) -> str:
+    cap = cfg.cluster.gpu_mem_gb
+    return (f"predicted {gb_text(est.peak_mem_gb)} GB (90 % interval {gb_text(intervals.peak_mem_gb_low)}–"
+            f"{gb_text(intervals.peak_mem_gb_high)}): even the interval's lower end is over the {cap:g} GB of the "
+            f"device")
 
 
 def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[PlannedTrial], list[PlannedTrial]]:
@@ -122,7 +141,8 @@ def _apply_budget(cfg: RootConfig, ranked: list[PlannedTrial]) -> tuple[list[Pla
     top, rest = ranked[: budget - n_explore], ranked[budget - n_explore:]
     rng = random.Random(cfg.plan.seed)
     explore_idx = set(rng.sample(range(len(rest)), n_explore))
-    explored = [_replace(t, selection="exploration") for i, t in enumerate(rest) if i in explore_idx]
+    explored = [_replace(t, selection="exploration" if t.selection == "predicted" else t.selection)
+                for i, t in enumerate(rest) if i in explore_idx]  # a band trial stays labelled band
     dropped = [_replace(t, pruned_by=PruneReason.BUDGET, pruned_reason=f"outside plan.max_trials={budget}")
                for i, t in enumerate(rest) if i not in explore_idx]
     return sorted(top + explored, key=rank_key(cfg.plan.objective)), dropped
@@ -156,6 +176,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     pruned = _PrunedSink()
     smallest: Optional[PlannedTrial] = None  # the predicted OOM that needs least memory (for the error message)
     n_points = 0
+    factors = SpreadFactors.of(stack_of(cfg.backend))
     checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
                       key_space=key_space(cfg.grid, cfg.cluster))
     for layout in expand(cfg.grid, cfg.cluster):
@@ -171,18 +192,18 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
                        flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants,
                        workload=workload_for(cfg.backend, layout))
-        trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings)
-        fits, borderline = _memory_verdict(cfg, est)
-        if fits:
+        intervals = factors.intervals(est.peak_mem_gb, est.step_time_s)
+        trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, intervals=intervals)
+        fit = _memory_verdict(cfg, est, intervals)
+        if fit is MemoryFit.FITS:
             fitting.append(trial)
-        elif borderline:
-            fitting.append(_replace(trial, selection="borderline"))
+        elif fit.kept:
+            fitting.append(_replace(trial, selection=fit.value))
         else:
             if smallest is None or est.peak_mem_gb < smallest.estimate.peak_mem_gb:
                 smallest = trial
-            pruned.add(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM, pruned_reason=(
-                f"predicted {gb_text(est.peak_mem_gb)} GB > {cfg.plan.mem_safety_margin:.0%} of "
-                f"{cfg.cluster.gpu_mem_gb:g} GB")))
+            pruned.add(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM,
+                                pruned_reason=_oom_reason(cfg, est, intervals)))
     if progress is not None:
         progress(n_points, total)
     if n_points and not fitting and not pruned.counts:
@@ -193,8 +214,13 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
                         f"memory; the smallest needs {gb_text(best.estimate.peak_mem_gb)} GB ({best.layout.label()}) "
                         f"of "
-                        f"{cfg.cluster.gpu_mem_gb:g} GB. Add pp/tp, recompute, ZeRO, or raise plan.mem_safety_margin.")
+                        f"{cfg.cluster.gpu_mem_gb:g} GB, even at its interval's lower end "
+                        f"({gb_text(best.intervals.peak_mem_gb_low if best.intervals else best.estimate.peak_mem_gb)}"
+                        f" GB). Add pp/tp, recompute, ZeRO, or raise plan.keep_borderline to run it anyway.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
+    # The band's trials after the others, cheapest informative first (the scheduler still orders the sweep's runs)
+    kept = ([t for t in kept if t.selection != MemoryFit.BAND.value]
+            + sorted((t for t in kept if t.selection == MemoryFit.BAND.value), key=band_key(cfg)))
     for t in over_budget:
         pruned.add(t)
     job_s = sum(job_duration_s(cfg, t.estimate) for t in kept)
@@ -232,8 +258,9 @@ def check_grid_cap(grid: GridConfig, cluster: ClusterConfig, cap: int) -> int:
     return total
 
 
-PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "headroom", "step_time_s", "tokens_per_s",
-                "tflops_per_gpu", "model_tflops_per_gpu", "mfu", "pruned_by", "pruned_reason", "warnings")
+PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "peak_mem_gb_low", "peak_mem_gb_high",
+                "headroom", "step_time_s", "step_time_s_low", "step_time_s_high", "tokens_per_s", "tflops_per_gpu",
+                "model_tflops_per_gpu", "mfu", "pruned_by", "pruned_reason", "warnings")
 
 
 def plan_rows(plan: Plan) -> list[dict[str, Any]]:
@@ -247,11 +274,13 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
 
 
 def _row(t: PlannedTrial, rank: Optional[int]) -> dict[str, Any]:
-    e = t.estimate
+    e, i = t.estimate, t.intervals
     return {"rank": rank if rank is not None else "", "config_hash": t.config_hash,
             "selection": t.selection if t.kept else "pruned", **t.layout.to_dict(),
-            "peak_mem_gb": round(e.peak_mem_gb, 3), "headroom": round(e.headroom, 4),
-            "step_time_s": round(e.step_time_s, 5), "tokens_per_s": round(e.tokens_per_s, 1),
+            "peak_mem_gb": round(e.peak_mem_gb, 3), "peak_mem_gb_low": round(i.peak_mem_gb_low, 3) if i else "",
+            "peak_mem_gb_high": round(i.peak_mem_gb_high, 3) if i else "", "headroom": round(e.headroom, 4),
+            "step_time_s": round(e.step_time_s, 5), "step_time_s_low": round(i.step_time_s_low, 5) if i else "",
+            "step_time_s_high": round(i.step_time_s_high, 5) if i else "", "tokens_per_s": round(e.tokens_per_s, 1),
             "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
             "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason,
             "warnings": "; ".join(w.message for w in t.warnings)}

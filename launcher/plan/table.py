@@ -13,15 +13,16 @@ from launcher.core.files import replacing
 from launcher.core.objective import Objective
 from launcher.core.units import gb_text
 from launcher.plan import spread
+from launcher.plan.band import HIGH_QUANTILE, LOW_QUANTILE
 from launcher.plan.cost import cost_lines, forecast
 from launcher.plan.inputs import stack_of
 from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
 from launcher.plan.rules import Issue
 
 MAX_TABLE_ROWS = 40
-INTERVAL = (0.05, 0.95)
+INTERVAL = (LOW_QUANTILE, HIGH_QUANTILE)
 """The quantiles of the estimator's out-of-sample log error (launcher.plan.spread) the table shows beside a
-prediction."""
+prediction: the interval whose lower end decides pruning (launcher.plan.band)."""
 INTERVAL_PERCENT = round(100 * (INTERVAL[1] - INTERVAL[0]))
 
 
@@ -73,7 +74,9 @@ def interval_note(stack: str) -> str:
     if not sources:
         return ""
     return (f"(low–high): {INTERVAL_PERCENT} % interval from the estimator's leave-one-source-out errors on the "
-            f"published corpus (launcher/plan/spread.json): {', '.join(sources)}")
+            f"published corpus (launcher/plan/spread.json): {', '.join(sources)}. A layout is pruned as a predicted "
+            "OOM only when its peak's low end is over the device's memory; 'band': predicted over "
+            "plan.mem_safety_margin, but the low end fits: kept, and run smallest predicted peak first")
 
 
 def with_interval(quantity: str, predicted: float, stack: str) -> str:

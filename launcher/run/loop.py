@@ -28,10 +28,11 @@ from launcher.core.states import JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
-from launcher.plan.planner import Plan, make_plan
+from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import network, trial_files
+from launcher.run.bringback import BROUGHT_BACK, bring_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
@@ -58,16 +59,24 @@ def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
 def _records(plan: Plan) -> list[TrialRecord]:
     """The plan as ledger records: kept trials, then those pruned as predicted OOMs (budget-dropped layouts are not
     trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream."""
-    records = [TrialRecord(t.config_hash, pos, t.layout, _estimate_dict(t.estimate), t.selection)
+    records = [TrialRecord(t.config_hash, pos, t.layout, _predicted(t), t.selection)
                for pos, t in enumerate(plan.trials)]
     for pos, t in enumerate(plan.pruned, len(plan.trials)):
         if t.pruned_by is PruneReason.PREDICTED_OOM:
-            records.append(TrialRecord(t.config_hash, pos, t.layout, _estimate_dict(t.estimate), "pruned",
+            records.append(TrialRecord(t.config_hash, pos, t.layout, _predicted(t), "pruned",
                                        state=TrialState.PRUNED, pruned_by=t.pruned_by, reason=t.pruned_reason))
     return records
 
 
 _PLAIN = (int, float, str, bool, type(None))
+
+
+def _predicted(t: PlannedTrial) -> dict:
+    """What the ledger keeps of a plan's prediction: the estimate and its 90 % intervals (launcher.plan.band)."""
+    out = _estimate_dict(t.estimate)
+    if t.intervals is not None:
+        out.update(t.intervals.as_dict(t.estimate.tokens_per_s, t.estimate.step_time_s))
+    return out
 
 
 def _estimate_dict(estimate: Estimate) -> dict:
@@ -243,11 +252,29 @@ class SweepLoop:
         predictions = self._calibrated = self.search.predictions(records)
         if not prune:
             return
-        plan = self.cfg.plan
-        limit = plan.mem_safety_margin + plan.keep_borderline  # what the planner keeps, judged by the fitted model
+        plan = self.cfg.plan  # the planner's rule (launcher.plan.band), judged by the fitted model
         self._prune_each([(key, PruneReason.CALIBRATED_OOM, why) for key, why in
-                          calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, limit)
+                          calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
+                                          plan.keep_borderline)
                           if key in self.allowed])
+        self._bring_back(records)
+
+    def _bring_back(self, records: Sequence[TrialRecord]) -> None:
+        """Planner-pruned trials the calibrated memory model now keeps go back to planned (launcher.run.bringback),
+        into this run's trials, with the prediction that brought them back."""
+        cfg = self.cfg
+        predictions = predict_pruned(self.search.calibration, records, self.search.features, cfg.model.seq_len)
+        back = bring_back(records, predictions, cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin,
+                          cfg.plan.keep_borderline)
+        if not back:
+            return
+        self.ledger.update_each([(key, why[:300], {
+            "state": TrialState.PLANNED, "pruned_by": "", "reason": why[:500], "selection": BROUGHT_BACK,
+            "calibrated": predictions[key]}) for key, why in back])
+        self.allowed |= {key for key, _ in back}
+        self._calibrated.update({key: predictions[key] for key, _ in back})
+        for key, why in back:
+            self.progress.log(f"{key[:8]} {self.ledger.get(key).layout.label()} {why}")
 
     def _converge(self, records: Sequence[TrialRecord]) -> None:
         # Planned trials of an earlier plan never run here: they must not keep the search going.
@@ -483,6 +510,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
         allowed = {t.config_hash for t in plan.trials}
+        # trials the calibration brought back before a resume run again (the plan still prunes them)
+        allowed |= {r.config_hash for r in view.trials() if r.selection == BROUGHT_BACK}
         del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
         allowed |= {r.config_hash for r in view.trials() if r.repeat_of in allowed}
         stale = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]

@@ -32,6 +32,7 @@ from launcher.core.errors import ConfigError
 from launcher.core.objective import Objective
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, TrialState
+from launcher.plan.band import calibrated_low_gb, memory_fit
 from launcher.plan.calibrate import (
     Calibration,
     FeatureTable,
@@ -298,8 +299,9 @@ def checks(records: Sequence[TrialRecord]) -> list[tuple[float, float]]:
 
 
 def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict], capacity_gb: float,
-                    limit_share: float) -> list[tuple[str, str]]:
-    """Planned trials the calibrated memory model puts over `limit_share` of capacity, with the reason. Never one
+                    margin: float, keep_borderline: float = 0.0) -> list[tuple[str, str]]:
+    """Planned trials the calibrated memory model rules out (launcher.plan.band: the lower end of the calibrated
+    peak's 90 % interval over the device's memory, and not within plan.keep_borderline), with the reason. Never one
     that a measured trial predicted to need at least as much memory shows to fit (the model errs, not the device)."""
     fitted = [predictions[r.config_hash]["peak_mem_gb"] for r in records
               if r.state in MEASURED and r.config_hash in predictions]
@@ -310,11 +312,12 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict]
         if r.state is not TrialState.PLANNED or p is None:
             continue
         peak = p["peak_mem_gb"]
-        if peak <= limit_share * capacity_gb or peak <= largest_fitted:
+        low = calibrated_low_gb(peak, p.get("mem_sd", 0.0))
+        if memory_fit(peak, low, capacity_gb, margin, keep_borderline).kept or peak <= largest_fitted:
             continue
-        out.append((r.config_hash, f"calibrated prediction {peak:.3g} GB > {limit_share:.0%} of {capacity_gb:g} GB "
-                                   f"(a-priori {r.predicted.get('peak_mem_gb', 0):.3g} GB; fitted on "
-                                   f"{p['n_fit']} measured trials)"))
+        out.append((r.config_hash, f"calibrated prediction {peak:.3g} GB (90 % interval from {low:.3g} GB) > "
+                                   f"{capacity_gb:g} GB (a-priori {r.predicted.get('peak_mem_gb', 0):.3g} GB; "
+                                   f"fitted on {p['n_fit']} measured trials)"))
     return out
 
 

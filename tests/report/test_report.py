@@ -180,3 +180,24 @@ def test_the_search_section_shows_run_order_calibration_early_stops_and_skips(tm
     assert "Stopped early (1)" in section and "400 tokens/s after 3 measured" in section
     assert "Skipped while the sweep ran (1)" in section and "converged" in section
     assert "slow0002" not in re.search(r'<section id="failures">(.*?)</section>', page, re.S).group(1)
+
+
+def test_the_report_shows_the_intervals_and_what_the_calibration_brought_back(tmp_path):
+    apriori = {"tokens_per_s": 900.0, "tokens_per_s_low": 800.0, "tokens_per_s_high": 1000.0, "peak_mem_gb": 0.61,
+               "peak_mem_gb_low": 0.545, "peak_mem_gb_high": 0.656}
+    back = {**trial("back0001", "ok", tokens_per_s=950.0, peak_mem_gb=0.35), "selection": "brought_back",
+            "predicted": apriori, "submitted_at": 0.0, "finished_at": 60.0,
+            "calibrated": {"tokens_per_s": 940.0, "step_time_s": 1.0, "step_sd": 0.1, "peak_mem_gb": 0.33,
+                           "mem_sd": 0.05}}
+    pruned = {**trial("gone0002", "pruned", reason="predicted 0.9 GB (90 % interval 0.8–0.97): even ..."),
+              "pruned_by": "predicted_oom", "attempts": 0, "predicted": {**apriori, "peak_mem_gb": 0.9,
+                                                                         "peak_mem_gb_low": 0.8,
+                                                                         "peak_mem_gb_high": 0.97}}
+    page = _report(tmp_path, trials=[back, pruned], ranked=[back])
+    search = re.search(r'<section id="search">(.*?)</section>', page, re.S).group(1)
+    assert "Brought back after calibration (1)" in search
+    brought = search[search.index("Brought back"):search.index("Skipped while")]
+    assert "back0001" in brought and "0.61 (0.545–0.656)" in brought and "0.33 (0.304–0.358)" in brought
+    assert "<td>900 (800–1,000)</td>" in search                                 # a-priori tokens/s, 90 %
+    assert "900 (800–1,000)" in re.search(r'<section id="ranked">(.*?)</section>', page, re.S).group(1)
+    assert "0.9 (0.8–0.97)" in re.search(r'<section id="pruned">(.*?)</section>', page, re.S).group(1)

@@ -1,5 +1,7 @@
 """MLflow records on a real sqlite store: idempotent parent/child runs, best tag, metrics beside predictions."""
 
+import math
+
 import pytest
 
 from analysis.report.tracking import Tracker, TrackingUnavailable, runs_table_url, trial_metrics, trial_tags
@@ -89,6 +91,19 @@ def test_the_calibrated_prediction_beside_the_a_priori_one():
     m = trial_metrics({**trial("a"), "calibrated": {"tokens_per_s": 110.0, "step_time_s": 0.5, "peak_mem_gb": 0.1}})
     assert m["calibrated_tokens_per_s"] == 110.0 and m["calibrated_peak_mem_gb"] == 0.1
     assert m["tokens_per_s_vs_calibrated_pct"] == pytest.approx(100 * (m["tokens_per_s"] / 110.0 - 1.0))
+
+
+def test_the_predictions_90_percent_intervals_are_metrics_beside_them():
+    t = trial("a")
+    t["predicted"].update(peak_mem_gb_low=0.1, peak_mem_gb_high=0.13, tokens_per_s_low=70.0, tokens_per_s_high=95.0)
+    calibrated = {"tokens_per_s": 110.0, "step_time_s": 0.5, "step_sd": 0.1, "peak_mem_gb": 0.1, "mem_sd": 0.05}
+    m = trial_metrics({**t, "calibrated": calibrated})
+    assert (m["predicted_peak_mem_gb_low"], m["predicted_peak_mem_gb_high"]) == (0.1, 0.13)
+    assert (m["predicted_tokens_per_s_low"], m["predicted_tokens_per_s_high"]) == (70.0, 95.0)
+    assert m["calibrated_peak_mem_gb_low"] == pytest.approx(0.1 * math.exp(-1.6448536 * 0.05))
+    assert m["calibrated_peak_mem_gb_high"] == pytest.approx(0.1 * math.exp(1.6448536 * 0.05))
+    assert m["calibrated_tokens_per_s_low"] == pytest.approx(110.0 * math.exp(-1.6448536 * 0.1))
+    assert "predicted_peak_mem_gb_low" not in trial_metrics(trial("b"))    # a ledger from before the intervals
 
 
 def test_failure_kind_only_on_runs_that_did_not_finish_ok(tracker):
