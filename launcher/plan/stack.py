@@ -44,7 +44,10 @@ Sources (read in the code of each stack):
   parallelism on pipeline stages; q, k, v, gate and up projections each ColwiseParallel with a sequence-sharded
   input (5 all-gathers per layer where Megatron's fused QKV and FC1 do 2); gradient accumulation under
   set_requires_gradient_sync(False) except on the last micro-step (kempnerforge/training/grad.py): FSDP2 then
-  accumulates unsharded gradients in the reduction dtype.
+  accumulates unsharded gradients in the reduction dtype. The loss is F.cross_entropy on the model's bf16 logits
+  (scripts/train.py; the OutputHead is a plain nn.Linear, no .float()): the logits (2 B, held by the training loop
+  through the backward), the bf16 log-softmax kept for the backward (2 B), and in its backward the gradients of both
+  (2 + 2 B) = 8 B per logit element at the peak, where the float32 loss of torchtitan-like stacks keeps 10.
 - nanotron: Megatron-like layout (bf16 params, fp32 gradient accumulation buffer, ZeRO-1 over dp), fused kernels
   (flash-attn's RMSNorm/rotary), TP with sequence parallelism (tp_mode REDUCE_SCATTER). huggingface/nanotron
   (2411b022): the model is wrapped in torch DistributedDataParallel over dp x cp (trainer.py), whose bf16 gradient
@@ -150,7 +153,7 @@ STACKS = {
                                False, "fa2"),
     "torchtitan_like": StackFacts("torchtitan_like", "fp32_master", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0,
                                   10.0, False, "fa3"),
-    "kempnerforge": StackFacts("kempnerforge", "bf16_pure", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0, 10.0,
+    "kempnerforge": StackFacts("kempnerforge", "bf16_pure", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0, 8.0,
                                False, "fa3", grad_accum_sync=False, tp_input_gathers=5.0, sp_regather=False,
                                vocab_parallel_loss=False),
     "parasweep_workload": StackFacts("parasweep_workload", "fp32_master", False, 165.0, 0.7, 80.0, 22.0, 6.0, 4.0,
