@@ -210,7 +210,8 @@ def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int,
     def per_layer(mode: str) -> float:
         experts = 0.0 if mode == "full" else moe.activation_bytes(model, layout, e)
         return experts + layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8,
-                                                unfused_softmax=model.seq_len > facts.fused_softmax_max_seq)
+                                                unfused_softmax=(model.seq_len > facts.fused_softmax_max_seq
+                                                                 and facts.softmax_fallback_fp32))
 
     whole = per_layer("none" if full else layout.recompute)
     if full:

@@ -126,6 +126,11 @@ class StackFacts:
     before its 2023 rebase (branch before_rebase, megatron/model/fused_softmax.py: key_seq_len <= 2048; the
     fallback casts the scores to fp32 because apply_query_key_layer_scaling forces attention_softmax_in_fp32):
     2048. Megatron-LM and NeMo today fuse up to 16k and run flash attention anyway: unbounded here."""
+    softmax_fallback_fp32: bool = True
+    """The unfused softmax (past fused_softmax_max_seq) casts the scores to fp32 (attention_softmax_in_fp32, forced by
+    apply_query_key_layer_scaling in Megatron-DeepSpeed before its rebase). False: it stays in 16 bits (Megatron-LM
+    with --no-masked-softmax-fusion and the default --attention-softmax-in-fp32 off: masked_fill, softmax and dropout
+    as three 16-bit PyTorch ops, megatron/core/fusions/fused_softmax.py forward_torch_softmax)."""
     tp_comm_overlap: bool = False
     """Under sequence parallelism the TP all-gathers and reduce-scatters run beside the GEMMs (Transformer Engine
     userbuffers: NeMo's / Megatron-Bridge's tp_comm_overlap, on in NVIDIA's performance recipes and MLPerf
@@ -140,7 +145,8 @@ _MEGATRON = StackFacts("megatron_lm", "megatron", eager=False, kernels_per_layer
                        reduce_bytes=4.0, gather_bytes=2.0, logits_bytes=6.0, overlap_param_gather=True)
 STACKS = {
     "megatron_lm": _MEGATRON,
-    "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True),
+    "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True,
+                                 fused_softmax_max_seq=0.0, softmax_fallback_fp32=False),
     "nemo": StackFacts("nemo", "megatron_bf16_grads", False, 45.0, 0.5, 7.0, 0.0, 0.0, 2.0, 2.0, 6.0, True,
                        fp8_weight_cache_bytes=0.0, tp_comm_overlap=True),
     "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 10.0, False, "fa2",

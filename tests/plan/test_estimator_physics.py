@@ -431,3 +431,28 @@ def test_nanotron_ddp_buckets_and_fp32_loss_buffers():
     assert stack_facts("nanotron").logits_bytes == 10.0
     vocab_part = 10.0 * 4096 * flops.padded_vocab(131072, 1) / 1e9
     assert one["logits"] == pytest.approx(vocab_part + 2 * 2 * 4096 * 2048 / 1e9)
+
+
+def test_unfused_16bit_softmax_of_megatrons_local_transformer():
+    """Megatron-LM's local transformer as the megatron_lm backend runs it (--no-masked-softmax-fusion,
+    attention_softmax_in_fp32 off): masked_fill, softmax and dropout as 16-bit PyTorch ops at every length, 6e + 1 =
+    13 B moved per score element against the fused kernel's 9; what the backward keeps is the fused kernel's (softmax
+    output, dropout mask and output: 5 B). GPT-1.7B (24 heads, h 2304), s 2048, mbs 2: 2.013e8 score elements per
+    layer, 0.81 GB more forward traffic per layer."""
+    gpt = ModelConfig(name="gpt-1.7b", layers=24, hidden=2304, heads=24, ffn_hidden=9216, seq_len=2048, vocab=51200,
+                      norm="layernorm")
+    one = cluster_for("h100-80g", 1, 1)
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=2, gbs=16, recompute="none")
+    r = st.rates(PRIOR, False, "hopper")
+    local = st._context(gpt, one, lay, "bf16", False, r, False, Workload(stack="megatron_local"), "")
+    fused = st._context(gpt, one, lay, "bf16", False, r, False, Workload(stack="megatron_lm"), "")
+    elements = 24 * 2048 * 2048 * 2
+    assert elements == pytest.approx(2.013e8, rel=0.001)
+    assert st._layer_times(local)[5] - st._layer_times(fused)[5] == pytest.approx(elements * 4)
+    assert elements * 4 / 1e9 == pytest.approx(0.81, abs=0.01)
+    assert not stack_facts("megatron_local").softmax_fallback_fp32 and stack_facts("megatron_deepspeed").softmax_fallback_fp32
+    keep = [memory.stage_memory_gb(gpt, one, lay, "bf16", 0, flash=False, workload=Workload(stack=s))["activations"]
+            for s in ("megatron_local", "megatron_lm")]
+    eager = memory.layer_activation_bytes(gpt, 2, 1, False, "none", False, 2, eager=True)
+    plain = memory.layer_activation_bytes(gpt, 2, 1, False, "none", False, 2)
+    assert keep[0] - keep[1] == pytest.approx(24 * (eager - plain) / 1e9)   # only the eager modules' extra tensors
