@@ -203,7 +203,7 @@ def shard_group(cluster: ClusterConfig, layout: Layout, workload: Workload) -> i
 def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int, flash: bool, facts: StackFacts,
                  workload: Workload) -> float:
     e, t, sp, cp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel, layout.sequence_shards
-    eager = not kernels_fused(facts, workload)
+    eager = not kernels_fused(facts, workload) or facts.eager_activations
     fp8 = precision == "fp8"
     full = layout.recompute == "full"
 

@@ -135,6 +135,13 @@ class StackFacts:
     """Under sequence parallelism the TP all-gathers and reduce-scatters run beside the GEMMs (Transformer Engine
     userbuffers: NeMo's / Megatron-Bridge's tp_comm_overlap, on in NVIDIA's performance recipes and MLPerf
     submissions for TP > 1; launcher.plan.step_time.tp_exposed)."""
+    eager_activations: bool = False
+    """The layers' saved tensors are those of eager PyTorch modules even where the element-wise traffic is counted
+    as fused (launcher.plan.memory.layer_activation_bytes eager=True): the embedded workload (launcher/workload/
+    model.py) runs nn.RMSNorm under autocast (an fp32 copy of its input kept for the backward), F.silu(gate(x)) * fc1(x)
+    (the SiLU output kept by the product besides the gate output) and y.transpose(1, 2).reshape(...) before the output
+    projection (a contiguous copy kept by it besides the attention output SDPA keeps); it has no rotary embedding,
+    whose eager traffic StackFacts.eager would add to the step time."""
     vocab_parallel_loss: bool = True
     """Under TP the loss runs on each rank's V/t logits (Megatron's vocab-parallel cross-entropy); False: the
     output layer's logits are all-gathered and every TP rank computes the loss over the whole vocabulary."""
@@ -163,7 +170,7 @@ STACKS = {
                                False, "fa3", grad_accum_sync=False, tp_input_gathers=5.0, sp_regather=False,
                                vocab_parallel_loss=False),
     "parasweep_workload": StackFacts("parasweep_workload", "fp32_master", False, 165.0, 0.7, 80.0, 22.0, 6.0, 4.0,
-                                     2.0, 10.0, False, "fa2", autocast_cache=True),
+                                     2.0, 10.0, False, "fa2", autocast_cache=True, eager_activations=True),
 }
 """Counts per stack (see the module docstring for their sources). microbatch_param_bytes: Megatron 0 (fused
 accumulation), DeepSpeed's pipeline 28 and the embedded workload 22 (constants.py counts them), FSDP: the wgrad

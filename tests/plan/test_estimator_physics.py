@@ -456,3 +456,20 @@ def test_unfused_16bit_softmax_of_megatrons_local_transformer():
     eager = memory.layer_activation_bytes(gpt, 2, 1, False, "none", False, 2, eager=True)
     plain = memory.layer_activation_bytes(gpt, 2, 1, False, "none", False, 2)
     assert keep[0] - keep[1] == pytest.approx(24 * (eager - plain) / 1e9)   # only the eager modules' extra tensors
+
+
+def test_embedded_workload_keeps_the_tensors_of_eager_modules():
+    """launcher/workload/model.py: nn.RMSNorm under autocast keeps an fp32 copy of its input (2 norms x 4 B),
+    F.silu(gate(x)) * fc1(x) keeps the SiLU output (e·f/h), the attention output's transpose + reshape copy is kept by
+    the output projection (e): 8 + 2 + 2 x 4 = 18 B per s·b·h element more per layer for the Llama-3.2-1B shape
+    (f/h = 4); at seq 4096, mbs 1 that is 16 x 8.39M x 18 B = 2.42 GB (measured on an H100: 36.2 GB allocated against
+    33.5 GB predicted without them, tests/data/published/parasweep_h100_own.csv, 2026-11-26 rows)."""
+    llama1b = ModelConfig(name="llama3.2-1b", layers=16, hidden=2048, heads=32, kv_heads=8, ffn_hidden=8192,
+                          swiglu=True, seq_len=4096, vocab=128256, tied_embeddings=True, norm="rmsnorm")
+    one = cluster_for("h100-80g", 1, 1)
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=1, gbs=8, recompute="none")
+    assert stack_facts("parasweep_workload").eager_activations and not stack_facts("parasweep_workload").eager
+    acts = memory.stage_memory_gb(llama1b, one, lay, "bf16", 0, flash=True,
+                                  workload=Workload(stack="parasweep_workload"))["activations"]
+    plain = memory.layer_activation_bytes(llama1b, 1, 1, False, "none", True, 2)
+    assert acts - 16 * plain / 1e9 == pytest.approx(2.42, abs=0.01)
