@@ -43,6 +43,7 @@ from analysis.logs.families import Row, first_match, line_around
 from analysis.logs.families import completion as F_DONE
 from analysis.logs.families import config as F_CONFIG
 from analysis.logs.families import divergence as F_DIV
+from analysis.logs.families import error_end as F_END
 from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
@@ -325,7 +326,8 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         idx, why = record
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
-    skipped = F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
+    skipped = (F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
+               or F_DIV.fairseq_scale_collapsed(text))
     if skipped is not None:
         idx, why = skipped
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
@@ -709,12 +711,28 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     interrupt."""
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
-        found = _ends_waiting(text) or _interrupted_while_stalled(text, verdict)
+        found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
+                 or _ends_waiting(text, F_STALL.SETUP_PHASES))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
         found = _liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
     return found or verdict
+
+
+def _error_ending(text: str) -> Failure | None:
+    """The last error record (families.error_end) among the log's last lines: the job crashed there, or hit a
+    configuration error where the record is an exception whose message states a broken configuration rule."""
+    for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
+        _, body = split_prefix(line)
+        what = F_END.error_record(body)
+        if what is None:
+            continue
+        match = F_CONFIG.EXCEPTION.search(body)
+        if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+            return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {body[:200]}", _evidence(text, pos))
+        return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
+    return None
 
 
 def _completed(text: str) -> bool:
