@@ -353,6 +353,12 @@ def _has_progress(text: str, start: int) -> bool:
     return _PROGRESS.search(text, start) is not None or any(text.find(m, start) >= 0 for m in _RESULT_MARKERS)
 
 
+# ProcessGroupNCCL's watchdog ending the job after a stall point: the job did not stop at the stall point but was
+# ended by a collective timeout there (the other ranks waited for the stuck one), which is the comm_error the corpus
+# labels such logs (Megatron-LM#1050: fused-kernel build lock, then the watchdog).
+_WATCHDOG_TIMEOUT = "Watchdog caught collective operation timeout"
+
+
 def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
     """The first known stall point (in table order: the fused-kernel lock is more telling than the extension
     build it waits for) that the log never got past: no 'done' line, progress or traceback after it."""
@@ -362,7 +368,8 @@ def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
             continue
         line_start, line_end = _line_bounds(text, idx)
         if any(text.find(done, line_start) >= 0 for done in point.done) \
-                or text.find("Traceback", line_end) >= 0 or _has_progress(text, line_end):
+                or text.find("Traceback", line_end) >= 0 or _has_progress(text, line_end) \
+                or text.find(_WATCHDOG_TIMEOUT, idx) >= 0:
             continue
         return idx, point
     return None
@@ -619,7 +626,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
-        or _by_family(text, F_CONFIG.DATA_MISSING, start)
+        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
         or _by_family(text, F_ORCH.NODE_LOST, start)

@@ -138,3 +138,22 @@ DATA_MISSING = (
            ("ound", "ERROR: training data could not be found under s3://bucket/prefix", _DATA_SHAPE),
            ("o such file", "FileNotFoundError: [Errno 2] No such file or directory: dataset file 'train.jsonl'",
             _DATA_SHAPE)))
+
+_RESUME_MISSING = "resuming from a checkpoint the configuration names, which does not exist"
+# The configuration asks to resume (resume_if_exists, ckpt_path="last", --load) and there is nothing to resume from.
+RESUME_MISSING = (
+    rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "NeMo nemo/utils/exp_manager.py check_resume",
+         ("Cannot resume.", "nemo.utils.exp_manager.NotFoundError: There was no checkpoint folder at checkpoint_dir "
+                            ":exp/run/checkpoints. Cannot resume."))
+    + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "Lightning lightning_fabric/plugins/io/torch_io.py "
+           "load_checkpoint",
+           ("Checkpoint file not found: ", "FileNotFoundError: Checkpoint file not found: runs/exp1/ckpts/last.ckpt",
+            r"(?:FileNotFoundError|Error):\s{0,4}Checkpoint file not found: "))
+)
+_BUILD_FAILED = "a JIT-built extension failed to compile in this environment (compiler, CUDA toolkit, headers)"
+EXTENSION_BUILD = rows(
+    FailureKind.CONFIG_ERROR, _BUILD_FAILED, "torch/utils/cpp_extension.py _run_ninja_build and _jit_compile "
+    "(DeepSpeed op_builder loads fused_adam, cpu_adam, ... this way)",
+    ("'ninja', '-v']' returned non-zero exit status", "subprocess.CalledProcessError: Command '['ninja', '-v']' "
+                                                      "returned non-zero exit status 1."),
+    ("Error building extension '", "RuntimeError: Error building extension 'fused_adam'"))
