@@ -188,3 +188,16 @@ def test_stall_point_then_watchdog_timeout_is_comm_error():
     assert classify(text).kind == "comm_error"
     # look-alike: the same stall point with nothing after it stays a hang
     assert classify("> compiling and loading fused kernels ...\n").kind == "hang"
+
+
+@pytest.mark.parametrize("text, kind", [
+    # batch 4 hf_trainer/ms_swift_pack_to_max_length_needs_distributed_assert_1.log: a feature needing distributed
+    # training, asked for in a single-process run
+    ("Traceback (most recent call last):\n  File \"swift/llm/sft.py\", line 80, in main\n"
+     "AssertionError: pack_to_max_length is only available with distributed training.\n", "config_error"),
+    # look-alike: distributed training named, but no rule stated
+    ("Traceback (most recent call last):\n  File \"train.py\", line 80, in main\n"
+     "AssertionError: distributed training lost rank 3\n", "crashed"),
+])
+def test_distributed_training_requirement_is_a_config_rule(text, kind):
+    assert classify(text).kind == kind

@@ -58,7 +58,8 @@ QUANTITY = re.compile(
     r"num[ _-]?layers|\blayers?\b|attention[ _-]?heads|\bheads?\b|num[ _-]?heads|query[ _-]?groups|kv[ _-]?heads|"
     r"hidden[ _-]?size|ffn|seq(?:uence)?[ _-]?len(?:gth)?|max[ _-]?position|context[ _-]?length|vocab|experts?|"
     r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
-    r"\bnodes?\b|nproc|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|iterations|"
+    r"\bnodes?\b|nproc|distributed training|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|"
+    r"iterations|"
     r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint|"
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
