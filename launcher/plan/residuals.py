@@ -174,7 +174,7 @@ def log_likelihood(gram: np.ndarray, xr: np.ndarray, rr: float, n: int, prior_va
     _, logdet_a = np.linalg.slogdet(a)
     logdet = logdet_a + float(np.sum(np.log(prior_var))) + n * math.log(noise_var)
     quad = rr / noise_var - float(b @ np.linalg.solve(a, b))
-    return -0.5 * (quad + logdet)
+    return float(-0.5 * (quad + logdet))
 
 
 @dataclass(frozen=True)
