@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Optional
 
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -127,7 +127,9 @@ class Layout:
         return self.model_parallel * self.dp
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # asdict(self) without its recursive deep copy (every value is a number, a string or a bool): plan.csv
+        # and the search convert every trial of a 50k-trial plan
+        return {name: getattr(self, name) for name in NAMES}
 
     def config_hash(self, context: str = "") -> str:
         """Stable identity of the trial: the layout plus the model/cluster/backend context."""

@@ -21,6 +21,7 @@ constants is a few numpy operations (`FeatureTable.predict`): a refit over 1,000
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -138,7 +139,15 @@ class TrialFeatures:
 def _vector(x: float | np.ndarray) -> np.ndarray:
     import numpy as np
 
-    return np.broadcast_to(np.asarray(x, dtype=float), (len(_GROUPS),))
+    out = np.empty(len(_GROUPS))
+    out[...] = x  # broadcasts a scalar; np.broadcast_to cost ~40 % of trial_features
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _bare_memory_constants() -> Constants:
+    """The memory model without the overheads the calibration fits (built once: with_values costs ~0.1 ms)."""
+    return DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0, fragmentation_share=0.0)
 
 
 def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
@@ -149,9 +158,11 @@ def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
 
     pc = step_pieces(model, cluster, layout, precision, flash, _unit_rates(), is_cpu_standin(cluster.gpu),
                      workload=workload, backend=backend)
-    stages = np.array([[_vector(getattr(mb, f)) for f in _MB_FIELDS] for mb in pc.stages])
-    bare = DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0,
-                               fragmentation_share=0.0)
+    stages = np.empty((len(pc.stages), len(_MB_FIELDS), len(_GROUPS)))
+    for s, mb in enumerate(pc.stages):
+        for i, amount in enumerate(mb):  # MicrobatchTimes in _MB_FIELDS order; a scalar fills its row
+            stages[s, i] = amount
+    bare = _bare_memory_constants()
     fixed: list[float] = []
     transient: list[float] = []
     for stage in (0, layout.pp - 1):
@@ -163,6 +174,13 @@ def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
                          _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), (fixed[0], fixed[1]),
                          (transient[0], transient[1]), layout.gbs * model.seq_len, generation(cluster),
                          int(pc.overlap_gather))
+
+
+def for_layout(features: TrialFeatures, layout: Layout, seq_len: int) -> TrialFeatures:
+    """The features of `layout` from those of its batch class (launcher.plan.batch_class: equal but for the
+    micro-batch count and the tokens per step)."""
+    return dataclasses.replace(features, microbatches=max(1, layout.microbatches),
+                               tokens_per_step=layout.gbs * seq_len)
 
 
 class FeatureTable:

@@ -16,11 +16,14 @@ from typing import Optional
 from launcher.config.schema import PRECISIONS, ClusterConfig, ModelConfig
 from launcher.core.errors import ConfigError
 from launcher.core.layout import Layout
+from launcher.core.names import is_cpu_standin
 from launcher.plan import flops
+from launcher.plan.batch_class import batch_class
 from launcher.plan.constants import Constants, constants_for
+from launcher.plan.hardware import generation
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
 from launcher.plan.stack import stack_name
-from launcher.plan.step_time import step_time_s
+from launcher.plan.step_time import StepPieces, rates, step_pieces, step_time_of, step_time_s
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 
 ESTIMATOR_PRECISIONS = PRECISIONS
@@ -44,9 +47,14 @@ class Estimate:
     #                                       shard_comm, dp_comm, bubble, optimizer
 
 
+SharedParts = dict[tuple[Layout, Workload], tuple[float, dict[str, float], StepPieces]]
+"""(batch class, workload) -> (peak GB, memory breakdown, step pieces): see estimate's `shared`."""
+
+
 def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str = "bf16", *,
              flash_attention: Optional[bool] = None, backend: str = "",
-             constants: Optional[Constants] = None, workload: Workload = DEFAULT_WORKLOAD) -> Estimate:
+             constants: Optional[Constants] = None, workload: Workload = DEFAULT_WORKLOAD,
+             shared: Optional[SharedParts] = None) -> Estimate:
     """Estimate one layout that passed `constraints.check`.
 
     precision: "bf16" / "fp16" (mixed precision) or "fp32" (the local CPU stand-in; on a GPU the CUDA cores).
@@ -55,16 +63,32 @@ def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
     apply (launcher.plan.constants.constants_for; '' = Megatron-LM's). constants: other physical constants, e.g.
     the ones launcher.plan.calibrate fitted to a sweep's measurements (they replace the stack's). workload: the
     stack and the settings the config does not have yet (launcher.plan.workload; the default reproduces a plain
-    request of `backend`).
+    request of `backend`). shared: what layouts of one batch class have in common (launcher.plan.batch_class),
+    kept across the calls of one plan (the same model, cluster, precision, flash attention, backend and constants
+    in every call): a 50,000-trial plan prices each class once.
     """
     if precision not in ESTIMATOR_PRECISIONS:
         raise ConfigError("precision", precision, f"use one of {', '.join(ESTIMATOR_PRECISIONS)}")
     flash = uses_flash_attention(precision) if flash_attention is None else flash_attention
     constants = constants or constants_for(stack_name(workload, backend))
-    peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash, constants, workload=workload,
-                                  backend=backend)
-    step_s, times = step_time_s(model, cluster, layout, precision, flash, constants, workload=workload,
-                                backend=backend)
+    if shared is None:
+        peak_gb, mem = peak_memory_gb(model, cluster, layout, precision, flash, constants, workload=workload,
+                                      backend=backend)
+        step_s, times = step_time_s(model, cluster, layout, precision, flash, constants, workload=workload,
+                                    backend=backend)
+    else:
+        key = (batch_class(layout), workload)
+        parts = shared.get(key)
+        if parts is None:
+            cpu = is_cpu_standin(cluster.gpu)
+            parts = shared[key] = (*peak_memory_gb(model, cluster, key[0], precision, flash, constants,
+                                                   workload=workload, backend=backend),
+                                   step_pieces(model, cluster, key[0], precision, flash,
+                                               rates(constants, cpu, generation(cluster)), cpu, workload=workload,
+                                               backend=backend))
+        peak_gb, mem = parts[0], dict(parts[1])
+        step_s, times = step_time_of(parts[2]._replace(microbatches=max(1, layout.microbatches)), constants,
+                                     is_cpu_standin(cluster.gpu))
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
     hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, layout.recompute_every) / per_gpu_s

@@ -20,7 +20,7 @@ from launcher.core.states import PruneReason
 from launcher.core.units import gb_text
 from launcher.plan.band import Intervals, MemoryFit, SpreadFactors, memory_fit
 from launcher.plan.constants import Constants
-from launcher.plan.estimator import Estimate, estimate
+from launcher.plan.estimator import Estimate, SharedParts, estimate
 from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.hardware import check_precision
 from launcher.plan.inputs import stack_of, workload_for
@@ -177,6 +177,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     smallest: Optional[PlannedTrial] = None  # the predicted OOM that needs least memory (for the error message)
     n_points = 0
     factors = SpreadFactors.of(stack_of(cfg.backend))
+    shared: SharedParts = {}  # what layouts apart only in gbs share: priced once (launcher.plan.batch_class)
     checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
                       key_space=key_space(cfg.grid, cfg.cluster))
     for layout in expand(cfg.grid, cfg.cluster):
@@ -191,7 +192,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             continue
         est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
                        flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants,
-                       workload=workload_for(cfg.backend, layout))
+                       workload=workload_for(cfg.backend, layout), shared=shared)
         intervals = factors.intervals(est.peak_mem_gb, est.step_time_s)
         trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, intervals=intervals)
         fit = _memory_verdict(cfg, est, intervals)

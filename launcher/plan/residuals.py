@@ -117,12 +117,11 @@ class ResidualModel:
         x = design[np.fromiter(measured.keys(), dtype=int)]
         r = np.fromiter(measured.values(), dtype=float)
         best, best_ll = self, -math.inf
+        gram, xr, rr = x.T @ x, x.T @ r, float(r @ r)
         for value_sd in sorted({self.value_sd, *(v for v in VALUE_GRID if v > self.value_sd)}):
             prior_var = self._prior(names, value_sd)
             for noise_sd in sorted({self.noise_sd, *(v for v in NOISE_GRID if v > self.noise_sd)}):
-                cov = (x * prior_var) @ x.T + noise_sd ** 2 * np.eye(len(r))
-                sign, logdet = np.linalg.slogdet(cov)
-                ll = -0.5 * (r @ np.linalg.solve(cov, r) + logdet)
+                ll = log_likelihood(gram, xr, rr, len(r), prior_var, noise_sd ** 2)
                 if ll > best_ll + 1e-9:
                     best, best_ll = replace(self, value_sd=value_sd, noise_sd=noise_sd), ll
         return best
@@ -160,6 +159,22 @@ class ResidualModel:
         design, _, mean_w, cov = self._weights(dims, measured)
         var = np.einsum("ij,jk,ik->i", design, cov, design)
         return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
+
+
+def log_likelihood(gram: np.ndarray, xr: np.ndarray, rr: float, n: int, prior_var: np.ndarray,
+                   noise_var: float) -> float:
+    """-(r' C^-1 r + log det C) / 2 for C = X diag(prior_var) X' + noise_var I, from X'X (`gram`), X'r and r'r,
+    through the columns (Woodbury and the matrix determinant lemma): solving the n x n C of n measured trials cost
+    ~20 ms per (value, noise) pair at 300 trials on one core, and seconds on a shared machine whose BLAS threads
+    wait for each other; the columns' system is a few dozen wide whatever n is."""
+    import numpy as np
+
+    a = np.diag(1.0 / prior_var) + gram / noise_var
+    b = xr / noise_var
+    _, logdet_a = np.linalg.slogdet(a)
+    logdet = logdet_a + float(np.sum(np.log(prior_var))) + n * math.log(noise_var)
+    quad = rr / noise_var - float(b @ np.linalg.solve(a, b))
+    return float(-0.5 * (quad + logdet))
 
 
 @dataclass(frozen=True)

@@ -629,6 +629,12 @@ def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
     cpu = is_cpu_standin(cluster.gpu)
     pc = step_pieces(model, cluster, layout, precision, flash, rates(constants, cpu, generation(cluster)), cpu,
                      workload=workload, backend=backend)
+    return step_time_of(pc, constants, cpu)
+
+
+def step_time_of(pc: StepPieces, constants: Constants, cpu: bool) -> tuple[float, dict[str, float]]:
+    """step_time_s from the layout's pieces (priced with `constants`' rates): launcher.plan.estimator prices one
+    layout of a batch class (launcher.plan.batch_class) and gives each of the others its micro-batch count."""
     pc = pc._replace(interference=constants.overlap_interference, tp_interference=constants.tp_overlap_interference)
     step, bottleneck_s, exposed, bubble, totals = combine(pc)
     mb = pc.stages[totals.index(bottleneck_s)]

@@ -266,6 +266,11 @@ class Ledger:
         return new
 
     @_guarded
+    def config_hashes(self) -> set[str]:
+        """Every trial's config hash (one column read: what a resumed plan need not convert again)."""
+        return {row[0] for row in self._db.execute("SELECT config_hash FROM trials")}
+
+    @_guarded
     def get(self, config_hash: str) -> TrialRecord:
         row = self._db.execute("SELECT * FROM trials WHERE config_hash = ?", (config_hash,)).fetchone()
         if row is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Optional
@@ -56,13 +56,15 @@ def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
     return folder
 
 
-def _records(plan: Plan) -> list[TrialRecord]:
+def _records(plan: Plan, known: Collection[str] = ()) -> list[TrialRecord]:
     """The plan as ledger records: kept trials, then those pruned as predicted OOMs (budget-dropped layouts are not
-    trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream."""
+    trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream.
+    `known`: config hashes the ledger holds (a resume): left out, as Ledger.add_trials would leave them, without
+    converting 50k estimates first."""
     records = [TrialRecord(t.config_hash, pos, t.layout, _predicted(t), t.selection)
-               for pos, t in enumerate(plan.trials)]
+               for pos, t in enumerate(plan.trials) if t.config_hash not in known]
     for pos, t in enumerate(plan.pruned, len(plan.trials)):
-        if t.pruned_by is PruneReason.PREDICTED_OOM:
+        if t.pruned_by is PruneReason.PREDICTED_OOM and t.config_hash not in known:
             records.append(TrialRecord(t.config_hash, pos, t.layout, _predicted(t), "pruned",
                                        state=TrialState.PRUNED, pruned_by=t.pruned_by, reason=t.pruned_reason))
     return records
@@ -499,7 +501,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         # applies the saved probe to them again, analysis.report.conclusion.estimator_inputs).
         measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
-        new = ledger.add_trials(_records(plan))
+        new = ledger.add_trials(_records(plan, ledger.config_hashes()))
         view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
         # the budget is checked again, maybe a larger one
         ledger.update_each([(r.config_hash, "planned again", {"state": TrialState.PLANNED, "pruned_by": "",

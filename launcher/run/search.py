@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING, Optional
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
+from launcher.core.layout import Layout
 from launcher.core.objective import Objective
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, TrialState
 from launcher.plan.band import calibrated_low_gb, memory_fit
+from launcher.plan.batch_class import batch_class
 from launcher.plan.calibrate import (
     Calibration,
     FeatureTable,
@@ -41,6 +43,7 @@ from launcher.plan.calibrate import (
     Prior,
     TrialFeatures,
     calibrate,
+    for_layout,
     trial_features,
     uncalibrated,
 )
@@ -98,6 +101,8 @@ class Search:
         self.policy = policy
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
+        self._by_class: dict[Layout, TrialFeatures] = {}
+        """launcher.plan.batch_class layout -> its features (what every layout of the class shares)."""
         """The measured trials' features (what the calibration fits); every trial's are in _table."""
         self._fitted_on: Optional[tuple] = None
         self._table: Optional[FeatureTable] = None
@@ -172,9 +177,14 @@ class Search:
     def _trial_features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash in self._features:
             return self._features[r.config_hash]
-        b = self.cfg.backend
-        return trial_features(self.cfg.model, self.cfg.cluster, r.layout, b.precision, b.flash_attention,
-                              backend=b.name, workload=workload_for(b, r.layout))
+        key = batch_class(r.layout)  # layouts apart only in gbs share their features (~1 ms each, 50k trials)
+        features = self._by_class.get(key)
+        if features is None:
+            b = self.cfg.backend
+            features = self._by_class[key] = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision,
+                                                            b.flash_attention, backend=b.name,
+                                                            workload=workload_for(b, key))
+        return for_layout(features, r.layout, self.cfg.model.seq_len)
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
         """Measured trials (repeats included: more measurements of one layout); a stopped_early trial's peak is

@@ -81,3 +81,22 @@ def test_empirical_bayes_widens_the_scales_for_a_sweep_the_estimator_misjudges()
     fitted = model.fitted(dims, wild)
     assert fitted.value_sd > model.value_sd or fitted.noise_sd > model.noise_sd
     assert model.fitted(dims, dict(list(wild.items())[:3])) == model    # too few trials: the scales stay
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_likelihood_through_the_columns_equals_the_direct_one(seed):
+    """log_likelihood (Woodbury, p x p) equals the n x n Gaussian log density it replaces, so the fitted scales
+    are the same ones."""
+    from launcher.plan.residuals import log_likelihood
+
+    rng = np.random.default_rng(seed)
+    n, p = int(rng.integers(5, 60)), int(rng.integers(2, 12))
+    x = (rng.random((n, p)) < 0.4).astype(float)
+    x[:, 0] = 1.0
+    r = rng.normal(0, 0.3, n)
+    prior_var = rng.uniform(0.01, 0.5, p)
+    noise_var = float(rng.uniform(0.001, 0.1))
+    cov = (x * prior_var) @ x.T + noise_var * np.eye(n)
+    direct = -0.5 * (r @ np.linalg.solve(cov, r) + np.linalg.slogdet(cov)[1])
+    assert log_likelihood(x.T @ x, x.T @ r, float(r @ r), n, prior_var, noise_var) == pytest.approx(direct,
+                                                                                                    rel=1e-9)
