@@ -43,6 +43,7 @@ from analysis.logs.families import Row, first_match, line_around
 from analysis.logs.families import completion as F_DONE
 from analysis.logs.families import config as F_CONFIG
 from analysis.logs.families import divergence as F_DIV
+from analysis.logs.families import error_end as F_END
 from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
@@ -325,7 +326,8 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         idx, why = record
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
-    skipped = F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
+    skipped = (F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
+               or F_DIV.fairseq_scale_collapsed(text))
     if skipped is not None:
         idx, why = skipped
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
@@ -351,6 +353,12 @@ def _has_progress(text: str, start: int) -> bool:
     return _PROGRESS.search(text, start) is not None or any(text.find(m, start) >= 0 for m in _RESULT_MARKERS)
 
 
+# ProcessGroupNCCL's watchdog ending the job after a stall point: the job did not stop at the stall point but was
+# ended by a collective timeout there (the other ranks waited for the stuck one), which is the comm_error the corpus
+# labels such logs (Megatron-LM#1050: fused-kernel build lock, then the watchdog).
+_WATCHDOG_TIMEOUT = "Watchdog caught collective operation timeout"
+
+
 def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
     """The first known stall point (in table order: the fused-kernel lock is more telling than the extension
     build it waits for) that the log never got past: no 'done' line, progress or traceback after it."""
@@ -360,7 +368,8 @@ def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
             continue
         line_start, line_end = _line_bounds(text, idx)
         if any(text.find(done, line_start) >= 0 for done in point.done) \
-                or text.find("Traceback", line_end) >= 0 or _has_progress(text, line_end):
+                or text.find("Traceback", line_end) >= 0 or _has_progress(text, line_end) \
+                or text.find(_WATCHDOG_TIMEOUT, idx) >= 0:
             continue
         return idx, point
     return None
@@ -617,7 +626,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
-        or _by_family(text, F_CONFIG.DATA_MISSING, start)
+        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
         or _by_family(text, F_ORCH.NODE_LOST, start)
@@ -709,12 +718,28 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     interrupt."""
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
-        found = _ends_waiting(text) or _interrupted_while_stalled(text, verdict)
+        found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
+                 or _ends_waiting(text, F_STALL.SETUP_PHASES))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
         found = _liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
     return found or verdict
+
+
+def _error_ending(text: str) -> Failure | None:
+    """The last error record (families.error_end) among the log's last lines: the job crashed there, or hit a
+    configuration error where the record is an exception whose message states a broken configuration rule."""
+    for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
+        _, body = split_prefix(line)
+        what = F_END.error_record(body)
+        if what is None:
+            continue
+        match = F_CONFIG.EXCEPTION.search(body)
+        if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+            return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {body[:200]}", _evidence(text, pos))
+        return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
+    return None
 
 
 def _completed(text: str) -> bool:

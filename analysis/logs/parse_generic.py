@@ -77,7 +77,7 @@ _MAGNITUDE = re.compile(r"([kKMGT])(?![A-Za-z\d])")
 _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
-          r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|s/step|"
+          r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|sec/step|s/step|"
           r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
 # A unit glued to the number, or after one blank when it is not the next field's key ("tps: 7,282  tflops: 0.5",
 # ("bsz 32 samples/s 64.0": "samples/s" is the key of 64, not the unit of 32).
@@ -157,7 +157,7 @@ def _has_word(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(word.startswith(prefixes) for word in key.replace("/", " ").split())
 _TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
                "seconds": 1.0, "min": 60.0, "h": 3600.0, "hrs": 3600.0, "ms/it": 1e-3, "ms/step": 1e-3,
-               "s/step": 1.0, "s/it": 1.0}
+               "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0}
 _MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
 
 
@@ -258,11 +258,14 @@ def _role(f: Field) -> tuple[str, str | None]:
     return _role_of(f.key, f.unit)
 
 
+_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "sec/step")
+
+
 @lru_cache(maxsize=8192)
 def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     """(role, detail) of a field: ('time', 'step'|'cumulative'|'average'), ('rate', 'steps'|...), ('s_per_it',),
     ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
-    if unit in ("s/it", "ms/it", "s/step", "ms/step"):  # Keras' "120ms/step", tqdm's "1.50s/it"
+    if unit in _PER_STEP_UNITS:  # Keras' "120ms/step", tqdm's "1.50s/it", TF-Slim's "(16.93 sec/step)"
         return "s_per_it", None
     rate = _rate_role(key, unit)
     if rate is not None:
@@ -391,6 +394,9 @@ def _parse_line(line: str) -> _RecordContent | None:
         if parenthesised:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
+            elif unit in _PER_STEP_UNITS and not (fields and fields[-1].unit == unit):
+                # TF-Slim's "global step 3: loss = 2.1 (16.93 sec/step)": a step time of its own, not an average
+                fields.append(Field(key, value, unit, per_gpu=False))
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
         words = key.split()
         if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"
@@ -411,7 +417,7 @@ def _parse_line(line: str) -> _RecordContent | None:
         if rank is not None and 0 <= value < 1e12 and value == int(value):
             counters.append((rank, key or "n/N", int(value)))
             continue
-        if key or unit in ("it/s", "s/it", "ms/it", "s/step", "ms/step"):
+        if key or unit == "it/s" or unit in _PER_STEP_UNITS:
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record

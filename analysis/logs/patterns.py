@@ -79,6 +79,13 @@ DEVICE_OOM = _rows(
     ("CUDNN_STATUS_ALLOC_FAILED", "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED"),
     ("cudaErrorMemoryAllocation", "CUDA runtime error: cudaErrorMemoryAllocation"),
     ("CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY: out of memory"),
+    # The body of PyTorch's caching-allocator OOM message (c10/cuda/CUDACachingAllocator.cpp, torch < 2.1), quoted
+    # without its first line: "Tried to allocate X (GPU 0; Y total capacity; Z already allocated; ...)".
+    ("already allocated;", "Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB already "
+                           "allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)"),
+    # TensorFlow's ResourceExhaustedError hint (tensorflow/core/common_runtime), printed only after an OOM.
+    ("when OOM happens", "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+                         "report_tensor_allocations_upon_oom to RunOptions for current allocation info."),
 )
 HOST_OOM = _rows(
     "out of memory (host)",

@@ -19,7 +19,7 @@ import math
 import pprint
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -32,7 +32,7 @@ from launcher.plan import mem_quantity as mq
 from launcher.plan.constants import Constants, prior_for
 from launcher.plan.corpus import DEFAULT_DIR, REPLAY_DIR, CorpusRow, read_corpus
 from launcher.plan.estimator import ESTIMATOR_PRECISIONS
-from launcher.plan.spread import SpreadSummary
+from launcher.plan.spread import SpreadSummary, interval
 from launcher.plan.stack import stack_name
 from launcher.plan.workload import Workload
 
@@ -216,6 +216,8 @@ class Predicted:
     comparable_mem_gb: float    # what the row's measurement counts (launcher.plan.mem_quantity), nearest to it
     peak_low_gb: float = 0.0    # the device peak over the settings the source leaves open (CorpusRow.memory_variants)
     peak_high_gb: float = 0.0
+    band_low_gb: Optional[float] = None    # the 90 % interval of the device peak (launcher.plan.spread) around the
+    band_high_gb: Optional[float] = None   # lowest / highest variant: what the planner's OOM rule reads (with_band)
 
 
 def predict(prepared: Sequence[Prepared], result: Fit) -> list[Predicted]:
@@ -227,12 +229,35 @@ def predict(prepared: Sequence[Prepared], result: Fit) -> list[Predicted]:
 
 
 def loso(prepared: Sequence[Prepared]) -> list[Predicted]:
-    """Every row predicted by constants fitted without its source."""
+    """Every row predicted by constants fitted without its source, with its memory interval built from the other
+    sources' out-of-sample residuals (loso_bands)."""
     out = []
     for source in sorted({p.row.source for p in prepared}):
         train = [p for p in prepared if p.row.source != source]
         test = [p for p in prepared if p.row.source == source]
         out += predict(test, fit(train))
+    return loso_bands(out)
+
+
+def with_band(predicted: Sequence[Predicted], spread_data: dict[str, Any]) -> list[Predicted]:
+    """The rows with the planner's 90 % interval of the device peak (launcher.plan.spread.interval of the row's
+    stack over `spread_data`): from the lowest variant's lower bound to the highest variant's upper bound."""
+    out = []
+    for p in predicted:
+        stack = stack_name(p.row.workload, p.row.backend)
+        low = interval("peak_mem", p.peak_low_gb, stack, data=spread_data)
+        high = interval("peak_mem", p.peak_high_gb, stack, data=spread_data)
+        out.append(replace(p, band_low_gb=low[0] if low else None, band_high_gb=high[1] if high else None))
+    return out
+
+
+def loso_bands(predicted: Sequence[Predicted]) -> list[Predicted]:
+    """Leave-one-source-out intervals: each source's rows get the interval spread() of the other sources' rows
+    (their own out-of-sample residuals), so that neither a row's constants nor its interval saw its source."""
+    out = []
+    for source in sorted({p.row.source for p in predicted}):
+        others = spread([p for p in predicted if p.row.source != source])
+        out += with_band([p for p in predicted if p.row.source == source], others)
     return out
 
 
@@ -268,6 +293,14 @@ class Scores:
     false_oom: int
     n_crash_or_oom: int = 0    # rows whose source does not tell an OOM from another crash (corpus.STATES)
     crash_or_oom_fit: int = 0  # of them, predicted to fit: missed OOMs or crashes
+    band_missed_oom: Optional[int] = None
+    """The planner's rule (prune only when the interval's lower end is over the device, launcher.plan.planner):
+    real OOMs whose interval's upper end is under the device's memory (fit with confidence: nothing flags them).
+    None without intervals."""
+    band_false_oom: Optional[int] = None
+    """Runs that ran but whose interval's lower end is over the device's memory (the planner would prune them)."""
+    band_crash_or_oom_fit: Optional[int] = None
+    """crash_or_oom rows whose interval's upper end is under the device's memory."""
 
     @property
     def false_oom_share(self) -> float:
@@ -299,12 +332,19 @@ def scores(predicted: Sequence[Predicted], margin: float = MEM_MARGIN) -> Scores
     crash = [p for p in predicted if p.row.state == "crash_or_oom"]
     limit: Callable[[Predicted], float] = lambda p: margin * p.row.cluster.gpu_mem_gb   # noqa: E731
     nan = float("nan")
+    banded = bool(predicted) and all(p.band_low_gb is not None and p.band_high_gb is not None for p in predicted)
+
+    def under(rows: list[Predicted]) -> Optional[int]:   # interval wholly under the device: predicted to fit
+        return sum((p.band_high_gb or 0.0) < p.row.cluster.gpu_mem_gb for p in rows) if banded else None
+
     return Scores(len(timed), float(np.median(step_err)) if len(step_err) else nan,
                   float(np.quantile(step_err, 0.9)) if len(step_err) else nan,
                   float(np.average(rhos, weights=sizes)) if rhos else nan, len(rhos), len(mem),
                   float(np.median(mem_err)) if len(mem_err) else nan, len(ok), len(oom),
                   sum(p.peak_high_gb <= limit(p) for p in oom), sum(p.peak_low_gb > limit(p) for p in ok),
-                  len(crash), sum(p.peak_high_gb <= limit(p) for p in crash))
+                  len(crash), sum(p.peak_high_gb <= limit(p) for p in crash),
+                  under(oom), sum((p.band_low_gb or 0.0) > p.row.cluster.gpu_mem_gb for p in ok) if banded else None,
+                  under(crash))
 
 
 def constants_of(row: CorpusRow, result: Fit) -> Constants:

@@ -203,14 +203,15 @@ def shard_group(cluster: ClusterConfig, layout: Layout, workload: Workload) -> i
 def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int, flash: bool, facts: StackFacts,
                  workload: Workload) -> float:
     e, t, sp, cp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel, layout.sequence_shards
-    eager = not kernels_fused(facts, workload)
+    eager = not kernels_fused(facts, workload) or facts.eager_activations
     fp8 = precision == "fp8"
     full = layout.recompute == "full"
 
     def per_layer(mode: str) -> float:
         experts = 0.0 if mode == "full" else moe.activation_bytes(model, layout, e)
         return experts + layer_activation_bytes(model, layout.mbs, t, sp, mode, flash, e, cp, eager=eager, fp8=fp8,
-                                                unfused_softmax=model.seq_len > facts.fused_softmax_max_seq)
+                                                unfused_softmax=(model.seq_len > facts.fused_softmax_max_seq
+                                                                 and facts.softmax_fallback_fp32))
 
     whole = per_layer("none" if full else layout.recompute)
     if full:
@@ -227,6 +228,26 @@ def _activations(model: ModelConfig, layout: Layout, precision: str, stage: int,
         sbh = model.seq_len / cp * layout.mbs * model.hidden
         activations += sbh / (t if sp else 1) * min(layout.pp, max(1, layout.microbatches))
     return activations
+
+
+def unsharded_accumulation_bytes(params: float, layout: Layout, facts: StackFacts, workload: Workload) -> float:
+    """Bytes of the unsharded gradients a ZeRO-2/3 / FSDP rank accumulates, in the reduction dtype, when it reduces
+    once per step instead of after every micro-batch (StackFacts.grad_accum_sync False: FSDP2
+    set_requires_gradient_sync(False) on all but the last micro-batch); 0 otherwise.
+
+    They are the step's gradient storage, not short-lived memory: allocated at the first micro-batch's backward,
+    freed layer by layer by the last one's reduce-scatter, so no temporaries or allocator splits scale with them
+    (stage_memory_gb counts them with the grads). Under FSDP the sharded gradients of the previous step are gone by
+    then (the training loop's optimizer.zero_grad(), set_to_none=True since PyTorch 2.0) and are rebuilt by that
+    reduce-scatter while the buffers are freed: the peak holds the buffers or the shards, not both. Source: PyTorch
+    FSDP2 (torch/distributed/fsdp/_fully_shard/_fsdp_param.py to_accumulated_grad_if_needed: the unsharded gradient
+    upcast to reduce_dtype and kept; _fsdp_param_group.py post_backward: no reduce-scatter while reduce_grads is
+    off); KempnerForge scripts/train.py (maybe_no_sync, optimizer.zero_grad()). Worked example: an 8.03B-parameter
+    bf16 model, FSDP2 over 2 ranks, fp32 reduction, 4 micro-batches: 32.1 GB of buffers in place of 8.0 GB of
+    sharded bf16 gradients (tests/plan/test_memory.py)."""
+    if layout.zero_stage >= 2 and layout.microbatches > 1 and not syncs_every_microbatch(facts, workload):
+        return params * facts.reduce_bytes
+    return 0.0
 
 
 def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, stage: int,
@@ -261,8 +282,12 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
         gathered = (units * gather + facts.reduce_bytes) * layer
     elif layout.zero_stage == 2:
         gathered = facts.reduce_bytes * layer     # the reduction bucket of the layer being reduced
-    if layout.zero_stage >= 2 and layout.microbatches > 1 and not syncs_every_microbatch(facts, workload):
-        gathered += params * facts.reduce_bytes   # unsharded gradients accumulated until the step's reduce-scatter
+    grads = params * g + experts * ge
+    accumulated = unsharded_accumulation_bytes(params, layout, facts, workload)
+    if accumulated and workload.fsdp:
+        grads = max(grads, accumulated)   # the sharded gradients exist only beside the buffers: never both whole
+    elif accumulated:
+        grads += accumulated
     cp = layout.sequence_shards
     sbh = model.seq_len / cp * layout.mbs * model.hidden
     activations = _activations(model, layout, precision, stage, flash, facts, workload)
@@ -276,7 +301,7 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
     churn = (activations + logits + gathered) / GB
     # torch DDP's gradient buckets (launcher.plan.stack.StackFacts.ddp_bucket_bytes): as long-lived as the grads
     buckets = params * facts.ddp_bucket_bytes if layout.gradient_group > 1 else 0.0
-    return {"weights": weights / GB, "grads": (params * g + experts * ge + buckets) / GB,
+    return {"weights": weights / GB, "grads": (grads + buckets) / GB,
             "optimizer": (params * o + experts * oe) / GB,
             "gathered": gathered / GB, "activations": activations / GB, "logits": logits / GB,
             "temporaries": c.transient_share * churn, "fragmentation": c.fragmentation_share * churn,

@@ -44,7 +44,10 @@ Sources (read in the code of each stack):
   parallelism on pipeline stages; q, k, v, gate and up projections each ColwiseParallel with a sequence-sharded
   input (5 all-gathers per layer where Megatron's fused QKV and FC1 do 2); gradient accumulation under
   set_requires_gradient_sync(False) except on the last micro-step (kempnerforge/training/grad.py): FSDP2 then
-  accumulates unsharded gradients in the reduction dtype.
+  accumulates unsharded gradients in the reduction dtype. The loss is F.cross_entropy on the model's bf16 logits
+  (scripts/train.py; the OutputHead is a plain nn.Linear, no .float()): the logits (2 B, held by the training loop
+  through the backward), the bf16 log-softmax kept for the backward (2 B), and in its backward the gradients of both
+  (2 + 2 B) = 8 B per logit element at the peak, where the float32 loss of torchtitan-like stacks keeps 10.
 - nanotron: Megatron-like layout (bf16 params, fp32 gradient accumulation buffer, ZeRO-1 over dp), fused kernels
   (flash-attn's RMSNorm/rotary), TP with sequence parallelism (tp_mode REDUCE_SCATTER). huggingface/nanotron
   (2411b022): the model is wrapped in torch DistributedDataParallel over dp x cp (trainer.py), whose bf16 gradient
@@ -123,10 +126,22 @@ class StackFacts:
     before its 2023 rebase (branch before_rebase, megatron/model/fused_softmax.py: key_seq_len <= 2048; the
     fallback casts the scores to fp32 because apply_query_key_layer_scaling forces attention_softmax_in_fp32):
     2048. Megatron-LM and NeMo today fuse up to 16k and run flash attention anyway: unbounded here."""
+    softmax_fallback_fp32: bool = True
+    """The unfused softmax (past fused_softmax_max_seq) casts the scores to fp32 (attention_softmax_in_fp32, forced by
+    apply_query_key_layer_scaling in Megatron-DeepSpeed before its rebase). False: it stays in 16 bits (Megatron-LM
+    with --no-masked-softmax-fusion and the default --attention-softmax-in-fp32 off: masked_fill, softmax and dropout
+    as three 16-bit PyTorch ops, megatron/core/fusions/fused_softmax.py forward_torch_softmax)."""
     tp_comm_overlap: bool = False
     """Under sequence parallelism the TP all-gathers and reduce-scatters run beside the GEMMs (Transformer Engine
     userbuffers: NeMo's / Megatron-Bridge's tp_comm_overlap, on in NVIDIA's performance recipes and MLPerf
     submissions for TP > 1; launcher.plan.step_time.tp_exposed)."""
+    eager_activations: bool = False
+    """The layers' saved tensors are those of eager PyTorch modules even where the element-wise traffic is counted
+    as fused (launcher.plan.memory.layer_activation_bytes eager=True): the embedded workload (launcher/workload/
+    model.py) runs nn.RMSNorm under autocast (an fp32 copy of its input kept for the backward), F.silu(gate(x)) * fc1(x)
+    (the SiLU output kept by the product besides the gate output) and y.transpose(1, 2).reshape(...) before the output
+    projection (a contiguous copy kept by it besides the attention output SDPA keeps); it has no rotary embedding,
+    whose eager traffic StackFacts.eager would add to the step time."""
     vocab_parallel_loss: bool = True
     """Under TP the loss runs on each rank's V/t logits (Megatron's vocab-parallel cross-entropy); False: the
     output layer's logits are all-gathered and every TP rank computes the loss over the whole vocabulary."""
@@ -137,7 +152,8 @@ _MEGATRON = StackFacts("megatron_lm", "megatron", eager=False, kernels_per_layer
                        reduce_bytes=4.0, gather_bytes=2.0, logits_bytes=6.0, overlap_param_gather=True)
 STACKS = {
     "megatron_lm": _MEGATRON,
-    "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True),
+    "megatron_local": StackFacts("megatron_local", "megatron", True, 90.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 6.0, True,
+                                 fused_softmax_max_seq=0.0, softmax_fallback_fp32=False),
     "nemo": StackFacts("nemo", "megatron_bf16_grads", False, 45.0, 0.5, 7.0, 0.0, 0.0, 2.0, 2.0, 6.0, True,
                        fp8_weight_cache_bytes=0.0, tp_comm_overlap=True),
     "nanotron": StackFacts("nanotron", "megatron", False, 45.0, 0.5, 7.0, 12.0, 0.0, 4.0, 2.0, 10.0, False, "fa2",
@@ -150,11 +166,11 @@ STACKS = {
                                False, "fa2"),
     "torchtitan_like": StackFacts("torchtitan_like", "fp32_master", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0,
                                   10.0, False, "fa3"),
-    "kempnerforge": StackFacts("kempnerforge", "bf16_pure", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0, 10.0,
+    "kempnerforge": StackFacts("kempnerforge", "bf16_pure", True, 150.0, 0.4, 80.0, 14.0, 6.0, 4.0, 2.0, 8.0,
                                False, "fa3", grad_accum_sync=False, tp_input_gathers=5.0, sp_regather=False,
                                vocab_parallel_loss=False),
     "parasweep_workload": StackFacts("parasweep_workload", "fp32_master", False, 165.0, 0.7, 80.0, 22.0, 6.0, 4.0,
-                                     2.0, 10.0, False, "fa2", autocast_cache=True),
+                                     2.0, 10.0, False, "fa2", autocast_cache=True, eager_activations=True),
 }
 """Counts per stack (see the module docstring for their sources). microbatch_param_bytes: Megatron 0 (fused
 accumulation), DeepSpeed's pipeline 28 and the embedded workload 22 (constants.py counts them), FSDP: the wgrad

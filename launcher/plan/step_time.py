@@ -89,6 +89,13 @@ UNFUSED_SOFTMAX_BYTES = 42.0
 (StackFacts.fused_softmax_max_seq; Megatron's FusedScaleMaskSoftmax.forward_torch_softmax in fp32): cast to fp32
 (r2 w4), scale (r4 w4), causal mask in place (r4 + 1 w4), softmax (r4 w4), cast back (r4 w2), dropout (r2, w2 + a
 1-byte mask) = 42 B, against 4e + 1 = 9 B fused."""
+UNFUSED_SOFTMAX_16BIT_BYTES = 13.0
+"""The same when the unfused softmax stays in 16 bits (StackFacts.softmax_fallback_fp32 False: Megatron-LM's local
+transformer with --no-masked-softmax-fusion, as launcher/backends/megatron_lm.py LOCAL_IMPL_ARGS runs it; the
+default --attention-softmax-in-fp32 is off and apply_query_key_layer_scaling with it): causal mask by masked_fill (r2
+w2), softmax (r2 w2), dropout (r2, w2 + a 1-byte mask) = 6e + 1 = 13 B, against 4e + 1 = 9 B fused. Worked example
+(tests/plan/test_estimator_physics.py): GPT-1.7B (24 heads), s 2048, mbs 2: 2.0e8 score elements per layer, 0.81 GB
+more forward HBM traffic per layer than the fused kernel."""
 FP8_CAST_FWD_BYTES = (4.0, 2.0)
 """FP8 casts per forward that no norm or activation kernel absorbs (Transformer Engine fuses the LayerNorm->FP8 and
 activation->FP8 casts): the projection input (read 2, write 1 + its transpose 1 = 4 B per h-element) and the FC2
@@ -311,8 +318,9 @@ def _layer_times(c: _Ctx) -> tuple[Num, Num, Num, float, float, float]:
         core = heads_local * 2 * gemm_time_s(s_local, s, head_dim, c.peak, r)   # Q·Kᵀ and attention·V
         core_fwd, core_bwd = core, 2 * core
         fused = s <= c.facts.fused_softmax_max_seq
-        # fused softmax r/w + dropout r/w + 1-byte mask, or the fp32 fallback's passes
-        scores = heads_local * s_local * s * ((4 * e + 1) if fused else UNFUSED_SOFTMAX_BYTES)
+        unfused = UNFUSED_SOFTMAX_BYTES if c.facts.softmax_fallback_fp32 else UNFUSED_SOFTMAX_16BIT_BYTES
+        # fused softmax r/w + dropout r/w + 1-byte mask, or the unfused fallback's passes
+        scores = heads_local * s_local * s * ((4 * e + 1) if fused else unfused)
     return dense, core_fwd, core_bwd, ew, ew_bwd, scores
 
 

@@ -20,6 +20,7 @@ FAILURE_TABLES = {
     + orchestrator.OUTSIDE_STOP + orchestrator.NODE_DIED,
     "divergence": divergence.DIVERGENCE,
     "config data": config.DATA_MISSING,
+    "config resume and build": config.RESUME_MISSING + config.EXTENSION_BUILD,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

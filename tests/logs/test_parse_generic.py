@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from analysis.logs.outcome import trial_outcome
 from analysis.logs.parse_generic import normalise_key, read_records
 from analysis.logs.read_log import read_log
 from analysis.logs.steady_state import steady_state
@@ -264,3 +265,15 @@ def test_progress_bar_of_unknown_length_gives_elapsed_per_step():
     assert reading.source == "progress bar elapsed / steps"
     assert reading.iterations[-1].step_time_s == pytest.approx(2.0)
     assert not read_records("answer: 3/? [unknown]\n").iterations
+
+
+def test_tf_slim_parenthesised_sec_per_step_is_the_step_time():
+    # batch 4 other/tf_object_detection_global_step_sec_per_step_1.log: TF-Slim's learning.py train_step record
+    text = "".join(f"INFO:tensorflow:global step {i}: loss = 3.{i:02d} ({16.9 + i % 3 * 0.02:.3f} sec/step)\n"
+                   for i in range(1, 12))
+    outcome = trial_outcome(text)
+    step_s = outcome.metrics.get("step_time_s")
+    assert outcome.failure_kind == "ok" and step_s is not None and abs(step_s - 16.92) < 0.05
+    # look-alike: a running average in parentheses after a time field of the same unit stays an average
+    look = "".join(f"step {i} | time {1.0 + i % 2 * 0.5:.2f} sec/step (1.25 sec/step)\n" for i in range(1, 12))
+    assert abs(trial_outcome(look).metrics["step_time_s"] - 1.25) > 0.1

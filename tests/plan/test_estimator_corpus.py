@@ -64,6 +64,51 @@ def test_open_inputs_widen_the_memory_interval_and_the_oom_judgement():
     assert nominal.peak_low_gb == nominal.peak_high_gb == pytest.approx(nominal.peak_mem_gb)
 
 
+def _predicted(source: str, state: str, peak_gb: float, measured_gb: float = 0.0) -> F.Predicted:
+    r = parse_row(row(source_id=source, n_gpus=8, dp=8, gbs=64, state=state,
+                      **({"step_time_s": 1.0} if state == "ok" else {}),
+                      **({"peak_mem_gb": measured_gb, "mem_how": "allocated: GB"} if measured_gb else {})))
+    return F.Predicted(r, 1.0, peak_gb, peak_gb, peak_gb, peak_gb)
+
+
+def test_oom_judged_by_the_planners_interval_rule():
+    """(b): a run that ran is a false OOM only when its interval's LOWER end is over the device (80 GB of an H100
+    here), a real OOM is missed only when the interval's UPPER end is under it; (a), the point prediction against
+    0.9 x the memory, is kept beside it."""
+    data = {"peak_mem": {"all": {"n": 100, "quantiles": {"0.05": math.log(0.8), "0.95": math.log(1.25)}},
+                         "per_stack": {}}}
+    cap = parse_row(row(n_gpus=8, dp=8, gbs=64, step_time_s=1.0)).cluster.gpu_mem_gb
+    rows = [_predicted("a", "ok", 0.95 * cap),     # over 0.9 x: a point false OOM; its lower end 0.76 x fits
+            _predicted("a", "ok", 1.3 * cap),      # lower end 1.04 x over the device: pruned by the planner too
+            _predicted("a", "oom", 0.7 * cap),     # upper end 0.875 x under the device: missed both ways
+            _predicted("a", "oom", 0.85 * cap)]    # point under 0.9 x (missed by (a)); upper end 1.06 x: flagged
+    banded = F.with_band(rows, data)
+    assert banded[0].band_low_gb == pytest.approx(0.95 * cap * 0.8)
+    assert banded[0].band_high_gb == pytest.approx(0.95 * cap * 1.25)
+    s = F.scores(banded)
+    assert (s.false_oom, s.missed_oom) == (2, 2)
+    assert (s.band_false_oom, s.band_missed_oom) == (1, 1)
+    assert F.scores(rows).band_false_oom is None                   # no intervals: no (b) figure
+
+
+def test_loso_intervals_never_see_their_own_source():
+    """Each source's interval comes from the other sources' residuals: changing a source's own measurements leaves
+    its interval unchanged and moves the others'."""
+    def corpus(c_measured: float) -> list[F.Predicted]:
+        return ([_predicted("a", "ok", 50.0, 50.0 * k) for k in (0.9, 1.0, 1.1)]
+                + [_predicted("b", "ok", 50.0, 50.0 * k) for k in (0.8, 1.0, 1.2)]
+                + [_predicted("c", "ok", 50.0, c_measured * k) for k in (0.95, 1.0, 1.05)])
+    before, after = F.loso_bands(corpus(50.0)), F.loso_bands(corpus(100.0))
+
+    def bounds(predicted: list[F.Predicted], source: str) -> list[float]:
+        return [b or 0.0 for p in predicted if p.row.source == source for b in (p.band_low_gb, p.band_high_gb)]
+    assert bounds(after, "c") == pytest.approx(bounds(before, "c"))
+    a_after = next(p for p in after if p.row.source == "a")
+    a_before = next(p for p in before if p.row.source == "a")
+    assert a_after.band_high_gb is not None and a_before.band_high_gb is not None
+    assert a_after.band_high_gb > a_before.band_high_gb          # c's larger peaks widen a's upper end
+
+
 def test_step_time_from_tokens_or_mfu():
     by_tokens = parse_row(row(n_gpus=8, dp=8, gbs=64, tokens_per_s_per_gpu=4096))
     assert by_tokens.step_time_s == pytest.approx(64 * 4096 / (4096 * 8))
@@ -167,6 +212,16 @@ def test_spread_intervals(tmp_path):
     assert spread.interval("peak_mem", 2.0, data=data) is None
     with pytest.raises(ValueError):
         spread.interval("tokens", 1.0, data=data)
+
+
+def test_spread_intervals_are_centred_on_the_prediction():
+    # A stack whose leave-one-source-out residuals are all negative (a model without it is too slow on it): the
+    # shipped fit includes the stack, so the interval keeps the width and is centred on the prediction.
+    data = {"step_time": {"all": {"n": 100, "quantiles": {"0.05": -0.24, "0.5": -0.10, "0.95": -0.04}},
+                          "per_stack": {}}}
+    lo, hi = spread.interval("step_time", 1.0, "x", data=data)
+    assert lo < 1.0 < hi
+    assert (lo, hi) == pytest.approx((math.exp(-0.14), math.exp(0.06)))
 
 
 def test_shipped_spread_file_is_well_formed():

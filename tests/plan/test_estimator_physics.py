@@ -84,7 +84,30 @@ def test_gradient_accumulation_without_sync_keeps_unsharded_gradients():
     nosync = memory.stage_memory_gb(LLAMA_7B, A100, lay, "bf16", 0, workload=Workload(stack="kempnerforge",
                                                                                       fsdp="fsdp2"))
     params = memory.stage_params(LLAMA_7B, lay, 0)
-    assert nosync["gathered"] - sync["gathered"] == pytest.approx(params * 4 / 1e9)
+    # the buffers are the step's gradient storage (the sharded bf16 gradients, 2 B / 8, are gone until the last
+    # micro-batch's reduce-scatter rebuilds them from the buffers), not short-lived memory
+    assert sync["grads"] == pytest.approx(params * 2 / 8 / 1e9)
+    assert nosync["grads"] == pytest.approx(params * 4 / 1e9)
+    assert nosync["gathered"] == pytest.approx(sync["gathered"])
+    assert nosync["temporaries"] == pytest.approx(sync["temporaries"])
+
+
+def test_unsharded_accumulation_worked_example():
+    """KempnerForge 7B (Llama-3-8B shape, 8.03B parameters), FSDP2 over 2 H200s, mbs 2, gbs 16 (4 micro-batches),
+    bf16 model, fp32 reduction: 32.1 GB of unsharded fp32 buffers instead of 8.0 GB of sharded bf16 gradients; the
+    states with them (weights 8.0 + AdamW 16.1 + 32.1) = 56.2 GB, where counting both and the buffers as short-lived
+    memory gave 64.2 GB plus 6.4 GB of temporaries and allocator splits (measured peak: 67.0 GB allocated, with
+    3.3 GB of checkpoints and 8.5 GB of loss buffers: 71.1 GB predicted now)."""
+    kf8 = ModelConfig(name="kempnerforge-7b", layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                      swiglu=True, seq_len=4096, vocab=128256, tied_embeddings=False, norm="rmsnorm")
+    lay = Layout(gpus=2, nodes=1, tp=1, pp=1, dp=2, mbs=2, gbs=16, recompute="full", zero_stage=3)
+    h200 = cluster_for("h200-141g", 2)
+    parts = memory.stage_memory_gb(kf8, h200, lay, "bf16", 0, workload=Workload(stack="kempnerforge", fsdp="fsdp2"))
+    assert memory.stage_params(kf8, lay, 0) == pytest.approx(8.03e9, rel=0.001)
+    assert parts["grads"] == pytest.approx(32.1, abs=0.05)
+    assert parts["weights"] + parts["grads"] + parts["optimizer"] == pytest.approx(56.2, abs=0.1)
+    assert memory.unsharded_accumulation_bytes(8.03e9, lay.replace(gbs=4), stack_facts("kempnerforge"),
+                                               Workload()) == 0.0         # one micro-batch: nothing accumulated
 
 
 def test_fp8_weight_cache():
@@ -128,14 +151,15 @@ def test_checkpoint_every_kth_layer_and_offload():
 
 def test_loss_buffers_per_stack():
     """Megatron's vocab-parallel fp32 cross-entropy: 6 B per logit element over V/t; cross_entropy(logits.float()):
-    10 B; KempnerForge gathers the logits: the whole vocabulary on every TP rank."""
+    10 B; KempnerForge gathers the logits (the whole vocabulary on every TP rank) and takes the loss on them in bf16:
+    logits 2 + log-softmax 2 + their gradients 2 + 2 = 8 B."""
     lay = Layout(gpus=4, nodes=1, tp=4, pp=1, dp=1, mbs=1, gbs=4, recompute="full", sequence_parallel=True)
     vocab = flops.padded_vocab(128256, 4)
     sb = 8192
     meg = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "bf16", 0)["logits"]
     assert meg == pytest.approx((4 * sb * 4096 / 4 + 6 * sb * vocab / 4) / 1e9)
     kf = memory.stage_memory_gb(LLAMA3_8B, H100, lay, "bf16", 0, workload=Workload(stack="kempnerforge"))["logits"]
-    assert kf == pytest.approx((4 * sb * 4096 / 4 + 10 * sb * vocab) / 1e9)
+    assert kf == pytest.approx((4 * sb * 4096 / 4 + 8 * sb * vocab) / 1e9)
 
 
 # ------------------------------------------------------------------------------------------------ communication
@@ -407,3 +431,45 @@ def test_nanotron_ddp_buckets_and_fp32_loss_buffers():
     assert stack_facts("nanotron").logits_bytes == 10.0
     vocab_part = 10.0 * 4096 * flops.padded_vocab(131072, 1) / 1e9
     assert one["logits"] == pytest.approx(vocab_part + 2 * 2 * 4096 * 2048 / 1e9)
+
+
+def test_unfused_16bit_softmax_of_megatrons_local_transformer():
+    """Megatron-LM's local transformer as the megatron_lm backend runs it (--no-masked-softmax-fusion,
+    attention_softmax_in_fp32 off): masked_fill, softmax and dropout as 16-bit PyTorch ops at every length, 6e + 1 =
+    13 B moved per score element against the fused kernel's 9; what the backward keeps is the fused kernel's (softmax
+    output, dropout mask and output: 5 B). GPT-1.7B (24 heads, h 2304), s 2048, mbs 2: 2.013e8 score elements per
+    layer, 0.81 GB more forward traffic per layer."""
+    gpt = ModelConfig(name="gpt-1.7b", layers=24, hidden=2304, heads=24, ffn_hidden=9216, seq_len=2048, vocab=51200,
+                      norm="layernorm")
+    one = cluster_for("h100-80g", 1, 1)
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=2, gbs=16, recompute="none")
+    r = st.rates(PRIOR, False, "hopper")
+    local = st._context(gpt, one, lay, "bf16", False, r, False, Workload(stack="megatron_local"), "")
+    fused = st._context(gpt, one, lay, "bf16", False, r, False, Workload(stack="megatron_lm"), "")
+    elements = 24 * 2048 * 2048 * 2
+    assert elements == pytest.approx(2.013e8, rel=0.001)
+    assert st._layer_times(local)[5] - st._layer_times(fused)[5] == pytest.approx(elements * 4)
+    assert elements * 4 / 1e9 == pytest.approx(0.81, abs=0.01)
+    assert not stack_facts("megatron_local").softmax_fallback_fp32 and stack_facts("megatron_deepspeed").softmax_fallback_fp32
+    keep = [memory.stage_memory_gb(gpt, one, lay, "bf16", 0, flash=False, workload=Workload(stack=s))["activations"]
+            for s in ("megatron_local", "megatron_lm")]
+    eager = memory.layer_activation_bytes(gpt, 2, 1, False, "none", False, 2, eager=True)
+    plain = memory.layer_activation_bytes(gpt, 2, 1, False, "none", False, 2)
+    assert keep[0] - keep[1] == pytest.approx(24 * (eager - plain) / 1e9)   # only the eager modules' extra tensors
+
+
+def test_embedded_workload_keeps_the_tensors_of_eager_modules():
+    """launcher/workload/model.py: nn.RMSNorm under autocast keeps an fp32 copy of its input (2 norms x 4 B),
+    F.silu(gate(x)) * fc1(x) keeps the SiLU output (e·f/h), the attention output's transpose + reshape copy is kept by
+    the output projection (e): 8 + 2 + 2 x 4 = 18 B per s·b·h element more per layer for the Llama-3.2-1B shape
+    (f/h = 4); at seq 4096, mbs 1 that is 16 x 8.39M x 18 B = 2.42 GB (measured on an H100: 36.2 GB allocated against
+    33.5 GB predicted without them, tests/data/published/parasweep_h100_own.csv, 2026-11-26 rows)."""
+    llama1b = ModelConfig(name="llama3.2-1b", layers=16, hidden=2048, heads=32, kv_heads=8, ffn_hidden=8192,
+                          swiglu=True, seq_len=4096, vocab=128256, tied_embeddings=True, norm="rmsnorm")
+    one = cluster_for("h100-80g", 1, 1)
+    lay = Layout(gpus=1, nodes=1, tp=1, pp=1, dp=1, mbs=1, gbs=8, recompute="none")
+    assert stack_facts("parasweep_workload").eager_activations and not stack_facts("parasweep_workload").eager
+    acts = memory.stage_memory_gb(llama1b, one, lay, "bf16", 0, flash=True,
+                                  workload=Workload(stack="parasweep_workload"))["activations"]
+    plain = memory.layer_activation_bytes(llama1b, 1, 1, False, "none", True, 2)
+    assert acts - 16 * plain / 1e9 == pytest.approx(2.42, abs=0.01)

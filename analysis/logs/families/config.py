@@ -58,7 +58,8 @@ QUANTITY = re.compile(
     r"num[ _-]?layers|\blayers?\b|attention[ _-]?heads|\bheads?\b|num[ _-]?heads|query[ _-]?groups|kv[ _-]?heads|"
     r"hidden[ _-]?size|ffn|seq(?:uence)?[ _-]?len(?:gth)?|max[ _-]?position|context[ _-]?length|vocab|experts?|"
     r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
-    r"\bnodes?\b|nproc|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|iterations|"
+    r"\bnodes?\b|nproc|distributed training|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|"
+    r"iterations|"
     r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint|"
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
@@ -138,3 +139,22 @@ DATA_MISSING = (
            ("ound", "ERROR: training data could not be found under s3://bucket/prefix", _DATA_SHAPE),
            ("o such file", "FileNotFoundError: [Errno 2] No such file or directory: dataset file 'train.jsonl'",
             _DATA_SHAPE)))
+
+_RESUME_MISSING = "resuming from a checkpoint the configuration names, which does not exist"
+# The configuration asks to resume (resume_if_exists, ckpt_path="last", --load) and there is nothing to resume from.
+RESUME_MISSING = (
+    rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "NeMo nemo/utils/exp_manager.py check_resume",
+         ("Cannot resume.", "nemo.utils.exp_manager.NotFoundError: There was no checkpoint folder at checkpoint_dir "
+                            ":exp/run/checkpoints. Cannot resume."))
+    + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "Lightning lightning_fabric/plugins/io/torch_io.py "
+           "load_checkpoint",
+           ("Checkpoint file not found: ", "FileNotFoundError: Checkpoint file not found: runs/exp1/ckpts/last.ckpt",
+            r"(?:FileNotFoundError|Error):\s{0,4}Checkpoint file not found: "))
+)
+_BUILD_FAILED = "a JIT-built extension failed to compile in this environment (compiler, CUDA toolkit, headers)"
+EXTENSION_BUILD = rows(
+    FailureKind.CONFIG_ERROR, _BUILD_FAILED, "torch/utils/cpp_extension.py _run_ninja_build and _jit_compile "
+    "(DeepSpeed op_builder loads fused_adam, cpu_adam, ... this way)",
+    ("'ninja', '-v']' returned non-zero exit status", "subprocess.CalledProcessError: Command '['ninja', '-v']' "
+                                                      "returned non-zero exit status 1."),
+    ("Error building extension '", "RuntimeError: Error building extension 'fused_adam'"))

@@ -54,6 +54,10 @@ DIVERGENCE = (
     + rows(FailureKind.DIVERGED, _DIVERGED, "fairseq optim/dynamic_loss_scaler.py",
            ("Minimum loss scale reached", "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is "
                                           "probably exploding."))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "GPT-NeoX megatron/training.py train_step (raised after "
+           "neox_args.skip_iters_after_overflow... consecutive skipped steps)",
+           ("iterations in a row due to Overflow", "Exception: Skipped 50 iterations in a row due to Overflow - "
+                                                   "Exiting training."))
     + rows(FailureKind.DIVERGED, _DIVERGED, "Megatron-LM check_for_nan_in_loss_and_grad",
            ("found NaN in local", "Rank 3: found NaN in local grad norm in backward pass before data-parallel "
                                   "communication collective"))
@@ -229,3 +233,32 @@ def deepspeed_scale_collapsed(text: str) -> tuple[int, str] | None:
         return None
     return found[-1][0], (f"DeepSpeed's fp16 loss scale fell on {COLLAPSE_OVERFLOWS} overflows in a row to "
                           f"{found[-1][2]:g}")
+
+
+_FAIRSEQ_OVERFLOW = re.compile(r"overflow detected, setting loss scale to:? ([\d.eE+-]{1,30})")
+FAIRSEQ_OVERFLOW_NEEDLE = "overflow detected, setting loss scale to"
+BELOW_ONE_SCALE = 1.0  # a loss scale under 1 shrinks the loss: the unscaled gradients overflow fp16 themselves
+
+
+def fairseq_scale_collapsed(text: str) -> tuple[int, str] | None:
+    """(position, why) when fairseq's last COLLAPSE_OVERFLOWS overflow lines (fairseq optim/fp16_optimizer.py:
+    'overflow detected, setting loss scale to: X') each lower the scale and the last leaves it under
+    BELOW_ONE_SCALE: the run overflows whatever the scale, fairseq's FloatingPointError('Minimum loss scale
+    reached') comes next. A start-up search (128 -> 64 -> ...) stops far above 1."""
+    scales: list[tuple[int, float]] = []
+    idx, looked = text.rfind(FAIRSEQ_OVERFLOW_NEEDLE), 0
+    while idx >= 0 and len(scales) < COLLAPSE_OVERFLOWS and looked < MAX_LOOKED:
+        m = _FAIRSEQ_OVERFLOW.match(text, idx)
+        if m is not None:
+            try:
+                scales.append((idx, float(m.group(1).rstrip("."))))
+            except ValueError:
+                return None
+        idx, looked = text.rfind(FAIRSEQ_OVERFLOW_NEEDLE, 0, idx), looked + 1
+    if len(scales) < COLLAPSE_OVERFLOWS:
+        return None
+    falling = all(newer[1] < older[1] for newer, older in zip(scales, scales[1:]))  # scales is newest first
+    if not falling or scales[0][1] >= BELOW_ONE_SCALE:
+        return None
+    return scales[0][0], (f"fairseq's fp16 loss scale fell on {COLLAPSE_OVERFLOWS} overflows in a row to "
+                          f"{scales[0][1]:g}")

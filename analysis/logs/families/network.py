@@ -79,7 +79,15 @@ NETWORK = (
             r"(?i)timed out|timeout|failed|refused|reset|broken pipe"),
            ("Heartbeat monitor timed out", "[rank5]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 5] Heartbeat monitor "
                                            "timed out! Process will be terminated after dumping debug info."),
-           ("NCCL timeout", "[rank2]: RuntimeError: NCCL timeout in ProcessGroupNCCL::allreduce after 600 s"))
+           ("NCCL timeout", "[rank2]: RuntimeError: NCCL timeout in ProcessGroupNCCL::allreduce after 600 s"),
+           ("dump signal due to a collective timeout", "[rank7]:[E1006 15:30:20.630185464 ProcessGroupNCCL.cpp:1772] "
+                                                       "[PG ID 0 Rank 7] Received a dump signal due to a collective "
+                                                       "timeout from rank 3 and we will try our best to dump the "
+                                                       "debug info."))
+    + rows(FailureKind.COMM_ERROR, _COMM, "NCCL src/enqueue.cc (no algorithm/protocol of those NCCL_ALGO / "
+           "NCCL_PROTO allow, e.g. CollNet without its plugin, can run the collective)",
+           ("no algorithm/protocol available", "n1:41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no "
+                                               "algorithm/protocol available"))
     + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d ProcessGroupNCCL.cpp (the watchdog's exception frames)",
            ("Exception raised from ncclCommWatchdog", "Exception raised from ncclCommWatchdog at "
                                                       "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1521 (most "

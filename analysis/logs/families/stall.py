@@ -75,8 +75,41 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
     + rows(FailureKind.HANG, _WAIT + " (a phase started and never ended)", "slime timer.py; trainers' start lines",
            ("start", "[2026-03-24 06:36:50] timer.py:24 - Timer actor_train start",
             r"(?i)\btimer\s{1,3}\S{1,80}\s{1,3}start\s{0,3}$"),
-           ("tart", "Starting training ...", r"(?i)\bstart(?:ing)?\s{1,3}(?:the\s{1,3})?training\b[\s.]{0,8}$"),
+           ("tart", "Starting training ...",
+            r"(?i)\bstart(?:ing)?\s{1,3}(?:the\s{1,3})?train(?:ing|er)\b[\s.]{0,8}$"),
            ("egin", "Begin training", r"(?i)\bbegin(?:ning)?\s{1,3}(?:the\s{1,3})?training\b[\s.]{0,8}$"))
+)
+
+_SETUP = "the log ends in a set-up or save phase"
+# Set-up, save and build phases whose next line comes only when the phase is over (a collective inside it, a file
+# system, a compiler). Judged only for a log that shows no step, no error and no end (an otherwise `unknown` log): a
+# job that stops printing there never got past it. A healthy job's log also passes through these lines, so they
+# count only as its last activity.
+SETUP_PHASES = (
+    rows(FailureKind.HANG, _SETUP + " (distributed set-up)",
+         "DeepSpeed deepspeed/comm/comm.py init_distributed, deepspeed/runtime/utils.py parameter parallel groups",
+         ("init_distributed]", "[2024-01-01 10:00:00,001] [INFO] [comm.py:637:init_distributed] cdb=None"),
+         ("_initialize_parameter_parallel_groups", "[2024-01-01 10:00:00,001] [INFO] [utils.py:13:"
+                                                   "_initialize_parameter_parallel_groups] data_parallel_size: 8"))
+    + rows(FailureKind.HANG, _SETUP + " (the first forward with activation checkpointing)",
+           "DeepSpeed deepspeed/runtime/activation_checkpointing/checkpointing.py (configuration printed by the "
+           "first checkpointed forward)",
+           ("[checkpointing.py:", "[2024-01-01 10:00:00,001] [INFO] [checkpointing.py:548:forward] ----Partition "
+                                  "Activations False, CPU CHECKPOINTING False"))
+    + rows(FailureKind.HANG, _SETUP + " (the validation sanity check before the first step)",
+           "Lightning pytorch/loops/evaluation_loop.py (the 'Sanity Checking' progress bar)",
+           ("Sanity Checking", "Sanity Checking: |          | 0/? [00:00<?, ?it/s]",
+            r"Sanity Checking(?: DataLoader \d{1,3})?:\s{0,4}(?:0%)?\|[^\n]{0,200}?\|\s{0,4}0/"))
+    + rows(FailureKind.HANG, _SETUP + " (saving a checkpoint)",
+           "DeepSpeed runtime/checkpoint_engine/torch_checkpoint_engine.py and engine.py save_checkpoint, "
+           "HF Trainer _save_checkpoint, Megatron checkpointing.py save_checkpoint",
+           ("checkpoint", "[INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved /ckpt/checkpoint-500/"
+                          "global_step500/mp_rank_00_model_states.pt.", r"(?i)\bsav(?:e|ed|ing)\b"),
+           ("Checkpoint", "Saving Checkpoint to /ckpt/step_100", r"(?i)\bsav(?:e|ed|ing)\b"))
+    + rows(FailureKind.HANG, _SETUP + " (building or loading a JIT extension)",
+           "torch/utils/cpp_extension.py (_jit_compile: 'Building extension module', 'Loading extension module')",
+           ("extension module", "Loading extension module fused_adam...",
+            r"(?:Building|Loading) extension module \S{1,100}$"))
 )
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.

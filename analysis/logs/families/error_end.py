@@ -1,0 +1,57 @@
+"""Error records that end a log: a log alone whose tail holds one, with nothing else that explains its end (no
+failure family, no success marker, no stall), crashed there.
+
+A reporter often pastes only the end of a failed job: the message without a `Traceback` header, a C/C++ assertion,
+a logger's ERROR line. None of these says which family the failure belongs to, but each says the program hit an
+error it did not recover from, so `unknown` ("nothing failed that I can see") is the wrong answer. Only the log's
+last TAIL_LINES non-blank lines are looked at: an error record far above a long healthy tail is one the job got
+past. The records, by the software that prints them:
+- glibc assert(3) and CUDA device-side assert: "prog: file.cpp:120: void f(): Assertion `n > 0' failed."
+  ("/pytorch/aten/src/ATen/native/cuda/Loss.cu:240: ... Assertion `t >= 0 && t < n_classes` failed.").
+- libstdc++'s verbose terminate handler: "terminate called after throwing an instance of 'c10::Error'" and the
+  "  what():  <message>" line after it.
+- Python's logging default format "ERROR:<logger>:<msg>" / "CRITICAL:..." and the level-first formats of loguru,
+  Lightning, Megatron and DeepSpeed ("[ERROR] ...", "ERROR: ...", "2024-05-01 10:00:00 | ERROR | ...",
+  "[2024-05-01 10:00:00,123] [ERROR] [engine.py:80:step] ..."), absl/glog's "F0501 10:00:00.1 123 file.cc:80]"
+  fatal lines, and PyTorch's DataLoader "ERROR: Unexpected bus error encountered in worker." (torch/csrc/
+  DataLoader.cpp, printed without a Python exception).
+- Python's traceback.format_exception_only, "<Type>Error: <message>", as the last line of a traceback whose header
+  the excerpt lost, or a bare "<Type>Error" / "[rank0]: AssertionError" (assert without a message); a type written
+  in lower case by the reporter ("valueError: ...") still names an exception.
+Lines that only look alike stay out: a level word inside a message ("0 ERROR(s)", "on_error: skip"), a warning
+("UserWarning: ...", "WARNING: ..."), an "Error" key in a metrics dict.
+"""
+
+from __future__ import annotations
+
+import re
+
+TAIL_LINES = 12  # non-blank lines from the end in which the last error record is looked for
+
+# Each shape is matched against one line with its rank/host prefix removed (analysis.logs.logtext.split_prefix).
+C_ASSERT = re.compile(r"\bAssertion [`'\"].{1,600}[`'\"] failed\.?")
+TERMINATE = re.compile(r"terminate called after throwing an instance of |^\s{0,8}what\(\):\s{1,4}\S")
+LOGGER_ERROR = re.compile(
+    r"^\s{0,8}(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{8,15}\]?\s{0,4}(?:\|\s{0,4})?)?"  # an optional timestamp
+    r"(?:\[\s{0,2}(?:ERROR|FATAL|CRITICAL)\s{0,2}\]|(?:ERROR|FATAL|CRITICAL)(?::|\s{1,4}\|\s{0,4}|\s{1,4}-\s{1,4}"
+    r"|\s{1,4}(?=[A-Z\[]))|[FE]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,8}\d{1,9} [\w.-]{1,120}:\d{1,7}\])\s{0,4}\S")
+EXCEPTION_LINE = re.compile(
+    r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
+    r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
+# Exception types that are warnings or control flow, not errors, even when written like an exception line.
+NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
+
+
+def error_record(line: str) -> str | None:
+    """Which error record `line` (prefix removed) is: 'C/C++ assertion', 'C++ exception', 'logger error record'
+    or 'exception <Type>'; None for any other line."""
+    if C_ASSERT.search(line) is not None:
+        return "C/C++ assertion failed"
+    if TERMINATE.search(line) is not None:
+        return "uncaught C++ exception"
+    if LOGGER_ERROR.search(line) is not None:
+        return "logger error record"
+    match = EXCEPTION_LINE.match(line)
+    if match is not None and NOT_ERRORS.search(match.group("type")) is None:
+        return f"exception {match.group('type')}"
+    return None
