@@ -14,6 +14,7 @@ The layer (launcher.workload.model.Block at tp=1) runs forward + backward the sa
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import time
@@ -32,6 +33,8 @@ DEFAULT_LAYER = {"cpu": "hidden=128,heads=4,kv_heads=4,ffn_hidden=512,seq_len=12
                  "cuda": "hidden=4096,heads=32,kv_heads=32,ffn_hidden=16384,seq_len=2048,mbs=1,swiglu=0,"
                          "norm=layernorm"}
 MIN_REPEATS = 3
+HARD_LIMIT = 2.0
+"""Past this many times the budget the probe starts no more shapes (loaded shared cores: see run_probe)."""
 MIN_SHARE_S = 0.05
 """A shape left less than this of the budget is timed once (the probe is over its time box: shared cores)."""
 LAYER_SHARE = 0.3
@@ -174,21 +177,33 @@ def run_probe(args: argparse.Namespace) -> ComputeResult:
     budget_s = args.budget_s or (15.0 if cuda else 10.0)
     timer = Timer(device, args.repeats or (10 if cuda else 5), args.warmup or (3 if cuda else 1))
     # The GEMMs share what is left of their part of the budget: a shape that overran (shared cores) shortens the
-    # next ones' repeats rather than the probe overrunning its time box.
+    # next ones' repeats. Past HARD_LIMIT x the budget nothing more is started (listed as skipped), and the shapes
+    # run in a fixed shuffled order, so that a probe cut short still spans the plan's tp values and batch sizes.
     gemm_end = started + budget_s * (1.0 - LAYER_SHARE if shape else 1.0)
-    found = []
-    for i, (name, m, n, k) in enumerate(gemms):
-        share_s = max(0.0, gemm_end - time.perf_counter()) / (len(gemms) - i)
+    hard_end = started + HARD_LIMIT * budget_s
+    order = list(range(len(gemms)))
+    random.Random(0).shuffle(order)
+    measured: dict[int, GemmMeasurement] = {}
+    for done, i in enumerate(order):
+        now = time.perf_counter()
+        if measured and now > hard_end:
+            break
+        name, m, n, k = gemms[i]
+        share_s = max(0.0, gemm_end - now) / (len(gemms) - done)
         share_s = share_s if share_s > MIN_SHARE_S else 0.0
-        found.append(GemmMeasurement(name, m, n, k, time_gemm(timer, dtype, m, n, k, share_s)))
+        measured[i] = GemmMeasurement(name, m, n, k, time_gemm(timer, dtype, m, n, k, share_s))
+    skipped = [gemms[i][0] for i in order if i not in measured]
     layer = None
-    if shape is not None:
+    if shape is not None and time.perf_counter() <= hard_end:
         layer_s = started + budget_s - time.perf_counter()
         layer_s = layer_s if layer_s > MIN_SHARE_S else 0.0
         layer = LayerMeasurement(shape, time_layer(timer, dtype, shape, layer_s), layer_flops(shape))
+    elif shape is not None:
+        skipped.append("layer")
     name = torch.cuda.get_device_name(device) if cuda else "cpu"
     return ComputeResult(args.cluster or ("local-cpu" if not cuda else name), name, precision, torch.__version__,
-                         tuple(found), layer, time.time(), time.perf_counter() - started)
+                         tuple(measured[i] for i in sorted(measured)), layer, time.time(),
+                         time.perf_counter() - started, tuple(skipped))
 
 
 def format_table(result: ComputeResult) -> str:
@@ -199,6 +214,8 @@ def format_table(result: ComputeResult) -> str:
     if result.layer:
         lay = result.layer
         lines.append(f"# layer fwd+bwd {lay.shape}: {lay.fwd_bwd_s * 1e3:.2f} ms, {lay.tflops:.3f} model TFLOP/s")
+    if result.skipped:
+        lines.append(f"# not measured (over {HARD_LIMIT:g} x the time budget): {', '.join(result.skipped)}")
     return "\n".join(lines)
 
 

@@ -71,11 +71,12 @@ class ComputeResult:
     layer: Optional[LayerMeasurement] = None
     created_at: float = field(default_factory=time.time)
     wall_s: float = 0.0       # what the whole probe took
+    skipped: tuple[str, ...] = ()   # shapes (and "layer") left unmeasured: the probe ran out of its time box
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "units": UNITS, "cluster": self.cluster, "device": self.device,
                 "precision": self.precision, "torch_version": self.torch_version, "created_at": self.created_at,
-                "wall_s": self.wall_s, "gemms": [g.to_json() for g in self.gemms],
+                "wall_s": self.wall_s, "skipped": list(self.skipped), "gemms": [g.to_json() for g in self.gemms],
                 "layer": self.layer.to_json() if self.layer else None}
 
     @classmethod
@@ -93,7 +94,7 @@ class ComputeResult:
                      if raw else None)
             return cls(str(data["cluster"]), str(data["device"]), str(data["precision"]),
                        str(data.get("torch_version", "")), gemms, layer, float(data.get("created_at", 0.0)),
-                       float(data.get("wall_s", 0.0)))
+                       float(data.get("wall_s", 0.0)), tuple(str(n) for n in data.get("skipped", ())))
         except (KeyError, TypeError, ValueError) as exc:
             raise ComputeProbeError(f"malformed compute probe file: {type(exc).__name__}: {exc}") from None
 

@@ -144,9 +144,11 @@ def test_a_real_probe_on_this_cpu_measures_the_tiny_plan_in_its_time_box(load, t
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = load_result(out)
     assert result.device == "cpu" and result.precision == "fp32" and result.cluster == "local-cpu"
-    assert len(result.gemms) == args.count("--gemm") and all(g.tflops > 0 for g in result.gemms)
-    assert result.layer is not None and result.layer.fwd_bwd_s > 0
-    assert result.layer.shape["hidden"] == cfg.model.hidden
+    # on loaded shared cores the probe may stop short of its list (skipped), never of its first shape
+    assert result.gemms and all(g.tflops > 0 for g in result.gemms)
+    assert len(result.gemms) + len([n for n in result.skipped if n != "layer"]) == args.count("--gemm")
+    assert (result.layer is None) == ("layer" in result.skipped)
+    assert result.layer is None or (result.layer.fwd_bwd_s > 0 and result.layer.shape["hidden"] == cfg.model.hidden)
     # the time box: the measuring itself under 20 s; the process (torch's import on loaded shared cores) under 60
     assert "TFLOP/s" in proc.stdout and result.wall_s < 20 and wall_s < 60, (result.wall_s, wall_s)
     profile = fit_profile(result, cfg.cluster, DEFAULT)
@@ -157,3 +159,15 @@ def test_bad_arguments_name_the_flag(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "launcher.computebench", "--gemm", "qkv=12x3", "--out",
                            str(tmp_path / "x.json")], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "--gemm 'qkv=12x3'" in proc.stderr and not (tmp_path / "x.json").exists()
+
+
+def test_a_probe_over_its_time_box_starts_no_more_shapes_and_says_which(tmp_path):
+    """Past twice its budget the probe stops starting shapes: the first is measured, the rest listed as skipped."""
+    gemms = [a for i in range(6) for a in ("--gemm", f"g{i}=1024x1024x{1024 + i}")]
+    out = tmp_path / "cb.json"
+    proc = subprocess.run([sys.executable, "-m", "launcher.computebench", "--out", str(out), "--budget-s", "0.01",
+                           "--layer", "none", *gemms], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = load_result(out)
+    assert 1 <= len(result.gemms) < 6 and len(result.gemms) + len(result.skipped) == 6
+    assert "not measured" in proc.stdout and result.layer is None
