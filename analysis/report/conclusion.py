@@ -267,7 +267,7 @@ def estimator_inputs(cfg: RootConfig, folder: SweepFolder) -> tuple[RootConfig, 
 
 
 def _compute_probe(cfg: RootConfig, folder: SweepFolder) -> Optional[ComputeResult]:
-    return compute.folder_probe(folder, cfg) if compute.probe_enabled(cfg) else None
+    return compute.folder_probe(folder, cfg) if compute.probe_used(cfg) else None
 
 
 def compute_used(cfg: RootConfig, folder: SweepFolder) -> Optional[dict]:

@@ -117,6 +117,9 @@ def fit_profile(result: ComputeResult, cluster: ClusterConfig, constants: Consta
     """The efficiency curve through the measured GEMMs (the module docstring); ComputeProbeError without any."""
     if not result.gemms:
         raise ComputeProbeError("the probe measured no GEMM")
+    if (result.device == "cpu") != is_cpu_standin(cluster.gpu):
+        raise ComputeProbeError(f"the probe ran on {result.device!r}, not on a {cluster.gpu} of {cluster.name} (a job "
+                                "without its GPU?): its figures are not that GPU's")
     peak = peak_flops(cluster, result.precision)
     xs = [1.0 / g.m + 1.0 / g.n + 1.0 / g.k for g in result.gemms]
     ys = [g.time_s * peak / g.flops for g in result.gemms]   # 1 / efficiency
@@ -177,6 +180,7 @@ def find_cached(folders: Sequence[Path], cluster: ClusterConfig, precision: str)
         except ComputeProbeError:
             continue
         if (found is not None and found.cluster == cluster.name and found.precision == precision and found.gemms
+                and (found.device == "cpu") == is_cpu_standin(cluster.gpu)
                 and (best is None or found.created_at > best.created_at)):
             best = found
     return best

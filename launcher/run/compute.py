@@ -34,7 +34,8 @@ from launcher.core.layout import Layout
 from launcher.core.names import ExecutorKind, is_cpu_standin
 from launcher.netbench import ProbeError, sweep_folders
 from launcher.plan.constants import Constants
-from launcher.run.executor import JobRequest
+from launcher.plan.inputs import constants_of
+from launcher.run.executor import JobRequest, local_gpus
 from launcher.run.folder import SweepFolder
 from launcher.run.network import run_job
 
@@ -46,11 +47,20 @@ twice this (loaded shared cores); the job takes a few seconds more for torch's i
 
 
 def probe_enabled(cfg: RootConfig) -> bool:
-    """plan.compute_probe, or when unset: on SLURM; on the local executor when it is fast, i.e. on a GPU (seconds);
-    not on the CPU stand-in, whose GEMMs on shared cores would cost every local sweep ~15 s."""
+    """plan.compute_probe, or when unset: on SLURM; on the local executor when it is fast, i.e. on a GPU preset with
+    a GPU on this machine (seconds); not on the CPU stand-in, whose GEMMs on shared cores would cost every local
+    sweep ~15 s, nor for a GPU preset planned on a machine without one (it would time the CPU)."""
     if cfg.plan.compute_probe is not None:
         return cfg.plan.compute_probe
-    return cfg.executor.name is ExecutorKind.slurm or not is_cpu_standin(cfg.cluster.gpu)
+    if cfg.executor.name is ExecutorKind.slurm:
+        return True
+    return not is_cpu_standin(cfg.cluster.gpu) and bool(local_gpus())
+
+
+def probe_used(cfg: RootConfig) -> bool:
+    """Whether a probe file in the sweep folder is the estimator's input (the report, after the sweep): unless
+    plan.compute_probe=false, the loop saved one there only when it used it (saved_probe, run_probe)."""
+    return cfg.plan.compute_probe is not False
 
 
 def probe_dir(folder: SweepFolder) -> Path:
@@ -97,8 +107,7 @@ def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, layouts: Sequen
         return _gave_nothing(str(exc), reporter)
     try:
         result = load(out)
-        if not result.gemms:
-            raise ComputeProbeError("no GEMM measured")
+        fit_profile(result, cfg.cluster, constants_of(cfg.backend))   # usable: GEMMs, of this GPU
     except ComputeProbeError as exc:
         return _gave_nothing(f"job {job_id} ended {state} without a usable result ({exc}); its log is in "
                              f"{job_dir}", reporter)
@@ -118,7 +127,10 @@ def with_compute(cfg: RootConfig, constants: Constants,
     profile fitted to the probe (None without one)."""
     if probe is None:
         return constants, None
-    profile = fit_profile(probe, cfg.cluster, constants)
+    try:
+        profile = fit_profile(probe, cfg.cluster, constants)
+    except ComputeProbeError:   # not this GPU's (run_probe and find_cached keep such a file out of the loop)
+        return constants, None
     return apply_compute(cfg.cluster, constants, profile), profile
 
 

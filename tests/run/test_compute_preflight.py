@@ -104,7 +104,6 @@ def test_a_probe_that_writes_nothing_leaves_the_a_priori_efficiency(preflight, c
 def test_probe_on_for_slurm_and_local_gpus_off_for_the_local_cpu_stand_in(load):
     assert not compute.probe_enabled(load("+sweep=tiny"))
     assert compute.probe_enabled(load("+sweep=tiny", "executor=slurm"))
-    assert compute.probe_enabled(load("+sweep=tiny", "cluster=h100-80g"))
     assert compute.probe_enabled(load("+sweep=tiny", "plan.compute_probe=true"))
     assert not compute.probe_enabled(load("+sweep=tiny", "executor=slurm", "plan.compute_probe=false"))
 
@@ -127,3 +126,18 @@ def test_the_end_of_the_sweep_applies_the_saved_probe_and_reports_it(load, tmp_p
     assert "GEMM efficiency" in line and "a-priori" in line and "layer fwd+bwd" in line
     off = load("+sweep=tiny", "plan.compute_probe=false", f"sweep.root_dir={tmp_path}")
     assert compute_used(off, folder) is None and estimator_inputs(off, folder)[1].gemm_eff_max == a_priori
+
+
+def test_a_probe_that_timed_the_cpu_is_not_a_gpu_clusters(load, monkeypatch):
+    from launcher.computebench.result import ComputeProbeError
+    from launcher.computebench.view import fit_profile
+
+    gpu = load("+sweep=tiny", "cluster=h100-80g")
+    cpu_probe = probe(gpu, 1.0)                                                # device "cpu"
+    with pytest.raises(ComputeProbeError, match="not on a"):
+        fit_profile(cpu_probe, gpu.cluster, DEFAULT)
+    assert compute.with_compute(gpu, DEFAULT, cpu_probe) == (DEFAULT, None)
+    monkeypatch.setattr(compute, "local_gpus", lambda: [])                    # no GPU here: not fast, not on
+    assert not compute.probe_enabled(gpu)
+    monkeypatch.setattr(compute, "local_gpus", lambda: [0])
+    assert compute.probe_enabled(gpu)
