@@ -444,7 +444,7 @@ def _measure_compute(cfg: RootConfig, constants: Constants, folder: SweepFolder,
                      reporter: Reporter) -> tuple[Constants, Plan]:
     """plan.compute_probe: the saved probe or a new one (one job on one GPU, launcher.run.compute), then the plan
     again with the measured GEMM efficiency; without a probe, everything as it was."""
-    if not compute.probe_enabled(cfg):
+    if not compute.probe_enabled(cfg) or not plan.trials:   # no trial: no shape to measure
         return constants, plan
     probe = compute.saved_probe(cfg, folder)
     if probe is None:
