@@ -10,13 +10,16 @@
    trials finished and the store holds its parent run, FINISHED.
 
 Each launcher runs a one-trial version of the tiny sweep (the race is in the store's creation, before any trial;
---full runs the whole 10-trial tiny sweep instead). Prints the pass count of each case.
+--full runs the whole 10-trial tiny sweep instead). Prints the pass count of each case. A failed round's
+folder (its launchers' output, ledgers, mlflow.db) is kept and its path printed, so the failure can be read
+afterwards; a passed round's folder is removed.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -69,34 +72,30 @@ def store_problems(work: Path, names: list[str]) -> list[str]:
     return [f"store: parent run of {n} is {rows.get(n, 'missing')}" for n in names if rows.get(n) != "FINISHED"]
 
 
-def three_at_once(extra: list[str]) -> list[str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        names = ["sA", "sB", "sC"]
-        procs = {n: launcher(work, n, extra, work / f"{n}.out") for n in names}
-        codes = {n: p.wait(timeout=1800) for n, p in procs.items()}
-        found = [x for n in names for x in problems(work, n, codes[n], work / f"{n}.out")]
-        return found + store_problems(work, names)
+def three_at_once(work: Path, extra: list[str]) -> list[str]:
+    names = ["sA", "sB", "sC"]
+    procs = {n: launcher(work, n, extra, work / f"{n}.out") for n in names}
+    codes = {n: p.wait(timeout=1800) for n, p in procs.items()}
+    found = [x for n in names for x in problems(work, n, codes[n], work / f"{n}.out")]
+    return found + store_problems(work, names)
 
 
-def kill_while_creating(extra: list[str], rng: random.Random) -> list[str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        out = work / "first.out"
-        first = launcher(work, "k", extra, out)
-        deadline = time.monotonic() + 900
-        while first.poll() is None and time.monotonic() < deadline:
-            if any(line in out.read_text(errors="replace") for line in CREATING):
-                break
-            time.sleep(0.02)
-        if first.poll() is not None:
-            return [f"first launch ended before the store was created (exit {first.returncode})"]
-        time.sleep(rng.uniform(0.0, 1.0))
-        first.send_signal(signal.SIGKILL)
-        first.wait()
-        again = launcher(work, "k", extra, work / "again.out")
-        code = again.wait(timeout=1800)
-        return problems(work, "k", code, work / "again.out") + store_problems(work, ["k"])
+def kill_while_creating(work: Path, extra: list[str], rng: random.Random) -> list[str]:
+    out = work / "first.out"
+    first = launcher(work, "k", extra, out)
+    deadline = time.monotonic() + 900
+    while first.poll() is None and time.monotonic() < deadline:
+        if any(line in out.read_text(errors="replace") for line in CREATING):
+            break
+        time.sleep(0.02)
+    if first.poll() is not None:
+        return [f"first launch ended before the store was created (exit {first.returncode})"]
+    time.sleep(rng.uniform(0.0, 1.0))
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    again = launcher(work, "k", extra, work / "again.out")
+    code = again.wait(timeout=1800)
+    return problems(work, "k", code, work / "again.out") + store_problems(work, ["k"])
 
 
 def main() -> None:
@@ -106,13 +105,20 @@ def main() -> None:
     rng = random.Random(19)
     passed = {"three launchers at once": 0, "kill during store creation": 0}
     for i in range(1, n + 1):
-        for case, run in (("three launchers at once", lambda: three_at_once(extra)),
-                          ("kill during store creation", lambda: kill_while_creating(extra, rng))):
+        for case, run in (("three launchers at once", lambda w: three_at_once(w, extra)),
+                          ("kill during store creation", lambda w: kill_while_creating(w, extra, rng))):
+            # a fresh folder per round, unique to this process: kept when the round fails
+            work = Path(tempfile.mkdtemp(prefix=f"bench-concurrency-{i}-"))
             started = time.perf_counter()
-            found = run()
+            found = run(work)
             passed[case] += not found
+            if found:
+                kept = f" (kept: {work})"
+            else:
+                shutil.rmtree(work, ignore_errors=True)
+                kept = ""
             print(f"round {i} {case}: {'pass' if not found else 'FAIL ' + '; '.join(found)} "
-                  f"({time.perf_counter() - started:.0f} s)", flush=True)
+                  f"({time.perf_counter() - started:.0f} s){kept}", flush=True)
     for case, count in passed.items():
         print(f"{case}: {count} of {n} passed")
 
