@@ -1,6 +1,6 @@
 """Issue 19's two MLflow-store cases, N times each, with the pass count.
 
-    python tests/benchmarks/bench_concurrency.py [N] [--full]
+    python tests/benchmarks/bench_concurrency.py [N] [--full] [--first=K]
 
 1. three launchers started at once in a fresh folder (`for n in A B C; do python -m launcher +sweep=tiny
    sweep.name=s$n & done; wait`): a round passes when all three exit 0 with no traceback and no MLflow warning,
@@ -10,7 +10,9 @@
    trials finished and the store holds its parent run, FINISHED.
 
 Each launcher runs a one-trial version of the tiny sweep (the race is in the store's creation, before any trial;
---full runs the whole 10-trial tiny sweep instead). Prints the pass count of each case. A failed round's
+--full runs the whole 10-trial tiny sweep instead). Prints the pass count of each case. --first=K numbers the
+rounds K..K+N-1 with the kill delays rounds K.. have in one run from 1, so that two processes can share the rounds
+(`20` alone, or `10` and `10 --first=11` at once, run the same rounds). A failed round's
 folder (its launchers' output, ledgers, mlflow.db) is kept and its path printed, so the failure can be read
 afterwards; a passed round's folder is removed.
 """
@@ -102,9 +104,12 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     n = int(args[0]) if args else 20
     extra = [] if "--full" in sys.argv else ONE_TRIAL
+    first = next((int(a.split("=", 1)[1]) for a in sys.argv[1:] if a.startswith("--first=")), 1)
     rng = random.Random(19)
+    for _ in range(first - 1):  # the delays of the rounds before the first: round k's delay is the same either way
+        rng.uniform(0.0, 1.0)
     passed = {"three launchers at once": 0, "kill during store creation": 0}
-    for i in range(1, n + 1):
+    for i in range(first, first + n):
         for case, run in (("three launchers at once", lambda w: three_at_once(w, extra)),
                           ("kill during store creation", lambda w: kill_while_creating(w, extra, rng))):
             # a fresh folder per round, unique to this process: kept when the round fails
