@@ -206,6 +206,12 @@ HARD_CRASH = _rows(
     ("exited unexpectedly", "RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly"),
     ("DataLoader worker (pid", "RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed."),
     ("Floating point exception", "Floating point exception (core dumped)"),
+    # native crashes in other wordings: c10's fatal-signal handler, ROCm's HSA runtime (the AMD counterpart of an
+    # illegal memory access), HIP's own error names
+    ("Segfault encountered", "!!!!!!! Segfault encountered !!!!!!!"),
+    ("Memory access fault by GPU", "Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address "
+                                   "0x7f00. Reason: Page not present or supervisor privilege."),
+    ("hipErrorIllegalAddress", "RuntimeError: HIP error: hipErrorIllegalAddress"),
 )
 
 # ---- comm_error: NCCL / gloo / the network, with nothing above to explain it.
