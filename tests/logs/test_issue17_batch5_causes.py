@@ -136,3 +136,30 @@ def test_a_checkpoint_key_mismatch_without_its_exception_line_is_a_crash():
 ])
 def test_native_faults_in_other_wordings_are_crashes(text):
     assert trial_outcome(text).failure_kind == "crashed"
+
+
+def test_ctrl_c_echo_running_into_the_launchers_record_after_a_stall_is_a_hang():
+    # accelerate#2724 (batch 5 deepspeed/peft_zero3_stuck_after_checkpoint_ctrl_c_1.log)
+    stuck = ("[INFO|trainer.py:2915] 2024-05-26 14:56:22,776 >> Saving model checkpoint to ../output/ckpt\n"
+             "Invalidate trace cache @ step 0: expected module 0, but got module 274\n")
+    tail = ("^C[2024-05-26 15:06:40,046] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 22523\n"
+            "Traceback (most recent call last):\n  File \"/opt/conda/bin/deepspeed\", line 6, in <module>\n"
+            "KeyboardInterrupt\n")
+    assert trial_outcome(stuck + tail).failure_kind == "hang"
+    # '^C' inside a line is not the terminal's echo
+    assert trial_outcome(stuck + "value ^C[x] printed\nTraceback (most recent call last):\nKeyError: 'x'\n"
+                         ).failure_kind == "crashed"
+
+
+def test_sbatch_refusing_the_submission_is_submit_refused():
+    # NeMo-RL (batch 5 slurm/nemo_rl_dapo_perf_test_time_limit_invalid_submit_1.log)
+    text = "sbatch: error: Batch job submission failed: Requested time limit is invalid (missing or exceeds some limit)\n"
+    assert trial_outcome(text).failure_kind == "submit_refused"
+    assert trial_outcome("Submitted batch job 4242\n").failure_kind != "submit_refused"
+
+
+def test_a_c10d_rendezvous_connection_error_inside_the_error_handler_record_is_comm_error():
+    # pytorch (batch 5 pytorch/elastic_pipeline_resnet50_c10d_rendezvous_connection_error_1.log), shortened
+    text = ('[ERROR] 2021-09-13 22:18:26,678 error_handler: {"message": {"message": "RendezvousConnectionError: The '
+            'connection to the C10d store has failed. See inner exception for details.", "extraInfo": {}}}\n')
+    assert trial_outcome(text).failure_kind == "comm_error"

@@ -127,7 +127,9 @@ LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x a
 # "^C" where a terminal prints it: at the start of a line, alone or before what the program printed next.
 INTERRUPT = ("KeyboardInterrupt", "Received 2 death signal", "Received Signals.SIGINT death signal")
 CTRL_C = "^C"
-CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b)", re.MULTILINE)
+# The echo runs into what the program printed next when that is a traceback or a bracketed log record (DeepSpeed's
+# launcher: `^C[2024-05-26 15:06:40,046] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 22523`).
+CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b|\[)", re.MULTILINE)
 MAX_CTRL_C_HITS = 200  # "^C" occurrences tested for the echo's shape (binary junk holds many)
 
 # A stack dump taken from a live process (py-spy dump, faulthandler's dump_traceback_later / SIGUSR1): someone looked
