@@ -163,3 +163,18 @@ def test_a_c10d_rendezvous_connection_error_inside_the_error_handler_record_is_c
     text = ('[ERROR] 2021-09-13 22:18:26,678 error_handler: {"message": {"message": "RendezvousConnectionError: The '
             'connection to the C10d store has failed. See inner exception for details.", "extraInfo": {}}}\n')
     assert trial_outcome(text).failure_kind == "comm_error"
+
+
+@pytest.mark.parametrize("text, kind", [
+    # the family beyond batch 5's lines (written in the loader's, CUDA's and pdsh's wordings)
+    ("ImportError: /env/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined "
+     "symbol: _ZN3c104cuda9SetDeviceEi\n", "config_error"),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device\n", "config_error"),
+    ("pdsh@node1: node2: ssh exited with exit code 255\n", "config_error"),
+    ("OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n", "config_error"),
+    # look-alikes: a symbol in a Python message, CUDA_HOME merely printed
+    ("NameError: undefined symbol: foo is not defined\n", "crashed"),
+    ("CUDA_HOME=/usr/local/cuda\nTraceback (most recent call last):\nKeyError: 'x'\n", "crashed"),
+])
+def test_incompatible_binaries_and_launcher_checks(text, kind):
+    assert trial_outcome(text).failure_kind == kind

@@ -203,6 +203,9 @@ def hydra_target_error(text: str, start: int) -> int | None:
     return None
 
 
+# A library the job itself imports or runs failed to load (Python's ImportError/OSError, ld.so's "error while loading
+# shared libraries"); an optional plugin's failed load (NCCL's `Plugin load (libnccl-net.so) returned 2 : ...`) is not.
+_LOAD_FAILED = r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b"
 ENVIRONMENT = (
     rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
          "(gradient_accumulation_fusion without APEX's fused_weight_gradient_mlp_cuda); optional-dependency "
@@ -228,6 +231,26 @@ ENVIRONMENT = (
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Hydra hydra/_internal/instantiate/_instantiate2.py (_call_target, "
            "_resolve_target)",
            ("Error locating target '", "Error locating target 'models.MyModel', set env var HYDRA_FULL_ERROR=1"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "binaries built for another toolkit, library or GPU: the dynamic "
+           "loader (ld.so), CUDA's cudaErrorNoKernelImageForDevice, torch/utils/cpp_extension.py's CUDA checks, "
+           "nvcc",
+           ("undefined symbol: ", "ImportError: /env/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-"
+                                  "x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", _LOAD_FAILED),
+           ("cannot open shared object file", "OSError: libcudart.so.11.0: cannot open shared object file: No such "
+                                              "file or directory", _LOAD_FAILED),
+           ("version `GLIBC", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not "
+                              "found"),
+           ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available "
+                                                          "for execution on the device"),
+           ("mismatches the version that was used to compile", "RuntimeError: The detected CUDA version (12.1) "
+                                                               "mismatches the version that was used to compile "
+                                                               "PyTorch (11.8). Please make sure to use the same "
+                                                               "CUDA versions."),
+           ("CUDA_HOME", "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+                         "root.", r"CUDA_HOME\b[^\n]{0,60}(?:not set|does not exist|is None)"),
+           ("nvcc fatal", "nvcc fatal   : Unsupported gpu architecture 'compute_90'"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "pdsh's ssh module (the DeepSpeed launcher's multi-node default)",
+           ("ssh exited with exit code 255", "pdsh@node1: node2: ssh exited with exit code 255"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/optim/optimizer.py (Optimizer.__init__)",
            ("optimizer got an empty parameter list", "ValueError: optimizer got an empty parameter list"))
 )
