@@ -178,3 +178,13 @@ def test_a_c10d_rendezvous_connection_error_inside_the_error_handler_record_is_c
 ])
 def test_incompatible_binaries_and_launcher_checks(text, kind):
     assert trial_outcome(text).failure_kind == kind
+
+
+@pytest.mark.parametrize("warning", [
+    "WARNING: apex is not installed, using torch's native LayerNorm",
+    "FlashAttention2 is not installed; falling back to the eager attention implementation",
+    "xformers is not available, skipping memory-efficient attention",
+])
+def test_a_missing_optional_package_warning_does_not_explain_a_later_crash(warning):
+    text = f"{warning}\nTraceback (most recent call last):\n  File \"train.py\", line 3\nKeyError: 'labels'\n"
+    assert trial_outcome(text).failure_kind == "crashed"

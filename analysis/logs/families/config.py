@@ -177,7 +177,10 @@ EXTENSION_BUILD = rows(
 # - a configuration that leaves a rank nothing to train (torch.optim "optimizer got an empty parameter list": a
 #   pipeline partition or a freeze list that gives a stage no trainable parameter).
 ENV_LABEL = "the job's environment or package set does not provide what its configuration needs"
-_EXT_MISSING = (r"(?i)\b(?:extensions?|kernels?|modules?|packages?|librar(?:y|ies)|apex|transformer[_ ]engine|"
+# Only an error: a warning that an optional package is missing and a fallback is used ("apex is not installed, using
+# torch's LayerNorm") is start-up chatter of a job that goes on (and may fail later for another reason).
+_EXT_MISSING = (r"(?i)^(?![^\n]*(?:warn|fall(?:ing)? ?back|\busing\b|will use|skipping|disabl|optional|instead))"
+                r"[^\n]*?\b(?:extensions?|kernels?|modules?|packages?|librar(?:y|ies)|apex|transformer[_ ]engine|"
                 r"flash[_ -]?attn|flash[_ ]attention|xformers|deepspeed ops?|op builder)\b[^\n]{0,80}?"
                 r"\b(?:is |are |was |were )?not (?:found|installed|available|compiled|built)\b")
 # Hydra wraps the target's exception as `Error in call to target '<path>':` + `<Type>(<args>)`, on the same line or
@@ -205,7 +208,8 @@ def hydra_target_error(text: str, start: int) -> int | None:
 
 # A library the job itself imports or runs failed to load (Python's ImportError/OSError, ld.so's "error while loading
 # shared libraries"); an optional plugin's failed load (NCCL's `Plugin load (libnccl-net.so) returned 2 : ...`) is not.
-_LOAD_FAILED = r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b"
+_LOAD_FAILED = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping))[^\n]*?"
+                r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b")
 ENVIRONMENT = (
     rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
          "(gradient_accumulation_fusion without APEX's fused_weight_gradient_mlp_cuda); optional-dependency "
