@@ -28,9 +28,9 @@ import numpy as np
 from launcher.core.states import TrialState
 from launcher.measured import MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
-from launcher.plan.calibrate import FeatureTable, Prior, trial_features
+from launcher.plan.calibrate import Calibration, FeatureTable, Prior, trial_features
 from launcher.plan.residuals import DIMENSIONS
-from launcher.replay import Costs, _flash, prior_for, random_expected_gpu_hours, replay_sweep
+from launcher.replay import WITHIN, Costs, Step, _flash, prior_for, random_expected_gpu_hours, replay_sweep
 from launcher.run.scheduler import POLICY, Policy
 
 BASELINES = ("oracle", "exhaustive", "predicted", "calibrated", "random")
@@ -70,6 +70,8 @@ class Result:
     spent: dict = field(default_factory=dict)        # strategy -> GPU-hours spent
     regret: dict = field(default_factory=dict)       # strategy -> final regret
     trials: dict = field(default_factory=dict)       # strategy -> trials run
+    calibration: Optional[Calibration] = None        # the adaptive search's final one (what plan.prior_from reads)
+    gaps: dict = field(default_factory=dict)         # the adaptive search's GPU-hours to within 2 %, by kind (gaps)
 
     def share(self, strategy: str) -> float:
         """GPU-hours to within 2 % as a share of exhaustive search's; a search that never got there counts as
@@ -242,7 +244,51 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             exhaustive if runs_all else r.gpu_hours)
         result.regret[strategy] = 0.0 if runs_all else r.final_regret
         result.trials[strategy] = r.trials_run
+        if strategy == "adaptive":
+            result.calibration = r.calibration
+            result.gaps = gaps(r.steps, _within_of(case.sweep))
     return result
+
+
+GAP_KINDS = ("first pick", "out of memory", "stopped early", "measured, not within 2 %", "the within-2 % one")
+
+
+def _within_of(sweep: MeasuredSweep) -> float:
+    return (1 - WITHIN) * max(r.tokens_per_s or 0.0 for r in sweep.rows)
+
+
+def gaps(steps: Sequence[Step], found_tokens_per_s: float) -> dict:
+    """Where a search's GPU-hours until a configuration within 2 % of the best was measured went (GAP_KINDS): its
+    first pick (before anything was measured), trials that ran out of memory, losers stopped early, trials
+    measured (in full or until steady) that were not within 2 %, and the within-2 % trial itself. After the found
+    one nothing counts (it is recognised when measured: the best so far is the measured best)."""
+    out = dict.fromkeys(GAP_KINDS, 0.0)
+    before = 0.0
+    for i, step in enumerate(steps):
+        cost = step.gpu_hours - before
+        before = step.gpu_hours
+        good = bool(step.tokens_per_s and step.tokens_per_s >= found_tokens_per_s)
+        if good:
+            out["the within-2 % one"] += cost
+            break
+        kind = ("first pick" if i == 0 else "out of memory" if step.state is TrialState.OOM else
+                "stopped early" if step.state is TrialState.STOPPED_EARLY else "measured, not within 2 %")
+        out[kind] += cost
+    return out
+
+
+def gap_table(results: Sequence[Result]) -> str:
+    """Per source group: the adaptive search's GPU-hours to within 2 % by kind, and the oracle's, as mean shares of
+    exhaustive GPU-hours (informative sweeps): what the gap to the oracle is made of."""
+    lines = [f"{'group':<26} {'oracle':>7}  " + "  ".join(f"{k[:13]:>13}" for k in GAP_KINDS) + "  (adaptive)"]
+    for group in sorted({r.case.group for r in results}) + ["all"]:
+        used = [r for r in results if r.informative and group in ("all", r.case.group) and r.gaps]
+        if not used:
+            continue
+        oracle = sum(r.share("oracle") for r in used) / len(used)
+        cells = [sum(r.gaps[k] / r.exhaustive_gpu_hours for r in used) / len(used) for k in GAP_KINDS]
+        lines.append(f"{group:<26} {oracle:>7.1%}  " + "  ".join(f"{c:>13.1%}" for c in cells))
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------ summary
@@ -381,14 +427,17 @@ def scale_pairs(cases: Sequence[Case], factor: int = 8) -> list[tuple[Case, Case
     return out
 
 
-def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLICY) -> Prior:
-    """The calibration a finished adaptive search of `small` leaves (as plan.prior_from reads calibration.json)."""
-    finished = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior, steady_stop=steady_stop,
-                            policy=policy)
+def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLICY,
+                   calibration: Optional[Calibration] = None) -> Prior:
+    """The calibration a finished adaptive search of `small` leaves (as plan.prior_from reads calibration.json);
+    `calibration`: that search's, already replayed (evaluate keeps it), else it is replayed here."""
+    if calibration is None:
+        calibration = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior,
+                                   steady_stop=steady_stop, policy=policy).calibration
     base = (small.prior or prior_for(small.sweep)).constants
-    if finished.calibration is None:
+    if calibration is None:
         raise ValueError(f"{small.sweep.name}: the adaptive replay left no calibration to transfer")
-    return Prior.from_json(finished.calibration.to_json(), base, source=small.sweep.name)
+    return Prior.from_json(calibration.to_json(), base, source=small.sweep.name)
 
 
 @dataclass(frozen=True)
@@ -402,10 +451,17 @@ class Transfer:
     warm_regret: float
 
 
-def evaluate_transfer(small: Case, large: Case, steady_stop: bool = True, policy: Policy = POLICY) -> Transfer:
-    prior = transfer_prior(small, steady_stop, policy)
+def evaluate_transfer(small: Case, large: Case, steady_stop: bool = True, policy: Policy = POLICY,
+                      known: Optional[tuple[Result, Result]] = None) -> Transfer:
+    """The large sweep's adaptive search cold and from the small one's calibration. `known`: both sweeps'
+    `evaluate` results under the same policy (the cold start and the small sweep's calibration are theirs, so only
+    the warm start is replayed: the benchmark's transfer section cost twice as much before)."""
+    prior = transfer_prior(small, steady_stop, policy, known[0].calibration if known else None)
     shares, regrets = [], []
-    for start in (large.prior, prior):
+    if known:
+        shares.append(known[1].share("adaptive"))
+        regrets.append(known[1].regret["adaptive"])
+    for start in ((prior,) if known else (large.prior, prior)):
         r = replay_sweep(large.sweep, "adaptive", costs=large.costs, prior=start, steady_stop=steady_stop,
                          policy=policy)
         shares.append(1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct /

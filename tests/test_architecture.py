@@ -18,8 +18,10 @@ PHASES = ("core", "config", "plan", "backends", "run", "logs", "report", "cli")
 PREFIXES = (  # module prefix -> phase; the longest prefix wins
     ("launcher.core", "core"), ("launcher.config", "config"), ("launcher.plan", "plan"),
     ("launcher.backends", "backends"), ("launcher.run", "run"), ("launcher.netbench", "run"),
+    ("launcher.computebench", "run"),
     ("launcher.workload", "run"), ("analysis.logs", "logs"), ("analysis.report", "report"),
-    ("launcher.netbench.__main__", "cli"), ("launcher.workload.__main__", "cli"),
+    ("launcher.netbench.__main__", "cli"),
+    ("launcher.computebench.__main__", "cli"), ("launcher.workload.__main__", "cli"),
     ("launcher", "cli"), ("analysis", "cli"),
 )
 JOB_SIDE = ("launcher.workload",)

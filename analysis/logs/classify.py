@@ -380,6 +380,26 @@ def _last_line(text: str) -> str:
     return _line_at(stripped, len(stripped) - 1) if stripped else "(empty log)"
 
 
+def _hydra_target(text: str, start: int) -> Failure | None:
+    """Hydra's instantiate wrapping a configuration's error (families.config.hydra_target_error)."""
+    pos = F_CONFIG.hydra_target_error(text, start)
+    if pos is None:
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.ENV_LABEL}: {_line_at(text, pos)}", _evidence(text, pos))
+
+
+def _stack_dump(text: str, start: int) -> Failure | None:
+    """A stack dump of the live job (families.stall.STACK_DUMP) in text[start:] with no traceback after it."""
+    hits = [i for i in (text.find(needle, start) for needle in F_STALL.STACK_DUMP_NEEDLES) if i >= 0]
+    if not hits:
+        return None
+    dump = F_STALL.STACK_DUMP.search(text, text.rfind("\n", 0, min(hits)) + 1)
+    if dump is None or text.find("Traceback (most recent call last)", dump.start()) >= 0:
+        return None
+    return _failure(FailureKind.HANG, f"a stack dump of the stuck job: {_line_at(text, dump.start())}",
+                    _evidence(text, dump.start()))
+
+
 def _hang(text: str, start: int, state: str | None, exit_code: int | None, seconds_since_progress: float | None,
           hang_timeout_s: float | None) -> Failure | None:
     stall = _stall_point(text, start)
@@ -619,14 +639,17 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                 losses: tuple[float, ...] = ()) -> Failure | None:
     """The first failure family (module docstring, 2-11) that text[start:] or the SLURM state shows."""
     return (
-        _gpu_fault(text, start)
+        _by_log(text, FailureKind.SUBMIT_REFUSED, P.SUBMIT_REFUSED, start)
+        or _gpu_fault(text, start)
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
         or _by_family(text, F_MEM.HOST_MEMORY, start)
         or _by_log(text, FailureKind.CONFIG_ERROR, P.CONFIG, start)
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
-        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD, start)
+        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
+                      + F_CONFIG.ENVIRONMENT, start)
+        or _hydra_target(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
         or _by_family(text, F_ORCH.NODE_LOST, start)
@@ -639,6 +662,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_family(text, F_ORCH.OUTSIDE_STOP, start)
         or _by_family(text, F_ORCH.NODE_DIED, start)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
+        or _stack_dump(text, start)
         or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
         or _by_family(text, F_NET.NETWORK, start)
         or _nccl_warn(text, start)

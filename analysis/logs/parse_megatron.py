@@ -165,7 +165,7 @@ def _gather(text: str, start: int, stop: int, single_line: bool = False) -> tupl
     if stop < end:  # another record follows on the same line: this one ends there
         return text[start:stop].rstrip(), True, stop
     first = text[start:end].rstrip()
-    if first.endswith("|") or single_line:
+    if single_line or (first.endswith("|") and not _wrapped_after_pipe(text, first, end, stop)):
         return first, True, end
     line_start = text.rfind("\n", 0, start) + 1
     if text.startswith(_SINGLE_LINE_TAGS, line_start) or any(text.find(tag, line_start, start) >= 0
@@ -184,6 +184,25 @@ def _gather(text: str, start: int, stop: int, single_line: bool = False) -> tupl
         if nxt.endswith("|"):
             return " ".join(parts), True, pos
     return first, False, end  # never closed: truncated, not wrapped; keep the single line
+
+
+# A record hard-wrapped by a paste or a terminal at a fixed width can break right after a field's closing '|': its
+# first line then looks closed. The next physical line continues the record when it starts with a field
+# (`elapsed time per iteration (ms): 13212.7 |`, Megatron-Bridge PR 841's paste); only looked at when the first
+# line holds no step-time field (a record never prints its step time before the iteration counter's line ends).
+_FIELD_LINE = re.compile(r"[a-z][a-z ()/_-]{0,60}:\s{0,8}[-+\d.eE]{1,30}\s{0,4}\|")
+
+
+def _wrapped_after_pipe(text: str, first: str, end: int, stop: int) -> bool:
+    if end + 1 >= min(stop, len(text)) or "per iteration" in first or "step time" in first:
+        return False
+    return _FIELD_LINE.match(text, end + 1, min(stop, _line_end(text, end + 1))) is not None
+
+
+# Megatron forks that print the step-time record without the `iteration N/M |` counter (Megatron-LLaMA's
+# `elapsed time per iteration (ms): 82897.1 | average overall token/sec : ...`): a step record without a counter is
+# still a step record; read only when the log has no counted record, numbered in the order printed.
+_UNCOUNTED_START = re.compile(r"^[ \t]{0,8}elapsed time per iteration \((?:ms|s)\):", re.MULTILINE)
 
 
 def _parse_record(iteration: int, record: str, complete: bool, source: str | None, line_no: int,
@@ -263,6 +282,8 @@ def parse_iterations(text: str, *, source: str | None = None, notes: list[str] |
     """
     by_iteration: dict[int, Iteration] = {}
     starts = [(m.start(), int(m.group(1))) for m in _ITER_START.finditer(text)]
+    if not starts:
+        return _uncounted_records(text, source, notes)
     pipe_less = _without_closing_pipe(text, [start for start, _ in starts])
     resume, counted_to, line_no = 0, 0, 1
     for k, (start, iteration) in enumerate(starts):
@@ -277,6 +298,17 @@ def parse_iterations(text: str, *, source: str | None = None, notes: list[str] |
         if it is not None and iteration not in by_iteration:
             by_iteration[iteration] = it
     return [by_iteration[k] for k in sorted(by_iteration)]
+
+
+def _uncounted_records(text: str, source: str | None, notes: list[str] | None) -> list[Iteration]:
+    """Records of _UNCOUNTED_START, one per line, numbered 1, 2, ... in the order printed."""
+    out: list[Iteration] = []
+    for match in _UNCOUNTED_START.finditer(text):
+        line = text[match.start(): _line_end(text, match.start())].rstrip()
+        it = _parse_record(len(out) + 1, "|" + line, True, source, text.count("\n", 0, match.start()) + 1, notes)
+        if it is not None:
+            out.append(it)
+    return out
 
 
 # Megatron report_memory(name): "[Rank N] " + name + " memory (MB) | allocated: ... | max allocated: ... |

@@ -174,6 +174,13 @@ PREEMPTED = _rows(
     ("this job is preempted", "submitit WARNING (2024-01-01) - Caught signal SIGUSR2 on n1: this job is "
                               "preempted."),
 )
+# ---- submit_refused: sbatch's own refusal (src/sbatch/sbatch.c: "Batch job submission failed: %s" with
+# slurm_strerror's text: an invalid time limit, partition, account/QOS limit, node count). The job never ran.
+SUBMIT_REFUSED = _rows(
+    "sbatch refused the submission",
+    ("Batch job submission failed", "sbatch: error: Batch job submission failed: Requested time limit is invalid "
+                                    "(missing or exceeds some limit)"),
+)
 TIME_LIMIT = _rows(
     "time limit",
     ("DUE TO TIME LIMIT", "slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T07:00:38 "
@@ -206,6 +213,12 @@ HARD_CRASH = _rows(
     ("exited unexpectedly", "RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly"),
     ("DataLoader worker (pid", "RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed."),
     ("Floating point exception", "Floating point exception (core dumped)"),
+    # native crashes in other wordings: c10's fatal-signal handler, ROCm's HSA runtime (the AMD counterpart of an
+    # illegal memory access), HIP's own error names
+    ("Segfault encountered", "!!!!!!! Segfault encountered !!!!!!!"),
+    ("Memory access fault by GPU", "Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address "
+                                   "0x7f00. Reason: Page not present or supervisor privilege."),
+    ("hipErrorIllegalAddress", "RuntimeError: HIP error: hipErrorIllegalAddress"),
 )
 
 # ---- comm_error: NCCL / gloo / the network, with nothing above to explain it.
@@ -234,6 +247,10 @@ COMM = _rows(
     ("DistStoreError", "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 "
                        "clients joined."),
     ("RendezvousTimeoutError", "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"),
+    # torch elastic's c10d rendezvous backend (rendezvous/c10d_rendezvous_backend.py), also when the message sits
+    # inside the error_handler's JSON record
+    ("RendezvousConnectionError", "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The "
+                                  "connection to the C10d store has failed. See inner exception for details."),
     ("Connection closed by peer", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] "
                                   "Connection closed by peer [127.0.0.1]:23456"),
     ("Connection reset by peer", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] "

@@ -11,6 +11,7 @@ a doubled micro-batch, for the recommendation). Everything said goes through the
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from analysis.report.recommend import SweepFacts, next_mbs_layout, recommend
 from analysis.report.search_summary import progress_points, summary_metrics
 from analysis.report.tracking_link import TrackingLink
 from launcher.backends import LaunchSpec, get_backend, launch_command
+from launcher.computebench.result import ComputeResult
 from launcher.config.schema import RootConfig
 from launcher.core import strict_json
 from launcher.core.console import Reporter
@@ -40,7 +42,7 @@ from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import estimate
 from launcher.plan.inputs import workload_for
 from launcher.plan.rules import check
-from launcher.run import network
+from launcher.run import compute, network
 from launcher.run.folder import SweepFolder
 from launcher.run.ledger import Ledger
 from launcher.run.search import Search, prior_from
@@ -68,6 +70,9 @@ class Conclusion:
     """The sweep's calibration (Calibration.to_json()), None when nothing was measured."""
     network: Optional[dict] = None
     """The network probe the estimator used (launcher.netbench JSON), None without one."""
+    compute: Optional[dict] = None
+    """The compute probe the estimator used (launcher.computebench JSON) with its fitted profile under 'profile',
+    None without one."""
     decision: Optional[Decision] = None
     """How sure the winner is: confirmed beyond the noise, or tied within it (None: no ok trial)."""
     verdict: str = ""
@@ -233,6 +238,7 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
                              done.ranked[0]["config_hash"] if done.ranked else "")
     measured_cfg, constants, probe = estimator_inputs(cfg, folder)
     done.network = probe.to_json() if probe is not None else None
+    done.compute = compute_used(cfg, folder)
     done.calibration = sweep_calibration(measured_cfg, folder, ledger, constants)
     done.plots += _search_plots(cfg, folder, trials, done.calibration, done.network)
     if done.ranked:
@@ -247,7 +253,7 @@ def _write_outputs(cfg: RootConfig, folder: SweepFolder, ledger: Ledger, done: C
                        done.recommendations, failure_groups(trials, lambda p: read_tail(resolve(p))),
                        {name: path.read_text() for name, path in done.export.items()},
                        {"MLflow runs": runs_url} if runs_url else {}, done.calibration,
-                       _network_line(cfg, done.network))
+                       _network_line(cfg, done.network), _compute_line(done.compute))
     done.report = write_report(folder.report, data)
 
 
@@ -256,7 +262,27 @@ def estimator_inputs(cfg: RootConfig, folder: SweepFolder) -> tuple[RootConfig, 
     folder applied to the preset's bandwidths (launcher.run.network), as the loop did."""
     probe = network.folder_probe(folder, cfg.cluster.name) if network.probe_enabled(cfg) else None
     measured, constants = network.with_network(cfg, probe)
+    constants, _ = compute.with_compute(cfg, constants, _compute_probe(cfg, folder))
     return measured, constants, probe
+
+
+def _compute_probe(cfg: RootConfig, folder: SweepFolder) -> Optional[ComputeResult]:
+    return compute.folder_probe(folder, cfg) if compute.probe_used(cfg) else None
+
+
+def compute_used(cfg: RootConfig, folder: SweepFolder) -> Optional[dict]:
+    """The compute probe the sweep's estimator used (plan.compute_probe, the file in the folder) as its JSON, with
+    the efficiency curve fitted to it and the a-priori efficiency at its shapes under 'profile' and the report's
+    sentence under 'line'; None without one."""
+    probe = _compute_probe(cfg, folder)
+    _, profile = compute.with_compute(cfg, network.with_network(cfg, None)[1], probe)
+    if probe is None or profile is None:
+        return None
+    return {**probe.to_json(), "profile": profile.to_json(), "line": compute.describe(cfg, profile)}
+
+
+def _compute_line(done_compute: Optional[dict]) -> str:
+    return str(done_compute["line"]) if done_compute else ""
 
 
 def sweep_calibration(cfg: RootConfig, folder: SweepFolder, ledger: Ledger,
@@ -356,7 +382,11 @@ def _record_in_mlflow(cfg: RootConfig, folder: SweepFolder, tracking: TrackingLi
     if done.network:
         summary.update({f"network_{k}": v for k, v in done.network["summary"].items()
                         if k.endswith("_gbytes_per_s") or k == "latency_s"})
-    probes = sorted(folder.root.glob("netbench-*.json"))
+    if done.compute:
+        summary.update({f"compute_{k}": v for k, v in done.compute["profile"].items()
+                        if isinstance(v, (int, float)) and v is not None})
+        summary["compute_gemm_tflops_median"] = statistics.median(g["tflops"] for g in done.compute["gemms"])
+    probes = sorted([*folder.root.glob("netbench-*.json"), *folder.root.glob("computebench-*.json")])
     return tracking.finish(done.best, summary, [p for p in (folder.plan_csv, folder.best, folder.config,
                                                             folder.calibration, *probes) if p.exists()],
                            done.ranked, done.verdict)

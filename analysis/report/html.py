@@ -201,6 +201,7 @@ class ReportInput:
     links: dict = field(default_factory=dict)            # label -> URL (MLflow runs)
     calibration: Optional[dict] = None                   # launcher.plan.calibrate.Calibration.to_json()
     network: str = ""                                    # what the network probe measured ('' without one)
+    compute: str = ""                                    # what the compute probe measured ('' without one)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[object]], text_cols: Sequence[int] = (),
@@ -353,6 +354,7 @@ def _search(data: ReportInput) -> str:
              f"{(t.get('metrics') or {}).get('peak_mem_gb') or 0:.3g}" if (t.get("metrics") or {}).get("peak_mem_gb")
              else ""] for t in brought_back(data.trials)]
     network = f"<h3>Network probe</h3><p>{e(data.network)}</p>" if data.network else ""
+    network += f"<h3>Compute probe</h3><p>{e(data.compute)}</p>" if data.compute else ""
     return ("<h3>Trials in the order they ran</h3>" + order + network
             + f"<h3>Calibration</h3>{_calibration(data.calibration)}"
             + f"<h3>Stopped early ({len(stopped)})</h3>"

@@ -339,6 +339,12 @@ class PlanConfig(Sealed):
     trial and at least 2 when the cluster has them) and plan with the measured bus bandwidths instead of the
     cluster preset's (launcher.run.network). null (default): on the SLURM executor yes, on the local one no. The
     result is reused on resume and by later sweeps of the same cluster and node count, unless sweep.fresh."""
+    compute_probe: Optional[bool] = None
+    """Measure the GPU before the trials (python -m launcher.computebench as one job on one GPU: the plan's GEMMs at
+    its tp values and micro-batch sizes, and one transformer layer's forward + backward) and plan with the measured
+    GEMM efficiency instead of the a-priori one (launcher.run.compute). null (default): on the SLURM executor yes;
+    on the local one on a GPU, not on the CPU stand-in. Reused on resume and by later sweeps of the same cluster and
+    GPU in the same precision, unless sweep.fresh."""
     prior_from: str = ""
     """A finished sweep's folder (e.g. sweeps/llama-16gpu) whose calibration.json starts this sweep's calibration:
     its fitted constants and their uncertainty become the prior (launcher.plan.calibrate.Prior.from_json), so a

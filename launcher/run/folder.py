@@ -10,6 +10,7 @@
       jobs/             submitit's job folders and the task logs
       calibration.json  the estimator's constants fitted to the measured trials (launcher.run.search)
       netbench-<cluster>-<nodes>n.json, netbench/    the network probe's result and job (launcher.run.network)
+      computebench-<cluster>-<gpu>.json, computebench/    the compute probe's result and job (launcher.run.compute)
       best.json         the winner and its exact command
       plots/, report.html, export/    the end-of-sweep outputs (analysis.report.conclusion)
 """

@@ -31,7 +31,7 @@ from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
-from launcher.run import network, trial_files
+from launcher.run import compute, network, trial_files
 from launcher.run.bringback import BROUGHT_BACK, bring_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
@@ -469,6 +469,25 @@ def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan,
     return measured, constants, make_plan(measured, constants=constants)
 
 
+def _measure_compute(cfg: RootConfig, constants: Constants, folder: SweepFolder, plan: Plan,
+                     reporter: Reporter) -> tuple[Constants, Plan]:
+    """plan.compute_probe: the saved probe or a new one (one job on one GPU, launcher.run.compute), then the plan
+    again with the measured GEMM efficiency; without a probe, everything as it was."""
+    if not compute.probe_enabled(cfg) or not plan.trials:   # no trial: no shape to measure
+        return constants, plan
+    probe = compute.saved_probe(cfg, folder)
+    if probe is None:
+        reporter.info(f"compute probe: 1 GPU of {cfg.cluster.name} (python -m launcher.computebench) ...")
+        runner = make_runner(cfg.executor, cfg.cluster, folder.jobs, reporter)
+        probe = compute.run_probe(cfg, folder, runner, [t.layout for t in plan.trials], cfg.monitor.poll_interval_s,
+                                  cfg.executor.timeout_min * 60, reporter)
+    new, profile = compute.with_compute(cfg, constants, probe)
+    if profile is None:
+        return constants, plan
+    reporter.info(f"compute measured ({compute.describe(cfg, profile)})")
+    return new, make_plan(cfg, constants=new)
+
+
 def _gb(value: Optional[float]) -> str:
     return "not measured" if value is None else f"{value:.3g} GB/s"
 
@@ -500,6 +519,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         # The loop plans with the measured network; config.yaml keeps the preset's numbers (python -m analysis
         # applies the saved probe to them again, analysis.report.conclusion.estimator_inputs).
         measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
+        constants, plan = _measure_compute(measured, constants, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan, ledger.config_hashes()))
         view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change

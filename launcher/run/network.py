@@ -77,26 +77,37 @@ def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, nodes: int, pol
     python = cfg.backend.python or sys.executable
     script.write_text(probe_script(nodes, cfg.cluster.gpus_per_node, python, str(out), ["--cluster", cfg.cluster.name]))
     script.chmod(0o755)
-    done = runner.submit([JobRequest(PROBE_KEY, script, nodes, cfg.cluster.gpus_per_node)])
-    if PROBE_KEY not in done.jobs:
-        return _gave_nothing(done.refused.get(PROBE_KEY, "not submitted"), reporter)
-    job_id, job_dir = done.jobs[PROBE_KEY]
+    try:
+        job_id, job_dir, state = run_job(runner, JobRequest(PROBE_KEY, script, nodes, cfg.cluster.gpus_per_node),
+                                         poll_s, timeout_s)
+    except ProbeError as exc:
+        return _gave_nothing(str(exc), reporter)
+    try:
+        result = load(out)
+    except ProbeError as exc:
+        return _gave_nothing(f"job {job_id} ended {state} without a usable result ({exc}); its log is in "
+                             f"{job_dir}", reporter)
+    save(result, folder.root / cache_name(cfg.cluster.name, nodes))
+    return result
+
+
+def run_job(runner: Any, request: JobRequest, poll_s: float, timeout_s: float) -> tuple[str, Path, str]:
+    """Submit one probe job (not a trial) through the sweep's runner and wait for its end: (job id, job folder,
+    final state). ProbeError saying why when it was refused, or ran past `timeout_s` (then it is cancelled).
+    The compute probe (launcher.run.compute) runs its job through this too."""
+    done = runner.submit([request])
+    if request.key not in done.jobs:
+        raise ProbeError(done.refused.get(request.key, "not submitted"))
+    job_id, job_dir = done.jobs[request.key]
     deadline = time.monotonic() + timeout_s
     while True:
         status = runner.poll({job_id: Path(job_dir)})[job_id]
         if not status.live:
-            break
+            return job_id, Path(job_dir), str(status.state)
         if time.monotonic() > deadline:
             runner.cancel(job_id)
-            return _gave_nothing(f"still running after {timeout_s:.0f} s: cancelled", reporter)
+            raise ProbeError(f"still running after {timeout_s:.0f} s: cancelled")
         time.sleep(poll_s)
-    try:
-        result = load(out)
-    except ProbeError as exc:
-        return _gave_nothing(f"job {job_id} ended {status.state} without a usable result ({exc}); its log is in "
-                             f"{job_dir}", reporter)
-    save(result, folder.root / cache_name(cfg.cluster.name, nodes))
-    return result
 
 
 def _gave_nothing(why: str, reporter: Reporter) -> Optional[ProbeResult]:

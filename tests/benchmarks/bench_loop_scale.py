@@ -33,7 +33,7 @@ GRID = ["+sweep=70b", "backend=torch", "executor=local", "cluster.nodes=64", "gr
         "grid.gbs=[512,1024,1536,2048,3072,4096]", "grid.recompute=[none,selective,full]",
         "grid.sequence_parallel=[false,true]", "grid.zero_stage=[0,1]", "grid.vpp=[1,2]", "plan.keep_borderline=10",
         "plan.max_trials=0", "plan.max_gpu_hours=0", "plan.stop_when_converged=false", "plan.objective=tokens_per_s",
-        "backend.warmup_iters=3", "backend.measure_iters=7", "tracking.enabled=false", "monitor.poll_interval_s=0.001", "executor.max_concurrent=8"]
+        "backend.warmup_iters=3", "backend.measure_iters=7", "tracking.enabled=false", "plan.compute_probe=false", "monitor.poll_interval_s=0.001", "executor.max_concurrent=8"]
 SMALL = ["grid.gbs=[1024]", "grid.recompute=[none]"]
 OK_LOG = ("[parasweep] iteration 1/1 | phase measure | step time (ms): 10.0 | lm loss: 1.0 | tokens/s: 100.0\n"
           'PARASWEEP_RESULT {"step_time_s": 1.0, "tokens_per_s": %d, "peak_mem_gb": 50.0}\n')

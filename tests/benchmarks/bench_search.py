@@ -1,9 +1,9 @@
 """Search benchmark (issue 16): how many GPU-hours the adaptive search needs to find a configuration within 2 % of
 the best, against its baselines in the same run, on every measured replay table and on perturbed truths.
 
-    python tests/benchmarks/bench_search.py             # everything, 8 perturbed draws per grid
-    python tests/benchmarks/bench_search.py --draws 3   # 3 draws: 5.5 min CPU, 12.5 min wall on the shared
-                                                        # 2-core machine at load 5 (26 Nov 2026)
+    python tests/benchmarks/bench_search.py             # everything, 3 perturbed draws per grid (95 % CIs printed)
+    python tests/benchmarks/bench_search.py --quick     # 2 draws per grid
+    python tests/benchmarks/bench_search.py --list      # and every sweep's shares
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
@@ -74,16 +74,20 @@ def grids_for_perturbation(cases):
 
 
 def _transfer(args):
-    (small, large), steady = args
-    return rb.evaluate_transfer(small, large, steady_stop=steady)
+    (small, large), steady, known = args
+    return rb.evaluate_transfer(small, large, steady_stop=steady, known=known)
 
 
-def transfer_report(pairs, jobs, steady, title):
+def transfer_report(pairs, jobs, steady, title, known=None):
+    """known: sweep name -> its evaluate() result (the cold start and the small sweep's calibration come from it)."""
+    known = known or {}
+    work = [(p, steady, (known[p[0].sweep.name], known[p[1].sweep.name])
+             if p[0].sweep.name in known and p[1].sweep.name in known else None) for p in pairs]
     if jobs <= 1:
-        results = [_transfer((p, steady)) for p in pairs]
+        results = [_transfer(w) for w in work]
     else:
         with multiprocessing.Pool(jobs) as pool:
-            results = pool.map(_transfer, [(p, steady) for p in pairs], chunksize=1)
+            results = pool.map(_transfer, work, chunksize=1)
     print(f"\n{title}")
     print(f"{'group':<26} {'pairs':>5}  {'cold':>7} {'warm':>7}  {'saving':>7}  {'warm better/worse':>17}  "
           f"{'regret>1% cold/warm':>19}")
@@ -114,7 +118,7 @@ def report(results, title, bootstrap=0):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="3 perturbed draws per grid instead of 8")
+    parser.add_argument("--quick", action="store_true", help="2 perturbed draws per grid instead of 3")
     parser.add_argument("--draws", type=int, default=None)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=16)
@@ -125,7 +129,7 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
     args = parser.parse_args(argv)
-    draws = args.draws if args.draws is not None else (3 if args.quick else 8)
+    draws = args.draws if args.draws is not None else (2 if args.quick else 3)
     started = time.perf_counter()
     tables = args.tables or sorted(DATA.glob("*.csv"))
     cases = rb.corpus(tables)
@@ -139,6 +143,8 @@ def main(argv=None) -> int:
             print(f"  {r.case.group:<24} {r.name:<36} n={len(r.case.sweep.rows):<4} "
                   f"{'   ' if r.informative else 'UNI'} {cells} regret={r.regret['adaptive']:.1%}")
     report(measured, "=== measured tables: share of exhaustive GPU-hours to within 2 % of the best")
+    print("\n=== where the adaptive search's GPU-hours to within 2 % went (mean share of exhaustive, measured)")
+    print(rb.gap_table(measured))
     if not args.measured_only and draws:
         grids = grids_for_perturbation(cases)
         truths = rb.perturbed(grids, draws, args.seed)
@@ -151,7 +157,8 @@ def main(argv=None) -> int:
     if not args.no_transfer:
         pairs = rb.scale_pairs(cases)
         transfer_report(pairs, args.jobs, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "
-                        "starting the large one; share of the large sweep's exhaustive GPU-hours to within 2 %")
+                        "starting the large one; share of the large sweep's exhaustive GPU-hours to within 2 %",
+                        known={r.case.sweep.name: r for r in measured})
         if not args.measured_only and draws:
             ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
             transfer_report(ppairs, args.jobs, steady, "=== transfer on perturbed truths (both scales share the "

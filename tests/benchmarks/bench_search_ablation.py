@@ -47,6 +47,9 @@ VARIANTS = {
     "new + steady stop": (POLICY, True),
     "new + steady, stop t3": (replace(POLICY, stop_dof=3.0), True),
     "new + steady, no stop rule": (replace(POLICY, stop_combine="never"), True),
+    # search5 (issue 16 round 3): every variant with steady stop, as the loop runs
+    "search5 start": (POLICY, True, ResidualModel(miss_floor=False)),
+    "+ miss floor": (POLICY, True),
 }
 
 

@@ -128,3 +128,13 @@ def test_scale_pairs_are_one_model_at_two_gpu_counts_and_transfer_starts_from_th
     assert prior.source == small.sweep.name and prior.constants != rb.prior_for(large.sweep).constants
     t = rb.evaluate_transfer(small, large)
     assert 0.0 < t.cold <= 1.0 and 0.0 < t.warm <= 1.0 and (t.small, t.large) == (small.sweep.name, large.sweep.name)
+    known = (rb.evaluate(small, ("adaptive",)), rb.evaluate(large, ("adaptive",)))
+    assert rb.evaluate_transfer(small, large, known=known) == t     # the benchmark's reuse changes no figure
+
+
+def test_the_gap_breakdown_adds_up_to_the_adaptive_searchs_hours_to_within_2pct():
+    for case in small_cases():
+        result = rb.evaluate(case, ("adaptive", "oracle"))
+        assert set(result.gaps) == set(rb.GAP_KINDS)
+        assert sum(result.gaps.values()) == pytest.approx(result.to_within["adaptive"], rel=1e-9)
+        assert result.gaps["the within-2 % one"] > 0

@@ -21,6 +21,7 @@ FAILURE_TABLES = {
     "divergence": divergence.DIVERGENCE,
     "config data": config.DATA_MISSING,
     "config resume and build": config.RESUME_MISSING + config.EXTENSION_BUILD,
+    "config environment": config.ENVIRONMENT,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

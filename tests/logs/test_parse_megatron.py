@@ -267,10 +267,10 @@ def _synthetic_log(n_iterations: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.timeout(60)
 def test_thousand_logs_of_200_iterations_are_analysed_fast():
     text = _synthetic_log(200)
-    # CPU time of this process, not wall time: other jobs on a shared 2-core CI machine must not fail this test.
+    # CPU time of this process, not wall time: other jobs on a shared 2-core CI machine must not fail this test (nor
+    # a wall-time limit of its own: under 8 helpers' load on 2 cores its 10 s of CPU took over 60 s of wall time).
     start = time.process_time()
     for _ in range(1000):
         summary = steady_state(parse_iterations(text))

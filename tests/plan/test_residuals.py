@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from launcher.plan.residuals import ResidualModel, corrected, spread_factor
+from launcher.plan.residuals import ResidualModel, corrected, miss_floor, spread_factor
 
 
 def grid():
@@ -61,6 +61,22 @@ def test_spreads_widen_only_when_the_checks_miss_by_more_than_their_sds():
     assert spread_factor([(0.01, 0.1)] * 10) == 1.0                     # closer than predicted: never narrower
     assert spread_factor([(0.2, 0.1)] * 10) == pytest.approx(math.sqrt((10 * 4 + 2) / 12))
     assert spread_factor([(10.0, 0.1)]) == pytest.approx(math.sqrt((25 + 2) / 3))   # one outlier: clipped
+
+
+def test_no_spread_is_narrower_than_the_sweeps_own_out_of_sample_misses():
+    dims = grid()
+    predicted = np.full(len(dims), 2.0)
+    measured = {0: 2.0, 1: 2.0, 2: 2.0, 3: 2.0}
+    tight = corrected(predicted, dims, measured)[1]
+    assert miss_floor([]) == 0.0
+    assert miss_floor([(0.3, 1.0), (-0.4, 1.0)]) == pytest.approx(math.sqrt((0.09 + 0.16) / 2))
+    # the checks had sds wide enough (spread_factor stays 1) but missed by 0.5 in log: an interaction the additive
+    # model cannot see; every spread is at least that miss, and the model without the floor keeps the tight ones
+    checks = [(0.5, 1.0), (-0.5, 1.0)]
+    floored = corrected(predicted, dims, measured, checks=checks)[1]
+    assert np.all(floored >= 0.5 - 1e-12) and np.all(tight < 0.5)
+    unfloored = corrected(predicted, dims, measured, ResidualModel(miss_floor=False), checks=checks)[1]
+    assert np.allclose(unfloored, tight)
 
 
 def test_an_outlier_counts_less_than_the_trials_that_agree():

@@ -160,15 +160,21 @@ def test_a_ctrl_c_leaves_the_local_controllers_traceback_in_the_job_folder(tmp_p
     runner = LocalRunner(ExecutorConfig(timeout_min=2), tmp_path / "jobs", gpus=[])
     done = runner.submit([JobRequest("abc", script, nodes=1, gpus_per_node=1)])
     job_id, folder = done.jobs["abc"]
-    deadline = time.time() + 60
+    # Each wait has its own deadline, generous because it ends as soon as its condition holds: with one 60 s
+    # deadline for both, a machine under load (8 helpers on 2 cores) spent it reaching RUNNING, and the cancel
+    # below SIGTERMed the controller before it could handle its SIGINT ("Terminated" in controller.err).
+    deadline = time.time() + 300
     while runner.poll({job_id: folder})[job_id].state != "RUNNING" and time.time() < deadline:
         time.sleep(0.2)
+    assert runner.poll({job_id: folder})[job_id].state == "RUNNING", "the job did not start in 300 s"
     time.sleep(2)  # the controller is inside its wait loop
     children = subprocess.run(["pgrep", "-P", job_id], capture_output=True, text=True).stdout.split()
     for pid in [job_id, *children]:  # what the terminal sends the foreground group on Ctrl-C
         os.kill(int(pid), signal.SIGINT)
+    deadline = time.time() + 300
     while runner.poll({job_id: folder})[job_id].live and time.time() < deadline:
         time.sleep(0.2)
+    assert not runner.poll({job_id: folder})[job_id].live, "the job outlived its Ctrl-C by 300 s"
     runner.cancel(job_id)
     assert "Traceback" not in capfd.readouterr().err
     assert "KeyboardInterrupt" in (folder / CONTROLLER_ERR).read_text()

@@ -59,7 +59,7 @@ QUANTITY = re.compile(
     r"hidden[ _-]?size|ffn|seq(?:uence)?[ _-]?len(?:gth)?|max[ _-]?position|context[ _-]?length|vocab|experts?|"
     r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
     r"\bnodes?\b|nproc|distributed training|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|"
-    r"iterations|"
+    r"iterations|number of weights|quantiz|"
     r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint|"
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
@@ -157,4 +157,104 @@ EXTENSION_BUILD = rows(
     "(DeepSpeed op_builder loads fused_adam, cpu_adam, ... this way)",
     ("'ninja', '-v']' returned non-zero exit status", "subprocess.CalledProcessError: Command '['ninja', '-v']' "
                                                       "returned non-zero exit status 1."),
-    ("Error building extension '", "RuntimeError: Error building extension 'fused_adam'"))
+    ("Error building extension '", "RuntimeError: Error building extension 'fused_adam'")) + (
+    rows(FailureKind.CONFIG_ERROR, _BUILD_FAILED, "ninja (the build tool torch's cpp_extension runs): its summary "
+           "line when a compile step fails", ("ninja: build stopped: ", "ninja: build stopped: subcommand failed.")))
+
+# ---- the job's environment lacks what its configuration asks for (a rule, decided for issue 17)
+# An installation, build or launcher pre-check that fails before the model runs is a configuration error of the job,
+# not a crash of the training code: the same code runs once the environment matches the configuration (install the
+# extension, build it for this GPU, set up passwordless ssh, pick matching package versions). Families:
+# - a compiled extension or optional package the chosen option needs is missing (Megatron-LM's
+#   gradient_accumulation_fusion check "the custom CUDA extension fused_weight_gradient_mlp_cuda module is not
+#   found"; APEX / Transformer Engine / flash-attn "is not installed"/"is not available");
+# - the multi-node launcher's reachability check (DeepSpeed launcher/runner.py runs `ssh <host> hostname`; pdsh and
+#   ssh report exit status 255 and "Permission denied (publickey...)" / "Host key verification failed.");
+# - two packages that do not fit together (Lightning's "`model` must be a `LightningModule`" when the model derives
+#   from pytorch_lightning and the trainer from lightning, the pair NeMo and Lightning versions mix);
+# - Hydra's instantiate failing on a file the configuration names (`Error in call to target '...':
+#   FileNotFoundError(...)`) or on arguments the target does not take;
+# - a configuration that leaves a rank nothing to train (torch.optim "optimizer got an empty parameter list": a
+#   pipeline partition or a freeze list that gives a stage no trainable parameter).
+ENV_LABEL = "the job's environment or package set does not provide what its configuration needs"
+# Only an error: a warning that an optional package is missing and a fallback is used ("apex is not installed, using
+# torch's LayerNorm") is start-up chatter of a job that goes on (and may fail later for another reason).
+_EXT_MISSING = (r"(?i)^(?![^\n]*(?:warn|fall(?:ing)? ?back|\busing\b|will use|skipping|disabl|optional|instead))"
+                r"[^\n]*?\b(?:extensions?|kernels?|modules?|packages?|librar(?:y|ies)|apex|transformer[_ ]engine|"
+                r"flash[_ -]?attn|flash[_ ]attention|xformers|deepspeed ops?|op builder)\b[^\n]{0,80}?"
+                r"\b(?:is |are |was |were )?not (?:found|installed|available|compiled|built)\b")
+# Hydra wraps the target's exception as `Error in call to target '<path>':` + `<Type>(<args>)`, on the same line or
+# the next: the wrapped types of a configuration that names a missing file, a module or arguments the target does
+# not take. Another wrapped type (a CUDA error, OOM) is judged by its own family.
+HYDRA_TARGET = re.compile(r"Error in call to target '[^'\n]{1,200}':\s{0,4}(?:\n[^\n]{0,40}?)?(?:FileNotFoundError|"
+                r"ModuleNotFoundError|ImportError|TypeError|KeyError|ConfigAttributeError|ConfigKeyError|"
+                r"MissingMandatoryValue)\b")
+HYDRA_CALL = "Error in call to target '"
+HYDRA_EXAMPLE = ("hydra.errors.InstantiationException: Error in call to target 'data.AudioDataset':\n"
+                 "FileNotFoundError(2, 'No such file or directory')")
+
+
+def hydra_target_error(text: str, start: int) -> int | None:
+    """Position of the first Hydra `Error in call to target` in text[start:] that wraps a HYDRA_TARGET type."""
+    pos = text.find(HYDRA_CALL, start)
+    for _ in range(50):
+        if pos < 0:
+            return None
+        if HYDRA_TARGET.match(text, pos, pos + 500) is not None:
+            return pos
+        pos = text.find(HYDRA_CALL, pos + 1)
+    return None
+
+
+# A library the job itself imports or runs failed to load (Python's ImportError/OSError, ld.so's "error while loading
+# shared libraries"); an optional plugin's failed load (NCCL's `Plugin load (libnccl-net.so) returned 2 : ...`) is not.
+_LOAD_FAILED = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping))[^\n]*?"
+                r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b")
+ENVIRONMENT = (
+    rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
+         "(gradient_accumulation_fusion without APEX's fused_weight_gradient_mlp_cuda); optional-dependency "
+         "checks of APEX, TE, flash-attn",
+         ("not found", "RuntimeError: ColumnParallelLinear was called with gradient_accumulation_fusion set to True "
+                       "but the custom CUDA extension fused_weight_gradient_mlp_cuda module is not found.",
+          _EXT_MISSING),
+         ("not installed", "ImportError: apex is not installed; install it with --cpp_ext --cuda_ext",
+          _EXT_MISSING),
+         ("not available", "RuntimeError: the fused kernels extension is not available in this build", _EXT_MISSING),
+         ("not compiled", "AssertionError: DeepSpeed op builder cpu_adam was not compiled", _EXT_MISSING))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "DeepSpeed launcher/runner.py (ssh check of each hostfile host); "
+           "OpenSSH's and pdsh's errors",
+           ("returned non-zero exit status 255", "subprocess.CalledProcessError: Command 'ssh -o "
+                                                 "PasswordAuthentication=no node2 hostname' returned non-zero exit "
+                                                 "status 255.", r"\bssh\b"),
+           ("Permission denied (publickey", "node2: Permission denied (publickey,password)."),
+           ("Host key verification failed", "Host key verification failed."))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Lightning pytorch/utilities/model_helpers.py (_check_mixed_imports, "
+           "is_overridden): lightning vs pytorch_lightning classes",
+           ("LightningModule", "TypeError: `model` must be a `LightningModule` or `torch._dynamo.OptimizedModule`, "
+                               "got `EncDecCTCModelBPE`", r"must be an? `?(?:pl\.|lightning\.)?LightningModule"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Hydra hydra/_internal/instantiate/_instantiate2.py (_call_target, "
+           "_resolve_target)",
+           ("Error locating target '", "Error locating target 'models.MyModel', set env var HYDRA_FULL_ERROR=1"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "binaries built for another toolkit, library or GPU: the dynamic "
+           "loader (ld.so), CUDA's cudaErrorNoKernelImageForDevice, torch/utils/cpp_extension.py's CUDA checks, "
+           "nvcc",
+           ("undefined symbol: ", "ImportError: /env/lib/python3.10/site-packages/flash_attn_2_cuda.cpython-310-"
+                                  "x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", _LOAD_FAILED),
+           ("cannot open shared object file", "OSError: libcudart.so.11.0: cannot open shared object file: No such "
+                                              "file or directory", _LOAD_FAILED),
+           ("version `GLIBC", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not "
+                              "found"),
+           ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available "
+                                                          "for execution on the device"),
+           ("mismatches the version that was used to compile", "RuntimeError: The detected CUDA version (12.1) "
+                                                               "mismatches the version that was used to compile "
+                                                               "PyTorch (11.8). Please make sure to use the same "
+                                                               "CUDA versions."),
+           ("CUDA_HOME", "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
+                         "root.", r"CUDA_HOME\b[^\n]{0,60}(?:not set|does not exist|is None)"),
+           ("nvcc fatal", "nvcc fatal   : Unsupported gpu architecture 'compute_90'"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "pdsh's ssh module (the DeepSpeed launcher's multi-node default)",
+           ("ssh exited with exit code 255", "pdsh@node1: node2: ssh exited with exit code 255"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/optim/optimizer.py (Optimizer.__init__)",
+           ("optimizer got an empty parameter list", "ValueError: optimizer got an empty parameter list"))
+)

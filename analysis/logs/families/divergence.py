@@ -43,8 +43,10 @@ from launcher.core.kinds import FailureKind
 _DIVERGED = "loss diverged"
 # "loss is nan", "Loss became NaN", "NaN loss detected"; not a record's own field ("| lm loss: nan |"), which the
 # series check judges by where it is (only the last records matter).
-_LOSS_STOP = (r"(?i)\bloss\b[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])\s{0,3}(?:nan|inf|infinity)\b"
-              r"(?![-\w])(?![^\n]{0,10}\|)|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered)|non-finite loss")
+# The loss word may end a field name (`train_mel_loss_before = nan`): underscores around it are part of the name.
+_LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
+              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)"
+              r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
 _BAR_LOSS = r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
 DIVERGENCE = (
@@ -88,7 +90,11 @@ DIVERGENCE = (
            ("NAN", "train loss = NAN at iteration 300, abort", _LOSS_STOP),
            (" inf", "Training stopped: loss is inf", _LOSS_STOP),
            ("Inf", "Loss became Inf after 2000 steps", _LOSS_STOP),
-           ("non-finite loss", "detected non-finite loss at step 12; exiting", _LOSS_STOP)))
+           ("non-finite loss", "detected non-finite loss at step 12; exiting", _LOSS_STOP),
+           # a field named *_loss in a key = value record (TensorFlowTTS base_trainer, ESPnet, many TTS trainers)
+           ("nan", "INFO: (Step: 95400) train_mel_loss_before = nan.", _LOSS_STOP),
+           # a trainer's NaN check, seen as the raising source line in its traceback (Coqui/Mozilla TTS losses.py)
+           ("NaN loss", 'raise RuntimeError(f" [!] NaN loss with {key}.")', _LOSS_STOP)))
 
 # Megatron's record fields before the loss(es); anything else before "loss scale" ending in "loss" is a loss.
 _MEGATRON_LOSS = re.compile(r"\|\s{0,4}([\w -]{1,60}?loss)\s{0,4}:\s{0,4}([^|\n]{1,40})\|")
@@ -159,7 +165,16 @@ def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | Non
 
 
 def series_diverged(losses: Sequence[float]) -> str | None:
-    """Why the logged loss series ends diverged (its last value NaN or infinite); None when it does not."""
+    """Why the logged loss series ends diverged (its last value NaN or infinite, or exactly 0.0 after a positive
+    loss: a training loss does not reach exactly zero, a run whose gradients or loss scaling broke logs 0.0, e.g.
+    the HF Trainer's records of DeepSpeed ZeRO++ hpZ's bug or of a run skipping every step); None when it does not."""
+    if len(losses) >= 2 and losses[-1] == 0.0 and any(v > 0.0 for v in losses[:-1] if math.isfinite(v)):
+        zero = 0
+        for value in reversed(losses):
+            if value != 0.0:
+                break
+            zero += 1
+        return f"the last {zero} logged loss value(s) are exactly 0.0 after a positive loss"
     if losses and not math.isfinite(losses[-1]):
         bad = 0
         for value in reversed(losses):

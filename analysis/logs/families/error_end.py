@@ -15,6 +15,9 @@ past. The records, by the software that prints them:
   "[2024-05-01 10:00:00,123] [ERROR] [engine.py:80:step] ..."), absl/glog's "F0501 10:00:00.1 123 file.cc:80]"
   fatal lines, and PyTorch's DataLoader "ERROR: Unexpected bus error encountered in worker." (torch/csrc/
   DataLoader.cpp, printed without a Python exception).
+- torch.nn.Module.load_state_dict's error body ("Missing key(s) in state_dict: ...", "Unexpected key(s) in
+  state_dict: ...", "size mismatch for <name>: copying a param with shape ..."), pasted without its
+  "RuntimeError: Error(s) in loading state_dict for <Module>:" line: a checkpoint that does not fit the model.
 - Python's traceback.format_exception_only, "<Type>Error: <message>", as the last line of a traceback whose header
   the excerpt lost, or a bare "<Type>Error" / "[rank0]: AssertionError" (assert without a message); a type written
   in lower case by the reporter ("valueError: ...") still names an exception.
@@ -38,6 +41,8 @@ LOGGER_ERROR = re.compile(
 EXCEPTION_LINE = re.compile(
     r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
     r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
+STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) key\(s\) in state_dict: |size mismatch for \S{1,300}: "
+                        r"copying a param with shape )")
 # Exception types that are warnings or control flow, not errors, even when written like an exception line.
 NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
 
@@ -51,6 +56,8 @@ def error_record(line: str) -> str | None:
         return "uncaught C++ exception"
     if LOGGER_ERROR.search(line) is not None:
         return "logger error record"
+    if STATE_DICT.search(line) is not None:
+        return "checkpoint does not fit the model (load_state_dict)"
     match = EXCEPTION_LINE.match(line)
     if match is not None and NOT_ERRORS.search(match.group("type")) is None:
         return f"exception {match.group('type')}"

@@ -106,6 +106,14 @@ SETUP_PHASES = (
            ("checkpoint", "[INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved /ckpt/checkpoint-500/"
                           "global_step500/mp_rank_00_model_states.pt.", r"(?i)\bsav(?:e|ed|ing)\b"),
            ("Checkpoint", "Saving Checkpoint to /ckpt/step_100", r"(?i)\bsav(?:e|ed|ing)\b"))
+    + rows(FailureKind.HANG, _SETUP + " (building the training data's index mappings)",
+           "Megatron-LM / GPT-NeoX megatron/data (gpt_dataset.py _build_index_mappings, blendable_dataset.py: "
+           "'> building indices for blendable datasets ...', '> elapsed time for building blendable dataset "
+           "indices', '> loading doc-idx mapping from ...'); megatron/core/datasets",
+           ("dataset", "> RANK 1 elapsed time for building blendable dataset indices: 0.07 (sec)",
+            r"(?i)\b(?:build(?:ing)?|load(?:ing)?)\b[^\n]{0,60}\b(?:datasets?|ind(?:ex|ices)|mappings?)\b"),
+           ("mapping", "> loading doc-idx mapping from /data/pile_train_indexmap_1000ns_2048sl_1234s_doc_idx.npy",
+            r"(?i)\bload(?:ing)?\b[^\n]{0,40}\bmapping\b"))
     + rows(FailureKind.HANG, _SETUP + " (building or loading a JIT extension)",
            "torch/utils/cpp_extension.py (_jit_compile: 'Building extension module', 'Loading extension module')",
            ("extension module", "Loading extension module fused_adam...",
@@ -119,5 +127,21 @@ LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x a
 # "^C" where a terminal prints it: at the start of a line, alone or before what the program printed next.
 INTERRUPT = ("KeyboardInterrupt", "Received 2 death signal", "Received Signals.SIGINT death signal")
 CTRL_C = "^C"
-CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b)", re.MULTILINE)
+# The echo runs into what the program printed next when that is a traceback or a bracketed log record (DeepSpeed's
+# launcher: `^C[2024-05-26 15:06:40,046] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 22523`).
+CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b|\[)", re.MULTILINE)
 MAX_CTRL_C_HITS = 200  # "^C" occurrences tested for the echo's shape (binary junk holds many)
+
+# A stack dump taken from a live process (py-spy dump, faulthandler's dump_traceback_later / SIGUSR1): someone looked
+# at a job that had stopped printing, so the log shows where it was stuck, not an exception (issue 17's rule: a
+# dump of stacks stuck in collectives or waits is a hang). py-spy prints `Thread 1084205 (active): "MainThread"`
+# and then frames as `func (file.py:123)`; faulthandler's dump_traceback_later prints `Timeout (0:05:00)!`, then
+# `Thread 0x00007f... (most recent call first):` and frames as `  File "x.py", line 12 in func` (the same dump
+# after a fatal signal has no Timeout line: a crash). Sources: py-spy src/dump.rs (print_traces), CPython
+# Python/traceback.c (faulthandler's dump_traceback).
+STACK_DUMP = re.compile(
+    r'^[ \t]{0,8}Thread (?:0x[0-9a-fA-F]{1,16}|\d{1,12}) \((?:active|idle)(?:\+gil)?\): "[^"\n]{0,80}"[ \t]*\n'
+    r'[ \t]{1,8}\S{1,200} \([^()\n]{1,300}:\d{1,9}\)'
+    r'|^Timeout \(\d{1,4}:\d\d:\d\d\)!\n(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16} \(most recent call first\):'
+    r'[ \t]*\n[ \t]{1,8}File "[^"\n]{1,300}", line \d{1,9} in ', re.MULTILINE)
+STACK_DUMP_NEEDLES = ("Thread ", "Timeout (")
