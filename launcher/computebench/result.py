@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from launcher.core import strict_json
+
 SCHEMA = "parasweep.computebench/1"
 UNITS = {"m, n, k": "GEMM (m x k) @ (k x n), elements", "time_s": "seconds per GEMM (median of repeats)",
          "tflops": "1e12 FLOP/s: 2mnk / time_s", "fwd_bwd_s": "seconds per forward + backward of one layer",
@@ -111,4 +113,4 @@ def load(path: Path) -> ComputeResult:
 
 def dumps(result: ComputeResult) -> str:
     """Strict JSON (no NaN/Infinity: a zero time is refused when read back, never written as inf)."""
-    return json.dumps(result.to_json(), indent=1, allow_nan=False) + "\n"
+    return strict_json.dumps(result.to_json(), indent=1) + "\n"   # a failed timing (NaN) is null, not a crash
