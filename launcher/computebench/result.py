@@ -9,7 +9,6 @@ Megatron/PaLM convention), x 3 for forward + backward, nothing for recompute.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,13 +101,7 @@ class ComputeResult:
 
 
 def load(path: Path) -> ComputeResult:
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ComputeProbeError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ComputeProbeError(f"{path}: not JSON ({exc.msg})") from None
-    return ComputeResult.from_json(data)
+    return ComputeResult.from_json(strict_json.read_file(path, ComputeProbeError))
 
 
 def dumps(result: ComputeResult) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 
@@ -22,3 +23,13 @@ def finite(value: Any) -> Any:
 def dumps(value: Any, **kwargs: Any) -> str:
     """json.dumps that never writes NaN or Infinity (they become null)."""
     return json.dumps(finite(value), allow_nan=False, **kwargs)
+
+
+def read_file(path: Path | str, error: type[Exception]) -> Any:
+    """The JSON a file holds; a file that cannot be read or is not JSON raises `error` with one line naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise error(f"{path}: cannot read ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{path}: not JSON ({exc.msg})") from None

@@ -24,7 +24,6 @@ any tier the probe did not measure, and sets net_eff to 1 -- the efficiency is n
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 import time
 from collections.abc import Sequence
@@ -195,13 +194,7 @@ def save(result: ProbeResult, path: Path) -> Path:
 
 
 def load(path: Path) -> ProbeResult:
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ProbeError(f"{path}: cannot read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise ProbeError(f"{path}: not JSON ({exc.msg})") from None
-    return ProbeResult.from_json(data)
+    return ProbeResult.from_json(strict_json.read_file(path, ProbeError))
 
 
 def find_cached(folders: Sequence[Path], cluster: str, nodes: int) -> Optional[ProbeResult]:
