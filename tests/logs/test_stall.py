@@ -22,8 +22,9 @@ def test_wait_phase_row_at_the_end_is_a_hang(row):
     assert failure.evidence and failure.evidence[0][0] == 2
 
 
-@pytest.mark.parametrize("row", stall.WAIT_PHASES, ids=[r.label[-40:] + ":" + r.needle[:20] for r in stall.WAIT_PHASES])
-def test_wait_phase_followed_by_steps_is_ok(row):
+@pytest.mark.parametrize("row", stall.WAIT_PHASES + stall.SETUP_PHASES,
+                         ids=[r.label[-40:] + ":" + r.needle[:20] for r in stall.WAIT_PHASES + stall.SETUP_PHASES])
+def test_wait_or_setup_phase_followed_by_steps_is_ok(row):
     outcome = trial_outcome(f"{row.example}\n{MEGATRON_STEP}\n{MEGATRON_STEP.replace(' 20/', ' 30/')}\n")
     assert outcome.failure_kind == "ok", outcome.reason
 
