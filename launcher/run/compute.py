@@ -37,7 +37,7 @@ from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of
 from launcher.run.executor import JobRequest, local_gpus
 from launcher.run.folder import SweepFolder
-from launcher.run.network import run_job
+from launcher.run.network import probe_files, run_job
 
 PROBE_KEY = "computebench"
 """The probe job's key in the runner (not a trial: never in the ledger)."""
@@ -91,11 +91,7 @@ def probe_script(python: str, out_path: str, args: Sequence[str]) -> str:
 def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, layouts: Sequence[Layout], poll_s: float,
               timeout_s: float, reporter: Reporter) -> Optional[ComputeResult]:
     """Submit the probe as one job, wait for it, read its JSON; None (with a warning) when it gave nothing."""
-    out_dir = probe_dir(folder)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = (out_dir / "probe.json").resolve()
-    out.unlink(missing_ok=True)
-    script = out_dir / "probe.sh"
+    out, script = probe_files(probe_dir(folder))
     args = probe_args(cfg, layouts)
     if is_cpu_standin(cfg.cluster.gpu):
         args += ["--budget-s", f"{CPU_BUDGET_S:g}"]

@@ -69,11 +69,7 @@ def saved_probe(cfg: RootConfig, folder: SweepFolder, nodes: int) -> Optional[Pr
 def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, nodes: int, poll_s: float,
               timeout_s: float, reporter: Reporter) -> Optional[ProbeResult]:
     """Submit the probe as one job, wait for it, read its JSON; None (with a warning) when it gave nothing."""
-    out_dir = probe_dir(folder)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    out = (out_dir / "probe.json").resolve()
-    out.unlink(missing_ok=True)
-    script = out_dir / "probe.sh"
+    out, script = probe_files(probe_dir(folder))
     python = cfg.backend.python or sys.executable
     script.write_text(probe_script(nodes, cfg.cluster.gpus_per_node, python, str(out), ["--cluster", cfg.cluster.name]))
     script.chmod(0o755)
@@ -89,6 +85,15 @@ def run_probe(cfg: RootConfig, folder: SweepFolder, runner: Any, nodes: int, pol
                              f"{job_dir}", reporter)
     save(result, folder.root / cache_name(cfg.cluster.name, nodes))
     return result
+
+
+def probe_files(out_dir: Path) -> tuple[Path, Path]:
+    """(the JSON a probe job writes, its script) in `out_dir`, an earlier run's JSON removed: a probe that writes
+    nothing must not be read as the old one. The compute probe (launcher.run.compute) uses this too."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = (out_dir / "probe.json").resolve()
+    out.unlink(missing_ok=True)
+    return out, out_dir / "probe.sh"
 
 
 def run_job(runner: Any, request: JobRequest, poll_s: float, timeout_s: float) -> tuple[str, Path, str]:
