@@ -642,7 +642,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         _by_log(text, FailureKind.SUBMIT_REFUSED, P.SUBMIT_REFUSED, start)
         or _gpu_fault(text, start)
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
-        or _by_family(text, F_MEM.HOST_MEMORY, start)
+        or _by_family(text, F_MEM.MEMORY, start)
         or _by_log(text, FailureKind.CONFIG_ERROR, P.CONFIG, start)
         or _config_assertion(text, start)
         or _missing_module(text, start)

@@ -31,6 +31,10 @@ _BUDGET_WHAT = r"(?:training[ _])?(?:steps?|iters?|iterations?|epochs?|updates?)
 _BUDGET = (rf"(?i)\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b[^\n]{{0,30}}"
            rf"\b(?:is |has been |was )?reached\b"
            rf"|\breached\b[^\n]{{0,12}}\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b")
+# A line that names finishing as one of two outcomes ("completed or interrupted", "finished or failed") proves
+# neither.
+_NOT_OR = r"(?!\s{1,3}or\s{1,3}(?:interrupt|fail|abort|crash|stop|kill|cancel|error))"
+_NOT_EITHER = "COMPLETED" + _NOT_OR
 COMPLETION = (
     rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",
          ("worker group successfully finished", "INFO:torch.distributed.elastic.agent.server.api:[default] worker "
@@ -51,12 +55,14 @@ COMPLETION = (
            ("after training is done", "[after training is done] datetime: 2025-03-02 10:44:12"),
            ("exiting program", "exiting program after 240.0 minutes", r"exiting program (?:after|at iteration)"))
     + rows(FailureKind.OK, _DONE, "torchtitan train.py; LSF job report",
-           ("Training completed", "[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed"),
+           # not "Training completed or interrupted" (verl's fully-async runner prints it on either outcome)
+           ("Training completed", "[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed",
+            _NOT_EITHER.replace("COMPLETED", "Training completed")),
            ("Successfully completed.", "Successfully completed."))
     + rows(FailureKind.OK, _DONE, "trainers' end-of-training lines",
            ("raining", "Finished training after 5000 steps",
-            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b|\bfinished training\b|"
-            r"\bdone training\b"))
+            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
+            + r"|\bfinished training\b|\bdone training\b"))
     + rows(FailureKind.OK, _DONE, "llama-recipes train_utils.py; Lightning fit_loop.py; trainers' step budgets",
            ("eached", "max training steps reached, stopping training, total train steps finished:  6", _BUDGET),
            ("eached", "Reached maximum number of iterations (20000), stopping", _BUDGET))
