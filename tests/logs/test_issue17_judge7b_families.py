@@ -161,3 +161,37 @@ def test_completed_or_interrupted_is_not_a_finish():
             "Job 'raysubmit_Zw8TnRQiZGRP7Njt' failed\n")
     assert classify(text).kind == OOM
     assert classify("[titan] 2025-06-01 - root - INFO - Training completed\n").kind == FailureKind.OK
+
+
+# ---- healthy runs in formats without a step counter: per-epoch summaries, epoch durations, value-first records
+@pytest.mark.parametrize("text", [
+    # real: batch 4 other/nnunet_cascade_epoch_took_seconds_1.log (nnUNet#640)
+    "2021-05-20 14:48:24.368946: train loss : -0.7909\n2021-05-20 14:49:17.903927: This epoch took 965.255083 s\n",
+    # real: batch 4 other/gpt_ts_epoch_train_val_loss_time_1.log (GPT-TS#4)
+    "Epoch: 8/200 | Train loss: 46.665565490722656 | Val loss: 24.795454570225306 | Time:  31.958s\n"
+    "Validation loss decreased (24.795455 --> 24.035553).  Saving model ...\n",
+    # real: batch 5 other/monocon_epoch_24_25_progress_average_loss_1.log (monocon-pytorch#20)
+    "- Average Loss: 6.726\n- Epoch Time: 0:04:42\n- Remain Time: 14:11:02\n",
+    # real: batch 4 other/tinygrad_llama3_1b_amd_grad_acc1_loss_lines_1.log and ..._8b_mlperf_step_seconds_1.log
+    "training llama3\n10.5008 loss, 0.000016689301 LR, 8.83 GB used, 18.70 s\n9.8271 loss, 0.00005 LR, 124.27 GB "
+    "used, 5.15 s\n",
+    "    9 4.36 s run, 11.8750 loss, 0.000000000005 LR, 1454.57 GB used, 397832.61 GFLOPS\n",
+    # written: the same shapes in other spellings
+    "EPOCH 4/50 TRAIN LOSS = 0.8123\n", "[epoch 12] training_loss: 0.412 acc: 0.91\n",
+    "epoch duration: 12.5 min\n",
+])
+def test_counterless_training_records_make_a_log_alone_ok(text):
+    failure = classify(text)
+    assert failure.kind == FailureKind.OK and "no step time" in failure.reason, failure.reason
+    # a failure after them still decides
+    assert classify(text + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n").kind == OOM
+
+
+@pytest.mark.parametrize("text", [
+    "the first epoch took longer because of compilation\n",  # no duration
+    "Train loss decreased; saving the best model\n",  # no epoch counter, no value
+    "final eval: 0.52 loss, 0.81 accuracy\n",  # value-first loss without a time field
+    "epoch time limit reached? no\n",
+])
+def test_counterless_look_alikes_prove_nothing(text):
+    assert classify(text).kind != FailureKind.OK, classify(text).reason
