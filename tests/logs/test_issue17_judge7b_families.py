@@ -40,6 +40,9 @@ OOM, COMM, NODE, CRASHED = FailureKind.OOM, FailureKind.COMM_ERROR, FailureKind.
     "Traceback (most recent call last):\n  File \"prep.py\", line 3, in <module>\nMemoryError\n",
     "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.73 GiB for an array with shape (500000, 1000)\n",
     "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.\n",
+    "cudaMalloc failed: out of memory\n",
+    "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::1073741824 (1024)MB\n",
+    "RuntimeError: No executable batch size found, reached zero.\n",
 ])
 def test_oom_in_any_runtime(text):
     failure = classify(text)
@@ -52,6 +55,8 @@ def test_oom_in_any_runtime(text):
     "INFO: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid GPU out of memory from fragmentation\n",
     "grpc: RESOURCE_EXHAUSTED: received message larger than max (8388608 vs. 4194304)\n",
     "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536\n",
+    "[WARNING] [stage3.py:1850:step] 4 pytorch allocator cache flushes since last step. this happens when there is "
+    "high memory pressure and is detrimental to performance.\n",
 ])
 def test_memory_words_that_are_not_an_oom(text):
     assert classify(text).kind != OOM, classify(text).reason
@@ -86,6 +91,9 @@ def test_memory_words_that_are_not_an_oom(text):
     "RuntimeError: NCCL Error 2: unhandled system error\n",
     "n1:77:91 [2] proxy.cc:1120 NCCL WARN [Proxy Service] Failed to execute operation Connect from rank 3, "
     "retcode 3\n",
+    "RuntimeError: Stop_waiting response is expected\n",
+    "RuntimeError: Rank 1 failed to pass monitoredBarrier in 1800000 ms\n",
+    "[1717171717.123456] [node7:4242:0] UCX  ERROR   Transport retry count exceeded on mlx5_0:1/IB\n",
 ])
 def test_comm_error_in_any_wording(text):
     failure = classify(text)
@@ -144,6 +152,7 @@ def test_hardware_lines(line, kind):
     ("TERM_OWNER: job killed by owner.", FailureKind.CANCELLED),
     ("sky.jobs: managed job 17 was preempted; recovering on a new cluster", FailureKind.PREEMPTED),
     ("slurmctld: error: Nodes gpu-node-7 not responding, setting DOWN", NODE),
+    ("ray.exceptions.NodeDiedError: Task failed due to the node (node ID: 5c1e) dying.", NODE),
     # look-alikes: a policy word, not an event
     ("scheduler: partition gpu is non-preemptible; jobs may not be preempted", FailureKind.UNKNOWN),
 ])

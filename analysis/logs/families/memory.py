@@ -55,8 +55,9 @@ from launcher.core.kinds import FailureKind
 _DEVICE = "out of memory (device)"
 # "out of memory" said of a device or an allocation, not advice about avoiding it.
 _ADVICE = r"(?i)\A(?![^\n]*\b(?:avoid|prevent|may|might|could|reduce|to fit|if you|tips?|hint|try)\b)"
-DEVICE_OOM_SHAPE = (_ADVICE + r"[^\n]*?(?:\b(?:cuda|hip|gpu|device|mps|xpu|npu|vram|hbm|cudnn|cublas|nccl|"
-                    r"runtime error \(2\))\b[^\n]{0,60}\bout of memory\b|\bout of memory\b[^\n]{0,60}"
+DEVICE_OOM_SHAPE = (_ADVICE + r"[^\n]*?(?:(?:\b(?:cuda|hip|gpu|device|mps|xpu|npu|vram|hbm|cudnn|cublas|nccl|"
+                    r"runtime error \(2\))\b|cudaMalloc|cuMemAlloc|hipMalloc)[^\n]{0,60}\bout of memory\b|"
+                    r"\bout of memory\b[^\n]{0,60}"
                     r"(?:tried to allocate|when allocating|trying to allocate|\bon (?:device|gpu)\b|\bgpu\b|THC|"
                     r"Caching))")
 _EXHAUSTED = r"(?i)\bOOM\b|out of memory|\bmemory\b|\balloc"
@@ -92,6 +93,11 @@ DEVICE_MEMORY = (
            ("kIOGPUCommandBufferCallbackErrorOutOfMemory",
             "[METAL] Command buffer execution failed: Insufficient Memory "
             "(00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"))
+    + rows(FailureKind.OOM, _DEVICE, "Habana/Gaudi PyTorch bridge (PT_DEVMEM), Hugging Face Accelerate "
+           "find_executable_batch_size (raised after halving the batch on every OOM)",
+           ("PT_DEVMEM", "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for "
+                         "size::1073741824 (1024)MB", r"(?i)alloc|out of memory"),
+           ("No executable batch size found", "RuntimeError: No executable batch size found, reached zero."))
     + rows(FailureKind.OOM, _DEVICE, "cuFFT / cuSOLVER / cuSPARSE / cuRAND status codes",
            ("_ALLOC_FAILED", "RuntimeError: cuSOLVER error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
                              "`cusolverDnCreate(handle)`", r"(?:CUFFT|CUSOLVER|CUSPARSE|CURAND|NVJPEG|CUTENSOR)\w*"

@@ -36,7 +36,9 @@ Sources:
   barrier on rank: N" (distributed_c10d._store_based_barrier), the store's "Timed out after N seconds waiting for
   clients" quoted without its DistStoreError class, torch >= 2.2's "[c10d] The client socket has failed to
   connect to [host]:port (errno: 110 - Connection timed out)", torch 1.x's "NCCL Error 2: unhandled system error"
-  (capital E), ncclGetErrorString's "unhandled cuda error", Gloo's "Application timeout caused pair closure".
+  (capital E), ncclGetErrorString's "unhandled cuda error", Gloo's "Application timeout caused pair closure",
+  the TCPStore client's "Stop_waiting response is expected" (the store's server went away) and ProcessGroupGloo's
+  monitoredBarrier ("Rank 1 failed to pass monitoredBarrier in N ms": a rank never reached the collective).
 - NCCL WARN lines alone (the last check, when nothing else explains the end): besides the failure forms above, a
   WARN that reports an error met while progressing a proxy, transport or network operation ("[Service thread]
   Error encountered progressing operation=Connect, res=2, closing connection", "[Proxy Service] Failed to execute
@@ -70,7 +72,7 @@ NETWORK = (
                           "'Endpoint timeout' on rc_mlx5/mlx5_0:1 will not be handled since no error callback is "
                           "installed",
             r"(?i)timeout|timed out|reset|unreachable|Input/output error|not connected|rejected|Failed to connect|"
-            r"error '|failed"),
+            r"error '|failed|retry count exceeded"),
            ("UCX ERROR", "UCX ERROR rc_mlx5_ep.c:432 Transport retry count exceeded on mlx5_0:1/IB",
             r"(?i)timeout|timed out|reset|unreachable|Input/output error|not connected|rejected|Failed to connect|"
             r"retry|failed|error '"))
@@ -124,6 +126,9 @@ NETWORK = (
            ("The client socket has failed to connect", "[W socket.cpp:663] [c10d] The client socket has failed to "
                                                        "connect to [node0]:29500 (errno: 110 - Connection timed out)."),
            ("Socket Timeout", "RuntimeError: Socket Timeout", r"(?:Error|Exception|error)\b[^\n]{0,40}Socket Timeout"),
+           ("Stop_waiting response is expected", "RuntimeError: Stop_waiting response is expected"),
+           ("monitoredBarrier", "RuntimeError: Rank 1 failed to pass monitoredBarrier in 1800000 ms",
+            r"(?i)failed to pass|timed out|received errors"),
            ("Application timeout caused pair closure", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:"
                                                        "598] Application timeout caused pair closure"))
     + rows(FailureKind.COMM_ERROR, _COMM, _NCCL + " as torch 1.x and NCCL print it",

@@ -70,6 +70,8 @@ NODE_LOST = NODE_LOST + rows(
     ("not responding, setting DOWN", "slurmctld: error: Nodes gpu-node-7 not responding, setting DOWN"))
 # The actor's node died, with no qualifier that makes it a preemption or an expected stop (checked after those).
 NODE_DIED = rows(FailureKind.NODE_FAILURE, "node failure", _RAY,
+                 ("NodeDiedError", "ray.exceptions.NodeDiedError: Task failed due to the node (node ID: 5c1e) "
+                                   "dying."),
                  ("because its node has died", "ray.exceptions.ActorDiedError: The actor died unexpectedly before "
                                                "finishing this task. The actor is dead because its node has died. "
                                                "Node Id: 5c1e"))
