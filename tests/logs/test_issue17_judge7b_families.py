@@ -91,6 +91,10 @@ def test_memory_words_that_are_not_an_oom(text):
     "RuntimeError: NCCL Error 2: unhandled system error\n",
     "n1:77:91 [2] proxy.cc:1120 NCCL WARN [Proxy Service] Failed to execute operation Connect from rank 3, "
     "retcode 3\n",
+    "n1:77:91 [0] proxy.cc:1349 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable\n",
+    "n1:77:91 [1] NCCL WARN NET/Socket : peer 10.0.0.2<43210> message truncated : receiving 1048576 bytes instead "
+    "of 65536\n",
+    "n1:77:77 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found\n",
     "RuntimeError: Stop_waiting response is expected\n",
     "RuntimeError: Rank 1 failed to pass monitoredBarrier in 1800000 ms\n",
     "[1717171717.123456] [node7:4242:0] UCX  ERROR   Transport retry count exceeded on mlx5_0:1/IB\n",

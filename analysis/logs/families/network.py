@@ -42,7 +42,9 @@ Sources:
 - NCCL WARN lines alone (the last check, when nothing else explains the end): besides the failure forms above, a
   WARN that reports an error met while progressing a proxy, transport or network operation ("[Service thread]
   Error encountered progressing operation=Connect, res=2, closing connection", "[Proxy Service] Failed to execute
-  operation Connect from rank 1, retcode 3"): the proxy/transport threads are NCCL's connection machinery.
+  operation Connect from rank 1, retcode 3", "[Service thread] Accept failed Resource temporarily unavailable",
+  "NET/Socket : peer ... message truncated", "Bootstrap : no socket interface found"): the proxy, transport and
+  bootstrap threads are NCCL's connection machinery.
 """
 
 from __future__ import annotations
@@ -155,7 +157,8 @@ NCCL_WARN_FAILURE = (
     # an error met by the proxy/transport machinery (its connect/send/recv operations)
     r"[Ee]rror encountered|[Ee]rror while (?:progressing|connecting|sending|receiving)|\bres=[1-9]\b|"
     r"[Ff]ailed to (?:execute|connect|send|recv|receive|progress|accept|establish)|[Cc]losing connection|"
-    r"unhandled (?:system|cuda) error)")
+    r"unhandled (?:system|cuda) error|message truncated|\b(?:[Aa]ccept|[Cc]onnect|[Ss]end|[Rr]ecv|[Pp]oll) failed|"
+    r"no socket interface found|[Bb]ootstrap\s*:[^\n]{0,60}(?:[Ff]ail|[Ee]rror))")
 NCCL_WARN_BENIGN = (r"(?i)plugin|dlopen|shared object|failed to find|could not find|unable to find|"
                     r"falling back|fallback|ignored|deprecated|cuda driver version")
 NCCL_TRACE_CODES = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",
