@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.logs.classify import classify
+from analysis.logs.outcome import trial_outcome
 from launcher.core.kinds import FailureKind
 
 OOM, COMM, NODE, CRASHED = FailureKind.OOM, FailureKind.COMM_ERROR, FailureKind.NODE_FAILURE, FailureKind.CRASHED
@@ -208,3 +209,19 @@ def test_counterless_training_records_make_a_log_alone_ok(text):
 ])
 def test_counterless_look_alikes_prove_nothing(text):
     assert classify(text).kind != FailureKind.OK, classify(text).reason
+
+
+# ---- parse_generic: a step's duration said as a verb, and a bare steps/s rate
+@pytest.mark.parametrize("record, step_s", [
+    ("training step {i} took 1.25 seconds, loss 2.31", 1.25),
+    ("Step {i} completed in 1.25s (loss=2.31)", 1.25),
+    ("Step {i} finished in 1250 ms, loss 2.31", 1.25),
+    ("step {i}/1000 loss 2.31 lr 1e-4 0.80 steps/s", 1.25),
+    # the parts of a step said the same way are not its time
+    ("step {i} | loss 2.31 | checkpoint saved in 12.0 s | data loaded in 0.02s | time 1.25s", 1.25),
+])
+def test_step_time_in_verb_and_rate_forms(record, step_s):
+    text = "\n".join(record.format(i=i) for i in range(10, 200, 10)) + "\n"
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == FailureKind.OK
+    assert outcome.metrics["step_time_s"] == pytest.approx(step_s, rel=0.01)
