@@ -128,6 +128,10 @@ NETWORK = (
            ("The client socket has failed to connect", "[W socket.cpp:663] [c10d] The client socket has failed to "
                                                        "connect to [node0]:29500 (errno: 110 - Connection timed out)."),
            ("Socket Timeout", "RuntimeError: Socket Timeout", r"(?:Error|Exception|error)\b[^\n]{0,40}Socket Timeout"),
+           # torch >= 2.2 raises it as DistNetworkError (patterns.COMM); older torch as a RuntimeError
+           ("The server socket has failed to listen", "RuntimeError: The server socket has failed to listen on any "
+                                                      "local network address. The server socket has failed to bind "
+                                                      "to [::]:29500 (errno: 98 - Address already in use)."),
            ("Stop_waiting response is expected", "RuntimeError: Stop_waiting response is expected"),
            ("monitoredBarrier", "RuntimeError: Rank 1 failed to pass monitoredBarrier in 1800000 ms",
             r"(?i)failed to pass|timed out|received errors"),
