@@ -134,9 +134,16 @@ def inter_node_gbytes_per_s(network: str, gpus_per_node: int) -> Optional[float]
     return gbits / 8 / (gpus_per_node if "per node" in text else 1)
 
 
+UNSTATED = "unstated:"
+"""Prefix of a recompute value the source does not state but the row's other evidence points to ('unstated:full'):
+the named mode is the nominal setting (the step time's), and the memory spans every mode, as for an empty cell."""
+
+
 def _recompute(text: str) -> tuple[str, int, bool]:
-    """(Layout.recompute, every k-th layer, offload) from the CSV's recompute column."""
+    """(Layout.recompute, every k-th layer, offload) from the CSV's recompute column ('unstated:<mode>': <mode>)."""
     t = text.strip().lower()
+    if t.startswith(UNSTATED):
+        t = t[len(UNSTATED):]
     if t in ("", "none"):
         return "none", 1, False
     if t in ("selective", "full"):
@@ -281,7 +288,9 @@ def parse_row(r: Mapping[str, str]) -> CorpusRow:
     # flash attention not stated: the 16-bit default (flash) for the step time, both settings for the memory
     flash_open = flash is None and precision != "fp32"
     nominal_flash = True if flash_open else bool(flash)
-    recompute_open = not r.get("recompute", "").strip()
+    # recompute not stated: empty (nominal none) or 'unstated:<mode>' (nominal <mode>, e.g. a step time the source
+    # derived with the checkpointing factor): the memory spans none / selective / full either way
+    recompute_open = not r.get("recompute", "").strip() or r["recompute"].strip().lower().startswith(UNSTATED)
     variants = _open_variants(layout, workload, nominal_flash, flash_open, recompute_open)
     return CorpusRow(r["source_id"], r.get("row_ref", ""), model, cluster, layout, precision, workload,
                      nominal_flash, state, step, mem, quantity, r.get("stack_version", ""), fp8_format,

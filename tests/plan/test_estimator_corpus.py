@@ -49,6 +49,10 @@ def test_memory_quantity_vocabulary_and_open_inputs():
     assert open_.flash and open_.layout.recompute == "none"
     settings = {(lay.recompute, flash) for lay, _, flash in open_.memory_variants}
     assert settings == {(rc, f) for rc in ("none", "selective", "full") for f in (True, False)} - {("none", True)}
+    likeliest = parse_row(row(n_gpus=8, dp=8, gbs=64, step_time_s=1.0, recompute="unstated:full",
+                              flash_attention="false"))
+    assert likeliest.layout.recompute == "full"      # the step time's setting
+    assert {lay.recompute for lay, _, _ in likeliest.memory_variants} == {"none", "selective"}
 
 
 def test_open_inputs_widen_the_memory_interval_and_the_oom_judgement():
