@@ -32,7 +32,8 @@ from launcher.core.layout import DIMENSIONS
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
     r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>AssertionError|ValueError|ArgumentError|ArgumentTypeError|"
-    r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|ValidationError|"
+    r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
+    r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
     r"RuntimeError)\s{0,4}:\s{0,4}"
     r"(?P<msg>[^\n]{0,400})")
@@ -48,7 +49,11 @@ RELATION = re.compile(
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
     r"no longer (?:valid|supported)|(?:does|do) not support|supports? only|only supports?|can only (?:be|happen)|"
     r"only (?:be )?(?:used|applicable|available|tested|works?) (?:with|when|for|if|on)|required field|"
-    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b")
+    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b|"
+    # a value the run's inputs had to carry ("Expected 'lang' to be set for AggregateTokenizer.", NeMo's tokenizers
+    # and manifest readers; "x must be provided", "please specify x")
+    r"\b(?:expected|must|should|needs?|has|have)\b[^\n]{0,60}?\bto be (?:set|provided|specified|given|defined|passed|"
+    r"present)\b|\bmust be (?:set|provided|specified|given|defined|passed)\b|\bplease (?:set|specify|provide)\b")
 DEGREES = (*(d.name for d in DIMENSIONS if d.kind == "split"), "sp")
 """How frameworks abbreviate a parallel degree in their messages ('ep size', 'TP degree'): the Layout's split
 dimensions, whose names are those abbreviations (tp, pp, dp, cp, vpp, ep, etp), and sequence parallelism's 'sp'."""
@@ -93,8 +98,16 @@ FLAG = re.compile(r"(?:^|[\s'\"`(=,])--[a-z][a-z0-9]{1,40}(?:[-_][a-z0-9]{1,40})
 
 # Types that name a configuration error themselves (DeepSpeedConfigError, ElasticityConfigError, Lightning's
 # MisconfigurationException, OmegaConf/Hydra's): the type is the statement, whatever the message says.
+# Schema validators' types count too: pydantic's ValidationError (DeepSpeed's config models, NeMo 2 / Megatron-Bridge
+# configs), jsonschema's, huggingface_hub's HFValidationError (a model id or path that is not one); OmegaConf's
+# interpolation and grammar errors and Hydra's override parser are configuration errors by construction.
 CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationException|ConfigAttributeError|"
-                          r"ConfigKeyError|MissingMandatoryValue|ConfigCompositionException|MissingConfigException")
+                          r"ConfigKeyError|MissingMandatoryValue|ConfigCompositionException|MissingConfigException|"
+                          r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|"
+                          r"OverrideParseException")
+# A check on a field of the run's arguments or config object ("AssertionError: args.num_layers_per_virtual_pipeline_"
+# "stage requires ...", "assert cfg.model.tokenizer ..."): Megatron's validate_args, NeMo/fairseq cfg checks.
+ARGS_FIELD = re.compile(r"\b(?:args|cfg|hparams|training_args|neox_args|self\.args|self\.cfg)\.[a-z_]\w{1,60}")
 
 
 def is_config_message(exc_type: str, message: str) -> bool:
@@ -104,7 +117,7 @@ def is_config_message(exc_type: str, message: str) -> bool:
     if exc_type == "RuntimeError":
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
-    if FLAG.search(message) is not None:
+    if FLAG.search(message) is not None or ARGS_FIELD.search(message) is not None:
         return True
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
 
@@ -149,7 +162,17 @@ RESUME_MISSING = (
     + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "Lightning lightning_fabric/plugins/io/torch_io.py "
            "load_checkpoint",
            ("Checkpoint file not found: ", "FileNotFoundError: Checkpoint file not found: runs/exp1/ckpts/last.ckpt",
-            r"(?:FileNotFoundError|Error):\s{0,4}Checkpoint file not found: "))
+            r"(?:FileNotFoundError|Error):\s{0,4}Checkpoint file not found: "),
+           ("not found. Aborting training", "FileNotFoundError: Checkpoint at runs/exp1/last.ckpt not found. Aborting "
+                                            "training."))
+    # HF Trainer's _load_from_checkpoint (a resume_from_checkpoint directory without weights) and the shape of any
+    # trainer's "can't find a checkpoint" refusal; a warning that training starts from scratch instead is not one.
+    + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "transformers trainer.py _load_from_checkpoint; trainers' resume "
+           "checks (the shape)",
+           ("ind a valid checkpoint", "ValueError: Can't find a valid checkpoint at /out/sft/checkpoint-32500"),
+           ("checkpoint", "RuntimeError: could not find any checkpoint to resume from in /ckpt/run7",
+            r"(?i)^(?![^\n]*(?:warn|from scratch|start(?:ing)? (?:fresh|from)|random))[^\n]*\b(?:can'?t|cannot|could "
+            r"not|couldn't|unable to) (?:find|locate) (?:a |any |the )?(?:valid |latest |last )?checkpoint"))
 )
 _BUILD_FAILED = "a JIT-built extension failed to compile in this environment (compiler, CUDA toolkit, headers)"
 EXTENSION_BUILD = rows(
@@ -160,6 +183,40 @@ EXTENSION_BUILD = rows(
     ("Error building extension '", "RuntimeError: Error building extension 'fused_adam'")) + (
     rows(FailureKind.CONFIG_ERROR, _BUILD_FAILED, "ninja (the build tool torch's cpp_extension runs): its summary "
            "line when a compile step fails", ("ninja: build stopped: ", "ninja: build stopped: subcommand failed.")))
+# ---- a compiled op that failed to build or load, seen only where the job first uses it (issue 17's rule: an
+# AttributeError, ImportError or OSError that names a compiled extension, an op builder, a `.so`, an undefined symbol
+# or the ninja/nvcc/JIT build is an environment error of the configuration, not a crash of the training code).
+# DeepSpeed's CPU optimizers keep the loaded op as `self.ds_opt_adam` / `ds_opt_adagrad` / `ds_opt_lion`
+# (deepspeed/ops/adam/cpu_adam.py, adagrad/cpu_adagrad.py, lion/cpu_lion.py): when CPUAdamBuilder().load() fails,
+# the only line many logs keep is "'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'" (from __init__ or
+# from __del__). An extension module that lacks a function (`module 'fused_layer_norm_cuda' has no attribute ...`,
+# `module 'amp_C'`, `module 'torch._C' has no attribute '_cuda_...'`) was built for another version.
+_OP_MISSING = "a compiled op (JIT-built extension) failed to build or load in this environment"
+_OP_HANDLE = (r"object has no attribute '(?:ds_(?:opt_)?\w{1,60}|\w{1,60}_cuda|\w{1,60}_kernels?)'|"
+              r"module '[\w.]{0,80}?(?:_cuda|_C|_ext|_kernels?|_cpp|_ops?|_op_builder)' has no attribute '")
+OP_LOAD = (
+    rows(FailureKind.CONFIG_ERROR, _OP_MISSING, "DeepSpeed deepspeed/ops/adam/cpu_adam.py (self.ds_opt_adam = "
+         "CPUAdamBuilder().load()), ops/adagrad, ops/lion; APEX and torch extension modules",
+         ("has no attribute '", "AttributeError: 'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'",
+          _OP_HANDLE))
+    + rows(FailureKind.CONFIG_ERROR, _OP_MISSING, "DeepSpeed op_builder/builder.py (CUDAMismatchException, "
+           "MissingCUDAException, 'Unable to JIT load the <op> op'); torch/utils/cpp_extension.py (verify_ninja_"
+           "availability, _write_ninja_file_and_compile_objects); gcc/nvcc/ld errors of a JIT build",
+           ("CUDAMismatchException", "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: "
+                                     "Installed CUDA version 11.7 does not match the version torch was compiled with "
+                                     "12.1, unable to compile cuda/cpp extensions without a matching cuda version."),
+           ("MissingCUDAException", "deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, "
+                                    "unable to compile CUDA op(s)"),
+           ("Unable to JIT load the", "RuntimeError: Unable to JIT load the fp_quantizer op due to it not being "
+                                      "compatible due to hardware/software issue."),
+           ("Ninja is required to load C++ extensions", "RuntimeError: Ninja is required to load C++ extensions"),
+           ("Error compiling objects for extension", "RuntimeError: Error compiling objects for extension"),
+           ("fatal error: ", "csrc/adam/cpu_adam.cpp:1:10: fatal error: torch/extension.h: No such file or directory",
+            r"fatal error: [^\n]{1,200}\.(?:h|hpp|cuh|hxx)\b[^\n]{0,10}: No such file or directory"),
+           ("cannot find -l", "/usr/bin/ld: cannot find -lcurand", r"\bld(?:\.\w{1,10})?: cannot find -l\w"),
+           ("unsupported GNU version", "#error -- unsupported GNU version! gcc versions later than 11 are not "
+                                       "supported!"))
+)
 
 # ---- the job's environment lacks what its configuration asks for (a rule, decided for issue 17)
 # An installation, build or launcher pre-check that fails before the model runs is a configuration error of the job,
@@ -257,4 +314,51 @@ ENVIRONMENT = (
            ("ssh exited with exit code 255", "pdsh@node1: node2: ssh exited with exit code 255"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/optim/optimizer.py (Optimizer.__init__)",
            ("optimizer got an empty parameter list", "ValueError: optimizer got an empty parameter list"))
+    # GradScaler.step finds no gradient to unscale: no parameter of the optimizer is trainable (an adapter loaded
+    # frozen, a freeze list that freezes everything), the same "nothing to train" configuration as above.
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/amp/grad_scaler.py (GradScaler.step)",
+           ("No inf checks were recorded for this optimizer", "AssertionError: No inf checks were recorded for this "
+                                                              "optimizer."))
+)
+
+# ---- the configuration does not fit the schema it is checked against (an unknown, missing or ill-typed key), in
+# the validator's own body lines, which a report often quotes without the exception's class name:
+# - pydantic v1 ("3 validation errors for DeepSpeedZeroConfig", "extra fields not permitted
+#   (type=value_error.extra)", "field required (type=value_error.missing)") and v2 ("Extra inputs are not
+#   permitted [type=extra_forbidden, ...]", "Field required [type=missing, ...]"): DeepSpeed's config models
+#   (runtime/config_utils.py DeepSpeedConfigModel), NeMo 2 / Megatron-Bridge and other pydantic configs;
+# - OmegaConf's errors (omegaconf/errors.py, _utils.format_and_raise: "Key 'x' not in 'YConf'", "Missing mandatory
+#   value: x", "Interpolation key 'x' not found", "Value 'x' could not be converted to Integer" and the context lines
+#   "full_key: a.b" / "object_type=YConf" printed under every one);
+# - Hydra's composition (hydra/_internal/config_loader_impl.py, defaults_list.py: "Error merging override x",
+#   "Error merging data/dataset=cstm", "In 'config': Could not find 'model/foo'", "Cannot find primary config 'x'",
+#   "Could not append to config. An item is already at 'x'").
+_SCHEMA = "the configuration does not fit its schema (an unknown, missing or ill-typed key)"
+SCHEMA = (
+    rows(FailureKind.CONFIG_ERROR, _SCHEMA, "pydantic v1/v2 ValidationError bodies (DeepSpeed config_utils.py, "
+         "NeMo 2, Megatron-Bridge configs)",
+         ("validation error", "pydantic.error_wrappers.ValidationError: 2 validation errors for DeepSpeedZeroConfig",
+          r"\b\d{1,4} validation errors? for [A-Za-z_]\w{0,80}"),
+         ("not permitted", "  extra fields not permitted (type=value_error.extra)",
+          r"(?i)\bextra (?:fields|inputs) (?:are )?not permitted"),
+         ("(type=", "  field required (type=value_error.missing)",
+          r"\(type=(?:value_error|type_error)\.[\w.]{1,60}\)"),
+         ("[type=", "  Field required [type=missing, input_value={'stage': 3}, input_type=dict]",
+          r"\[type=(?:missing|extra_forbidden|literal_error|enum|\w{1,40}_(?:type|parsing))\b"))
+    + rows(FailureKind.CONFIG_ERROR, _SCHEMA, "OmegaConf omegaconf/errors.py and _utils.format_and_raise",
+           ("not in '", "Key 'period' not in 'ModelCheckpointConf'", r"\bKey '[^'\n]{1,120}' not in '[^'\n]{1,120}'"),
+           ("full_key: ", "    full_key: checkpoint.period", r"^\s{0,12}full_key: \S"),
+           ("object_type=", "    object_type=ModelCheckpointConf", r"^\s{0,12}object_type=\w"),
+           ("Missing mandatory value", "Missing mandatory value: model.tokenizer.model"),
+           ("Interpolation key '", "Interpolation key 'data.root' not found",
+            r"Interpolation key '[^'\n]{1,200}' not found"),
+           ("could not be converted to", "Value 'auto' could not be converted to Integer",
+            r"Value '[^'\n]{0,200}' could not be converted to"))
+    + rows(FailureKind.CONFIG_ERROR, _SCHEMA, "Hydra hydra/_internal/config_loader_impl.py, defaults_list.py",
+           ("Error merging", "Error merging data/dataset=cstm", r"\bError merging\s{1,4}\S"),
+           ("Could not find '", "In 'config': Could not find 'trainer/gpu8'",
+            r"In '[^'\n]{1,200}': Could not (?:find|load) '"),
+           ("Cannot find primary config", "Cannot find primary config 'pretrain'. Check that it's in your config "
+                                          "search path."),
+           ("Could not append to config", "Could not append to config. An item is already at 'model.optim'."))
 )

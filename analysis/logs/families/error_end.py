@@ -18,6 +18,15 @@ past. The records, by the software that prints them:
 - torch.nn.Module.load_state_dict's error body ("Missing key(s) in state_dict: ...", "Unexpected key(s) in
   state_dict: ...", "size mismatch for <name>: copying a param with shape ..."), pasted without its
   "RuntimeError: Error(s) in loading state_dict for <Module>:" line: a checkpoint that does not fit the model.
+- the same error, quoted anywhere in a line (a report's prose, a `raise RuntimeError('Error(s) in loading ...'`
+  source line followed by the message): "Error(s) in loading state_dict for <Module>:" with or without its
+  "RuntimeError:" type.
+- CUDA libraries' status codes (cuBLAS "CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(...)`", cuDNN
+  "CUDNN_STATUS_...", cuSOLVER, cuFFT, cuRAND, cuSPARSE; torch's "CUDA error: <message>") quoted without the
+  "RuntimeError:" that torch puts in front; an out-of-memory status is judged earlier by the oom family.
+- failed file I/O of the job's own storage layer: DeepSpeed's async I/O op ("deepspeed_aio:   open for write  failed
+  on <path>", csrc/aio/common/deepspeed_aio_utils.cpp / deepspeed_aio_common.cpp) and the same C-level shape
+  ("pwrite failed", "io_submit failed").
 - Python's traceback.format_exception_only, "<Type>Error: <message>", as the last line of a traceback whose header
   the excerpt lost, or a bare "<Type>Error" / "[rank0]: AssertionError" (assert without a message); a type written
   in lower case by the reporter ("valueError: ...") still names an exception.
@@ -43,6 +52,12 @@ EXCEPTION_LINE = re.compile(
     r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
 STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) key\(s\) in state_dict: |size mismatch for \S{1,300}: "
                         r"copying a param with shape )")
+STATE_DICT_ANYWHERE = re.compile(r"\bError\(s\) in loading state_dict for [\w.]{1,120}")
+CUDA_LIBRARY = re.compile(r"\bCU(?:BLAS|DNN|SOLVER|SPARSE|FFT|RAND)_STATUS_[A-Z_]{3,60}\b|\bCUDA error: \S|"
+                          r"\bcuDNN error: \S|\bCUDA driver error\b")
+IO_FAILED = re.compile(r"\bdeepspeed_aio:[^\n]{0,80}?\b(?:failed|error)\b|"
+                       r"\b(?:open|write|read|pread|pwrite|fsync|io_submit|io_getevents)(?: for (?:read|write))?"
+                       r"\s{1,4}failed\b")
 # Exception types that are warnings or control flow, not errors, even when written like an exception line.
 NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
 
@@ -56,8 +71,12 @@ def error_record(line: str) -> str | None:
         return "uncaught C++ exception"
     if LOGGER_ERROR.search(line) is not None:
         return "logger error record"
-    if STATE_DICT.search(line) is not None:
+    if STATE_DICT.search(line) is not None or STATE_DICT_ANYWHERE.search(line) is not None:
         return "checkpoint does not fit the model (load_state_dict)"
+    if CUDA_LIBRARY.search(line) is not None:
+        return "CUDA library error"
+    if IO_FAILED.search(line) is not None:
+        return "file I/O failed"
     match = EXCEPTION_LINE.match(line)
     if match is not None and NOT_ERRORS.search(match.group("type")) is None:
         return f"exception {match.group('type')}"

@@ -80,6 +80,22 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
            ("egin", "Begin training", r"(?i)\bbegin(?:ning)?\s{1,3}(?:the\s{1,3})?training\b[\s.]{0,8}$"))
 )
 
+# A bare stack dump: frames in faulthandler's format (`  File "x.py", line 12 in func`: no comma before "in", unlike a
+# traceback's frames) or py-spy's (`    func (x.py:12)`), with no header, exception or fatal-signal line left in the
+# log (a fatal signal's dump says "Fatal Python error", which the crash family reads first). Only a process that was
+# still alive is dumped that way (faulthandler.dump_traceback(_later), SIGUSR1, py-spy dump), and people dump a job
+# that has stopped printing: the log ends while the job waits, in the innermost frame (a barrier, a collective, a
+# validation round, a queue).
+DUMP_FRAMES = (
+    rows(FailureKind.HANG, _WAIT + " (a stack dump of the live job, without a header)",
+         "CPython Python/traceback.c (faulthandler's dump_traceback frame format); py-spy src/dump.rs",
+         ('", line ', '  File "/opt/ds/deepspeed/runtime/engine.py", line 1456 in _checkpoint_tag_validation',
+          r'^\s{0,12}File "[^"\n]{1,400}", line \d{1,7} in [\w<>.]{1,120}\s{0,4}$'),
+         (".py:", "    barrier (torch/distributed/distributed_c10d.py:3328)",
+          r"^\s{0,12}[\w<>.]{1,120} \([^()\n]{1,400}\.py:\d{1,7}\)\s{0,4}$"))
+)
+WAIT_PHASES = WAIT_PHASES + DUMP_FRAMES
+
 _SETUP = "the log ends in a set-up or save phase"
 # Set-up, save and build phases whose next line comes only when the phase is over (a collective inside it, a file
 # system, a compiler). Judged only for a log that shows no step, no error and no end (an otherwise `unknown` log): a
