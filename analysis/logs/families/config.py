@@ -47,7 +47,7 @@ RELATION = re.compile(
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
-    r"no longer (?:valid|supported)|(?:does|do) not support|supports? only|only supports?|can only (?:be|happen)|"
+    r"no longer (?:valid|supported)|(?:does|do) not support|(?:doesn't|don't) support|(?:isn't|aren't) supported|supports? only|only supports?|can only (?:be|happen)|"
     r"only (?:be )?(?:used|applicable|available|tested|works?) (?:with|when|for|if|on)|required field|"
     r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b|"
     # a value the run's inputs had to carry ("Expected 'lang' to be set for AggregateTokenizer.", NeMo's tokenizers
@@ -65,7 +65,7 @@ QUANTITY = re.compile(
     r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
     r"\bnodes?\b|nproc|distributed training|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|"
     r"iterations|number of weights|quantiz|"
-    r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint|"
+    r"\bargument|\boption|\bflag\b|\bconfig|_config\b|\bparameter|tokenizer|checkpoint|"
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
     r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher")
@@ -108,6 +108,11 @@ CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationExce
 # A check on a field of the run's arguments or config object ("AssertionError: args.num_layers_per_virtual_pipeline_"
 # "stage requires ...", "assert cfg.model.tokenizer ..."): Megatron's validate_args, NeMo/fairseq cfg checks.
 ARGS_FIELD = re.compile(r"\b(?:args|cfg|hparams|training_args|neox_args|self\.args|self\.cfg)\.[a-z_]\w{1,60}")
+# A check that tells the user what to set ("Please specify `target_modules` in `peft_config`", "x must be provided",
+# "please install deepspeed"): the message is the fix, so the error is the run's configuration (not for RuntimeError).
+DIRECTIVE = re.compile(r"(?i)\bplease (?:set|specify|provide|pass|install|upgrade|downgrade|check your "
+                       r"(?:config|arguments|settings))\b|\bmust be (?:set|provided|specified|given|passed)\b|"
+                       r"\b(?:is|was) not (?:set|specified|provided)\b")
 
 
 def is_config_message(exc_type: str, message: str) -> bool:
@@ -117,7 +122,7 @@ def is_config_message(exc_type: str, message: str) -> bool:
     if exc_type == "RuntimeError":
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
-    if FLAG.search(message) is not None or ARGS_FIELD.search(message) is not None:
+    if FLAG.search(message) or ARGS_FIELD.search(message) or DIRECTIVE.search(message):
         return True
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
 
@@ -174,6 +179,24 @@ RESUME_MISSING = (
             r"(?i)^(?![^\n]*(?:warn|from scratch|start(?:ing)? (?:fresh|from)|random))[^\n]*\b(?:can'?t|cannot|could "
             r"not|couldn't|unable to) (?:find|locate) (?:a |any |the )?(?:valid |latest |last )?checkpoint"))
 )
+# ---- the model or tokenizer the configuration names cannot be found (a path or a model id that is not one):
+# transformers' from_pretrained (configuration_utils.py, modeling_utils.py, tokenization_utils_base.py) and
+# huggingface_hub's file resolution.
+_MODEL_MISSING = "the model or tokenizer named by the configuration cannot be found"
+MODEL_MISSING = rows(
+    FailureKind.CONFIG_ERROR, _MODEL_MISSING, "transformers configuration_utils.py / modeling_utils.py / "
+    "tokenization_utils_base.py (from_pretrained), huggingface_hub",
+    ("is not a valid model identifier", "OSError: llama-7b is not a local folder and is not a valid model identifier "
+                                        "listed on 'https://huggingface.co/models'"),
+    ("does not appear to have a file named", "OSError: /models/llama-7b does not appear to have a file named "
+                                             "config.json."),
+    ("Error no file named", "OSError: Error no file named pytorch_model.bin, model.safetensors, tf_model.h5, "
+                            "model.ckpt.index or flax_model.msgpack found in directory /models/llama-7b."),
+    ("Can't load ", "OSError: Can't load tokenizer for '/models/llama-7b'. If you were trying to load it from "
+                    "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+     r"Can't load (?:the )?(?:tokenizer|config(?:uration)?|model|weights|feature extractor|(?:image )?processor) "
+     r"for '"))
+
 _BUILD_FAILED = "a JIT-built extension failed to compile in this environment (compiler, CUDA toolkit, headers)"
 EXTENSION_BUILD = rows(
     FailureKind.CONFIG_ERROR, _BUILD_FAILED, "torch/utils/cpp_extension.py _run_ninja_build and _jit_compile "

@@ -24,6 +24,10 @@ past. The records, by the software that prints them:
 - CUDA libraries' status codes (cuBLAS "CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(...)`", cuDNN
   "CUDNN_STATUS_...", cuSOLVER, cuFFT, cuRAND, cuSPARSE; torch's "CUDA error: <message>") quoted without the
   "RuntimeError:" that torch puts in front; an out-of-memory status is judged earlier by the oom family.
+- torch's own runtime checks quoted without "RuntimeError:" ("Expected all tensors to be on the same device, but
+  found at least two devices, cuda:0 and cpu!", "mat1 and mat2 shapes cannot be multiplied", "expected scalar type
+  Half but found Float", autograd's in-place and second-backward errors): a bug or a mismatch in the code path, not
+  the run's configuration.
 - failed file I/O of the job's own storage layer: DeepSpeed's async I/O op ("deepspeed_aio:   open for write  failed
   on <path>", csrc/aio/common/deepspeed_aio_utils.cpp / deepspeed_aio_common.cpp) and the same C-level shape
   ("pwrite failed", "io_submit failed").
@@ -55,6 +59,10 @@ STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) key\(s\) in state_di
 STATE_DICT_ANYWHERE = re.compile(r"\bError\(s\) in loading state_dict for [\w.]{1,120}")
 CUDA_LIBRARY = re.compile(r"\bCU(?:BLAS|DNN|SOLVER|SPARSE|FFT|RAND)_STATUS_[A-Z_]{3,60}\b|\bCUDA error: \S|"
                           r"\bcuDNN error: \S|\bCUDA driver error\b")
+TORCH_RUNTIME = re.compile(r"Expected all tensors to be on the same device|mat1 and mat2 shapes cannot be multiplied|"
+                           r"(?i:expected scalar type) \w{1,20} but found \w{1,20}|Input type \(\S{1,60}\) and weight "
+                           r"type \(\S{1,60}\) should be the same|Trying to backward through the graph a second time|"
+                           r"needed for gradient computation has been modified by an inplace operation")
 IO_FAILED = re.compile(r"\bdeepspeed_aio:[^\n]{0,80}?\b(?:failed|error)\b|"
                        r"\b(?:open|write|read|pread|pwrite|fsync|io_submit|io_getevents)(?: for (?:read|write))?"
                        r"\s{1,4}failed\b")
@@ -75,6 +83,8 @@ def error_record(line: str) -> str | None:
         return "checkpoint does not fit the model (load_state_dict)"
     if CUDA_LIBRARY.search(line) is not None:
         return "CUDA library error"
+    if TORCH_RUNTIME.search(line) is not None:
+        return "torch runtime check failed"
     if IO_FAILED.search(line) is not None:
         return "file I/O failed"
     match = EXCEPTION_LINE.match(line)
