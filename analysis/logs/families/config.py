@@ -215,7 +215,7 @@ EXTENSION_BUILD = rows(
 # from __del__). An extension module that lacks a function (`module 'fused_layer_norm_cuda' has no attribute ...`,
 # `module 'amp_C'`, `module 'torch._C' has no attribute '_cuda_...'`) was built for another version.
 _OP_MISSING = "a compiled op (JIT-built extension) failed to build or load in this environment"
-_OP_HANDLE = (r"object has no attribute '(?:ds_(?:opt_)?\w{1,60}|\w{1,60}_cuda|\w{1,60}_kernels?)'|"
+_OP_HANDLE = (r"object has no attribute '(?:ds_opt_\w{1,60}|\w{1,60}_cuda|\w{1,60}_kernels?)'|"
               r"module '[\w.]{0,80}?(?:_cuda|_C|_ext|_kernels?|_cpp|_ops?|_op_builder)' has no attribute '")
 OP_LOAD = (
     rows(FailureKind.CONFIG_ERROR, _OP_MISSING, "DeepSpeed deepspeed/ops/adam/cpu_adam.py (self.ds_opt_adam = "
