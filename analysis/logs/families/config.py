@@ -47,7 +47,8 @@ RELATION = re.compile(
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
-    r"no longer (?:valid|supported)|(?:does|do) not support|(?:doesn't|don't) support|(?:isn't|aren't) supported|supports? only|only supports?|can only (?:be|happen)|"
+    r"no longer (?:valid|supported)|(?:does|do) not support|(?:doesn't|don't) support|(?:isn't|aren't) supported|"
+    r"supports? only|only supports?|can only (?:be|happen)|"
     r"only (?:be )?(?:used|applicable|available|tested|works?) (?:with|when|for|if|on)|required field|"
     r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b|"
     # a value the run's inputs had to carry ("Expected 'lang' to be set for AggregateTokenizer.", NeMo's tokenizers
