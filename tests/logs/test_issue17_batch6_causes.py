@@ -70,6 +70,15 @@ def test_batch6_configuration_errors(text):
     "FileNotFoundError: Checkpoint at /runs/exp1/last.ckpt not found. Aborting training.\n",
     "OSError: Can't load tokenizer for '/models/llama-7b'. If you were trying to load it from "
     "'https://huggingface.co/models', make sure you don't have a local directory with the same name.\n",
+    "ValueError: Tokenizer class LlamaTokenizer does not exist or is not currently imported.\n",
+    "ValueError: The checkpoint you are trying to load has model type `qwen2` but Transformers does not recognize this "
+    "architecture.\n",
+    "FileNotFoundError: Unable to find '/data/sft/train.json'\n",
+    "RuntimeError: CUDA error: invalid device ordinal\n",
+    "ValueError: You selected an invalid strategy name: `strategy='deepspeed_stage_4'`.\n",
+    "deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer "
+    "(<class 'torch.optim.adamw.AdamW'>) which in most cases will yield poor performance. Please either use "
+    "deepspeed.ops.adam.DeepSpeedCPUAdam or set an optimizer in your ds_config.\n",
     "OSError: llama-7b is not a local folder and is not a valid model identifier listed on "
     "'https://huggingface.co/models'\n",
 ])
@@ -127,6 +136,14 @@ def test_batch6_crash_signatures(text):
     ("[rank3]: deepspeed_aio: pwrite failed on /nvme/zero/rank3/opt.swp\n", "crashed"),
     ("Expected all tensors to be on the same device, but found at least two devices, cuda:1 and cpu!\n", "crashed"),
     ("mat1 and mat2 shapes cannot be multiplied (16x4096 and 1024x4096)\n", "crashed"),
+    ("Illegal instruction\n", "crashed"),
+    ("double free or corruption (!prev)\n", "crashed"),
+    ("worker 3 exited with signal SIGABRT\n", "crashed"),
+    ("No space left on device\n", "crashed"),
+    ("Too many open files\n", "crashed"),
+    ("PytorchStreamReader failed reading zip archive: failed finding central directory\n", "crashed"),
+    # a line that names a signal or a disk without a failure is none
+    ("Installed a handler for SIGABRT to dump stacks\n", "unknown"),
     # the cuBLAS status that means the allocator failed is an out-of-memory
     ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n", "oom"),
     # a line that names the library without an error status is not a crash
@@ -157,6 +174,8 @@ def test_a_bare_faulthandler_frame_list_is_a_hang():
      + HANG_DUMP, "crashed"),
     # traceback frames (a comma before "in") cut before their exception are not a dump
     ('  File "train.py", line 88, in main\n    barrier()\n', "unknown"),
+    # Lightning's validation bar with an unknown total that never moved
+    ("Epoch 0: 100%|##########| 50/50 [00:10<00:00]\nValidation: 0it [00:00, ?it/s]\n", "hang"),
     # a dump followed by the traceback of the error that ended the job is that error
     (HANG_DUMP + "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
      "RuntimeError: boom\n", "crashed"),

@@ -35,6 +35,7 @@ EXCEPTION = re.compile(
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
     r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
+    r"ZeRORuntimeException|"
     r"RuntimeError)\s{0,4}:\s{0,4}"
     r"(?P<msg>[^\n]{0,400})")
 RELATION = re.compile(
@@ -42,7 +43,8 @@ RELATION = re.compile(
     r"does not match|doesn't match|do not match|mismatch|not equal|!=|\bexpected\b[^\n]{0,80}\b(?:got|but|found)\b|"
     r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceed(?:s|ed)?\b|larger than|greater than|"
     r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
-    r"invalid (?:value|choice|argument|combination|configuration)|out of range|not (?:a )?valid|but only|"
+    r"invalid (?:value|choice|argument|combination|configuration)|"
+    r"\binvalid (?:\w{1,30} ){1,2}(?:name|value|choice|option)\b|out of range|not (?:a )?valid|but only|"
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data|"
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
@@ -69,7 +71,8 @@ QUANTITY = re.compile(
     r"\bargument|\boption|\bflag\b|\bconfig|_config\b|\bparameter|tokenizer|checkpoint|"
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
-    r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher")
+    r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher|"
+    r"\bstrateg(?:y|ies)\b|sharding")
 # RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
 RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|must (?:be|equal|match)|should (?:be|equal|match)|"
                               r"does not match|mismatch|!=")
@@ -111,7 +114,8 @@ CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationExce
 ARGS_FIELD = re.compile(r"\b(?:args|cfg|hparams|training_args|neox_args|self\.args|self\.cfg)\.[a-z_]\w{1,60}")
 # A check that tells the user what to set ("Please specify `target_modules` in `peft_config`", "x must be provided",
 # "please install deepspeed"): the message is the fix, so the error is the run's configuration (not for RuntimeError).
-DIRECTIVE = re.compile(r"(?i)\bplease (?:set|specify|provide|pass|install|upgrade|downgrade|check your "
+DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|use|install|upgrade|downgrade|"
+                       r"check your "
                        r"(?:config|arguments|settings))\b|\bmust be (?:set|provided|specified|given|passed)\b|"
                        r"\b(?:is|was) not (?:set|specified|provided)\b")
 
@@ -150,6 +154,8 @@ DATA_MISSING = (
            ("Couldn't find a dataset script at", "FileNotFoundError: Couldn't find a dataset script at "
                                                  "/work/corpus/my_set/my_set.py or any data file in the same "
                                                  "directory."),
+           ("Unable to find '", "FileNotFoundError: Unable to find '/data/sft/train.json'",
+            r"(?:^|Error: )Unable to find '[^'\n]{1,300}'"),
            ("doesn't exist on the Hub", "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/corpus-v9' doesn't "
                                         "exist on the Hub or cannot be accessed."))
     + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "trainers' data-path checks (the shape)",
@@ -336,6 +342,15 @@ ENVIRONMENT = (
            ("nvcc fatal", "nvcc fatal   : Unsupported gpu architecture 'compute_90'"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "pdsh's ssh module (the DeepSpeed launcher's multi-node default)",
            ("ssh exited with exit code 255", "pdsh@node1: node2: ssh exited with exit code 255"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "transformers models/auto (configuration_auto.py, "
+           "tokenization_auto.py): a model or tokenizer class the installed version does not have",
+           ("does not recognize this architecture", "ValueError: The checkpoint you are trying to load has model type "
+                                                    "`qwen2` but Transformers does not recognize this architecture."),
+           ("does not exist or is not currently imported", "ValueError: Tokenizer class LlamaTokenizer does not exist "
+                                                           "or is not currently imported."))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "CUDA runtime (cudaErrorInvalidDevice): a rank asks for a GPU the node "
+           "does not have (nproc_per_node or the device list larger than CUDA_VISIBLE_DEVICES)",
+           ("invalid device ordinal", "RuntimeError: CUDA error: invalid device ordinal"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/optim/optimizer.py (Optimizer.__init__)",
            ("optimizer got an empty parameter list", "ValueError: optimizer got an empty parameter list"))
     # GradScaler.step finds no gradient to unscale: no parameter of the optimizer is trainable (an adapter loaded

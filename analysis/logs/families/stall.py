@@ -71,7 +71,8 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
            ("initializing torch distributed", "> initializing torch distributed ..."))
     + rows(FailureKind.HANG, _WAIT + " (its progress bar never left the first step)", "tqdm's first rendering",
            ("0%|", "Train step of epoch 0:   0%|          | 0/4887 [00:00<?, ?it/s]",
-            r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"))
+            r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"),
+           ("0it [00:00", "Validation: 0it [00:00, ?it/s]", r"(?:^|[:|]\s{0,4})0it \[00:00, \?it/s\]\s{0,4}$"))
     + rows(FailureKind.HANG, _WAIT + " (a phase started and never ended)", "slime timer.py; trainers' start lines",
            ("start", "[2026-03-24 06:36:50] timer.py:24 - Timer actor_train start",
             r"(?i)\btimer\s{1,3}\S{1,80}\s{1,3}start\s{0,3}$"),
