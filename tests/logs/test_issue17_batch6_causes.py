@@ -176,6 +176,10 @@ def test_a_bare_faulthandler_frame_list_is_a_hang():
     ('  File "train.py", line 88, in main\n    barrier()\n', "unknown"),
     # Lightning's validation bar with an unknown total that never moved
     ("Epoch 0: 100%|##########| 50/50 [00:10<00:00]\nValidation: 0it [00:00, ?it/s]\n", "hang"),
+    # a line that says the job waits ends the log; a wait that says it is over does not
+    ("loading\n[rank0] Waiting for all ranks to finish saving the checkpoint ...\n", "hang"),
+    ("loading\nwaiting for checkpoint ... done\n", "unknown"),
+    ("The model is waiting for you to provide input\n", "unknown"),
     # a dump followed by the traceback of the error that ended the job is that error
     (HANG_DUMP + "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
      "RuntimeError: boom\n", "crashed"),

@@ -73,6 +73,12 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
            ("0%|", "Train step of epoch 0:   0%|          | 0/4887 [00:00<?, ?it/s]",
             r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"),
            ("0it [00:00", "Validation: 0it [00:00, ?it/s]", r"(?:^|[:|]\s{0,4})0it \[00:00, \?it/s\]\s{0,4}$"))
+    # a line that says the job is waiting ("Waiting for all ranks to finish saving", "waiting on the other nodes"):
+    # the next line comes only when the wait is over
+    + rows(FailureKind.HANG, _WAIT + " (a line says it waits)", "trainers' and launchers' wait messages (the shape)",
+           ("aiting ", "[rank0] Waiting for all ranks to finish saving the checkpoint ...",
+            r"(?i)(?:^|[\]:|>-]\s{0,4})(?:still )?waiting (?:for|on|in|until)\b(?![^\n]{0,200}(?:\bdone\b|finished|"
+            r"complete[d ]|took|[\d.]+ ?s(?:ec(?:onds)?)?\b))"))
     + rows(FailureKind.HANG, _WAIT + " (a phase started and never ended)", "slime timer.py; trainers' start lines",
            ("start", "[2026-03-24 06:36:50] timer.py:24 - Timer actor_train start",
             r"(?i)\btimer\s{1,3}\S{1,80}\s{1,3}start\s{0,3}$"),
