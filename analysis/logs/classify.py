@@ -236,7 +236,8 @@ def _config_assertion(text: str, start: int) -> Failure | None:
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
         frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
-        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES):
+        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES) \
+                or F_CONFIG.asserts_arguments(_line_at(text, idx), frames):
             return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
                             _evidence(text, idx))
         idx = text.find("AssertionError", idx + 1)

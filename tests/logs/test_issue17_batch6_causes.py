@@ -186,3 +186,23 @@ def test_a_bare_faulthandler_frame_list_is_a_hang():
 ])
 def test_stack_dump_look_alikes(text, expected):
     assert kind(text) == expected
+
+
+# ---- an assert statement on the run's arguments, quoted by its traceback
+def test_a_bare_assertion_on_the_arguments_is_a_configuration_error():
+    # batch 4 other/matchsum_batch_size_not_multiple_of_gpus_assert_1.log (MatchSum): no message, the source line
+    text = ('Traceback (most recent call last):\n  File "train_matching.py", line 70, in train_model\n'
+            "    assert args.batch_size % len(devices) == 0\nAssertionError\n")
+    assert kind(text) == "config_error"
+    # the same bare assertion on a tensor of the model's own code is a crash
+    assert kind(text.replace("args.batch_size % len(devices) == 0", "logits.shape[0] == labels.shape[0]")) == "crashed"
+
+
+@pytest.mark.parametrize("text, expected", [
+    # batch 4 nemo/asr_tutorial_trainer_class_mismatch_value_error_1.log: the reporter's lower-case type
+    ("valueError: trainer constructor argument must be either None or pytorch_lightning.Trainer. But got <class "
+     "'lightning.pytorch.trainer.trainer.Trainer'> instead.\n", "config_error"),
+    ("valueError: not enough values to unpack (expected 3, got 2)\n", "crashed"),
+])
+def test_a_lower_case_exception_type_is_judged_like_its_type(text, expected):
+    assert kind(text) == expected

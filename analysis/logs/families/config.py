@@ -31,7 +31,7 @@ from launcher.core.layout import DIMENSIONS
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
-    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>AssertionError|ValueError|ArgumentError|ArgumentTypeError|"
+    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssertionError|[Vv]alueError|ArgumentError|ArgumentTypeError|"
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
     r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
@@ -81,6 +81,21 @@ CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "tr
                        "parallel_state.py", "model_parallel_config.py", "training_args.py", "/datasets/",
                        "dataset.py", "data_samplers.py", "indexed_dataset", "blended_", "dataset_utils",
                        "build_train_valid_test", "dataset_config.py")
+# A bare `AssertionError` (no message) whose assert statement, as the traceback quotes it above the exception,
+# checks the run's arguments ("assert args.batch_size % len(devices) == 0"): any script's argument check. With a
+# message, the message decides (is_config_message).
+ARG_ASSERT = re.compile(r"^\s{0,12}assert\s{1,4}\(?\s{0,4}(?:not\s{1,4})?(?:len\()?(?:self\.)?"
+                        r"(?:args|cfg|config|hparams|opt|training_args|neox_args)\.\w", re.MULTILINE)
+BARE_ASSERT = re.compile(r"(?:^|[\s\]:>|])AssertionError\s{0,4}$")
+
+
+def asserts_arguments(exception_line: str, frames: str) -> bool:
+    """Is this a message-less AssertionError whose quoted assert statement (the last source line of `frames`)
+    checks the run's arguments (ARG_ASSERT)?"""
+    if BARE_ASSERT.search(exception_line) is None:
+        return False
+    last = frames.rstrip().rsplit("\n", 1)[-1]
+    return ARG_ASSERT.match(last) is not None
 EXAMPLES = (  # written in the shapes above; none is a known needle of patterns.CONFIG
     "AssertionError: world size 24 is not compatible with tensor parallel 8 x pipeline parallel 2",
     "ValueError: The number of GPUs (6) must equal tp_size * pp_size * dp_size = 8",
@@ -122,6 +137,7 @@ DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|us
 
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
+    exc_type = exc_type[:1].upper() + exc_type[1:]  # a reporter's "valueError" is still a ValueError
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
     if exc_type == "RuntimeError":
