@@ -206,3 +206,18 @@ def test_a_bare_assertion_on_the_arguments_is_a_configuration_error():
 ])
 def test_a_lower_case_exception_type_is_judged_like_its_type(text, expected):
     assert kind(text) == expected
+
+
+# ---- divergence stated in other words
+@pytest.mark.parametrize("text, expected", [
+    ("RuntimeError: The total norm of order 2.0 for gradients from `parameters` is non-finite, so it cannot be "
+     "clipped. To disable this error and scale the gradients by the non-finite norm anyway, set "
+     "`error_if_nonfinite=False`\n", "diverged"),
+    ("AssertionError: loss is not finite at step 10\n", "diverged"),
+    ("[rank0]: Grad norm is NaN\n", "diverged"),
+    # a check that names the rule without breaking it, and a norm that is finite
+    ("INFO: checking that the loss is finite every 10 steps\n", "unknown"),
+    ("grad norm is 0.93 at step 10\n", "unknown"),
+])
+def test_divergence_in_other_words(text, expected):
+    assert kind(text) == expected
