@@ -221,3 +221,17 @@ def test_a_lower_case_exception_type_is_judged_like_its_type(text, expected):
 ])
 def test_divergence_in_other_words(text, expected):
     assert kind(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("AssertionError: Only ZeRO stage 1 is supported with pipeline parallelism\n", "config_error"),
+    # Lightning's (NeMo's) process-group start that never returns; the line after it shows the wait was over
+    ("GPU available: True\nInitializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8\n", "hang"),
+    ("Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8\n----\nAll distributed processes registered. Starting "
+     "with 8 processes\n----\n", "unknown"),
+    # a checkpoint load that never finishes before the first step; a finished one is not a stall
+    ("building GPT model ...\n loading checkpoint from /ckpt/gpt at iteration 4000\n", "hang"),
+    ("building GPT model ...\n  successfully loaded checkpoint from /ckpt/gpt at iteration 4000\n", "unknown"),
+])
+def test_more_start_up_spellings(text, expected):
+    assert kind(text) == expected

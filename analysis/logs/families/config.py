@@ -52,7 +52,7 @@ RELATION = re.compile(
     r"no longer (?:valid|supported)|(?:does|do) not support|(?:doesn't|don't) support|(?:isn't|aren't) supported|"
     r"supports? only|only supports?|can only (?:be|happen)|"
     r"only (?:be )?(?:used|applicable|available|tested|works?) (?:with|when|for|if|on)|required field|"
-    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b|"
+    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b|\bonly\b[^\n]{1,40}\b(?:is|are) supported\b|"
     # a value the run's inputs had to carry ("Expected 'lang' to be set for AggregateTokenizer.", NeMo's tokenizers
     # and manifest readers; "x must be provided", "please specify x")
     r"\b(?:expected|must|should|needs?|has|have)\b[^\n]{0,60}?\bto be (?:set|provided|specified|given|defined|passed|"

@@ -69,6 +69,10 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
            ("Initializing TorchBackend", "[comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed "
                                          "with backend nccl"),
            ("initializing torch distributed", "> initializing torch distributed ..."))
+    + rows(FailureKind.HANG, _WAIT + " (process-group initialisation)",
+           "Lightning lightning/fabric/utilities/distributed.py _init_dist_connection (NeMo's trainer): the rank "
+           "waits in init_process_group for the others",
+           ("Initializing distributed: GLOBAL_RANK", "Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8"))
     + rows(FailureKind.HANG, _WAIT + " (its progress bar never left the first step)", "tqdm's first rendering",
            ("0%|", "Train step of epoch 0:   0%|          | 0/4887 [00:00<?, ?it/s]",
             r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"),
@@ -128,7 +132,15 @@ SETUP_PHASES = (
            "HF Trainer _save_checkpoint, Megatron checkpointing.py save_checkpoint",
            ("checkpoint", "[INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved /ckpt/checkpoint-500/"
                           "global_step500/mp_rank_00_model_states.pt.", r"(?i)\bsav(?:e|ed|ing)\b"),
+
            ("Checkpoint", "Saving Checkpoint to /ckpt/step_100", r"(?i)\bsav(?:e|ed|ing)\b"))
+    # loading one before the first step (Megatron's "loading checkpoint from ... at iteration N", NeMo's "Loading
+    # distributed checkpoint"): the next line comes once every rank has read its shard
+    + rows(FailureKind.HANG, _SETUP + " (loading a checkpoint)", "Megatron-LM checkpointing.py load_checkpoint; NeMo "
+           "dist-checkpoint loading",
+           ("checkpoint", " loading checkpoint from /ckpt/gpt-175b at iteration 4000",
+            r"(?i)^(?![^\n]*(?:warn|\bif\b|please|\bnot?\b|skip|without))[^\n]*\bload(?:ing)?\b[^\n]{0,40}"
+            r"\bcheckpoint\b"))
     + rows(FailureKind.HANG, _SETUP + " (building the training data's index mappings)",
            "Megatron-LM / GPT-NeoX megatron/data (gpt_dataset.py _build_index_mappings, blendable_dataset.py: "
            "'> building indices for blendable datasets ...', '> elapsed time for building blendable dataset "
