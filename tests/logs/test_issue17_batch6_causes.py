@@ -92,6 +92,9 @@ def test_configuration_look_alikes_in_other_spellings(text):
     ("AttributeError: 'list' object has no attribute 'values'\n", "crashed"),
     ("AttributeError: 'BF16_Optimizer' object has no attribute 'fp16_groups'\n", "crashed"),
     ("AttributeError: 'DeepSpeedEngine' object has no attribute 'ds_config_path'\n", "crashed"),
+    ("AttributeError: 'list' object has no attribute 'is_cuda'\n", "crashed"),
+    # merging LoRA weights is no Hydra composition
+    ("RuntimeError: Error merging adapter weights into the base model\n", "crashed"),
     # a warning that training starts from scratch is no resume refusal; a run that goes on is ok
     ("WARNING: could not find the metadata file /ckpt/latest_checkpointed_iteration.txt\n"
      "    will not load any checkpoints and will start from random\n", "unknown"),

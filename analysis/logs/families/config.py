@@ -238,7 +238,7 @@ EXTENSION_BUILD = rows(
 # from __del__). An extension module that lacks a function (`module 'fused_layer_norm_cuda' has no attribute ...`,
 # `module 'amp_C'`, `module 'torch._C' has no attribute '_cuda_...'`) was built for another version.
 _OP_MISSING = "a compiled op (JIT-built extension) failed to build or load in this environment"
-_OP_HANDLE = (r"object has no attribute '(?:ds_opt_\w{1,60}|\w{1,60}_cuda|\w{1,60}_kernels?)'|"
+_OP_HANDLE = (r"object has no attribute '(?:ds_opt_\w{1,60}|(?!is_|to_)\w{1,60}_cuda)'|"
               r"module '[\w.]{0,80}?(?:_cuda|_C|_ext|_kernels?|_cpp|_ops?|_op_builder)' has no attribute '")
 OP_LOAD = (
     rows(FailureKind.CONFIG_ERROR, _OP_MISSING, "DeepSpeed deepspeed/ops/adam/cpu_adam.py (self.ds_opt_adam = "
@@ -410,7 +410,8 @@ SCHEMA = (
            ("could not be converted to", "Value 'auto' could not be converted to Integer",
             r"Value '[^'\n]{0,200}' could not be converted to"))
     + rows(FailureKind.CONFIG_ERROR, _SCHEMA, "Hydra hydra/_internal/config_loader_impl.py, defaults_list.py",
-           ("Error merging", "Error merging data/dataset=cstm", r"\bError merging\s{1,4}\S"),
+           ("Error merging", "Error merging data/dataset=cstm",
+            r"^\s{0,8}(?:[\w.]{1,120}: )?Error merging (?:override |'|[\w./@-]{1,120}=)"),
            ("Could not find '", "In 'config': Could not find 'trainer/gpu8'",
             r"In '[^'\n]{1,200}': Could not (?:find|load) '"),
            ("Cannot find primary config", "Cannot find primary config 'pretrain'. Check that it's in your config "
