@@ -236,7 +236,8 @@ def _config_assertion(text: str, start: int) -> Failure | None:
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
         frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
-        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES):
+        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES) \
+                or F_CONFIG.asserts_arguments(_line_at(text, idx), frames):
             return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
                             _evidence(text, idx))
         idx = text.find("AssertionError", idx + 1)
@@ -648,7 +649,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _missing_module(text, start)
         or _config_shape(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
-                      + F_CONFIG.ENVIRONMENT, start)
+                      + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING, start)
         or _hydra_target(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")

@@ -22,6 +22,9 @@ FAILURE_TABLES = {
     "config data": config.DATA_MISSING,
     "config resume and build": config.RESUME_MISSING + config.EXTENSION_BUILD,
     "config environment": config.ENVIRONMENT,
+    "config op load": config.OP_LOAD,
+    "config schema": config.SCHEMA,
+    "config model missing": config.MODEL_MISSING,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 
