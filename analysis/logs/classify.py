@@ -236,7 +236,8 @@ def _config_assertion(text: str, start: int) -> Failure | None:
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
         frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
-        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES):
+        if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES) \
+                or F_CONFIG.asserts_arguments(_line_at(text, idx), frames):
             return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
                             _evidence(text, idx))
         idx = text.find("AssertionError", idx + 1)
@@ -642,13 +643,13 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         _by_log(text, FailureKind.SUBMIT_REFUSED, P.SUBMIT_REFUSED, start)
         or _gpu_fault(text, start)
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
-        or _by_family(text, F_MEM.HOST_MEMORY, start)
+        or _by_family(text, F_MEM.MEMORY, start)
         or _by_log(text, FailureKind.CONFIG_ERROR, P.CONFIG, start)
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
-                      + F_CONFIG.ENVIRONMENT, start)
+                      + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING, start)
         or _hydra_target(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")

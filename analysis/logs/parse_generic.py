@@ -16,7 +16,8 @@ not know any trainer; it knows the grammar those lines share:
                 one blank; a unit written in the key counts too (`time (ms)`, `iter_time_ms`, `... in s`)
 
 Keys are normalised (lower case, `_`/`-` and camelCase split into words) and given a role by their words: a
-per-step time (`time`, `step time`, `iter time`, `dt`, `seconds`, ...; not the parts of a step such as
+per-step time (`time`, `step time`, `iter time`, `dt`, `seconds`, a duration said as a verb: `took 1.2 s`,
+`completed in 1.2s`, `finished in 1200 ms`, ...; not the parts of a step such as
 `data_time` or `forward`), a cumulative time (`elapsed`, `wall`, `train_time`, or any time series that grows with
 the counter), a running average (`avg`, `mean`, `running`), a rate of steps, samples or tokens (`it/s`, `ups`,
 `samples/s`, `tps`, `tok/s`, `wps`; per GPU when the key or a `/gpu` says so), TFLOP/s, MFU, loss, memory and a
@@ -207,7 +208,11 @@ def _time_role(key: str, unit: str) -> str | None:
     timely = ("time" in key or "timing" in key or "duration" in key or "latency" in key or "sec/" in key
               or "s/step" in key
               or bool(words & {"dt", "seconds", "second", "secs", "sec", "elapsed", "wall"})
-              or (unit in _TIME_UNITS and _is(key, "step", "iter", "iteration", "t")))
+              or (unit in _TIME_UNITS and _is(key, "step", "iter", "iteration", "t"))
+              # a duration said as a verb: "step 10 took 1.25 s", "completed in 1.25s", "finished in 1250 ms"
+              # (not "Train 1792 in 4.39seconds": BigDL's compute time of a step, its wall clock is the step's)
+              or (unit in _TIME_UNITS and _is(key, "took", "taken", "completed in", "finished in", "done in",
+                                              "ran in")))
     if not timely or "per token" in key or "per sample" in key or unit in ("%",) or unit.lower() in _MEM_UNITS:
         return None
     if _has_word(key, _AVERAGE):
@@ -417,7 +422,7 @@ def _parse_line(line: str) -> _RecordContent | None:
         if rank is not None and 0 <= value < 1e12 and value == int(value):
             counters.append((rank, key or "n/N", int(value)))
             continue
-        if key or unit == "it/s" or unit in _PER_STEP_UNITS:
+        if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS:
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record

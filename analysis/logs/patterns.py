@@ -33,7 +33,8 @@ def _rows(label: str, *pairs: tuple[str, str]) -> tuple[Signature, ...]:
 # "CUDA error: out of memory" on the next start (fixture bigscience_mds_gpu_fault_cuda_oom_1.log), which must not
 # mark the layout as not fitting. "CUDA error: unspecified launch failure" is NOT here: it is a kernel fault,
 # usually a software bug (or the symptom of an Xid this table does catch), so it is a crash retried on the same
-# node rather than a reason to exclude a node that may be healthy.
+# node rather than a reason to exclude a node that may be healthy. Nor is "CUDA error: unknown error"
+# (cudaErrorUnknown): alone it names no hardware (families.hardware states the rule).
 GPU_FAULT = _rows(
     "GPU hardware fault",
     ("uncorrectable ECC error", "RuntimeError: CUDA error: uncorrectable ECC error encountered"),
@@ -48,7 +49,6 @@ GPU_FAULT = _rows(
      "RuntimeError: CUDA error: no CUDA-capable device is detected"),
     ("CUDA-capable devices are busy or unavailable",
      "RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable"),
-    ("CUDA error: unknown error", "RuntimeError: CUDA error: unknown error"),
     ("couldn't communicate with the NVIDIA driver",
      "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the latest "
      "NVIDIA driver is installed and running."),

@@ -6,9 +6,21 @@ E = gemm_eff_max · gen_eff(generation) (launcher.plan.step_time). Per FLOP/peak
 a straight line in x. `fit_profile` fits that line to the measured GEMMs (least squares; with fewer than three
 distinct x, or a fit that is not a decreasing efficiency curve, it keeps the constants' scale and fits E alone as
 the median of the GEMMs' own values), and `apply_compute` puts the fitted E and scale into the constants: the
-measured efficiency replaces the a-priori one wherever the estimator prices a dense GEMM (QKV, projection, FFN,
+measured efficiency moves the a-priori one wherever the estimator prices a dense GEMM (QKV, projection, FFN,
 logits, the experts' GEMMs, and their FP8 forms through fp8_gemm_eff), so the plan's step times move with the
-probe. The attention core, the memory-bound element-wise work and the communication are not GEMMs and keep their
+probe.
+
+How it moves it: the a-priori efficiency is an effective figure, fitted on measured training steps (it absorbs what
+the model leaves out), not what a bare cuBLAS GEMM reaches. On a nominal H100 SXM the probe measured 66 % of the
+peak where the fitted constants say 81 % at the same shapes, and putting the raw figure in made every prediction of
+two unseen H100 sweeps 9-12 % too slow (their a-priori step-time error was 1.5-2.3 % without the probe). So where
+the generation has a reference probe (REFERENCE_PROBES: the curve a probe measured on a nominal card), the probe is
+read as this card against the nominal one: E is scaled by measured / reference at the probe's own shapes (a
+power-capped, throttled or HBM2e card measures less and gets slower predictions; a nominal one changes little).
+Without a reference (the CPU stand-in, whose preset peak is a guess; a generation never probed) the measured curve
+replaces the a-priori one.
+
+The attention core, the memory-bound element-wise work and the communication are not GEMMs and keep their
 constants; the layer's forward + backward is reported beside the estimator's GEMM share (not fitted to).
 
 Peak for the efficiency: the cluster preset's peak_tflops (16-bit), x FP32_PEAK_SHARE for fp32 on a GPU, as the
@@ -40,6 +52,26 @@ MIN_FIT_POINTS = 3
 
 
 @dataclasses.dataclass(frozen=True)
+class ReferenceProbe:
+    """The GEMM efficiency curve a probe measured on a nominal card of a generation (16-bit, share of its peak)."""
+
+    gemm_eff: float
+    gemm_dim_scale: float
+    source: str
+
+    def eff(self, x: float) -> float:
+        return self.gemm_eff / (1.0 + self.gemm_dim_scale * x)
+
+
+REFERENCE_PROBES = {
+    "hopper": ReferenceProbe(0.7077, 71.05, "python -m launcher.computebench, bf16, 15 GEMMs (m 4096-32768, n 1536-"
+                             "151936, k 1536-8960) on one H100 80GB HBM3 SXM (700 W, 1980 MHz, driver 580.159.04, "
+                             "torch 2.11.0+cu130), 26 Nov 2026: 627-691 TFLOP/s, median 66.1 % of 989"),
+}
+"""Generation -> its reference probe: a line through the measured GEMMs (`_line`), as fit_profile fits a probe."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ComputeProfile:
     """What the estimator takes from a probe: the GEMM efficiency curve eff = gemm_eff / (1 + gemm_dim_scale · x),
     fitted to the measured GEMMs against the cluster's peak, and what the a-priori constants said."""
@@ -51,6 +83,12 @@ class ComputeProfile:
     peak_tflops: float              # the peak the efficiencies are shares of
     layer_tflops: Optional[float]   # the layer's model TFLOP/s (forward + backward), None without a layer
     source: str = ""
+    reference_eff: Optional[float] = None   # a nominal card's probe at the same shapes (median); None: no reference
+
+    @property
+    def relative(self) -> Optional[float]:
+        """This card's GEMMs against a nominal card's of its generation (measured / reference); None without one."""
+        return self.measured_eff / self.reference_eff if self.reference_eff else None
 
     def to_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -131,11 +169,20 @@ def fit_profile(result: ComputeResult, cluster: ClusterConfig, constants: Consta
     else:
         e = statistics.median((1.0 + scale * x) / y for x, y in zip(xs, ys))
     datasheet = statistics.median(gen_e / (1.0 + constants.gemm_dim_scale * x) for x in xs)
+    reference = reference_probe(cluster, result.precision)
     lay = result.layer
     return ComputeProfile(e, scale, statistics.median(1.0 / y for y in ys), datasheet, peak / 1e12,
                           lay.tflops if lay else None,
                           f"computebench {result.precision} on {result.device} ({result.cluster}), "
-                          f"{len(result.gemms)} GEMMs")
+                          f"{len(result.gemms)} GEMMs",
+                          statistics.median(reference.eff(x) for x in xs) if reference else None)
+
+
+def reference_probe(cluster: ClusterConfig, precision: str) -> Optional[ReferenceProbe]:
+    """The nominal card's probe to read this one against: 16-bit GEMMs on a GPU of a generation that has one."""
+    if is_cpu_standin(cluster.gpu) or precision not in ("bf16", "fp16"):
+        return None
+    return REFERENCE_PROBES.get(generation(cluster))
 
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> Optional[tuple[float, float]]:
@@ -149,9 +196,12 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> Optional[tuple[float, flo
 
 
 def apply_compute(cluster: ClusterConfig, constants: Constants, profile: ComputeProfile) -> Constants:
-    """The constants with the measured GEMM efficiency: gemm_eff_max · gen_eff(generation) = the fitted E (the
-    generation's multiplier stays, so that the calibration's generation terms keep their meaning) and the fitted
-    size dependence."""
+    """The constants with the measured GEMM efficiency. With a reference probe: the a-priori ceiling times this card
+    against the nominal one (the size dependence stays the fitted one's). Without: gemm_eff_max · gen_eff(generation)
+    = the fitted E (the generation's multiplier stays, so that the calibration's generation terms keep their
+    meaning) and the fitted size dependence."""
+    if profile.relative is not None:
+        return constants.with_values(gemm_eff_max=constants.gemm_eff_max * profile.relative)
     gen = constants.gen_eff(generation(cluster))
     return constants.with_values(gemm_eff_max=profile.gemm_eff / gen, gemm_dim_scale=profile.gemm_dim_scale)
 

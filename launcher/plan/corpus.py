@@ -134,9 +134,16 @@ def inter_node_gbytes_per_s(network: str, gpus_per_node: int) -> Optional[float]
     return gbits / 8 / (gpus_per_node if "per node" in text else 1)
 
 
+UNSTATED = "unstated:"
+"""Prefix of a recompute value the source does not state but the row's other evidence points to ('unstated:full'):
+the named mode is the nominal setting (the step time's), and the memory spans every mode, as for an empty cell."""
+
+
 def _recompute(text: str) -> tuple[str, int, bool]:
-    """(Layout.recompute, every k-th layer, offload) from the CSV's recompute column."""
+    """(Layout.recompute, every k-th layer, offload) from the CSV's recompute column ('unstated:<mode>': <mode>)."""
     t = text.strip().lower()
+    if t.startswith(UNSTATED):
+        t = t[len(UNSTATED):]
     if t in ("", "none"):
         return "none", 1, False
     if t in ("selective", "full"):
@@ -281,7 +288,9 @@ def parse_row(r: Mapping[str, str]) -> CorpusRow:
     # flash attention not stated: the 16-bit default (flash) for the step time, both settings for the memory
     flash_open = flash is None and precision != "fp32"
     nominal_flash = True if flash_open else bool(flash)
-    recompute_open = not r.get("recompute", "").strip()
+    # recompute not stated: empty (nominal none) or 'unstated:<mode>' (nominal <mode>, e.g. a step time the source
+    # derived with the checkpointing factor): the memory spans none / selective / full either way
+    recompute_open = not r.get("recompute", "").strip() or r["recompute"].strip().lower().startswith(UNSTATED)
     variants = _open_variants(layout, workload, nominal_flash, flash_open, recompute_open)
     return CorpusRow(r["source_id"], r.get("row_ref", ""), model, cluster, layout, precision, workload,
                      nominal_flash, state, step, mem, quantity, r.get("stack_version", ""), fp8_format,
@@ -294,7 +303,7 @@ def read_source(path: Path) -> tuple[list[CorpusRow], list[Skipped]]:
     rows, skipped = [], []
     for r in records:
         try:
-            rows.append(parse_row(r))
+            rows.append(measured_network(parse_row(r)))
         except (RowError, ValueError, KeyError) as exc:
             skipped.append(Skipped(r.get("source_id", path.stem), r.get("row_ref", ""), str(exc)))
     return rows, skipped
@@ -314,12 +323,26 @@ class ReplaySource:
     fitted: bool = True    # its rows take part in the fit of the constants (else they are only judged)
 
 
+SOURCE_NETWORK_STEP_S = {"nanotron_ultrascale_best": 43.5e-6}
+"""Sources that measured their own cluster's network, as the seconds one ring step waits across nodes beyond its
+bytes (Workload.network_step_s): every row of the source (its published CSV and its replay table: one campaign, one
+cluster) is priced with it. nanotron_ultrascale_best: the Ultra-Scale Playbook's figure 'Communication Bandwidth by
+Number of Nodes (size=256MB)' (section 'Pipeline Parallelism'; assets/data/benchmarks/pp_comm_bandwidth.html of the
+mirror vinjn/nanotron-ultrascale-playbook e3bcfc5c; the Playbook names the network: 'communicating between nodes
+(EFA)'), median bus bandwidth over every GPU of 1-64 nodes of 8 H100: all-gather 249.8, 184.6, 119.0, 69.0, 55.0,
+28.0, 11.0 GB/s and reduce-scatter 249.7, 181.6, 115.8, 68.6, 54.5, 27.9, 11.1 GB/s at 1, 2, 4, ... 64 nodes
+(all-reduce 436, 362, 160, 99.6, 84.7, 64.9, 32.9). A 256 MB all-gather thus takes 1.36 ms on 2 nodes and 24.3 ms
+on 64, where its bytes need ~0.65 ms at the nodes' 400 GB/s (p5: 32 x 100 Gb/s EFA per node): the rest grows with
+the ring's n - 1 steps, 33-51 us per step at every node count, 43.5 us by least squares over the 12 all-gather and
+reduce-scatter points (the all-reduce's: 29 us per n - 1)."""
+
 REPLAY_SOURCES = {
     "pub_ultrascale.csv": ReplaySource(
         "nanotron_ultrascale_best", "nanotron", "nanotron v0.5",
         "allocated_or_reserved: the playbook figure's 'GPU memory' (GB), read by bench_cluster from nanotron's "
         "'Peak allocated / Peak reserved' log line; which one is not said",
-        "crash_or_oom", fitted=False),
+        "crash_or_oom", network="AWS EFA between nodes of 8 x H100 (the Playbook: 'communicating between nodes "
+        "(EFA)')", fitted=False),
     "pub_vtrain.csv": ReplaySource("vtrain", "megatron_deepspeed", "Megatron-DeepSpeed (vTrain validation runs)",
                                    "", "oom", fitted=False),
 }
@@ -368,8 +391,17 @@ def read_replay(path: Path) -> tuple[list[CorpusRow], list[Skipped]]:
         except (RowError, ValueError, KeyError) as exc:
             skipped.append(Skipped(spec.source, record["row_ref"], str(exc)))
             continue
+        row = measured_network(row)
         rows.append(row if spec.fitted else replace(row, fitted=False))
     return rows, skipped
+
+
+def measured_network(row: CorpusRow) -> CorpusRow:
+    """The row with its source's measured network step latency (SOURCE_NETWORK_STEP_S), if the source has one."""
+    step_s = SOURCE_NETWORK_STEP_S.get(row.source)
+    if step_s is None:
+        return row
+    return replace(row, workload=replace(row.workload, network_step_s=step_s))
 
 
 def read_corpus(folder: Path = DEFAULT_DIR, sources: Optional[Iterable[str]] = None,

@@ -123,6 +123,7 @@ class Rates(NamedTuple):
     param_bytes: Num   # per parameter / HBM bandwidth, per micro-batch: microbatch_param_bytes / hbm_eff
     recast_bytes: Num  # the same, under full recompute: recompute_cast_bytes / hbm_eff
     step: Num          # per iteration: step_overhead_s
+    measured: Num = 1.0  # per second measured on the cluster itself (Workload.network_step_s): never fitted
 
 
 @functools.lru_cache(maxsize=256)
@@ -171,17 +172,28 @@ DP_BUCKET_BYTES = 100e6
 
 
 def collective_time_s(nbytes: float, ranks: int, gbytes_per_s: float, kind: str, r: Rates, *,
-                      spans_nodes: bool = False, calls: float = 1.0) -> Num:
+                      spans_nodes: bool = False, calls: float = 1.0, step_s: float = 0.0) -> Num:
     """NCCL ring time: all_reduce moves 2(n-1)/n · S per rank, reduce_scatter/all_gather (n-1)/n · S, p2p S;
     over the link bandwidth x net_eff (nccl-tests' bus bandwidth), plus `calls` latencies. A latency is
     latency_gpu_s for a node's 8-GPU all-reduce and grows with the ring's steps (2(n-1) for an all-reduce, n-1 for
     a reduce-scatter or all-gather), each INTER_NODE_HOP times longer when the ring crosses nodes; never below one
-    call's."""
+    call's.
+
+    step_s (Workload.network_step_s, the cluster's measured network): across nodes every call also waits step_s at
+    each of the ring's n - 1 positions (1 for a p2p), the latency-bound term of the alpha-beta model that a fixed
+    per-call latency misses at tens of nodes. A ring collective passes its chunks through every rank in turn, and
+    each of those steps waits on the slowest link, the network's; NCCL's tree (all-reduce only) does not shorten
+    all-gathers and reduce-scatters. Measured on the Playbook's EFA cluster (launcher.plan.corpus): a 256 MB
+    all-gather takes 1.4 ms on 2 nodes and 24.3 ms on 64 where its bytes need ~0.7 ms: 43.5 us per position; its
+    all-reduce ~0.7 x that per position (counted as the same n - 1)."""
     if ranks <= 1 and kind != "p2p":
         return 0.0
     steps = min(_RING_STEPS[kind](ranks), TREE_DEPTH * math.log2(max(2, ranks)))
     hops = steps * (INTER_NODE_HOP if spans_nodes else 1.0) / REFERENCE_STEPS
-    return _RING_FACTOR[kind](ranks) * nbytes / (gbytes_per_s * 1e9) * r.net + calls * max(1.0, hops) * r.latency
+    out = _RING_FACTOR[kind](ranks) * nbytes / (gbytes_per_s * 1e9) * r.net + calls * max(1.0, hops) * r.latency
+    if spans_nodes and step_s:
+        out = out + calls * max(1, ranks - 1) * step_s * r.measured
+    return out
 
 
 def spans_nodes(cluster: ClusterConfig, size: int, stride: int) -> bool:
@@ -371,21 +383,25 @@ def _shard_comm(c: _Ctx, cluster: ClusterConfig, layer_params_local: float, stag
     bw = group_bandwidth(cluster, d, lay.tp)
     span = spans_nodes(cluster, d, lay.tp)
     units = stage_layers + 1     # one FSDP unit per layer, plus the embeddings / output layer
+    step_s = wl.network_step_s
     reduce = collective_time_s(stage_params_local * facts.reduce_bytes, d, bw, "reduce_scatter", r,
-                               spans_nodes=span, calls=units)
-    edge = collective_time_s(layer_params_local * facts.reduce_bytes, d, bw, "reduce_scatter", r, spans_nodes=span)
+                               spans_nodes=span, calls=units, step_s=step_s)
+    edge = collective_time_s(layer_params_local * facts.reduce_bytes, d, bw, "reduce_scatter", r, spans_nodes=span,
+                             step_s=step_s)
     sync = syncs_every_microbatch(facts, wl) or lay.microbatches <= 1
     total = reduce if sync else 0.0
     if lay.zero_stage >= 3:
         gather = collective_time_s(stage_params_local * facts.gather_bytes, d, bw, "all_gather", r,
-                                   spans_nodes=span, calls=units)
+                                   spans_nodes=span, calls=units, step_s=step_s)
         total += gather * (2 if wl.resharded else 1)
-        edge += collective_time_s(layer_params_local * facts.gather_bytes, d, bw, "all_gather", r, spans_nodes=span)
+        edge += collective_time_s(layer_params_local * facts.gather_bytes, d, bw, "all_gather", r, spans_nodes=span,
+                                  step_s=step_s)
     replicas = lay.gradient_group // d
     if replicas > 1 and sync:     # HSDP: the shard's gradient across the replicas
         rbw = group_bandwidth(cluster, replicas, lay.tp * d)
         total += collective_time_s(stage_params_local / d * facts.reduce_bytes, replicas, rbw, "all_reduce", r,
-                                   spans_nodes=spans_nodes(cluster, replicas, lay.tp * d), calls=units)
+                                   spans_nodes=spans_nodes(cluster, replicas, lay.tp * d), calls=units,
+                                   step_s=step_s)
     return total, edge
 
 
@@ -401,7 +417,9 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
     bwd = 2 * dense + core_bwd + (ew_bwd + 2 * scores) * hbm_s
     tokens = lay.mbs * md.seq_len / lay.sequence_shards
     act_bytes = tokens * md.hidden * c.e
-    one = collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r, spans_nodes=c.tp_span) if t > 1 else 0.0
+    step_s = c.workload.network_step_s
+    one = (collective_time_s(act_bytes, t, c.tp_bw, "all_reduce", r, spans_nodes=c.tp_span, step_s=step_s)
+           if t > 1 else 0.0)
     allreduce = 2 * one                  # the forward's two (after attention and after the FFN)
     full = lay.recompute == "full"
     share = 1.0 / lay.recompute_every if full else 0.0     # layers whose forward runs twice
@@ -413,7 +431,8 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
         # which then run slower; counted as exposed, this reproduces Table 4's small net SP gain (-3 %, not the
         # -8 % of the element-wise savings alone).
         fwd_comm = (gathers + 2) / 2 * one
-        bwd_comm = fwd_comm + (2 * collective_time_s(act_bytes, t, c.tp_bw, "all_gather", r, spans_nodes=c.tp_span)
+        bwd_comm = fwd_comm + (2 * collective_time_s(act_bytes, t, c.tp_bw, "all_gather", r, spans_nodes=c.tp_span,
+                                                     step_s=step_s)
                                if c.facts.sp_regather and t > 1 else 0.0)
     else:   # 2 all-reduces forward; backward one per column-parallel input gradient
         fwd_comm, bwd_comm = allreduce, gathers * one
@@ -445,7 +464,8 @@ def microbatch_times(c: _Ctx, cluster: ClusterConfig, stage: int, params: float,
     pp = 0.0
     if p > 1:   # one activation forward, one gradient backward per chunk; scattered over the TP ranks when useful
         shard = t if (lay.sequence_parallel or c.pp_inter) else 1
-        pp = 2 * v * collective_time_s(act_bytes / shard, 2, c.pp_bw, "p2p", r)
+        pp = 2 * v * collective_time_s(act_bytes / shard, 2, c.pp_bw, "p2p", r, spans_nodes=c.pp_inter,
+                                       step_s=step_s)
     cp = 0.0
     if lay.sequence_shards > 1:
         # Ring attention passes each rank's K and V chunk (tokens x kv width / t) round the cp ranks: cp-1 steps,
@@ -479,9 +499,10 @@ def _dp_collectives(c: _Ctx, cluster: ClusterConfig, precision: str, params: flo
         units = c.model.layers / lay.pp + 1
         reduce = collective_time_s(params * facts.reduce_bytes, d_shard, group_bandwidth(cluster, d_shard, lay.tp),
                                    "reduce_scatter", c.r, spans_nodes=spans_nodes(cluster, d_shard, lay.tp),
-                                   calls=units)
+                                   calls=units, step_s=c.workload.network_step_s)
         gather = collective_time_s(params * 2.0, d, _dp_bandwidth(cluster, lay), "all_gather", c.r,
-                                   spans_nodes=spans_nodes(cluster, d, lay.tp), calls=units)
+                                   spans_nodes=spans_nodes(cluster, d, lay.tp), calls=units,
+                                   step_s=c.workload.network_step_s)
         return reduce, gather if lay.zero_stage == 2 else 0.0
     if lay.zero_stage >= 3:
         return 0.0, 0.0
@@ -492,7 +513,7 @@ def _dp_collectives(c: _Ctx, cluster: ClusterConfig, precision: str, params: flo
 
     def coll(nbytes: float, kind: str) -> Num:
         return collective_time_s(nbytes, d, bw, kind, c.r, spans_nodes=span,
-                                 calls=max(1.0, nbytes / DP_BUCKET_BYTES))
+                                 calls=max(1.0, nbytes / DP_BUCKET_BYTES), step_s=c.workload.network_step_s)
     if lay.zero_stage == 2:
         return 0.0, coll(weight_bytes, "all_gather")
     if lay.zero_stage == 0 and not lay.distributed_optimizer:

@@ -43,10 +43,17 @@ class Workload:
     grad_accum_sync: Optional[bool] = None
     """FSDP/ZeRO-2/3 reduce gradients after every micro-batch (True) or keep unsharded gradients and reduce once per
     step (False: FSDP1 no_sync, FSDP2 set_requires_gradient_sync(False)). None: the stack's default."""
+    network_step_s: float = 0.0
+    """Seconds one step of a ring collective takes across the cluster's network beyond its bytes, as the cluster's
+    own network measurement gives it (launcher.plan.step_time.collective_time_s; the Ultra-Scale Playbook's EFA
+    cluster: 43.5 us, launcher.plan.corpus.SOURCE_NETWORK_STEP_S). 0: not measured, only the fitted per-call
+    latency (constants.latency_gpu_s) is counted."""
 
     def __post_init__(self) -> None:
         if self.fsdp not in FSDP_MODES:
             raise ConfigError("workload.fsdp", self.fsdp, f"use one of {', '.join(repr(m) for m in FSDP_MODES)}")
+        if self.network_step_s < 0:
+            raise ConfigError("workload.network_step_s", self.network_step_s, "a duration in seconds, >= 0")
         if self.attention_kernel not in ("", "fa2", "fa3", "triton"):
             raise ConfigError("workload.attention_kernel", self.attention_kernel, "use '', 'fa2', 'fa3' or 'triton'")
 

@@ -146,4 +146,12 @@ def describe(cfg: RootConfig, profile: ComputeProfile) -> str:
     return (f"{profile.source}: GEMM efficiency {100 * profile.measured_eff:.1f}% of the {profile.peak_tflops:g} "
             f"TFLOP/s peak of {cfg.cluster.name} (a-priori {100 * profile.datasheet_eff:.1f}% at the same shapes; "
             f"fitted ceiling {100 * profile.gemm_eff:.1f}%, size scale {profile.gemm_dim_scale:.3g}){layer}; "
-            "the estimator used the measured efficiency")
+            f"{_how_used(profile)}")
+
+
+def _how_used(profile: ComputeProfile) -> str:
+    ref, relative = profile.reference_eff, profile.relative
+    if ref is None or relative is None:
+        return "the estimator used the measured efficiency"
+    return (f"a nominal card of this generation measures {100 * ref:.1f}% (launcher.computebench."
+            f"view.REFERENCE_PROBES): the estimator scaled its GEMM efficiency by {relative:.3f}")

@@ -14,7 +14,7 @@ from launcher.core.states import TrialState, state_for_kind
 
 FAILURE_TABLES = {
     "hardware": hardware.GPU_HARDWARE + hardware.GPU_HARDWARE_SHAPES,
-    "memory": memory.HOST_MEMORY,
+    "memory": memory.MEMORY,
     "network": network.NETWORK,
     "orchestrator": orchestrator.NODE_LOST + orchestrator.PREEMPTION + orchestrator.DEADLINE
     + orchestrator.OUTSIDE_STOP + orchestrator.NODE_DIED,
@@ -22,6 +22,9 @@ FAILURE_TABLES = {
     "config data": config.DATA_MISSING,
     "config resume and build": config.RESUME_MISSING + config.EXTENSION_BUILD,
     "config environment": config.ENVIRONMENT,
+    "config op load": config.OP_LOAD,
+    "config schema": config.SCHEMA,
+    "config model missing": config.MODEL_MISSING,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

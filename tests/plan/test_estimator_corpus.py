@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,10 @@ def test_memory_quantity_vocabulary_and_open_inputs():
     assert open_.flash and open_.layout.recompute == "none"
     settings = {(lay.recompute, flash) for lay, _, flash in open_.memory_variants}
     assert settings == {(rc, f) for rc in ("none", "selective", "full") for f in (True, False)} - {("none", True)}
+    likeliest = parse_row(row(n_gpus=8, dp=8, gbs=64, step_time_s=1.0, recompute="unstated:full",
+                              flash_attention="false"))
+    assert likeliest.layout.recompute == "full"      # the step time's setting
+    assert {lay.recompute for lay, _, _ in likeliest.memory_variants} == {"none", "selective"}
 
 
 def test_open_inputs_widen_the_memory_interval_and_the_oom_judgement():
@@ -253,3 +258,26 @@ def test_replay_tables_join_their_campaign_and_are_judged_not_fitted():
     assert grid.mem_quantity == "allocated_or_reserved" and grid.workload.stack == "nanotron"
     without = read_corpus()[0]                                   # replay tables only when asked for
     assert "vtrain" not in {r.source for r in without} and all(r.fitted for r in without)
+
+
+def test_a_source_that_measured_its_network_prices_every_row_with_it():
+    """The Ultra-Scale Playbook measured its EFA cluster (launcher.plan.corpus.SOURCE_NETWORK_STEP_S): its published
+    best configurations and its replay grid carry the step latency; other sources do not. On 64 nodes it is what
+    the step is made of for a small model, on one node it changes nothing."""
+    from launcher.plan.corpus import REPLAY_DIR, SOURCE_NETWORK_STEP_S
+    from launcher.plan.estimator import estimate
+
+    rows, _ = read_corpus(sources=["nanotron_ultrascale_best", "kempnerforge_h200"], replay=REPLAY_DIR)
+    steps = {(r.source, r.workload.network_step_s) for r in rows}
+    assert steps == {("nanotron_ultrascale_best", SOURCE_NETWORK_STEP_S["nanotron_ultrascale_best"]),
+                     ("kempnerforge_h200", 0.0)}
+
+    def seconds(r, step_s):
+        w = replace(r.workload, network_step_s=step_s)
+        return estimate(r.model, r.cluster, r.layout, r.precision, flash_attention=r.flash, workload=w,
+                        backend=r.backend).step_time_s
+    grid = [r for r in rows if not r.fitted and r.state == "ok"]
+    one_node = next(r for r in grid if r.layout.nodes == 1)
+    wide = next(r for r in grid if r.layout.nodes == 64 and r.layout.zero_stage == 1 and r.layout.pp == 1)
+    assert seconds(one_node, 43.5e-6) == pytest.approx(seconds(one_node, 0.0))
+    assert seconds(wide, 43.5e-6) > 1.5 * seconds(wide, 0.0)

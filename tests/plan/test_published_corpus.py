@@ -94,8 +94,10 @@ def check_vocabulary(sid: str, i: int, row: dict[str, str]) -> None:
     assert row["precision"] in PRECISIONS, where(sid, i, "precision", row["precision"]) + f"; use {sorted(PRECISIONS)}"
     rc = row["recompute"]
     assert (rc == "" or rc in RECOMPUTE or rc.startswith("other:")
-            or (rc.startswith("full_every_k:") and rc.split(":", 1)[1].isdigit())), \
-        where(sid, i, "recompute", rc) + f"; use {sorted(RECOMPUTE)}, full_every_k:<k> or other:<text>"
+            or (rc.startswith("full_every_k:") and rc.split(":", 1)[1].isdigit())
+            or (rc.startswith("unstated:") and rc.split(":", 1)[1] in RECOMPUTE - {"offload"})), \
+        where(sid, i, "recompute", rc) + (f"; use {sorted(RECOMPUTE)}, full_every_k:<k>, other:<text> or "
+                                          "unstated:<none|selective|full> (not stated; the likeliest mode)")
     assert row["fsdp"] in FSDP, where(sid, i, "fsdp", row["fsdp"]) + f"; use one of {sorted(FSDP)}"
     assert row["zero_stage"] in ("", "0", "1", "2", "3"), where(sid, i, "zero_stage", row["zero_stage"]) + "; 0-3"
     assert row["state"] in STATES, where(sid, i, "state", row["state"]) + f"; use one of {sorted(STATES)}"

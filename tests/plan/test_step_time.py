@@ -44,6 +44,30 @@ def test_ring_collective_times():
     assert st.collective_time_s(S, 1, bw, "all_reduce", r) == 0.0
 
 
+PLAYBOOK_ALL_GATHER_MS = {2: 1.36, 64: 24.3}
+"""The Ultra-Scale Playbook's own measurement of its EFA cluster (launcher.plan.corpus.SOURCE_NETWORK_STEP_S): a
+256 MB all-gather over every GPU of 2 and of 64 nodes of 8 H100 (bus bandwidth 184.6 and 11.0 GB/s)."""
+
+
+@pytest.mark.parametrize("nodes", sorted(PLAYBOOK_ALL_GATHER_MS))
+def test_measured_network_step_latency_reproduces_the_playbooks_all_gather(nodes):
+    """Worked example (alpha-beta): a 256 MB all-gather over n = 8 x nodes ranks moves (n-1)/n x 256 MB at the node's
+    400 GB/s (p5: 32 x 100 Gb/s EFA) and waits 43.5 us at each of its n - 1 ring positions: 2 nodes 0.63 + 0.65 =
+    1.28 ms (measured 1.36), 64 nodes 0.67 + 22.2 = 22.9 ms (measured 24.3). Without the measured step latency the
+    model says 0.7 ms at any node count, 35x too fast at 64 nodes."""
+    S, n = 2 ** 28, 8 * nodes
+    r = st.rates(DEFAULT, cpu=False)._replace(net=1.0, latency=0.0)    # bytes at the nominal bus bandwidth only
+    t = st.collective_time_s(S, n, 400.0, "all_gather", r, spans_nodes=True, step_s=43.5e-6)
+    assert t == pytest.approx((n - 1) / n * S / 400e9 + (n - 1) * 43.5e-6)
+    assert t * 1e3 == pytest.approx(PLAYBOOK_ALL_GATHER_MS[nodes], rel=0.1)
+    without = st.collective_time_s(S, n, 400.0, "all_gather", r, spans_nodes=True)
+    assert without * 1e3 < 0.7 < PLAYBOOK_ALL_GATHER_MS[nodes]
+    # inside a node (NVLink) the network's step latency is not paid; a p2p across nodes pays one step
+    assert st.collective_time_s(S, 8, 400.0, "all_gather", r, step_s=43.5e-6) == pytest.approx(7 / 8 * S / 400e9)
+    assert st.collective_time_s(S, 2, 400.0, "p2p", r, spans_nodes=True, step_s=43.5e-6) == pytest.approx(
+        S / 400e9 + 43.5e-6)
+
+
 def test_breakdown_adds_up_and_rates_follow_from_step_time():
     e = step()
     assert sum(e.time_breakdown_s.values()) == pytest.approx(e.step_time_s)

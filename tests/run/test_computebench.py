@@ -3,6 +3,7 @@ GEMM efficiency curve moves the plan's step times the way the probe says), the c
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from launcher.computebench.result import (
 )
 from launcher.computebench.result import load as load_result
 from launcher.computebench.view import (
+    REFERENCE_PROBES,
     apply_compute,
     cache_name,
     find_cached,
@@ -171,3 +173,57 @@ def test_a_probe_over_its_time_box_starts_no_more_shapes_and_says_which(tmp_path
     result = load_result(out)
     assert 1 <= len(result.gemms) < 6 and len(result.gemms) + len(result.skipped) == 6
     assert "not measured" in proc.stdout and result.layer is None
+
+
+H100_PROBE = REPO / "tests" / "fixtures" / "computebench" / "h100-sxm5-80gb-2026-11-26.json"
+
+
+def on_h100(result: ComputeResult) -> ComputeResult:
+    return dataclasses.replace(result, cluster="h100-80g", device="NVIDIA H100 80GB HBM3", precision="bf16")
+
+
+def test_the_hopper_reference_is_the_real_h100_probe_it_cites(load):
+    """REFERENCE_PROBES['hopper'] is the line through the probe in tests/fixtures: read against itself, that card
+    is nominal (relative 1), and its raw efficiency is well under the fitted a-priori one (why it is read as a ratio)."""
+    cluster = load("+sweep=tiny", "cluster=h100-80g").cluster
+    profile = fit_profile(load_result(H100_PROBE), cluster, DEFAULT)
+    ref = REFERENCE_PROBES["hopper"]
+    assert profile.gemm_eff == pytest.approx(ref.gemm_eff, rel=1e-3)
+    assert profile.gemm_dim_scale == pytest.approx(ref.gemm_dim_scale, rel=1e-3)
+    assert profile.relative == pytest.approx(1.0, abs=0.01)
+    assert profile.measured_eff < 0.9 * profile.datasheet_eff
+
+
+@pytest.mark.parametrize("factor", [0.7, 1.0, 1.1])
+def test_on_a_gpu_with_a_reference_the_probe_scales_the_a_priori_efficiency(load, factor):
+    """An H100 whose GEMMs run at `factor` x the nominal card's: the a-priori ceiling is scaled by `factor` (its size
+    dependence kept), so a nominal card leaves the plan as it was and a slow one makes every step slower."""
+    cfg = load("+sweep=one-gpu")
+    ref = REFERENCE_PROBES["hopper"]
+    result = on_h100(curve_result(ref.gemm_eff * factor, ref.gemm_dim_scale, peak_flops(cfg.cluster, "bf16"),
+                                  shapes=((4096, 4096, 4096), (16384, 2048, 1536), (8192, 151936, 2048))))
+    constants, profile = compute.with_compute(cfg, DEFAULT, result)
+    assert profile is not None and profile.relative == pytest.approx(factor)
+    assert constants.gemm_eff_max == pytest.approx(DEFAULT.gemm_eff_max * factor)
+    assert constants.gemm_dim_scale == DEFAULT.gemm_dim_scale
+    assert "scaled its GEMM efficiency" in compute.describe(cfg, profile)
+    before = {t.config_hash: t.estimate.step_time_s for t in make_plan(cfg, constants=DEFAULT).trials}
+    after = {t.config_hash: t.estimate.step_time_s for t in make_plan(cfg, constants=constants).trials}
+    ratios = {key: after[key] / step_s for key, step_s in before.items()}
+    for key, ratio in ratios.items():   # a step bound by the CPU's kernel dispatch does not move with the GEMMs
+        if factor == 1.0:
+            assert ratio == pytest.approx(1.0), key
+        else:
+            assert (1.0 <= ratio <= 1 / factor + 1e-9) if factor < 1 else (1 / factor - 1e-9 <= ratio <= 1.0), key
+    assert factor == 1.0 or sum(abs(r - 1.0) > 0.01 for r in ratios.values()) > len(ratios) / 2
+
+
+def test_without_a_reference_the_measured_curve_replaces_the_a_priori_one(load):
+    """fp32 on an H100 (no fp32 reference) and the CPU stand-in: the fitted curve itself is used."""
+    cluster = load("+sweep=tiny", "cluster=h100-80g").cluster
+    fp32 = dataclasses.replace(on_h100(curve_result(0.5, 90.0, peak_flops(cluster, "fp32"))), precision="fp32")
+    profile = fit_profile(fp32, cluster, DEFAULT)
+    assert profile.reference_eff is None and profile.relative is None
+    constants = apply_compute(cluster, DEFAULT, profile)
+    assert constants.gemm_eff_max * constants.gen_eff(generation(cluster)) == pytest.approx(0.5)
+    assert constants.gemm_dim_scale == pytest.approx(90.0)

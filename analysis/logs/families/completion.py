@@ -31,6 +31,10 @@ _BUDGET_WHAT = r"(?:training[ _])?(?:steps?|iters?|iterations?|epochs?|updates?)
 _BUDGET = (rf"(?i)\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b[^\n]{{0,30}}"
            rf"\b(?:is |has been |was )?reached\b"
            rf"|\breached\b[^\n]{{0,12}}\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b")
+# A line that names finishing as one of two outcomes ("completed or interrupted", "finished or failed") proves
+# neither.
+_NOT_OR = r"(?!\s{1,3}or\s{1,3}(?:interrupt|fail|abort|crash|stop|kill|cancel|error))"
+_NOT_EITHER = "COMPLETED" + _NOT_OR
 COMPLETION = (
     rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",
          ("worker group successfully finished", "INFO:torch.distributed.elastic.agent.server.api:[default] worker "
@@ -51,12 +55,14 @@ COMPLETION = (
            ("after training is done", "[after training is done] datetime: 2025-03-02 10:44:12"),
            ("exiting program", "exiting program after 240.0 minutes", r"exiting program (?:after|at iteration)"))
     + rows(FailureKind.OK, _DONE, "torchtitan train.py; LSF job report",
-           ("Training completed", "[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed"),
+           # not "Training completed or interrupted" (verl's fully-async runner prints it on either outcome)
+           ("Training completed", "[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed",
+            _NOT_EITHER.replace("COMPLETED", "Training completed")),
            ("Successfully completed.", "Successfully completed."))
     + rows(FailureKind.OK, _DONE, "trainers' end-of-training lines",
            ("raining", "Finished training after 5000 steps",
-            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b|\bfinished training\b|"
-            r"\bdone training\b"))
+            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
+            + r"|\bfinished training\b|\bdone training\b"))
     + rows(FailureKind.OK, _DONE, "llama-recipes train_utils.py; Lightning fit_loop.py; trainers' step budgets",
            ("eached", "max training steps reached, stopping training, total train steps finished:  6", _BUDGET),
            ("eached", "Reached maximum number of iterations (20000), stopping", _BUDGET))
@@ -75,6 +81,13 @@ COMPLETION = (
 # the scaler runs after a step's backward pass, so a skipped step is a step that ran; at start-up the dynamic
 # scale searches down from 2^16 or 2^32 this way before the first step is applied. A scale that collapses is
 # judged by families.divergence first.
+_DURATION = r"(?:\d{1,3}:\d{2}:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?\s{0,2}(?:s|sec|secs|seconds|ms|min|mins|minutes|h)\b)"
+_EPOCH_DURATION = rf"(?i)\bepoch (?:took|time|duration)\b\s{{0,3}}[:=]?\s{{0,3}}{_DURATION}"
+_EPOCH_LOSS = (r"(?i)\bepoch\b\s{0,3}[:#=\[]?\s{0,3}\d{1,6}\s{0,2}(?:/\s{0,2}\d{1,6})?\]?[^\n]{0,40}"
+               r"\btrain(?:ing)?[ _]loss\b\s{0,3}[:=]?\s{0,3}-?\d")
+_VALUE_FIRST_LOSS = (r"-?\d+(?:\.\d+)?\s{1,3}loss,[^\n]{0,160}?\b\d+(?:\.\d+)?\s{0,2}(?:s|ms|sec)"
+                     r"(?:\s*$|\s*,|\s+run\b)|\b\d+(?:\.\d+)?\s{0,2}(?:s|ms|sec)\s+run,\s{0,3}-?\d+(?:\.\d+)?"
+                     r"\s{1,3}loss,")
 PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
                  ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
                                        "step_microstep: 0.06"),
@@ -94,6 +107,23 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("skipped=", "[2024-01-01 10:00:01,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, "
                                 "skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]",
                     r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\["))
+            # Trainers without a step counter (any format): a per-epoch summary naming the epoch counter and its
+            # train loss, an epoch's duration, or a loss written value-first with a time field. They show that
+            # training ran; no step time is read from them (an epoch is not a step).
+            + rows(FailureKind.OK, "training steps ran", "trainers' per-epoch summaries and value-first records "
+                                                         "(nnU-Net, MonoCon, tinygrad, PyTorch loops)",
+                   ("epoch took", "2021-05-20 14:49:17.903927: This epoch took 965.255083 s", _EPOCH_DURATION),
+                   ("poch time", "epoch 3 done, epoch time: 412.7s", _EPOCH_DURATION),
+                   ("poch Time", "- Epoch Time: 0:04:41", _EPOCH_DURATION),
+                   ("rain loss", "Epoch: 8/200 | Train loss: 46.6655 | Val loss: 24.7954 | Time:  31.958s",
+                    _EPOCH_LOSS),
+                   ("RAIN LOSS", "EPOCH 4/50 TRAIN LOSS = 0.8123", _EPOCH_LOSS),
+                   ("rain_loss", "epoch 7/30 - train_loss: 0.3120 - val_loss: 0.3411", _EPOCH_LOSS),
+                   ("raining_loss", "[epoch 12] training_loss: 0.412 acc: 0.91", _EPOCH_LOSS),
+                   ("poch duration", "epoch duration: 12.5 min", _EPOCH_DURATION),
+                   (" loss, ", "9.8271 loss, 0.000050067902 LR, 124.27 GB used, 5.15 s", _VALUE_FIRST_LOSS),
+                   (" loss, ", "   10 4.40 s run, 11.8750 loss, 0.000000000005 LR, 1454.57 GB used",
+                    _VALUE_FIRST_LOSS))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))

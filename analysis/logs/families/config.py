@@ -31,9 +31,11 @@ from launcher.core.layout import DIMENSIONS
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
-    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>AssertionError|ValueError|ArgumentError|ArgumentTypeError|"
-    r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|ValidationError|"
+    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssertionError|[Vv]alueError|ArgumentError|ArgumentTypeError|"
+    r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
+    r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
+    r"ZeRORuntimeException|"
     r"RuntimeError)\s{0,4}:\s{0,4}"
     r"(?P<msg>[^\n]{0,400})")
 RELATION = re.compile(
@@ -41,14 +43,20 @@ RELATION = re.compile(
     r"does not match|doesn't match|do not match|mismatch|not equal|!=|\bexpected\b[^\n]{0,80}\b(?:got|but|found)\b|"
     r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceed(?:s|ed)?\b|larger than|greater than|"
     r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
-    r"invalid (?:value|choice|argument|combination|configuration)|out of range|not (?:a )?valid|but only|"
+    r"invalid (?:value|choice|argument|combination|configuration)|"
+    r"\binvalid (?:\w{1,30} ){1,2}(?:name|value|choice|option)\b|out of range|not (?:a )?valid|but only|"
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data|"
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
-    r"no longer (?:valid|supported)|(?:does|do) not support|supports? only|only supports?|can only (?:be|happen)|"
+    r"no longer (?:valid|supported)|(?:does|do) not support|(?:doesn't|don't) support|(?:isn't|aren't) supported|"
+    r"supports? only|only supports?|can only (?:be|happen)|"
     r"only (?:be )?(?:used|applicable|available|tested|works?) (?:with|when|for|if|on)|required field|"
-    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b")
+    r"not a field\b|duplicate keys?\b|\bonly (?:when|if|across)\b|\bonly\b[^\n]{1,40}\b(?:is|are) supported\b|"
+    # a value the run's inputs had to carry ("Expected 'lang' to be set for AggregateTokenizer.", NeMo's tokenizers
+    # and manifest readers; "x must be provided", "please specify x")
+    r"\b(?:expected|must|should|needs?|has|have)\b[^\n]{0,60}?\bto be (?:set|provided|specified|given|defined|passed|"
+    r"present)\b|\bmust be (?:set|provided|specified|given|defined|passed)\b|\bplease (?:set|specify|provide)\b")
 DEGREES = (*(d.name for d in DIMENSIONS if d.kind == "split"), "sp")
 """How frameworks abbreviate a parallel degree in their messages ('ep size', 'TP degree'): the Layout's split
 dimensions, whose names are those abbreviations (tp, pp, dp, cp, vpp, ep, etp), and sequence parallelism's 'sp'."""
@@ -60,10 +68,11 @@ QUANTITY = re.compile(
     r"\bmoe\b|zero[ _-]?stage|\bzero\b|offload|fp16|bf16|fp8|dtype|precision|\branks?\b|\bgpus?\b|\bdevices?\b|"
     r"\bnodes?\b|nproc|distributed training|\bsplits?\b|dataset|data[ _-]?path|\bsamples?\b|train[ _-]?iters|"
     r"iterations|number of weights|quantiz|"
-    r"\bargument|\boption|\bflag\b|\bconfig|\bparameter|tokenizer|checkpoint|"
+    r"\bargument|\boption|\bflag\b|\bconfig|_config\b|\bparameter|tokenizer|checkpoint|"
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
-    r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher")
+    r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher|"
+    r"\bstrateg(?:y|ies)\b|sharding")
 # RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
 RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|must (?:be|equal|match)|should (?:be|equal|match)|"
                               r"does not match|mismatch|!=")
@@ -72,6 +81,21 @@ CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "tr
                        "parallel_state.py", "model_parallel_config.py", "training_args.py", "/datasets/",
                        "dataset.py", "data_samplers.py", "indexed_dataset", "blended_", "dataset_utils",
                        "build_train_valid_test", "dataset_config.py")
+# A bare `AssertionError` (no message) whose assert statement, as the traceback quotes it above the exception,
+# checks the run's arguments ("assert args.batch_size % len(devices) == 0"): any script's argument check. With a
+# message, the message decides (is_config_message).
+ARG_ASSERT = re.compile(r"^\s{0,12}assert\s{1,4}\(?\s{0,4}(?:not\s{1,4})?(?:len\()?(?:self\.)?"
+                        r"(?:args|cfg|config|hparams|opt|training_args|neox_args)\.\w", re.MULTILINE)
+BARE_ASSERT = re.compile(r"(?:^|[\s\]:>|])AssertionError\s{0,4}$")
+
+
+def asserts_arguments(exception_line: str, frames: str) -> bool:
+    """Is this a message-less AssertionError whose quoted assert statement (the last source line of `frames`)
+    checks the run's arguments (ARG_ASSERT)?"""
+    if BARE_ASSERT.search(exception_line) is None:
+        return False
+    last = frames.rstrip().rsplit("\n", 1)[-1]
+    return ARG_ASSERT.match(last) is not None
 EXAMPLES = (  # written in the shapes above; none is a known needle of patterns.CONFIG
     "AssertionError: world size 24 is not compatible with tensor parallel 8 x pipeline parallel 2",
     "ValueError: The number of GPUs (6) must equal tp_size * pp_size * dp_size = 8",
@@ -93,18 +117,33 @@ FLAG = re.compile(r"(?:^|[\s'\"`(=,])--[a-z][a-z0-9]{1,40}(?:[-_][a-z0-9]{1,40})
 
 # Types that name a configuration error themselves (DeepSpeedConfigError, ElasticityConfigError, Lightning's
 # MisconfigurationException, OmegaConf/Hydra's): the type is the statement, whatever the message says.
+# Schema validators' types count too: pydantic's ValidationError (DeepSpeed's config models, NeMo 2 / Megatron-Bridge
+# configs), jsonschema's, huggingface_hub's HFValidationError (a model id or path that is not one); OmegaConf's
+# interpolation and grammar errors and Hydra's override parser are configuration errors by construction.
 CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationException|ConfigAttributeError|"
-                          r"ConfigKeyError|MissingMandatoryValue|ConfigCompositionException|MissingConfigException")
+                          r"ConfigKeyError|MissingMandatoryValue|ConfigCompositionException|MissingConfigException|"
+                          r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|"
+                          r"OverrideParseException")
+# A check on a field of the run's arguments or config object ("AssertionError: args.num_layers_per_virtual_pipeline_"
+# "stage requires ...", "assert cfg.model.tokenizer ..."): Megatron's validate_args, NeMo/fairseq cfg checks.
+ARGS_FIELD = re.compile(r"\b(?:args|cfg|hparams|training_args|neox_args|self\.args|self\.cfg)\.[a-z_]\w{1,60}")
+# A check that tells the user what to set ("Please specify `target_modules` in `peft_config`", "x must be provided",
+# "please install deepspeed"): the message is the fix, so the error is the run's configuration (not for RuntimeError).
+DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|use|install|upgrade|downgrade|"
+                       r"check your "
+                       r"(?:config|arguments|settings))\b|\bmust be (?:set|provided|specified|given|passed)\b|"
+                       r"\b(?:is|was) not (?:set|specified|provided)\b")
 
 
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
+    exc_type = exc_type[:1].upper() + exc_type[1:]  # a reporter's "valueError" is still a ValueError
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
     if exc_type == "RuntimeError":
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
-    if FLAG.search(message) is not None:
+    if FLAG.search(message) or ARGS_FIELD.search(message) or DIRECTIVE.search(message):
         return True
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
 
@@ -131,6 +170,8 @@ DATA_MISSING = (
            ("Couldn't find a dataset script at", "FileNotFoundError: Couldn't find a dataset script at "
                                                  "/work/corpus/my_set/my_set.py or any data file in the same "
                                                  "directory."),
+           ("Unable to find '", "FileNotFoundError: Unable to find '/data/sft/train.json'",
+            r"(?:^|Error: )Unable to find '[^'\n]{1,300}'"),
            ("doesn't exist on the Hub", "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/corpus-v9' doesn't "
                                         "exist on the Hub or cannot be accessed."))
     + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "trainers' data-path checks (the shape)",
@@ -149,8 +190,36 @@ RESUME_MISSING = (
     + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "Lightning lightning_fabric/plugins/io/torch_io.py "
            "load_checkpoint",
            ("Checkpoint file not found: ", "FileNotFoundError: Checkpoint file not found: runs/exp1/ckpts/last.ckpt",
-            r"(?:FileNotFoundError|Error):\s{0,4}Checkpoint file not found: "))
+            r"(?:FileNotFoundError|Error):\s{0,4}Checkpoint file not found: "),
+           ("not found. Aborting training", "FileNotFoundError: Checkpoint at runs/exp1/last.ckpt not found. Aborting "
+                                            "training."))
+    # HF Trainer's _load_from_checkpoint (a resume_from_checkpoint directory without weights) and the shape of any
+    # trainer's "can't find a checkpoint" refusal; a warning that training starts from scratch instead is not one.
+    + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "transformers trainer.py _load_from_checkpoint; trainers' resume "
+           "checks (the shape)",
+           ("ind a valid checkpoint", "ValueError: Can't find a valid checkpoint at /out/sft/checkpoint-32500"),
+           ("checkpoint", "RuntimeError: could not find any checkpoint to resume from in /ckpt/run7",
+            r"(?i)^(?![^\n]*(?:warn|from scratch|start(?:ing)? (?:fresh|from)|random))[^\n]*\b(?:can'?t|cannot|could "
+            r"not|couldn't|unable to) (?:find|locate) (?:a |any |the )?(?:valid |latest |last )?checkpoint"))
 )
+# ---- the model or tokenizer the configuration names cannot be found (a path or a model id that is not one):
+# transformers' from_pretrained (configuration_utils.py, modeling_utils.py, tokenization_utils_base.py) and
+# huggingface_hub's file resolution.
+_MODEL_MISSING = "the model or tokenizer named by the configuration cannot be found"
+MODEL_MISSING = rows(
+    FailureKind.CONFIG_ERROR, _MODEL_MISSING, "transformers configuration_utils.py / modeling_utils.py / "
+    "tokenization_utils_base.py (from_pretrained), huggingface_hub",
+    ("is not a valid model identifier", "OSError: llama-7b is not a local folder and is not a valid model identifier "
+                                        "listed on 'https://huggingface.co/models'"),
+    ("does not appear to have a file named", "OSError: /models/llama-7b does not appear to have a file named "
+                                             "config.json."),
+    ("Error no file named", "OSError: Error no file named pytorch_model.bin, model.safetensors, tf_model.h5, "
+                            "model.ckpt.index or flax_model.msgpack found in directory /models/llama-7b."),
+    ("Can't load ", "OSError: Can't load tokenizer for '/models/llama-7b'. If you were trying to load it from "
+                    "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
+     r"Can't load (?:the )?(?:tokenizer|config(?:uration)?|model|weights|feature extractor|(?:image )?processor) "
+     r"for '"))
+
 _BUILD_FAILED = "a JIT-built extension failed to compile in this environment (compiler, CUDA toolkit, headers)"
 EXTENSION_BUILD = rows(
     FailureKind.CONFIG_ERROR, _BUILD_FAILED, "torch/utils/cpp_extension.py _run_ninja_build and _jit_compile "
@@ -160,6 +229,40 @@ EXTENSION_BUILD = rows(
     ("Error building extension '", "RuntimeError: Error building extension 'fused_adam'")) + (
     rows(FailureKind.CONFIG_ERROR, _BUILD_FAILED, "ninja (the build tool torch's cpp_extension runs): its summary "
            "line when a compile step fails", ("ninja: build stopped: ", "ninja: build stopped: subcommand failed.")))
+# ---- a compiled op that failed to build or load, seen only where the job first uses it (issue 17's rule: an
+# AttributeError, ImportError or OSError that names a compiled extension, an op builder, a `.so`, an undefined symbol
+# or the ninja/nvcc/JIT build is an environment error of the configuration, not a crash of the training code).
+# DeepSpeed's CPU optimizers keep the loaded op as `self.ds_opt_adam` / `ds_opt_adagrad` / `ds_opt_lion`
+# (deepspeed/ops/adam/cpu_adam.py, adagrad/cpu_adagrad.py, lion/cpu_lion.py): when CPUAdamBuilder().load() fails,
+# the only line many logs keep is "'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'" (from __init__ or
+# from __del__). An extension module that lacks a function (`module 'fused_layer_norm_cuda' has no attribute ...`,
+# `module 'amp_C'`, `module 'torch._C' has no attribute '_cuda_...'`) was built for another version.
+_OP_MISSING = "a compiled op (JIT-built extension) failed to build or load in this environment"
+_OP_HANDLE = (r"object has no attribute '(?:ds_opt_\w{1,60}|(?!is_|to_)\w{1,60}_cuda)'|"
+              r"module '[\w.]{0,80}?(?:_cuda|_C|_ext|_kernels?|_cpp|_ops?|_op_builder)' has no attribute '")
+OP_LOAD = (
+    rows(FailureKind.CONFIG_ERROR, _OP_MISSING, "DeepSpeed deepspeed/ops/adam/cpu_adam.py (self.ds_opt_adam = "
+         "CPUAdamBuilder().load()), ops/adagrad, ops/lion; APEX and torch extension modules",
+         ("has no attribute '", "AttributeError: 'DeepSpeedCPUAdam' object has no attribute 'ds_opt_adam'",
+          _OP_HANDLE))
+    + rows(FailureKind.CONFIG_ERROR, _OP_MISSING, "DeepSpeed op_builder/builder.py (CUDAMismatchException, "
+           "MissingCUDAException, 'Unable to JIT load the <op> op'); torch/utils/cpp_extension.py (verify_ninja_"
+           "availability, _write_ninja_file_and_compile_objects); gcc/nvcc/ld errors of a JIT build",
+           ("CUDAMismatchException", "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: "
+                                     "Installed CUDA version 11.7 does not match the version torch was compiled with "
+                                     "12.1, unable to compile cuda/cpp extensions without a matching cuda version."),
+           ("MissingCUDAException", "deepspeed.ops.op_builder.builder.MissingCUDAException: CUDA_HOME does not exist, "
+                                    "unable to compile CUDA op(s)"),
+           ("Unable to JIT load the", "RuntimeError: Unable to JIT load the fp_quantizer op due to it not being "
+                                      "compatible due to hardware/software issue."),
+           ("Ninja is required to load C++ extensions", "RuntimeError: Ninja is required to load C++ extensions"),
+           ("Error compiling objects for extension", "RuntimeError: Error compiling objects for extension"),
+           ("fatal error: ", "csrc/adam/cpu_adam.cpp:1:10: fatal error: torch/extension.h: No such file or directory",
+            r"fatal error: [^\n]{1,200}\.(?:h|hpp|cuh|hxx)\b[^\n]{0,10}: No such file or directory"),
+           ("cannot find -l", "/usr/bin/ld: cannot find -lcurand", r"\bld(?:\.\w{1,10})?: cannot find -l\w"),
+           ("unsupported GNU version", "#error -- unsupported GNU version! gcc versions later than 11 are not "
+                                       "supported!"))
+)
 
 # ---- the job's environment lacks what its configuration asks for (a rule, decided for issue 17)
 # An installation, build or launcher pre-check that fails before the model runs is a configuration error of the job,
@@ -255,6 +358,63 @@ ENVIRONMENT = (
            ("nvcc fatal", "nvcc fatal   : Unsupported gpu architecture 'compute_90'"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "pdsh's ssh module (the DeepSpeed launcher's multi-node default)",
            ("ssh exited with exit code 255", "pdsh@node1: node2: ssh exited with exit code 255"))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "transformers models/auto (configuration_auto.py, "
+           "tokenization_auto.py): a model or tokenizer class the installed version does not have",
+           ("does not recognize this architecture", "ValueError: The checkpoint you are trying to load has model type "
+                                                    "`qwen2` but Transformers does not recognize this architecture."),
+           ("does not exist or is not currently imported", "ValueError: Tokenizer class LlamaTokenizer does not exist "
+                                                           "or is not currently imported."))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "CUDA runtime (cudaErrorInvalidDevice): a rank asks for a GPU the node "
+           "does not have (nproc_per_node or the device list larger than CUDA_VISIBLE_DEVICES)",
+           ("invalid device ordinal", "RuntimeError: CUDA error: invalid device ordinal"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/optim/optimizer.py (Optimizer.__init__)",
            ("optimizer got an empty parameter list", "ValueError: optimizer got an empty parameter list"))
+    # GradScaler.step finds no gradient to unscale: no parameter of the optimizer is trainable (an adapter loaded
+    # frozen, a freeze list that freezes everything), the same "nothing to train" configuration as above.
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/amp/grad_scaler.py (GradScaler.step)",
+           ("No inf checks were recorded for this optimizer", "AssertionError: No inf checks were recorded for this "
+                                                              "optimizer."))
+)
+
+# ---- the configuration does not fit the schema it is checked against (an unknown, missing or ill-typed key), in
+# the validator's own body lines, which a report often quotes without the exception's class name:
+# - pydantic v1 ("3 validation errors for DeepSpeedZeroConfig", "extra fields not permitted
+#   (type=value_error.extra)", "field required (type=value_error.missing)") and v2 ("Extra inputs are not
+#   permitted [type=extra_forbidden, ...]", "Field required [type=missing, ...]"): DeepSpeed's config models
+#   (runtime/config_utils.py DeepSpeedConfigModel), NeMo 2 / Megatron-Bridge and other pydantic configs;
+# - OmegaConf's errors (omegaconf/errors.py, _utils.format_and_raise: "Key 'x' not in 'YConf'", "Missing mandatory
+#   value: x", "Interpolation key 'x' not found", "Value 'x' could not be converted to Integer" and the context lines
+#   "full_key: a.b" / "object_type=YConf" printed under every one);
+# - Hydra's composition (hydra/_internal/config_loader_impl.py, defaults_list.py: "Error merging override x",
+#   "Error merging data/dataset=cstm", "In 'config': Could not find 'model/foo'", "Cannot find primary config 'x'",
+#   "Could not append to config. An item is already at 'x'").
+_SCHEMA = "the configuration does not fit its schema (an unknown, missing or ill-typed key)"
+SCHEMA = (
+    rows(FailureKind.CONFIG_ERROR, _SCHEMA, "pydantic v1/v2 ValidationError bodies (DeepSpeed config_utils.py, "
+         "NeMo 2, Megatron-Bridge configs)",
+         ("validation error", "pydantic.error_wrappers.ValidationError: 2 validation errors for DeepSpeedZeroConfig",
+          r"\b\d{1,4} validation errors? for [A-Za-z_]\w{0,80}"),
+         ("not permitted", "  extra fields not permitted (type=value_error.extra)",
+          r"(?i)\bextra (?:fields|inputs) (?:are )?not permitted"),
+         ("(type=", "  field required (type=value_error.missing)",
+          r"\(type=(?:value_error|type_error)\.[\w.]{1,60}\)"),
+         ("[type=", "  Field required [type=missing, input_value={'stage': 3}, input_type=dict]",
+          r"\[type=(?:missing|extra_forbidden|literal_error|enum|\w{1,40}_(?:type|parsing))\b"))
+    + rows(FailureKind.CONFIG_ERROR, _SCHEMA, "OmegaConf omegaconf/errors.py and _utils.format_and_raise",
+           ("not in '", "Key 'period' not in 'ModelCheckpointConf'", r"\bKey '[^'\n]{1,120}' not in '[^'\n]{1,120}'"),
+           ("full_key: ", "    full_key: checkpoint.period", r"^\s{0,12}full_key: \S"),
+           ("object_type=", "    object_type=ModelCheckpointConf", r"^\s{0,12}object_type=\w"),
+           ("Missing mandatory value", "Missing mandatory value: model.tokenizer.model"),
+           ("Interpolation key '", "Interpolation key 'data.root' not found",
+            r"Interpolation key '[^'\n]{1,200}' not found"),
+           ("could not be converted to", "Value 'auto' could not be converted to Integer",
+            r"Value '[^'\n]{0,200}' could not be converted to"))
+    + rows(FailureKind.CONFIG_ERROR, _SCHEMA, "Hydra hydra/_internal/config_loader_impl.py, defaults_list.py",
+           ("Error merging", "Error merging data/dataset=cstm",
+            r"^\s{0,8}(?:[\w.]{1,120}: )?Error merging (?:override |'|[\w./@-]{1,120}=)"),
+           ("Could not find '", "In 'config': Could not find 'trainer/gpu8'",
+            r"In '[^'\n]{1,200}': Could not (?:find|load) '"),
+           ("Cannot find primary config", "Cannot find primary config 'pretrain'. Check that it's in your config "
+                                          "search path."),
+           ("Could not append to config", "Could not append to config. An item is already at 'model.optim'."))
 )

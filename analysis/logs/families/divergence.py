@@ -94,7 +94,16 @@ DIVERGENCE = (
            # a field named *_loss in a key = value record (TensorFlowTTS base_trainer, ESPnet, many TTS trainers)
            ("nan", "INFO: (Step: 95400) train_mel_loss_before = nan.", _LOSS_STOP),
            # a trainer's NaN check, seen as the raising source line in its traceback (Coqui/Mozilla TTS losses.py)
-           ("NaN loss", 'raise RuntimeError(f" [!] NaN loss with {key}.")', _LOSS_STOP)))
+           ("NaN loss", 'raise RuntimeError(f" [!] NaN loss with {key}.")', _LOSS_STOP),
+           ("finite", "AssertionError: loss is not finite at step 10",
+            r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}\b(?:is|became|was)\s{1,3}(?:not finite|non-?finite)\b"),
+           # a gradient norm stated (not tabulated) as NaN/inf: "grad norm is nan" (a record field such as
+           # "'grad_norm': nan" at one overflowed fp16 step is not a verdict)
+           ("norm", "Grad norm became NaN at step 310, stopping",
+            r"(?i)\bgrad(?:ient)?[ _-]?norm\b[^\n|]{0,20}\b(?:is|became|was|went to)\s{1,3}(?:nan|inf)\b"))
+    + rows(FailureKind.DIVERGED, _DIVERGED, "torch/nn/utils/clip_grad.py (clip_grad_norm_ with error_if_nonfinite)",
+           ("is non-finite, so it cannot be clipped", "RuntimeError: The total norm of order 2.0 for gradients from "
+                                                      "`parameters` is non-finite, so it cannot be clipped.")))
 
 # Megatron's record fields before the loss(es); anything else before "loss scale" ending in "loss" is a loss.
 _MEGATRON_LOSS = re.compile(r"\|\s{0,4}([\w -]{1,60}?loss)\s{0,4}:\s{0,4}([^|\n]{1,40})\|")

@@ -18,6 +18,22 @@ past. The records, by the software that prints them:
 - torch.nn.Module.load_state_dict's error body ("Missing key(s) in state_dict: ...", "Unexpected key(s) in
   state_dict: ...", "size mismatch for <name>: copying a param with shape ..."), pasted without its
   "RuntimeError: Error(s) in loading state_dict for <Module>:" line: a checkpoint that does not fit the model.
+- the same error, quoted anywhere in a line (a report's prose, a `raise RuntimeError('Error(s) in loading ...'`
+  source line followed by the message): "Error(s) in loading state_dict for <Module>:" with or without its
+  "RuntimeError:" type.
+- CUDA libraries' status codes (cuBLAS "CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(...)`", cuDNN
+  "CUDNN_STATUS_...", cuSOLVER, cuFFT, cuRAND, cuSPARSE; torch's "CUDA error: <message>") quoted without the
+  "RuntimeError:" that torch puts in front; an out-of-memory status is judged earlier by the oom family.
+- torch's own runtime checks quoted without "RuntimeError:" ("Expected all tensors to be on the same device, but
+  found at least two devices, cuda:0 and cpu!", "mat1 and mat2 shapes cannot be multiplied", "expected scalar type
+  Half but found Float", autograd's in-place and second-backward errors): a bug or a mismatch in the code path, not
+  the run's configuration.
+- native faults without a traceback: "Illegal instruction", SIGILL/SIGABRT/SIGFPE, glibc's heap checks ("double
+  free or corruption", "free(): invalid pointer", "malloc(): corrupted top size", "stack smashing detected").
+- failed file I/O of the job's own storage layer: DeepSpeed's async I/O op ("deepspeed_aio:   open for write  failed
+  on <path>", csrc/aio/common/deepspeed_aio_utils.cpp / deepspeed_aio_common.cpp) and the same C-level shape
+  ("pwrite failed", "io_submit failed"), a full or read-only disk, the open-file limit, a checkpoint archive that
+  cannot be read (torch.load's "PytorchStreamReader failed reading zip archive").
 - Python's traceback.format_exception_only, "<Type>Error: <message>", as the last line of a traceback whose header
   the excerpt lost, or a bare "<Type>Error" / "[rank0]: AssertionError" (assert without a message); a type written
   in lower case by the reporter ("valueError: ...") still names an exception.
@@ -43,6 +59,23 @@ EXCEPTION_LINE = re.compile(
     r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
 STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) key\(s\) in state_dict: |size mismatch for \S{1,300}: "
                         r"copying a param with shape )")
+STATE_DICT_ANYWHERE = re.compile(r"\bError\(s\) in loading state_dict for [\w.]{1,120}")
+CUDA_LIBRARY = re.compile(r"\bCU(?:BLAS|DNN|SOLVER|SPARSE|FFT|RAND)_STATUS_[A-Z_]{3,60}\b|\bCUDA error: \S|"
+                          r"\bcuDNN error: \S|\bCUDA driver error\b")
+NATIVE_FAULT = re.compile(r"^\s{0,8}Illegal instruction\b|(?i:received|caught|got|killed by|terminated by|died "
+                          r"with|exited with) (?:signal )?SIG(?:ILL|ABRT|FPE)\b|\(SIG(?:ILL|ABRT|FPE)\) received|"
+                          r"double free or corruption|"
+                          r"free\(\): invalid (?:pointer|size)|malloc\(\): (?:corrupted|memory corruption)|"
+                          r"stack smashing detected|corrupted size vs\. prev_size")
+TORCH_RUNTIME = re.compile(r"Expected all tensors to be on the same device|mat1 and mat2 shapes cannot be multiplied|"
+                           r"(?i:expected scalar type) \w{1,20} but found \w{1,20}|Input type \(\S{1,60}\) and weight "
+                           r"type \(\S{1,60}\) should be the same|Trying to backward through the graph a second time|"
+                           r"needed for gradient computation has been modified by an inplace operation")
+IO_FAILED = re.compile(r"\bdeepspeed_aio:[^\n]{0,80}?\b(?:failed|error)\b|No space left on device|"
+                       r"Disk quota exceeded|Too many open files|Input/output error|Read-only file system|"
+                       r"Stale file handle|PytorchStreamReader failed|failed finding central directory|"
+                       r"\b(?:open|write|read|pread|pwrite|fsync|io_submit|io_getevents)(?: for (?:read|write))?"
+                       r"\s{1,4}failed\b")
 # Exception types that are warnings or control flow, not errors, even when written like an exception line.
 NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
 
@@ -56,8 +89,16 @@ def error_record(line: str) -> str | None:
         return "uncaught C++ exception"
     if LOGGER_ERROR.search(line) is not None:
         return "logger error record"
-    if STATE_DICT.search(line) is not None:
+    if STATE_DICT.search(line) is not None or STATE_DICT_ANYWHERE.search(line) is not None:
         return "checkpoint does not fit the model (load_state_dict)"
+    if CUDA_LIBRARY.search(line) is not None:
+        return "CUDA library error"
+    if NATIVE_FAULT.search(line) is not None:
+        return "native fault (signal or heap corruption)"
+    if TORCH_RUNTIME.search(line) is not None:
+        return "torch runtime check failed"
+    if IO_FAILED.search(line) is not None:
+        return "file I/O failed"
     match = EXCEPTION_LINE.match(line)
     if match is not None and NOT_ERRORS.search(match.group("type")) is None:
         return f"exception {match.group('type')}"

@@ -11,6 +11,13 @@ Sources:
   `CUDA error: <string>`.
 - NVML (nvmlReturn_t NVML_ERROR_GPU_IS_LOST "GPU is lost") and nvidia-smi's "Unable to determine the device
   handle for GPU"; NVRM's "GPU has fallen off the bus" and "RmInitAdapter failed".
+- An Xid quoted without the kernel's `NVRM: Xid (PCI:...)` prefix ("GPU 3 hit Xid 79", "XID 48 on node n7"):
+  a hardware code of the catalogue right after the word Xid decides; an application code does not.
+- NVSwitch: the nvswitch driver's `SXid (PCI:...): N, Fatal, ...` lines and any NVSwitch line saying fatal.
+- CUDA runtime cudaErrorSystemNotReady "system not yet initialized" (CUDA_ERROR_SYSTEM_NOT_READY): on NVSwitch
+  systems the node's fabric manager is not running, so no job can use this node's GPUs until it is fixed.
+- Rule for "CUDA error: unknown error" (cudaErrorUnknown) alone: NOT a hardware fault (a crash, retried on the
+  same node); a sick GPU leaves an Xid, ECC, NVLink or bus line that these tables read.
 - Linux PCIe AER: "PCIe Bus Error: severity=Uncorrected (Fatal)", "AER: Uncorrected (Fatal) error received".
 - DCGM diagnostics failure codes (docs.nvidia.com/datacenter/dcgm, "Diagnostic Errors"): DCGM_FR_* in the
   hardware categories (memory, NVLink, NVSwitch, PCIe, thermal, power).
@@ -85,6 +92,8 @@ XID_HARDWARE_WORDS = re.compile(r"(?i)ECC|DBE|NVLink|NVSwitch|PCIe|fallen off|un
                                 r"power|thermal|C2C|poison|SRAM|DRAM|HBM")
 
 _HW = "GPU hardware fault"
+_XID_CODES = "|".join(str(code) for code in sorted(HARDWARE_XIDS, reverse=True))
+XID_QUOTED = rf"\b(?:Xid|XID|xid)\b(?:\s+(?:error|code|event)s?)?\s*[:#=]?\s*(?:{_XID_CODES})\b"
 GPU_HARDWARE = (
     rows(FailureKind.NODE_FAILURE, _HW, "CUDA runtime API cudaError (cudaErrorNvlinkUncorrectable)",
          ("uncorrectable NVLink error", "RuntimeError: CUDA error: uncorrectable NVLink error detected during the "
@@ -105,6 +114,21 @@ GPU_HARDWARE_SHAPES = (
          ("ECC", "GPU 0: uncorrectable ECC errors detected (volatile DBE count 2)",
           r"(?i)\b(?:uncorrectable|double[- ]bit|DBE)\b[^\n]{0,80}\bECC\b|\bECC\b[^\n]{0,80}"
           r"\b(?:uncorrectable|double[- ]bit|DBE)\b"))
+    + rows(FailureKind.NODE_FAILURE, _HW, "NVSwitch fatal errors (Xid catalogue, nvswitch driver)",
+           ("NVSwitch", "nvswitch: NVSwitch 2 reported a fatal error on link 44; links disabled",
+            r"(?i)nvswitch[^\n]{0,120}(?<![-\w])(?:fatal|uncorrectable|is down|failure|failed)\b"),
+           ("SXid", "nvidia-nvswitch0: SXid (PCI:0000:07:00.0): 20034, Fatal, Link 30 LTSSM Fault Up",
+            r"(?i)(?<![-\w])Fatal\b"))
+    + rows(FailureKind.NODE_FAILURE, _HW, XID_SOURCE + ", an Xid quoted without the NVRM prefix",
+           ("Xid", "GPU 3 on gpu-node-12 hit Xid 79 and the job died", XID_QUOTED),
+           ("XID", "DCGM health check: XID 48 reported on GPU 1", XID_QUOTED),
+           ("xid", "node drained: xid 74 on gpu 5", XID_QUOTED))
+    + rows(FailureKind.NODE_FAILURE, _HW + " (the node's fabric manager is not running)",
+           "CUDA runtime API cudaErrorSystemNotReady",
+           ("system not yet initialized", "RuntimeError: CUDA error: system not yet initialized",
+            r"(?i)\bcuda\b|cudaError|CUDA_ERROR"),
+           ("cudaErrorSystemNotReady", "cudaGetDeviceCount returned 802 (cudaErrorSystemNotReady)"),
+           ("CUDA_ERROR_SYSTEM_NOT_READY", "cuInit failed: CUDA_ERROR_SYSTEM_NOT_READY"))
     + rows(FailureKind.NODE_FAILURE, _HW, "Linux PCIe AER (drivers/pci/pcie/aer.c)",
            ("PCIe Bus Error", "pcieport 0000:00:01.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction "
                               "Layer, (Requester ID)", r"(?i)Uncorrected|Fatal"),

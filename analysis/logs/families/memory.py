@@ -1,5 +1,29 @@
-"""oom on the host: the node's memory ran out and the kernel (or the orchestrator on its behalf) killed a rank.
-Device (GPU) memory and SLURM's own OOM verdicts are in analysis.logs.patterns (DEVICE_OOM, HOST_OOM).
+"""oom: a device's or the host's memory ran out. PyTorch's CUDA allocator and SLURM's own OOM verdicts are in
+analysis.logs.patterns (DEVICE_OOM, HOST_OOM); this module holds every other runtime's wording (DEVICE_MEMORY)
+and the host's (HOST_MEMORY). MEMORY is both, device first, as analysis.logs.classify checks them: after GPU
+hardware faults and before configuration, crash and wrapper lines, so an allocator's OOM outranks the `terminate
+called after throwing ...` or launcher line its exception produces later.
+
+Rule for the device: an allocator or runtime that says it could not allocate, in any runtime's words (below); a
+bare "out of memory" decides only on a line that names a device or an allocation (shape DEVICE_OOM_SHAPE), never
+on advice ("to avoid out of memory, ...", "may run out of memory").
+
+Sources (device):
+- TensorFlow: errors_impl.ResourceExhaustedError ("OOM when allocating tensor with shape[...]"), the BFC
+  allocator's warning (core/common_runtime/bfc_allocator.cc: "Allocator (GPU_0_bfc) ran out of memory trying to
+  allocate 4.42GiB"), op_kernel's "OP_REQUIRES failed ... Resource exhausted: OOM when allocating tensor".
+- XLA / JAX / TPU: "RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes", "Ran out of memory in
+  memory space hbm"; PaddlePaddle's "ResourceExhaustedError: Out of memory error on GPU 0"; gRPC also uses
+  RESOURCE_EXHAUSTED for message sizes, so RESOURCE_EXHAUSTED decides only with memory/OOM/allocate on its line.
+- ArrayFire (flashlight): AF_ERR_NO_MEM, "ArrayFire Exception (Device out of memory:101)".
+- PyTorch backends: "MPS backend out of memory", "XPU out of memory", torch_npu "NPU out of memory", Ascend
+  CANN error code EL0004 (memory allocation failed), HIP's hipErrorOutOfMemory; old torch's THC
+  "cuda runtime error (2) : out of memory"; MindSpore's "memory isn't enough and alloc failed"; Apple Metal's
+  kIOGPUCommandBufferCallbackErrorOutOfMemory.
+- CUDA math libraries' allocation statuses (cuFFT, cuSOLVER, cuSPARSE, cuRAND: *_ALLOC_FAILED).
+- cuBLAS: cublasCreate fails with CUBLAS_STATUS_NOT_INITIALIZED when the context's workspace cannot be allocated
+  on a full GPU (the usual cause in PyTorch threads: another process holds the memory); taken as oom.
+Sources (host):
 
 Sources:
 - Linux mm/oom_kill.c: "Out of memory: Killed process N (comm)", "oom-kill:constraint=...", "invoked
@@ -14,6 +38,10 @@ Sources:
   Worker unexpectedly exits with a connection error code 2. End of file. There are some potential root causes.
   (1) The process is killed by SIGKILL by OOM killer due to high memory usage ..." (Ray cannot see the SIGKILL
   itself, so it names the OOM killer first).
+- Python's MemoryError and numpy's _ArrayMemoryError ("Unable to allocate 3.5 GiB for an array with shape"),
+  PyTorch's Windows allocator ("DefaultCPUAllocator: not enough memory"), Windows' paging file error (os error
+  1455), older kernels' "Out of memory: Kill process N (comm) score S or sacrifice child", the oom_reaper,
+  systemd-oomd; LSF's TERM_MEMLIMIT and PBS's "job killed: mem ... exceeded limit".
 A bare SIGKILL (a launcher's "exits with return code = -9", exit code 137, the shell's "Killed") is NOT taken
 for a host OOM here: the OOM killer is its usual sender, but launchers also SIGKILL the surviving ranks after one
 failed, and users and schedulers kill -9 too; it stays `crashed`, with "(the host OOM killer?)" in the reason.
@@ -23,6 +51,67 @@ from __future__ import annotations
 
 from analysis.logs.families import rows
 from launcher.core.kinds import FailureKind
+
+_DEVICE = "out of memory (device)"
+# "out of memory" said of a device or an allocation, not advice about avoiding it.
+_ADVICE = r"(?i)\A(?![^\n]*\b(?:avoid|prevent|may|might|could|reduce|to fit|if you|tips?|hint|try)\b)"
+DEVICE_OOM_SHAPE = (_ADVICE + r"[^\n]*?(?:(?:\b(?:cuda|hip|gpu|device|mps|xpu|npu|vram|hbm|cudnn|cublas|nccl|"
+                    r"runtime error \(2\))\b|cudaMalloc|cuMemAlloc|hipMalloc)[^\n]{0,60}\bout of memory\b|"
+                    r"\bout of memory\b[^\n]{0,60}"
+                    r"(?:tried to allocate|when allocating|trying to allocate|\bon (?:device|gpu)\b|\bgpu\b|THC|"
+                    r"Caching))")
+_EXHAUSTED = r"(?i)\bOOM\b|out of memory|\bmemory\b|\balloc"
+DEVICE_MEMORY = (
+    rows(FailureKind.OOM, _DEVICE, "TensorFlow errors_impl / bfc_allocator.cc / op_kernel.cc",
+         ("OOM when allocating", "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when "
+                                 "allocating tensor with shape[2,1751,906,640]"),
+         ("ran out of memory trying to allocate", "W tensorflow/core/common_runtime/bfc_allocator.cc:431] Allocator "
+                                                  "(GPU_0_bfc) ran out of memory trying to allocate 4.42GiB"),
+         ("ResourceExhaustedError", "paddle.fluid.core_avx.ResourceExhaustedError: Out of memory error on GPU 0. "
+                                    "Cannot allocate 1.2GB memory", _EXHAUSTED),
+         ("Resource exhausted", "OP_REQUIRES failed at matmul_op.cc:481 : Resource exhausted: OOM when allocating",
+          _EXHAUSTED))
+    + rows(FailureKind.OOM, _DEVICE, "XLA / JAX / TPU runtime",
+           ("RESOURCE_EXHAUSTED", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate "
+                                  "request for 2.00GiB (2147483648B) on device ordinal 0", _EXHAUSTED),
+           ("Out of memory while trying to allocate", "Execution of replica 0 failed: Out of memory while trying to "
+                                                      "allocate 17179869184 bytes."),
+           ("Ran out of memory in memory space", "Ran out of memory in memory space hbm. Used 20.5G of 15.48G hbm."))
+    + rows(FailureKind.OOM, _DEVICE, "ArrayFire (AF_ERR_NO_MEM), flashlight memory manager",
+           ("Device out of memory", "terminate called after throwing an instance of 'af::exception'  what():  "
+                                    "ArrayFire Exception (Device out of memory:101):"))
+    + rows(FailureKind.OOM, _DEVICE, "PyTorch MPS/XPU backends, torch_npu, HIP, MindSpore, Apple Metal",
+           ("MPS backend out of memory", "RuntimeError: MPS backend out of memory (MPS allocated: 17.9 GB, other "
+                                         "allocations: 1.2 GB, max allowed: 18.1 GB)."),
+           ("XPU out of memory", "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 2.00 GiB."),
+           ("NPU out of memory", "RuntimeError: NPU out of memory. Tried to allocate 1.50 GiB (NPU 0; 60.97 GiB "
+                                 "total capacity)"),
+           ("EL0004", "EL0004: [PID: 4242] 2024-03-01-10:00:00 Failed to allocate memory.", r"(?i)alloc|memory"),
+           ("hipErrorOutOfMemory", "RuntimeError: HIP error: hipErrorOutOfMemory"),
+           ("memory isn't enough", "Device(id:0) memory isn't enough and alloc failed, kernel name: Default/MatMul, "
+                                   "alloc size: 1073741824B."),
+           ("kIOGPUCommandBufferCallbackErrorOutOfMemory",
+            "[METAL] Command buffer execution failed: Insufficient Memory "
+            "(00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"))
+    + rows(FailureKind.OOM, _DEVICE, "Habana/Gaudi PyTorch bridge (PT_DEVMEM), Hugging Face Accelerate "
+           "find_executable_batch_size (raised after halving the batch on every OOM)",
+           ("PT_DEVMEM", "RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for "
+                         "size::1073741824 (1024)MB", r"(?i)alloc|out of memory"),
+           ("No executable batch size found", "RuntimeError: No executable batch size found, reached zero."))
+    + rows(FailureKind.OOM, _DEVICE, "cuFFT / cuSOLVER / cuSPARSE / cuRAND status codes",
+           ("_ALLOC_FAILED", "RuntimeError: cuSOLVER error: CUSOLVER_STATUS_ALLOC_FAILED, when calling "
+                             "`cusolverDnCreate(handle)`", r"(?:CUFFT|CUSOLVER|CUSPARSE|CURAND|NVJPEG|CUTENSOR)\w*"
+                                                           r"_ALLOC_FAILED"))
+    + rows(FailureKind.OOM, _DEVICE + " (cuBLAS could not create its handle on a full GPU)",
+           "cuBLAS cublasCreate; PyTorch threads on CUBLAS_STATUS_NOT_INITIALIZED",
+           ("CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate", "RuntimeError: CUDA error: "
+                                                                        "CUBLAS_STATUS_NOT_INITIALIZED when calling "
+                                                                        "`cublasCreate(handle)`"))
+    + rows(FailureKind.OOM, _DEVICE, "any runtime's 'out of memory' said of a device or an allocation",
+           ("out of memory", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/"
+                             "THCCachingAllocator.cpp:510", DEVICE_OOM_SHAPE),
+           ("Out of memory", "Out of memory on device 1 while allocating 3.1 GiB", DEVICE_OOM_SHAPE))
+)
 
 _HOST = "out of memory (host)"
 HOST_MEMORY = (
@@ -52,4 +141,27 @@ HOST_MEMORY = (
                                                            "requested to be destroyed when it is returned."),
            ("A worker died or was killed while executing a task by an unexpected system error",
             "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
-            "troubleshoot the problem, check the logs for the dead worker.")))
+            "troubleshoot the problem, check the logs for the dead worker."))
+    + rows(FailureKind.OOM, _HOST, "CPython MemoryError, numpy _ArrayMemoryError, PyTorch's Windows allocator",
+           # the exception's own line (a traceback's last line), not a name inside other words or frames
+           ("MemoryError", "MemoryError: Unable to allocate 3.73 GiB for an array with shape (500000, 1000)",
+            r"(?:^|[\s.:\]])(?:_Array)?MemoryError(?::|\s*$)"),
+           ("for an array with shape", "numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.73 GiB for "
+                                       "an array with shape (500000, 1000) and data type float64",
+            r"Unable to allocate [\d.]+ ?[KMGT]i?B for an array"),
+           ("DefaultCPUAllocator: not enough memory", "RuntimeError: [enforce fail at C:\\cb\\pytorch\\c10\\core"
+                                                      "\\impl\\alloc_cpu.cpp:72] data. DefaultCPUAllocator: not enough "
+                                                      "memory: you tried to allocate 1073741824 bytes."),
+           ("The paging file is too small", "OSError: [WinError 1455] The paging file is too small for this "
+                                            "operation to complete."))
+    + rows(FailureKind.OOM, _HOST, "Linux mm/oom_kill.c (older kernels, oom_reaper), systemd-oomd",
+           ("Out of memory: Kill process", "Out of memory: Kill process 4242 (python) score 912 or sacrifice child"),
+           ("oom_reaper: reaped process", "oom_reaper: reaped process 4242 (python), now anon-rss:0kB"),
+           ("due to memory pressure", "systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-3.scope due to "
+                                      "memory pressure for /user.slice being 92.1% > 80.0% for > 20s",
+            r"(?i)\bkill(?:ed|ing)?\b"))
+    + rows(FailureKind.OOM, _HOST, "LSF job exit reasons (TERM_MEMLIMIT), PBS/Torque resource limits",
+           ("TERM_MEMLIMIT", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."),
+           ("exceeded limit", "=>> PBS: job killed: mem 134217728kb exceeded limit 125829120kb",
+            r"(?i)job killed: (?:v?mem|pmem|vmem)\b[^\n]{0,40}exceeded limit")))
+MEMORY = DEVICE_MEMORY + HOST_MEMORY

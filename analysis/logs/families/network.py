@@ -26,6 +26,25 @@ Sources:
   watchdog's C++ exception, printed as its frames when the "Watchdog caught ..." line is not in the log
   (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp: WorkNCCL::checkTimeout throws a timeout, and
   ncclCommWatchdog re-raises an NCCL async error: "Exception raised from ncclCommWatchdog at ...").
+- Every torch version's wording of a collective, rendezvous or store timeout, each of which can be quoted alone:
+  the watchdog's "Timeout at NCCL work: N, last enqueued NCCL work: M, last completed NCCL work: K." and
+  "Exception (either an error or timeout) detected by watchdog at work: N" (torch >= 2.2), torch 1.x's
+  "[Rank 0] Caught collective operation timeout: WorkNCCL(...)" (no "Watchdog" prefix), the blocking-wait form
+  "Work WorkNCCL(...) timed out in blocking wait", a WorkNCCL(...) described as timing out in any sentence
+  ("NCCL collective timeout: WorkNCCL(SeqNum=16, ...)"); torch 1.x's TCPStore/TCP rendezvous "connect() timed
+  out." and "Socket Timeout", the store-based barrier's "Timed out initializing process group in store based
+  barrier on rank: N" (distributed_c10d._store_based_barrier), the store's "Timed out after N seconds waiting for
+  clients" quoted without its DistStoreError class, torch >= 2.2's "[c10d] The client socket has failed to
+  connect to [host]:port (errno: 110 - Connection timed out)", torch 1.x's "NCCL Error 2: unhandled system error"
+  (capital E), ncclGetErrorString's "unhandled cuda error", Gloo's "Application timeout caused pair closure",
+  the TCPStore client's "Stop_waiting response is expected" (the store's server went away) and ProcessGroupGloo's
+  monitoredBarrier ("Rank 1 failed to pass monitoredBarrier in N ms": a rank never reached the collective).
+- NCCL WARN lines alone (the last check, when nothing else explains the end): besides the failure forms above, a
+  WARN that reports an error met while progressing a proxy, transport or network operation ("[Service thread]
+  Error encountered progressing operation=Connect, res=2, closing connection", "[Proxy Service] Failed to execute
+  operation Connect from rank 1, retcode 3", "[Service thread] Accept failed Resource temporarily unavailable",
+  "NET/Socket : peer ... message truncated", "Bootstrap : no socket interface found"): the proxy, transport and
+  bootstrap threads are NCCL's connection machinery.
 """
 
 from __future__ import annotations
@@ -55,7 +74,7 @@ NETWORK = (
                           "'Endpoint timeout' on rc_mlx5/mlx5_0:1 will not be handled since no error callback is "
                           "installed",
             r"(?i)timeout|timed out|reset|unreachable|Input/output error|not connected|rejected|Failed to connect|"
-            r"error '|failed"),
+            r"error '|failed|retry count exceeded"),
            ("UCX ERROR", "UCX ERROR rc_mlx5_ep.c:432 Transport retry count exceeded on mlx5_0:1/IB",
             r"(?i)timeout|timed out|reset|unreachable|Input/output error|not connected|rejected|Failed to connect|"
             r"retry|failed|error '"))
@@ -84,6 +103,44 @@ NETWORK = (
                                                        "[PG ID 0 Rank 7] Received a dump signal due to a collective "
                                                        "timeout from rank 3 and we will try our best to dump the "
                                                        "debug info."))
+    + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d ProcessGroupNCCL.cpp watchdog / blocking wait (torch 1.x-2.x)",
+           ("Timeout at NCCL work:", "[rank0]:[E419 18:14:51.952620177 ProcessGroupNCCL.cpp:1834] [PG ID 0 PG GUID 0("
+                                     "default_pg) Rank 0] Timeout at NCCL work: 5, last enqueued NCCL work: 6, last "
+                                     "completed NCCL work: 4."),
+           ("detected by watchdog at work", "[PG 0 Rank 3] Exception (either an error or timeout) detected by "
+                                            "watchdog at work: 23, last enqueued NCCL work: 23, last completed NCCL "
+                                            "work: 22."),
+           ("collective operation timeout", "[Rank 0] Caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, "
+                                            "Timeout(ms)=1800000) ran for 1800471 milliseconds before timing out."),
+           ("timed out in blocking wait", "Work WorkNCCL(SeqNum=2, OpType=BROADCAST) timed out in blocking wait "
+                                          "(TORCH_NCCL_BLOCKING_WAIT=1)."),
+           ("WorkNCCL(", "NCCL collective timeout: WorkNCCL(SeqNum=16, OpType=COALESCED, NumelIn=0, NumelOut=0)",
+            r"(?i)(?:collective|NCCL|operation)\s+time(?:d\s+)?out\b|\btimed out\b|\btiming out\b"),
+           ("collective timeout", "[rank3]: NCCL collective timeout on the pipeline-parallel group after 600 s",
+            r"(?i)\b(?:NCCL|c10d|WorkNCCL|ProcessGroup\w*|collective)\b[^\n]{0,40}\bcollective timeout\b"))
+    + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d TCPStore / rendezvous / store-based barrier (torch 1.x-2.x)",
+           ("connect() timed out", "RuntimeError: connect() timed out."),
+           ("store based barrier", "RuntimeError: Timed out initializing process group in store based barrier on "
+                                   "rank: 11, for key: store_based_barrier_key:37 (world_size=16, worker_count=8, "
+                                   "timeout=0:30:00)", r"(?i)timed out"),  # not "Waiting in store based barrier"
+           ("waiting for clients", "RuntimeError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+            r"(?i)timed out"),
+           ("The client socket has failed to connect", "[W socket.cpp:663] [c10d] The client socket has failed to "
+                                                       "connect to [node0]:29500 (errno: 110 - Connection timed out)."),
+           ("Socket Timeout", "RuntimeError: Socket Timeout", r"(?:Error|Exception|error)\b[^\n]{0,40}Socket Timeout"),
+           # torch >= 2.2 raises it as DistNetworkError (patterns.COMM); older torch as a RuntimeError
+           ("The server socket has failed to listen", "RuntimeError: The server socket has failed to listen on any "
+                                                      "local network address. The server socket has failed to bind "
+                                                      "to [::]:29500 (errno: 98 - Address already in use)."),
+           ("Stop_waiting response is expected", "RuntimeError: Stop_waiting response is expected"),
+           ("monitoredBarrier", "RuntimeError: Rank 1 failed to pass monitoredBarrier in 1800000 ms",
+            r"(?i)failed to pass|timed out|received errors"),
+           ("Application timeout caused pair closure", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:"
+                                                       "598] Application timeout caused pair closure"))
+    + rows(FailureKind.COMM_ERROR, _COMM, _NCCL + " as torch 1.x and NCCL print it",
+           ("NCCL Error ", "RuntimeError: NCCL Error 2: unhandled system error", r"NCCL Error \d"),
+           ("unhandled cuda error", "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:859, "
+                                    "unhandled cuda error, NCCL version 2.7.8"))
     + rows(FailureKind.COMM_ERROR, _COMM, "NCCL src/enqueue.cc (no algorithm/protocol of those NCCL_ALGO / "
            "NCCL_PROTO allow, e.g. CollNet without its plugin, can run the collective)",
            ("no algorithm/protocol available", "n1:41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no "
@@ -100,7 +157,12 @@ NCCL_WARN_FAILURE = (
     r"(?:[Cc]all to \w{1,40} failed|[Cc]onnect(?:ion)? to [^\n]{0,120} failed|failed\s*:\s*[A-Z][a-z]|"
     r"[Gg]ot completion[^\n]{0,80}(?:error|status)|IBV_WC_|[Tt]imed? ?out|[Tt]imeout|refused|[Cc]onnection reset|"
     r"[Cc]onnection closed|Broken pipe|unreachable|[Aa]bort|remote (?:process|peer)|[Nn]etwork error|"
-    r"ncclRemoteError|ncclSystemError|ncclInternalError|[Cc]uda failure)")
+    r"ncclRemoteError|ncclSystemError|ncclInternalError|[Cc]uda failure|"
+    # an error met by the proxy/transport machinery (its connect/send/recv operations)
+    r"[Ee]rror encountered|[Ee]rror while (?:progressing|connecting|sending|receiving)|\bres=[1-9]\b|"
+    r"[Ff]ailed to (?:execute|connect|send|recv|receive|progress|accept|establish)|[Cc]losing connection|"
+    r"unhandled (?:system|cuda) error|message truncated|\b(?:[Aa]ccept|[Cc]onnect|[Ss]end|[Rr]ecv|[Pp]oll) failed|"
+    r"no socket interface found|[Bb]ootstrap\s*:[^\n]{0,60}(?:[Ff]ail|[Ee]rror))")
 NCCL_WARN_BENIGN = (r"(?i)plugin|dlopen|shared object|failed to find|could not find|unable to find|"
                     r"falling back|fallback|ignored|deprecated|cuda driver version")
 NCCL_TRACE_CODES = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",

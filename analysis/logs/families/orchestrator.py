@@ -28,6 +28,13 @@ Sources:
   notice" (two-minute warning), GCP Compute Engine preemption ("Instance was preempted",
   compute.instances.preempted), Azure Scheduled Events EventType "Preempt"; and the shape of any agent's notice:
   spot/preemptible/termination/interruption ... notice/imminent/warning.
+- IBM Spectrum LSF job exit reasons (lsb.acct / bjobs -l "TERM_*"): TERM_RUNLIMIT (run time limit),
+  TERM_PREEMPT (preempted), TERM_OWNER / TERM_ADMIN (killed by the owner or an administrator), TERM_REQUEUE_OWNER
+  / TERM_REQUEUE_ADMIN (requeued); TERM_MEMLIMIT is an oom (families.memory). PBS/Torque's "=>> PBS: job killed:
+  walltime N exceeded limit N".
+- slurmctld's "Nodes n7 not responding, setting DOWN" (the node stopped answering the controller).
+- The shape of any scheduler's or cloud's preemption notice: a job, instance, node, VM, pod or worker that "was
+  (being/got) preempted"; not a word such as "non-preemptible".
 """
 
 from __future__ import annotations
@@ -58,8 +65,13 @@ NODE_LOST = (
            ("has failed to send a keep-alive heartbeat to the rendezvous",
             "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'gpu-7_4411_0' has failed to "
             "send a keep-alive heartbeat to the rendezvous 'job42' due to an error of type RendezvousTimeoutError.")))
+NODE_LOST = NODE_LOST + rows(
+    FailureKind.NODE_FAILURE, "node failure", "slurmctld (node_mgr.c)",
+    ("not responding, setting DOWN", "slurmctld: error: Nodes gpu-node-7 not responding, setting DOWN"))
 # The actor's node died, with no qualifier that makes it a preemption or an expected stop (checked after those).
 NODE_DIED = rows(FailureKind.NODE_FAILURE, "node failure", _RAY,
+                 ("NodeDiedError", "ray.exceptions.NodeDiedError: Task failed due to the node (node ID: 5c1e) "
+                                   "dying."),
                  ("because its node has died", "ray.exceptions.ActorDiedError: The actor died unexpectedly before "
                                                "finishing this task. The actor is dead because its node has died. "
                                                "Node Id: 5c1e"))
@@ -93,11 +105,26 @@ PREEMPTION = (
            ("interruption", "spot interruption notice received: node will be reclaimed in 120 s",
             r"(?i)(?:spot|preemptib|preempt|interruption|termination|reclaim)[^\n]{0,60}"
             r"(?:notice|imminent|warning|scheduled)")))
-DEADLINE = rows(FailureKind.TIME_LIMIT, "time limit", _K8S,
+_LSF = "IBM Spectrum LSF job exit reasons (TERM_*)"
+PREEMPTION = PREEMPTION + rows(
+    FailureKind.PREEMPTED, "preempted", _LSF + "; schedulers' and clouds' preemption notices",
+    ("TERM_PREEMPT", "TERM_PREEMPT: job killed after preemption."),
+    ("TERM_REQUEUE_", "TERM_REQUEUE_ADMIN: job killed and requeued by LSF administrator."),
+    ("preempted", "sky.jobs: managed job 17 was preempted; recovering on a new cluster",
+     r"(?i)\b(?:job|jobs|instance|instances|node|nodes|vm|pod|worker|task|allocation|cluster)\b[^\n]{0,40}"
+     r"\b(?:was|were|been|got|is being|are being)\s+preempted\b"))
+DEADLINE = rows(FailureKind.TIME_LIMIT, "time limit", _LSF + "; PBS/Torque",
+                ("TERM_RUNLIMIT", "TERM_RUNLIMIT: job killed after reaching LSF run time limit."),
+                ("exceeded limit", "=>> PBS: job killed: walltime 172832 exceeded limit 172800",
+                 r"(?i)job killed: walltime\b[^\n]{0,40}exceeded limit")) + rows(
+                FailureKind.TIME_LIMIT, "time limit", _K8S,
                 ("longer than the specified deadline", "Reason: DeadlineExceeded  Message: Pod was active on the node "
                                                        "longer than the specified deadline"),
                 ("active longer than specified deadline", "Job was active longer than specified deadline"))
-OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _TORCHRUN,
+OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
+                    ("TERM_OWNER", "TERM_OWNER: job killed by owner."),
+                    ("TERM_ADMIN", "TERM_ADMIN: job killed by root or LSF administrator.")) + rows(
+                    FailureKind.CANCELLED, "stopped from outside", _TORCHRUN,
                     ("death signal, shutting down workers",
                      "W1203 11:02:07.118000 2201 torch/distributed/elastic/agent/server/api.py:704] Received "
                      "Signals.SIGTERM death signal, shutting down workers"),

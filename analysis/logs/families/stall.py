@@ -69,9 +69,20 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
            ("Initializing TorchBackend", "[comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed "
                                          "with backend nccl"),
            ("initializing torch distributed", "> initializing torch distributed ..."))
+    + rows(FailureKind.HANG, _WAIT + " (process-group initialisation)",
+           "Lightning lightning/fabric/utilities/distributed.py _init_dist_connection (NeMo's trainer): the rank "
+           "waits in init_process_group for the others",
+           ("Initializing distributed: GLOBAL_RANK", "Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8"))
     + rows(FailureKind.HANG, _WAIT + " (its progress bar never left the first step)", "tqdm's first rendering",
            ("0%|", "Train step of epoch 0:   0%|          | 0/4887 [00:00<?, ?it/s]",
-            r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"))
+            r"(?<![\d.])0%\|[^\n]{0,200}?\|\s{0,4}0/\d{1,12}\s{0,4}\[00:00<\?"),
+           ("0it [00:00", "Validation: 0it [00:00, ?it/s]", r"(?:^|[:|]\s{0,4})0it \[00:00, \?it/s\]\s{0,4}$"))
+    # a line that says the job is waiting ("Waiting for all ranks to finish saving", "waiting on the other nodes"):
+    # the next line comes only when the wait is over
+    + rows(FailureKind.HANG, _WAIT + " (a line says it waits)", "trainers' and launchers' wait messages (the shape)",
+           ("aiting ", "[rank0] Waiting for all ranks to finish saving the checkpoint ...",
+            r"(?i)(?:^|[\]:|>-]\s{0,4})(?:still )?waiting (?:for|on|in|until)\b(?![^\n]{0,200}(?:\bdone\b|finished|"
+            r"complete[d ]|took|[\d.]+ ?s(?:ec(?:onds)?)?\b))"))
     + rows(FailureKind.HANG, _WAIT + " (a phase started and never ended)", "slime timer.py; trainers' start lines",
            ("start", "[2026-03-24 06:36:50] timer.py:24 - Timer actor_train start",
             r"(?i)\btimer\s{1,3}\S{1,80}\s{1,3}start\s{0,3}$"),
@@ -79,6 +90,22 @@ WAIT_PHASES = COLLECTIVE_WAITS + (
             r"(?i)\bstart(?:ing)?\s{1,3}(?:the\s{1,3})?train(?:ing|er)\b[\s.]{0,8}$"),
            ("egin", "Begin training", r"(?i)\bbegin(?:ning)?\s{1,3}(?:the\s{1,3})?training\b[\s.]{0,8}$"))
 )
+
+# A bare stack dump: frames in faulthandler's format (`  File "x.py", line 12 in func`: no comma before "in", unlike a
+# traceback's frames) or py-spy's (`    func (x.py:12)`), with no header, exception or fatal-signal line left in the
+# log (a fatal signal's dump says "Fatal Python error", which the crash family reads first). Only a process that was
+# still alive is dumped that way (faulthandler.dump_traceback(_later), SIGUSR1, py-spy dump), and people dump a job
+# that has stopped printing: the log ends while the job waits, in the innermost frame (a barrier, a collective, a
+# validation round, a queue).
+DUMP_FRAMES = (
+    rows(FailureKind.HANG, _WAIT + " (a stack dump of the live job, without a header)",
+         "CPython Python/traceback.c (faulthandler's dump_traceback frame format); py-spy src/dump.rs",
+         ('", line ', '  File "/opt/ds/deepspeed/runtime/engine.py", line 1456 in _checkpoint_tag_validation',
+          r'^\s{0,12}File "[^"\n]{1,400}", line \d{1,7} in [\w<>.]{1,120}\s{0,4}$'),
+         (".py:", "    barrier (torch/distributed/distributed_c10d.py:3328)",
+          r"^\s{0,12}[\w<>.]{1,120} \([^()\n]{1,400}\.py:\d{1,7}\)\s{0,4}$"))
+)
+WAIT_PHASES = WAIT_PHASES + DUMP_FRAMES
 
 _SETUP = "the log ends in a set-up or save phase"
 # Set-up, save and build phases whose next line comes only when the phase is over (a collective inside it, a file
@@ -105,7 +132,15 @@ SETUP_PHASES = (
            "HF Trainer _save_checkpoint, Megatron checkpointing.py save_checkpoint",
            ("checkpoint", "[INFO] [torch_checkpoint_engine.py:23:save] [Torch] Saved /ckpt/checkpoint-500/"
                           "global_step500/mp_rank_00_model_states.pt.", r"(?i)\bsav(?:e|ed|ing)\b"),
+
            ("Checkpoint", "Saving Checkpoint to /ckpt/step_100", r"(?i)\bsav(?:e|ed|ing)\b"))
+    # loading one before the first step (Megatron's "loading checkpoint from ... at iteration N", NeMo's "Loading
+    # distributed checkpoint"): the next line comes once every rank has read its shard
+    + rows(FailureKind.HANG, _SETUP + " (loading a checkpoint)", "Megatron-LM checkpointing.py load_checkpoint; NeMo "
+           "dist-checkpoint loading",
+           ("checkpoint", " loading checkpoint from /ckpt/gpt-175b at iteration 4000",
+            r"(?i)^(?![^\n]*(?:warn|\bif\b|please|\bnot?\b|skip|without))[^\n]*\bload(?:ing)?\b[^\n]{0,40}"
+            r"\bcheckpoint\b"))
     + rows(FailureKind.HANG, _SETUP + " (building the training data's index mappings)",
            "Megatron-LM / GPT-NeoX megatron/data (gpt_dataset.py _build_index_mappings, blendable_dataset.py: "
            "'> building indices for blendable datasets ...', '> elapsed time for building blendable dataset "
