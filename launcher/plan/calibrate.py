@@ -466,11 +466,8 @@ class StepModel:
         t = self.table
         values = self._values(thetas)
         r = self.rates(thetas, values)
-        amounts = np.empty((len(thetas), t.n, 3, len(_MB_FIELDS)))
-        dp = np.empty((len(thetas), t.n, 3))
-        for b in range(len(thetas)):      # FeatureTable.step_time_s's einsums, one theta at a time: the same sums
-            amounts[b] = np.einsum("nsfg,ng->nsf", t.stages, r[b])
-            dp[b] = np.einsum("nkg,ng->nk", t.dp, r[b])
+        amounts = np.einsum("nsfg,bng->bnsf", t.stages, r)     # summed over g as FeatureTable.step_time_s sums
+        dp = np.einsum("nkg,bng->bnk", t.dp, r)
         first, last, middle = (MicrobatchTimes(*(amounts[:, :, s, i] for i in range(len(_MB_FIELDS))))
                                for s in range(3))
         shares = [values[name][:, None] if name in values else getattr(self.prior, name) for name in self._SHARES]
