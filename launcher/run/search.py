@@ -150,29 +150,35 @@ class Search:
         return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
 
     def _feature_table(self, trials: Sequence[TrialRecord]) -> FeatureTable:
-        """FeatureTable(features of `trials`), built FEATURE_CHUNK trials at a time into arrays of the final size:
-        50k trials' features as objects and as a table at once took twice the table's ~250 MB."""
+        """FeatureTable(features of `trials`) as columns: the features of each batch class (launcher.plan.batch_class)
+        computed once, FEATURE_CHUNK classes at a time, into a table of the classes; the trials' table is its rows
+        taken by class, with each trial's micro-batch count and tokens per step (what for_layout changes). 50k
+        trials' features as objects cost ~250 MB and a Python pass each (issue 19)."""
         import numpy as np
 
-        if len(trials) <= FEATURE_CHUNK:
-            return FeatureTable([self._trial_features(r) for r in trials])
-        out = object.__new__(FeatureTable)
-        labels: dict[str, list[np.ndarray]] = {}    # text columns (the GPU generation): joined at the end
-        for start in range(0, len(trials), FEATURE_CHUNK):
-            chunk = FeatureTable([self._trial_features(r) for r in trials[start:start + FEATURE_CHUNK]])
-            for name, value in vars(chunk).items():
-                if not isinstance(value, np.ndarray):
-                    continue
-                if value.dtype.kind in "US":
-                    labels.setdefault(name, []).append(value)
-                    continue
-                if start == 0:
-                    setattr(out, name, np.empty((len(trials), *value.shape[1:]), dtype=value.dtype))
-                getattr(out, name)[start:start + chunk.n] = value
-        for name, parts in labels.items():
-            setattr(out, name, np.concatenate(parts))
-        out.n = len(trials)
+        if not trials:
+            return FeatureTable([])
+        classes: dict[Layout, int] = {}
+        of_class = np.fromiter((classes.setdefault(batch_class(r.layout), len(classes)) for r in trials), dtype=int,
+                               count=len(trials))
+        keys = list(classes)
+        table = _stacked([FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
+                          for start in range(0, len(keys), FEATURE_CHUNK)])
+        out = table.subset(of_class.tolist())
+        out.microbatches = np.fromiter((max(1, r.layout.microbatches) for r in trials), dtype=float,
+                                       count=len(trials))
+        seq_len = self.cfg.model.seq_len
+        out.tokens_per_step = np.fromiter((r.layout.gbs * seq_len for r in trials), dtype=float, count=len(trials))
         return out
+
+    def _class_features(self, key: Layout) -> TrialFeatures:
+        """The features of a batch class (kept only for the trials measured: observations ask for them again)."""
+        features = self._by_class.get(key)
+        if features is None:
+            b = self.cfg.backend
+            features = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision, b.flash_attention,
+                                      backend=b.name, workload=workload_for(b, key))
+        return features
 
     def _trial_features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash in self._features:
@@ -180,10 +186,7 @@ class Search:
         key = batch_class(r.layout)  # layouts apart only in gbs share their features (~1 ms each, 50k trials)
         features = self._by_class.get(key)
         if features is None:
-            b = self.cfg.backend
-            features = self._by_class[key] = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision,
-                                                            b.flash_attention, backend=b.name,
-                                                            workload=workload_for(b, key))
+            features = self._by_class[key] = self._class_features(key)
         return for_layout(features, r.layout, self.cfg.model.seq_len)
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
@@ -283,12 +286,20 @@ def _same(a: tuple, b: tuple) -> bool:
 
 def _concat(a: FeatureTable, b: FeatureTable) -> FeatureTable:
     """One table with a's rows, then b's."""
+    return _stacked([a, b])
+
+
+def _stacked(tables: Sequence[FeatureTable]) -> FeatureTable:
+    """One table with the rows of `tables` in order (at least one)."""
     import numpy as np
 
+    if len(tables) == 1:
+        return tables[0]
     out = object.__new__(FeatureTable)
-    for name, value in vars(a).items():
-        setattr(out, name, np.concatenate([value, getattr(b, name)]) if isinstance(value, np.ndarray) else value)
-    out.n = a.n + b.n
+    for name, value in vars(tables[0]).items():
+        setattr(out, name, np.concatenate([getattr(t, name) for t in tables]) if isinstance(value, np.ndarray)
+                else value)
+    out.n = sum(t.n for t in tables)
     return out
 
 

@@ -1,11 +1,11 @@
 """The sweep loop on a 50,000-trial plan, with a scripted runner (jobs end at the next poll, every 4th an OOM):
 time to the first progress line, time per poll, time to resume, peak memory.
 
-    python tests/benchmarks/bench_loop_scale.py [--polls N] [--small]
+    python tests/benchmarks/bench_loop_scale.py [--polls N] [--small | --mid]
 
 Targets (issue 19): first progress line < 10 s, a poll < 0.5 s, a resume < 10 s to its first progress line, peak
 RSS < 500 MB. The plan is Llama-2-70B with the embedded backend over a wide grid (161,280 points, 50,408 kept
-trials); --small takes a 1/8 grid (quick check). MLflow is off (its cost is measured in bench_sweep.py). Times
+trials); --small takes a 1/18 grid (quick check), --mid a 1/4.5 grid. MLflow is off (its cost is measured in bench_sweep.py). Times
 are wall-clock (this machine is shared: the CPU time of the process is printed beside them).
 """
 
@@ -35,6 +35,7 @@ GRID = ["+sweep=70b", "backend=torch", "executor=local", "cluster.nodes=64", "gr
         "plan.max_trials=0", "plan.max_gpu_hours=0", "plan.stop_when_converged=false", "plan.objective=tokens_per_s",
         "backend.warmup_iters=3", "backend.measure_iters=7", "tracking.enabled=false", "plan.compute_probe=false", "monitor.poll_interval_s=0.001", "executor.max_concurrent=8"]
 SMALL = ["grid.gbs=[1024]", "grid.recompute=[none]"]
+MID = ["grid.gbs=[1024,2048]", "grid.recompute=[none,full]"]
 OK_LOG = ("[parasweep] iteration 1/1 | phase measure | step time (ms): 10.0 | lm loss: 1.0 | tokens/s: 100.0\n"
           'PARASWEEP_RESULT {"step_time_s": 1.0, "tokens_per_s": %d, "peak_mem_gb": 50.0}\n')
 OOM_LOG = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
@@ -112,7 +113,7 @@ def run_once(overrides: list[str], polls: int) -> dict:
 def main() -> None:
     polls = int(sys.argv[sys.argv.index("--polls") + 1]) if "--polls" in sys.argv else 20
     with tempfile.TemporaryDirectory() as work:
-        overrides = [*GRID, *(SMALL if "--small" in sys.argv else []), f"sweep.root_dir={work}", "sweep.name=scale"]
+        overrides = [*GRID, *(SMALL if "--small" in sys.argv else MID if "--mid" in sys.argv else []), f"sweep.root_dir={work}", "sweep.name=scale"]
         first = run_once(overrides, polls)
         with Ledger(Path(work) / "scale" / "ledger.sqlite") as ledger:
             trials = len(ledger.trials())

@@ -365,3 +365,29 @@ def test_a_planner_pruned_trial_the_calibrated_model_keeps_is_brought_back_once_
     assert big.calibrated["peak_mem_gb"] * math.exp(-1.645 * big.calibrated["mem_sd"]) <= 0.5
     assert "brought back: the calibrated model says" in capsys.readouterr().out
     assert all(r.state == "ok" for r in trials.values())
+
+
+def test_the_feature_table_by_batch_class_equals_the_trial_by_trial_one(load, monkeypatch):
+    """Search._feature_table computes each batch class's features once and takes the trials' rows from the classes'
+    table (their micro-batch counts and tokens per step set column-wise): equal, to the last bit, to a table of
+    every trial's own features, on a grid where most classes hold several trials (FEATURE_CHUNK small: chunks)."""
+    import numpy as np
+
+    from launcher.plan.batch_class import batch_class
+    from launcher.plan.calibrate import FeatureTable, for_layout, trial_features
+    from launcher.plan.inputs import workload_for
+    from launcher.run import search as search_module
+
+    monkeypatch.setattr(search_module, "FEATURE_CHUNK", 4)
+    cfg = load("+sweep=tiny", "grid.gbs=[8,16,32,64,128,256]", "grid.mbs=[1,2]")
+    records = _records(make_plan(cfg))
+    assert len({batch_class(r.layout) for r in records}) < len(records) - 4
+    b = cfg.backend
+    own = [for_layout(trial_features(cfg.model, cfg.cluster, r.layout, b.precision, b.flash_attention,
+                                     backend=b.name, workload=workload_for(b, r.layout)), r.layout, cfg.model.seq_len)
+           for r in records]
+    whole, table = FeatureTable(own), Search(cfg)._feature_table(records)
+    assert table.n == whole.n == len(records)
+    for name, value in vars(whole).items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(getattr(table, name), value), name
