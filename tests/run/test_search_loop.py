@@ -331,7 +331,7 @@ def test_the_searchs_caches_predict_what_a_fresh_search_does(load, monkeypatch):
     records = _records(make_plan(cfg))
     assert len(records) > 6
     kept = Search(cfg)
-    chunked = kept._feature_table(records)
+    chunked = kept._feature_table(records).expanded()
     whole = FeatureTable([kept._trial_features(r) for r in records])
     assert all(np.array_equal(getattr(chunked, k), getattr(whole, k)) for k, v in vars(whole).items()
                if isinstance(v, np.ndarray)) and chunked.n == whole.n
@@ -374,7 +374,7 @@ def test_the_feature_table_by_batch_class_equals_the_trial_by_trial_one(load, mo
     import numpy as np
 
     from launcher.plan.batch_class import batch_class
-    from launcher.plan.calibrate import FeatureTable, for_layout, trial_features
+    from launcher.plan.calibrate import FeatureTable, Observation, calibrate, for_layout, trial_features
     from launcher.plan.inputs import workload_for
     from launcher.run import search as search_module
 
@@ -387,7 +387,18 @@ def test_the_feature_table_by_batch_class_equals_the_trial_by_trial_one(load, mo
                                      backend=b.name, workload=workload_for(b, r.layout)), r.layout, cfg.model.seq_len)
            for r in records]
     whole, table = FeatureTable(own), Search(cfg)._feature_table(records)
-    assert table.n == whole.n == len(records)
+    assert table.n == whole.n == len(records) and table.classes.n < table.n
     for name, value in vars(whole).items():
         if isinstance(value, np.ndarray):
-            assert np.array_equal(getattr(table, name), value), name
+            assert np.array_equal(getattr(table.expanded(), name), value), name
+    # its predictions, a fitted calibration's spreads included, are the per-trial table's, also for a subset and
+    # for two tables joined (a resume's new trials)
+    truth = [1.4 * s for s in whole.step_time_s(Search(cfg).prior.constants)]
+    cal = calibrate([Observation(f, t) for f, t in zip(own[:6], truth)], Search(cfg).prior, min_trials=3)
+    assert cal.applied and cal.covariance
+    joined = table.subset(range(5)).concat(Search(cfg)._feature_table(records[5:]))
+    for candidate in (table, joined):
+        got, want = cal.predict(candidate), cal.predict(whole)
+        assert all(np.array_equal(getattr(got, k), getattr(want, k)) for k in ("step_time_s", "step_sd",
+                                                                               "peak_mem_gb", "mem_sd"))
+    assert np.array_equal(table.subset([3, 1]).step_time_s(cal.constants), whole.step_time_s(cal.constants)[[3, 1]])
