@@ -64,7 +64,10 @@ PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem
 
 def estimated(r: TrialRecord) -> bool:
     """A trial of the search: the plan estimated it, it is not a repeat and it was not pruned."""
-    return bool(r.predicted.get("step_time_s")) and not r.repeat_of and r.state is not TrialState.PRUNED
+    return r.state is not _PRUNED and not r.repeat_of and bool(r.predicted.get("step_time_s"))
+
+
+_PRUNED = TrialState.PRUNED  # estimated() runs several times a poll on every trial: no attribute look-up each
 
 
 def objective_share(r: TrialRecord, objective: Objective | str) -> float:
@@ -248,8 +251,8 @@ class Search:
 
     def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
-        startup_s = self.cfg.backend.startup_s
-        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * objective_share(r, objective),
+        startup_s, share = self.cfg.backend.startup_s, Objective(objective).share  # objective_share, made once
+        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * share(r.layout.gpus),
                         p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb, startup_s)
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
