@@ -205,6 +205,10 @@ class FeatureTable:
         self.mem_transient = np.array([x.mem_transient_gb for x in f], dtype=float).reshape(self.n, 2)
         self.tokens_per_step = np.array([x.tokens_per_step for x in f], dtype=float)
 
+    def expanded(self) -> FeatureTable:
+        """This table with one row per trial (itself; a table kept per batch class expands its rows)."""
+        return self
+
     def subset(self, index: Sequence[int]) -> FeatureTable:
         import numpy as np
 
@@ -432,6 +436,7 @@ class StepModel:
     _SHARES = ("overlap_interference", "tp_overlap_interference")   # per-theta scalars of `combine`, not rates
 
     def __init__(self, table: FeatureTable, prior: Constants, params: Sequence[Parameter]) -> None:
+        table = table.expanded()   # the columns per trial (a table kept per batch class has them per class)
         self.table, self.prior, self.params = table, prior, tuple(params)
         # Trials that share a generation and device share their rates: (generation, cpu, rows), rows None = all.
         kinds = sorted({(str(g), bool(c > 0)) for g, c in zip(table.generation, table.cpu)})
@@ -484,7 +489,7 @@ class MemoryModel:
 
     def __init__(self, table: FeatureTable, constants: Constants, params: Sequence[Parameter] = MEMORY_PARAMETERS
                  ) -> None:
-        self.table, self.constants, self.params = table, constants, tuple(params)
+        self.table, self.constants, self.params = table.expanded(), constants, tuple(params)
         self._bases = [[(name, getattr(constants, name)) for name in p.fields] for p in self.params]
 
     def peak_mem_gb(self, thetas: np.ndarray) -> np.ndarray:
