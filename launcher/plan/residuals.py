@@ -92,6 +92,9 @@ class ResidualModel:
     noise_sd: float = NOISE_SD
     miss_floor: bool = True
     """corrected: no spread below the sweep's own out-of-sample miss (miss_floor)."""
+    identified_only: bool = False
+    """posterior: only the dimensions with at least two of their values measured get effects (an error seen at one
+    value of a dimension cannot be told apart from the sweep's level)."""
 
     def design(self, dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
         """Columns and their names: the offset, then one indicator per value of every dimension that varies
@@ -139,6 +142,8 @@ class ResidualModel:
         if len(measured) < MIN_FIT:
             return self
         design, names = self.design(dims)
+        if self.identified_only:
+            design, names = _identified(design, names, list(measured))
         x = design[np.fromiter(measured.keys(), dtype=int)]
         r = np.fromiter(measured.values(), dtype=float)
         best, best_ll = self, -math.inf
@@ -157,6 +162,8 @@ class ResidualModel:
         import numpy as np
 
         design, names = self.design(dims)
+        if self.identified_only:
+            design, names = _identified(design, names, list(measured))
         prior_var = self._prior(names, self.value_sd)
         if not measured:
             return design, names, np.zeros(len(names)), np.diag(prior_var)
@@ -184,6 +191,21 @@ class ResidualModel:
         design, _, mean_w, cov = self._weights(dims, measured)
         var = np.einsum("ij,jk,ik->i", design, cov, design)
         return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
+
+
+def _identified(design: np.ndarray, names: Sequence[str],
+                rows: Sequence[int]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The columns of the offset and of the dimensions with at least two values among the measured rows."""
+    import numpy as np
+
+    seen = design[np.asarray(rows, dtype=int)].sum(axis=0) > 0 if rows else np.zeros(len(names), dtype=bool)
+    varied: dict[str, int] = {}
+    for name, hit in zip(names, seen.tolist()):
+        if name != "offset" and hit:
+            dim = name.split("=", 1)[0]
+            varied[dim] = varied.get(dim, 0) + 1
+    keep = [j for j, n in enumerate(names) if n == "offset" or varied.get(n.split("=", 1)[0], 0) >= 2]
+    return design[:, keep], tuple(names[j] for j in keep)
 
 
 def log_likelihood(gram: np.ndarray, xr: np.ndarray, rr: float, n: int, prior_var: np.ndarray,

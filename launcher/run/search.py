@@ -266,6 +266,7 @@ class Search:
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
                                span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters,
+                               explore=policy.explore,
                                candidates=candidates, head=head)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:

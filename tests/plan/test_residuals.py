@@ -150,3 +150,19 @@ def test_the_column_wise_design_equals_the_trial_by_trial_one_on_generated_layou
         again = (*dims[:-1], {**dims[-1], "tp": 3})
         x2, names2 = ResidualModel().design(again)
         assert "tp=3" in names2 and np.array_equal(x2, _design_trial_by_trial(again)[0])
+
+
+def test_identified_only_learns_a_dimension_once_two_of_its_values_are_measured():
+    """One measured trial: its error is the sweep's level for every trial (the ranking stays the prior's); once a
+    second tp is measured, the tp values get effects of their own."""
+    dims = grid()
+    model = ResidualModel(identified_only=True)
+    one = model.posterior(dims, {0: 0.3})                      # tp1 pp1 mbs1 measured 35 % slower
+    assert np.allclose(one.mean, one.mean[0]) and one.mean[0] > 0.2
+    assert np.allclose(one.sd, one.sd[0])                      # no dimension identified: one spread for all
+    plain = ResidualModel().posterior(dims, {0: 0.3})
+    assert not np.allclose(plain.mean, plain.mean[0])          # without it, the trials unlike it look better
+    two = model.posterior(dims, {0: 0.3, 8: 0.0})              # tp4 pp1 mbs1 as predicted: tp=1 is slow
+    tp1 = [i for i, d in enumerate(dims) if d["tp"] == 1]
+    tp4 = [i for i, d in enumerate(dims) if d["tp"] == 4]
+    assert min(two.mean[tp1]) > max(two.mean[tp4])
