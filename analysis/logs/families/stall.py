@@ -105,7 +105,17 @@ DUMP_FRAMES = (
          (".py:", "    barrier (torch/distributed/distributed_c10d.py:3328)",
           r"^\s{0,12}[\w<>.]{1,120} \([^()\n]{1,400}\.py:\d{1,7}\)\s{0,4}$"))
 )
-WAIT_PHASES = WAIT_PHASES + DUMP_FRAMES
+# A file lock held by another process (a rank that died or a stale lock from a killed run): py-filelock's DEBUG
+# records ("Attempting to acquire lock 1401 on /x.lock", "Lock 1401 not acquired on /x.lock, waiting 0.05 seconds
+# ...") and torch's FileBaton (cpp_extension's "Waiting for ... lock"): the job retries for ever.
+FILE_LOCKS = rows(
+    FailureKind.HANG, _WAIT + " (a file lock held by another process)",
+    "py-filelock filelock/_api.py (acquire's DEBUG records); torch/utils/file_baton.py",
+    ("Attempting to acquire lock", "2024-01-01 10:00:00,001 - filelock - DEBUG: Attempting to acquire lock 1401 on "
+                                   "/home/u/.triton/autotune/kernel.pickle.lock"),
+    (" not acquired on ", "Lock 140192009925296 not acquired on /data/.cache/x.lock, waiting 0.05 seconds ...",
+     r"\bLock \d{1,20} not acquired on "))
+WAIT_PHASES = WAIT_PHASES + DUMP_FRAMES + FILE_LOCKS
 
 _SETUP = "the log ends in a set-up or save phase"
 # Set-up, save and build phases whose next line comes only when the phase is over (a collective inside it, a file
@@ -152,7 +162,11 @@ SETUP_PHASES = (
     + rows(FailureKind.HANG, _SETUP + " (building or loading a JIT extension)",
            "torch/utils/cpp_extension.py (_jit_compile: 'Building extension module', 'Loading extension module')",
            ("extension module", "Loading extension module fused_adam...",
-            r"(?:Building|Loading) extension module \S{1,100}$"))
+            r"(?:Building|Loading) extension module \S{1,100}$"),
+           # DeepSpeed op_builder/builder.py jit_load's timing line: the op is loaded; the next start-up step
+           # (engine set-up, the first batch) prints its own line when it is done
+           ("Time to load ", "Time to load fused_adam op: 0.51 seconds",
+            r"^\s{0,8}Time to load \w{1,60} op: [\d.]{1,20} seconds\s{0,4}$"))
 )
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
