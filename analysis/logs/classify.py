@@ -49,7 +49,7 @@ from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
 from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.families import stall as F_STALL
-from analysis.logs.logtext import split_prefix
+from analysis.logs.logtext import message_of, split_prefix
 from analysis.logs.parse_generic import is_step_record, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
@@ -780,7 +780,7 @@ def _error_ending(text: str, start: int = 0) -> Failure | None:
     for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
         if pos < start:
             break
-        _, body = split_prefix(line)
+        body = message_of(line)
         what = F_END.error_record(body)
         if what is None:
             continue
@@ -831,6 +831,7 @@ def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Fa
     if last is None:
         return None
     pos, line = last
+    line = message_of(line)  # launcher prefixes and a timestamp removed
     for row in table:
         if row.needle in line and row.matches(line):
             return _failure(row.kind, f"{row.label}: {line[:160]}", _evidence(text, pos))

@@ -8,6 +8,7 @@ import pytest
 
 from analysis.logs.classify import classify
 from analysis.logs.families import config, error_end
+from analysis.logs.logtext import message_of
 
 TB = "Traceback (most recent call last):\n"
 
@@ -178,3 +179,27 @@ def test_file_lock_acquired_then_training_is_not_a_hang():
 def test_training_metric_nan(line, kind):
     failure = classify(line + "\n")
     assert failure.kind == kind, failure.reason
+
+
+# ---- one place strips every launcher prefix and timestamp for every family (logtext.message_of)
+@pytest.mark.parametrize("prefix", ["", "server1: ", "[rank3]: ", "0: ", "[default0]:", "2024-05-01 10:00:00,123 ",
+                                    "worker-2: [rank7]: ", "[2024-05-01T10:00:00Z] "])
+@pytest.mark.parametrize("line,kind", [
+    ("Time to load utils op: 11.12 seconds", "hang"),  # an anchored set-up shape (families.stall)
+    ("KeyError('param_groups')", "crashed"),  # an anchored error record (families.error_end)
+    ("Input shape mismatch occured for features in module EncDecDiarLabelModel : ", "config_error"),
+])
+def test_every_prefix_is_stripped_before_matching(prefix, line, kind):
+    failure = classify(f"{prefix}{line}\n")
+    assert failure.kind == kind, failure.reason
+
+
+@pytest.mark.parametrize("line,body", [
+    ("server1: [rank3]: RuntimeError: x", " RuntimeError: x"),
+    ("0: 2024-05-01 10:00:00,123 - ERROR - boom", "ERROR - boom"),
+    ("05/17/2024 01:30:26 - INFO - llmtuner - ok", "INFO - llmtuner - ok"),
+    ("RuntimeError: a", "RuntimeError: a"),  # a message, not a host prefix
+    ("2024-01-01 10:00:00", "2024-01-01 10:00:00"),  # a bare timestamp stays (nothing behind it)
+])
+def test_message_of(line, body):
+    assert message_of(line) == body
