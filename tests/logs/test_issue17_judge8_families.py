@@ -203,3 +203,24 @@ def test_every_prefix_is_stripped_before_matching(prefix, line, kind):
 ])
 def test_message_of(line, body):
     assert message_of(line) == body
+
+
+@pytest.mark.parametrize("line", ["list index out of range", "index out of range in self",
+                                  "too many values to unpack (expected 2)", "division by zero",
+                                  "unsupported operand type(s) for +: 'int' and 'NoneType'"])
+def test_python_messages_without_their_type_are_crashes(line):
+    assert classify(f"[rank0]: {line}\n").kind == "crashed"
+
+
+@pytest.mark.parametrize("line", ["checked 12 items: none out of range", "values to unpack: 2",
+                                  "no division by zero here (guarded)"])
+def test_python_message_look_alikes(line):
+    assert error_end.error_record(line) is None
+
+
+def test_engine_setup_record_ends_the_log_is_a_hang_but_not_above_steps():
+    setup = ("[2024-01-01 10:00:00,001] [INFO] [engine.py:1000:_configure_optimizer] Using DeepSpeed Optimizer "
+             "param name adamw as basic optimizer\n")
+    assert classify(setup).kind == "hang"
+    steps = "".join(f"{{'loss': 2.{i}, 'learning_rate': 5e-05, 'epoch': 0.{i}}}\n" for i in range(1, 9))
+    assert classify(setup + steps).kind != "hang"

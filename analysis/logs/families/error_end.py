@@ -88,7 +88,14 @@ PYTHON_MESSAGE = re.compile(r"^\s{0,8}'?[\w.]{1,80}'? object has no attribute '\
                             r"\bgot an unexpected keyword argument '\w{1,80}'|"
                             r"\bmissing \d{1,2} required (?:positional|keyword-only) arguments?: |"
                             r"^\s{0,8}name '\w{1,80}' is not defined\b|"
-                            r"^\s{0,8}'[\w.]{1,80}' object is not (?:callable|subscriptable|iterable)\b")
+                            r"^\s{0,8}'[\w.]{1,80}' object is not (?:callable|subscriptable|iterable)\b|"
+                            # IndexError / ValueError / ZeroDivisionError / TypeError bodies as a whole line
+                            r"^\s{0,8}(?:list|tuple|string|array) index out of range\s{0,4}$|"
+                            r"^\s{0,8}index out of range in self\s{0,4}$|"
+                            r"^\s{0,8}(?:too many|not enough) values to unpack \(expected \d{1,4}|"
+                            r"^\s{0,8}(?:float |integer )?division (?:or modulo )?by zero\s{0,4}$|"
+                            r"^\s{0,8}unsupported operand type\(s\) for |"
+                            r"^\s{0,8}object of type '\w{1,60}' has no len\(\)")
 KERNEL_ERROR = re.compile(r"^\s{0,8}!{2,}\s{0,4}[\w ]{0,40}\b(?:kernel|execution|launch)\b[^\n]{0,40}\berror\b")
 # An exception in its repr form (the whole line "KeyError('param_groups')", as a logger prints `repr(e)`), or an
 # `AssertionError` written into the same line as other ranks' `assert ...` source lines.

@@ -166,7 +166,16 @@ SETUP_PHASES = (
            # DeepSpeed op_builder/builder.py jit_load's timing line: the op is loaded; the next start-up step
            # (engine set-up, the first batch) prints its own line when it is done
            ("Time to load ", "Time to load fused_adam op: 0.51 seconds",
-            r"^\s{0,8}Time to load \w{1,60} op: [\d.]{1,20} seconds\s{0,4}$"))
+            r"^\s{0,8}Time to load \w{1,60} op: [\d.]{1,20} seconds\s{0,4}$"),
+           ("Emitting ninja build file", "Emitting ninja build file /root/.cache/torch_extensions/py310_cu121/"
+                                         "fused_adam/build.ninja..."))
+    # DeepSpeed's engine set-up records (deepspeed/runtime/engine.py DeepSpeedEngine.__init__ and its _configure_*
+    # steps): the engine is still being built; the first step's record follows when it is done.
+    + rows(FailureKind.HANG, _SETUP + " (building the DeepSpeed engine)",
+           "deepspeed/runtime/engine.py (DeepSpeedEngine.__init__, _configure_optimizer, _configure_zero_optimizer)",
+           ("[engine.py:", "[2024-01-01 10:00:00,001] [INFO] [engine.py:1000:_configure_optimizer] Using DeepSpeed "
+                           "Optimizer param name adamw as basic optimizer",
+            r"\[engine\.py:\d{1,6}:(?:_configure_\w{1,60}|__init__)\]"))
 )
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
