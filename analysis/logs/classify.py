@@ -748,9 +748,10 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
                               or _headerless_exception(text, start) is not None):
             found = _fallback(text, start, None, None)
         # an error record that ends the log after its last progress (a device assert after the progress bars); not
-        # when the tail is a traceback Python reports as ignored (an exception in __del__ at exit)
-        if found is None and text.find(_IGNORED, start) < 0:
-            found = _error_ending(text, start)
+        # when the tail is a traceback Python reports as ignored (an exception in __del__ at exit), nor after a line
+        # saying training finished (an uploader's or logger's error at exit does not undo a finished run)
+        if found is None and text.find(_IGNORED, start) < 0 and not _completed(text):
+            found = _error_ending(text, start, loggers=False)
         verdict = found or _ok(has_result, finished)
         return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
@@ -773,16 +774,17 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     return found or verdict
 
 
-def _error_ending(text: str, start: int = 0) -> Failure | None:
+def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | None:
     """The last error record (families.error_end) among the log's last lines (at or after `start`): the job crashed
     there, or hit a configuration error where the record is an exception whose message states a broken configuration
-    rule or names a missing or malformed input (families.config.input_error)."""
+    rule or names a missing or malformed input (families.config.input_error). `loggers=False` skips logger ERROR
+    records (after a run's progress, a logger's error at exit is weaker evidence than the progress)."""
     for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
         if pos < start:
             break
         body = message_of(line)
         what = F_END.error_record(body)
-        if what is None:
+        if what is None or (not loggers and what == F_END.LOGGER_RECORD):
             continue
         match = F_CONFIG.EXCEPTION.search(body)
         if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):

@@ -9,6 +9,7 @@ import pytest
 from analysis.logs.classify import classify
 from analysis.logs.families import config, error_end
 from analysis.logs.logtext import message_of
+from analysis.logs.outcome import trial_outcome
 
 TB = "Traceback (most recent call last):\n"
 
@@ -224,3 +225,12 @@ def test_engine_setup_record_ends_the_log_is_a_hang_but_not_above_steps():
     assert classify(setup).kind == "hang"
     steps = "".join(f"{{'loss': 2.{i}, 'learning_rate': 5e-05, 'epoch': 0.{i}}}\n" for i in range(1, 9))
     assert classify(setup + steps).kind != "hang"
+
+
+def test_a_logger_error_after_a_finished_run_does_not_undo_it():
+    bars = "".join(f"{i}%|##| {i}/100 [00:{i:02d}<00:50, 1.06s/it]\n" for i in range(1, 30))
+    done = "{'train_runtime': 120.5, 'train_samples_per_second': 8.3, 'epoch': 1.0}\n"
+    upload = "[ERROR] failed to upload run files to the tracking server\n"
+    assert trial_outcome(bars + done + upload).failure_kind == "ok"
+    assert trial_outcome(bars + done + "RuntimeError: CUDA error: device-side assert triggered\n"
+                         ).failure_kind == "crashed"

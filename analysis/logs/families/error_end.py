@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import re
 
+LOGGER_RECORD = "logger error record"
 TAIL_LINES = 12  # non-blank lines from the end in which the last error record is looked for
 
 # Each shape is matched against one line with its rank/host prefix removed (analysis.logs.logtext.split_prefix).
@@ -115,7 +116,7 @@ def error_record(line: str) -> str | None:
     if TERMINATE.search(line) is not None:
         return "uncaught C++ exception"
     if LOGGER_ERROR.search(line) is not None:
-        return "logger error record"
+        return LOGGER_RECORD
     if STATE_DICT.search(line) is not None or STATE_DICT_ANYWHERE.search(line) is not None:
         return "checkpoint does not fit the model (load_state_dict)"
     if CUDA_LIBRARY.search(line) is not None:
