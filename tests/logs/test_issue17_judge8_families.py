@@ -234,3 +234,26 @@ def test_a_logger_error_after_a_finished_run_does_not_undo_it():
     assert trial_outcome(bars + done + upload).failure_kind == "ok"
     assert trial_outcome(bars + done + "RuntimeError: CUDA error: device-side assert triggered\n"
                          ).failure_kind == "crashed"
+
+
+@pytest.mark.parametrize("line", [
+    "  tensor_model_parallel_size ...................... 8",  # Megatron's arguments dump
+    "-------------------- end of arguments ---------------------",
+    "> compiling dataset index builder ...",
+    "[2024-01-01 10:00:00,001] [INFO] [config.py:1000:print] DeepSpeedEngine configuration:",
+    "[2024-01-01 10:00:00,001] [INFO] [config.py:1004:print]   zero_optimization_stage ...... 3",
+    "***** Running training *****",
+    "  Total optimization steps = 1,000",
+    "[rank: 0] GPU available: True (cuda), used: True",
+    "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]",
+])
+def test_a_log_that_ends_in_start_up_banners_is_a_hang(line):
+    assert classify(f"starting\n{line}\n").kind == "hang"
+
+
+def test_start_up_banners_above_steps_or_an_error_are_not_the_verdict():
+    banner = "***** Running training *****\n  Total optimization steps = 1,000\n"
+    assert classify(banner + "RuntimeError: CUDA error: an illegal memory access was encountered\n").kind == "crashed"
+    steps = "".join(f"{{'loss': 2.{i}, 'learning_rate': 5e-05, 'epoch': 0.{i}}}\n" for i in range(1, 9))
+    assert trial_outcome(banner + steps).failure_kind != "hang"
+    assert classify("Epoch 3: 100 steps done ... ok\n").kind == "unknown"  # a look-alike of the dump's dots

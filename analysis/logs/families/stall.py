@@ -175,7 +175,34 @@ SETUP_PHASES = (
            "deepspeed/runtime/engine.py (DeepSpeedEngine.__init__, _configure_optimizer, _configure_zero_optimizer)",
            ("[engine.py:", "[2024-01-01 10:00:00,001] [INFO] [engine.py:1000:_configure_optimizer] Using DeepSpeed "
                            "Optimizer param name adamw as basic optimizer",
-            r"\[engine\.py:\d{1,6}:(?:_configure_\w{1,60}|__init__)\]"))
+            r"\[engine\.py:\d{1,6}:(?:_configure_\w{1,60}|__init__)\]"),
+           # the engine's configuration dump (runtime/config.py DeepSpeedConfig.print) that __init__ prints
+           ("[config.py:", "[2024-01-01 10:00:00,001] [INFO] [config.py:1000:print] DeepSpeedEngine configuration:",
+            r"\[config\.py:\d{1,6}:print\]"))
+    # The start-up banners and dumps every framework prints once before its first step: Megatron-LM's arguments
+    # dump ("  tensor_model_parallel_size ...... 8", "---- end of arguments ----") and its "> compiling/building/
+    # setting ..." start-up steps (megatron/training/initialize.py, training.py); DeepSpeed's configuration dump
+    # ("  zero_optimization_stage ...... 3"); HF Trainer's "***** Running training *****" header and its
+    # "  Num examples = N" lines (trainer.py _inner_training_loop); Lightning's accelerator and model summaries
+    # ("GPU available: True", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]", "Total estimated model params size
+    # (MB)"). As a log's last activity (no step, no error, no end after it), the job never reached its first step.
+    + rows(FailureKind.HANG, _SETUP + " (start-up banners and dumps before the first step)",
+           "Megatron-LM arguments.py _print_args and initialize.py; DeepSpeed runtime/config.py print; transformers "
+           "trainer.py _inner_training_loop; Lightning trainer/connectors and utilities/model_summary",
+           (" ...", "  tensor_model_parallel_size ...................... 8",
+            r"^\s{0,8}[\w.-]{2,80} \.{3,}\s{0,4}\S"),
+           ("end of arguments", "-------------------- end of arguments ---------------------"),
+           ("> ", "> compiling dataset index builder ...",
+            r"^\s{0,8}> (?:compiling|building|setting|initializ|loading|finished|learning rate|done with setup)"),
+           ("***** Running training", "***** Running training *****"),
+           (" = ", "  Total optimization steps = 1,000",
+            r"^\s{0,8}(?:Num examples|Num Epochs|Instantaneous batch size per device|Total train batch size[^=\n]{0,60}"
+            r"|Gradient Accumulation steps|Total optimization steps|Number of trainable parameters)\s{0,4}= \S"),
+           ("available: ", "GPU available: True (cuda), used: True",
+            r"(?:^\s{0,8}|\] )(?:GPU|TPU|HPU|IPU) available: (?:True|False)"),
+           ("CUDA_VISIBLE_DEVICES: ", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]",
+            r"LOCAL_RANK: \d{1,5} - CUDA_VISIBLE_DEVICES: "),
+           ("params size (MB)", "1,751.384 Total estimated model params size (MB)"))
 )
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
