@@ -766,7 +766,8 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
         found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
-                 or _ends_waiting(text, F_STALL.SETUP_PHASES) or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END))
+                 or _ends_waiting(text, F_STALL.SETUP_PHASES) or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
+                 or _ends_with_config_rule(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
@@ -794,6 +795,21 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
             return _failure(FailureKind.CONFIG_ERROR, f"{inputs}: {body[:200]}", _evidence(text, pos))
         return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
     return None
+
+
+def _ends_with_config_rule(text: str) -> Failure | None:
+    """The log's last activity states a configuration rule the run broke, quoted without its exception type ("tensor
+    parallel size 8 must divide the number of attention heads 12"): judged like an AssertionError's message
+    (families.config.is_config_message); not a warning, which a job prints and goes on."""
+    last = _last_activity(text)
+    if last is None:
+        return None
+    pos, line = last
+    body = message_of(line)
+    if F_CONFIG.NOT_A_RULE.search(body) is not None or not F_CONFIG.is_config_message("AssertionError", body):
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration (the rule ends the log): {body[:200]}",
+                    _evidence(text, pos))
 
 
 def _completed(text: str) -> bool:

@@ -257,3 +257,18 @@ def test_start_up_banners_above_steps_or_an_error_are_not_the_verdict():
     steps = "".join(f"{{'loss': 2.{i}, 'learning_rate': 5e-05, 'epoch': 0.{i}}}\n" for i in range(1, 9))
     assert trial_outcome(banner + steps).failure_kind != "hang"
     assert classify("Epoch 3: 100 steps done ... ok\n").kind == "unknown"  # a look-alike of the dump's dots
+
+
+@pytest.mark.parametrize("line,kind", [
+    ("tensor parallel size 8 must divide the number of attention heads 12", "config_error"),
+    ("[rank0]: global batch size (96) is not divisible by micro batch size (5) times data parallel size (2)",
+     "config_error"),
+    ("num_layers (30) should be divisible by pipeline_model_parallel_size (4)", "config_error"),
+    # not these: a warning or advice that states a rule, a start-up record
+    ("WARNING: sequence length should be a multiple of 64 for best performance", "unknown"),
+    ("[INFO] tensor parallel size must be <= 8 on this node; using 8", "unknown"),
+    ("Consider setting the micro batch size to a multiple of 8", "unknown"),
+])
+def test_a_rule_quoted_without_its_type_that_ends_the_log(line, kind):
+    failure = classify(f"starting\n{line}\n")
+    assert failure.kind == kind, failure.reason

@@ -500,3 +500,9 @@ MISSING_PACKAGE_END = rows(
                                                r"[^\n]{0,200}\binstall"),
     ("not installed", "transformer_engine is not installed. Please install it to use fp8 training",
      r"(?i)\b(?:was|is|were|are) not (?:found|installed|available)\b[^\n]{0,200}\binstall"))
+
+
+# A last line that states a rule but is not an error: a warning or advice the job printed and went past, a log level
+# below ERROR, a progress or summary record.
+NOT_A_RULE = re.compile(r"(?i)warn|\bdeprecat|\bhint\b|\bnote\b|\btip\b|\bconsider\b|\brecommend|\bINFO\b|"
+                        r"\bDEBUG\b|it/s\]|s/it\]|\biteration\s{0,4}\d")
