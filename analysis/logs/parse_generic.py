@@ -325,6 +325,25 @@ def _number(text: str) -> float | None:
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
 _COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
                            r"|\d\s{0,3}/\s{0,3}\d")
+# A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
+# H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
+# Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
+_CLOCK_DURATION = re.compile(r"(?i)((?:time per (?:step|iter\w{0,5}|batch|update)|(?:step|iter\w{0,5}|batch|update)"
+                             r"[ _]time|took|duration)\s{0,3}[:=]?\s{0,3})"
+                             r"(\d{1,3}):(\d{1,2}):(\d{1,2}(?:\.\d{1,6})?)(?![\d:.])")
+
+
+def _clock_durations(line: str) -> str:
+    """'time per step = 0:00:1.390' -> 'time per step = 1.39s' (a duration, not a clock time)."""
+    if ":" not in line or _CLOCK_DURATION.search(line) is None:
+        return line
+    return _CLOCK_DURATION.sub(lambda m: f"{m.group(1)}{_hms_s(m):g}s", line)
+
+
+def _hms_s(m: re.Match[str]) -> float:
+    return int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4))
+
+
 # Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
 _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
@@ -395,7 +414,8 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(_CLOCKLIKE.sub(" ", line)):
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(line))
+    for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
         if parenthesised:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
@@ -686,11 +706,67 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
     """The per-step series of any log (module docstring); an empty reading when it has none. Never raises: an
     arithmetic surprise in a hostile log (a value of 1e309) costs this reader's result, with a note."""
     try:
-        return _read_records(text, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
-                             world_size=world_size, notes=notes)
+        reading = _read_records(text, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
+                                world_size=world_size, notes=notes)
+        return reading if reading.iterations else _with_summary(reading, text)
     except (ArithmeticError, ValueError, RecursionError) as exc:
         note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
         return GenericReading()
+
+
+# ---- summaries and free-standing rates: the last resort when no step record gives a time
+
+_SUMMARY_NUM = r"(?P<v>\d{1,9}(?:\.\d{1,9})?(?:[eE][-+]?\d{1,3})?)"
+# A stated step time without a counter: "Avg Iteration Time: 8.01s" (min-LLM), "• Total step time: 0.33s" (NeMo-RL),
+# "mean step time (ms) = 410", "average time per iteration: 1.2 s". Parts of a step ("data time") do not match:
+# the key must be the whole step's.
+_SUMMARY_TIME = re.compile(
+    r"(?i)(?<![\w/])(?:(?:avg|average|mean|median|total|overall)[ _]{1,2})?(?:train(?:ing)?[ _])?"
+    r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter))"
+    r"(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
+    + r"\s{0,2}(?P<u>ms|s|sec|secs|seconds)?(?![\w/])")
+# A rate of steps: "Steps per second: 0.59" (HF-style summary), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
+# outside a bar, "train_steps_per_second = 0.59".
+_SUMMARY_RATE = re.compile(
+    r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)[ _](?:per[ _]sec(?:ond)?|/s(?:ec)?)"
+    r"\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM + r"(?![\w.])"
+    r"|(?<![\w.])" + _SUMMARY_NUM.replace("?P<v>", "?P<r>") + r"\s{0,2}(?:iters|iterations|steps|updates)/s(?:ec)?\b")
+_SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
+
+
+def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
+    """(source, [(position, seconds)]) from summaries and free-standing rates, in the order: a stated average or
+    total step time, then 1 / a rate of steps. Used only when no step record gives a time: a per-step record beats
+    a running average, which beats a summary."""
+    parts = [(0, text[:_SUMMARY_SPAN])]
+    if len(text) > _SUMMARY_SPAN:
+        parts.append((max(_SUMMARY_SPAN, len(text) - _SUMMARY_SPAN), text[-_SUMMARY_SPAN:]))
+    times: list[tuple[int, float]] = []
+    rates: list[tuple[int, float]] = []
+    for offset, part in parts:
+        for m in _SUMMARY_TIME.finditer(part):
+            unit = (m.group("u") or m.group("ku") or "s").lower()
+            value = float(m.group("v")) * _TIME_UNITS.get(unit, 1.0)
+            if math.isfinite(value) and value > 0:
+                times.append((offset + m.start(), value))
+        for m in _SUMMARY_RATE.finditer(part):
+            rate = float(m.group("v") or m.group("r"))
+            if math.isfinite(rate) and rate > 0:
+                rates.append((offset + m.start(), 1.0 / rate))
+    if times:
+        return "summary step time", times
+    if rates:
+        return "summary rate of steps", rates
+    return "", []
+
+
+def _with_summary(reading: GenericReading, text: str) -> GenericReading:
+    source, found = summary_step_times(text)
+    if not found:
+        return reading
+    iterations = tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in enumerate(found))
+    return replace(reading, iterations=iterations, source=source, n_records=max(reading.n_records, len(found)),
+                   last_record_pos=max(reading.last_record_pos, found[-1][0]))
 
 
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,

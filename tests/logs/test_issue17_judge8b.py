@@ -1,0 +1,155 @@
+"""Issue 17, batch 7's healthy-format, OOM and communication misses generalised (helper judge8b): the generic reader's
+clock durations and its last resort (summaries and free-standing rates of steps), which figure wins when several are
+present, the rendezvous-port and every vendor's collective-library failures, NCCL INFO traces NCCL went on after,
+teardown WARNs, and old PyTorch's THCudaCheck OOM. Each rule is checked on a real excerpt (the batch-7 line it failed
+on, source named) and on a look-alike written for this test."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.logs.classify import classify
+from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_generic import read_records, summary_step_times
+from analysis.logs.steady_state import steady_state
+from launcher.core.kinds import FailureKind
+
+OOM, COMM = FailureKind.OOM, FailureKind.COMM_ERROR
+
+
+def step_s(text: str) -> float:
+    reading = read_records(text)
+    assert reading.iterations, reading
+    return steady_state(reading.iterations).median_step_time_s
+
+
+# ---- a duration written as a clock (H:MM:SS.fff) after a step-time key
+@pytest.mark.parametrize("text, expected_s", [
+    # real: batch 7 other/openseq2seq_gnmt_4gpu_time_per_step_1.log (OpenSeq2Seq#191), read as 0 s before
+    ("Global step 73968: loss = 1.0840, time per step = 0:00:1.390\n", 1.39),
+    # written: other spellings of the same duration
+    ("step 10: loss 2.0, step time 0:01:02.5\nstep 20: loss 1.9, step time 0:01:02.5\n", 62.5),
+    ("iter 7 | loss 3.1 | took 1:00:00\n", 3600.0),
+])
+def test_clock_durations_are_seconds(text, expected_s):
+    assert step_s(text) == pytest.approx(expected_s)
+
+
+def test_a_clock_time_after_a_plain_time_key_is_not_a_duration():
+    # written: a wall-clock time of day, not a 36532 s step
+    text = "".join(f"step {i}: loss 2.0, time: 10:08:{50 + i:02d}\n" for i in range(1, 5))
+    assert all(it.step_time_s < 3600 for it in read_records(text).iterations)
+
+
+# ---- summaries and free-standing rates: the last resort
+@pytest.mark.parametrize("text, expected_s", [
+    # real: batch 7 other/nemo_rl_sft_2node_llama32_1b_total_step_time_1.log (NeMo-RL#1844)
+    ("⏱️  Timing:\n  • Total step time: 0.33s\n  • policy_training: 0.32s (99.5%)\n", 0.33),
+    # real: batch 7 deepspeed/min_llm_zero3_8xa100_avg_iteration_time_1.log (min-LLM#16)
+    ("Estimates: 129.32TFLOPs Avg Iteration Time: 8.01s\n", 8.01),
+    # real: batch 7 hf_trainer/dgx_spark_llama32_3b_full_ft_summary_steps_per_second_1.log (dgx-spark-playbooks#29)
+    ("TRAINING COMPLETED\nTraining runtime: 106.51 seconds\nSamples per second: 4.69\nSteps per second: 0.59\n",
+     1 / 0.59),
+    # real: batch 7 other/espnet_asr_train_pytorch_dataloader_iters_per_sec_1.log (espnet#1138): the first report
+    # is infinite and skipped
+    ("       100 iter, 0 epoch / 100 epochs\n       inf iters/sec. Estimated time to finish: 0:00:00.\n"
+     "       200 iter, 0 epoch / 100 epochs\n    2.6103 iters/sec. Estimated time to finish: 20 days\n", 1 / 2.6103),
+    # written: look-alikes in other spellings
+    ("final: mean step time (ms) = 410\n", 0.41),
+    ("average time per iteration: 1.25 s\n", 1.25),
+    ("train_steps_per_second = 2.0\n", 0.5),
+])
+def test_summaries_give_a_step_time(text, expected_s):
+    assert step_s(text) == pytest.approx(expected_s, rel=1e-3)
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == FailureKind.OK.value and outcome.metrics["step_time_s"] == pytest.approx(expected_s,
+                                                                                                     rel=1e-3)
+
+
+@pytest.mark.parametrize("text", [
+    "data time: 0.21s\n",  # a part of a step
+    "Average epoch time: 612 s\n",  # an epoch is not a step
+    "checkpoint save time: 4.0s\n",
+    "Samples per second: 4.69\n",  # samples, and no batch
+])
+def test_summary_look_alikes_are_not_step_times(text):
+    assert summary_step_times(text) == ("", [])
+
+
+def test_per_step_records_beat_a_summary_and_a_stated_time_beats_a_rate():
+    records = "".join(f"step {i}: loss 2.0, step_time: 0.250s\n" for i in range(1, 20))
+    assert step_s(records + "Avg Iteration Time: 9.00s\nSteps per second: 0.1\n") == pytest.approx(0.25)
+    assert step_s("Steps per second: 0.5\nTotal step time: 1.5s\n") == pytest.approx(1.5)
+
+
+def test_a_failure_after_a_summary_still_decides():
+    text = "Avg Iteration Time: 8.01s\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert trial_outcome(text).failure_kind == OOM.value
+
+
+# ---- communication: the rendezvous port, and every vendor's collective library
+@pytest.mark.parametrize("text", [
+    # real: batch 7 deepspeed/two_runs_one_machine_address_already_in_use_1.log (the bare line)
+    "RuntimeError: Address already in use\n",
+    # real: batch 7 pytorch/cdial_gpt_launch_2gpu_address_already_in_use_1.log, behind a Chinese prefix
+    "执行中报错：RuntimeError: Address already in use\n",
+    # real: batch 7 hf_trainer/llamafactory_multi_npu_hccl_notify_wait_timeout_1.log (Ascend HCCL)
+    "EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not received the "
+    "Notify record from remote rank [4294967295].\n",
+    # written: the same families in other wordings
+    "OSError: [Errno 98] Address already in use\n",
+    "[ERROR] HCCL(4242,python):2024-05-01-10:00:00.000 [hccl_communicator.cc:88] HcclAllReduce failed, error code 9\n",
+    "2024:05:01-10:00:00:(4242) |CCL_ERROR| atl_ofi.cpp:1207 atl_ofi_wait: fi_cq_readerr: err: 5\n",
+    "*** An error occurred in MPI_Allreduce\n*** reported by process [3147890689,1]\n",
+    "Fatal error in PMPI_Allreduce: Other MPI error, error stack:\nMPI_Allreduce(1000): MPI_ERR_OTHER: known error\n",
+])
+def test_comm_errors_of_every_vendor(text):
+    assert classify(text).kind == COMM, classify(text).reason
+
+
+@pytest.mark.parametrize("text", [
+    "export HCCL_CONNECT_TIMEOUT=1200\nexport HCCL_EXEC_TIMEOUT=1200\n",  # settings, not errors
+    "TensorBoard port 6006: Address already in use, serving on 6007 instead\n",  # not an exception
+    "MPI_ERR_ settings documented in the README\n",
+])
+def test_comm_look_alikes(text):
+    assert classify(text).kind != COMM, classify(text).reason
+
+
+# ---- NCCL INFO traces and teardown WARNs never decide alone
+def test_an_nccl_trace_nccl_went_on_after_is_not_a_failure():
+    # real: batch 7 other/opennmt_2node_gcp_hang_after_nccl_init_1.log (OpenNMT-py): a start-up probe
+    text = ("sfr-pod-rmeng:435:783 [0] NCCL INFO include/net.h:19 -> 2\n"
+            "sfr-pod-rmeng:435:783 [0] NCCL INFO Ring 00 : 0 -> 8 [receive] via NET/Socket/0\n")
+    assert classify(text).kind != COMM, classify(text).reason
+    # written: the same trace as the last NCCL lines (the failing call propagating up) still decides
+    ending = "n1:42:43 [0] NCCL INFO transport/net_socket.cc:474 -> 2\nn1:42:43 [0] NCCL INFO init.cc:1086 -> 2\n"
+    assert classify(ending).kind == COMM, classify(ending).reason
+
+
+def test_ibv_async_event_teardown_warns_are_not_a_comm_error():
+    # real: batch 7 nemo/mbridge_qwen3_480b_hang_first_validation_ibv_async_1.log (Megatron-Bridge#1477)
+    text = "".join(f"host1:5569{i}:5635{i} [0] ibvwrap.c:102 NCCL WARN Call to ibv_get_async_event failed\n"
+                   for i in range(4))
+    assert classify(text).kind != COMM, classify(text).reason
+    # written: another verbs call failing is still one
+    assert classify("host1:1:2 [0] ibvwrap.c:90 NCCL WARN Call to ibv_reg_mr failed\n").kind == COMM
+
+
+# ---- old PyTorch's THCudaCheck OOM, its traceback cut
+@pytest.mark.parametrize("text", [
+    # real: batch 7 pytorch/aiayn_transformer_validation_thcudacheck_oom_1.log (attention-is-all-you-need-pytorch)
+    "THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 : out of memory\n"
+    "Traceback (most recent call last):\n  File \"train.py\", line 274, in <module>\n    main()\n",
+    # written: the same check glued to a progress bar, error code only
+    "Valid:  9%| 1/11 [00:01<00:13,  1.33s/it]THCudaCheck FAIL file=THCCachingAllocator.cpp line=510 error=2\n"
+    "Traceback (most recent call last):\n",
+])
+def test_thcudacheck_out_of_memory(text):
+    assert classify(text).kind == OOM, classify(text).reason
+
+
+def test_thcudacheck_other_errors_are_not_oom():
+    text = ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=59 : "
+            "device-side assert triggered\nTraceback (most recent call last):\n")
+    assert classify(text).kind != OOM, classify(text).reason
