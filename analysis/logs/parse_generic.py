@@ -90,7 +90,9 @@ _KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s|:\s")  # a key is the last non-empty pi
 _KEY_TRIM = " \t:=#'\"[]<>*-./"
 
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"
-                        r"|\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b")  # ISO-like, glog
+                        r"|\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b"  # ISO-like, glog
+                        # "04/28/2023 10:30:18" (DeBERTa, Python's %m/%d/%Y); a day first when the month is > 12
+                        r"|\b(\d{2})/(\d{2})/(\d{4})[ ,](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?")
 
 # tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
 _BAR = re.compile(
@@ -264,6 +266,7 @@ def _role(f: Field) -> tuple[str, str | None]:
 
 
 _PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "sec/step")
+_INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
 @lru_cache(maxsize=8192)
@@ -272,6 +275,8 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
     if unit in _PER_STEP_UNITS:  # Keras' "120ms/step", tqdm's "1.50s/it", TF-Slim's "(16.93 sec/step)"
         return "s_per_it", None
+    if not key and unit in _INTERVAL_UNITS:  # a bare duration ("Steps=200, loss=3.6, ..., 622.0s"): see _intervals
+        return "time", "interval"
     rate = _rate_role(key, unit)
     if rate is not None:
         return "rate", rate
@@ -305,10 +310,15 @@ def timestamp_of(line: str) -> tuple[float, float] | None:
             frac = m.group(7) or ""
             dt = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
                           int(m.group(6)))
-        else:
+        elif m.group(8) is not None:
             frac = m.group(13) or ""
             dt = datetime(2000, int(m.group(8)), int(m.group(9)), int(m.group(10)), int(m.group(11)),
                           int(m.group(12)))
+        else:
+            frac = m.group(20) or ""
+            month, day = int(m.group(14)), int(m.group(15))
+            month, day = (day, month) if month > 12 else (month, day)
+            dt = datetime(int(m.group(16)), month, day, int(m.group(17)), int(m.group(18)), int(m.group(19)))
         seconds = dt.timestamp() + (int(frac) / 10 ** len(frac) if frac else 0.0)
     except (ValueError, OverflowError, OSError):
         return None
@@ -442,7 +452,7 @@ def _parse_line(line: str) -> _RecordContent | None:
         if rank is not None and 0 <= value < 1e12 and value == int(value):
             counters.append((rank, key or "n/N", int(value)))
             continue
-        if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS:
+        if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS or unit in _INTERVAL_UNITS:
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
@@ -619,6 +629,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
     steps = [1.0 / f.value if (f := _field(r, "rate", "steps")) is not None and f.value > 0 else None
              for r in records]
     if enough(steps):
+        since_start = _rate_since_start(records, steps)
+        if since_start is not None:
+            return "running average of steps per second since the start, differenced", since_start
         return "1 / steps per second", steps
     samples = samples_per_step or _batch(records, "samples")
     if samples:
@@ -637,12 +650,58 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
                      and f.value > 0 else None for r in records]
             if enough(times):
                 return "tokens per step / (tokens per GPU per second x world size)", times
+    interval = by_key.get("interval:")
+    if interval is not None:
+        times = _intervals(records, interval)
+        if enough(times):
+            return "bare duration per logging interval", times
     stamps = [r.timestamp_s for r in records]
     resolution = max((r.timestamp_res_s for r in records if r.timestamp_s is not None), default=1.0)
     deltas = _deltas(records, stamps, min_span=TIMESTAMP_MIN_SPAN * resolution)
     if sum(d is not None for d in deltas) >= 1:
         return "timestamp difference", deltas
     return "", [None] * n
+
+
+def _rate_since_start(records: list[Record], inverse_rates: list[float | None]) -> list[float | None] | None:
+    """A rate of steps that is a running average since the start (ms-swift's 'train_speed(iter/s)') lags the
+    steady state; its implied clock, counter / rate, is exact. The records' timestamps tell which it is: the
+    per-step differences of that clock match the timestamps' while 1 / rate is off by more than 3 %. None when the
+    rate reads as a per-interval rate (or the log has no timestamps to tell)."""
+    clock = [rec.counter * t if t is not None else None for rec, t in zip(records, inverse_rates)]
+    differenced = _deltas(records, clock)
+    stamps = _deltas(records, [r.timestamp_s for r in records],
+                     min_span=TIMESTAMP_MIN_SPAN * max((r.timestamp_res_s for r in records), default=1.0))
+    pairs = [(d, s, t) for d, s, t in zip(differenced, stamps, inverse_rates)
+             if d is not None and s is not None and t is not None and s > 0]
+    if len(pairs) < 2:
+        return None
+    by_clock = statistics.median(abs(d - s) / s for d, s, _ in pairs)
+    by_rate = statistics.median(abs(t - s) / s for _, s, t in pairs)
+    return differenced if by_rate > 0.03 and by_clock < by_rate / 2 else None
+
+
+def _intervals(records: list[Record], values: list[float | None]) -> list[float | None]:
+    """A bare duration with no key at the end of a record (DeBERTa's 'Steps=200, loss=3.6, examples=12800, 622.0s')
+    is the time of one step or of the logging interval since the previous record. The records' timestamps tell
+    which: the duration matches their difference (an interval: divided by the steps between the records) or that
+    difference over the steps (a step). Without timestamps only records one step apart, where both readings agree,
+    are used."""
+    out: list[float | None] = [None] * len(records)
+    for i in range(1, len(records)):
+        rec, prev, value = records[i], records[i - 1], values[i]
+        steps = rec.counter - prev.counter
+        if value is None or steps <= 0 or rec.epoch != prev.epoch:
+            continue
+        if rec.timestamp_s is None or prev.timestamp_s is None:
+            out[i] = value if steps == 1 else None
+            continue
+        span = rec.timestamp_s - prev.timestamp_s
+        if span > 0 and 0.8 <= value / span <= 1.25:
+            out[i] = value / steps
+        elif span > 0 and 0.8 <= value * steps / span <= 1.25:
+            out[i] = value
+    return out
 
 
 def _accumulate(records: list[Record], times: list[float | None]) -> tuple[list[Record], list[float | None]]:
@@ -760,7 +819,44 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
     return "", []
 
 
+# DeepSpeed's optimizer timers, logged once per optimizer step when wall_clock_breakdown is on (fp16
+# fused_optimizer.py: compute_norm | overflow_check | unscale_and_clip | basic_step | update_fp16; ZeRO 1/2:
+# optimizer_allgather | optimizer_gradients | optimizer_step): records without a counter, each one step, so the time
+# between two of them is a step. Not the microstep timers (forward_microstep ...: one per micro-batch).
+_STEP_TIMERS = ("basic_step:", "optimizer_step:")
+
+
+def optimizer_timer_step_times(text: str) -> list[tuple[int, float]]:
+    """[(position, seconds)] from the timestamps of consecutive per-step optimizer timer records."""
+    if "time (ms)" not in text:
+        return []
+    starts: set[int] = set()
+    for needle in _STEP_TIMERS:
+        pos, n = text.rfind(needle), 0
+        while pos >= 0 and n < MAX_TAIL_LINES:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            pos, n = text.rfind(needle, 0, pos), n + 1
+    out: list[tuple[int, float]] = []
+    prev: tuple[float, float] | None = None
+    for start in sorted(starts):
+        end = text.find("\n", start, start + MAX_LINE_CHARS)
+        line = text[start: start + MAX_LINE_CHARS if end < 0 else end]
+        stamp = timestamp_of(line) if "time (ms)" in line else None
+        if stamp is None:
+            continue
+        if prev is not None and stamp[0] - prev[0] >= TIMESTAMP_MIN_SPAN * max(stamp[1], prev[1]):
+            out.append((start, stamp[0] - prev[0]))
+        prev = stamp
+    return out
+
+
 def _with_summary(reading: GenericReading, text: str) -> GenericReading:
+    timers = optimizer_timer_step_times(text)
+    if timers:
+        return replace(reading, source="optimizer timer records' timestamps",
+                       iterations=tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in enumerate(timers)),
+                       n_records=max(reading.n_records, len(timers) + 1),
+                       last_record_pos=max(reading.last_record_pos, timers[-1][0]))
     source, found = summary_step_times(text)
     if not found:
         return reading
@@ -814,8 +910,10 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
 
 
 _SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average": 2, "1 / steps per second": 3,
+                 "running average of steps per second since the start, differenced": 3,
                  "samples per step / samples per second": 4, "tokens per step / tokens per second": 4,
-                 "tokens per step / (tokens per GPU per second x world size)": 4, "timestamp difference": 5}
+                 "tokens per step / (tokens per GPU per second x world size)": 4,
+                 "bare duration per logging interval": 5, "timestamp difference": 6}
 
 
 # ---- tqdm progress bars

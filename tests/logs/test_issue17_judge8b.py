@@ -153,3 +153,57 @@ def test_thcudacheck_other_errors_are_not_oom():
     text = ("THCudaCheck FAIL file=/pytorch/aten/src/THC/THCCachingHostAllocator.cpp line=265 error=59 : "
             "device-side assert triggered\nTraceback (most recent call last):\n")
     assert classify(text).kind != OOM, classify(text).reason
+
+
+# ---- records without a step time of their own: DeepSpeed's per-step optimizer timers, bare interval durations,
+# a rate that is a running average since the start
+def test_per_step_optimizer_timer_records_give_the_time_between_them():
+    # real: batch 7 deepspeed/fused_adam_memory_optimizer_timers_per_step_1.log (DeepSpeed#4132), 13.08 s apart
+    stamps = ["16:00:12,964", "16:00:26,044", "16:00:39,120", "16:00:52,202"]
+    text = "".join(f"[2023-08-14 {t}] [INFO] [logging.py:96:log_dist] [Rank 0] rank=0 time (ms) | compute_norm: 2.99 "
+                   "| overflow_check: 8.91 | unscale_and_clip: 5.07 | basic_step: 19.65 | update_fp16: 4.56\n"
+                   for t in stamps)
+    assert step_s(text) == pytest.approx(13.08, rel=0.01)
+
+
+def test_microstep_timers_are_not_steps():
+    # written: one record per micro-batch (gradient accumulation): the time between them is not a step
+    text = "".join(f"[2023-06-03 00:10:{10 + 6 * i:02d},345] [INFO] [logging.py:96:log_dist] [Rank 0] rank=0 time (ms) "
+                   "| forward_microstep: 1330.05 | backward_microstep: 4766.88 | step_microstep: 12.1\n"
+                   for i in range(5))
+    assert not read_records(text).iterations
+
+
+def test_a_bare_duration_is_the_logging_interval_when_the_timestamps_say_so():
+    # real: batch 7 other/deberta_rtd_pretrain_steps_per_100_seconds_1.log (DeBERTa#127): 100 steps per record
+    text = ("04/28/2023 10:19:56|INFO|RTD|00| [D][0.0%][-1813.71h] Steps=100, loss=3.74, examples=6400, "
+            "loss_scale=4096.0, 653.0s\n"
+            "04/28/2023 10:30:18|INFO|RTD|00| [D][0.0%][-1727.33h] Steps=200, loss=3.60, examples=12800, "
+            "loss_scale=4096.0, 622.0s\n"
+            "04/28/2023 10:40:41|INFO|RTD|00| [D][0.0%][-1732.08h] Steps=300, loss=3.51, examples=19200, "
+            "loss_scale=8192.0, 623.7s\n")
+    assert step_s(text) == pytest.approx(6.23, rel=0.01)
+    # written: the same shape where the bare duration is one step's (the timestamps advance 10 x 2.0 s)
+    per_step = "".join(f"2024-01-01 10:00:{20 * i:02d} step {10 * i}, loss 2.0, 2.0s\n" for i in range(1, 4))
+    assert step_s(per_step) == pytest.approx(2.0)
+
+
+def test_a_bare_duration_without_timestamps_is_used_only_one_step_apart():
+    assert step_s("".join(f"step {i}, loss 2.0, 1.5s\n" for i in range(1, 6))) == pytest.approx(1.5)
+    assert not read_records("".join(f"step {10 * i}, loss 2.0, 1.5s\n" for i in range(1, 6))).iterations
+
+
+def _swift(rates: list[float], stamps: list[str]) -> str:
+    return "".join(f"2025-05-21T03:{t}Z {{'loss': 0.42, 'train_speed(iter/s)': {r}, 'global_step/max_steps': "
+                   f"'{295 + 5 * i}/4491'}}\n" for i, (r, t) in enumerate(zip(rates, stamps)))
+
+
+def test_a_rate_that_averages_since_the_start_is_differenced():
+    # real: batch 7 hf_trainer/swift_single_node_sft_train_speed_dict_logs_1.log (ms-swift#4291): 1 / rate is
+    # 5.14 s, the timestamps give 4.81 s per step
+    text = _swift([0.193983, 0.194334, 0.194535, 0.194736],
+                  ["50:19.029644", "50:42.015709", "51:06.122969", "51:30.185426"])
+    assert step_s(text) == pytest.approx(4.81, rel=0.01)
+    # written: a per-interval rate the timestamps agree with stays 1 / rate
+    steady = _swift([0.2, 0.2, 0.2, 0.2], ["50:00.0", "50:25.0", "50:50.0", "51:15.0"])
+    assert step_s(steady) == pytest.approx(5.0)
