@@ -67,7 +67,8 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=", "Epoch",
-            "epoch")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115] [1298/1299]" (timm)
+            "epoch", "loss", "Loss")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115]
+# [1298/1299]" (timm); "[10/500] loss: 2.3 time: 1.39" (a script's unnamed counter)
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
@@ -204,8 +205,8 @@ def _time_role(key: str, unit: str) -> str | None:
     """'step' (a per-step time), 'cumulative', 'average' or None for a field that is not a time."""
     key, key_unit = _key_unit(key)
     unit = unit or key_unit
-    if not key or "time/" in key:  # Composer's time namespace: counts (time/batch) and hours (time/train)
-        return None
+    if not key or ("time/" in key and unit not in _TIME_UNITS):  # Composer's time namespace: counts (time/batch)
+        return None  # and hours (time/train), printed without a unit; "time/step 0.8s" is a step time
     words = set(key.split())
     timely = ("time" in key or "timing" in key or "duration" in key or "latency" in key or "sec/" in key
               or "s/step" in key
@@ -334,7 +335,7 @@ def _number(text: str) -> float | None:
 
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
 _COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
-                           r"|\d\s{0,3}/\s{0,3}\d")
+                           r"|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]")
 # A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
 # H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
 # Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
@@ -782,14 +783,17 @@ _SUMMARY_NUM = r"(?P<v>\d{1,9}(?:\.\d{1,9})?(?:[eE][-+]?\d{1,3})?)"
 _SUMMARY_TIME = re.compile(
     r"(?i)(?<![\w/])(?:(?:avg|average|mean|median|total|overall)[ _]{1,2})?(?:train(?:ing)?[ _])?"
     r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter))"
-    r"(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
+    r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
     + r"\s{0,2}(?P<u>ms|s|sec|secs|seconds)?(?![\w/])")
 # A rate of steps: "Steps per second: 0.59" (HF-style summary), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
 # outside a bar, "train_steps_per_second = 0.59".
 _SUMMARY_RATE = re.compile(
     r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)[ _](?:per[ _]sec(?:ond)?|/s(?:ec)?)"
     r"\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM + r"(?![\w.])"
-    r"|(?<![\w.])" + _SUMMARY_NUM.replace("?P<v>", "?P<r>") + r"\s{0,2}(?:iters|iterations|steps|updates)/s(?:ec)?\b")
+    r"|(?<![\w.])" + _SUMMARY_NUM.replace("?P<v>", "?P<r>") + r"\s{0,2}(?:iters|iterations|steps|updates)/s(?:ec)?\b"
+    # "Throughput: 2.5 it/s" outside a bar (a bar has its own reader and no such key)
+    r"|(?i:throughput|speed|train(?:ing)? speed)\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM.replace("?P<v>", "?P<i>")
+    + r"\s{0,2}it/s\b")
 _SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
 
 
@@ -809,7 +813,7 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
             if math.isfinite(value) and value > 0:
                 times.append((offset + m.start(), value))
         for m in _SUMMARY_RATE.finditer(part):
-            rate = float(m.group("v") or m.group("r"))
+            rate = float(m.group("v") or m.group("r") or m.group("i"))
             if math.isfinite(rate) and rate > 0:
                 rates.append((offset + m.start(), 1.0 / rate))
     if times:

@@ -207,3 +207,23 @@ def test_a_rate_that_averages_since_the_start_is_differenced():
     # written: a per-interval rate the timestamps agree with stays 1 / rate
     steady = _swift([0.2, 0.2, 0.2, 0.2], ["50:00.0", "50:25.0", "50:50.0", "51:15.0"])
     assert step_s(steady) == pytest.approx(5.0)
+
+
+# ---- counters and keys the reader missed: an unnamed "[n/N]" or "[n]" counter on a loss line, "time/step",
+# "step time (avg)", a throughput in it/s outside a bar (written look-alikes of common script formats)
+@pytest.mark.parametrize("text, expected_s", [
+    ("".join(f"[{i}/1000] loss: 2.3 time: 1.39\n" for i in range(1, 8)), 1.39),
+    ("".join(f"[{i}] loss=2.0 speed=3.0it/s\n" for i in range(1, 8)), 1 / 3.0),
+    ("".join(f"step {i} loss 2.0 time/step 0.8s\n" for i in range(1, 8)), 0.8),
+    ("step time (avg): 1.2s\n", 1.2),
+    ("Training done. Throughput: 2.5 it/s\n", 0.4),
+])
+def test_more_step_record_shapes(text, expected_s):
+    assert step_s(text) == pytest.approx(expected_s)
+
+
+def test_composer_time_namespace_counts_are_not_step_times():
+    # written: Composer's time/batch is a count and time/train hours, printed without a unit
+    text = "".join(f"[batch={i}/100]: | time/batch: {i} | time/train: 0.{i:02d} | loss/train/total: 2.0\n"
+                   for i in range(1, 8))
+    assert all(it.step_time_s != pytest.approx(i) for i, it in enumerate(read_records(text).iterations, 1))
