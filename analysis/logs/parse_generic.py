@@ -794,6 +794,12 @@ _SUMMARY_RATE = re.compile(
     # "Throughput: 2.5 it/s" outside a bar (a bar has its own reader and no such key)
     r"|(?i:throughput|speed|train(?:ing)? speed)\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM.replace("?P<v>", "?P<i>")
     + r"\s{0,2}it/s\b")
+# A run's wall time and its step count, the weakest summary (it includes start-up, evaluation and saving):
+# "'train_runtime': 250.0" / "Training runtime: 106.51 seconds" with "global_step=100" (HF's TrainOutput) or
+# "Total optimization steps = 100" (HF's header).
+_SUMMARY_RUNTIME = re.compile(r"(?i)\btrain(?:ing)?[ _]runtime['\"]?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
+                              + r"\s{0,2}(?P<u>s|sec|secs|seconds)?\b")
+_SUMMARY_STEPS = re.compile(r"(?i)(?:\bglobal_step|Total optimization steps)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,9})\b")
 _SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
 
 
@@ -820,6 +826,11 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
         return "summary step time", times
     if rates:
         return "summary rate of steps", rates
+    for offset, part in reversed(parts):
+        runtime, steps = _SUMMARY_RUNTIME.search(part), list(_SUMMARY_STEPS.finditer(part))
+        if runtime is not None and steps and int(steps[-1].group("n")) > 0:
+            return "summary run time / steps", [(offset + runtime.start(),
+                                                 float(runtime.group("v")) / int(steps[-1].group("n")))]
     return "", []
 
 

@@ -227,3 +227,14 @@ def test_composer_time_namespace_counts_are_not_step_times():
     text = "".join(f"[batch={i}/100]: | time/batch: {i} | time/train: 0.{i:02d} | loss/train/total: 2.0\n"
                    for i in range(1, 8))
     assert all(it.step_time_s != pytest.approx(i) for i, it in enumerate(read_records(text).iterations, 1))
+
+
+def test_run_time_over_steps_is_the_weakest_summary():
+    # written: HF's TrainOutput (no steps/s in old versions) and its header's step count
+    assert step_s("TrainOutput(global_step=100, training_loss=1.2, metrics={'train_runtime': 250.0})\n") == 2.5
+    header = "***** Running training *****\n  Total optimization steps = 50\nTraining runtime: 100.0 seconds\n"
+    assert step_s(header) == pytest.approx(2.0)
+    # a stated rate beats it (runtime includes start-up and evaluation)
+    assert step_s(header + "Steps per second: 0.59\n") == pytest.approx(1 / 0.59)
+    # a run time without a step count is not a step time
+    assert summary_step_times("train_runtime: 100\n") == ("", [])
