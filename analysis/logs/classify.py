@@ -300,13 +300,26 @@ _NCCL_WARN_BENIGN = re.compile(F_NET.NCCL_WARN_BENIGN)
 _NCCL_TRACE = re.compile(r"NCCL INFO [^\n]{0,200}?\.(?:cc|h|cu|cpp):\d{1,6} -> (\d{1,2})\b")
 
 
+def _nccl_went_on(text: str, idx: int) -> bool:
+    """Did NCCL go on after the trace line at idx (a later INFO line that is not a trace)? Then the trace was a
+    start-up probe it recovered from ('include/net.h:19 -> 2' before 'Ring 00 : 0 -> 8 via NET/Socket'): an INFO
+    line alone never decides a failure."""
+    end = text.find("\n", idx)
+    pos, n = (text.find("NCCL INFO", end) if end >= 0 else -1), 0
+    while pos >= 0 and n < F_MAX_XID_LINES:
+        if _NCCL_TRACE.search(line_around(text, pos)) is None:
+            return True
+        pos, n = text.find("NCCL INFO", pos + 9), n + 1
+    return False
+
+
 def _nccl_trace(text: str, start: int) -> Failure | None:
     """NCCL's NCCLCHECK trace ('NCCL INFO file.cc:123 -> 2'): a failing call propagating up NCCL's stack."""
     idx, n = text.find(" -> ", start), 0
     while idx >= 0 and n < F_MAX_XID_LINES:
         line = line_around(text, idx)
         match = _NCCL_TRACE.search(line)
-        if match is not None and int(match.group(1)) in F_NET.NCCL_TRACE_CODES:
+        if match is not None and int(match.group(1)) in F_NET.NCCL_TRACE_CODES and not _nccl_went_on(text, idx):
             code = int(match.group(1))
             return _failure(FailureKind.COMM_ERROR, f"communication error (NCCL returned {code}, "
                                                     f"{F_NET.NCCL_TRACE_CODES[code]}): {line.strip()[:200]}",
