@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,17 @@ import pytest
 pytest_plugins = ["slurm.fixtures"]
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give Ctrl-C back to the processes the tests start, when the suite itself was started with SIGINT ignored.
+
+    A shell without job control (a script, `nohup cmd &`, CI runners) starts background commands with SIGINT
+    ignored, and an ignored signal stays ignored across fork and exec: the launchers, submitit controllers and
+    keepers the tests Ctrl-C would then never see the SIGINT (a trial ran to its end instead of being cancelled).
+    A handler installed here is reset to the default by exec, so every child gets the terminal's Ctrl-C again."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
