@@ -336,6 +336,7 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         else:
             pick = scheduler.order(planned, rp.finished, calibrated=learned, noise_tolerance=noise_tolerance,
                                    span=policy.span, rule=policy.rule,
+                                   explore=policy.explore,
                                    iterations=costs.warmup_iters + costs.measure_iters)[0]
             key, reason = pick.key, pick.reason
         predicted = (float(cal.predict(rp.table.subset([rp.index[key]])).step_time_s[0])

@@ -16,12 +16,15 @@ of measured sweeps and on perturbed truths, grouped by source, with the baseline
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import random
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional
+from types import TracebackType
+from typing import Any, Optional, TypeVar
 
 import numpy as np
 
@@ -88,6 +91,61 @@ class Result:
     @property
     def name(self) -> str:
         return self.case.sweep.name + (f"#{self.case.draw}" if self.case.draw >= 0 else "")
+
+
+# ------------------------------------------------------------------------------------------------ execution
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def default_jobs() -> int:
+    """Worker processes by default: one per core (every sweep's replay is independent of the others)."""
+    return max(1, os.cpu_count() or 1)
+
+
+class Workers:
+    """`jobs` worker processes for the whole benchmark (one pool for all its sections: the workers start and
+    import once), or none (jobs <= 1: everything in this process). `map` returns the results in the order of the
+    items whatever the number of workers (a replay depends on nothing but its arguments), and hands the costliest
+    items out first so that no worker is left with a large sweep at the end while the others wait."""
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self._pool: Any = None
+        if jobs > 1:
+            import scipy.optimize  # noqa: F401  # the fit's import, once here rather than once in every worker
+
+            self._pool = multiprocessing.get_context("fork").Pool(jobs)
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], cost: Optional[Callable[[T], float]] = None) -> list[R]:
+        if self._pool is None:
+            return [fn(item) for item in items]
+        order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost else list(range(len(items)))
+        out: list[Any] = [None] * len(items)
+        for i, result in zip(order, self._pool.imap(fn, [items[i] for i in order], chunksize=1)):
+            out[i] = result
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, kind: Optional[type[BaseException]], error: Optional[BaseException],
+                 trace: Optional[TracebackType]) -> None:
+        if error is not None and self._pool is not None:
+            self._pool.terminate()
+        self.close()
+
+
+def replay_cost(case: Case) -> float:
+    """A case's relative cost for Workers.map: the refits grow with the rows measured and the rows predicted."""
+    return float(len(case.sweep.rows)) ** 2
 
 
 # ------------------------------------------------------------------------------------------------ the corpus

@@ -49,7 +49,7 @@ from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
 from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.families import stall as F_STALL
-from analysis.logs.logtext import split_prefix
+from analysis.logs.logtext import message_of, split_prefix
 from analysis.logs.parse_generic import is_step_record, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
@@ -300,13 +300,26 @@ _NCCL_WARN_BENIGN = re.compile(F_NET.NCCL_WARN_BENIGN)
 _NCCL_TRACE = re.compile(r"NCCL INFO [^\n]{0,200}?\.(?:cc|h|cu|cpp):\d{1,6} -> (\d{1,2})\b")
 
 
+def _nccl_went_on(text: str, idx: int) -> bool:
+    """Did NCCL go on after the trace line at idx (a later INFO line that is not a trace)? Then the trace was a
+    start-up probe it recovered from ('include/net.h:19 -> 2' before 'Ring 00 : 0 -> 8 via NET/Socket'): an INFO
+    line alone never decides a failure."""
+    end = text.find("\n", idx)
+    pos, n = (text.find("NCCL INFO", end) if end >= 0 else -1), 0
+    while pos >= 0 and n < F_MAX_XID_LINES:
+        if _NCCL_TRACE.search(line_around(text, pos)) is None:
+            return True
+        pos, n = text.find("NCCL INFO", pos + 9), n + 1
+    return False
+
+
 def _nccl_trace(text: str, start: int) -> Failure | None:
     """NCCL's NCCLCHECK trace ('NCCL INFO file.cc:123 -> 2'): a failing call propagating up NCCL's stack."""
     idx, n = text.find(" -> ", start), 0
     while idx >= 0 and n < F_MAX_XID_LINES:
         line = line_around(text, idx)
         match = _NCCL_TRACE.search(line)
-        if match is not None and int(match.group(1)) in F_NET.NCCL_TRACE_CODES:
+        if match is not None and int(match.group(1)) in F_NET.NCCL_TRACE_CODES and not _nccl_went_on(text, idx):
             code = int(match.group(1))
             return _failure(FailureKind.COMM_ERROR, f"communication error (NCCL returned {code}, "
                                                     f"{F_NET.NCCL_TRACE_CODES[code]}): {line.strip()[:200]}",
@@ -395,10 +408,23 @@ def _stack_dump(text: str, start: int) -> Failure | None:
     if not hits:
         return None
     dump = F_STALL.STACK_DUMP.search(text, text.rfind("\n", 0, min(hits)) + 1)
-    if dump is None or text.find("Traceback (most recent call last)", dump.start()) >= 0:
+    if dump is None:
+        return None
+    after = text.find(_TRACEBACK, dump.start())
+    if after >= 0 and not _killed_traceback(text, after):
         return None
     return _failure(FailureKind.HANG, f"a stack dump of the stuck job: {_line_at(text, dump.start())}",
                     _evidence(text, dump.start()))
+
+
+_KILL_TYPES = ("KeyboardInterrupt", "SystemExit", "SIGTERM", "SignalException")
+
+
+def _killed_traceback(text: str, idx: int) -> bool:
+    """Is the traceback at text[idx] the one the user's kill of a stuck job prints (its exception is an interrupt,
+    or the excerpt ends before any exception line)?"""
+    _, line = _traceback_end(text, idx)
+    return line.lstrip().startswith(_TRACEBACK) or any(t in line for t in _KILL_TYPES)
 
 
 def _hang(text: str, start: int, state: str | None, exit_code: int | None, seconds_since_progress: float | None,
@@ -502,15 +528,15 @@ def _headerless_exception(text: str, start: int) -> tuple[int, str] | None:
     idx, n = text.find(_FRAME, start), 0
     while idx >= 0 and n < _MAX_FRAMES:
         line_start = text.rfind("\n", 0, idx) + 1
-        if _FRAME_SHAPE.match(text[line_start: idx + 420]):
+        if _FRAME_SHAPE.match(split_prefix(text[line_start: idx + 420])[1]):
             lines = text[max(start, line_start - 2000): line_start].split("\n")[:-1][-_HEADERLESS_LOOKBACK:]
             for k, line in enumerate(lines):
-                match = _HEADERLESS_TYPE.match(line)
+                match = _HEADERLESS_TYPE.match(split_prefix(line)[1])  # a launcher's prefix ('server1: ') removed
                 if match is None:
                     continue
                 message = match.group("msg").strip()
                 if not message or message.startswith("("):  # debugpy: "(note: full exception trace is shown...)"
-                    message = lines[k + 1].strip() if k + 1 < len(lines) else ""
+                    message = split_prefix(lines[k + 1])[1].strip() if k + 1 < len(lines) else ""
                 pos = line_start - sum(len(x) + 1 for x in lines[k:])
                 return pos, f"{match.group('type')}: {message}"[:300]
             return None  # the first frame has no exception type above it: a traceback cut off, or a stack dump
@@ -595,6 +621,9 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         match = F_CONFIG.EXCEPTION.search(own[1])
         if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
+        inputs = F_CONFIG.input_error(own[1], text[max(0, own[0] - 2000): own[0]])
+        if inputs is not None:
+            return _failure(FailureKind.CONFIG_ERROR, f"{inputs}: {own[1]}", _evidence(text, own[0]))
     crash = _first(text, P.CRASH, start)
     if crash is not None or own is not None:
         marker = _first(text, _OWN_CRASH, start) if own is None else None
@@ -649,7 +678,8 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _missing_module(text, start)
         or _config_shape(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
-                      + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING, start)
+                      + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING
+                      + F_CONFIG.NOT_BUILT, start)
         or _hydra_target(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
@@ -730,6 +760,11 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
                               or _first(text, _CRASH_MARKERS, start) is not None
                               or _headerless_exception(text, start) is not None):
             found = _fallback(text, start, None, None)
+        # an error record that ends the log after its last progress (a device assert after the progress bars); not
+        # when the tail is a traceback Python reports as ignored (an exception in __del__ at exit), nor after a line
+        # saying training finished (an uploader's or logger's error at exit does not undo a finished run)
+        if found is None and text.find(_IGNORED, start) < 0 and not _completed(text):
+            found = _error_ending(text, start, loggers=False)
         verdict = found or _ok(has_result, finished)
         return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
@@ -744,7 +779,8 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
         found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
-                 or _ends_waiting(text, F_STALL.SETUP_PHASES))
+                 or _ends_waiting(text, F_STALL.SETUP_PHASES) or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
+                 or _ends_with_config_rule(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
@@ -752,19 +788,41 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     return found or verdict
 
 
-def _error_ending(text: str) -> Failure | None:
-    """The last error record (families.error_end) among the log's last lines: the job crashed there, or hit a
-    configuration error where the record is an exception whose message states a broken configuration rule."""
+def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | None:
+    """The last error record (families.error_end) among the log's last lines (at or after `start`): the job crashed
+    there, or hit a configuration error where the record is an exception whose message states a broken configuration
+    rule or names a missing or malformed input (families.config.input_error). `loggers=False` skips logger ERROR
+    records (after a run's progress, a logger's error at exit is weaker evidence than the progress)."""
     for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
-        _, body = split_prefix(line)
+        if pos < start:
+            break
+        body = message_of(line)
         what = F_END.error_record(body)
-        if what is None:
+        if what is None or (not loggers and what == F_END.LOGGER_RECORD):
             continue
         match = F_CONFIG.EXCEPTION.search(body)
         if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {body[:200]}", _evidence(text, pos))
+        inputs = F_CONFIG.input_error(body, text[max(0, pos - 2000): pos])
+        if inputs is not None:
+            return _failure(FailureKind.CONFIG_ERROR, f"{inputs}: {body[:200]}", _evidence(text, pos))
         return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
     return None
+
+
+def _ends_with_config_rule(text: str) -> Failure | None:
+    """The log's last activity states a configuration rule the run broke, quoted without its exception type ("tensor
+    parallel size 8 must divide the number of attention heads 12"): judged like an AssertionError's message
+    (families.config.is_config_message); not a warning, which a job prints and goes on."""
+    last = _last_activity(text)
+    if last is None:
+        return None
+    pos, line = last
+    body = message_of(line)
+    if F_CONFIG.NOT_A_RULE.search(body) is not None or not F_CONFIG.is_config_message("AssertionError", body):
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration (the rule ends the log): {body[:200]}",
+                    _evidence(text, pos))
 
 
 def _completed(text: str) -> bool:
@@ -798,14 +856,16 @@ def _last_activity(text: str) -> tuple[int, str] | None:
 
 
 def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:
-    """The log's last activity is a phase that waits on other ranks (a row of `table`)."""
+    """The log's last activity is a phase that waits on other ranks (a row of `table`), or another record that
+    explains why nothing came after it (the row's kind)."""
     last = _last_activity(text)
     if last is None:
         return None
     pos, line = last
+    line = message_of(line)  # launcher prefixes and a timestamp removed
     for row in table:
         if row.needle in line and row.matches(line):
-            return _failure(FailureKind.HANG, f"{row.label}: {line[:160]}", _evidence(text, pos))
+            return _failure(row.kind, f"{row.label}: {line[:160]}", _evidence(text, pos))
     return None
 
 

@@ -68,3 +68,24 @@ def split_prefix(line: str) -> tuple[str | None, str]:
         return None, line  # 'RuntimeError: ...', 'WARNING: ...': a message, not a host name
     return origin, line[match.end():]
 
+
+
+# A leading timestamp, as loggers and `ts`/launchers write it: "2024-05-01 10:00:00,123 ", "[2024-05-01T10:00:00Z]",
+# "05/17/2024 01:30:26 - ", optionally followed by a " - " / " | " / ": " separator.
+_STAMP = re.compile(r"\s*\[?(?:\d{4}[-/.]\d\d[-/.]\d\d|\d\d/\d\d/\d{4})[ T_-]\d\d:\d\d:\d\d(?:[.,:]\d{1,9})?"
+                    r"(?:Z|[+-]\d\d:?\d\d)?\]?(?:\s{0,4}[-|:](?=\s))?\s{1,4}")
+_MAX_PREFIXES = 4  # "server1: [rank3]: 2024-05-01 10:00:00 text": a host, a rank and a time, in any order
+
+
+def message_of(line: str) -> str:
+    """The line without every launcher prefix (split_prefix) and leading timestamp in front of it: the text every
+    failure family matches against (issue 17: a pdsh `server1:` or `0: ` in front of an error must not hide it)."""
+    for _ in range(_MAX_PREFIXES):
+        origin, body = split_prefix(line)
+        stamp = _STAMP.match(body)
+        if stamp is not None and stamp.end() < len(body):
+            body = body[stamp.end():]
+        if body == line:
+            return line
+        line = body
+    return line

@@ -67,7 +67,8 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=", "Epoch",
-            "epoch")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115] [1298/1299]" (timm)
+            "epoch", "loss", "Loss")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115]
+# [1298/1299]" (timm); "[10/500] loss: 2.3 time: 1.39" (a script's unnamed counter)
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
@@ -90,7 +91,9 @@ _KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s|:\s")  # a key is the last non-empty pi
 _KEY_TRIM = " \t:=#'\"[]<>*-./"
 
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"
-                        r"|\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b")  # ISO-like, glog
+                        r"|\b[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6})\b"  # ISO-like, glog
+                        # "04/28/2023 10:30:18" (DeBERTa, Python's %m/%d/%Y); a day first when the month is > 12
+                        r"|\b(\d{2})/(\d{2})/(\d{4})[ ,](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?")
 
 # tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
 _BAR = re.compile(
@@ -202,8 +205,8 @@ def _time_role(key: str, unit: str) -> str | None:
     """'step' (a per-step time), 'cumulative', 'average' or None for a field that is not a time."""
     key, key_unit = _key_unit(key)
     unit = unit or key_unit
-    if not key or "time/" in key:  # Composer's time namespace: counts (time/batch) and hours (time/train)
-        return None
+    if not key or ("time/" in key and unit not in _TIME_UNITS):  # Composer's time namespace: counts (time/batch)
+        return None  # and hours (time/train), printed without a unit; "time/step 0.8s" is a step time
     words = set(key.split())
     timely = ("time" in key or "timing" in key or "duration" in key or "latency" in key or "sec/" in key
               or "s/step" in key
@@ -264,6 +267,7 @@ def _role(f: Field) -> tuple[str, str | None]:
 
 
 _PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "sec/step")
+_INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
 @lru_cache(maxsize=8192)
@@ -272,6 +276,8 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
     if unit in _PER_STEP_UNITS:  # Keras' "120ms/step", tqdm's "1.50s/it", TF-Slim's "(16.93 sec/step)"
         return "s_per_it", None
+    if not key and unit in _INTERVAL_UNITS:  # a bare duration ("Steps=200, loss=3.6, ..., 622.0s"): see _intervals
+        return "time", "interval"
     rate = _rate_role(key, unit)
     if rate is not None:
         return "rate", rate
@@ -305,10 +311,15 @@ def timestamp_of(line: str) -> tuple[float, float] | None:
             frac = m.group(7) or ""
             dt = datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
                           int(m.group(6)))
-        else:
+        elif m.group(8) is not None:
             frac = m.group(13) or ""
             dt = datetime(2000, int(m.group(8)), int(m.group(9)), int(m.group(10)), int(m.group(11)),
                           int(m.group(12)))
+        else:
+            frac = m.group(20) or ""
+            month, day = int(m.group(14)), int(m.group(15))
+            month, day = (day, month) if month > 12 else (month, day)
+            dt = datetime(int(m.group(16)), month, day, int(m.group(17)), int(m.group(18)), int(m.group(19)))
         seconds = dt.timestamp() + (int(frac) / 10 ** len(frac) if frac else 0.0)
     except (ValueError, OverflowError, OSError):
         return None
@@ -324,7 +335,26 @@ def _number(text: str) -> float | None:
 
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
 _COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
-                           r"|\d\s{0,3}/\s{0,3}\d")
+                           r"|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]")
+# A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
+# H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
+# Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
+_CLOCK_DURATION = re.compile(r"(?i)((?:time per (?:step|iter\w{0,5}|batch|update)|(?:step|iter\w{0,5}|batch|update)"
+                             r"[ _]time|took|duration)\s{0,3}[:=]?\s{0,3})"
+                             r"(\d{1,3}):(\d{1,2}):(\d{1,2}(?:\.\d{1,6})?)(?![\d:.])")
+
+
+def _clock_durations(line: str) -> str:
+    """'time per step = 0:00:1.390' -> 'time per step = 1.39s' (a duration, not a clock time)."""
+    if ":" not in line or _CLOCK_DURATION.search(line) is None:
+        return line
+    return _CLOCK_DURATION.sub(lambda m: f"{m.group(1)}{_hms_s(m):g}s", line)
+
+
+def _hms_s(m: re.Match[str]) -> float:
+    return int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4))
+
+
 # Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
 _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
@@ -395,7 +425,8 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(_CLOCKLIKE.sub(" ", line)):
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(line))
+    for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
         if parenthesised:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
@@ -422,7 +453,7 @@ def _parse_line(line: str) -> _RecordContent | None:
         if rank is not None and 0 <= value < 1e12 and value == int(value):
             counters.append((rank, key or "n/N", int(value)))
             continue
-        if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS:
+        if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS or unit in _INTERVAL_UNITS:
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
@@ -599,6 +630,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
     steps = [1.0 / f.value if (f := _field(r, "rate", "steps")) is not None and f.value > 0 else None
              for r in records]
     if enough(steps):
+        since_start = _rate_since_start(records, steps)
+        if since_start is not None:
+            return "running average of steps per second since the start, differenced", since_start
         return "1 / steps per second", steps
     samples = samples_per_step or _batch(records, "samples")
     if samples:
@@ -617,12 +651,58 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
                      and f.value > 0 else None for r in records]
             if enough(times):
                 return "tokens per step / (tokens per GPU per second x world size)", times
+    interval = by_key.get("interval:")
+    if interval is not None:
+        times = _intervals(records, interval)
+        if enough(times):
+            return "bare duration per logging interval", times
     stamps = [r.timestamp_s for r in records]
     resolution = max((r.timestamp_res_s for r in records if r.timestamp_s is not None), default=1.0)
     deltas = _deltas(records, stamps, min_span=TIMESTAMP_MIN_SPAN * resolution)
     if sum(d is not None for d in deltas) >= 1:
         return "timestamp difference", deltas
     return "", [None] * n
+
+
+def _rate_since_start(records: list[Record], inverse_rates: list[float | None]) -> list[float | None] | None:
+    """A rate of steps that is a running average since the start (ms-swift's 'train_speed(iter/s)') lags the
+    steady state; its implied clock, counter / rate, is exact. The records' timestamps tell which it is: the
+    per-step differences of that clock match the timestamps' while 1 / rate is off by more than 3 %. None when the
+    rate reads as a per-interval rate (or the log has no timestamps to tell)."""
+    clock = [rec.counter * t if t is not None else None for rec, t in zip(records, inverse_rates)]
+    differenced = _deltas(records, clock)
+    stamps = _deltas(records, [r.timestamp_s for r in records],
+                     min_span=TIMESTAMP_MIN_SPAN * max((r.timestamp_res_s for r in records), default=1.0))
+    pairs = [(d, s, t) for d, s, t in zip(differenced, stamps, inverse_rates)
+             if d is not None and s is not None and t is not None and s > 0]
+    if len(pairs) < 2:
+        return None
+    by_clock = statistics.median(abs(d - s) / s for d, s, _ in pairs)
+    by_rate = statistics.median(abs(t - s) / s for _, s, t in pairs)
+    return differenced if by_rate > 0.03 and by_clock < by_rate / 2 else None
+
+
+def _intervals(records: list[Record], values: list[float | None]) -> list[float | None]:
+    """A bare duration with no key at the end of a record (DeBERTa's 'Steps=200, loss=3.6, examples=12800, 622.0s')
+    is the time of one step or of the logging interval since the previous record. The records' timestamps tell
+    which: the duration matches their difference (an interval: divided by the steps between the records) or that
+    difference over the steps (a step). Without timestamps only records one step apart, where both readings agree,
+    are used."""
+    out: list[float | None] = [None] * len(records)
+    for i in range(1, len(records)):
+        rec, prev, value = records[i], records[i - 1], values[i]
+        steps = rec.counter - prev.counter
+        if value is None or steps <= 0 or rec.epoch != prev.epoch:
+            continue
+        if rec.timestamp_s is None or prev.timestamp_s is None:
+            out[i] = value if steps == 1 else None
+            continue
+        span = rec.timestamp_s - prev.timestamp_s
+        if span > 0 and 0.8 <= value / span <= 1.25:
+            out[i] = value / steps
+        elif span > 0 and 0.8 <= value * steps / span <= 1.25:
+            out[i] = value
+    return out
 
 
 def _accumulate(records: list[Record], times: list[float | None]) -> tuple[list[Record], list[float | None]]:
@@ -686,11 +766,118 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
     """The per-step series of any log (module docstring); an empty reading when it has none. Never raises: an
     arithmetic surprise in a hostile log (a value of 1e309) costs this reader's result, with a note."""
     try:
-        return _read_records(text, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
-                             world_size=world_size, notes=notes)
+        reading = _read_records(text, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
+                                world_size=world_size, notes=notes)
+        return reading if reading.iterations else _with_summary(reading, text)
     except (ArithmeticError, ValueError, RecursionError) as exc:
         note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
         return GenericReading()
+
+
+# ---- summaries and free-standing rates: the last resort when no step record gives a time
+
+_SUMMARY_NUM = r"(?P<v>\d{1,9}(?:\.\d{1,9})?(?:[eE][-+]?\d{1,3})?)"
+# A stated step time without a counter: "Avg Iteration Time: 8.01s" (min-LLM), "• Total step time: 0.33s" (NeMo-RL),
+# "mean step time (ms) = 410", "average time per iteration: 1.2 s". Parts of a step ("data time") do not match:
+# the key must be the whole step's.
+_SUMMARY_TIME = re.compile(
+    r"(?i)(?<![\w/])(?:(?:avg|average|mean|median|total|overall)[ _]{1,2})?(?:train(?:ing)?[ _])?"
+    r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter))"
+    r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
+    + r"\s{0,2}(?P<u>ms|s|sec|secs|seconds)?(?![\w/])")
+# A rate of steps: "Steps per second: 0.59" (HF-style summary), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
+# outside a bar, "train_steps_per_second = 0.59".
+_SUMMARY_RATE = re.compile(
+    r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)[ _](?:per[ _]sec(?:ond)?|/s(?:ec)?)"
+    r"\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM + r"(?![\w.])"
+    r"|(?<![\w.])" + _SUMMARY_NUM.replace("?P<v>", "?P<r>") + r"\s{0,2}(?:iters|iterations|steps|updates)/s(?:ec)?\b"
+    # "Throughput: 2.5 it/s" outside a bar (a bar has its own reader and no such key)
+    r"|(?i:throughput|speed|train(?:ing)? speed)\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM.replace("?P<v>", "?P<i>")
+    + r"\s{0,2}it/s\b")
+# A run's wall time and its step count, the weakest summary (it includes start-up, evaluation and saving):
+# "'train_runtime': 250.0" / "Training runtime: 106.51 seconds" with "global_step=100" (HF's TrainOutput) or
+# "Total optimization steps = 100" (HF's header).
+_SUMMARY_RUNTIME = re.compile(r"(?i)\btrain(?:ing)?[ _]runtime['\"]?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
+                              + r"\s{0,2}(?P<u>s|sec|secs|seconds)?\b")
+_SUMMARY_STEPS = re.compile(r"(?i)(?:\bglobal_step|Total optimization steps)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,9})\b")
+_SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
+
+
+def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
+    """(source, [(position, seconds)]) from summaries and free-standing rates, in the order: a stated average or
+    total step time, then 1 / a rate of steps. Used only when no step record gives a time: a per-step record beats
+    a running average, which beats a summary."""
+    parts = [(0, text[:_SUMMARY_SPAN])]
+    if len(text) > _SUMMARY_SPAN:
+        parts.append((max(_SUMMARY_SPAN, len(text) - _SUMMARY_SPAN), text[-_SUMMARY_SPAN:]))
+    times: list[tuple[int, float]] = []
+    rates: list[tuple[int, float]] = []
+    for offset, part in parts:
+        for m in _SUMMARY_TIME.finditer(part):
+            unit = (m.group("u") or m.group("ku") or "s").lower()
+            value = float(m.group("v")) * _TIME_UNITS.get(unit, 1.0)
+            if math.isfinite(value) and value > 0:
+                times.append((offset + m.start(), value))
+        for m in _SUMMARY_RATE.finditer(part):
+            rate = float(m.group("v") or m.group("r") or m.group("i"))
+            if math.isfinite(rate) and rate > 0:
+                rates.append((offset + m.start(), 1.0 / rate))
+    if times:
+        return "summary step time", times
+    if rates:
+        return "summary rate of steps", rates
+    for offset, part in reversed(parts):
+        runtime, steps = _SUMMARY_RUNTIME.search(part), list(_SUMMARY_STEPS.finditer(part))
+        if runtime is not None and steps and int(steps[-1].group("n")) > 0:
+            return "summary run time / steps", [(offset + runtime.start(),
+                                                 float(runtime.group("v")) / int(steps[-1].group("n")))]
+    return "", []
+
+
+# DeepSpeed's optimizer timers, logged once per optimizer step when wall_clock_breakdown is on (fp16
+# fused_optimizer.py: compute_norm | overflow_check | unscale_and_clip | basic_step | update_fp16; ZeRO 1/2:
+# optimizer_allgather | optimizer_gradients | optimizer_step): records without a counter, each one step, so the time
+# between two of them is a step. Not the microstep timers (forward_microstep ...: one per micro-batch).
+_STEP_TIMERS = ("basic_step:", "optimizer_step:")
+
+
+def optimizer_timer_step_times(text: str) -> list[tuple[int, float]]:
+    """[(position, seconds)] from the timestamps of consecutive per-step optimizer timer records."""
+    if "time (ms)" not in text:
+        return []
+    starts: set[int] = set()
+    for needle in _STEP_TIMERS:
+        pos, n = text.rfind(needle), 0
+        while pos >= 0 and n < MAX_TAIL_LINES:
+            starts.add(text.rfind("\n", 0, pos) + 1)
+            pos, n = text.rfind(needle, 0, pos), n + 1
+    out: list[tuple[int, float]] = []
+    prev: tuple[float, float] | None = None
+    for start in sorted(starts):
+        end = text.find("\n", start, start + MAX_LINE_CHARS)
+        line = text[start: start + MAX_LINE_CHARS if end < 0 else end]
+        stamp = timestamp_of(line) if "time (ms)" in line else None
+        if stamp is None:
+            continue
+        if prev is not None and stamp[0] - prev[0] >= TIMESTAMP_MIN_SPAN * max(stamp[1], prev[1]):
+            out.append((start, stamp[0] - prev[0]))
+        prev = stamp
+    return out
+
+
+def _with_summary(reading: GenericReading, text: str) -> GenericReading:
+    timers = optimizer_timer_step_times(text)
+    if timers:
+        return replace(reading, source="optimizer timer records' timestamps",
+                       iterations=tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in enumerate(timers)),
+                       n_records=max(reading.n_records, len(timers) + 1),
+                       last_record_pos=max(reading.last_record_pos, timers[-1][0]))
+    source, found = summary_step_times(text)
+    if not found:
+        return reading
+    iterations = tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in enumerate(found))
+    return replace(reading, iterations=iterations, source=source, n_records=max(reading.n_records, len(found)),
+                   last_record_pos=max(reading.last_record_pos, found[-1][0]))
 
 
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
@@ -738,8 +925,10 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
 
 
 _SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average": 2, "1 / steps per second": 3,
+                 "running average of steps per second since the start, differenced": 3,
                  "samples per step / samples per second": 4, "tokens per step / tokens per second": 4,
-                 "tokens per step / (tokens per GPU per second x world size)": 4, "timestamp difference": 5}
+                 "tokens per step / (tokens per GPU per second x world size)": 4,
+                 "bare duration per logging interval": 5, "timestamp difference": 6}
 
 
 # ---- tqdm progress bars

@@ -522,6 +522,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         constants, plan = _measure_compute(measured, constants, folder, plan, reporter)
         _write_inputs(cfg, folder, plan, overrides)
         new = ledger.add_trials(_records(plan, ledger.config_hashes()))
+        allowed = {t.config_hash for t in plan.trials}
+        del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
         view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
         # the budget is checked again, maybe a larger one
         ledger.update_each([(r.config_hash, "planned again", {"state": TrialState.PLANNED, "pruned_by": "",
@@ -531,10 +533,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         resumed = len(view.trials()) - new
         if resumed:
             reporter.info(f"resuming sweep {cfg.sweep.name}: {resumed} trials already in {folder.ledger}")
-        allowed = {t.config_hash for t in plan.trials}
         # trials the calibration brought back before a resume run again (the plan still prunes them)
         allowed |= {r.config_hash for r in view.trials() if r.selection == BROUGHT_BACK}
-        del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
         allowed |= {r.config_hash for r in view.trials() if r.repeat_of in allowed}
         stale = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash not in allowed]
         if stale:

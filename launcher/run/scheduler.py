@@ -57,14 +57,23 @@ class Policy:
     stop_combine: str = "any"
     """stop_rule: 'any' (the chance that any unrun trial beats the best), 'max' (the likeliest one's chance) or
     'never' (the replay's stand-in for plan.stop_when_converged=false: run everything, losers stopped early)."""
-    stop_dof: float = 3.0
+    stop_dof: float = 2.0
     """stop_rule: 0 = log-normal chances; > 0 = log-Student-t with that many degrees of freedom: the estimator is
     sometimes off by 2-3x on one layout (the CPU grids, the playbook's noisy repeats), which a normal tail calls
-    impossible; with 3 the measured tables' sweeps with a final regret above 1 % went from 8 to 5 of 91."""
+    impossible; with 3 the measured tables' sweeps with a final regret above 1 % went from 8 to 5 of 91; 2 (the
+    fattest tail with a finite mean) left none of 98 (3 left vTrain's 24x1024 8-GPU gbs 8 grid at 7 %: its best,
+    tp2 pp4 mbs4, is 1.5x its mbs2 neighbour, an interaction the additive residuals cannot express). The stop rule
+    never changes the GPU-hours to the best, only those spent after it and the regret."""
     residuals: bool = True
     """Correct the predictions with the structured residuals of the measured trials (launcher.plan.residuals)."""
     min_fit_trials: int = 3
     """Measured trials before the estimator's constants are refitted (launcher.plan.calibrate)."""
+    explore: float = 0.5
+    """order 'gain': the predicted spreads are scaled by this in the expected gain (1: as predicted; 0: by the
+    predicted mean alone, the prior's order corrected by what was measured). Half: the spreads are the corpus's
+    (residual scales, miss floor), sized for the stop rule's safety, and taken whole they buy trials of layouts
+    unlike the measured ones that mostly lose (bench_search_ablation.py, issue 16 round 4: measured 21.4 % -> 20.1 %
+    of exhaustive GPU-hours, sweeps worse than plan order 7 -> 6). The stop rule keeps the whole spreads."""
 
 
 POLICY = Policy()
@@ -221,10 +230,11 @@ def _spanning(unrun: list[Planned], anchors: list[Mapping[str, Any]], count: int
     return picks
 
 
-def expected_gain(trial: Planned, best_tokens_per_s: float, noise_tolerance: float) -> float:
+def expected_gain(trial: Planned, best_tokens_per_s: float, noise_tolerance: float, explore: float = 1.0) -> float:
     """E[max(0, log throughput - log(best x (1 + tolerance)))] under the log-normal prediction: how much the trial
-    is expected to beat the best by (in log units), counting how likely and by how much."""
-    sd = max(trial.step_sd, 1e-6)
+    is expected to beat the best by (in log units), counting how likely and by how much. explore scales the spread
+    (Policy.explore)."""
+    sd = max(trial.step_sd * explore, 1e-6)
     mu = math.log(trial.tokens_per_s) - math.log(best_tokens_per_s * (1.0 + noise_tolerance))
     z = mu / sd
     return sd * math.exp(-0.5 * z * z) / math.sqrt(2.0 * math.pi) + mu * _phi(z)
@@ -240,7 +250,7 @@ def trial_cost(trial: Planned, fits: float, iterations: int) -> float:
 def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated: bool,
           noise_tolerance: float = 0.02, span: int = SPAN_TRIALS, rule: str = "gain",
           iterations: int = 8, candidates: Optional[Collection[str]] = None,
-          head: Optional[int] = None) -> list[Pick]:
+          head: Optional[int] = None, explore: float = 1.0) -> list[Pick]:
     """Every unrun trial, the one to run next first. calibrated: the predictions have learned from the measured
     trials (their spreads are the posterior's). rule 'gain': by expected gain over the best per expected GPU-second
     (`iterations` steps per trial); 'chance': by the chance to beat the best. `candidates`: only these trials are
@@ -260,7 +270,7 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
         assert best is not None
         chance_v = fits_v * _phi_vector(_beats_z(unrun, best, noise_tolerance))
         if rule == "gain":
-            value_v = fits_v * _gain_vector(unrun, best, noise_tolerance) / np.maximum(
+            value_v = fits_v * _gain_vector(unrun, best, noise_tolerance, explore) / np.maximum(
                 _cost_vector(unrun, fits_v, iterations), 1e-9)
             ranked = [unrun[i] for i in _first(np.lexsort((-chance_v, -value_v)), head)]
         else:
@@ -268,7 +278,8 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
         fits = {t.key: _fits(t, largest) for t in ranked}
         chance = {t.key: fits[t.key] * chance_beats(t, best, noise_tolerance) for t in ranked}
         if rule == "gain":
-            return [Pick(t.key, f"expected gain {fits[t.key] * expected_gain(t, best, noise_tolerance):.2%} per "
+            gain = {t.key: fits[t.key] * expected_gain(t, best, noise_tolerance, explore) for t in ranked}
+            return [Pick(t.key, f"expected gain {gain[t.key]:.2%} per "
                                 f"{trial_cost(t, fits[t.key], iterations) / 3600:.3g} GPU-h (chance "
                                 f"{chance[t.key]:.1%} to beat the best by > {noise_tolerance:.0%})", chance[t.key])
                     for t in ranked]
@@ -340,8 +351,9 @@ def _beats_z(trials: Sequence[Planned], best_tokens_per_s: float, noise_toleranc
     return (_elementwise(math.log, _tokens(trials)) - math.log(target)) / sd
 
 
-def _gain_vector(trials: Sequence[Planned], best_tokens_per_s: float, noise_tolerance: float) -> np.ndarray:
-    sd = np.maximum(_column(trials, "step_sd"), 1e-6)
+def _gain_vector(trials: Sequence[Planned], best_tokens_per_s: float, noise_tolerance: float,
+                 explore: float = 1.0) -> np.ndarray:
+    sd = np.maximum(_column(trials, "step_sd") * explore, 1e-6)
     mu = _elementwise(math.log, _tokens(trials)) - math.log(best_tokens_per_s * (1.0 + noise_tolerance))
     z = mu / sd
     return sd * _elementwise(math.exp, -0.5 * z * z) / math.sqrt(2.0 * math.pi) + mu * _phi_vector(z)

@@ -50,6 +50,7 @@ from launcher.plan.calibrate import (
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
 from launcher.plan.residuals import corrected
+from launcher.plan.step_time import MicrobatchTimes, StepPieces, combine
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -63,7 +64,10 @@ PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem
 
 def estimated(r: TrialRecord) -> bool:
     """A trial of the search: the plan estimated it, it is not a repeat and it was not pruned."""
-    return bool(r.predicted.get("step_time_s")) and not r.repeat_of and r.state is not TrialState.PRUNED
+    return r.state is not _PRUNED and not r.repeat_of and bool(r.predicted.get("step_time_s"))
+
+
+_PRUNED = TrialState.PRUNED  # estimated() runs several times a poll on every trial: no attribute look-up each
 
 
 def objective_share(r: TrialRecord, objective: Objective | str) -> float:
@@ -105,7 +109,7 @@ class Search:
         """launcher.plan.batch_class layout -> its features (what every layout of the class shares)."""
         """The measured trials' features (what the calibration fits); every trial's are in _table."""
         self._fitted_on: Optional[tuple] = None
-        self._table: Optional[FeatureTable] = None
+        self._table: Optional[ClassTable] = None
         """The features of every trial predicted so far, one row each (_rows): built once, not once a poll."""
         self._rows: dict[str, int] = {}
         self._table_prediction: Optional[tuple[Calibration, Prediction]] = None
@@ -139,7 +143,7 @@ class Search:
         if missing or self._table is None:
             fresh = self._feature_table(missing)
             old = self._table
-            self._table = fresh if old is None or not self._rows else _concat(old, fresh)
+            self._table = fresh if old is None or not self._rows else old.concat(fresh)
             self._rows.update((r.config_hash, len(self._rows)) for r in missing)
             self._table_prediction = None
         cached = self._table_prediction
@@ -149,30 +153,32 @@ class Search:
         idx = np.fromiter((self._rows[r.config_hash] for r in trials), dtype=int, count=len(trials))
         return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
 
-    def _feature_table(self, trials: Sequence[TrialRecord]) -> FeatureTable:
-        """FeatureTable(features of `trials`), built FEATURE_CHUNK trials at a time into arrays of the final size:
-        50k trials' features as objects and as a table at once took twice the table's ~250 MB."""
+    def _feature_table(self, trials: Sequence[TrialRecord]) -> ClassTable:
+        """FeatureTable(features of `trials`) as a ClassTable: the features of each batch class
+        (launcher.plan.batch_class) computed once, FEATURE_CHUNK classes at a time, into a table of the classes, and
+        each trial's class, micro-batch count and tokens per step (what for_layout changes) as columns. 50k trials'
+        features as objects, or as one row each, cost ~250 MB and a Python pass each (issue 19)."""
         import numpy as np
 
-        if len(trials) <= FEATURE_CHUNK:
-            return FeatureTable([self._trial_features(r) for r in trials])
-        out = object.__new__(FeatureTable)
-        labels: dict[str, list[np.ndarray]] = {}    # text columns (the GPU generation): joined at the end
-        for start in range(0, len(trials), FEATURE_CHUNK):
-            chunk = FeatureTable([self._trial_features(r) for r in trials[start:start + FEATURE_CHUNK]])
-            for name, value in vars(chunk).items():
-                if not isinstance(value, np.ndarray):
-                    continue
-                if value.dtype.kind in "US":
-                    labels.setdefault(name, []).append(value)
-                    continue
-                if start == 0:
-                    setattr(out, name, np.empty((len(trials), *value.shape[1:]), dtype=value.dtype))
-                getattr(out, name)[start:start + chunk.n] = value
-        for name, parts in labels.items():
-            setattr(out, name, np.concatenate(parts))
-        out.n = len(trials)
-        return out
+        classes: dict[Layout, int] = {}
+        of_class = np.fromiter((classes.setdefault(batch_class(r.layout), len(classes)) for r in trials), dtype=int,
+                               count=len(trials))
+        keys = list(classes)
+        table = _stacked([FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
+                          for start in range(0, len(keys), FEATURE_CHUNK)] or [FeatureTable([])])
+        seq_len = self.cfg.model.seq_len
+        return ClassTable(table, of_class,
+                          np.fromiter((max(1, r.layout.microbatches) for r in trials), dtype=float, count=len(trials)),
+                          np.fromiter((r.layout.gbs * seq_len for r in trials), dtype=float, count=len(trials)))
+
+    def _class_features(self, key: Layout) -> TrialFeatures:
+        """The features of a batch class (kept only for the trials measured: observations ask for them again)."""
+        features = self._by_class.get(key)
+        if features is None:
+            b = self.cfg.backend
+            features = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision, b.flash_attention,
+                                      backend=b.name, workload=workload_for(b, key))
+        return features
 
     def _trial_features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash in self._features:
@@ -180,10 +186,7 @@ class Search:
         key = batch_class(r.layout)  # layouts apart only in gbs share their features (~1 ms each, 50k trials)
         features = self._by_class.get(key)
         if features is None:
-            b = self.cfg.backend
-            features = self._by_class[key] = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision,
-                                                            b.flash_attention, backend=b.name,
-                                                            workload=workload_for(b, key))
+            features = self._by_class[key] = self._class_features(key)
         return for_layout(features, r.layout, self.cfg.model.seq_len)
 
     def observations(self, records: Sequence[TrialRecord]) -> list[Observation]:
@@ -248,8 +251,8 @@ class Search:
 
     def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
-        startup_s = self.cfg.backend.startup_s
-        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * objective_share(r, objective),
+        startup_s, share = self.cfg.backend.startup_s, Objective(objective).share  # objective_share, made once
+        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * share(r.layout.gpus),
                         p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb, startup_s)
                 for r in records if (p := predictions.get(r.config_hash)) is not None]
 
@@ -263,6 +266,7 @@ class Search:
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
                                span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters,
+                               explore=policy.explore,
                                candidates=candidates, head=head)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:
@@ -281,14 +285,73 @@ def _same(a: tuple, b: tuple) -> bool:
     return a[0] is b[0] and a[1:] == b[1:]
 
 
-def _concat(a: FeatureTable, b: FeatureTable) -> FeatureTable:
-    """One table with a's rows, then b's."""
+class ClassTable(FeatureTable):
+    """Trials' features as the table of their batch classes and, per trial, its class (a row of that table), its
+    micro-batch count and its tokens per step: predicts what FeatureTable of every trial's own features does, to
+    the last bit, with each class's amounts computed once (a 50k-trial plan has ~17k classes: a third of the
+    memory, ~250 MB less, and of the work at every prediction of the calibration)."""
+
+    def __init__(self, classes: FeatureTable, of_class: np.ndarray, microbatches: np.ndarray,
+                 tokens_per_step: np.ndarray) -> None:  # FeatureTable's columns are the classes' (not set here)
+        self.classes, self.of_class = classes, of_class
+        self.microbatches, self.tokens_per_step = microbatches, tokens_per_step
+        self.n = len(of_class)
+
+    def step_time_s(self, constants: Constants) -> np.ndarray:
+        """FeatureTable.step_time_s: the rates times the amounts once per class, then the step per trial."""
+        import numpy as np
+
+        c, at = self.classes, self.of_class
+        r = c._rates(constants)
+        amounts = np.einsum("nsfg,ng->nsf", c.stages, r)[at]
+        dp = np.einsum("nkg,ng->nk", c.dp, r)[at]
+        first, last, middle = (MicrobatchTimes(*(amounts[:, s, i] for i in range(amounts.shape[2])))
+                               for s in range(3))
+        w = c.weights[at]
+        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), self.microbatches, c.pp[at], c.vpp[at],
+                        c.overlap_gather[at], c.cpu[at], dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
+                        constants.tp_overlap_interference)
+        step: np.ndarray = combine(pc, np.maximum)[0]
+        return step
+
+    def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The memory does not depend on the micro-batch count: the classes', per trial."""
+        allocated, reserved, device = self.classes.peak_mem_quantities_gb(constants)
+        return allocated[self.of_class], reserved[self.of_class], device[self.of_class]
+
+    def subset(self, index: Sequence[int]) -> ClassTable:
+        import numpy as np
+
+        idx = np.asarray(index, dtype=int)
+        return ClassTable(self.classes, self.of_class[idx], self.microbatches[idx], self.tokens_per_step[idx])
+
+    def concat(self, other: ClassTable) -> ClassTable:
+        """One table with this one's trials, then other's."""
+        import numpy as np
+
+        return ClassTable(_stacked([self.classes, other.classes]),
+                          np.concatenate([self.of_class, other.of_class + self.classes.n]),
+                          np.concatenate([self.microbatches, other.microbatches]),
+                          np.concatenate([self.tokens_per_step, other.tokens_per_step]))
+
+    def expanded(self) -> FeatureTable:
+        """The same trials as a FeatureTable of one row each (what this table stands for)."""
+        out = self.classes.subset(self.of_class.tolist())
+        out.microbatches, out.tokens_per_step = self.microbatches, self.tokens_per_step
+        return out
+
+
+def _stacked(tables: Sequence[FeatureTable]) -> FeatureTable:
+    """One table with the rows of `tables` in order (at least one)."""
     import numpy as np
 
+    if len(tables) == 1:
+        return tables[0]
     out = object.__new__(FeatureTable)
-    for name, value in vars(a).items():
-        setattr(out, name, np.concatenate([value, getattr(b, name)]) if isinstance(value, np.ndarray) else value)
-    out.n = a.n + b.n
+    for name, value in vars(tables[0]).items():
+        setattr(out, name, np.concatenate([getattr(t, name) for t in tables]) if isinstance(value, np.ndarray)
+                else value)
+    out.n = sum(t.n for t in tables)
     return out
 
 

@@ -24,7 +24,6 @@ one seed; reported apart, with bootstrap 95 % confidence intervals over the draw
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
 import time
@@ -54,11 +53,8 @@ def _evaluate(args):
     return rb.evaluate(case, steady_stop=steady)
 
 
-def run(cases, jobs: int, steady: bool):
-    if jobs <= 1:
-        return [_evaluate((c, steady)) for c in cases]
-    with multiprocessing.Pool(jobs) as pool:
-        return pool.map(_evaluate, [(c, steady) for c in cases], chunksize=1)
+def run(cases, workers: rb.Workers, steady: bool):
+    return workers.map(_evaluate, [(c, steady) for c in cases], cost=lambda item: rb.replay_cost(item[0]))
 
 
 def grids_for_perturbation(cases):
@@ -78,16 +74,12 @@ def _transfer(args):
     return rb.evaluate_transfer(small, large, steady_stop=steady, known=known)
 
 
-def transfer_report(pairs, jobs, steady, title, known=None):
+def transfer_report(pairs, workers: rb.Workers, steady, title, known=None):
     """known: sweep name -> its evaluate() result (the cold start and the small sweep's calibration come from it)."""
     known = known or {}
     work = [(p, steady, (known[p[0].sweep.name], known[p[1].sweep.name])
              if p[0].sweep.name in known and p[1].sweep.name in known else None) for p in pairs]
-    if jobs <= 1:
-        results = [_transfer(w) for w in work]
-    else:
-        with multiprocessing.Pool(jobs) as pool:
-            results = pool.map(_transfer, work, chunksize=1)
+    results = workers.map(_transfer, work, cost=lambda item: rb.replay_cost(item[0][1]))
     print(f"\n{title}")
     print(f"{'group':<26} {'pairs':>5}  {'cold':>7} {'warm':>7}  {'saving':>7}  {'warm better/worse':>17}  "
           f"{'regret>1% cold/warm':>19}")
@@ -120,7 +112,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 perturbed draws per grid instead of 3")
     parser.add_argument("--draws", type=int, default=None)
-    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--jobs", type=int, default=rb.default_jobs(),
+                        help="worker processes (default: one per core); the figures do not depend on it")
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--no-steady-stop", action="store_true", help="measure every ok trial in full")
     parser.add_argument("--tables", type=Path, nargs="*", default=None,
@@ -129,12 +122,23 @@ def main(argv=None) -> int:
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
     args = parser.parse_args(argv)
-    draws = args.draws if args.draws is not None else (2 if args.quick else 3)
     started = time.perf_counter()
+    with rb.Workers(args.jobs) as workers:
+        _main(args, workers)
+    t = os.times()      # after the workers were joined: their CPU time is counted as the children's
+    cpu_s = t.user + t.system + t.children_user + t.children_system
+    print(f"\nwall time {time.perf_counter() - started:.0f} s, CPU time {cpu_s:.0f} s (this process and its "
+          f"{args.jobs if args.jobs > 1 else 'no'} workers; load average now {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores)")
+    return 0
+
+
+def _main(args, workers: rb.Workers) -> None:
+    draws = args.draws if args.draws is not None else (2 if args.quick else 3)
     tables = args.tables or sorted(DATA.glob("*.csv"))
     cases = rb.corpus(tables)
     steady = not args.no_steady_stop
-    measured = run(cases, args.jobs, steady)
+    measured = run(cases, workers, steady)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
           f"{sum(len(c.sweep.rows) for c in cases)} configurations")
     if args.list:
@@ -151,23 +155,18 @@ def main(argv=None) -> int:
         err, rho = rb.prior_error(truths)
         print(f"\nperturbed truths: {len(grids)} grids x {draws} draws (seed {args.seed}); a-priori step time error "
               f"median {err:.1%}, within-sweep Spearman median {rho:.2f}")
-        results = run(truths, args.jobs, steady)
+        results = run(truths, workers, steady)
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
     if not args.no_transfer:
         pairs = rb.scale_pairs(cases)
-        transfer_report(pairs, args.jobs, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "
+        transfer_report(pairs, workers, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "
                         "starting the large one; share of the large sweep's exhaustive GPU-hours to within 2 %",
                         known={r.case.sweep.name: r for r in measured})
         if not args.measured_only and draws:
             ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
-            transfer_report(ppairs, args.jobs, steady, "=== transfer on perturbed truths (both scales share the "
+            transfer_report(ppairs, workers, steady, "=== transfer on perturbed truths (both scales share the "
                             "drawn constants and per-value biases)")
-    t = os.times()
-    cpu_s = t.user + t.system + t.children_user + t.children_system
-    print(f"\nwall time {time.perf_counter() - started:.0f} s, CPU time {cpu_s:.0f} s (this process and its "
-          f"workers; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    return 0
 
 
 if __name__ == "__main__":

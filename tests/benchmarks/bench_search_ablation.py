@@ -29,6 +29,8 @@ from launcher.plan import residuals  # noqa: E402
 from launcher.plan.residuals import ResidualModel  # noqa: E402
 from launcher.run.scheduler import POLICY, Policy  # noqa: E402
 
+SEARCH5 = replace(POLICY, stop_dof=3.0, explore=1.0)
+"""The policy as search5 left it (main 5e655f7)."""
 OLD = Policy(rule="chance", span=1, stop_combine="max", residuals=False, min_fit_trials=3)
 VARIANTS = {
     "main (before issue 16)": (OLD, False),
@@ -36,20 +38,25 @@ VARIANTS = {
     "main, stop on any": (replace(OLD, stop_combine="any"), False),
     "main, gain per GPU-h": (replace(OLD, rule="gain", span=0), False),
     "main + residual model": (replace(OLD, residuals=True, span=0), False),
-    "new, chance to beat": (replace(POLICY, rule="chance"), False),
-    "new, no residual model": (replace(POLICY, residuals=False), False),
-    "new, fit after 8": (replace(POLICY, min_fit_trials=8), False),
-    "new, never refit": (replace(POLICY, min_fit_trials=10 ** 6), False),
-    "new, stop max": (replace(POLICY, stop_combine="max"), False),
-    "new, stop t3": (replace(POLICY, stop_dof=3.0), False),
-    "new, residual noise 0.10": (POLICY, False, ResidualModel(noise_sd=0.10)),
-    "new": (POLICY, False),
-    "new + steady stop": (POLICY, True),
-    "new + steady, stop t3": (replace(POLICY, stop_dof=3.0), True),
-    "new + steady, no stop rule": (replace(POLICY, stop_combine="never"), True),
+    "new, chance to beat": (replace(SEARCH5, rule="chance"), False),
+    "new, no residual model": (replace(SEARCH5, residuals=False), False),
+    "new, fit after 8": (replace(SEARCH5, min_fit_trials=8), False),
+    "new, never refit": (replace(SEARCH5, min_fit_trials=10 ** 6), False),
+    "new, stop max": (replace(SEARCH5, stop_combine="max"), False),
+    "new, stop t3": (replace(SEARCH5, stop_dof=3.0), False),
+    "new, residual noise 0.10": (SEARCH5, False, ResidualModel(noise_sd=0.10)),
+    "new": (SEARCH5, False),
+    "new + steady stop": (SEARCH5, True),
+    "new + steady, stop t3": (replace(SEARCH5, stop_dof=3.0), True),
+    "new + steady, no stop rule": (replace(SEARCH5, stop_combine="never"), True),
     # search5 (issue 16 round 3): every variant with steady stop, as the loop runs
-    "search5 start": (POLICY, True, ResidualModel(miss_floor=False)),
-    "+ miss floor": (POLICY, True),
+    "search5 start": (SEARCH5, True, ResidualModel(miss_floor=False)),
+    "+ miss floor": (SEARCH5, True),
+    # search6 (issue 16 round 4): from "+ miss floor"
+    "+ explore on half spreads": (replace(SEARCH5, explore=0.5), True),
+    "+ stop rule t2": (replace(SEARCH5, stop_dof=2.0), True),
+    "+ both (now)": (POLICY, True),
+    "now, identified dims only": (POLICY, True, ResidualModel(identified_only=True)),
 }
 
 

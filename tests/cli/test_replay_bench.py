@@ -138,3 +138,21 @@ def test_the_gap_breakdown_adds_up_to_the_adaptive_searchs_hours_to_within_2pct(
         assert set(result.gaps) == set(rb.GAP_KINDS)
         assert sum(result.gaps.values()) == pytest.approx(result.to_within["adaptive"], rel=1e-9)
         assert result.gaps["the within-2 % one"] > 0
+
+
+def _shares(case):
+    result = rb.evaluate(case)
+    return {s: (result.to_within[s], result.spent[s], result.regret[s], result.trials[s]) for s in rb.STRATEGIES}
+
+
+def test_worker_processes_change_nothing_but_the_time():
+    """The benchmark's default runs one worker per core: the same results, in the order of the cases, as in one
+    process (Workers hands the costliest case out first, so the order it runs them in is not the cases')."""
+    cases = small_cases()
+    with rb.Workers(1) as one:
+        alone = one.map(_shares, cases)
+    with rb.Workers(2) as two:
+        parallel = two.map(_shares, cases, cost=rb.replay_cost)
+    assert parallel == alone
+    assert len({rb.replay_cost(c) for c in cases}) > 1       # the costs reorder the work
+    assert rb.default_jobs() >= 1

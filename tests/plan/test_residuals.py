@@ -116,3 +116,53 @@ def test_the_likelihood_through_the_columns_equals_the_direct_one(seed):
     direct = -0.5 * (r @ np.linalg.solve(cov, r) + np.linalg.slogdet(cov)[1])
     assert log_likelihood(x.T @ x, x.T @ r, float(r @ r), n, prior_var, noise_var) == pytest.approx(direct,
                                                                                                     rel=1e-9)
+
+
+def _design_trial_by_trial(dims):
+    """The design as first written: a Python pass per trial and value (what the column-wise one must equal)."""
+    from launcher.plan.residuals import DIMENSIONS
+
+    key = [tuple(str(x.get(d)) for d in DIMENSIONS) for x in dims]
+    columns, names = [np.ones(len(dims))], ["offset"]
+    for j, d in enumerate(DIMENSIONS):
+        values = sorted({row[j] for row in key})
+        if len(values) < 2:
+            continue
+        for v in values:
+            columns.append(np.array([1.0 if row[j] == v else 0.0 for row in key]))
+            names.append(f"{d}={v}")
+    return np.stack(columns, axis=1), tuple(names)
+
+
+@pytest.mark.parametrize("as_tuple", [False, True])
+def test_the_column_wise_design_equals_the_trial_by_trial_one_on_generated_layouts(as_tuple):
+    rng = np.random.default_rng(7)
+    dims = [{"tp": int(rng.choice([1, 2, 4, 8, 16])), "pp": int(rng.choice([1, 2, 10, 20])),
+             "mbs": int(rng.choice([1, 2, 16])), "recompute": str(rng.choice(["none", "selective", "full"])),
+             "sequence_parallel": bool(rng.integers(2)), "zero_stage": int(rng.integers(2)),
+             **({"vpp": 2} if rng.integers(3) == 0 else {})} for _ in range(500)]
+    dims = tuple(dims) if as_tuple else dims
+    x, names = ResidualModel().design(dims)
+    want_x, want_names = _design_trial_by_trial(dims)
+    assert names == want_names and "tp=16" in names and "vpp=None" in names
+    assert np.array_equal(x, want_x)
+    if as_tuple:   # the same dicts in a new tuple, one of them a new dict with other values: read again
+        again = (*dims[:-1], {**dims[-1], "tp": 3})
+        x2, names2 = ResidualModel().design(again)
+        assert "tp=3" in names2 and np.array_equal(x2, _design_trial_by_trial(again)[0])
+
+
+def test_identified_only_learns_a_dimension_once_two_of_its_values_are_measured():
+    """One measured trial: its error is the sweep's level for every trial (the ranking stays the prior's); once a
+    second tp is measured, the tp values get effects of their own."""
+    dims = grid()
+    model = ResidualModel(identified_only=True)
+    one = model.posterior(dims, {0: 0.3})                      # tp1 pp1 mbs1 measured 35 % slower
+    assert np.allclose(one.mean, one.mean[0]) and one.mean[0] > 0.2
+    assert np.allclose(one.sd, one.sd[0])                      # no dimension identified: one spread for all
+    plain = ResidualModel().posterior(dims, {0: 0.3})
+    assert not np.allclose(plain.mean, plain.mean[0])          # without it, the trials unlike it look better
+    two = model.posterior(dims, {0: 0.3, 8: 0.0})              # tp4 pp1 mbs1 as predicted: tp=1 is slow
+    tp1 = [i for i, d in enumerate(dims) if d["tp"] == 1]
+    tp4 = [i for i, d in enumerate(dims) if d["tp"] == 4]
+    assert min(two.mean[tp1]) > max(two.mean[tp4])

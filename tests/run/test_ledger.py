@@ -193,3 +193,27 @@ def test_update_each_writes_all_or_none_and_journals_each(tmp_path):
         with pytest.raises(ValueError, match="unknown state"):
             led.update_each([("a", "", {"state": "ok"}), ("b", "", {"state": "exploded"})])
         assert led.get("a").state is TrialState.SUBMITTED   # the first of a refused batch is not written either
+
+
+def test_a_bulk_add_and_a_read_by_state_match_the_trial_by_trial_ledger(tmp_path):
+    """add_trials writes a plan in one statement and Ledger.trials(states) filters in sqlite: the same rows, events
+    and records as one INSERT OR IGNORE per trial and a filter in Python (a hash twice in one call: added once)."""
+    import random
+
+    rng = random.Random(3)
+    records = [rec(f"h{i}", i, state=rng.choice(["planned", "pruned"]), selection=rng.choice(["predicted", "band"]),
+                   evidence=[{"file": "x.log", "line": i, "text": "t"}] if i % 3 else [],
+                   metrics={"tokens_per_s": float(i)} if i % 2 else {}, synced=bool(i % 2), exit_code=i % 4 or None)
+               for i in range(60)]
+    with Ledger(tmp_path / "l.sqlite") as led:
+        assert led.add_trials([*records[:30], records[5]]) == 30
+        assert led.add_trials(records) == 30
+        assert [e["detail"] for e in led.events()] == ["added"] * 60
+        assert [e["config_hash"] for e in led.events()] == [r.config_hash for r in records]
+        read = led.trials()
+        assert [(r.config_hash, r.state, r.selection, r.evidence, r.metrics, r.synced, r.exit_code, r.layout)
+                for r in read] == [(r.config_hash, r.state, r.selection, r.evidence, r.metrics, r.synced,
+                                    r.exit_code, r.layout) for r in records]
+        assert led.trials(["pruned"]) == [r for r in read if r.state is TrialState.PRUNED]
+        assert led.get("h7") == read[7]
+        assert sorted(led.get_many(["h2", "h1"]), key=lambda r: r.position) == read[1:3]

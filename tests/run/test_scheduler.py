@@ -47,6 +47,16 @@ def test_once_learned_the_expected_gain_per_gpu_hour_decides():
     assert by_chance[0].chance > by_chance[1].chance > by_chance[2].chance
 
 
+def test_less_exploration_prefers_the_higher_predicted_mean_over_the_wider_spread():
+    """Policy.explore scales the spreads in the expected gain: at 1 the unsure trial (93 +- 50 %) goes before the
+    one predicted above the best (99 +- 5 %); with the spreads halved, the better-predicted one goes first."""
+    finished = [Outcome("a", "ok", 95.0)]
+    grid = [GRID[0], planned("unsure", 93, sd=0.5, tp=4, dp=2), planned("better", 99, sd=0.05, mbs=2)]
+    assert [p.key for p in sch.order(grid, finished, calibrated=True)] == ["unsure", "better"]
+    assert [p.key for p in sch.order(grid, finished, calibrated=True, explore=0.2)] == ["better", "unsure"]
+    assert sch.expected_gain(grid[1], 95, 0.02, explore=0.5) < sch.expected_gain(grid[1], 95, 0.02)
+
+
 def test_of_two_equally_promising_trials_the_cheaper_runs_first():
     finished = [Outcome("a", "ok", 95.0)]
     fast = planned("fast", 100, sd=0.1, mbs=2)

@@ -331,7 +331,7 @@ def test_the_searchs_caches_predict_what_a_fresh_search_does(load, monkeypatch):
     records = _records(make_plan(cfg))
     assert len(records) > 6
     kept = Search(cfg)
-    chunked = kept._feature_table(records)
+    chunked = kept._feature_table(records).expanded()
     whole = FeatureTable([kept._trial_features(r) for r in records])
     assert all(np.array_equal(getattr(chunked, k), getattr(whole, k)) for k, v in vars(whole).items()
                if isinstance(v, np.ndarray)) and chunked.n == whole.n
@@ -365,3 +365,40 @@ def test_a_planner_pruned_trial_the_calibrated_model_keeps_is_brought_back_once_
     assert big.calibrated["peak_mem_gb"] * math.exp(-1.645 * big.calibrated["mem_sd"]) <= 0.5
     assert "brought back: the calibrated model says" in capsys.readouterr().out
     assert all(r.state == "ok" for r in trials.values())
+
+
+def test_the_feature_table_by_batch_class_equals_the_trial_by_trial_one(load, monkeypatch):
+    """Search._feature_table computes each batch class's features once and takes the trials' rows from the classes'
+    table (their micro-batch counts and tokens per step set column-wise): equal, to the last bit, to a table of
+    every trial's own features, on a grid where most classes hold several trials (FEATURE_CHUNK small: chunks)."""
+    import numpy as np
+
+    from launcher.plan.batch_class import batch_class
+    from launcher.plan.calibrate import FeatureTable, Observation, calibrate, for_layout, trial_features
+    from launcher.plan.inputs import workload_for
+    from launcher.run import search as search_module
+
+    monkeypatch.setattr(search_module, "FEATURE_CHUNK", 4)
+    cfg = load("+sweep=tiny", "grid.gbs=[8,16,32,64,128,256]", "grid.mbs=[1,2]")
+    records = _records(make_plan(cfg))
+    assert len({batch_class(r.layout) for r in records}) < len(records) - 4
+    b = cfg.backend
+    own = [for_layout(trial_features(cfg.model, cfg.cluster, r.layout, b.precision, b.flash_attention,
+                                     backend=b.name, workload=workload_for(b, r.layout)), r.layout, cfg.model.seq_len)
+           for r in records]
+    whole, table = FeatureTable(own), Search(cfg)._feature_table(records)
+    assert table.n == whole.n == len(records) and table.classes.n < table.n
+    for name, value in vars(whole).items():
+        if isinstance(value, np.ndarray):
+            assert np.array_equal(getattr(table.expanded(), name), value), name
+    # its predictions, a fitted calibration's spreads included, are the per-trial table's, also for a subset and
+    # for two tables joined (a resume's new trials)
+    truth = [1.4 * s for s in whole.step_time_s(Search(cfg).prior.constants)]
+    cal = calibrate([Observation(f, t) for f, t in zip(own[:6], truth)], Search(cfg).prior, min_trials=3)
+    assert cal.applied and cal.covariance
+    joined = table.subset(range(5)).concat(Search(cfg)._feature_table(records[5:]))
+    for candidate in (table, joined):
+        got, want = cal.predict(candidate), cal.predict(whole)
+        assert all(np.array_equal(getattr(got, k), getattr(want, k)) for k in ("step_time_s", "step_sd",
+                                                                               "peak_mem_gb", "mem_sd"))
+    assert np.array_equal(table.subset([3, 1]).step_time_s(cal.constants), whole.step_time_s(cal.constants)[[3, 1]])

@@ -32,6 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from analysis.logs.logtext import message_of
 from launcher.core.kinds import FailureKind
 
 MAX_HITS = 2000  # occurrences of one needle that are tested against its shapes
@@ -48,7 +49,12 @@ class Row:
     shape: re.Pattern[str] | None = None  # the text around the needle must match this too
 
     def matches(self, line: str) -> bool:
-        return self.shape is None or self.shape.search(line) is not None
+        """The shape accepts the line as written or without its launcher prefixes and timestamp (logtext.message_of:
+        a shape anchored at the line's start still matches behind `server1: ` or `[rank3]: `)."""
+        if self.shape is None or self.shape.search(line) is not None:
+            return True
+        body = message_of(line)
+        return body is not line and self.shape.search(body) is not None
 
 
 def rows(kind: FailureKind, label: str, source: str,

@@ -418,3 +418,91 @@ SCHEMA = (
                                           "search path."),
            ("Could not append to config", "Could not append to config. An item is already at 'model.optim'."))
 )
+
+
+# ---- an exception whose type or message says the run's inputs are not what the configuration promised (issue 17,
+# judge8): decided on the exception line (prefix removed) and the traceback text above it, for any framework.
+# - a type that names a misconfiguration (NeMo's LoggerMisconfigurationError, Lightning's MisconfigurationException,
+#   any *Misconfiguration*): the type is the statement;
+# - an input, manifest or config file that cannot be parsed (json's JSONDecodeError, PyYAML's scanner/parser/composer/
+#   constructor errors, tomllib's TOMLDecodeError): the file the configuration names is malformed;
+# - a KeyError on a top-level checkpoint key (optimizer, iteration, epoch, state_dict, ...) raised while a checkpoint
+#   is loaded (the frames above name a checkpoint, state_dict, resume or load): the file is another kind of checkpoint
+#   (weights only, a released model) than the run resumes from; inner optimizer keys ('param_groups', 'state') are a
+#   code bug of the loader and stay crashes, and so does a KeyError raised inside a framework's own checkpoint code
+#   (Megatron's checkpointing.py, a site-packages frame): the framework reading its own format is a code or version
+#   bug, not a file of the wrong kind;
+# - a FileNotFoundError raised while a configured object is instantiated (Hydra's / NeMo's "Error instantiating
+#   '<target>' :") or naming an input file (.json/.jsonl/.yaml/.yml/.csv/.tsv/.txt manifest or list).
+_INPUT_LABEL = "the run's configuration names an input or checkpoint that is missing, malformed or of another kind"
+MISCONFIG_TYPE = re.compile(r"(?:[\w.]{0,120}\.)?\w{0,40}Misconfiguration\w{0,20}")
+PARSE_TYPE = re.compile(r"(?:[\w.]{0,120}\.)?(?:JSONDecodeError|TOMLDecodeError|(?:yaml\.[\w.]{0,40})?"
+                        r"(?:Scanner|Composer|Constructor)Error|yaml\.[\w.]{0,40}ParserError)")
+CHECKPOINT_KEYS = ("optimizer", "optimizer_state_dict", "optimizer_states", "optim", "iteration", "iter", "epoch",
+                   "global_step", "step", "lr_scheduler", "scheduler", "model", "model_state_dict", "state_dict",
+                   "module", "net", "args", "amp", "scaler", "rng_state", "learning_rate", "best_loss", "ema")
+_CKPT_CONTEXT = re.compile(r"(?i)checkpoint|ckpt|state_dict|resume|pretrained|\bload\w{0,20}\(|torch\.load")
+_LAST_FRAME = re.compile(r'File "(?P<path>[^"\n]{1,400})", line \d{1,7}')
+_FRAMEWORK_CODE = re.compile(r"site-packages|dist-packages|/megatron/|/deepspeed/|/nemo/|/transformers/|/lightning/")
+_INPUT_FILE = re.compile(r"(?i)\.(?:json|jsonl|ya?ml|csv|tsv|txt|manifest|lst|scp)'?\s{0,4}$")
+EXCEPTION_ANY = re.compile(r"(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z_]\w{0,60}(?:Error|Exception))"
+                           r"(?::\s{0,4}(?P<msg>[^\n]{0,400})|\((?P<repr>[^\n]{0,300})\))")
+
+
+def _in_framework(above: str) -> bool:
+    """Is the last frame quoted in `above` inside a framework's package (not the user's training script)?"""
+    frames = list(_LAST_FRAME.finditer(above[-1500:]))
+    return bool(frames) and _FRAMEWORK_CODE.search(frames[-1].group("path")) is not None
+
+
+def input_error(line: str, above: str = "") -> str | None:
+    """_INPUT_LABEL (or a more exact label) when the exception in `line` says the configured input or checkpoint is
+    missing, malformed or of another kind (see above); `above` is the traceback text before the line."""
+    match = EXCEPTION_ANY.search(line)
+    if match is None:
+        return None
+    exc_type, msg = match.group("type"), (match.group("msg") or match.group("repr") or "").strip()
+    if MISCONFIG_TYPE.fullmatch(exc_type) is not None:
+        return "invalid configuration (a misconfiguration exception)"
+    if PARSE_TYPE.fullmatch(exc_type) is not None:
+        return "an input or config file the configuration names cannot be parsed"
+    short = exc_type.rsplit(".", 1)[-1]
+    if short == "KeyError" and msg.strip("'\"") in CHECKPOINT_KEYS \
+            and _CKPT_CONTEXT.search(above[-600:]) is not None and not _in_framework(above):
+        return "the checkpoint loaded is not the kind the run resumes from (a top-level key is missing)"
+    if short == "FileNotFoundError" and ("Error instantiating '" in msg or _INPUT_FILE.search(msg) is not None):
+        return _INPUT_LABEL
+    return None
+
+
+# Records the job's environment prints when an operator or package the configuration needs is not there, without an
+# exception class: Ascend CANN's "Op Cast does not has any binary" (an operator package without kernels for this
+# chip), NeMo's neural-type checks on the input data ("Input shape mismatch occured for features in module X"), which
+# are the shape of the configured data, not of the code.
+_INPUT_SHAPE = "the input data does not have the shape or type the model declares"
+NOT_BUILT = (
+    rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Ascend CANN operator binaries (EZ9999 'Op X does not has any binary')",
+         ("any binary", "EZ9999: 2024-01-01-00:00:00.000.000  Op MatMul does not has any binary.",
+          r"\bOp \w{1,60} does not (?:has|have) any binary"))
+    + rows(FailureKind.CONFIG_ERROR, _INPUT_SHAPE, "NeMo nemo/core/classes/common.py typecheck (neural types)",
+           ("mismatch occured", "Input shape mismatch occured for audio_signal in module ConvASREncoder :",
+            r"\b(?:Input|Output) (?:shape|type) mismatch occured for"),
+           ("mismatch occurred", "Output type mismatch occurred for logits in module Decoder :",
+            r"\b(?:Input|Output) (?:shape|type) mismatch occurred for"))
+)
+# The last thing a log alone shows is a notice that a package the job needs is not installed, with the installation
+# pointer ("megatron-core was not found. Please see the NeMo README for installation instructions"): nothing ran after
+# it. Only as the log's last activity: the same notice above a running job is start-up chatter.
+MISSING_PACKAGE_END = rows(
+    FailureKind.CONFIG_ERROR, ENV_LABEL, "packages' import guards (NeMo's HAVE_MEGATRON_CORE, apex, TE notices)",
+    ("not found", "[NeMo W 2024-01-01 10:00:00 nemo_logging:349] apex was not found. Please see the NeMo README for "
+                  "installation instructions", r"(?i)\b(?:was|is|were|are) not (?:found|installed|available)\b"
+                                               r"[^\n]{0,200}\binstall"),
+    ("not installed", "transformer_engine is not installed. Please install it to use fp8 training",
+     r"(?i)\b(?:was|is|were|are) not (?:found|installed|available)\b[^\n]{0,200}\binstall"))
+
+
+# A last line that states a rule but is not an error: a warning or advice the job printed and went past, a log level
+# below ERROR, a progress or summary record.
+NOT_A_RULE = re.compile(r"(?i)warn|\bdeprecat|\bhint\b|\bnote\b|\btip\b|\bconsider\b|\brecommend|\bINFO\b|"
+                        r"\bDEBUG\b|it/s\]|s/it\]|\biteration\s{0,4}\d")

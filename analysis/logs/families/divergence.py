@@ -49,6 +49,8 @@ _LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|b
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
 _BAR_LOSS = r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
+_TRAIN_METRIC_NAN = (r"(?i)(?<![\w.])train(?:ing)?[ _](?:loss|mse|rmse|mae|nll|ppl|perplexity|error|objective)"
+                     r"\s{0,2}[:=]\s{0,2}nan\b")
 DIVERGENCE = (
     rows(FailureKind.DIVERGED, _DIVERGED, "DeepSpeed runtime/fp16/loss_scaler.py",
          ("Current loss scale already at minimum", "Exception: Current loss scale already at minimum - cannot "
@@ -103,7 +105,15 @@ DIVERGENCE = (
             r"(?i)\bgrad(?:ient)?[ _-]?norm\b[^\n|]{0,20}\b(?:is|became|was|went to)\s{1,3}(?:nan|inf)\b"))
     + rows(FailureKind.DIVERGED, _DIVERGED, "torch/nn/utils/clip_grad.py (clip_grad_norm_ with error_if_nonfinite)",
            ("is non-finite, so it cannot be clipped", "RuntimeError: The total norm of order 2.0 for gradients from "
-                                                      "`parameters` is non-finite, so it cannot be clipped.")))
+                                                      "`parameters` is non-finite, so it cannot be clipped."))
+    # the training objective itself reported NaN in an epoch/step record, whatever its name ("Train mse: nan",
+    # "train_nll = nan", "training loss: nan"): MLX examples, Keras-style and research loops print the training
+    # metric by its split. Not a validation/test field (the run may still be training) and not Megatron's
+    # "lm loss: nan" field (its skipped-iteration records are judged by megatron_record_diverged).
+    + rows(FailureKind.DIVERGED, _DIVERGED, "epoch/step records of training loops (MLX examples, Keras-style logs)",
+           ("nan", "Epoch:   3 | Train mse: nan | rmse: nan | Val mse: nan", _TRAIN_METRIC_NAN),
+           ("NaN", "epoch 7 training perplexity: NaN", _TRAIN_METRIC_NAN),
+           ("NAN", "step 900 train_loss=NAN", _TRAIN_METRIC_NAN)))
 
 # Megatron's record fields before the loss(es); anything else before "loss scale" ending in "loss" is a loss.
 _MEGATRON_LOSS = re.compile(r"\|\s{0,4}([\w -]{1,60}?loss)\s{0,4}:\s{0,4}([^|\n]{1,40})\|")

@@ -37,6 +37,12 @@ past. The records, by the software that prints them:
 - Python's traceback.format_exception_only, "<Type>Error: <message>", as the last line of a traceback whose header
   the excerpt lost, or a bare "<Type>Error" / "[rank0]: AssertionError" (assert without a message); a type written
   in lower case by the reporter ("valueError: ...") still names an exception.
+- judge8 (issue 17), the same records in shorter or damaged forms: an exception in its repr form
+  ("KeyError('param_groups')"), an `AssertionError` interleaved with other ranks' `assert ...` source lines on one
+  line, Python's own messages quoted without their type ("'DeepSpeedEngine' object has no attribute 'x'", "got an
+  unexpected keyword argument", "missing 1 required positional argument", "name 'x' is not defined"), CUDA kernels'
+  "!!!! kernel execution error" banners (DeepSpeed's inference kernels), load_state_dict's body in another spelling
+  ("Missing key in checkpoint state_dict: ...").
 Lines that only look alike stay out: a level word inside a message ("0 ERROR(s)", "on_error: skip"), a warning
 ("UserWarning: ...", "WARNING: ..."), an "Error" key in a metrics dict.
 """
@@ -45,6 +51,7 @@ from __future__ import annotations
 
 import re
 
+LOGGER_RECORD = "logger error record"
 TAIL_LINES = 12  # non-blank lines from the end in which the last error record is looked for
 
 # Each shape is matched against one line with its rank/host prefix removed (analysis.logs.logtext.split_prefix).
@@ -57,7 +64,8 @@ LOGGER_ERROR = re.compile(
 EXCEPTION_LINE = re.compile(
     r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
     r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
-STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) key\(s\) in state_dict: |size mismatch for \S{1,300}: "
+STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) keys?(?:\(s\))? in (?:checkpoint |the )?state_dict: |"
+                        r"size mismatch for \S{1,300}: "
                         r"copying a param with shape )")
 STATE_DICT_ANYWHERE = re.compile(r"\bError\(s\) in loading state_dict for [\w.]{1,120}")
 CUDA_LIBRARY = re.compile(r"\bCU(?:BLAS|DNN|SOLVER|SPARSE|FFT|RAND)_STATUS_[A-Z_]{3,60}\b|\bCUDA error: \S|"
@@ -76,6 +84,26 @@ IO_FAILED = re.compile(r"\bdeepspeed_aio:[^\n]{0,80}?\b(?:failed|error)\b|No spa
                        r"Stale file handle|PytorchStreamReader failed|failed finding central directory|"
                        r"\b(?:open|write|read|pread|pwrite|fsync|io_submit|io_getevents)(?: for (?:read|write))?"
                        r"\s{1,4}failed\b")
+# Python's own messages, quoted without their exception type (AttributeError, TypeError, NameError).
+PYTHON_MESSAGE = re.compile(r"^\s{0,8}'?[\w.]{1,80}'? object has no attribute '\w{1,80}'|"
+                            r"\bgot an unexpected keyword argument '\w{1,80}'|"
+                            r"\bmissing \d{1,2} required (?:positional|keyword-only) arguments?: |"
+                            r"^\s{0,8}name '\w{1,80}' is not defined\b|"
+                            r"^\s{0,8}'[\w.]{1,80}' object is not (?:callable|subscriptable|iterable)\b|"
+                            # IndexError / ValueError / ZeroDivisionError / TypeError bodies as a whole line
+                            r"^\s{0,8}(?:list|tuple|string|array) index out of range\s{0,4}$|"
+                            r"^\s{0,8}index out of range in self\s{0,4}$|"
+                            r"^\s{0,8}(?:too many|not enough) values to unpack \(expected \d{1,4}|"
+                            r"^\s{0,8}(?:float |integer )?division (?:or modulo )?by zero\s{0,4}$|"
+                            r"^\s{0,8}unsupported operand type\(s\) for |"
+                            r"^\s{0,8}object of type '\w{1,60}' has no len\(\)")
+KERNEL_ERROR = re.compile(r"^\s{0,8}!{2,}\s{0,4}[\w ]{0,40}\b(?:kernel|execution|launch)\b[^\n]{0,40}\berror\b")
+# An exception in its repr form (the whole line "KeyError('param_groups')", as a logger prints `repr(e)`), or an
+# `AssertionError` written into the same line as other ranks' `assert ...` source lines.
+REPR_EXCEPTION = re.compile(r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception))"
+                            r"\((?:'[^'\n]{0,300}'|\"[^\"\n]{0,300}\")?\)\s{0,4}$")
+INTERLEAVED_ASSERT = re.compile(r"\bassert [^\n]{1,300}?\)AssertionError\b|(?:^|\s)AssertionError\s{0,8}assert |"
+                                r"\bassert [^\n]{1,300}\sAssertionError\s{0,4}$")
 # Exception types that are warnings or control flow, not errors, even when written like an exception line.
 NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
 
@@ -88,7 +116,7 @@ def error_record(line: str) -> str | None:
     if TERMINATE.search(line) is not None:
         return "uncaught C++ exception"
     if LOGGER_ERROR.search(line) is not None:
-        return "logger error record"
+        return LOGGER_RECORD
     if STATE_DICT.search(line) is not None or STATE_DICT_ANYWHERE.search(line) is not None:
         return "checkpoint does not fit the model (load_state_dict)"
     if CUDA_LIBRARY.search(line) is not None:
@@ -99,6 +127,15 @@ def error_record(line: str) -> str | None:
         return "torch runtime check failed"
     if IO_FAILED.search(line) is not None:
         return "file I/O failed"
+    if KERNEL_ERROR.search(line) is not None:
+        return "GPU kernel execution error"
+    if PYTHON_MESSAGE.search(line) is not None:
+        return "Python error message"
+    if INTERLEAVED_ASSERT.search(line) is not None:
+        return "exception AssertionError (interleaved ranks)"
+    repr_match = REPR_EXCEPTION.match(line)
+    if repr_match is not None and NOT_ERRORS.search(repr_match.group("type")) is None:
+        return f"exception {repr_match.group('type')}"
     match = EXCEPTION_LINE.match(line)
     if match is not None and NOT_ERRORS.search(match.group("type")) is None:
         return f"exception {match.group('type')}"

@@ -107,6 +107,10 @@ DEVICE_MEMORY = (
            ("CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate", "RuntimeError: CUDA error: "
                                                                         "CUBLAS_STATUS_NOT_INITIALIZED when calling "
                                                                         "`cublasCreate(handle)`"))
+    + rows(FailureKind.OOM, _DEVICE, "PyTorch < 1.0 THC (THCudaCheck, error=2 is cudaErrorMemoryAllocation); the "
+           "traceback after it is often cut before its last line",
+           ("THCudaCheck FAIL", "THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 "
+                                ": out of memory", r"THCudaCheck FAIL[^\n]{0,300}(?:\bout of memory\b|error=2\b)"))
     + rows(FailureKind.OOM, _DEVICE, "any runtime's 'out of memory' said of a device or an allocation",
            ("out of memory", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/"
                              "THCCachingAllocator.cpp:510", DEVICE_OOM_SHAPE),

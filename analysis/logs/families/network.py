@@ -137,6 +137,24 @@ NETWORK = (
             r"(?i)failed to pass|timed out|received errors"),
            ("Application timeout caused pair closure", "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:"
                                                        "598] Application timeout caused pair closure"))
+    + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d TCPStore / socket bind (errno 98, EADDRINUSE): the rendezvous "
+           "port is taken, e.g. by a second job on the same node; quoted alone, also behind a non-English prefix",
+           ("Address already in use", "RuntimeError: Address already in use",
+            r"(?:Error|Exception)\s{0,2}:\s{0,2}(?:\[Errno 98\]\s{0,2})?Address already in use"))
+    + rows(FailureKind.COMM_ERROR, _COMM, "every vendor's collective library: Ascend HCCL (EI0002 notify wait, "
+           "HCCL errors), Intel oneCCL (|CCL_ERROR|), Open MPI / MPICH (MPI_ERR_*, errors in an MPI call)",
+           ("The wait execution of the Notify register times out",
+            "EI0002: The wait execution of the Notify register times out. Reason: The Notify register has not "
+            "received the Notify record from remote rank [4294967295]."),
+           ("HCCL", "[ERROR] HCCL(1234,python):2024-01-01-12:00:00.000 [hccl_communicator.cc:88] HcclAllReduce "
+                    "failed, error code 9",
+            r"\bHCCL\b(?!_)[^\n]{0,200}(?:[Tt]imed? ?out|[Tt]imeout|\bfailed\b|error code|ERROR)"),
+           ("|CCL_ERROR|", "2024:01:01-12:00:00:(1234) |CCL_ERROR| atl_ofi.cpp:1207 atl_ofi_wait: "
+                           "fi_cq_readerr: err: 5, prov_err: Input/output error (5)"),
+           ("An error occurred in MPI_", "*** An error occurred in MPI_Allreduce\n*** reported by process "
+                                         "[3147890689,1]"),
+           ("MPI_ERR_", "MPI_Allreduce(1000): MPI_ERR_OTHER: known error not in list",
+            r"\bMPI_ERR_(?:OTHER|TRUNCATE|PROC_FAILED|INTERN|COMM|UNKNOWN|REVOKED)\b"))
     + rows(FailureKind.COMM_ERROR, _COMM, _NCCL + " as torch 1.x and NCCL print it",
            ("NCCL Error ", "RuntimeError: NCCL Error 2: unhandled system error", r"NCCL Error \d"),
            ("unhandled cuda error", "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:859, "
@@ -163,8 +181,10 @@ NCCL_WARN_FAILURE = (
     r"[Ff]ailed to (?:execute|connect|send|recv|receive|progress|accept|establish)|[Cc]losing connection|"
     r"unhandled (?:system|cuda) error|message truncated|\b(?:[Aa]ccept|[Cc]onnect|[Ss]end|[Rr]ecv|[Pp]oll) failed|"
     r"no socket interface found|[Bb]ootstrap\s*:[^\n]{0,60}(?:[Ff]ail|[Ee]rror))")
+# ibv_get_async_event: NCCL's IB async-event thread, whose call fails when the process is torn down (a killed or
+# hung run prints it for every rank), not a fabric error that ended the run.
 NCCL_WARN_BENIGN = (r"(?i)plugin|dlopen|shared object|failed to find|could not find|unable to find|"
-                    r"falling back|fallback|ignored|deprecated|cuda driver version")
+                    r"falling back|fallback|ignored|deprecated|cuda driver version|ibv_get_async_event")
 NCCL_TRACE_CODES = {1: "unhandled cuda error", 2: "unhandled system error", 3: "internal error",
                     6: "remote process exited or there was a network error", 7: "operation in progress"}
 NCCL_WARN_EXAMPLES = (

@@ -105,7 +105,17 @@ DUMP_FRAMES = (
          (".py:", "    barrier (torch/distributed/distributed_c10d.py:3328)",
           r"^\s{0,12}[\w<>.]{1,120} \([^()\n]{1,400}\.py:\d{1,7}\)\s{0,4}$"))
 )
-WAIT_PHASES = WAIT_PHASES + DUMP_FRAMES
+# A file lock held by another process (a rank that died or a stale lock from a killed run): py-filelock's DEBUG
+# records ("Attempting to acquire lock 1401 on /x.lock", "Lock 1401 not acquired on /x.lock, waiting 0.05 seconds
+# ...") and torch's FileBaton (cpp_extension's "Waiting for ... lock"): the job retries for ever.
+FILE_LOCKS = rows(
+    FailureKind.HANG, _WAIT + " (a file lock held by another process)",
+    "py-filelock filelock/_api.py (acquire's DEBUG records); torch/utils/file_baton.py",
+    ("Attempting to acquire lock", "2024-01-01 10:00:00,001 - filelock - DEBUG: Attempting to acquire lock 1401 on "
+                                   "/home/u/.triton/autotune/kernel.pickle.lock"),
+    (" not acquired on ", "Lock 140192009925296 not acquired on /data/.cache/x.lock, waiting 0.05 seconds ...",
+     r"\bLock \d{1,20} not acquired on "))
+WAIT_PHASES = WAIT_PHASES + DUMP_FRAMES + FILE_LOCKS
 
 _SETUP = "the log ends in a set-up or save phase"
 # Set-up, save and build phases whose next line comes only when the phase is over (a collective inside it, a file
@@ -152,7 +162,47 @@ SETUP_PHASES = (
     + rows(FailureKind.HANG, _SETUP + " (building or loading a JIT extension)",
            "torch/utils/cpp_extension.py (_jit_compile: 'Building extension module', 'Loading extension module')",
            ("extension module", "Loading extension module fused_adam...",
-            r"(?:Building|Loading) extension module \S{1,100}$"))
+            r"(?:Building|Loading) extension module \S{1,100}$"),
+           # DeepSpeed op_builder/builder.py jit_load's timing line: the op is loaded; the next start-up step
+           # (engine set-up, the first batch) prints its own line when it is done
+           ("Time to load ", "Time to load fused_adam op: 0.51 seconds",
+            r"^\s{0,8}Time to load \w{1,60} op: [\d.]{1,20} seconds\s{0,4}$"),
+           ("Emitting ninja build file", "Emitting ninja build file /root/.cache/torch_extensions/py310_cu121/"
+                                         "fused_adam/build.ninja..."))
+    # DeepSpeed's engine set-up records (deepspeed/runtime/engine.py DeepSpeedEngine.__init__ and its _configure_*
+    # steps): the engine is still being built; the first step's record follows when it is done.
+    + rows(FailureKind.HANG, _SETUP + " (building the DeepSpeed engine)",
+           "deepspeed/runtime/engine.py (DeepSpeedEngine.__init__, _configure_optimizer, _configure_zero_optimizer)",
+           ("[engine.py:", "[2024-01-01 10:00:00,001] [INFO] [engine.py:1000:_configure_optimizer] Using DeepSpeed "
+                           "Optimizer param name adamw as basic optimizer",
+            r"\[engine\.py:\d{1,6}:(?:_configure_\w{1,60}|__init__)\]"),
+           # the engine's configuration dump (runtime/config.py DeepSpeedConfig.print) that __init__ prints
+           ("[config.py:", "[2024-01-01 10:00:00,001] [INFO] [config.py:1000:print] DeepSpeedEngine configuration:",
+            r"\[config\.py:\d{1,6}:print\]"))
+    # The start-up banners and dumps every framework prints once before its first step: Megatron-LM's arguments
+    # dump ("  tensor_model_parallel_size ...... 8", "---- end of arguments ----") and its "> compiling/building/
+    # setting ..." start-up steps (megatron/training/initialize.py, training.py); DeepSpeed's configuration dump
+    # ("  zero_optimization_stage ...... 3"); HF Trainer's "***** Running training *****" header and its
+    # "  Num examples = N" lines (trainer.py _inner_training_loop); Lightning's accelerator and model summaries
+    # ("GPU available: True", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]", "Total estimated model params size
+    # (MB)"). As a log's last activity (no step, no error, no end after it), the job never reached its first step.
+    + rows(FailureKind.HANG, _SETUP + " (start-up banners and dumps before the first step)",
+           "Megatron-LM arguments.py _print_args and initialize.py; DeepSpeed runtime/config.py print; transformers "
+           "trainer.py _inner_training_loop; Lightning trainer/connectors and utilities/model_summary",
+           (" ...", "  tensor_model_parallel_size ...................... 8",
+            r"^\s{0,8}[\w.-]{2,80} \.{3,}\s{0,4}\S"),
+           ("end of arguments", "-------------------- end of arguments ---------------------"),
+           ("> ", "> compiling dataset index builder ...",
+            r"^\s{0,8}> (?:compiling|building|setting|initializ|loading|finished|learning rate|done with setup)"),
+           ("***** Running training", "***** Running training *****"),
+           (" = ", "  Total optimization steps = 1,000",
+            r"^\s{0,8}(?:Num examples|Num Epochs|Instantaneous batch size per device|Total train batch size[^=\n]{0,60}"
+            r"|Gradient Accumulation steps|Total optimization steps|Number of trainable parameters)\s{0,4}= \S"),
+           ("available: ", "GPU available: True (cuda), used: True",
+            r"(?:^\s{0,8}|\] )(?:GPU|TPU|HPU|IPU) available: (?:True|False)"),
+           ("CUDA_VISIBLE_DEVICES: ", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]",
+            r"LOCAL_RANK: \d{1,5} - CUDA_VISIBLE_DEVICES: "),
+           ("params size (MB)", "1,751.384 Total estimated model params size (MB)"))
 )
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
