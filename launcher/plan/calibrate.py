@@ -183,6 +183,20 @@ def for_layout(features: TrialFeatures, layout: Layout, seq_len: int) -> TrialFe
                                tokens_per_step=layout.gbs * seq_len)
 
 
+def step_of(amounts: np.ndarray, dp: np.ndarray, weights: np.ndarray, microbatches: np.ndarray, pp: np.ndarray,
+            vpp: np.ndarray, overlap_gather: np.ndarray, cpu: np.ndarray, constants: Constants) -> np.ndarray:
+    """Each trial's step time from its priced amounts (trials x stage x field), DP collectives (trials x 3) and
+    schedule columns: what FeatureTable and a table kept per batch class share."""
+    import numpy as np
+
+    first, last, middle = (MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
+    pc = StepPieces((first, last, middle), (weights[:, 0], weights[:, 1], weights[:, 2]), microbatches, pp, vpp,
+                    overlap_gather, cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
+                    constants.tp_overlap_interference)
+    step: np.ndarray = combine(pc, np.maximum)[0]
+    return step
+
+
 class FeatureTable:
     """Many trials' features as arrays: predicts all of them for any constants at once."""
 
@@ -233,15 +247,8 @@ class FeatureTable:
         import numpy as np
 
         r = self._rates(constants)
-        amounts = np.einsum("nsfg,ng->nsf", self.stages, r)
-        dp = np.einsum("nkg,ng->nk", self.dp, r)
-        first, last, middle = (MicrobatchTimes(*(amounts[:, s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
-        w = self.weights
-        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), self.microbatches, self.pp, self.vpp,
-                        self.overlap_gather, self.cpu, dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
-                        constants.tp_overlap_interference)
-        step: np.ndarray = combine(pc, np.maximum)[0]
-        return step
+        return step_of(np.einsum("nsfg,ng->nsf", self.stages, r), np.einsum("nkg,ng->nk", self.dp, r), self.weights,
+                       self.microbatches, self.pp, self.vpp, self.overlap_gather, self.cpu, constants)
 
     def peak_mem_gb(self, constants: Constants) -> np.ndarray:
 

@@ -44,13 +44,13 @@ from launcher.plan.calibrate import (
     TrialFeatures,
     calibrate,
     for_layout,
+    step_of,
     trial_features,
     uncalibrated,
 )
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
 from launcher.plan.residuals import corrected
-from launcher.plan.step_time import MicrobatchTimes, StepPieces, combine
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -303,16 +303,9 @@ class ClassTable(FeatureTable):
 
         c, at = self.classes, self.of_class
         r = c._rates(constants)
-        amounts = np.einsum("nsfg,ng->nsf", c.stages, r)[at]
-        dp = np.einsum("nkg,ng->nk", c.dp, r)[at]
-        first, last, middle = (MicrobatchTimes(*(amounts[:, s, i] for i in range(amounts.shape[2])))
-                               for s in range(3))
-        w = c.weights[at]
-        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), self.microbatches, c.pp[at], c.vpp[at],
-                        c.overlap_gather[at], c.cpu[at], dp[:, 0], dp[:, 1], dp[:, 2], constants.overlap_interference,
-                        constants.tp_overlap_interference)
-        step: np.ndarray = combine(pc, np.maximum)[0]
-        return step
+        return step_of(np.einsum("nsfg,ng->nsf", c.stages, r)[at], np.einsum("nkg,ng->nk", c.dp, r)[at],
+                       c.weights[at], self.microbatches, c.pp[at], c.vpp[at], c.overlap_gather[at], c.cpu[at],
+                       constants)
 
     def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The memory does not depend on the micro-batch count: the classes', per trial."""
