@@ -1,0 +1,61 @@
+"""Issue 17 (coordinator, batch 8's misses): a configuration rule's message wrapped over several lines is read as one
+message, and Python 3.11+'s caret lines never hide the line above them. Each rule with real excerpts (batch 8,
+sources in tests/fixtures/oos-batch8/INDEX.tsv), a look-alike in another framework's spelling, and text of other kinds
+that must not change."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.logs.classify import classify
+
+TB = "Traceback (most recent call last):\n"
+FRAME = '  File "/opt/venv/lib/python3.11/site-packages/deepspeed/runtime/zero/stage3.py", line 120, in __init__\n'
+
+
+@pytest.mark.parametrize("text", [
+    # batch 8 lightning/deepspeed_stage_3_offload_torch_adamw_zero_runtime_exception_1.log (wrapped by the reporter)
+    TB + FRAME + "ZeRORuntimeException: You are using ZeRO-Offload with a client provided \n"
+                 "optimizer (<class 'torch.optim.adamw.AdamW'>) which in most cases will yield \n"
+                 "poor performance. Please either use deepspeed.ops.adam.DeepSpeedCPUAdam or set \n"
+                 "an optimizer in your ds-config \n",
+    # batch 8 deepspeed/lmflow_raft_align_zero_offload_client_adamw_exception_1.log (a class repr cut by the wrap)
+    "deepspeed.runtime.zero.utils.ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer "
+    "(<class 'transformers.optimization.AdamW'\n) which in most cases will yield poor performance. Please either use "
+    "deepspeed.ops.adam.DeepSpeedCPUAdam or set an optimizer in your ds-config.\n",
+    # look-alike: a ValueError of another stack whose rule is on its second line
+    TB + '  File "train.py", line 40, in build\nValueError: the number of attention heads (24) of this model\n'
+         "must be divisible by the tensor parallel size (16)\n",
+])
+def test_a_wrapped_rule_is_read_as_one_message(text):
+    assert classify(text).kind == "config_error"
+
+
+@pytest.mark.parametrize("text", [
+    # batch 7 nemo/fastpitch_finetune_hifitts_word_emb_size_mismatch_1.log: a colon opens a list of details
+    TB + '  File "nemo/core/classes/modelPT.py", line 1, in load\n'
+         "RuntimeError: Error(s) in loading state_dict for FastPitchModel:\n"
+         "\tsize mismatch for fastpitch.encoder.word_emb.weight: copying a param with shape torch.Size([115, 384]) "
+         "from checkpoint, the shape in current model is torch.Size([114, 384]).\n",
+    # a finished sentence, then a line in lower case that names a configuration quantity: not read with the message
+    TB + '  File "model.py", line 9, in load\nValueError: too many values to unpack (expected 3, got 2).\n'
+         "layers of the model were built before the failure\n",
+    # no sentence end, but the next line starts a new record (upper case)
+    TB + '  File "model.py", line 9, in load\nValueError: too many values to unpack (expected 3, got 2)\n'
+         "Layers of the model were built before the failure\n",
+])
+def test_a_next_line_that_does_not_continue_the_message_is_not_read_with_it(text):
+    assert classify(text).kind == "crashed"
+
+
+@pytest.mark.parametrize("text", [
+    # batch 8 deepspeed/ds_batch_assertion_message_missing_space_1.log (the rule, then its caret line)
+    "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size2 != 1 * 1 * 1\n"
+    "                                                                                 ^^^^^^^^^^\n",
+    # look-alike: Python 3.11's tilde-and-caret marker under a Megatron-style rule
+    "world size (12) is not divisible by tensor model parallel size (8) times pipeline model parallel size (1)\n"
+    "    ~~~~~~~~~~^^^^^^^^^\n",
+])
+def test_caret_lines_never_hide_the_line_above(text):
+    assert classify(text).kind == "config_error"
+    assert classify(text.splitlines()[0] + "\n").kind == "config_error"   # the same without the marker
