@@ -59,3 +59,31 @@ def test_a_next_line_that_does_not_continue_the_message_is_not_read_with_it(text
 def test_caret_lines_never_hide_the_line_above(text):
     assert classify(text).kind == "config_error"
     assert classify(text.splitlines()[0] + "\n").kind == "config_error"   # the same without the marker
+
+
+@pytest.mark.parametrize("text", [
+    # batch 8 deepspeed/chemformer_engine_args_local_rank_keyerror_1.log (the frame shortened)
+    TB + '  File "train.py", line 88, in <module>\n    local_rank = int(os.environ["LOCAL_RANK"])\n'
+         "KeyError: 'LOCAL_RANK'\n",
+    # look-alikes: other variables of the env:// convention, and torch's own message for them
+    TB + '  File "pretrain.py", line 12, in init\n    world = int(os.environ["WORLD_SIZE"])\nKeyError: \'WORLD_SIZE\'\n',
+    "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable MASTER_ADDR "
+    "expected, but not set\n",
+    # batch 8 megatron_lm/flagscale_aquila_te_no_dot_product_attention_support_1.log (last line)
+    TB + '  File "transformer_engine/pytorch/attention.py", line 5, in forward\n'
+         "ValueError: No dot product attention support for the provided inputs!\n",
+    # look-alike: the wording of another Transformer Engine release
+    "ValueError: No dot product attention backend is available for the provided inputs. Please run with "
+    "NVTE_DEBUG=1 NVTE_DEBUG_LEVEL=2 to find out the reasons for disabling all backends.\n",
+])
+def test_a_launch_or_attention_setting_the_environment_cannot_serve_is_a_configuration_error(text):
+    assert classify(text).kind == "config_error"
+
+
+@pytest.mark.parametrize("text", [
+    # a KeyError of the job's own data or state dict is a crash, not the launch's environment
+    TB + '  File "train.py", line 40, in load\n    x = batch["labels"]\nKeyError: \'labels\'\n',
+    TB + '  File "train.py", line 40, in load\n    r = table["RANK_MAP"]\nKeyError: \'RANK_MAP\'\n',
+])
+def test_other_key_errors_stay_crashes(text):
+    assert classify(text).kind == "crashed"
