@@ -1,0 +1,73 @@
+"""Issue 17, batch 8 (helper judge9b): Keras per-step units after a per-epoch time, and step records whose MFU or
+TFLOP/s no device can reach. Each rule: a real excerpt (its source), a made-up look-alike, and lines that must not
+match."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_generic import read_records
+
+# talmolab/sleap#2230 (tests/fixtures/oos-batch8/other/sleap_train_keras_epochs_ms_per_step_1.log)
+_SLEAP = "\n".join(["Epoch 12/200",
+                    "1490/1490 - 105s - loss: 1.8771e-05 - val_loss: 1.9864e-05 - lr: 1.0000e-04 - 105s/epoch - "
+                    "71ms/step",
+                    "Epoch 13/200",
+                    "1490/1490 - 107s - loss: 1.7938e-05 - val_loss: 1.9430e-05 - lr: 1.0000e-04 - 107s/epoch - "
+                    "72ms/step"])
+
+
+def _keras(unit: str, value: str) -> str:  # made up: Keras's verbose=2 epoch line with another per-step unit
+    return "\n".join(f"Epoch {e}/5\n200/200 - 30s - loss: 0.{e}1 - 30s/epoch - {value}{unit}/step"
+                     for e in range(1, 5))
+
+
+@pytest.mark.parametrize(("text", "expected_s"), [
+    (_SLEAP, 0.0715),
+    (_keras("s", "2"), 2.0),
+    (_keras("ms", "150"), 0.150),
+    (_keras("us", "900"), 0.0009),
+])
+def test_keras_per_step_time_after_a_per_epoch_time_is_the_step_time(text, expected_s):
+    reading = read_records(text)
+    assert reading.iterations, reading.notes
+    times = sorted(i.step_time_s for i in reading.iterations)
+    assert times[len(times) // 2] == pytest.approx(expected_s, rel=0.02)
+
+
+def test_an_epoch_counter_without_a_unit_is_still_the_epoch():
+    # "epoch 3" with no unit keeps its meaning (the counter of mmengine/fairseq-style records), not a step time
+    text = "\n".join(f"epoch {e} | step {s} | loss 2.{s} | time 1.5s" for e in (1, 2) for s in range(1, 6))
+    reading = read_records(text)
+    assert {i.step_time_s for i in reading.iterations} == {1.5}
+    assert len(reading.iterations) == 10  # epoch 2's steps 1-5 are other steps, not repeats of epoch 1's
+
+
+# PrimeIntellect-ai/prime-rl#20 (tests/fixtures/oos-batch8/other/prime_rl_mfu_not_divided_by_gpus_337_percent_1.log)
+_PRIME_RL = "03:22:14 [INFO] [TRAIN] [Rank 0] step: 289, loss: 0.4310, tokens_per_second: 76477.73, mfu: 337.59"
+
+
+@pytest.mark.parametrize("text", [
+    _PRIME_RL,
+    # made up: the same counter gone wrong with a step time, and a TFLOP/s no accelerator reaches
+    "\n".join(f"step {s} | loss 2.1 | step_time 1.2s | mfu 145.2%" for s in range(1, 6)),
+    "\n".join(f"iteration {s} | elapsed time per iteration (ms): 900.0 | TFLOPs: 48210.5 | loss 3.2"
+              for s in range(10, 60, 10)),
+])
+def test_an_mfu_above_100_or_tflops_no_device_reaches_is_an_invalid_measurement(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "invalid_measurement", outcome.reason
+    assert "no device can reach it" in outcome.reason
+
+
+@pytest.mark.parametrize("text", [
+    # nanoGPT prints mfu -100.00% before it has measured (karpathy/nanoGPT's train.py sentinel)
+    "\n".join(f"iter {i}: loss 4.2, time 120.5ms, mfu {-100.0 if i < 5 else 38.2:.2f}%" for i in range(10)),
+    "\n".join(f"step {s} | loss 2.1 | step_time 1.2s | mfu 0.45" for s in range(1, 6)),  # a fraction
+    "\n".join(f"step {s} | loss 2.1 | step_time 1.2s | mfu 99.5%" for s in range(1, 6)),  # a percentage
+    "\n".join(f"iteration {s} | elapsed time per iteration (ms): 900.0 | TFLOPs: 1850.5 | loss 3.2"
+              for s in range(10, 60, 10)),  # high (FP8 on a B200) but possible
+])
+def test_possible_mfu_and_tflops_are_not_refused(text):
+    assert trial_outcome(text).failure_kind == "ok"
