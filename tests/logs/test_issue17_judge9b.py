@@ -71,3 +71,42 @@ def test_an_mfu_above_100_or_tflops_no_device_reaches_is_an_invalid_measurement(
 ])
 def test_possible_mfu_and_tflops_are_not_refused(text):
     assert trial_outcome(text).failure_kind == "ok"
+
+
+# hiyouga/LlamaFactory#8261 (tests/fixtures/oos-batch8/hf_trainer/llamafactory_loss_zero_then_watchdog_timeout_1.log)
+_WATCHDOG_CUT = ("[rank5]:[E602 11:17:52.185053341 ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog caught collective "
+                 "operati")
+_RECORD = "{{'loss': {loss}, 'grad_norm': 1.41, 'learning_rate': 2.0e-06, 'epoch': 0.01}}"
+_BAR = "  1%|          | {n}/1752 [00:{n}<1:22:01,  2.83s/it]"
+
+
+def _hf(losses: list[str], tail: str) -> str:
+    lines = []
+    for i, loss in enumerate(losses):
+        lines += [_BAR.format(n=10 + i), _RECORD.format(loss=loss)]
+    return "\n".join(lines + [tail])
+
+
+@pytest.mark.parametrize("tail", [
+    _WATCHDOG_CUT,  # the real line, cut at the excerpt boundary
+    "[rank0]:[E1101 08:00:00.1 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+    "WorkNCCL(SeqNum=88, OpType=ALLREDUCE) ran for 1800093 milliseconds before timing out.",  # made up, whole
+])
+def test_a_lone_zero_loss_beside_a_watchdog_timeout_is_a_comm_error(tail):
+    outcome = trial_outcome(_hf(["3.5534", "0.0"], tail))
+    assert outcome.failure_kind == "comm_error", outcome.reason
+
+
+@pytest.mark.parametrize(("losses", "tail"), [
+    (["3.5534", "0.0", "0.0"], _WATCHDOG_CUT),  # two zero records: the run's loss broke before the collective
+    (["3.5534", "nan"], _WATCHDOG_CUT),  # a NaN loss is divergence whatever follows
+    (["3.5534", "0.0"], "Saving model checkpoint to out/checkpoint-40"),  # no communication failure
+])
+def test_zero_or_nan_losses_still_decide_divergence(losses, tail):
+    outcome = trial_outcome(_hf(losses, tail))
+    assert outcome.failure_kind == "diverged", outcome.reason
+
+
+def test_a_watchdog_word_without_a_caught_collective_is_not_a_comm_error():
+    text = _hf(["3.5", "3.4", "3.3"], "[I ProcessGroupNCCL.cpp:900] [Rank 0] ProcessGroupNCCL watchdog thread started")
+    assert trial_outcome(text).failure_kind != "comm_error"
