@@ -335,7 +335,12 @@ def _number(text: str) -> float | None:
 
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
 _COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
-                           r"|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]")
+                           r"|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
+# An unnamed counter that opens the line, or the message after a logger prefix ("... [INFO] - 87: ..."), followed by
+# a separator and more numbers: llama2.c's "530 | loss 5.72 | lr 5e-05 | 8039.18ms | mfu 0.20%", tinygrad's
+# "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872". The line must still
+# hold a metric (_parse_line), so "2 GPUs found" or "500 | config" are not records.
+_LEADING_COUNTER = re.compile(r"^(?:\s{0,8}|[^\n]{0,200}?\]\s{0,3}-\s{1,3})(\d{1,9})(?:\s{0,3}[|:]\s|\s{1,8}(?=\d))")
 # A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
 # H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
 # Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
@@ -426,7 +431,13 @@ def _parse_line(line: str) -> _RecordContent | None:
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
     clean = _CLOCKLIKE.sub(" ", _clock_durations(line))
+    lead = _LEADING_COUNTER.match(clean)
+    lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
+        if lead_value is not None and value == lead_value and not unit and total is None:
+            counters.append((7, "n", lead_value))  # the lowest rank: any named counter of the line wins
+            lead_value = None
+            continue
         if parenthesised:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))

@@ -110,3 +110,32 @@ def test_zero_or_nan_losses_still_decide_divergence(losses, tail):
 def test_a_watchdog_word_without_a_caught_collective_is_not_a_comm_error():
     text = _hf(["3.5", "3.4", "3.3"], "[I ProcessGroupNCCL.cpp:900] [Rank 0] ProcessGroupNCCL watchdog thread started")
     assert trial_outcome(text).failure_kind != "comm_error"
+
+
+# an unnamed counter opening the line or the message after a logger prefix
+_TINYGRAD = ("    {n} {ms:.2f} ms run,   77.01 ms python,   0.43 ms fetch data, 4081.33 ms AMD * 8,  0.69 loss, "
+             "0.000571 LR, 1038.57 GB used, 328033.10 GFLOPS")  # tinygrad/tinygrad#9648
+_DPPO = ("[2024-11-12 17:{m:02d}:26,296][agent.pretrain.train_diffusion_agent][INFO] - {n}: train loss   0.1508 | "
+         "t: 56.9872")  # irom-princeton/dppo#23
+
+
+@pytest.mark.parametrize(("text", "expected_s"), [
+    ("\n".join(_TINYGRAD.format(n=n, ms=4168.0) for n in range(3, 9)), 4.168),
+    ("\n".join(_DPPO.format(m=m, n=87 + m) for m in range(0, 8)), 60.0),  # the records' clock: one per minute
+    # made up: a script's "<n> | loss ... | <ms>" per step
+    ("\n".join(f"{n} | loss 2.{n} | 250.0ms" for n in range(1, 9)), 0.25),
+])
+def test_an_unnamed_leading_counter_makes_a_step_record(text, expected_s):
+    reading = read_records(text)
+    assert reading.iterations, reading.notes
+    times = sorted(i.step_time_s for i in reading.iterations)
+    assert times[len(times) // 2] == pytest.approx(expected_s, rel=0.02)
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(f"{n} GPUs found" for n in range(1, 9)),  # a number, no metric
+    "\n".join(f"{n} | config entry | value" for n in range(1, 9)),  # a numbered table
+    "\n".join(f"[INFO] - {n}: loading shard" for n in range(1, 9)),
+])
+def test_a_leading_number_without_a_metric_is_no_step_record(text):
+    assert read_records(text).n_records == 0
