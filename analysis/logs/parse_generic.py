@@ -334,8 +334,8 @@ def _number(text: str) -> float | None:
 
 
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
-_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
-                           r"|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?"
+                           r"\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
 # An unnamed counter that opens the line, or the message after a logger prefix ("... [INFO] - 87: ..."), followed by
 # a separator and more numbers: llama2.c's "530 | loss 5.72 | lr 5e-05 | 8039.18ms | mfu 0.20%", tinygrad's
 # "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872". The line must still
@@ -467,6 +467,14 @@ def _parse_line(line: str) -> _RecordContent | None:
             continue
         if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS or unit in _INTERVAL_UNITS:
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
+    if not counters and epoch is not None and "%|" not in line:  # (not a bar: ignite's "Epoch: [63/4391266] 0%|")
+        # a record per epoch and no step counter: the epoch counts the records (Endo-FM's JSON lines
+        # '{"train_loss": 4.06, ..., "epoch": 47}', DeepSpeed-Chat's "Epoch 1/3 with loss 0.67")
+        # An epoch's time is not a step's (llama-recipes' "epoch time 27.7s" includes evaluation): such a record
+        # shows progress and its loss, never a step time.
+        counters.append((8, "epoch", epoch))
+        epoch = None
+        fields = [f for f in fields if _role(f)[0] not in ("time", "s_per_it", "rate")]
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
     counters.sort(key=lambda c: c[0])

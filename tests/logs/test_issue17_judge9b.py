@@ -139,3 +139,34 @@ def test_an_unnamed_leading_counter_makes_a_step_record(text, expected_s):
 ])
 def test_a_leading_number_without_a_metric_is_no_step_record(text):
     assert read_records(text).n_records == 0
+
+
+# a record per epoch with no step counter
+_ENDO = '{{"train_loss": {loss}, "train_lr": 2.25e-05, "train_wd": 0.0618, "epoch": {e}}}'  # med-air/Endo-FM#16
+_DSCHAT = "Epoch {e}/3 with loss {loss}"  # deepspeedai/DeepSpeedExamples#322
+
+
+@pytest.mark.parametrize("template", [_ENDO, _DSCHAT, "epoch={e} train_loss={loss} epoch_time=61.5s"])  # last: made up
+def test_an_epoch_counter_alone_makes_a_record(template):
+    text = "\n".join(template.format(e=e, loss=4.0 - e / 10) for e in range(1, 4))
+    reading = read_records(text)
+    assert reading.n_records == 3, reading.notes
+    assert trial_outcome(text).failure_kind == "ok"
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(f"Epoch {e}/200" for e in range(1, 5)),  # Keras's epoch header: no metric
+    # thu-coai/CDial-GPT#101: ignite's bar after the OOM is not a healthy record that outlives the failure
+    "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 10.73 GiB total capacity)\n"
+    "Epoch: [63/4391266]   0%|          , loss=0.0535, lr=5e-5 [00:09<174:20:29",
+])
+def test_an_epoch_header_or_bar_is_not_an_epoch_record(text):
+    assert read_records(text).n_records == 0
+
+
+def test_an_epoch_records_time_is_not_a_step_time():
+    # meta-llama/llama-cookbook#428: the epoch's time includes evaluation and many steps
+    text = "\n".join(f"Epoch {e}: train_perplexity=1.2784, train_epoch_loss=0.2456, epoch time 27.70759688s"
+                     for e in (1, 2, 3))
+    reading = read_records(text)
+    assert reading.n_records == 3 and not reading.iterations
