@@ -385,9 +385,18 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
                         _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
-    if series_why is not None:
+    if series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
     return None
+
+
+def _lone_zero_beside_comm_failure(text: str, start: int, losses: tuple[float, ...]) -> bool:
+    """One exactly-0.0 loss record at the end, in a log that shows a communication failure: the collective that
+    failed explains the run's end, and one 0.0 is too little to call it diverged (LlamaFactory#8261: `'loss': 0.0`
+    then an NCCL watchdog timeout). Two or more 0.0 records, or a NaN/inf loss, still decide divergence."""
+    if len(losses) < 2 or losses[-1] != 0.0 or losses[-2] == 0.0:
+        return False
+    return (_by_log(text, FailureKind.COMM_ERROR, P.COMM, start) or _by_family(text, F_NET.NETWORK, start)) is not None
 
 
 def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
