@@ -701,7 +701,35 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
     if exit_code == 0 or state == "COMPLETED":
         return _failure(FailureKind.UNKNOWN, f"finished, no metrics I can read; last line: {_last_line(text)}")
+    frame = _ends_in_traceback(text)
+    if frame is not None:
+        return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
+                                             f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+# A Python traceback's frame, plain ('  File "x.py", line 3, in f', launcher prefixes stripped) or as rich draws it
+# ('│ /path/config.py:891 in _batch_assertion │'); not a stack dump of a live process (faulthandler's 'File "x.py",
+# line 3 in f' without the comma, py-spy's 'f (x.py:3)'), which is a hang's evidence. A log whose last lines are
+# frames with no exception line after them was cut inside a traceback (a job killed while printing it, a paste or an
+# excerpt that stops there): the job raised, which is a crash at least, and the frames are the evidence.
+_FRAME_LINE = re.compile(r'^\s{0,12}(?:File "[^"\n]{1,400}", line \d{1,7}, in\b|[│|]\s{0,4}\S{1,400}\.py:\d{1,7} in\b)')
+_TRACEBACK_TAIL = 8
+
+
+def _ends_in_traceback(text: str) -> int | None:
+    """Position of the last traceback frame among the log's last _TRACEBACK_TAIL lines, when no exception line, step
+    record or other record of a running job follows it; None otherwise."""
+    for pos, line in _tail_lines(text)[:_TRACEBACK_TAIL]:
+        body = message_of(line)
+        if _FRAME_LINE.match(body) or _FRAME_LINE.match(line):
+            # under a stack dump's header ("Thread 0x.. (most recent call first):", faulthandler, py-spy) the frames
+            # are a live process's, not a raised exception's
+            dump, raised = text.rfind("most recent call first", 0, pos), text.rfind("most recent call last", 0, pos)
+            return pos if dump <= raised else None
+        if _EXCEPTION.match(body) or is_step_record(body) or timestamp_of(body) is not None:
+            return None
+    return None
 
 
 def _normal_state(slurm_state: str | None) -> str | None:

@@ -87,3 +87,43 @@ def test_a_launch_or_attention_setting_the_environment_cannot_serve_is_a_configu
 ])
 def test_other_key_errors_stay_crashes(text):
     assert classify(text).kind == "crashed"
+
+
+@pytest.mark.parametrize("text", [
+    # batch 9 deepspeed/ds_zero3_param_fetch_queue_backward_frames_1.log (shortened): cut before its exception line
+    '  File "/x/deepspeed/runtime/engine.py", line 1796, in backward\n'
+    "    self.optimizer.backward(loss, retain_graph=retain_graph)\n"
+    '  File "/x/torch/autograd/__init__.py", line 200, in backward\n'
+    "    Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass\n",
+    # the same with launcher rank prefixes, and a rich traceback cut inside a frame's code box
+    '[rank3]:   File "/x/torch/distributed/checkpoint/default_planner.py", line 233, in create_local_plan\n'
+    "[rank3]:     return create_default_local_load_plan(\n",
+    "│ /home/u/.local/lib/python3.10/site-packages/deepspeed/runtime/config.py:935 in         │\n"
+    "│ _configure_train_batch_size                                                                      │\n"
+    "│   934 │   │   self._set_batch_related_parameters()                                               │\n",
+])
+def test_a_log_cut_inside_a_traceback_is_a_crash(text):
+    verdict = classify(text)
+    assert verdict.kind == "crashed" and "ends inside a traceback" in verdict.reason
+
+
+@pytest.mark.parametrize("text", [
+    # faulthandler's dump of a live process (no comma before 'in'): a hang's evidence, not a crash
+    'Thread 0x00007f (most recent call first):\n  File "/x/deepspeed/runtime/engine.py", line 1456 in '
+    "_checkpoint_tag_validation\n",
+    # a traceback followed by step records: the job went on
+    '  File "/x/train.py", line 3, in step\n    warn()\niteration 10/100 | elapsed time per iteration (ms): 512.0\n',
+])
+def test_a_live_stack_dump_or_a_traceback_the_run_got_past_is_not_a_cut_crash(text):
+    assert "ends inside a traceback" not in classify(text).reason
+
+
+@pytest.mark.parametrize("text", [
+    # batch 9 slurm/capreolus_monobert_srun_time_limit_invalid_1.log
+    "`srun: error: Unable to allocate resources: Requested time limit is invalid (missing or exceeds some limit)`\n",
+    # look-alikes: salloc's denial and sbatch's own wording
+    "salloc: error: Job submit/allocate failed: Job allocation request denied\n",
+    "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n",
+])
+def test_a_scheduler_that_refuses_the_allocation_is_a_refused_submission(text):
+    assert classify(text).kind == "submit_refused"
