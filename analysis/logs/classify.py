@@ -48,6 +48,7 @@ from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
 from analysis.logs.families import orchestrator as F_ORCH
+from analysis.logs.families import raised as F_RAISED
 from analysis.logs.families import stall as F_STALL
 from analysis.logs.logtext import message_of, split_prefix
 from analysis.logs.parse_generic import is_step_record, timestamp_of
@@ -331,6 +332,17 @@ def _config_shape(text: str, start: int) -> Failure | None:
             idx = text.find(needle, len(text) if end < 0 else end)
             n += 1
     return None
+
+
+def _raised_config(text: str, start: int) -> Failure | None:
+    """An error line stating a message that Megatron/DeepSpeed/TE raise in their own config validation
+    (families.raised, a table of those messages with their source)."""
+    hit = F_RAISED.first_raised(text, start)
+    if hit is None:
+        return None
+    pos, tpl = hit
+    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration ({tpl.framework} check): {_line_at(text, pos)}",
+                    _evidence(text, pos))
 
 
 _NCCL_WARN_FAILURE = re.compile(F_NET.NCCL_WARN_FAILURE)
@@ -751,6 +763,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
+        or _raised_config(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
                       + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING
                       + F_CONFIG.NOT_BUILT, start)
