@@ -275,6 +275,45 @@ def _nccl_warn(text: str, start: int) -> Failure | None:
     return None
 
 
+# A message wrapped over several lines (a terminal's or reporter's wrap, a logger that breaks long records):
+# "ZeRORuntimeException: You are using ZeRO-Offload with a client provided\noptimizer (...) which in most cases will
+# yield\npoor performance. Please either use ... or set an optimizer in your ds-config". A following line continues
+# the message when the message has not ended (no sentence end, no colon that opens a list of details) and the line
+# goes on mid-sentence: it starts with a lower-case letter, a digit or closing punctuation, and is not a frame, a
+# caret line or another record.
+_SENTENCE_END = re.compile(r"[.!?:]['\")\]]?\s*$")
+_CONTINUES = re.compile(r"^\s{0,8}[a-z0-9)\]}>,;:'\"<(]")
+_NOT_CONTINUATION = re.compile(r'^\s{0,12}(?:File "|Traceback |During handling|The above exception|[\^~]{3,})')
+_MAX_CONTINUATION_LINES = 4
+
+
+def _continued(text: str, pos: int) -> str:
+    """The lines after the one at `pos` that continue its message ('' when none): what an exception's message
+    wrapped onto the next lines holds (a configuration rule's directive, often)."""
+    end, out = text.find("\n", pos), list[str]()
+    line = text[text.rfind("\n", 0, pos) + 1: len(text) if end < 0 else end]
+    while end >= 0 and len(out) < _MAX_CONTINUATION_LINES and not _SENTENCE_END.search(line):
+        nxt = text.find("\n", end + 1)
+        line = text[end + 1: len(text) if nxt < 0 else nxt]
+        if len(line) > _MAX_LINE_SCAN_CHARS or not _CONTINUES.match(line) or _NOT_CONTINUATION.match(line):
+            break
+        out.append(line.strip())
+        end = nxt
+    return " ".join(out)
+
+
+def _config_message(match: re.Match[str] | None, text: str, pos: int) -> bool:
+    """Does the exception `match` (families.config.EXCEPTION on the line at `pos`) state a broken configuration
+    rule, its message read with the lines that continue it?"""
+    if match is None:
+        return False
+    message = match.group("msg")
+    if F_CONFIG.is_config_message(match.group("type"), message):
+        return True
+    more = _continued(text, pos)
+    return bool(more) and F_CONFIG.is_config_message(match.group("type"), f"{message.rstrip()} {more}")
+
+
 _CONFIG_NEEDLES = ("Error", "Exception", "MissingMandatoryValue")
 
 
@@ -285,8 +324,7 @@ def _config_shape(text: str, start: int) -> Failure | None:
         idx, n = text.find(needle, start), 0
         while idx >= 0 and n < F_MAX_XID_LINES:
             line = line_around(text, idx)
-            match = F_CONFIG.EXCEPTION.search(line)
-            if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+            if _config_message(F_CONFIG.EXCEPTION.search(line), text, idx):
                 return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {_around(text, idx, needle)}",
                                 _evidence(text, idx))
             end = text.find("\n", idx)
@@ -347,9 +385,18 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
                         _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
-    if series_why is not None:
+    if series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
     return None
+
+
+def _lone_zero_beside_comm_failure(text: str, start: int, losses: tuple[float, ...]) -> bool:
+    """One exactly-0.0 loss record at the end, in a log that shows a communication failure: the collective that
+    failed explains the run's end, and one 0.0 is too little to call it diverged (LlamaFactory#8261: `'loss': 0.0`
+    then an NCCL watchdog timeout). Two or more 0.0 records, or a NaN/inf loss, still decide divergence."""
+    if len(losses) < 2 or losses[-1] != 0.0 or losses[-2] == 0.0:
+        return False
+    return (_by_log(text, FailureKind.COMM_ERROR, P.COMM, start) or _by_family(text, F_NET.NETWORK, start)) is not None
 
 
 def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
@@ -618,8 +665,7 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
-        match = F_CONFIG.EXCEPTION.search(own[1])
-        if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+        if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
         inputs = F_CONFIG.input_error(own[1], text[max(0, own[0] - 2000): own[0]])
         if inputs is not None:
@@ -655,7 +701,35 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
     if exit_code == 0 or state == "COMPLETED":
         return _failure(FailureKind.UNKNOWN, f"finished, no metrics I can read; last line: {_last_line(text)}")
+    frame = _ends_in_traceback(text)
+    if frame is not None:
+        return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
+                                             f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+# A Python traceback's frame, plain ('  File "x.py", line 3, in f', launcher prefixes stripped) or as rich draws it
+# ('│ /path/config.py:891 in _batch_assertion │'); not a stack dump of a live process (faulthandler's 'File "x.py",
+# line 3 in f' without the comma, py-spy's 'f (x.py:3)'), which is a hang's evidence. A log whose last lines are
+# frames with no exception line after them was cut inside a traceback (a job killed while printing it, a paste or an
+# excerpt that stops there): the job raised, which is a crash at least, and the frames are the evidence.
+_FRAME_LINE = re.compile(r'^\s{0,12}(?:File "[^"\n]{1,400}", line \d{1,7}, in\b|[│|]\s{0,4}\S{1,400}\.py:\d{1,7} in\b)')
+_TRACEBACK_TAIL = 8
+
+
+def _ends_in_traceback(text: str) -> int | None:
+    """Position of the last traceback frame among the log's last _TRACEBACK_TAIL lines, when no exception line, step
+    record or other record of a running job follows it; None otherwise."""
+    for pos, line in _tail_lines(text)[:_TRACEBACK_TAIL]:
+        body = message_of(line)
+        if _FRAME_LINE.match(body) or _FRAME_LINE.match(line):
+            # under a stack dump's header ("Thread 0x.. (most recent call first):", faulthandler, py-spy) the frames
+            # are a live process's, not a raised exception's
+            dump, raised = text.rfind("most recent call first", 0, pos), text.rfind("most recent call last", 0, pos)
+            return pos if dump <= raised else None
+        if _EXCEPTION.match(body) or is_step_record(body) or timestamp_of(body) is not None:
+            return None
+    return None
 
 
 def _normal_state(slurm_state: str | None) -> str | None:
@@ -800,8 +874,7 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
         what = F_END.error_record(body)
         if what is None or (not loggers and what == F_END.LOGGER_RECORD):
             continue
-        match = F_CONFIG.EXCEPTION.search(body)
-        if match is not None and F_CONFIG.is_config_message(match.group("type"), match.group("msg")):
+        if _config_message(F_CONFIG.EXCEPTION.search(body), text, pos):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {body[:200]}", _evidence(text, pos))
         inputs = F_CONFIG.input_error(body, text[max(0, pos - 2000): pos])
         if inputs is not None:
@@ -841,13 +914,14 @@ def _tail_lines(text: str) -> list[tuple[int, str]]:
     while end > 0 and len(out) < F_STALL.LAST_LINES:
         start = text.rfind("\n", 0, end) + 1
         line = text[start:end].strip()
-        if line:
+        if line and not _CARETS.match(line):   # Python 3.11+ marks the failing expression under its line
             out.append((start, line[:_MAX_LINE_SCAN_CHARS]))
         end = start - 1
     return out
 
 
 _MAX_LINE_SCAN_CHARS = 2000
+_CARETS = re.compile(r"^\s*[\^~]{3,}[\^~\s]*$")
 
 
 def _last_activity(text: str) -> tuple[int, str] | None:

@@ -18,7 +18,7 @@ from typing import Any, Optional, TypedDict
 from analysis.logs.classify import classify
 from analysis.logs.joblog import EvidenceLine, JobLog
 from analysis.logs.logtext import normalize
-from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, peak_memory_mb
+from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, peak_memory_mb
 from analysis.logs.plausibility import implausible
 from analysis.logs.read_log import LogReading, read_log
 from analysis.logs.steady_state import steady_state, usable
@@ -162,6 +162,8 @@ def _judge(log_text: str | bytes | JobLog, *, log_format: str, capacity_gb: Opti
     if failure.kind == FailureKind.OK:
         why = implausible(metrics, capacity_gb=capacity_gb, peak_tflops=peak_tflops,
                           tokens_per_step=tokens_per_step or reading.tokens_per_step)
+        # a step record's MFU/TFLOP/s that no device reaches, even where the record gives no step time
+        why = why or next((n for n in reading.notes if IMPOSSIBLE_FIELD in n), None)
         if why is not None:
             return Outcome(FailureKind.INVALID_MEASUREMENT.value, f"impossible measurement: {why}", {}, **common)
         return Outcome(FailureKind.OK.value, failure.reason, _finite_only(metrics), **common)

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
-from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, Iteration, note
+from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, Iteration, note
 
 MAX_HEAD_LINES = 500
 MAX_TAIL_LINES = 6000
@@ -79,7 +79,7 @@ _MAGNITUDE = re.compile(r"([kKMGT])(?![A-Za-z\d])")
 _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
-          r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|sec/step|s/step|"
+          r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|us/step|µs/step|sec/step|s/step|"
           r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
 # A unit glued to the number, or after one blank when it is not the next field's key ("tps: 7,282  tflops: 0.5",
 # ("bsz 32 samples/s 64.0": "samples/s" is the key of 64, not the unit of 32).
@@ -161,7 +161,7 @@ def _has_word(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(word.startswith(prefixes) for word in key.replace("/", " ").split())
 _TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
                "seconds": 1.0, "min": 60.0, "h": 3600.0, "hrs": 3600.0, "ms/it": 1e-3, "ms/step": 1e-3,
-               "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0}
+               "us/step": 1e-6, "µs/step": 1e-6, "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0}
 _MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
 
 
@@ -266,7 +266,7 @@ def _role(f: Field) -> tuple[str, str | None]:
     return _role_of(f.key, f.unit)
 
 
-_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "sec/step")
+_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step")
 _INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
@@ -334,8 +334,13 @@ def _number(text: str) -> float | None:
 
 
 # A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
-_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?\s{0,3}\d"
-                           r"|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]")
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?"
+                           r"\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
+# An unnamed counter that opens the line, or the message after a logger prefix ("... [INFO] - 87: ..."), followed by
+# a separator and more numbers: llama2.c's "530 | loss 5.72 | lr 5e-05 | 8039.18ms | mfu 0.20%", tinygrad's
+# "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872". The line must still
+# hold a metric (_parse_line), so "2 GPUs found" or "500 | config" are not records.
+_LEADING_COUNTER = re.compile(r"^(?:\s{0,8}|[^\n]{0,200}?\]\s{0,3}-\s{1,3})(\d{1,9})(?:\s{0,3}[|:]\s|\s{1,8}(?=\d))")
 # A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
 # H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
 # Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
@@ -426,7 +431,13 @@ def _parse_line(line: str) -> _RecordContent | None:
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
     clean = _CLOCKLIKE.sub(" ", _clock_durations(line))
+    lead = _LEADING_COUNTER.match(clean)
+    lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
+        if lead_value is not None and value == lead_value and not unit and total is None:
+            counters.append((7, "n", lead_value))  # the lowest rank: any named counter of the line wins
+            lead_value = None
+            continue
         if parenthesised:
             if per_gpu and fields:  # "tps 31346.32(3918.29/gpu)": the per-GPU figure of the field just read
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
@@ -437,8 +448,9 @@ def _parse_line(line: str) -> _RecordContent | None:
         words = key.split()
         if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"
             words, key = words[:-1], " ".join(words[:-1])
-        if key in ("epoch", "ep") or key.endswith(" epoch") or (words and words[0] == "epoch" and not any(
-                w in _COUNTER_WORDS for w in words)):  # "epoch 001:", "Epoch(train) [1]"
+        # (not with a unit: Keras's "105s/epoch - 71ms/step" makes "epoch" the key of the step time)
+        if not unit and (key in ("epoch", "ep") or key.endswith(" epoch") or (words and words[0] == "epoch" and not any(
+                w in _COUNTER_WORDS for w in words))):  # "epoch 001:", "Epoch(train) [1]"
             if 0 <= value < 1e9 and value == int(value):
                 epoch = int(value)
             continue
@@ -455,6 +467,14 @@ def _parse_line(line: str) -> _RecordContent | None:
             continue
         if key or unit in ("it/s", "steps/s", "step/s") or unit in _PER_STEP_UNITS or unit in _INTERVAL_UNITS:
             fields.append(Field(key, value, unit, per_gpu=per_gpu or "gpu" in key.split()))
+    if not counters and epoch is not None and "%|" not in line:  # (not a bar: ignite's "Epoch: [63/4391266] 0%|")
+        # a record per epoch and no step counter: the epoch counts the records (Endo-FM's JSON lines
+        # '{"train_loss": 4.06, ..., "epoch": 47}', DeepSpeed-Chat's "Epoch 1/3 with loss 0.67")
+        # An epoch's time is not a step's (llama-recipes' "epoch time 27.7s" includes evaluation): such a record
+        # shows progress and its loss, never a step time.
+        counters.append((8, "epoch", epoch))
+        epoch = None
+        fields = [f for f in fields if _role(f)[0] not in ("time", "s_per_it", "rate")]
     if not counters or not any(_role(f)[0] for f in fields):
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
     counters.sort(key=lambda c: c[0])
@@ -752,6 +772,26 @@ def _iterations(records: list[Record], times: list[float | None], notes: list[st
     return out
 
 
+# MFU is a fraction or a percentage: above 100 it is neither (prime-rl's "mfu: 337.59", a sum over GPUs). No
+# accelerator reaches 20 PFLOP/s per device in any precision (B200 FP4 dense is about 9), so a TFLOP/s above this
+# is a counter gone wrong whatever the device (outcome.py checks the cluster's own peak when it knows it).
+MAX_MFU_PERCENT = 100.0
+MAX_TFLOPS_PER_DEVICE = 20_000.0
+
+
+def impossible_field(records: list[Record]) -> str | None:
+    """The first MFU or TFLOP/s field of any step record that no device can reach (a note), None when none."""
+    for rec in records:
+        for f in rec.fields:
+            role = _role(f)[0]
+            limit = MAX_MFU_PERCENT if role == "mfu" else MAX_TFLOPS_PER_DEVICE if role == "tflops" else None
+            # only too high: nanoGPT prints "mfu -100.00%" as its not-yet-measured sentinel at the first steps
+            if limit is not None and math.isfinite(f.value) and f.value > limit:
+                return (f"step {rec.counter}: {f.key or role} = {f.value:g}{f.unit} ({IMPOSSIBLE_FIELD}: "
+                        f"{role} is at most {limit:g})")
+    return None
+
+
 def _peak_mem_gb(records: list[Record]) -> float | None:
     values = []
     for rec in records:
@@ -905,6 +945,8 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     n_records = len(group)
     last_pos = max(r.pos for r in group)
     losses = tuple(f.value for r in group if (f := _field(r, "loss")) is not None)
+    if (why := impossible_field(group)) is not None:
+        note(local_notes, why)
     if source:
         group_t, times_t = _accumulate(group, times)
         iterations = _iterations(group_t, times_t, local_notes)

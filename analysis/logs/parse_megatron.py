@@ -30,6 +30,8 @@ from typing import Any
 
 MAX_NOTES = 20  # a hostile log can produce a note per line; the first few say what is wrong
 IMPOSSIBLE_STEP = "zero, negative or not finite"  # in the note of every record dropped for its step time
+# In the note of a step record whose MFU or TFLOP/s no device can reach (outcome.py judges it invalid_measurement).
+IMPOSSIBLE_FIELD = "no device can reach it"
 
 
 @dataclass(frozen=True, slots=True)

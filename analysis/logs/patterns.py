@@ -180,6 +180,10 @@ SUBMIT_REFUSED = _rows(
     "sbatch refused the submission",
     ("Batch job submission failed", "sbatch: error: Batch job submission failed: Requested time limit is invalid "
                                     "(missing or exceeds some limit)"),
+    # srun and salloc refuse an allocation with their own words (slurm's src/srun/allocate.c, salloc.c)
+    ("Unable to allocate resources", "srun: error: Unable to allocate resources: Requested time limit is invalid "
+                                     "(missing or exceeds some limit)"),
+    ("Job allocation request denied", "salloc: error: Job submit/allocate failed: Job allocation request denied"),
 )
 TIME_LIMIT = _rows(
     "time limit",

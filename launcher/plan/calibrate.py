@@ -223,6 +223,10 @@ class FeatureTable:
         """This table with one row per trial (itself; a table kept per batch class expands its rows)."""
         return self
 
+    def log_step_gradient(self, prior: Constants, theta: np.ndarray) -> np.ndarray:
+        """d log(step time) / d theta of every trial (a table kept per batch class prices each class once)."""
+        return log_step_gradient_of(self, prior, theta)
+
     def subset(self, index: Sequence[int]) -> FeatureTable:
         import numpy as np
 
@@ -326,7 +330,7 @@ class Calibration:
         peak = table.peak_mem_gb(self.constants)
         param_var = np.zeros(table.n)
         if self.covariance:
-            grad = _log_gradient(table, self.prior, np.array(self.theta))
+            grad = table.log_step_gradient(self.prior, np.array(self.theta))
             param_var = np.einsum("ni,ij,nj->n", grad, np.array(self.covariance), grad)
         return Prediction(step, np.sqrt(self.residual_sd ** 2 + param_var), peak,
                           np.full(table.n, self.memory_residual_sd), np.sqrt(param_var))
@@ -471,8 +475,11 @@ class StepModel:
                 out[:, rows] = r.T[:, None, :]
         return out
 
-    def step_time_s(self, thetas: np.ndarray) -> np.ndarray:
-        """(batch, trials) step times, one row per theta (thetas: (batch, len(params)))."""
+    def step_time_s(self, thetas: np.ndarray, trials: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
+        """(batch, trials) step times, one row per theta (thetas: (batch, len(params))). trials=(row of each
+        trial, its micro-batch count): the table's rows are batch classes (trials apart only in the micro-batch
+        count), each priced once, and each trial's step is its class's amounts with its own micro-batch count (the
+        same numbers as a table of one row per trial)."""
         import numpy as np
 
         t = self.table
@@ -480,14 +487,18 @@ class StepModel:
         r = self.rates(thetas, values)
         amounts = np.einsum("nsfg,bng->bnsf", t.stages, r)     # summed over g as FeatureTable.step_time_s sums
         dp = np.einsum("nkg,bng->bnk", t.dp, r)
+        w, microbatches, pp, vpp, gather, cpu = t.weights, t.microbatches, t.pp, t.vpp, t.overlap_gather, t.cpu
+        if trials is not None:
+            at, microbatches = trials
+            amounts, dp = amounts[:, at], dp[:, at]
+            w, pp, vpp, gather, cpu = w[at], pp[at], vpp[at], gather[at], cpu[at]
         first, last, middle = (MicrobatchTimes(*(amounts[:, :, s, i] for i in range(len(_MB_FIELDS))))
                                for s in range(3))
         shares = [values[name][:, None] if name in values else getattr(self.prior, name) for name in self._SHARES]
-        w = t.weights
-        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), t.microbatches, t.pp, t.vpp,
-                        t.overlap_gather, t.cpu, dp[:, :, 0], dp[:, :, 1], dp[:, :, 2], shares[0], shares[1])
+        pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), microbatches, pp, vpp,
+                        gather, cpu, dp[:, :, 0], dp[:, :, 1], dp[:, :, 2], shares[0], shares[1])
         step: np.ndarray = combine(pc, np.maximum)[0]
-        return np.broadcast_to(step, (len(thetas), t.n))
+        return np.broadcast_to(step, (len(thetas), len(microbatches)))
 
 
 class MemoryModel:
@@ -514,9 +525,10 @@ class MemoryModel:
         return out
 
 
-def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4) -> np.ndarray:
+def log_step_gradient_of(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4,
+                  trials: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
     """d log(step time) / d theta for every trial (central differences; STEP_PARAMETERS order), every
-    perturbation in one batched evaluation (StepModel)."""
+    perturbation in one batched evaluation (StepModel; trials: as StepModel.step_time_s's)."""
     import numpy as np
 
     k = len(STEP_PARAMETERS)
@@ -524,7 +536,7 @@ def _log_gradient(table: FeatureTable, prior: Constants, theta: np.ndarray, eps:
     for i in range(k):       # theta[i] + eps exactly as `up[i] += eps` on a copy did
         up[i, i] += eps
         down[i, i] -= eps
-    step = StepModel(table, prior, STEP_PARAMETERS).step_time_s(np.concatenate([up, down]))
+    step = StepModel(table, prior, STEP_PARAMETERS).step_time_s(np.concatenate([up, down]), trials)
     out: np.ndarray = ((np.log(step[:k]) - np.log(step[k:])) / (2 * eps)).T
     return out
 

@@ -13,6 +13,7 @@ calibrated_oom, never brought back a second time.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Optional
 
 from launcher.core.record import TrialRecord
 from launcher.core.states import PruneReason, TrialState
@@ -30,13 +31,23 @@ def candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
 
 
 def predict_pruned(calibration: Calibration, records: Sequence[TrialRecord],
-                   features: Callable[[TrialRecord], TrialFeatures], seq_len: int) -> dict[str, dict]:
+                   features: Callable[[TrialRecord], TrialFeatures], seq_len: int,
+                   may_fit: Optional[Callable[[float, float], bool]] = None) -> dict[str, dict]:
     """config hash -> the calibration's prediction of every candidate (launcher.run.search.PREDICTION_KEYS + n_fit:
-    the search's own predictions leave pruned trials out)."""
+    the search's own predictions leave pruned trials out). may_fit(peak GB, its log sd): only the candidates whose
+    calibrated memory it accepts are predicted in full (the step time's spread prices every fitted constant: at
+    50k trials, thousands of pruned layouts a refit, nearly all still out of memory)."""
     pruned = candidates(records)
     if not pruned:
         return {}
-    p = calibration.predict(FeatureTable([features(r) for r in pruned]))
+    table = FeatureTable([features(r) for r in pruned])
+    if may_fit is not None:
+        peak_gb, sd = table.peak_mem_gb(calibration.constants).tolist(), calibration.memory_residual_sd
+        keep = [i for i, peak in enumerate(peak_gb) if may_fit(peak, sd)]
+        pruned, table = [pruned[i] for i in keep], table.subset(keep)
+        if not pruned:
+            return {}
+    p = calibration.predict(table)
     return {r.config_hash: {"step_time_s": step, "step_sd": sd, "tokens_per_s": r.layout.gbs * seq_len / step,
                             "peak_mem_gb": peak, "mem_sd": mem_sd, "n_fit": calibration.n_trials}
             for r, step, sd, peak, mem_sd in zip(pruned, p.step_time_s.tolist(), p.step_sd.tolist(),

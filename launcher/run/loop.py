@@ -25,6 +25,7 @@ from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
+from launcher.plan.band import calibrated_low_gb, memory_fit
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
@@ -265,7 +266,10 @@ class SweepLoop:
         """Planner-pruned trials the calibrated memory model now keeps go back to planned (launcher.run.bringback),
         into this run's trials, with the prediction that brought them back."""
         cfg = self.cfg
-        predictions = predict_pruned(self.search.calibration, records, self.search.features, cfg.model.seq_len)
+        cap_gb, margin, borderline = cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin, cfg.plan.keep_borderline
+        predictions = predict_pruned(  # bring_back's own memory rule first: only what may come back is priced
+            self.search.calibration, records, self.search.features, cfg.model.seq_len,
+            may_fit=lambda peak, sd: memory_fit(peak, calibrated_low_gb(peak, sd), cap_gb, margin, borderline).kept)
         back = bring_back(records, predictions, cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin,
                           cfg.plan.keep_borderline)
         if not back:

@@ -159,11 +159,12 @@ def largest_fitted(planned: Mapping[str, Planned], finished: Sequence[Outcome]) 
     return max(peaks, default=-math.inf)
 
 
-def _fits(trial: Planned, largest_fitted_gb: float) -> float:
+def _fits(trial: Planned, largest_fitted_gb: float, dof: float = 0.0) -> float:
     if largest_fitted_gb >= trial.peak_mem_gb:
         return 1.0
     sd = max(trial.mem_sd, 1e-6)
-    return _phi((math.log(trial.capacity_gb) - math.log(trial.peak_mem_gb)) / sd)
+    z = (math.log(trial.capacity_gb) - math.log(trial.peak_mem_gb)) / sd
+    return _t_cdf(z, dof) if dof > 0 else _phi(z)
 
 
 def chance_beats(trial: Planned, best_tokens_per_s: float, noise_tolerance: float, dof: float = 0.0) -> float:
@@ -436,7 +437,7 @@ def stop_rule(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibr
     none_beats = 1.0
     largest = largest_fitted(by_key, finished)
     for t in unrun:
-        fits = _fits(t, largest)
+        fits = _fits(t, largest, dof)
         beats = chance_beats(t, best, noise_tolerance, dof)
         none_beats *= 1.0 - fits * beats
         if fits * beats >= threshold:

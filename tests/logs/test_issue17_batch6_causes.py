@@ -175,8 +175,9 @@ def test_a_bare_faulthandler_frame_list_is_a_hang():
     # the same frames under a fatal signal's header are a crash
     ("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f4a25687c40 (most recent call first):\n"
      + HANG_DUMP, "crashed"),
-    # traceback frames (a comma before "in") cut before their exception are not a dump
-    ('  File "train.py", line 88, in main\n    barrier()\n', "unknown"),
+    # traceback frames (a comma before "in") cut before their exception are not a dump: the job raised (batch 9's
+    # rule: a log cut inside a traceback is a crash)
+    ('  File "train.py", line 88, in main\n    barrier()\n', "crashed"),
     # Lightning's validation bar with an unknown total that never moved
     ("Epoch 0: 100%|##########| 50/50 [00:10<00:00]\nValidation: 0it [00:00, ?it/s]\n", "hang"),
     # a line that says the job waits ends the log; a wait that says it is over does not

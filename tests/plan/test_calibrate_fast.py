@@ -85,7 +85,8 @@ def test_log_gradient_is_the_per_parameter_central_difference():
         down[i] -= eps
         hi = TABLE.step_time_s(cal.apply_parameters(DEFAULT, cal.STEP_PARAMETERS, up))
         lo = TABLE.step_time_s(cal.apply_parameters(DEFAULT, cal.STEP_PARAMETERS, down))
-        assert np.array_equal(cal._log_gradient(TABLE, DEFAULT, theta)[:, i], (np.log(hi) - np.log(lo)) / (2 * eps))
+        grad = cal.log_step_gradient_of(TABLE, DEFAULT, theta)
+        assert np.array_equal(grad[:, i], (np.log(hi) - np.log(lo)) / (2 * eps))
 
 
 def truth_observations(seed: int) -> list[cal.Observation]:

@@ -3,9 +3,11 @@ the calibrated model's predictions."""
 
 from __future__ import annotations
 
+from launcher.config.load import load_config
 from launcher.core.record import TrialRecord
 from launcher.core.states import PruneReason, TrialState
-from launcher.run.bringback import bring_back, candidates
+from launcher.run.bringback import bring_back, candidates, predict_pruned
+from launcher.run.search import Search
 
 LAYOUT = {"gpus": 1, "nodes": 1, "tp": 1, "pp": 1, "dp": 1, "vpp": 1, "mbs": 1, "gbs": 16, "recompute": "none",
           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
@@ -49,3 +51,19 @@ def test_only_the_planners_prunes_come_back_and_only_once():
     predictions = {r.config_hash: calibrated(0.2) for r in records}
     assert candidates(records) == [] and bring_back(records, predictions, 0.5, 0.9) == []
     assert bring_back([pruned("unpredicted", 16)], {}, 0.5, 0.9) == []
+
+
+def test_only_what_may_fit_is_priced_in_full_and_its_prediction_is_unchanged():
+    """predict_pruned(may_fit=...) is bring_back's memory rule applied first (a refit at 50k trials re-predicted
+    thousands of pruned layouts with every constant's spread); what it keeps is predicted exactly as without it."""
+    cfg = load_config(["+sweep=tiny", "tracking.enabled=false"])
+    search = Search(cfg)
+    records = [pruned("small", 2), pruned("large", 16)]
+    everything = predict_pruned(search.calibration, records, search.features, cfg.model.seq_len)
+    small, large = everything["small"]["peak_mem_gb"], everything["large"]["peak_mem_gb"]
+    assert small < large
+    kept = predict_pruned(search.calibration, records, search.features, cfg.model.seq_len,
+                          may_fit=lambda peak, sd: peak < (small + large) / 2 and sd > 0)
+    assert kept == {"small": everything["small"]}
+    assert predict_pruned(search.calibration, records, search.features, cfg.model.seq_len,
+                          may_fit=lambda peak, sd: False) == {}

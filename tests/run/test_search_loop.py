@@ -349,6 +349,22 @@ def test_the_searchs_caches_predict_what_a_fresh_search_does(load, monkeypatch):
     assert records[6].config_hash not in kept.predictions(records)
 
 
+def test_trials_added_after_a_refit_join_its_prediction_to_the_last_bit(load):
+    """Trials the search meets after a refit (brought back, or a resumed plan's) are predicted alone and joined to
+    the refit's prediction (at 50k trials a whole prediction costs ~1 s): the same numbers as predicting them all."""
+    cfg = load("+sweep=tiny")
+    records = _records(make_plan(cfg))
+    for i, r in enumerate(records[:5]):
+        records[i] = replace(r, state=TrialState.OK, metrics={"step_time_s": 1.5 * r.predicted["step_time_s"],
+                                                              "peak_mem_gb": r.predicted["peak_mem_gb"]})
+    kept, fresh = Search(cfg), Search(cfg)
+    kept.refit(records)
+    fresh.refit(records)
+    assert kept.calibration.covariance     # the spreads price the fitted constants: the costly part is exercised
+    kept.predictions(records[: len(records) // 2])
+    assert kept.predictions(records) == fresh.predictions(records)
+
+
 def test_a_planner_pruned_trial_the_calibrated_model_keeps_is_brought_back_once_and_runs(load, tmp_path, in_tmp,
                                                                                           capsys):
     # The planner prunes mbs64 (a-priori 0.84 GB, its interval from 0.75 GB over the 0.5 GB device); every trial

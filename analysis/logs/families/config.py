@@ -369,6 +369,24 @@ ENVIRONMENT = (
            ("invalid device ordinal", "RuntimeError: CUDA error: invalid device ordinal"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/optim/optimizer.py (Optimizer.__init__)",
            ("optimizer got an empty parameter list", "ValueError: optimizer got an empty parameter list"))
+    # The launch did not set what torch.distributed's env:// rendezvous reads (a script started with python instead
+    # of torchrun/deepspeed/srun, or a launcher of another convention): the variable's KeyError from os.environ, or
+    # torch's own message.
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/distributed/rendezvous.py (_env_rendezvous_handler: RANK, "
+           "WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and torchrun's LOCAL_RANK / LOCAL_WORLD_SIZE; os.environ lookups",
+           ("KeyError: '", "KeyError: 'LOCAL_RANK'",
+            r"KeyError: '(?:LOCAL_RANK|RANK|WORLD_SIZE|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT|GROUP_RANK|NODE_RANK|"
+            r"SLURM_PROCID|SLURM_LOCALID|SLURM_NTASKS|OMPI_COMM_WORLD_\w{1,20})'"),
+           ("expected, but not set", "ValueError: Error initializing torch.distributed using env:// rendezvous: "
+                                     "environment variable RANK expected, but not set",
+            r"environment variable \w{1,40} expected, but not set"))
+    # Transformer Engine finds no attention backend for the requested inputs on this GPU and software (flash-attn
+    # missing or too old, a head dim, mask or precision no backend supports): the configuration asks for what the
+    # environment cannot run.
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Transformer Engine pytorch/attention (DotProductAttention: "
+           "get_attention_backend)",
+           ("No dot product attention ", "ValueError: No dot product attention support for the provided inputs!",
+            r"No dot product attention (?:support|backend)\b[^\n]{0,40}\bfor the provided inputs"))
     # GradScaler.step finds no gradient to unscale: no parameter of the optimizer is trainable (an adapter loaded
     # frozen, a freeze list that freezes everything), the same "nothing to train" configuration as above.
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/amp/grad_scaler.py (GradScaler.step)",

@@ -110,6 +110,10 @@ NETWORK = (
            ("detected by watchdog at work", "[PG 0 Rank 3] Exception (either an error or timeout) detected by "
                                             "watchdog at work: 23, last enqueued NCCL work: 23, last completed NCCL "
                                             "work: 22."),
+           # the watchdog catches nothing but a collective timeout: its line cut before "timeout" (a pasted excerpt's
+           # boundary, LlamaFactory#8261) still says which failure it was
+           ("Watchdog caught collective", "[rank5]:[E602 11:17:52.185053341 ProcessGroupNCCL.cpp:632] [Rank 5] "
+                                          "Watchdog caught collective operati"),
            ("collective operation timeout", "[Rank 0] Caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, "
                                             "Timeout(ms)=1800000) ran for 1800471 milliseconds before timing out."),
            ("timed out in blocking wait", "Work WorkNCCL(SeqNum=2, OpType=BROADCAST) timed out in blocking wait "
