@@ -526,7 +526,7 @@ class MemoryModel:
 
 
 def log_step_gradient_of(table: FeatureTable, prior: Constants, theta: np.ndarray, eps: float = 1e-4,
-                  trials: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
+                         trials: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
     """d log(step time) / d theta for every trial (central differences; STEP_PARAMETERS order), every
     perturbation in one batched evaluation (StepModel; trials: as StepModel.step_time_s's)."""
     import numpy as np
