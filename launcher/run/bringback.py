@@ -17,11 +17,11 @@ from typing import Optional
 
 from launcher.core.record import TrialRecord
 from launcher.core.states import PruneReason, TrialState
-from launcher.plan.band import BROUGHT_BACK, calibrated_intervals, memory_fit
+from launcher.plan.band import BROUGHT_BACK, calibrated_intervals, calibrated_low_gb, memory_fit
 from launcher.plan.calibrate import Calibration, FeatureTable, TrialFeatures
 from launcher.run.policy import OomIndex
 
-__all__ = ["BROUGHT_BACK", "bring_back", "candidates", "predict_pruned"]
+__all__ = ["BROUGHT_BACK", "bring_back", "candidates", "may_come_back", "predict_pruned"]
 
 
 def candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
@@ -54,6 +54,13 @@ def predict_pruned(calibration: Calibration, records: Sequence[TrialRecord],
                                                  p.peak_mem_gb.tolist(), p.mem_sd.tolist())}
 
 
+def may_come_back(peak_gb: float, mem_sd: float, capacity_gb: float, margin: float,
+                  keep_borderline: float = 0.0) -> bool:
+    """launcher.plan.band's rule on a calibrated peak and its log sd: what bring_back keeps (and what
+    predict_pruned's may_fit should price in full)."""
+    return memory_fit(peak_gb, calibrated_low_gb(peak_gb, mem_sd), capacity_gb, margin, keep_borderline).kept
+
+
 def bring_back(records: Sequence[TrialRecord], predictions: dict[str, dict], capacity_gb: float, margin: float,
                keep_borderline: float = 0.0) -> list[tuple[str, str]]:
     """(config hash, reason) of every planner-pruned trial the calibrated model (`predictions`, as predict_pruned
@@ -65,9 +72,9 @@ def bring_back(records: Sequence[TrialRecord], predictions: dict[str, dict], cap
         if p is None:
             continue
         peak, mem_sd = float(p["peak_mem_gb"]), float(p.get("mem_sd", 0.0))
-        band = calibrated_intervals(peak, mem_sd, float(p["step_time_s"]), p.get("step_sd"))
-        if not memory_fit(peak, band.peak_mem_gb_low, capacity_gb, margin, keep_borderline).kept:
+        if not may_come_back(peak, mem_sd, capacity_gb, margin, keep_borderline):
             continue
+        band = calibrated_intervals(peak, mem_sd, float(p["step_time_s"]), p.get("step_sd"))
         if ooms.dominating(r) is not None:   # a trial needing no more memory really ran out of it
             continue
         out.append((r.config_hash, f"brought back: the calibrated model says {peak:.3g} GB (90 % interval "

@@ -25,7 +25,6 @@ from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import JobState, PruneReason, TrialState
-from launcher.plan.band import calibrated_low_gb, memory_fit
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
@@ -33,7 +32,7 @@ from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import compute, network, trial_files
-from launcher.run.bringback import BROUGHT_BACK, bring_back, predict_pruned
+from launcher.run.bringback import BROUGHT_BACK, bring_back, may_come_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
@@ -269,7 +268,7 @@ class SweepLoop:
         cap_gb, margin, borderline = cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin, cfg.plan.keep_borderline
         predictions = predict_pruned(  # bring_back's own memory rule first: only what may come back is priced
             self.search.calibration, records, self.search.features, cfg.model.seq_len,
-            may_fit=lambda peak, sd: memory_fit(peak, calibrated_low_gb(peak, sd), cap_gb, margin, borderline).kept)
+            may_fit=lambda peak, sd: may_come_back(peak, sd, cap_gb, margin, borderline))
         back = bring_back(records, predictions, cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin,
                           cfg.plan.keep_borderline)
         if not back:
