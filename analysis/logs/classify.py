@@ -713,11 +713,26 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
     if exit_code == 0 or state == "COMPLETED":
         return _failure(FailureKind.UNKNOWN, f"finished, no metrics I can read; last line: {_last_line(text)}")
+    killed = _launcher_killed(text, start)
+    if killed is not None:
+        return killed
     frame = _ends_in_traceback(text)
     if frame is not None:
         return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
                                              f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+def _launcher_killed(text: str, start: int) -> Failure | None:
+    """The launcher's kills of its ranks (families.orchestrator.LAUNCHER_KILLS) at or after `start`, with no return
+    code or signal line after the last of them: a crash whose cause the log does not show."""
+    found = _by_family(text, F_ORCH.LAUNCHER_KILLS, start)
+    if found is None:
+        return None
+    last = text.rfind(F_ORCH.LAUNCHER_KILLS[0].needle)
+    if any(text.find(report, last) >= 0 for report in F_ORCH.LAUNCHER_REPORTS):
+        return None
+    return found
 
 
 # A Python traceback's frame, plain ('  File "x.py", line 3, in f', launcher prefixes stripped) or as rich draws it
@@ -851,7 +866,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         # when the tail is a traceback Python reports as ignored (an exception in __del__ at exit), nor after a line
         # saying training finished (an uploader's or logger's error at exit does not undo a finished run)
         if found is None and text.find(_IGNORED, start) < 0 and not _completed(text):
-            found = _error_ending(text, start, loggers=False)
+            found = _error_ending(text, start, loggers=False) or _launcher_killed(text, start)
         verdict = found or _ok(has_result, finished)
         return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
@@ -887,6 +902,11 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
         what = F_END.error_record(body)
         if what is None or (not loggers and what == F_END.LOGGER_RECORD):
             continue
+        relayed = F_END.as_exception(body)  # a lone error line, judged as the exception it names
+        body = relayed or body
+        known = _first(body, P.CONFIG, 0) if relayed is not None else None
+        if known is not None:
+            return _failure(FailureKind.CONFIG_ERROR, f"{known[1].label}: {body[:200]}", _evidence(text, pos))
         if _config_message(F_CONFIG.EXCEPTION.search(body), text, pos):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {body[:200]}", _evidence(text, pos))
         inputs = F_CONFIG.input_error(body, text[max(0, pos - 2000): pos])

@@ -61,6 +61,9 @@ DEVICE_OOM_SHAPE = (_ADVICE + r"[^\n]*?(?:(?:\b(?:cuda|hip|gpu|device|mps|xpu|np
                     r"(?:tried to allocate|when allocating|trying to allocate|\bon (?:device|gpu)\b|\bgpu\b|THC|"
                     r"Caching))")
 _EXHAUSTED = r"(?i)\bOOM\b|out of memory|\bmemory\b|\balloc"
+# A CUDA driver/runtime status printed as its number: 2 is the out-of-memory code in both APIs (CUresult
+# CUDA_ERROR_OUT_OF_MEMORY, cudaError_t cudaErrorMemoryAllocation); with its name in brackets or not.
+CU_RESULT_OOM = r"\bCUresult\b[^\n]{0,20}?(?:\b2\b|CUDA_ERROR_OUT_OF_MEMORY|\bout of memory\b)"
 DEVICE_MEMORY = (
     rows(FailureKind.OOM, _DEVICE, "TensorFlow errors_impl / bfc_allocator.cc / op_kernel.cc",
          ("OOM when allocating", "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when "
@@ -111,6 +114,13 @@ DEVICE_MEMORY = (
            "traceback after it is often cut before its last line",
            ("THCudaCheck FAIL", "THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 "
                                 ": out of memory", r"THCudaCheck FAIL[^\n]{0,300}(?:\bout of memory\b|error=2\b)"))
+    + rows(FailureKind.OOM, _DEVICE, "CUDA driver API (CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY) and runtime API "
+           "(cudaErrorMemoryAllocation = 2) codes, as allocators built on them print them (torch_memory_saver's "
+           "cuMemCreate: '[torch_memory_saver.cpp] CUresult error: 2 (out of memory)', slime#274, batch 10)",
+           ("CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemAlloc failed)"),
+           ("cudaErrorMemoryAllocation", "cudaErrorMemoryAllocation: out of memory"),
+           ("CUresult", "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h "
+                        "func=cu_mem_create line=187", CU_RESULT_OOM))
     + rows(FailureKind.OOM, _DEVICE, "any runtime's 'out of memory' said of a device or an allocation",
            ("out of memory", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/"
                              "THCCachingAllocator.cpp:510", DEVICE_OOM_SHAPE),

@@ -1,0 +1,152 @@
+"""Issue 17, batches 9-10 (helper judge10a), the error side: a lone error line judged as the exception it names, a
+CUDA driver/runtime OOM code, a validation message quoted cut short, and the DeepSpeed launcher's kills of its ranks.
+Each rule: a real excerpt (its source), a made-up look-alike, and lines that must not match."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.logs.classify import classify
+from analysis.logs.families import error_end, raised
+
+# ---- a lone error line, judged as the exception it names (families.error_end.as_exception)
+
+# alibaba/Pai-Megatron-Patch#124 (tests/fixtures/oos-batch10/megatron_lm/pai_qwen14b_converted_ckpt_model_optim_rng_
+# missing_1.log)
+_PAI = ("[Errno 2] No such file or directory: '/mtn/workplace/qwen-ckpts/qwen-14b-hf-to-megatron-tp2-pp1/release/"
+        "mp_rank_00/model_optim_rng.pt'")
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    (_PAI, "FileNotFoundError: " + _PAI),
+    ("[Errno 13] Permission denied: '/ckpt/latest'", "PermissionError: [Errno 13] Permission denied: '/ckpt/latest'"),
+    ("[Errno 28] No space left on device", "OSError: [Errno 28] No space left on device"),
+    ("assertion error：Not sure how", "AssertionError: Not sure how"),  # full-width colon
+    ("Runtime error: the tensor was freed", "RuntimeError: the tensor was freed"),
+    ("CUDA runtime error: device-side assert", "CudaRuntimeError: device-side assert"),
+    ("error: data loader worker died", "Error: data loader worker died"),
+])
+def test_a_lone_error_line_names_its_exception(line, expected):
+    assert error_end.as_exception(line) == expected
+
+
+@pytest.mark.parametrize("line", [
+    "no error: all good", "error: 0.12", "Error: 0 of 12 checks failed", "0 error(s), 2 warning(s)",
+    "training finished with error: none", "the error is: small", "ValueError: typed already",
+    "warning error: deprecated flag", "[Errno] missing number",
+])
+def test_lines_that_are_not_a_lone_error_line(line):
+    assert error_end.as_exception(line) is None
+
+
+def test_a_lone_missing_file_is_judged_as_its_file_not_found_error():
+    # the same rule as "FileNotFoundError: [Errno 2] ..." typed (patterns.CONFIG): a path the run names is missing
+    assert classify(_PAI + "\n").kind == "config_error"
+    assert classify("[Errno 2] No such file or directory: '/data/train.jsonl'\n").kind == "config_error"
+
+
+def test_a_lone_error_line_that_names_no_known_cause_is_a_crash():
+    failure = classify("loading\nassertion error：the sampler ran dry\n")
+    assert failure.kind == "crashed" and "AssertionError" in failure.reason
+    assert classify("loading\nthe docs mention a runtime error: sometimes\n").kind == "unknown"
+
+
+# ---- a CUDA driver/runtime status whose number is the out-of-memory code (families.memory)
+
+# THUDM/slime#274 (tests/fixtures/oos-batch10/megatron_lm/slime_qwen30b_a3b_torch_memory_saver_cu_mem_create_oom_1.log)
+_SLIME = ("[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create "
+          "line=187")
+
+
+@pytest.mark.parametrize("text", [
+    _SLIME,
+    "CUresult error: 2 func=cuMemMap",  # made up: the code without its name
+    "allocator: CUDA_ERROR_OUT_OF_MEMORY while mapping 2 GiB",
+    "cudaErrorMemoryAllocation: out of memory",
+])
+def test_a_cuda_driver_out_of_memory_code_is_an_oom(text):
+    assert classify(f"step 1\n{text}\n").kind == "oom"
+
+
+@pytest.mark.parametrize("text", [
+    "[torch_memory_saver.cpp] CUresult error: 1 (invalid argument) func=cu_mem_create",
+    "CUresult error: 700 (an illegal memory access was encountered)",
+])
+def test_other_cuda_driver_codes_are_not_an_oom(text):
+    assert classify(f"step 1\n{text}\n").kind != "oom"
+
+
+# ---- a framework's validation message quoted cut short (families.raised.cut_at)
+
+# bigscience-workshop/Megatron-DeepSpeed#386 (tests/fixtures/oos-batch10/megatron_deepspeed/bigscience_start_fast_
+# deepspeed_config_given_twice_assertion_1.log); DeepSpeed deepspeed/__init__.py initialize()
+_BIGSCIENCE = ("assertion error：Not sure how to proceed, we were given deepspeed configs in the deepspeed arguments "
+               "and deepspeed.")
+
+
+@pytest.mark.parametrize("text", [
+    _BIGSCIENCE,
+    "AssertionError: Not sure how to proceed, we were given deepspeed configs in the",  # made up: cut earlier
+    "AssertionError: Not sure how to proceed, we were given deepspeed configs in the deepspeed arguments and "
+    "deepspeed.initialize() function call",  # whole
+])
+def test_a_validation_message_cut_at_the_line_end_is_a_config_error(text):
+    failure = classify(f"{text}\n")
+    assert failure.kind == "config_error" and "DeepSpeed check" in failure.reason
+
+
+@pytest.mark.parametrize("text", [
+    # the lead words, then words the message does not have
+    "AssertionError: Not sure how to proceed, we were given deepspeed configs in the deepspeed arguments and the cli",
+    # the whole lead, but not on an error line
+    "INFO Not sure how to proceed, we were given deepspeed configs in the deepspeed arguments",
+    # fewer than CUT_MIN_WORDS words of the message
+    "AssertionError: Not sure how to proceed, we were",
+])
+def test_a_cut_message_needs_its_lead_an_error_line_and_the_messages_own_words(text):
+    assert "DeepSpeed check" not in classify(f"{text}\n").reason
+
+
+def test_cut_at_reads_the_words_after_the_lead():
+    tpl = next(t for t in raised.templates() if t.text.startswith("Not sure how to proceed, we were given deepspeed"))
+    assert raised.cut_at("x: " + tpl.text, tpl) and raised.cut_at(_BIGSCIENCE, tpl)
+    assert not raised.cut_at(_BIGSCIENCE + " and more", tpl)
+
+
+# ---- the DeepSpeed launcher's kills of its ranks (families.orchestrator.LAUNCHER_KILLS)
+
+# deepspeedai/DeepSpeed#3938 (tests/fixtures/oos-batch10/deepspeed/load_checkpoint_optim_states_host_oom_sigkill_1.log)
+_DS3938 = "\n".join([
+    "[2023-07-25 00:37:49,180] [INFO] [torch_checkpoint_engine.py:27:load] [Torch] Loading checkpoint from /opt/ml/"
+    "model/checkpoint-10/global_step10/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt...",
+    "[2023-07-25 00:38:05,103] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 230",
+    "[2023-07-25 00:38:08,243] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 231"])
+# liucongg/ChatGLM-Finetuning#102 (tests/fixtures/oos-batch9/deepspeed/chatglm_finetuning_killed_loading_checkpoint_
+# shards_1.log)
+_CHATGLM = ("Loading checkpoint shards:   0%|          | 0/7 [00:00<?, ?it/s][2023-09-10 11:45:59,207] [INFO] "
+            "[launch.py:428:sigkill_handler] Killing subprocess 6293\n"
+            "[2023-09-10 11:45:59,501] [INFO] [launch.py:428:sigkill_handler] Killing subprocess 6294")
+_STEPS = "\n".join(f"iteration {i}/100 | lm loss: 2.{i} | elapsed time per iteration (ms): 100.0" for i in (10, 20))
+
+
+@pytest.mark.parametrize("text", [_DS3938, _CHATGLM, _STEPS + "\nKilling subprocess 4242"])
+def test_the_launchers_kills_without_a_return_code_are_a_crash_not_an_oom(text):
+    failure = classify(text + "\n")
+    assert failure.kind == "crashed" and "launcher killed its ranks" in failure.reason
+
+
+def test_the_launchers_return_code_or_signal_line_decides_instead():
+    code = classify(_DS3938 + "\n[2023-07-25 00:38:09,243] [ERROR] [launch.py:321:sigkill_handler] ['python', "
+                              "'train.py'] exits with return code = -9\n")
+    assert code.kind == "crashed" and "exit code -9" in code.reason
+    stopped = classify(_DS3938 + "\n[2023-07-25 00:38:09,243] [INFO] [launch.py:330:sigkill_handler] Main process "
+                                 "received SIGTERM, exiting\n")
+    assert stopped.kind == "cancelled"
+
+
+@pytest.mark.parametrize("text", [
+    "the launcher prints Killing subprocess 12 when a rank fails",  # prose
+    "Killing subprocess 12 of 16 took 3 s",  # not the launcher's whole line
+])
+def test_words_about_kills_are_not_the_launchers_kills(text):
+    assert classify(f"{text}\n").kind == "unknown"
