@@ -391,7 +391,7 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
     skipped = (F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
-               or F_DIV.fairseq_scale_collapsed(text))
+               or F_DIV.fairseq_scale_collapsed(text) or F_DIV.loss_scale_collapsed(text))
     if skipped is not None:
         idx, why = skipped
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",

@@ -150,3 +150,47 @@ def test_the_launchers_return_code_or_signal_line_decides_instead():
 ])
 def test_words_about_kills_are_not_the_launchers_kills(text):
     assert classify(f"{text}\n").kind == "unknown"
+
+
+# ---- the loss scale collapsed, in any format (families.divergence.loss_scale_collapsed)
+
+# huggingface/transformers#14834 (tests/fixtures/oos-batch9/hf_trainer/hf_gpt2_fp16_deepspeed_loss_scale_1_overflow_
+# every_step_1.log)
+_HF14834 = "\n".join([
+    "[2021-12-19 16:54:45,098] [INFO] [unfused_optimizer.py:275:_update_scale] Grad overflow on iteration: 445299",
+    "[2021-12-19 16:54:45,098] [INFO] [unfused_optimizer.py:277:_update_scale] Reducing dynamic loss scale from 1 to 1",
+    "[2021-12-19 16:54:45,098] [INFO] [unfused_optimizer.py:202:step] [deepspeed] fp16 dynamic loss scale overflow! "
+    "Skipping step. Attempted loss scale: 1, reducing to 1"])
+# openai/guided-diffusion#50 (tests/fixtures/oos-batch9/other/guided_diffusion_imagenet128_fp16_found_nan_loss_scale_
+# 1.log)
+_GUIDED = "\n".join(["| loss          | nan       |", "-----------------------------"]
+                    + [f"Found NaN, decreased lg_loss_scale to -{16199 + i}.354" for i in range(5)])
+
+
+@pytest.mark.parametrize("text", [
+    _HF14834,
+    _GUIDED,
+    # made up: apex's record after record, halving down to 4
+    "\n".join(f"DLL 2020-06-03 02:4{i}:05.331474 - PARAMETER loss_scale : {2.0 ** (5 - i)}" for i in range(4)),
+    # made up: a log2 scale at its floor after a NaN
+    "step 900 loss 2.1\nFound NaN, decreased lg_loss_scale to -0.5",
+])
+def test_a_collapsed_loss_scale_is_a_divergence(text):
+    assert classify(text + "\n").kind == "diverged"
+
+
+@pytest.mark.parametrize("text", [
+    # Megatron bf16 records: loss scale 1.0 on every record, no overflow word, "nan iterations" a counter
+    "\n".join(f" iteration {i}/100 | lm loss: 2.{i} | loss scale: 1.0 | number of skipped iterations: 0 | "
+              f"number of nan iterations: 0 | elapsed time per iteration (ms): 100.0" for i in range(10, 14)),
+    # a start-up search that stops high (DeepSpeed 2**16 down to 2**12)
+    "\n".join(f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {2 ** (16 - i)}, reducing to "
+              f"{2 ** (15 - i)}" for i in range(4)) + "\nstep=100, skipped=4, lr=[1e-4]",
+    # the scale fell to 1 and a clean window raised it again
+    "Reducing dynamic loss scale from 2 to 1\nOVERFLOW! Skipping step. Attempted loss scale: 2, reducing to 1\n"
+    "Increasing dynamic loss scale from 1 to 2",
+    # a config dump: loss_scale 0 means dynamic
+    '"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16}',
+])
+def test_a_loss_scale_that_did_not_collapse_is_not_a_divergence(text):
+    assert classify(text + "\n").kind != "diverged"
