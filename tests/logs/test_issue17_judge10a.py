@@ -194,3 +194,49 @@ def test_a_collapsed_loss_scale_is_a_divergence(text):
 ])
 def test_a_loss_scale_that_did_not_collapse_is_not_a_divergence(text):
     assert classify(text + "\n").kind != "diverged"
+
+
+# ---- a compiled module that failed to load, its path first (families.config.ENVIRONMENT)
+
+# deepspeedai/DeepSpeed#4532 (tests/fixtures/oos-batch10/deepspeed/rtx4090_cpu_adam_jit_import_error_1.log), cut
+_DS4532 = ('  File "<frozen importlib._bootstrap>", line 219, in _call_with_frames_removed\n'
+           "ImportError: /home/witai4090/.cache/torc")
+
+
+@pytest.mark.parametrize("text", [
+    _DS4532,
+    "ImportError: /opt/conda/lib/python3.10/site-packages/fused_adam.so: undefined symbol: _ZN3c10",
+    "ImportError: ~/.cache/torch_extensions/py311_cu118/fused_adam/fused_adam.so: cannot open shared object file",
+    "ImportError: DLL load failed while importing _C: The specified module could not be found.",
+])
+def test_an_import_error_that_starts_with_a_library_path_is_the_environment(text):
+    failure = classify(text + "\n")
+    assert failure.kind == "config_error" and "environment" in failure.reason
+
+
+@pytest.mark.parametrize("text", [
+    "ImportError: attempted relative import with no known parent package",
+    "ImportError: cannot import name 'fused_adam' from 'deepspeed.ops' (/opt/deepspeed/ops/__init__.py)",  # path late
+])
+def test_import_errors_without_a_library_path_are_not_a_load_failure(text):
+    assert "package set does not provide" not in classify(text + "\n").reason
+
+
+# ---- fp16 AMP with fp16 trainable weights (families.config.PRECISION)
+
+# Baichuan-13B LoRA (tests/fixtures/oos-batch10/hf_trainer/baichuan13b_lora_fp16_unscale_fp16_gradients_peft_version_
+# 1.log)
+_BAICHUAN = ('    raise ValueError("Attempting to unscale FP16 gradients.")\n'
+             "ValueError: Attempting to unscale FP16 gradients.\n"
+             "  0%|          | 0/6931 [00:01<?, ?it/s]")
+
+
+@pytest.mark.parametrize("text", [_BAICHUAN, "[rank1]: ValueError: Attempting to unscale FP16 gradients."])
+def test_unscaling_fp16_gradients_is_a_precision_setting(text):
+    failure = classify(text + "\n")
+    assert failure.kind == "config_error" and "fp16 trainable weights" in failure.reason
+
+
+def test_other_grad_scaler_errors_are_not_the_precision_setting():
+    failure = classify("ValueError: unscale_() has already been called on this optimizer since the last update().\n")
+    assert "fp16 trainable weights" not in failure.reason
