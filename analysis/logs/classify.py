@@ -919,16 +919,25 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
 def _ends_with_config_rule(text: str) -> Failure | None:
     """The log's last activity states a configuration rule the run broke, quoted without its exception type ("tensor
     parallel size 8 must divide the number of attention heads 12"): judged like an AssertionError's message
-    (families.config.is_config_message); not a warning, which a job prints and goes on."""
+    (families.config.is_config_message), or one of the validation messages of families.raised ("bfloat16 and fp16
+    modes cannot be simultaneously enabled", DeepSpeed runtime/config.py); not a warning, which a job prints and goes
+    on."""
     last = _last_activity(text)
     if last is None:
         return None
     pos, line = last
     body = message_of(line)
-    if F_CONFIG.NOT_A_RULE.search(body) is not None or not F_CONFIG.is_config_message("AssertionError", body):
+    if F_CONFIG.NOT_A_RULE.search(body) is not None:
         return None
-    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration (the rule ends the log): {body[:200]}",
-                    _evidence(text, pos))
+    if F_CONFIG.is_config_message("AssertionError", body):
+        return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration (the rule ends the log): {body[:200]}",
+                        _evidence(text, pos))
+    # a message the frameworks raise in their own validation (families.raised), quoted without its exception type
+    tpl = F_RAISED.stated_in(body)
+    if tpl is None:
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration ({tpl.framework} check, its message ends the "
+                                              f"log): {body[:200]}", _evidence(text, pos))
 
 
 def _completed(text: str) -> bool:

@@ -172,8 +172,8 @@ _GUIDED = "\n".join(["| loss          | nan       |", "-------------------------
     _GUIDED,
     # made up: apex's record after record, halving down to 4
     "\n".join(f"DLL 2020-06-03 02:4{i}:05.331474 - PARAMETER loss_scale : {2.0 ** (5 - i)}" for i in range(4)),
-    # made up: a log2 scale at its floor after a NaN
-    "step 900 loss 2.1\nFound NaN, decreased lg_loss_scale to -0.5",
+    # made up: another scaler's wording, clamped at 1 on an overflow
+    "step 900 loss 2.1\ngradient overflow, lowering loss scale from 1.0 to 1.0",
 ])
 def test_a_collapsed_loss_scale_is_a_divergence(text):
     assert classify(text + "\n").kind == "diverged"
@@ -191,6 +191,8 @@ def test_a_collapsed_loss_scale_is_a_divergence(text):
     "Increasing dynamic loss scale from 1 to 2",
     # a config dump: loss_scale 0 means dynamic
     '"fp16": {"enabled": true, "loss_scale": 0, "initial_scale_power": 16}',
+    # fairseq: a scale under 1 that still falls is above fairseq's floor (1e-4)
+    "| WARNING: overflow detected, setting loss scale to: 0.25",
 ])
 def test_a_loss_scale_that_did_not_collapse_is_not_a_divergence(text):
     assert classify(text + "\n").kind != "diverged"
@@ -240,3 +242,43 @@ def test_unscaling_fp16_gradients_is_a_precision_setting(text):
 def test_other_grad_scaler_errors_are_not_the_precision_setting():
     failure = classify("ValueError: unscale_() has already been called on this optimizer since the last update().\n")
     assert "fp16 trainable weights" not in failure.reason
+
+
+# ---- a validation message that ends a log alone, quoted without its type (families.raised.stated_in)
+
+# Snowflake-AI-Research/Arctic-Platform#78 (tests/fixtures/oos-batch8/deepspeed/arctic_worker_bf16_default_with_fp16_
+# assert_1.log); DeepSpeed runtime/config.py
+@pytest.mark.parametrize("text", [
+    "bfloat16 and fp16 modes cannot be simultaneously enabled",
+    "loading the worker\n[rank0]: bfloat16 and fp16 modes cannot be simultaneously enabled",  # made up: a prefix
+])
+def test_a_validation_message_that_ends_the_log_is_a_config_error(text):
+    failure = classify(text + "\n")
+    assert failure.kind == "config_error" and "DeepSpeed check" in failure.reason
+
+
+@pytest.mark.parametrize("text", [
+    "WARNING bfloat16 and fp16 modes cannot be simultaneously enabled",  # a warning
+    "bfloat16 and fp16 modes cannot be simultaneously enabled\niteration 1/10 | lm loss: 2.0 | elapsed time per "
+    "iteration (ms): 100.0",  # the run went on
+    "bfloat16 and fp16 modes are both off",  # other words
+])
+def test_a_validation_message_that_does_not_end_the_run_is_not_a_config_error(text):
+    assert classify(text + "\n").kind != "config_error"
+
+
+# ---- an exception whose message stands on the next line (families.error_end.EXCEPTION_LINE)
+
+# areal-project/AReaL#1468 (tests/fixtures/oos-batch8/megatron_lm/areal_mcore017_dist_opt_flattened_range_not_
+# supported_1.log)
+@pytest.mark.parametrize("text", [
+    "megatron.core.dist_checkpointing.core.CheckpointingException:\nShardedTensor.flattened_range is not supported.",
+    "RuntimeError:\n  the worker died",  # made up
+])
+def test_an_exception_line_with_its_message_on_the_next_line_is_a_crash(text):
+    assert classify(text + "\n").kind == "crashed"
+
+
+@pytest.mark.parametrize("line", ["Exceptions:", "Error:", "see ValueError: below", "ValueErrors:"])
+def test_lines_that_are_not_an_exception_with_a_message_below(line):
+    assert error_end.EXCEPTION_LINE.match(line) is None

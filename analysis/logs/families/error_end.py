@@ -68,9 +68,11 @@ LOGGER_ERROR = re.compile(
     r"^\s{0,8}(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{8,15}\]?\s{0,4}(?:\|\s{0,4})?)?"  # an optional timestamp
     r"(?:\[\s{0,2}(?:ERROR|FATAL|CRITICAL)\s{0,2}\]|(?:ERROR|FATAL|CRITICAL)(?::|\s{1,4}\|\s{0,4}|\s{1,4}-\s{1,4}"
     r"|\s{1,4}(?=[A-Z\[]))|[FE]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,8}\d{1,9} [\w.-]{1,120}:\d{1,7}\])\s{0,4}\S")
+# The message may stand on the next line ("megatron.core.dist_checkpointing.core.CheckpointingException:" then
+# "ShardedTensor.flattened_range is not supported.": an exception whose str() starts with a newline).
 EXCEPTION_LINE = re.compile(
     r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
-    r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
+    r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|:?\s{0,4}$)")
 STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) keys?(?:\(s\))? in (?:checkpoint |the )?state_dict: |"
                         r"size mismatch for \S{1,300}: "
                         r"copying a param with shape )")

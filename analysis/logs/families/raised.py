@@ -104,6 +104,15 @@ def cut_at(line: str, tpl: Template) -> bool:
     return whole == expected[: len(whole)] and expected[len(whole)].startswith(last.rstrip(".,;:"))
 
 
+def stated_in(line: str) -> Template | None:
+    """The table's message that `line` states (whole, or cut at the line's end), whatever the line's prefix: for a
+    line that is known to be the error by where it stands (the last activity of a log alone), not by its words."""
+    for tpl in templates():
+        if (tpl.anchor in line and tpl.pattern.search(line) is not None) or cut_at(line, tpl):
+            return tpl
+    return None
+
+
 def is_error_line(line: str) -> bool:
     return ERROR_LINE.search(line) is not None and _NOT_ERROR.search(line) is None
 
