@@ -282,3 +282,28 @@ def test_an_exception_line_with_its_message_on_the_next_line_is_a_crash(text):
 @pytest.mark.parametrize("line", ["Exceptions:", "Error:", "see ValueError: below", "ValueErrors:"])
 def test_lines_that_are_not_an_exception_with_a_message_below(line):
     assert error_end.EXCEPTION_LINE.match(line) is None
+
+
+# ---- an error line whose own words say an allocation failed (families.memory.OOM_AS_MESSAGE,
+# SIZED_ALLOCATION_FAILED); tests/fixtures/oos-batch6/deepspeed/linly_tencentpretrain_zero3_cpu_alloc_fail_1.log is
+# the kind of log ('DefaultCPUAllocator: can't allocate memory: you tried to allocate ...'), these are made up
+@pytest.mark.parametrize("text", [
+    "RuntimeError: out of memory",
+    "[rank0]: RuntimeError: out of memory.",
+    "error: out of memory",
+    "RuntimeError: failed to allocate 2147483648 bytes",
+    "ERROR: unable to allocate 3.2 GiB of pinned memory",
+    "allocator: couldn't allocate memory block of 2.5 GiB",
+])
+def test_an_error_line_that_says_its_allocation_failed_is_an_oom(text):
+    assert classify(f"step 1\n{text}\n").kind == "oom"
+
+
+@pytest.mark.parametrize("text", [
+    "ValueError: out of memory budget: requested 12 layers",  # a word of a longer message
+    "hint: if you cannot allocate 2 GB, reduce the batch",  # advice
+    "W: could not allocate 512 MB for the cache, falling back to pageable memory",  # a warning it falls back from
+    "the run went out of memory. Try a smaller batch",  # prose, not an error line
+])
+def test_words_about_memory_that_are_not_a_failed_allocation(text):
+    assert classify(f"step 1\n{text}\n").kind != "oom"
