@@ -39,6 +39,7 @@ class Template:
     anchor: str
     pattern: re.Pattern[str]
     lead: str = ""  # the first CUT_MIN_WORDS words of a long message without a field among them ('' if none)
+    lead_anchor: str = ""  # the longest word of `lead`: a window without it cannot hold the cut message
 
 
 # A message quoted cut at the end of its line (a report's prose, a search excerpt, a terminal's width: batch 10's
@@ -78,7 +79,9 @@ def templates() -> tuple[Template, ...]:
         if not line or line.startswith("#") or line.startswith("framework\t"):
             continue
         framework, source, text = line.split("\t")
-        out.append(Template(framework, source, text, _anchor(text), compile_template(text), _lead(text)))
+        lead = _lead(text)
+        out.append(Template(framework, source, text, _anchor(text), compile_template(text), lead,
+                            max(lead.split(), key=len) if lead else ""))
     return tuple(out)
 
 
@@ -108,7 +111,8 @@ def stated_in(line: str) -> Template | None:
     """The table's message that `line` states (whole, or cut at the line's end), whatever the line's prefix: for a
     line that is known to be the error by where it stands (the last activity of a log alone), not by its words."""
     for tpl in templates():
-        if (tpl.anchor in line and tpl.pattern.search(line) is not None) or cut_at(line, tpl):
+        if (tpl.anchor in line and tpl.pattern.search(line) is not None) \
+                or (tpl.lead_anchor and tpl.lead_anchor in line and cut_at(line, tpl)):
             return tpl
     return None
 
@@ -137,7 +141,7 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
                 hit = _error_hit(text, window, prev_start, tpl)
                 if hit is not None:
                     return hit, tpl
-            elif tpl.lead and max(tpl.lead.split(), key=len) in window:
+            elif tpl.lead_anchor and tpl.lead_anchor in window:
                 hit = _cut_hit(text, line_start, tpl)
                 if hit is not None:
                     return hit, tpl
