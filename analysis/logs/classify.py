@@ -900,7 +900,7 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
             break
         body = message_of(line)
         what = F_END.error_record(body)
-        if what is None or (not loggers and what == F_END.LOGGER_RECORD):
+        if what is None or (not loggers and what in (F_END.LOGGER_RECORD, F_END.FAILED_STATEMENT)):
             continue
         relayed = F_END.as_exception(body)  # a lone error line, judged as the exception it names
         body = relayed or body

@@ -307,3 +307,33 @@ def test_an_error_line_that_says_its_allocation_failed_is_an_oom(text):
 ])
 def test_words_about_memory_that_are_not_a_failed_allocation(text):
     assert classify(f"step 1\n{text}\n").kind != "oom"
+
+
+# ---- a line that states a failure in its first words (families.error_end.FAILED_LINE); made up, in the shapes of
+# the batches' lone error lines
+@pytest.mark.parametrize("line", [
+    "Failed to load checkpoint from /ckpt/iter_0001000",
+    "training failed: the sampler ran dry",
+    "Assertion failed: x > 0, file sampler.c, line 42",  # the MSVC/BSD assert(3) format
+    "fatal: the data loader worker died",
+])
+def test_a_failure_statement_ends_a_log_alone_as_a_crash(line):
+    failure = classify(f"loading\n{line}\n")
+    assert failure.kind == "crashed" and "failure statement" in failure.reason
+
+
+@pytest.mark.parametrize("text", [
+    "loading\nFailed to connect to wandb, retrying in 5 s",  # a retry notice
+    "loading\nfailed: 0",  # a count
+    "loading\nno failed: tests",
+    "loading\ntests: 3 failed: see above",  # not in the line's first words
+])
+def test_lines_that_are_not_a_failure_statement_ending_the_run(text):
+    assert "failure statement" not in classify(text + "\n").reason
+
+
+def test_a_failure_statement_after_a_runs_progress_does_not_undo_it():
+    # like a logger's ERROR record: after the run's step records it is weaker evidence than the progress
+    text = "iteration 10/100 | lm loss: 2.0 | elapsed time per iteration (ms): 100.0\nFailed to upload the metrics\n"
+    assert classify(text, progress_offset=0).kind == "ok"
+    assert classify("loading\nFailed to upload the metrics\n").kind == "crashed"

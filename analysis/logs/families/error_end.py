@@ -50,6 +50,10 @@ past. The records, by the software that prints them:
   "runtime error: ...", "Error: ..."). Rather than one regex per phrasing, such a line is read as the exception
   it names (as_exception: "assertion error" -> AssertionError, errno 2 -> FileNotFoundError), and the message is
   then judged by the same configuration and input rules as a typed exception line.
+  A line that states a failure in its first words ("Failed to load checkpoint from ...", "Assertion failed: x > 0",
+  "training failed: ...", "fatal: ...") is a FAILED_STATEMENT: it ends a log alone as a crash (not after a run's
+  progress, where it is weaker evidence than the progress, like a logger's ERROR record); a retry or fallback notice
+  is not one.
 Lines that only look alike stay out: a level word inside a message ("0 ERROR(s)", "on_error: skip"), a warning
 ("UserWarning: ...", "WARNING: ..."), an "Error" key in a metrics dict.
 """
@@ -126,6 +130,14 @@ ERRNO_TYPES = {1: "PermissionError", 2: "FileNotFoundError", 13: "PermissionErro
 WORDED_ERROR = re.compile(r"^\s{0,8}(?P<words>(?:[A-Za-z]{2,20}[ _-]){0,3}?)(?P<kind>error|exception|failure)"
                           r"\s{0,2}[:：]\s{0,4}(?P<msg>(?!(?:none|null|false)\s{0,4}$|[\d.+-])"
                           r"(?=[^\n]{0,60}[A-Za-z]{3})\S[^\n]{0,400})", re.IGNORECASE)
+# A statement that something failed, opening the line: "Failed to load checkpoint from ...", "Assertion failed: x > 0"
+# (the MSVC/BSD assert(3) format), "training failed: ...", "fatal: ..."; not a retry or fallback notice, not a count.
+FAILED_STATEMENT = "failure statement"
+FAILED_LINE = re.compile(r"^\s{0,8}(?:(?P<words>(?:[A-Za-z]{2,20}[ _-]){0,2}?)(?:failed|fatal)\s{0,2}[:：]|"
+                         r"(?:failed|unable) to [a-z]{2,20}\b)\s{0,4}(?=[^\n]{0,60}[A-Za-z])(?![\d.+-])",
+                         re.IGNORECASE)
+_NOT_FAILED = re.compile(r"(?i)\bretry\w*|\bwill (?:try|use)|fall(?:ing)? ?back|\bskipp\w*|\bignor\w*|\bwarn\w*|"
+                         r"\bcontinu\w*|\busing\b|\binstead\b|\boptional\b")
 _NOT_AN_ERROR_WORD = re.compile(r"(?i)^(?:no|non|without|ignore[ds]?|suppress(?:ed)?|expected|warn(?:ing)?|info|"
                                 r"debug|on|if|any|zero)[ _-]")
 # Exception types that are warnings or control flow, not errors, even when written like an exception line.
@@ -184,4 +196,8 @@ def error_record(line: str) -> str | None:
     relayed = as_exception(line)
     if relayed is not None:
         return f"error line ({relayed.split(':', 1)[0]})"
+    failed = FAILED_LINE.match(line)
+    if failed is not None and _NOT_FAILED.search(line) is None \
+            and _NOT_AN_ERROR_WORD.match(failed.group("words") or "") is None:
+        return FAILED_STATEMENT
     return None
