@@ -38,8 +38,9 @@ several logged iterations (`iter 12 step 6: ... iter time: 717ms`), the iteratio
 
 tqdm progress bars (`Epoch 0:  22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, loss=9.9]`, `100/500 [00:30<02:00,
 3.3it/s]`) are read too, but a bar's rate is an exponential moving average that lags the real step time early in
-a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart;
-when the elapsed column has not advanced that far, the last drawing's rate (the most recent estimate) stands in.
+a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart
+(over two intervals or more, or one of BAR_ONE_INTERVAL_MIN_S); otherwise the last drawing's rate (the most
+recent estimate) stands in, or with only two drawings the median of both.
 Bars of validation, data processing or downloads are not training steps and are skipped. A bar is used only when
 the log has no step records with a time of their own.
 
@@ -62,6 +63,7 @@ MAX_HEAD_LINES = 500
 MAX_TAIL_LINES = 6000
 MAX_LINE_CHARS = 2000  # longer lines are cut: a record is a few hundred characters
 BAR_MIN_SPAN_S = 5.0  # elapsed is printed in whole seconds: a 5 s span keeps the rounding error <= 20 % per step
+BAR_ONE_INTERVAL_MIN_S = 40.0  # a lone interval between two drawings: <= 5 % rounding error
 TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's resolution
 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
@@ -87,7 +89,10 @@ _UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z])(?!\s*[:=])(?!\s+[-+
 _PAREN_UNIT = re.compile(r"\(\s{0,2}([A-Za-z/%]{1,12})\s{0,2}\)")  # "time (ms)" -> "time ms"
 _FRACTION = re.compile(r"\s*/\s*(\d{1,12})")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s|:\s")  # a key is the last non-empty piece of the text before its number
+# A key is the last non-empty piece of the text before its number; a tab separates columns (swiss-ai's
+# progress.txt: "Saving async checkpoint\tIteration: 100\tJob throughput: 364.8 TFLOP/s/GPU" has the key
+# "iteration", not "saving async checkpoint iteration").
+_KEY_SPLIT = re.compile(r"[|,;{}()\t]|\]\s|:\s")
 _KEY_TRIM = " \t:=#'\"[]<>*-./"
 
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"
@@ -390,7 +395,7 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         if frac is not None:
             total = int(frac.group(1))
             after = frac.end()
-        per_gpu = line.startswith("/gpu", after) or line.startswith(" /gpu", after)
+        per_gpu = line[after:after + 5].lower().lstrip().startswith("/gpu")  # "TFLOP/s/GPU", "(3918.29/gpu)"
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
         raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
@@ -1096,7 +1101,10 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
     if stated and len(stated) * 2 >= len(drawings):
         return "progress bar postfix step time", stated
     span = drawings[-1].elapsed_s - drawings[0].elapsed_s
-    if span >= 2 * BAR_MIN_SPAN_S:
+    # One interval of a few seconds between two drawings is no better than the rates they state (whole-second
+    # elapsed columns: 11 s over 3 steps is 3.3-4.0 s/it): the elapsed advance is used over two intervals or more,
+    # or over one that is long enough (BAR_ONE_INTERVAL_MIN_S) for the rounding not to matter.
+    if span >= 2 * BAR_MIN_SPAN_S and (len(drawings) > 2 or span >= BAR_ONE_INTERVAL_MIN_S):
         out, anchor = [], drawings[0]
         for d in drawings[1:]:
             steps = d.n - anchor.n
@@ -1109,13 +1117,19 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
             anchor = d
         if out:
             return "progress bar elapsed time", out
-    last = next((d for d in reversed(drawings) if d.rate_s_per_it), None)
-    if last is None or last.rate_s_per_it is None:  # no rate: a bar of unknown length; elapsed / steps done
+    rated = [(d.n, d.rate_s_per_it) for d in drawings if d.rate_s_per_it]
+    if not rated:  # no rate: a bar of unknown length; elapsed / steps done
         final = drawings[-1]
         if final.n > 0 and final.elapsed_s > 0:
             return "progress bar elapsed / steps", [(final.n, final.elapsed_s / final.n)]
         return "", []
-    return "progress bar rate (last drawing)", [(last.n, last.rate_s_per_it)]
+    # tqdm's rate is a moving average (smoothing 0.3) of the updates since the last drawing: after three drawings or
+    # more the last one has averaged several and is the best estimate (a rate still rising or falling lags); of two
+    # drawings the last has seen as few updates as the first, so both count (their median is taken downstream:
+    # llama-recipes' "4.55s/it" then "3.90s/it" is 4.2 s)
+    if len(rated) < 3:
+        return "progress bar stated rates", [(n, s) for n, s in rated if s is not None]
+    return "progress bar rate (last drawing)", [rated[-1]] if rated[-1][1] is not None else []
 
 
 def _bar_reading(text: str, notes: list[str]) -> GenericReading:
