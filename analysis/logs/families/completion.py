@@ -21,6 +21,8 @@ Sources:
 
 from __future__ import annotations
 
+import re
+
 from analysis.logs.families import rows
 from launcher.core.kinds import FailureKind
 
@@ -127,3 +129,35 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))
+
+# A record a training loop repeats (per epoch or per logging interval) with a duration field and nothing else to
+# tell its step: accelerate examples' loguru "__main__:training_function:68 - time : 0:00:10.736053" once per epoch
+# and rank, a script's "epoch done, time: 12.3s". The same line, digits aside, three times or more among the log's
+# last lines, each with a key naming a time and a duration after it (Python's str(timedelta) "H:MM:SS.ffffff", or
+# a number with a time unit). The loop ran that many times: progress, never a step time (a record per epoch is not
+# a step). Not a line that waits, retries or warns (a wait loop also repeats a line with a time in it), nor a
+# liveness pulse (families.stall.LIVENESS), which says a job is alive, not that it progresses.
+REPEATS_MIN = 3
+REPEAT_TAIL_LINES = 60
+_TIMEDELTA = r"\d{1,3}:\d{2}:\d{2}\.\d{3,6}\b"
+_DURATION_FIELD = re.compile(rf"(?i)\b(?:time|took|duration|cost)\s{{0,3}}[:=]\s{{0,3}}(?:{_TIMEDELTA}"
+                             r"|\d+(?:\.\d+)?\s{0,2}(?:s|sec|secs|seconds|ms|min|mins|minutes)\b)")
+_NOT_PROGRESS = re.compile(r"(?i)\b(?:wait\w*|retr\w*|timed? ?out|timeout|warn\w*|error|sleep\w*|heartbeat|pulse|"
+                           r"alive|running for|elapsed since|connect\w*|download\w*|load\w*)\b")
+_DIGITS = re.compile(r"\d+")
+
+
+def repeated_duration_record(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """(position, line) of the last of the log's repeated duration records, from `lines` ((position, message)
+    of the log's last lines, last first, launcher prefixes and timestamps removed); None when no such record
+    repeats REPEATS_MIN times."""
+    counts: dict[str, int] = {}
+    last: dict[str, tuple[int, str]] = {}
+    for pos, body in lines[:REPEAT_TAIL_LINES]:
+        if _DURATION_FIELD.search(body) is None or _NOT_PROGRESS.search(body) is not None:
+            continue
+        template = _DIGITS.sub("#", body.strip())
+        counts[template] = counts.get(template, 0) + 1
+        last.setdefault(template, (pos, body))
+    best = [last[t] for t, n in counts.items() if n >= REPEATS_MIN]
+    return max(best) if best else None
