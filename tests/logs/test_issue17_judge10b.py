@@ -1,0 +1,155 @@
+"""Issue 17, batches 9-10 (helper judge10b): healthy formats and hangs read from the log's shape. Each rule: a real
+excerpt (its source), a made-up look-alike, and lines that must not match."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.logs.families.stall import PY_WARNING, SETUP_PHASES
+from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_generic import _parse_line, read_records
+from analysis.logs.steady_state import steady_state
+
+# ---- a tab separates a record's columns
+
+# swiss-ai/Megatron-LM#46 (tests/fixtures/oos-batch10/megatron_lm/swiss_ai_progress_txt_job_throughput_tflops_1.log)
+_SWISS = ("2025-02-24 17:31:25\tJob ID: 198424\t# GPUs: 8\tStarting job\n"
+          "2025-02-24 17:35:03\tJob ID: 198424\t# GPUs: 8\tSaving async checkpoint\tIteration: 100\t"
+          "Job throughput: 364.8 TFLOP/s/GPU\tCumulative throughput: 387.0 TFLOP/s/GPU\t"
+          "Floating-point operations: 6.76e+17\tTokens (in billions): 0.41\n")
+
+
+@pytest.mark.parametrize("text", [
+    _SWISS,
+    # made up: another column-separated record whose previous column names a phase
+    "2026-01-01 10:00:00\tevaluating\tstep: 500\tloss: 2.31\tthroughput: 120.5 TFLOP/s/GPU\n"
+    "2026-01-01 10:05:00\tevaluating\tstep: 600\tloss: 2.29\tthroughput: 121.0 TFLOP/s/GPU\n",
+])
+def test_a_tab_separated_record_with_a_counter_and_a_throughput_is_progress(text):
+    assert read_records(text).n_records >= 1
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "ok", outcome.reason
+
+
+def test_a_phase_named_in_the_same_column_as_the_counter_is_still_not_a_counter():
+    # no tab: "saving checkpoint iteration 100" names the checkpoint's iteration, not a step record
+    text = "Saving checkpoint iteration: 100 throughput: 364.8 TFLOP/s/GPU\n"
+    assert read_records(text).n_records == 0
+
+
+@pytest.mark.parametrize(("line", "per_gpu"), [
+    ("step: 5\tthroughput: 364.8 TFLOP/s/GPU", True),
+    ("step: 5 | tps 31346.32 /gpu | loss 2.1", True),
+    ("step: 5\tthroughput: 364.8 TFLOP/s\tGPUs: 8", False),
+])
+def test_a_unit_per_gpu_in_any_case_is_per_gpu(line, per_gpu):
+    parsed = _parse_line(line)
+    assert parsed is not None
+    assert parsed[3][0].per_gpu is per_gpu
+
+
+# ---- a progress bar with two drawings and one short interval: the median of its stated rates
+
+# meta-llama/llama-cookbook#433 (tests/fixtures/oos-batch9/pytorch/llama_cookbook_profiler_finetune_bar_s_per_it_1.log,
+# bars shortened)
+_LLAMA = ("Training Epoch: 1/3, step 1/96 completed (loss: 1.487619400024414):   3%|#    | 3/96 [00:14<07:03,  "
+          "4.55s/it]STAGE:2024-04-29 16:31:45 648752:648752 ActivityProfilerController.cpp:314] Completed Stage: "
+          "Warm Up\n"
+          "Training Epoch: 1/3, step 4/96 completed (loss: 1.346050500869751):   6%|#    | 6/96 [00:25<05:51,  "
+          "3.90s/it]STAGE:2024-04-29 16:31:57 648753:648753 ActivityProfilerController.cpp:320] Completed Stage: "
+          "Collection\n")
+
+
+@pytest.mark.parametrize(("text", "expected_s"), [
+    (_LLAMA, 4.225),
+    # made up: two it/s drawings 8 s apart (elapsed 8 s over 20 steps would say 0.4 s; the rates say 0.5)
+    ("Train: 10%|#  | 20/200 [00:12<01:30,  2.10it/s]\nTrain: 20%|#  | 40/200 [00:20<01:20,  1.90it/s]\n",
+     (1 / 2.10 + 1 / 1.90) / 2),
+])
+def test_two_bar_drawings_one_short_interval_give_the_median_of_their_rates(text, expected_s):
+    reading = read_records(text)
+    assert reading.source == "progress bar stated rates"
+    assert steady_state(reading.iterations).median_step_time_s == pytest.approx(expected_s, rel=0.01)
+
+
+def test_two_drawings_a_long_interval_apart_use_the_elapsed_column():
+    # 60 s over 30 steps: the rounding of whole seconds is < 5 %, better than a lagging rate
+    text = "Train: 10%|#  | 30/300 [01:00<09:00,  3.00s/it]\nTrain: 20%|#  | 60/300 [02:00<08:00,  2.50s/it]\n"
+    reading = read_records(text)
+    assert reading.source == "progress bar elapsed time"
+    assert steady_state(reading.iterations).median_step_time_s == pytest.approx(2.0)
+
+
+# ---- a record repeated with a duration field is progress
+
+# huggingface/accelerate#485 (tests/fixtures/oos-batch10/accelerate/nlp_example_two_gpu_epoch_time_loguru_records_1.log)
+_LOGURU = "\n".join(f"2022-07-02 07:42:{s:02d}.937 | INFO     | __main__:training_function:68 - time : 0:00:10.{d}"
+                    for s, d in ((9, 736053), (9, 742042), (20, 206601), (20, 203795), (30, 194762)))
+
+
+@pytest.mark.parametrize("text", [
+    _LOGURU,
+    # made up: a script's per-epoch line with a time in seconds
+    "\n".join(f"[train] epoch finished, took: {t}s" for t in (61.2, 60.8, 60.9, 61.0)),
+])
+def test_a_record_repeated_with_a_duration_is_progress(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "ok", outcome.reason
+    assert "step_time_s" not in outcome.metrics  # a per-epoch duration is not a step time
+
+
+@pytest.mark.parametrize("text", [
+    _LOGURU.split("\n", 3)[0] + "\n" + _LOGURU.split("\n", 3)[1],  # twice only
+    "\n".join(f"Waiting for the other ranks, time: {t}s" for t in (30, 60, 90, 120)),  # a wait loop
+    "\n".join(f"W: connection retry, timeout: {t}s" for t in (5, 10, 15, 20)),
+    "\n".join(f"PULSE: job is running for 0:{m:02d}:00.000" for m in (10, 20, 30, 40)),
+])
+def test_lines_that_are_not_repeated_duration_records(text):
+    assert trial_outcome(text).failure_kind != "ok"
+
+
+# ---- the configuration echo before the first step is a start-up phase (a log that stops there is a hang)
+
+# facebookresearch/mmf#756 (tests/fixtures/oos-batch10/other/mmf_visualbert_more_than_two_gpus_hangs_loading_datasets_1.log)
+_MMF = ("2021-01-29T00:44:18 | mmf.utils.env: Importing from /home/g-luo/remote_home/foil_mmf\n"
+        "2021-01-29T00:44:19 | mmf.utils.configuration: Overriding option model to visual_bert_foil\n"
+        "2021-01-29T00:44:19 | mmf.utils.configuration: Overriding option checkpoint.resume_pretrained to False\n"
+        "/home/g-luo/anaconda3/envs/mmf/lib/python3.7/site-packages/omegaconf/dictconfig.py:252: UserWarning: Keys "
+        "with dot (model.bert) are deprecated and will have different semantic meaning the next major version of "
+        "OmegaConf (2.1)\n"
+        "See the compact keys issue for more details: https://github.com/omry/omegaconf/issues/152\n")
+# deepspeedai/DeepSpeed#635 (tests/fixtures/oos-batch8/deepspeed/megatron_gpt2_3d_topology_pipe_hang_1.log, cut)
+_TOPOLOGY = ("Using topology: {ProcessCoord(pipe=0, data=0, model=0): 0, ProcessCoord(pipe=0, data=0, model=1): 1, "
+             "ProcessCoord(pipe=0, data=1, model=0): 2}\n")
+
+
+@pytest.mark.parametrize("text", [
+    _MMF,
+    _MMF.rsplit("\n", 3)[0] + "\n",  # the same without the trailing warning
+    _TOPOLOGY,
+    # made up: an argparse dump, then a warning with its source line
+    "Namespace(batch_size=8, lr=0.0001, model='gpt2', world_size=16)\n"
+    "/usr/lib/python3/site-packages/torch/cuda/__init__.py:88: UserWarning: CUDA initialization: something\n"
+    "  return torch._C._cuda_getDeviceCount() > 0\n",
+])
+def test_a_log_that_stops_after_its_configuration_echo_is_a_hang(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "hang", outcome.reason
+
+
+@pytest.mark.parametrize("text", [
+    "Overriding option model to visual_bert\n[mmf] step: 10 loss: 2.1 time: 0.5s\n"
+    "[mmf] step: 20 loss: 2.0 time: 0.5s\n",                     # steps after the echo: no hang
+    "Overriding option model to visual_bert\nRuntimeError: CUDA error: out of memory\n",  # an error after it
+    "the user is overriding the default\n",                     # prose, not an echo of an option
+    "Namespace is a word\n",
+])
+def test_configuration_echo_lines_that_do_not_end_a_stalled_log(text):
+    assert trial_outcome(text).failure_kind != "hang"
+
+
+def test_the_echo_rows_match_their_examples_and_the_warning_shape():
+    echo = [r for r in SETUP_PHASES if "configuration echo" in r.label]
+    assert len(echo) == 3 and all(r.needle in r.example and r.matches(r.example) for r in echo)
+    assert PY_WARNING.match("/x/dictconfig.py:252: UserWarning: Keys with dot")
+    assert not PY_WARNING.match("WARNING: dictconfig is old")
