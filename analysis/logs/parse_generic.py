@@ -39,8 +39,8 @@ several logged iterations (`iter 12 step 6: ... iter time: 717ms`), the iteratio
 tqdm progress bars (`Epoch 0:  22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, loss=9.9]`, `100/500 [00:30<02:00,
 3.3it/s]`) are read too, but a bar's rate is an exponential moving average that lags the real step time early in
 a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart
-(over two intervals or more, or one of BAR_ONE_INTERVAL_MIN_S); otherwise the last drawing's rate (the most
-recent estimate) stands in, or with only two drawings the median of both.
+(over two intervals or more: three drawings); otherwise the last drawing's rate (the most recent estimate) stands
+in, or with only two drawings the median of both rates.
 Bars of validation, data processing or downloads are not training steps and are skipped. A bar is used only when
 the log has no step records with a time of their own.
 
@@ -63,7 +63,6 @@ MAX_HEAD_LINES = 500
 MAX_TAIL_LINES = 6000
 MAX_LINE_CHARS = 2000  # longer lines are cut: a record is a few hundred characters
 BAR_MIN_SPAN_S = 5.0  # elapsed is printed in whole seconds: a 5 s span keeps the rounding error <= 20 % per step
-BAR_ONE_INTERVAL_MIN_S = 40.0  # a lone interval between two drawings: <= 5 % rounding error
 TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's resolution
 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
@@ -1101,10 +1100,11 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
     if stated and len(stated) * 2 >= len(drawings):
         return "progress bar postfix step time", stated
     span = drawings[-1].elapsed_s - drawings[0].elapsed_s
-    # One interval of a few seconds between two drawings is no better than the rates they state (whole-second
-    # elapsed columns: 11 s over 3 steps is 3.3-4.0 s/it): the elapsed advance is used over two intervals or more,
-    # or over one that is long enough (BAR_ONE_INTERVAL_MIN_S) for the rounding not to matter.
-    if span >= 2 * BAR_MIN_SPAN_S and (len(drawings) > 2 or span >= BAR_ONE_INTERVAL_MIN_S):
+    # Two drawings give one interval, no better than the rates they state: a few seconds of whole-second elapsed
+    # columns round badly (llama-recipes' 11 s over 3 steps is 3.3-4.0 s/it), and one step of a few can be an
+    # outlier (LLaVA-NeXT's 41 -> 42 took 217 s for a cache flush, its bar says 6.53 then 13.60 s/it). The elapsed
+    # advance is used over two intervals or more.
+    if span >= 2 * BAR_MIN_SPAN_S and len(drawings) > 2:
         out, anchor = [], drawings[0]
         for d in drawings[1:]:
             steps = d.n - anchor.n

@@ -72,10 +72,17 @@ def test_two_bar_drawings_one_short_interval_give_the_median_of_their_rates(text
     assert steady_state(reading.iterations).median_step_time_s == pytest.approx(expected_s, rel=0.01)
 
 
-def test_two_drawings_a_long_interval_apart_use_the_elapsed_column():
-    # 60 s over 30 steps: the rounding of whole seconds is < 5 %, better than a lagging rate
-    text = "Train: 10%|#  | 30/300 [01:00<09:00,  3.00s/it]\nTrain: 20%|#  | 60/300 [02:00<08:00,  2.50s/it]\n"
-    reading = read_records(text)
+def test_two_drawings_a_long_interval_apart_still_give_their_rates_but_three_give_the_elapsed_column():
+    # deepspeedai/DeepSpeed (LLaVA-NeXT), tests/fixtures/oos-batch8/deepspeed/llava_next_zero3_cache_flush_callback_
+    # s_per_it_1.log: one 217 s step (a cache flush) between the two drawings; the bar states 6.53 then 13.60 s/it
+    two = (" 1%|8  | 41/4870 [04:27<8:45:34,  6.53s/it]\nCache cleared \n"
+           " 1%|8  | 42/4870 [08:04<18:14:03, 13.60s/it]\n")
+    reading = read_records(two)
+    assert steady_state(reading.iterations).median_step_time_s == pytest.approx((6.53 + 13.60) / 2)
+    # made up: three drawings, 60 s apart each, 30 steps each: the elapsed column, not the lagging rate
+    three = ("Train: 10%|#  | 30/300 [01:00<09:00,  3.00s/it]\nTrain: 20%|#  | 60/300 [02:00<08:00,  2.50s/it]\n"
+             "Train: 30%|#  | 90/300 [03:00<07:00,  2.30s/it]\n")
+    reading = read_records(three)
     assert reading.source == "progress bar elapsed time"
     assert steady_state(reading.iterations).median_step_time_s == pytest.approx(2.0)
 
