@@ -829,10 +829,11 @@ _SUMMARY_TIME = re.compile(
     r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter))"
     r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
     + r"\s{0,2}(?P<u>ms|s|sec|secs|seconds)?(?![\w/])")
-# A rate of steps: "Steps per second: 0.59" (HF-style summary), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
+# A rate of steps: "Steps per second: 0.59" (HF-style summary), lingvo's "Steps/second: 0.014216" (trainer.py, every
+# 10 s), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
 # outside a bar, "train_steps_per_second = 0.59".
 _SUMMARY_RATE = re.compile(
-    r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)[ _](?:per[ _]sec(?:ond)?|/s(?:ec)?)"
+    r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)(?:[ _]per[ _]sec(?:ond)?|[ _]?/s(?:ec(?:ond)?)?)"
     r"\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM + r"(?![\w.])"
     r"|(?<![\w.])" + _SUMMARY_NUM.replace("?P<v>", "?P<r>") + r"\s{0,2}(?:iters|iterations|steps|updates)/s(?:ec)?\b"
     # "Throughput: 2.5 it/s" outside a bar (a bar has its own reader and no such key)

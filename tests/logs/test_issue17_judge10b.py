@@ -160,3 +160,25 @@ def test_the_echo_rows_match_their_examples_and_the_warning_shape():
     assert len(echo) == 3 and all(r.needle in r.example and r.matches(r.example) for r in echo)
     assert PY_WARNING.match("/x/dictconfig.py:252: UserWarning: Keys with dot")
     assert not PY_WARNING.match("WARNING: dictconfig is old")
+
+
+# ---- a free-standing rate of steps written with a slash: "Steps/second"
+
+# tensorflow/lingvo (tests/fixtures/oos-batch4/other/lingvo_librispeech_cpu_steps_per_second_1.log)
+_LINGVO = "\n".join(f"I0308 16:14:{s:02d}.943696 140304032200448 trainer.py:371] Steps/second: {r}, Examples/second: "
+                    f"0.73{s}" for s, r in ((9, "0.014225"), (19, "0.014223"), (29, "0.014221")))
+
+
+@pytest.mark.parametrize(("text", "expected_s"), [
+    (_LINGVO, 1 / 0.014223),
+    ("iterations/sec: 2.5\niterations/sec: 2.5\n", 0.4),  # made up
+    ("train steps/s = 4.0\n", 0.25),
+])
+def test_a_slash_written_rate_of_steps_is_read(text, expected_s):
+    outcome = trial_outcome(text)
+    assert outcome.metrics.get("step_time_s") == pytest.approx(expected_s, rel=0.01), outcome.reason
+
+
+@pytest.mark.parametrize("text", ["max_steps/second_stage: 3\n", "Examples/second: 0.73\n", "steps/sec_limit: 5\n"])
+def test_lines_that_are_not_a_rate_of_steps(text):
+    assert "step_time_s" not in trial_outcome(text).metrics
