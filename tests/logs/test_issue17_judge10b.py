@@ -182,3 +182,20 @@ def test_a_slash_written_rate_of_steps_is_read(text, expected_s):
 @pytest.mark.parametrize("text", ["max_steps/second_stage: 3\n", "Examples/second: 0.73\n", "steps/sec_limit: 5\n"])
 def test_lines_that_are_not_a_rate_of_steps(text):
     assert "step_time_s" not in trial_outcome(text).metrics
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(f'{{"train_loss": 2.{i}, "epoch_time": 61.{i}}}' for i in range(4)),  # made up: JSON lines
+    "\n".join(f"INFO - finished pass, time: 12.{i}" for i in range(4)),             # made up: a bare number
+])
+def test_a_repeated_record_whose_duration_is_a_key_suffix_or_a_bare_number_is_progress(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "ok", outcome.reason
+
+
+@pytest.mark.parametrize("text", [
+    "\n".join(f"INFO - time: 10:0{i}:00" for i in range(4)),                         # a clock, not a duration
+    "\n".join(f"INFO - runtime: {i}" for i in range(4)),                              # an integer, no unit
+])
+def test_repeated_lines_without_a_duration_are_not_progress(text):
+    assert trial_outcome(text).failure_kind != "ok"

@@ -140,8 +140,10 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
 REPEATS_MIN = 3
 REPEAT_TAIL_LINES = 60
 _TIMEDELTA = r"\d{1,3}:\d{2}:\d{2}\.\d{3,6}\b"
-_DURATION_FIELD = re.compile(rf"(?i)\b(?:time|took|duration|cost)\s{{0,3}}[:=]\s{{0,3}}(?:{_TIMEDELTA}"
-                             r"|\d+(?:\.\d+)?\s{0,2}(?:s|sec|secs|seconds|ms|min|mins|minutes)\b)")
+# the key may end a longer one ("epoch_time", a JSON key in quotes); a bare number needs its decimals ("time: 12.41")
+_DURATION_FIELD = re.compile(rf"(?i)(?<![A-Za-z])(?:time|took|duration|cost)[\"']?\s{{0,3}}[:=]\s{{0,3}}"
+                             rf"(?:{_TIMEDELTA}|\d+(?:\.\d+)?\s{{0,2}}(?:s|sec|secs|seconds|ms|min|mins|minutes)\b"
+                             r"|\d+\.\d+(?![\d.:]))")
 _NOT_PROGRESS = re.compile(r"(?i)\b(?:wait\w*|retr\w*|timed? ?out|timeout|warn\w*|error|sleep\w*|heartbeat|pulse|"
                            r"alive|running for|elapsed since|connect\w*|download\w*|load\w*)\b")
 _DIGITS = re.compile(r"\d+")
