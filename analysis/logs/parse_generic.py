@@ -81,10 +81,12 @@ _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
           r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|us/step|µs/step|sec/step|s/step|"
+          r"ms/batch|sec/batch|s/batch|"
           r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
 # A unit glued to the number, or after one blank when it is not the next field's key ("tps: 7,282  tflops: 0.5",
 # ("bsz 32 samples/s 64.0": "samples/s" is the key of 64, not the unit of 32).
-_UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z])(?!\s*[:=])(?!\s+[-+]?\.?\d))(?![A-Za-z])")
+# Not the start of an identifier: "loss=2.1 sec_per_step=0.812" ("sec" is the next key's first word, not 2.1's unit).
+_UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z_])(?!\s*[:=])(?!\s+[-+]?\.?\d))(?![A-Za-z_])")
 _PAREN_UNIT = re.compile(r"\(\s{0,2}([A-Za-z/%]{1,12})\s{0,2}\)")  # "time (ms)" -> "time ms"
 _FRACTION = re.compile(r"\s*/\s*(\d{1,12})")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
@@ -165,7 +167,8 @@ def _has_word(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(word.startswith(prefixes) for word in key.replace("/", " ").split())
 _TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
                "seconds": 1.0, "min": 60.0, "h": 3600.0, "hrs": 3600.0, "ms/it": 1e-3, "ms/step": 1e-3,
-               "us/step": 1e-6, "µs/step": 1e-6, "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0}
+               "us/step": 1e-6, "µs/step": 1e-6, "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0,
+               "ms/batch": 1e-3, "s/batch": 1.0, "sec/batch": 1.0}
 _MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
 
 
@@ -270,7 +273,9 @@ def _role(f: Field) -> tuple[str, str | None]:
     return _role_of(f.key, f.unit)
 
 
-_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step")
+# a batch is a training step in the loops that print per-batch times (PyTorch's word_language_model "ms/batch")
+_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step", "ms/batch", "s/batch",
+                   "sec/batch")
 _INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
@@ -398,6 +403,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
         raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
+        if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
+            unit, key = key, ""
         bracketed = gap.endswith("[") and line.startswith("]", after)
         out.append((key, value, unit, total, per_gpu, parenthesised, bracketed))
         prev_end = after

@@ -199,3 +199,40 @@ def test_a_repeated_record_whose_duration_is_a_key_suffix_or_a_bare_number_is_pr
 ])
 def test_repeated_lines_without_a_duration_are_not_progress(text):
     assert trial_outcome(text).failure_kind != "ok"
+
+
+# ---- per-batch time units, a unit that starts the next key, a counter with a throughput
+
+# tensorflow/models#1264 (tests/fixtures/oos-batch8/other/tf_cifar10_multigpu_train_sec_per_batch_1.log)
+_CIFAR = "\n".join(f"2017-03-28 14:51:{s:02d}.380095: step {n}, loss = 2.85 (729.8 examples/sec; {t} sec/batch)"
+                   for s, n, t in ((4, 660, "0.175"), (6, 670, "0.177"), (7, 680, "0.175")))
+
+
+@pytest.mark.parametrize(("text", "expected_s"), [
+    (_CIFAR, 0.175),
+    # made up: PyTorch word_language_model's record, the unit written as the key
+    ("\n".join(f"| epoch   1 |   {b}/ 2983 batches | lr 20.00 | ms/batch 10.{b // 200} | loss  5.73 | ppl   308.45"
+               for b in range(200, 1200, 200)), 0.0103),
+    # made up: a unit-like word that starts the next key is not the previous number's unit
+    ("\n".join(f"global_step={s} loss=2.1 sec_per_step=0.812" for s in range(10, 60, 10)), 0.812),
+])
+def test_per_batch_units_and_unit_like_key_words(text, expected_s):
+    outcome = trial_outcome(text)
+    assert outcome.metrics.get("step_time_s") == pytest.approx(expected_s, rel=0.01), outcome.reason
+
+
+@pytest.mark.parametrize("text", [
+    "Saving checkpoint Iteration: 100 Job throughput: 364.8 TFLOP/s/GPU\n",   # made up: swiss-ai's, blanks for tabs
+    "checkpoint save, step: 500, throughput: 10234.5 tokens/s\n",
+])
+def test_a_counter_with_a_throughput_is_progress_whatever_else_the_line_says(text):
+    assert trial_outcome(text).failure_kind == "ok"
+
+
+@pytest.mark.parametrize("text", [
+    "Saving checkpoint at iteration 100\n",                            # no throughput: a save phase
+    "max_step: 100 throughput target: high\n",                        # a config line, no counter value
+    "\n".join(f" > building dataset index done in 0.{i}5 seconds" for i in range(4)),  # set-up repeated
+])
+def test_a_save_or_setup_line_is_not_progress(text):
+    assert trial_outcome(text).failure_kind != "ok"
