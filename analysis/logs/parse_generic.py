@@ -81,7 +81,7 @@ _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
           r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|us/step|µs/step|sec/step|s/step|"
-          r"ms/batch|sec/batch|s/batch|"
+          r"ms/batch|sec/batch|s/batch|ms/iter|sec/iter|s/iter|"
           r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
 # A unit glued to the number, or after one blank when it is not the next field's key ("tps: 7,282  tflops: 0.5",
 # ("bsz 32 samples/s 64.0": "samples/s" is the key of 64, not the unit of 32).
@@ -168,7 +168,7 @@ def _has_word(key: str, prefixes: tuple[str, ...]) -> bool:
 _TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
                "seconds": 1.0, "min": 60.0, "h": 3600.0, "hrs": 3600.0, "ms/it": 1e-3, "ms/step": 1e-3,
                "us/step": 1e-6, "µs/step": 1e-6, "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0,
-               "ms/batch": 1e-3, "s/batch": 1.0, "sec/batch": 1.0}
+               "ms/batch": 1e-3, "s/batch": 1.0, "sec/batch": 1.0, "ms/iter": 1e-3, "s/iter": 1.0, "sec/iter": 1.0}
 _MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
 
 
@@ -275,7 +275,7 @@ def _role(f: Field) -> tuple[str, str | None]:
 
 # a batch is a training step in the loops that print per-batch times (PyTorch's word_language_model "ms/batch")
 _PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step", "ms/batch", "s/batch",
-                   "sec/batch")
+                   "sec/batch", "ms/iter", "s/iter", "sec/iter")
 _INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
@@ -284,7 +284,8 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     """(role, detail) of a field: ('time', 'step'|'cumulative'|'average'), ('rate', 'steps'|...), ('s_per_it',),
     ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
     if unit in _PER_STEP_UNITS:  # Keras' "120ms/step", tqdm's "1.50s/it", TF-Slim's "(16.93 sec/step)"
-        return "s_per_it", None
+        # a part of the step per step is not the step's time (LiBai's "time: 7.52 s/iter  data_time: 0.0021 s/iter")
+        return ("", None) if key and _has_word(key, _STEP_PARTS) else ("s_per_it", None)
     if not key and unit in _INTERVAL_UNITS:  # a bare duration ("Steps=200, loss=3.6, ..., 622.0s"): see _intervals
         return "time", "interval"
     rate = _rate_role(key, unit)
@@ -638,8 +639,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             role, detail = _role(fld)
             if role == "time":
                 by_key.setdefault(f"{detail}:{fld.key}", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
-            elif role == "s_per_it":
-                by_key.setdefault("step:s/it", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
+            elif role == "s_per_it":  # the first of a record's per-step figures (the step's; parts come after)
+                per_it = by_key.setdefault("step:s/it", [None] * n)
+                per_it[i] = per_it[i] if per_it[i] is not None else _seconds(fld.value, fld.unit, fld.key)
     step_keys = [k for k in by_key if k.startswith("step:")]
     for key in step_keys:  # a "time" that only grows is a clock
         present = [v for v in by_key[key] if v is not None]
@@ -872,7 +874,7 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
                 times.append((offset + m.start(), value))
         for m in _SUMMARY_RATE.finditer(part):
             rate = float(m.group("v") or m.group("r") or m.group("i"))
-            if math.isfinite(rate) and rate > 0:
+            if math.isfinite(rate) and rate > 0 and math.isfinite(1.0 / rate):  # 1e-320 steps/s: an infinite step
                 rates.append((offset + m.start(), 1.0 / rate))
     if times:
         return "summary step time", times

@@ -213,6 +213,13 @@ _CIFAR = "\n".join(f"2017-03-28 14:51:{s:02d}.380095: step {n}, loss = 2.85 (729
     # made up: PyTorch word_language_model's record, the unit written as the key
     ("\n".join(f"| epoch   1 |   {b}/ 2983 batches | lr 20.00 | ms/batch 10.{b // 200} | loss  5.73 | ppl   308.45"
                for b in range(200, 1200, 200)), 0.0103),
+    # Oneflow-Inc/libai#551 (tests/fixtures/oos-batch10/other/libai_gpt2_npu910b3_events_s_per_iter_1.log): the step's
+    # s/iter, not its data_time's
+    ("\n".join(f"[09/10 10:4{i}:56 lb.utils.events]:  eta: 21:00:38  iteration: {i * 20 + 19}/10000  consumed_samples: "
+               f"80  total_loss: 9.895  time: {t} s/iter  data_time: 0.0021 s/iter total_throughput: 0.53 samples/s"
+               for i, t in enumerate(("7.5187", "7.6570", "7.7011"))), 7.657),
+    # made up: a per-iteration unit spelled out
+    ("\n".join(f"Iter {s} | loss 2.1 | 450.2 ms/iter" for s in range(10, 60, 10)), 0.4502),
     # made up: a unit-like word that starts the next key is not the previous number's unit
     ("\n".join(f"global_step={s} loss=2.1 sec_per_step=0.812" for s in range(10, 60, 10)), 0.812),
 ])
@@ -236,3 +243,10 @@ def test_a_counter_with_a_throughput_is_progress_whatever_else_the_line_says(tex
 ])
 def test_a_save_or_setup_line_is_not_progress(text):
     assert trial_outcome(text).failure_kind != "ok"
+
+
+@pytest.mark.parametrize("value", ["1e-320", "0", "nan", "inf"])
+def test_a_rate_of_steps_whose_inverse_is_not_a_time_is_not_read_and_judging_does_not_fail(value):
+    outcome = trial_outcome(f"Steps/second: {value}\n")
+    assert not outcome.reason.startswith("judging failed"), outcome.reason
+    assert "step_time_s" not in outcome.metrics
