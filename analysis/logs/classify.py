@@ -820,6 +820,9 @@ def _finished_evidence(text: str) -> tuple[int, str] | None:
         idx = text.rfind(row.needle)
         if idx >= 0 and row.matches(line_around(text, idx)) and (best is None or idx > best[0]):
             best = (idx, f"{row.label}: {_around(text, idx, row.needle)}")
+    repeated = F_DONE.repeated_duration_record([(pos, message_of(line)) for pos, line in _tail_lines(text)])
+    if repeated is not None and (best is None or repeated[0] > best[0]):
+        best = (repeated[0], f"a record repeated with its duration (training ran): {repeated[1][:120]}")
     return best
 
 
@@ -881,7 +884,9 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
         found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
-                 or _ends_waiting(text, F_STALL.SETUP_PHASES) or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
+                 or _ends_waiting(text, F_STALL.SETUP_PHASES)
+                 or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_warnings(text))
+                 or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
                  or _ends_with_config_rule(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
@@ -971,10 +976,28 @@ def _last_activity(text: str) -> tuple[int, str] | None:
     return next(((pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)), None)
 
 
+def _activity_before_warnings(text: str) -> tuple[int, str] | None:
+    """The log's last activity before the Python warnings (F_STALL.PY_WARNING, with their continuation lines) that
+    end it; None when it does not end in a warning."""
+    tail = [(pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)]
+    i, skipped = 0, False
+    while True:
+        hit = next((j for j in range(i, min(i + F_STALL.WARNING_TAIL_LINES, len(tail)))
+                    if F_STALL.PY_WARNING.match(message_of(tail[j][1]))), None)
+        if hit is None:
+            break
+        i, skipped = hit + 1, True
+    return tail[i] if skipped and i < len(tail) else None
+
+
 def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:
     """The log's last activity is a phase that waits on other ranks (a row of `table`), or another record that
     explains why nothing came after it (the row's kind)."""
-    last = _last_activity(text)
+    return _in_phase(text, table, _last_activity(text))
+
+
+def _in_phase(text: str, table: tuple[Row, ...], last: tuple[int, str] | None) -> Failure | None:
+    """`last` ((position, line) of a log's activity) is a phase of `table` (its row's kind and label)."""
     if last is None:
         return None
     pos, line = last
