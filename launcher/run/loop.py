@@ -562,7 +562,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         constants, plan, key = _measure_compute(measured, constants, folder, plan, reporter, key=key, stored=stored)
         _write_inputs(cfg, folder, plan, overrides)
         kept = _kept_hashes(plan)
-        new = ledger.add_trials(_each_record(plan, ledger.config_hashes()), plan=(key, kept))
+        new = ledger.add_trials(_each_record(plan, ledger.config_hashes()),
+                                plan=(plan_store.stored_key(key, folder.plan_csv), kept))
         allowed = set(kept)
         del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
         view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change

@@ -2,8 +2,9 @@
 
 Planning a 161k-point grid prices ~17k batch classes (~11 s, issue 19), and a resume of the same command gets the
 same plan. Ledger.add_trials keeps, in the transaction that inserts the plan's trials, the plan's key and its kept
-trials' config hashes in plan order; a resume whose key matches reads them back (with the layouts from the trials'
-rows) instead of planning. The key covers what a plan depends on: the whole config, the estimator's constants
+trials' config hashes in plan order, with the size and time of the plan.csv written with them; a resume whose key
+matches, and whose plan.csv is that one, reads them back (with the layouts from the trials' rows) instead of
+planning. The key covers what a plan depends on: the whole config, the estimator's constants
 (a measured network or GEMM efficiency) and the planner's own code and data (launcher/plan, launcher/core,
 launcher/config). The ledger stays the one source of truth: a plan's trials and its key are committed together or
 not at all, so a launcher killed while planning or inserting leaves no key, and the next one plans again.
@@ -71,19 +72,30 @@ def load(cfg: RootConfig, reporter: Reporter) -> Optional[StoredPlan]:
             return None
         key, hashes = stored
         layouts = ledger.layouts()
+    key, _, stamp = key.partition("|")
+    if stamp != csv_stamp(folder.plan_csv):
+        reporter.info(f"{folder.plan_csv} is not the one written with the stored plan (missing or changed): "
+                      "planning again")
+        return None
     missing = [h for h in hashes if h not in layouts]
     if missing or not hashes:
         reporter.info(f"the stored plan in {folder.ledger} names {len(missing)} trial(s) the ledger lacks "
                       f"(e.g. {(missing or ['none'])[0]}): planning again")
         return None
-    if not folder.plan_csv.is_file():
-        reporter.info(f"{folder.plan_csv} is missing: planning again")
-        return None
     return StoredPlan(key, tuple(hashes), tuple(layouts[h] for h in hashes))
 
 
-def matching(stored: Optional[StoredPlan], cfg: RootConfig, constants: Optional[Constants] = None) -> Optional[
-        StoredPlan]:
-    """`stored` when it is the plan make_plan(cfg, constants=constants) would make, else None."""
-    return stored if stored is not None and stored.key == plan_key(cfg, constants) else None
+def stored_key(key: str, plan_csv: Path) -> str:
+    """What the ledger keeps as the plan's key: the key and the stamp of the plan.csv written with the plan (a
+    launcher killed between writing another plan's plan.csv and the ledger leaves a stamp that no longer holds)."""
+    return f"{key}|{csv_stamp(plan_csv)}"
+
+
+def csv_stamp(path: Path) -> str:
+    """plan.csv's size and modification time ('' when it is missing)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"
 

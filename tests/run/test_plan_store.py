@@ -94,10 +94,12 @@ def test_a_resume_reads_the_stored_plan_and_plans_again_only_when_it_changed(loa
     wider = Planning(monkeypatch)
     assert _run(load, root, monkeypatch, "grid.mbs=[1,2,4]") == 0 and wider.calls == 1
     assert _states(root) == {"ok": 3}  # the new trial ran, the others were kept
-    (root / "tiny" / "plan.csv").unlink()  # a stored plan without its plan.csv: planned (and written) again
-    again = Planning(monkeypatch)
-    assert _run(load, root, monkeypatch, "grid.mbs=[1,2,4]") == 0 and again.calls == 1
-    assert (root / "tiny" / "plan.csv").is_file()
+    csv = root / "tiny" / "plan.csv"
+    for change in (lambda: csv.write_text(csv.read_text() + "\n"), csv.unlink):  # not the plan.csv of the plan
+        change()
+        again = Planning(monkeypatch)
+        assert _run(load, root, monkeypatch, "grid.mbs=[1,2,4]") == 0 and again.calls == 1
+        assert csv.is_file() and csv.read_text().count("\n") == 4  # written again: header and 3 trials
 
 
 CHILD = r"""
