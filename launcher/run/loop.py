@@ -7,6 +7,7 @@ phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -508,8 +509,7 @@ def _measure_compute(cfg: RootConfig, constants: Constants, folder: SweepFolder,
     """plan.compute_probe: the saved probe or a new one (one job on one GPU, launcher.run.compute), then the plan
     again with the measured GEMM efficiency (or the stored one that is it); without a probe, everything as it
     was. The plan comes back with its key, as _measure_network's."""
-    layouts = _kept_layouts(plan)
-    if not compute.probe_enabled(cfg) or not layouts:   # no trial: no shape to measure
+    if not compute.probe_enabled(cfg) or not (layouts := _kept_layouts(plan)):  # no trial: no shape to measure
         return constants, plan, key
     probe = compute.saved_probe(cfg, folder)
     if probe is None:
@@ -551,8 +551,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
     with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
         plan, key = _plan(cfg, stored, progress=progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
-    check_slurm(cfg, _kept_layouts(plan))  # SLURM reachable and taking the largest job, before anything is created
-    #                                        or marked
+    # SLURM reachable and taking the largest job, before anything is created or marked
+    check_slurm(cfg, functools.partial(_kept_layouts, plan))
     folder = open_folder(cfg, reporter)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)

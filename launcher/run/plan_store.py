@@ -38,7 +38,15 @@ class StoredPlan:
 
     key: str
     config_hashes: tuple[str, ...]
-    layouts: tuple[Layout, ...]
+    ledger_path: Path
+
+    @functools.cached_property
+    def layouts(self) -> tuple[Layout, ...]:
+        """The kept trials' layouts, from their rows (read when asked: only SLURM's preflight and the probes need
+        them, ~0.5 s at 50k trials)."""
+        with Ledger(self.ledger_path, create=False) as ledger:
+            by_hash = ledger.layouts()
+        return tuple(by_hash[h] for h in self.config_hashes)
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,18 +79,18 @@ def load(cfg: RootConfig, reporter: Reporter) -> Optional[StoredPlan]:
             reporter.info(f"no stored plan in {folder.ledger} (a folder of an earlier release): planning again")
             return None
         key, hashes = stored
-        layouts = ledger.layouts()
+        known = ledger.config_hashes()
     key, _, stamp = key.partition("|")
     if stamp != csv_stamp(folder.plan_csv):
         reporter.info(f"{folder.plan_csv} is not the one written with the stored plan (missing or changed): "
                       "planning again")
         return None
-    missing = [h for h in hashes if h not in layouts]
+    missing = [h for h in hashes if h not in known]
     if missing or not hashes:
         reporter.info(f"the stored plan in {folder.ledger} names {len(missing)} trial(s) the ledger lacks "
                       f"(e.g. {(missing or ['none'])[0]}): planning again")
         return None
-    return StoredPlan(key, tuple(hashes), tuple(layouts[h] for h in hashes))
+    return StoredPlan(key, tuple(hashes), folder.ledger)
 
 
 def stored_key(key: str, plan_csv: Path) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -69,12 +69,13 @@ def sweep_shapes(cfg: RootConfig, layouts: Sequence[Layout]) -> list[Shape]:
     return shapes
 
 
-def check_slurm(cfg: RootConfig, layouts: Sequence[Layout]) -> None:
+def check_slurm(cfg: RootConfig, layouts: Callable[[], Sequence[Layout]]) -> None:
     """Raise SubmissionError on the first check that fails (module docstring); nothing for executor=local.
-    `layouts`: the plan's kept trials'."""
+    `layouts`: gives the plan's kept trials' (asked only for executor=slurm: a stored plan reads them from the
+    ledger)."""
     if cfg.executor.name is not ExecutorKind.slurm:
         return
-    check_reachable(cfg, sweep_shapes(cfg, layouts))
+    check_reachable(cfg, sweep_shapes(cfg, layouts()))
 
 
 def check_reachable(cfg: RootConfig, shapes: Iterable[Shape]) -> None:

@@ -23,7 +23,7 @@ from launcher.plan.constants import DEFAULT
 from launcher.plan.planner import make_plan
 from launcher.run import loop as loop_module
 from launcher.run.ledger import Ledger
-from launcher.run.plan_store import plan_key
+from launcher.run.plan_store import StoredPlan, plan_key
 
 ARGS = ["+sweep=tiny", "tracking.enabled=false", "analysis.confirm_top=0", "monitor.poll_interval_s=0.01",
         "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]", "grid.mbs=[1,2]", "grid.gbs=[8]",
@@ -50,6 +50,8 @@ def test_the_plan_is_kept_with_its_trials_or_not_at_all(tmp_path):
         assert ledger.add_trials([TrialRecord("a", 0, lay(1))], plan=("k2", ["a"])) == 0  # known: the key moves on
         assert ledger.stored_plan() == ("k2", ["a"])
         assert ledger.layouts() == {"a": Layout.from_dict(lay(1)), "b": Layout.from_dict(lay(2))}
+    stored = StoredPlan("k1", ("b", "a"), tmp_path / "ledger.sqlite")  # read when asked, in plan order
+    assert stored.layouts == (Layout.from_dict(lay(2)), Layout.from_dict(lay(1)))
 
 
 def _boom() -> TrialRecord:
