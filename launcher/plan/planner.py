@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -174,7 +174,8 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     examples: dict[str, str] = {}
     fitting: list[PlannedTrial] = []
     pruned = _PrunedSink()
-    smallest: Optional[PlannedTrial] = None  # the predicted OOM that needs least memory (for the error message)
+    smallest: Optional[tuple[Layout, Estimate, Intervals]] = None  # the predicted OOM that needs least memory (for
+    #                                                                    the error message)
     n_points = 0
     factors = SpreadFactors.of(stack_of(cfg.backend))
     shared: SharedParts = {}  # what layouts apart only in gbs share: priced once (launcher.plan.batch_class)
@@ -194,30 +195,30 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
                        flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants,
                        workload=workload_for(cfg.backend, layout), shared=shared)
         intervals = factors.intervals(est.peak_mem_gb, est.step_time_s)
-        trial = PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, intervals=intervals)
         fit = _memory_verdict(cfg, est, intervals)
-        if fit is MemoryFit.FITS:
-            fitting.append(trial)
-        elif fit.kept:
-            fitting.append(_replace(trial, selection=fit.value))
-        else:
-            if smallest is None or est.peak_mem_gb < smallest.estimate.peak_mem_gb:
-                smallest = trial
-            pruned.add(_replace(trial, pruned_by=PruneReason.PREDICTED_OOM,
-                                pruned_reason=_oom_reason(cfg, est, intervals)))
+        if fit.kept:
+            fitting.append(PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, intervals=intervals,
+                                        selection="predicted" if fit is MemoryFit.FITS else fit.value))
+            continue
+        if smallest is None or est.peak_mem_gb < smallest[1].peak_mem_gb:
+            smallest = (layout, est, intervals)
+        if pruned.full(PruneReason.PREDICTED_OOM):  # only counted: no hash, reason or trial made (~9k at 161k points)
+            pruned.count(PruneReason.PREDICTED_OOM)
+            continue
+        pruned.add(PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, PruneReason.PREDICTED_OOM,
+                                _oom_reason(cfg, est, intervals), intervals=intervals))
     if progress is not None:
         progress(n_points, total)
     if n_points and not fitting and not pruned.counts:
         raise _nothing_left(rejected, examples, n_points)
     if not fitting:
-        best = smallest
-        assert best is not None  # something was pruned (the check above), so one needed least memory
+        assert smallest is not None  # something was pruned (the check above), so one needed least memory
+        least, least_est, least_intervals = smallest
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
-                        f"memory; the smallest needs {gb_text(best.estimate.peak_mem_gb)} GB ({best.layout.label()}) "
-                        f"of "
+                        f"memory; the smallest needs {gb_text(least_est.peak_mem_gb)} GB ({least.label()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB, even at its interval's lower end "
-                        f"({gb_text(best.intervals.peak_mem_gb_low if best.intervals else best.estimate.peak_mem_gb)}"
-                        f" GB). Add pp/tp, recompute, ZeRO, or raise plan.keep_borderline to run it anyway.")
+                        f"({gb_text(least_intervals.peak_mem_gb_low)} GB). Add pp/tp, recompute, ZeRO, or raise "
+                        "plan.keep_borderline to run it anyway.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
     # The band's trials after the others, cheapest informative first (the scheduler still orders the sweep's runs)
     kept = ([t for t in kept if t.selection != MemoryFit.BAND.value]
@@ -244,6 +245,14 @@ class _PrunedSink:
         if self.counts[code] <= MAX_PRUNED_KEPT:
             self.kept.append(trial)
 
+    def full(self, reason: PruneReason) -> bool:
+        """Whether a trial pruned for `reason` would only be counted (MAX_PRUNED_KEPT kept already)."""
+        return self.counts[str(reason)] >= MAX_PRUNED_KEPT
+
+    def count(self, reason: PruneReason) -> None:
+        """One more trial pruned for `reason`, not kept."""
+        self.counts[str(reason)] += 1
+
 
 def check_grid_cap(grid: GridConfig, cluster: ClusterConfig, cap: int) -> int:
     """The grid's size (product of its dimensions plus the includes); over `cap`, a ConfigError that shows the
@@ -266,12 +275,15 @@ PLAN_COLUMNS = ("rank", "config_hash", "selection", *NAMES, "peak_mem_gb", "peak
 
 def plan_rows(plan: Plan) -> list[dict[str, Any]]:
     """plan.csv rows: kept trials ranked first, then pruned ones (rank empty)."""
-    rows = []
+    return list(each_plan_row(plan))
+
+
+def each_plan_row(plan: Plan) -> Iterator[dict[str, Any]]:
+    """plan_rows one at a time (a 50k-trial plan's rows at once cost ~100 MB)."""
     for rank, t in enumerate(plan.trials, 1):
-        rows.append(_row(t, rank))
+        yield _row(t, rank)
     for t in plan.pruned:
-        rows.append(_row(t, None))
-    return rows
+        yield _row(t, None)
 
 
 def _row(t: PlannedTrial, rank: Optional[int]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from launcher.plan import spread
 from launcher.plan.band import HIGH_QUANTILE, LOW_QUANTILE
 from launcher.plan.cost import cost_lines, forecast
 from launcher.plan.inputs import stack_of
-from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, plan_rows
+from launcher.plan.planner import PLAN_COLUMNS, Plan, PlannedTrial, each_plan_row
 from launcher.plan.rules import Issue
 
 MAX_TABLE_ROWS = 40
@@ -31,7 +31,7 @@ def write_plan_csv(plan: Plan, path: Path) -> None:
     with replacing(path) as tmp, tmp.open("w", newline="") as fh:  # a reader never sees half a plan
         writer = csv.DictWriter(fh, fieldnames=PLAN_COLUMNS)
         writer.writeheader()
-        writer.writerows(plan_rows(plan))
+        writer.writerows(each_plan_row(plan))
 
 
 def print_plan(cfg: RootConfig, plan: Plan, reporter: Reporter, csv_path: Path | None = None) -> None:

@@ -15,7 +15,7 @@ import functools
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Optional, TypeVar
@@ -167,6 +167,10 @@ _RECORD_NAMES = frozenset(f.name for f in _RECORD_FIELDS)
 _RECORD_ORDER = tuple(f.name for f in _RECORD_FIELDS)
 _SELECTED = _RECORD_ORDER + _DIMENSION_NAMES
 """The columns a record is read from, in the order _from_row takes them."""
+_ROW_NAMES = tuple(dict.fromkeys((*_RECORD_ORDER, "updated_at", *_DIMENSION_NAMES)))
+"""The columns _to_row gives, in its order."""
+PLAN_KEY, PLAN_TRIALS = "plan_key", "plan_trials"
+"""meta keys of the stored plan (Ledger.add_trials' `plan`)."""
 _SELECT = f"SELECT {', '.join(_SELECTED)} FROM trials"
 _IN_CHUNK = 500
 """Config hashes per `IN (...)` query (sqlite allows 999 parameters in older builds)."""
@@ -272,27 +276,56 @@ class Ledger:
 
     # -- trials -----------------------------------------------------------------------------------------------
     @_guarded
-    def add_trials(self, records: Iterable[TrialRecord]) -> int:
-        """Insert trials that are not in the ledger yet (existing ones keep their state). Returns how many were new."""
+    def add_trials(self, records: Iterable[TrialRecord], plan: Optional[tuple[str, Sequence[str]]] = None) -> int:
+        """Insert trials that are not in the ledger yet (existing ones keep their state). Returns how many were new.
+        `plan`: (its key, the kept trials' config hashes in plan order), kept in the same transaction as the trials
+        (launcher.run.plan_store): a resume that finds it reads it back instead of planning again."""
         now = time.time()
         with self._transaction():
             known = self.config_hashes()  # in the transaction: what INSERT OR IGNORE would ignore, row by row
-            fresh = []
-            for r in records:
-                if r.config_hash not in known:
-                    known.add(r.config_hash)
-                    fresh.append(r)
-            if not fresh:
-                return 0
-            names = list(_to_row(fresh[0], now))
-            # one statement for the whole plan (a 50k-trial plan row by row took seconds), the journal likewise;
-            # the rows converted as sqlite takes them (50k rows of JSON at once cost ~100 MB)
-            self._db.executemany(f"INSERT INTO trials({', '.join(names)}) VALUES({', '.join('?' for _ in names)})",
-                                 (tuple(_to_row(r, now).values()) for r in fresh))
+            fresh: list[tuple[str, str]] = []
+
+            def rows() -> Iterator[tuple[Any, ...]]:
+                # converted as sqlite takes them, and the records too when `records` is a generator (50k records
+                # with their predictions, or rows of JSON, held at once cost ~100 MB each)
+                for r in records:
+                    if r.config_hash not in known:
+                        known.add(r.config_hash)
+                        fresh.append((r.config_hash, str(r.state)))
+                        yield tuple(_to_row(r, now).values())
+
+            # one statement for the whole plan (a 50k-trial plan row by row took seconds), the journal likewise
+            self._db.executemany(f"INSERT INTO trials({', '.join(_ROW_NAMES)}) "
+                                 f"VALUES({', '.join('?' for _ in _ROW_NAMES)})", rows())
             self._db.executemany("INSERT INTO events(ts, config_hash, state, detail) VALUES(?, ?, ?, ?)",
-                                 ((now, r.config_hash, str(r.state), "added") for r in fresh))
-        self._written.extend(r.config_hash for r in fresh)
+                                 ((now, key, state, "added") for key, state in fresh))
+            if plan is not None:
+                self.set_meta(PLAN_KEY, plan[0])
+                self.set_meta(PLAN_TRIALS, "\n".join(plan[1]))
+        self._written.extend(key for key, _ in fresh)
         return len(fresh)
+
+    @_guarded
+    def stored_plan(self) -> Optional[tuple[str, list[str]]]:
+        """(key, kept trials' config hashes in plan order) of the plan add_trials was last given; None when it was
+        given none (a folder of an earlier release)."""
+        key, text = self.get_meta(PLAN_KEY), self.get_meta(PLAN_TRIALS)
+        if not key or text is None:
+            return None
+        return key, text.split("\n") if text else []
+
+    @_guarded
+    def layouts(self) -> dict[str, Layout]:
+        """Every trial's layout by config hash (the layout columns alone: no record decoded)."""
+        cursor = self._db.cursor()
+        cursor.row_factory = None
+        out = {}
+        for row in cursor.execute(f"SELECT config_hash, {', '.join(_DIMENSION_NAMES)} FROM trials"):
+            layout = dict(zip(_DIMENSION_NAMES, row[1:]))
+            for name in _BOOL_DIMENSIONS:
+                layout[name] = bool(layout[name])
+            out[row[0]] = Layout(**layout)
+        return out
 
     @_guarded
     def config_hashes(self) -> set[str]:

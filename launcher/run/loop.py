@@ -7,10 +7,11 @@ phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Optional
@@ -21,6 +22,7 @@ from launcher.config.schema import RootConfig
 from launcher.core import strict_json
 from launcher.core.console import Reporter
 from launcher.core.errors import ParseError
+from launcher.core.layout import Layout
 from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
@@ -31,7 +33,7 @@ from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
-from launcher.run import compute, network, trial_files
+from launcher.run import compute, network, plan_store, trial_files
 from launcher.run.bringback import BROUGHT_BACK, bring_back, may_come_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
@@ -40,6 +42,7 @@ from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.identity import check_same_setup
 from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
+from launcher.run.plan_store import StoredPlan, plan_key
 from launcher.run.policy import OomIndex, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.run.refusal import plan_refused_again, refused_changes, refused_note
@@ -56,18 +59,44 @@ def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
     return folder
 
 
-def _records(plan: Plan, known: Collection[str] = ()) -> list[TrialRecord]:
+def _records(plan: Plan | StoredPlan, known: Collection[str] = ()) -> list[TrialRecord]:
+    """_each_record as a list."""
+    return list(_each_record(plan, known))
+
+
+def _each_record(plan: Plan | StoredPlan, known: Collection[str] = ()) -> Iterator[TrialRecord]:
     """The plan as ledger records: kept trials, then those pruned as predicted OOMs (budget-dropped layouts are not
     trials of this sweep). Predictions, breakdowns included, are recorded here once for everything downstream.
     `known`: config hashes the ledger holds (a resume): left out, as Ledger.add_trials would leave them, without
-    converting 50k estimates first."""
-    records = [TrialRecord(t.config_hash, pos, t.layout, _predicted(t), t.selection)
-               for pos, t in enumerate(plan.trials) if t.config_hash not in known]
+    converting 50k estimates first. One at a time (Ledger.add_trials converts them as sqlite takes them); a stored
+    plan's are in the ledger already."""
+    if isinstance(plan, StoredPlan):
+        return
+    for pos, t in enumerate(plan.trials):
+        if t.config_hash not in known:
+            yield TrialRecord(t.config_hash, pos, t.layout, _predicted(t), t.selection)
     for pos, t in enumerate(plan.pruned, len(plan.trials)):
         if t.pruned_by is PruneReason.PREDICTED_OOM and t.config_hash not in known:
-            records.append(TrialRecord(t.config_hash, pos, t.layout, _predicted(t), "pruned",
-                                       state=TrialState.PRUNED, pruned_by=t.pruned_by, reason=t.pruned_reason))
-    return records
+            yield TrialRecord(t.config_hash, pos, t.layout, _predicted(t), "pruned", state=TrialState.PRUNED,
+                              pruned_by=t.pruned_by, reason=t.pruned_reason)
+
+
+def _kept_layouts(plan: Plan | StoredPlan) -> list[Layout]:
+    return list(plan.layouts) if isinstance(plan, StoredPlan) else [t.layout for t in plan.trials]
+
+
+def _kept_hashes(plan: Plan | StoredPlan) -> list[str]:
+    return list(plan.config_hashes) if isinstance(plan, StoredPlan) else [t.config_hash for t in plan.trials]
+
+
+def _plan(cfg: RootConfig, stored: Optional[StoredPlan], constants: Optional[Constants] = None,
+          progress: Optional[PlanningProgress] = None) -> tuple[Plan | StoredPlan, str]:
+    """(the plan, its key): the stored one when it is what planning would make (launcher.run.plan_store), else a
+    new one."""
+    key = plan_key(cfg, constants)
+    if stored is not None and stored.key == key:
+        return stored, key
+    return make_plan(cfg, progress, constants=constants), key
 
 
 _PLAIN = (int, float, str, bool, type(None))
@@ -449,13 +478,15 @@ def confirm_finalists(cfg: RootConfig, ledger: Ledger, loop: SweepLoop, reporter
         loop.run()
 
 
-def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan,
-                     reporter: Reporter) -> tuple[RootConfig, Constants, Plan]:
+def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan | StoredPlan, reporter: Reporter, *,
+                     key: str = "", stored: Optional[StoredPlan] = None,
+                     ) -> tuple[RootConfig, Constants, Plan | StoredPlan, str]:
     """plan.network_probe: the saved probe or a new one (one job, launcher.run.network), then the plan again with
-    the measured bandwidths; without a probe, everything as it was."""
+    the measured bandwidths (or the stored one that is it: launcher.run.plan_store); without a probe, everything
+    as it was. The plan comes back with its key (`key`: that of `plan`)."""
     if not network.probe_enabled(cfg):
-        return cfg, network.with_network(cfg, None)[1], plan
-    nodes = network.probe_nodes(cfg, max(t.layout.nodes for t in plan.trials))
+        return cfg, network.with_network(cfg, None)[1], plan, key
+    nodes = network.probe_nodes(cfg, max(layout.nodes for layout in _kept_layouts(plan)))
     probe = network.saved_probe(cfg, folder, nodes)
     if probe is None:
         reporter.info(f"network probe: {nodes} node(s) of {cfg.cluster.name} (python -m launcher.netbench) ...")
@@ -463,42 +494,46 @@ def _measure_network(cfg: RootConfig, folder: SweepFolder, plan: Plan,
         probe = network.run_probe(cfg, folder, runner, nodes, cfg.monitor.poll_interval_s,
                                   cfg.executor.timeout_min * 60, reporter)
     if probe is None:
-        return cfg, network.with_network(cfg, None)[1], plan
+        return cfg, network.with_network(cfg, None)[1], plan, key
     p = probe.profile()
     reporter.info(f"network measured ({p.source}): intra-node {_gb(p.intra_node_gbytes_per_s)}, inter-node "
           f"{_gb(p.inter_node_gbytes_per_s)} (datasheet {cfg.cluster.intra_node_gbytes_per_s:g}, "
           f"{cfg.cluster.inter_node_gbytes_per_s:g} GB/s)")
     measured, constants = network.with_network(cfg, probe)
-    return measured, constants, make_plan(measured, constants=constants)
+    return (measured, constants, *_plan(measured, stored, constants))
 
 
-def _measure_compute(cfg: RootConfig, constants: Constants, folder: SweepFolder, plan: Plan,
-                     reporter: Reporter) -> tuple[Constants, Plan]:
+def _measure_compute(cfg: RootConfig, constants: Constants, folder: SweepFolder, plan: Plan | StoredPlan,
+                     reporter: Reporter, *, key: str = "", stored: Optional[StoredPlan] = None,
+                     ) -> tuple[Constants, Plan | StoredPlan, str]:
     """plan.compute_probe: the saved probe or a new one (one job on one GPU, launcher.run.compute), then the plan
-    again with the measured GEMM efficiency; without a probe, everything as it was."""
-    if not compute.probe_enabled(cfg) or not plan.trials:   # no trial: no shape to measure
-        return constants, plan
+    again with the measured GEMM efficiency (or the stored one that is it); without a probe, everything as it
+    was. The plan comes back with its key, as _measure_network's."""
+    if not compute.probe_enabled(cfg) or not (layouts := _kept_layouts(plan)):  # no trial: no shape to measure
+        return constants, plan, key
     probe = compute.saved_probe(cfg, folder)
     if probe is None:
         reporter.info(f"compute probe: 1 GPU of {cfg.cluster.name} (python -m launcher.computebench) ...")
         runner = make_runner(cfg.executor, cfg.cluster, folder.jobs, reporter)
-        probe = compute.run_probe(cfg, folder, runner, [t.layout for t in plan.trials], cfg.monitor.poll_interval_s,
+        probe = compute.run_probe(cfg, folder, runner, layouts, cfg.monitor.poll_interval_s,
                                   cfg.executor.timeout_min * 60, reporter)
     new, profile = compute.with_compute(cfg, constants, probe)
     if profile is None:
-        return constants, plan
+        return constants, plan, key
     reporter.info(f"compute measured ({compute.describe(cfg, profile)})")
-    return new, make_plan(cfg, constants=new)
+    return (new, *_plan(cfg, stored, new))
 
 
 def _gb(value: Optional[float]) -> str:
     return "not measured" if value is None else f"{value:.3g} GB/s"
 
 
-def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan, overrides: Sequence[str]) -> None:
+def _write_inputs(cfg: RootConfig, folder: SweepFolder, plan: Plan | StoredPlan, overrides: Sequence[str]) -> None:
+    """config.yaml, the command and plan.csv (a stored plan's is there already: plan_store checked it)."""
     folder.config.write_text(to_yaml(cfg))
     folder.write_command(["python", "-m", "launcher", *overrides])
-    write_plan_csv(plan, folder.plan_csv)
+    if isinstance(plan, Plan):
+        write_plan_csv(plan, folder.plan_csv)
 
 
 def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> None:
@@ -512,20 +547,24 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
     """Plan, run every trial (resuming what a folder holds), then hand the sweep to hooks.finish; its exit status."""
     require_runnable(cfg.backend, cfg.model)  # before anything is created or submitted
     t_plan = time.perf_counter()
+    stored = plan_store.load(cfg, reporter)  # a resume of the same sweep: the plan its ledger keeps
     with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
-        plan = make_plan(cfg, progress)  # raises before anything is created or submitted
+        plan, key = _plan(cfg, stored, progress=progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
-    check_slurm(cfg, plan)  # SLURM reachable and taking the largest job, before anything is created or marked
+    # SLURM reachable and taking the largest job, before anything is created or marked
+    check_slurm(cfg, functools.partial(_kept_layouts, plan))
     folder = open_folder(cfg, reporter)
     with folder.exclusive(), Ledger(folder.ledger) as ledger:
         _check_same_setup(cfg, ledger, folder)
         # The loop plans with the measured network; config.yaml keeps the preset's numbers (python -m analysis
         # applies the saved probe to them again, analysis.report.conclusion.estimator_inputs).
-        measured, constants, plan = _measure_network(cfg, folder, plan, reporter)
-        constants, plan = _measure_compute(measured, constants, folder, plan, reporter)
+        measured, constants, plan, key = _measure_network(cfg, folder, plan, reporter, key=key, stored=stored)
+        constants, plan, key = _measure_compute(measured, constants, folder, plan, reporter, key=key, stored=stored)
         _write_inputs(cfg, folder, plan, overrides)
-        new = ledger.add_trials(_records(plan, ledger.config_hashes()))
-        allowed = {t.config_hash for t in plan.trials}
+        kept = _kept_hashes(plan)
+        new = ledger.add_trials(_each_record(plan, ledger.config_hashes()),
+                                plan=(plan_store.stored_key(key, folder.plan_csv), kept))
+        allowed = set(kept)
         del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
         view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
         # the budget is checked again, maybe a larger one

@@ -19,15 +19,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import SubmissionError
+from launcher.core.layout import Layout
 from launcher.core.names import ExecutorKind
-from launcher.plan.planner import Plan
 from launcher.run import network
 from launcher.run.executor import job_options
 
@@ -59,20 +59,23 @@ def largest_shapes(shapes: Iterable[Shape]) -> list[Shape]:
                                          for o in unique)]
 
 
-def sweep_shapes(cfg: RootConfig, plan: Plan) -> list[Shape]:
-    """What the sweep will ask SLURM for: every planned trial's shape, and the network probe's job."""
-    shapes = [Shape(t.layout.nodes, t.layout.gpus_per_node) for t in plan.trials]
-    if network.probe_enabled(cfg) and plan.trials:
-        shapes.append(Shape(network.probe_nodes(cfg, max(t.layout.nodes for t in plan.trials)),
+def sweep_shapes(cfg: RootConfig, layouts: Sequence[Layout]) -> list[Shape]:
+    """What the sweep will ask SLURM for: every planned trial's shape (`layouts`: the plan's kept trials'), and the
+    network probe's job."""
+    shapes = [Shape(layout.nodes, layout.gpus_per_node) for layout in layouts]
+    if network.probe_enabled(cfg) and layouts:
+        shapes.append(Shape(network.probe_nodes(cfg, max(layout.nodes for layout in layouts)),
                             cfg.cluster.gpus_per_node))
     return shapes
 
 
-def check_slurm(cfg: RootConfig, plan: Plan) -> None:
-    """Raise SubmissionError on the first check that fails (module docstring); nothing for executor=local."""
+def check_slurm(cfg: RootConfig, layouts: Callable[[], Sequence[Layout]]) -> None:
+    """Raise SubmissionError on the first check that fails (module docstring); nothing for executor=local.
+    `layouts`: gives the plan's kept trials' (asked only for executor=slurm: a stored plan reads them from the
+    ledger)."""
     if cfg.executor.name is not ExecutorKind.slurm:
         return
-    check_reachable(cfg, sweep_shapes(cfg, plan))
+    check_reachable(cfg, sweep_shapes(cfg, layouts()))
 
 
 def check_reachable(cfg: RootConfig, shapes: Iterable[Shape]) -> None:

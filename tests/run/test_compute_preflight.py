@@ -64,7 +64,7 @@ def preflight(load, in_tmp, monkeypatch):
         monkeypatch.setattr(loop_module, "make_runner", lambda *a: runner)
         folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)
         folder.create()
-        constants, plan = loop_module._measure_compute(cfg, DEFAULT, folder, make_plan(cfg), Reporter.for_streams())
+        constants, plan, _ = loop_module._measure_compute(cfg, DEFAULT, folder, make_plan(cfg), Reporter.for_streams())
         return runner, cfg, folder, constants, plan
     return run
 

@@ -56,7 +56,7 @@ def preflight(load, in_tmp, monkeypatch):
         cfg = load("+sweep=tiny", "plan.network_probe=true", f"sweep.name={name}", *overrides)
         folder = SweepFolder.of(cfg.sweep.root_dir, cfg.sweep.name)
         folder.create()
-        measured, constants, plan = loop_module._measure_network(cfg, folder, make_plan(cfg), Reporter.for_streams())
+        measured, constants, plan, _ = loop_module._measure_network(cfg, folder, make_plan(cfg), Reporter.for_streams())
         return runner, cfg, folder, measured, constants, plan
     return run
 
