@@ -109,8 +109,12 @@ class ResidualModel:
         if cached is not None:
             _remember(dims, cached)
             return cached
-        columns, names = [np.ones((len(dims), 1))], ["offset"]
-        text = np.array(key, dtype=str).reshape(len(dims), len(DIMENSIONS))
+        # The distinct rows first (trials apart only in PER_SWEEP dimensions share one: a 50k-trial grid has a
+        # third as many), then each trial's row of their design: the same columns, built from fewer strings.
+        distinct: dict[tuple[str, ...], int] = {}
+        of_row = np.fromiter((distinct.setdefault(row, len(distinct)) for row in key), dtype=int, count=len(key))
+        columns, names = [np.ones((len(distinct), 1))], ["offset"]
+        text = np.array(list(distinct), dtype=str).reshape(len(distinct), len(DIMENSIONS))
         for j, d in enumerate(DIMENSIONS):
             # sorted as Python sorts str (by code point), one indicator column per value: column by column, not
             # a Python pass per trial and value (50k trials, ~40 values)
@@ -119,7 +123,7 @@ class ResidualModel:
                 continue
             columns.append((which.reshape(-1, 1) == np.arange(len(values))).astype(float))
             names.extend(f"{d}={v}" for v in values.tolist())
-        design = (np.concatenate(columns, axis=1), tuple(names))
+        design = (np.concatenate(columns, axis=1)[of_row], tuple(names))
         if len(_DESIGNS) > 64:      # a sweep asks for the same grid at every decision: keep the last few
             _DESIGNS.clear()
         _DESIGNS[key] = design
