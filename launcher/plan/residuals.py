@@ -80,6 +80,11 @@ def _rows(dims: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], ...]:
     return tuple(out)
 
 
+_DISTINCT: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+"""id(a design of _DESIGNS) -> (it, its distinct rows, each trial's distinct row): the posterior's sd and mean are
+a row's alone, so they are computed once per distinct row (a third of the rows of a 50k-trial grid)."""
+
+
 def _remember(dims: Sequence[Mapping[str, Any]], design: tuple[np.ndarray, tuple[str, ...]]) -> None:
     if isinstance(dims, tuple):
         _LAST_TUPLE[:] = [dims, design]
@@ -123,10 +128,13 @@ class ResidualModel:
                 continue
             columns.append((which.reshape(-1, 1) == np.arange(len(values))).astype(float))
             names.extend(f"{d}={v}" for v in values.tolist())
-        design = (np.concatenate(columns, axis=1)[of_row], tuple(names))
+        rows = np.concatenate(columns, axis=1)
+        design = (rows[of_row], tuple(names))
         if len(_DESIGNS) > 64:      # a sweep asks for the same grid at every decision: keep the last few
             _DESIGNS.clear()
+            _DISTINCT.clear()
         _DESIGNS[key] = design
+        _DISTINCT[id(design[0])] = (design[0], rows, of_row)
         _remember(dims, design)
         return design
 
@@ -193,6 +201,11 @@ class ResidualModel:
         import numpy as np
 
         design, _, mean_w, cov = self._weights(dims, measured)
+        parts = _DISTINCT.get(id(design))
+        if parts is not None and parts[0] is design:   # per distinct row, then each trial's: the same numbers
+            rows, of_row = parts[1], parts[2]
+            var = np.einsum("ij,jk,ik->i", rows, cov, rows)[of_row]
+            return Residuals((rows @ mean_w)[of_row], np.sqrt(var + self.noise_sd ** 2), len(measured))
         var = np.einsum("ij,jk,ik->i", design, cov, design)
         return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
 

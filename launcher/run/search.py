@@ -26,7 +26,7 @@ import operator
 from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -119,7 +119,9 @@ class Search:
         self._predicted: Optional[tuple[tuple, Predictions]] = None
         """(what the predictions depend on, the predictions): the loop asks several times between two refits."""
         self._asked: list[TrialRecord] = []
-        """The records of the last predictions() call (held: the same objects again mean the same answer)."""
+        """The records last asked about (held: the same objects again mean the same answers, _memo)."""
+        self._memo: dict[object, object] = {}
+        """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
         self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
@@ -232,11 +234,10 @@ class Search:
         """config hash -> the current calibration's prediction (PREDICTION_KEYS + n_fit) of every estimated trial."""
         import numpy as np
 
-        asked, cached = self._asked, self._predicted
-        if cached is not None and len(asked) == len(records) and all(map(operator.is_, asked, records)) \
-                and cached[0][0] is self.calibration:
-            return cached[1]   # the same record objects (the view replaces a record when its row changes)
-        self._asked = list(records)
+        memo, cached = self._records_memo(records), self._predicted
+        hit = memo.get("predictions")
+        if isinstance(hit, tuple) and hit[0] is self.calibration:
+            return cast(Predictions, hit[1])
         trials = [r for r in records if estimated(r)]
         if not trials:
             none = np.zeros(0)
@@ -248,6 +249,7 @@ class Search:
                    tuple(measured.items()), tuple(checked))
         if cached is not None and _same(cached[0], depends):
             self._predicted = (depends, cached[1])
+            memo["predictions"] = (self.calibration, cached[1])
             return cached[1]
         step_p, sd_p, peak, mem_sd = self._prediction(trials)
         step, sd = step_p, sd_p
@@ -259,11 +261,28 @@ class Search:
         tokens = np.fromiter((r.layout.gbs * seq_len for r in trials), dtype=float, count=len(trials))
         out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
         self._predicted = (depends, out)
+        memo["predictions"] = (self.calibration, out)
         return out
+
+    def _records_memo(self, records: Sequence[TrialRecord]) -> dict[object, object]:
+        """What was derived from these records, empty unless they are the very objects asked about last (the
+        view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials."""
+        asked = self._asked
+        if len(asked) != len(records) or not all(map(operator.is_, asked, records)):
+            self._asked, self._memo = list(records), {}
+        return self._memo
+
+    def _outcomes(self, records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
+        """outcomes(records, objective), once per set of records."""
+        memo = self._records_memo(records)
+        hit = memo.get(("outcomes", objective))
+        if hit is None:
+            hit = memo[("outcomes", objective)] = outcomes(records, objective)
+        return cast(list[Outcome], hit)
 
     def learned(self, records: Sequence[TrialRecord]) -> bool:
         """Whether the predictions have learned from measured trials (scheduler.learned)."""
-        return scheduler.learned(self.policy, self.calibration.applied, _measured(outcomes(records)))
+        return scheduler.learned(self.policy, self.calibration.applied, _measured(self._outcomes(records)))
 
     def planned(self, records: Sequence[TrialRecord], predictions: Mapping[str, dict]) -> list[Planned]:
         """The trials `predictions` holds, as the scheduler reads them (the search's Predictions: from its columns,
@@ -295,7 +314,7 @@ class Search:
               head: Optional[int] = None) -> list[scheduler.Pick]:
         """Every unrun trial of the search, the one to run next first (scheduler.order's candidates and head)."""
         planned = self.planned(records, self.predictions(records))
-        finished = outcomes(records, self.cfg.plan.objective)
+        finished = self._outcomes(records, self.cfg.plan.objective)
         b, policy = self.cfg.backend, self.policy
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
@@ -307,7 +326,7 @@ class Search:
         """The stop rule, once the predictions may be trusted (scheduler.trusted, as replay does)."""
         cal, policy = self.calibration, self.policy
         planned = self.planned(records, self.predictions(records))
-        finished = outcomes(records, self.cfg.plan.objective)
+        finished = self._outcomes(records, self.cfg.plan.objective)
         trusted = scheduler.trusted(policy, cal.applied, cal.n_holdout, _measured(finished))
         return scheduler.stop_rule(planned, finished, calibrated=trusted,
                                    noise_tolerance=self.cfg.analysis.noise_tolerance, combine=policy.stop_combine,
@@ -360,6 +379,12 @@ class Predictions(MutableMapping[str, dict]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._index or key in self._made
+
+    def get(self, key: str, default: Optional[dict] = None) -> Optional[dict]:  # type: ignore[override]
+        """Mapping.get without raising and catching a KeyError for every trial not predicted (pruned ones)."""
+        if key not in self:
+            return default
+        return self.__getitem__(key)
 
     def __iter__(self) -> Iterator[str]:
         yield from self._keys

@@ -16,7 +16,7 @@ from launcher.plan.calibrate import STEP_PARAMETERS, FeatureTable, log_step_grad
 from launcher.plan.planner import make_plan
 from launcher.run.loop import _records
 from launcher.run.scheduler import POLICY
-from launcher.run.search import Predictions, Search, calibrated_ooms, estimated
+from launcher.run.search import Predictions, Search, calibrated_ooms, estimated, outcomes
 
 
 @pytest.fixture
@@ -113,8 +113,12 @@ def test_the_same_records_again_are_answered_without_a_pass_and_a_change_recompu
     search = Search(cfg)
     first = search.predictions(records)
     assert search.predictions(list(records)) is first     # the same record objects, a new list
+    assert search._outcomes(records) == outcomes(records) == []
     changed = measured(records, n=1)                      # one row replaced (as the view does)
     again = search.predictions(changed)
     fresh = Search(cfg)
     assert again is not first and dict(again) == dict(fresh.predictions(changed))
+    assert search._outcomes(changed, "tokens_per_s") == outcomes(changed) and len(outcomes(changed)) == 1
+    pruned = replace(changed[-1], state=TrialState.PRUNED)
+    assert search.predictions([*changed[:-1], pruned]).get(pruned.config_hash) is None
     assert POLICY.residuals     # the spread of the fitted constants is not priced: the residual model's is used
