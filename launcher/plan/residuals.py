@@ -210,6 +210,18 @@ class ResidualModel:
         return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
 
 
+def same_columns(dims: Sequence[Mapping[str, Any]], index: np.ndarray) -> bool:
+    """Whether the trials dims[index] have every value that the design of `dims` has a column for: their own design
+    then has the same columns, and (the posterior of a row depending only on the measured rows and the columns)
+    each trial's posterior is the one it has among `dims`."""
+    import numpy as np
+
+    design, _ = MODEL.design(dims)     # the design does not depend on the model's scales
+    parts = _DISTINCT.get(id(design))
+    used = design[index] if parts is None or parts[0] is not design else parts[1][np.unique(parts[2][index])]
+    return bool(used.any(axis=0).all()) if len(used) else design.shape[1] == 0
+
+
 def _identified(design: np.ndarray, names: Sequence[str],
                 rows: Sequence[int]) -> tuple[np.ndarray, tuple[str, ...]]:
     """The columns of the offset and of the dimensions with at least two values among the measured rows."""

@@ -52,7 +52,7 @@ from launcher.plan.calibrate import (
 )
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
-from launcher.plan.residuals import corrected
+from launcher.plan.residuals import corrected, same_columns
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -122,6 +122,9 @@ class Search:
         """The records last asked about (held: the same objects again mean the same answers, _memo)."""
         self._memo: dict[object, object] = {}
         """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
+        self._last: Optional[tuple] = None
+        """The last full prediction: (calibration, measured (key, step) pairs, checks, key -> row, (step, sd, peak,
+        mem_sd) arrays, the trials' dims), for a question about fewer of its trials (_fewer_of_last)."""
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
         self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
@@ -251,18 +254,45 @@ class Search:
             self._predicted = (depends, cached[1])
             memo["predictions"] = (self.calibration, cached[1])
             return cached[1]
-        step_p, sd_p, peak, mem_sd = self._prediction(trials)
-        step, sd = step_p, sd_p
-        if self.policy.residuals:   # what the measured trials show, shared by the trials with layout values in common
-            if self._dims_of[0] != depends[2]:
-                self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
-            step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
+        by_key = tuple((trials[i].config_hash, s) for i, s in measured.items())
+        fewer = self._fewer_of_last(depends[2], by_key, depends[4])
+        if fewer is not None:
+            step, sd, peak, mem_sd = fewer
+        else:
+            step_p, sd_p, peak, mem_sd = self._prediction(trials)
+            step, sd = step_p, sd_p
+            if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
+                if self._dims_of[0] != depends[2]:
+                    self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
+                step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
+            self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
+                          (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
         seq_len = self.cfg.model.seq_len
         tokens = np.fromiter((r.layout.gbs * seq_len for r in trials), dtype=float, count=len(trials))
         out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
         return out
+
+    def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
+                       ) -> Optional[tuple[np.ndarray, ...]]:
+        """The last full prediction's (step, sd, peak, mem_sd) of `keys`, when they are some of its trials under the
+        same calibration, measurements and checks, and (with the residual model) their layouts still have every
+        value its design has a column for: each trial's prediction is then its own, whatever the others (the
+        residual posterior depends on the measured rows and the design's columns alone), so the trials pruned
+        since (the loop prunes between two questions of a poll) cost a gather, not a new prediction. None: not."""
+        import numpy as np
+
+        last = self._last
+        if last is None or last[0] is not self.calibration or last[1] != measured or last[2] != checked:
+            return None
+        index = last[3]
+        idx = np.fromiter((index.get(k, -1) for k in keys), dtype=int, count=len(keys))
+        if len(idx) and idx.min() < 0:
+            return None
+        if self.policy.residuals and not same_columns(last[5], idx):
+            return None
+        return tuple(a[idx] for a in last[4])
 
     def _records_memo(self, records: Sequence[TrialRecord]) -> dict[object, object]:
         """What was derived from these records, empty unless they are the very objects asked about last (the
@@ -290,11 +320,11 @@ class Search:
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
         startup_s, share = self.cfg.backend.startup_s, Objective(objective).share  # objective_share, made once
         shares: dict[int, float] = {}   # per GPU count: a property of the enum per trial cost ~0.2 s at 50k
-        row = predictions.row if isinstance(predictions, Predictions) else None
+        rows = predictions.rows() if isinstance(predictions, Predictions) else {}
         step, sd, peak, mem_sd = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
         out = []
         for r in records:
-            i = None if row is None else row(r.config_hash)
+            i = rows.get(r.config_hash)
             if i is not None:
                 values = (step[i], sd[i], peak[i], mem_sd[i])
             elif (p := predictions.get(r.config_hash)) is not None:   # set by the loop (brought back)
@@ -353,6 +383,12 @@ class Predictions(MutableMapping[str, dict]):
     def row(self, key: str) -> Optional[int]:
         """The key's place in the columns (None: not predicted here, or its prediction set later)."""
         return None if key in self._set else self._index.get(key)
+
+    def rows(self) -> Mapping[str, int]:
+        """key -> its place in the columns, for every key read from them (row() without a call per trial)."""
+        if not self._set:
+            return self._index
+        return {k: i for k, i in self._index.items() if k not in self._set}
 
     def columns(self) -> tuple[list[float], list[float], list[float], list[float]]:
         """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
@@ -506,14 +542,14 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, di
     largest_fitted = max(fitted, default=0.0)
     # The search's Predictions: a peak under the margin fits (band.memory_fit's first test, the same product) and
     # one a measured trial covers is kept, read from the column without making the trial's dict.
-    row = predictions.row if isinstance(predictions, Predictions) else None
+    rows = predictions.rows() if isinstance(predictions, Predictions) else {}
     _, _, peaks, mem_sds = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
     fits_gb = margin * capacity_gb
     out = []
     for r in records:
         if r.state is not TrialState.PLANNED:
             continue
-        i = None if row is None else row(r.config_hash)
+        i = rows.get(r.config_hash)
         if i is not None:
             peak = peaks[i]
             if peak <= fits_gb or peak <= largest_fitted:

@@ -122,3 +122,44 @@ def test_the_same_records_again_are_answered_without_a_pass_and_a_change_recompu
     pruned = replace(changed[-1], state=TrialState.PRUNED)
     assert search.predictions([*changed[:-1], pruned]).get(pruned.config_hash) is None
     assert POLICY.residuals     # the spread of the fitted constants is not priced: the residual model's is used
+
+
+def test_fewer_trials_after_a_prune_are_the_last_prediction_gathered_or_a_new_one(plan, monkeypatch):
+    """The loop prunes between two questions of a poll: the remaining trials' predictions are the last ones
+    gathered while their layouts keep every value the residual design has a column for (the posterior of a trial
+    depends on the measured rows and the columns alone), predicted again when a value disappears; either way
+    what a fresh search predicts for them."""
+    from launcher.run import search as search_module
+
+    cfg, records = plan
+    records = measured(records)
+    search = Search(cfg)
+    search.refit(records)
+    search.predictions(records)
+    planned = [i for i, r in enumerate(records) if r.state is TrialState.PLANNED]
+    calls = []
+    real = search_module.corrected
+    monkeypatch.setattr(search_module, "corrected", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def pruned(indices):
+        return [replace(r, state=TrialState.PRUNED) if i in indices else r for i, r in enumerate(records)]
+
+    def fresh(rs):
+        other = Search(cfg)
+        other.refit(rs)
+        return dict(other.predictions(rs))
+
+    def row(r):
+        return {k: v for k, v in r.layout.to_dict().items() if k not in ("gbs", "nodes", "gpus")}
+
+    twin = next(i for i in planned if sum(row(r) == row(records[i]) for r in records) > 1)
+    fewer = pruned({twin})                                                       # its layout values all stay
+    got = dict(search.predictions(fewer))
+    assert not calls and got == fresh(fewer)                                      # gathered
+    ran = [r.layout.to_dict() for r in records if r.state is not TrialState.PLANNED]
+    dim, value = next((d, v) for i in planned for d, v in row(records[i]).items()
+                      if all(x.get(d) != v for x in ran))                         # a value only planned trials have
+    gone = pruned({i for i in planned if records[i].layout.to_dict().get(dim) == value})
+    calls.clear()
+    got = dict(search.predictions(gone))
+    assert calls and got == fresh(gone)                                           # predicted again
