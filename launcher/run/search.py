@@ -122,6 +122,8 @@ class Search:
         """The records last asked about (held: the same objects again mean the same answers, _memo)."""
         self._memo: dict[object, object] = {}
         """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
+        self._static: dict[str, tuple[dict, float]] = {}
+        """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
         """The last full prediction: (calibration, measured (key, step) pairs, checks, key -> row, (step, sd, peak,
         mem_sd) arrays, the trials' dims), for a question about fewer of its trials (_fewer_of_last)."""
@@ -319,7 +321,7 @@ class Search:
         no dict made per trial)."""
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
         startup_s, share = self.cfg.backend.startup_s, Objective(objective).share  # objective_share, made once
-        shares: dict[int, float] = {}   # per GPU count: a property of the enum per trial cost ~0.2 s at 50k
+        static = self._static
         rows = predictions.rows() if isinstance(predictions, Predictions) else {}
         step, sd, peak, mem_sd = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
         out = []
@@ -331,12 +333,10 @@ class Search:
                 values = (p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"])
             else:
                 continue
-            gpus = r.layout.gpus
-            worth = shares.get(gpus)
-            if worth is None:
-                worth = shares[gpus] = share(gpus)
-            out.append(Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * worth, *values, capacity_gb,
-                               startup_s))
+            fixed = static.get(r.config_hash)
+            if fixed is None:   # what does not change with the predictions: once per trial, not once a poll
+                fixed = static[r.config_hash] = (self.dims(r), r.layout.gbs * seq_len * share(r.layout.gpus))
+            out.append(Planned(r.config_hash, *fixed, *values, capacity_gb, startup_s))
         return out
 
     # -- decisions ----------------------------------------------------------------------------------------------
