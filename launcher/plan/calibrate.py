@@ -197,6 +197,28 @@ def step_of(amounts: np.ndarray, dp: np.ndarray, weights: np.ndarray, microbatch
     return step
 
 
+def step_of_classes(amounts: np.ndarray, dp: np.ndarray, weights: np.ndarray, pp: np.ndarray, vpp: np.ndarray,
+                    overlap_gather: np.ndarray, cpu: np.ndarray, interference: Any, tp_interference: Any,
+                    at: np.ndarray, microbatches: np.ndarray) -> np.ndarray:
+    """step_of for trials given as batch classes (launcher.plan.batch_class: layouts apart only in the micro-batch
+    count): `combine` once per class (amounts: (..., classes, stage, field), dp: (..., classes, 3); the leading
+    axes, if any, are a batch of constants), then each trial's step from its class's parts and its own micro-batch
+    count (`at`: each trial's class). combine's step is `microbatches x bottleneck + exposed + bubble + optimizer`
+    and only that product depends on the micro-batch count, so this is step_of of every trial's own row to the
+    last bit (the same IEEE operations, in the same order), with the costly part priced once per class."""
+    import numpy as np
+
+    ones = np.ones(amounts.shape[:-2])
+    first, last, middle = (MicrobatchTimes(*(amounts[..., s, i] for i in range(len(_MB_FIELDS)))) for s in range(3))
+    pc = StepPieces((first, last, middle), (weights[:, 0], weights[:, 1], weights[:, 2]), ones, pp, vpp,
+                    overlap_gather, cpu, dp[..., 0], dp[..., 1], dp[..., 2], interference, tp_interference)
+    _, bottleneck, exposed, bubble, _ = combine(pc, np.maximum)
+    optimizer = dp[..., 2]
+    b, e, u, o = (np.broadcast_to(x, ones.shape)[..., at] for x in (bottleneck, exposed, bubble, optimizer))
+    step: np.ndarray = microbatches * b + e + u + o
+    return step
+
+
 class FeatureTable:
     """Many trials' features as arrays: predicts all of them for any constants at once."""
 
@@ -322,12 +344,17 @@ class Calibration:
                 "residual_sd": self.residual_sd, "memory_residual_sd": self.memory_residual_sd,
                 "n_holdout": self.n_holdout, "holdout_error": self.holdout_error}
 
-    def predict(self, table: FeatureTable) -> Prediction:
-        """Step time and peak memory of every trial in `table`, with log-space standard deviations."""
+    def predict(self, table: FeatureTable, spread: bool = True) -> Prediction:
+        """Step time and peak memory of every trial in `table`, with log-space standard deviations. spread=False:
+        the step sd is the model error alone and step_param_sd None: the fitted constants' uncertainty (a
+        gradient of every trial's step for every parameter, the costliest part at 50k trials) is not priced, for
+        a caller that replaces the step sd (launcher.plan.residuals.corrected does)."""
         import numpy as np
 
         step = table.step_time_s(self.constants)
         peak = table.peak_mem_gb(self.constants)
+        if not spread:
+            return Prediction(step, np.full(table.n, self.residual_sd), peak, np.full(table.n, self.memory_residual_sd))
         param_var = np.zeros(table.n)
         if self.covariance:
             grad = table.log_step_gradient(self.prior, np.array(self.theta))
@@ -478,8 +505,8 @@ class StepModel:
     def step_time_s(self, thetas: np.ndarray, trials: Optional[tuple[np.ndarray, np.ndarray]] = None) -> np.ndarray:
         """(batch, trials) step times, one row per theta (thetas: (batch, len(params))). trials=(row of each
         trial, its micro-batch count): the table's rows are batch classes (trials apart only in the micro-batch
-        count), each priced once, and each trial's step is its class's amounts with its own micro-batch count (the
-        same numbers as a table of one row per trial)."""
+        count), each priced once (`combine` too: step_of_classes), and each trial's step is its class's with its
+        own micro-batch count (the same numbers as a table of one row per trial)."""
         import numpy as np
 
         t = self.table
@@ -488,13 +515,13 @@ class StepModel:
         amounts = np.einsum("nsfg,bng->bnsf", t.stages, r)     # summed over g as FeatureTable.step_time_s sums
         dp = np.einsum("nkg,bng->bnk", t.dp, r)
         w, microbatches, pp, vpp, gather, cpu = t.weights, t.microbatches, t.pp, t.vpp, t.overlap_gather, t.cpu
-        if trials is not None:
+        shares = [values[name][:, None] if name in values else getattr(self.prior, name) for name in self._SHARES]
+        if trials is not None:   # combine once per class, then each trial's micro-batch count (step_of_classes)
             at, microbatches = trials
-            amounts, dp = amounts[:, at], dp[:, at]
-            w, pp, vpp, gather, cpu = w[at], pp[at], vpp[at], gather[at], cpu[at]
+            step_t = step_of_classes(amounts, dp, w, pp, vpp, gather, cpu, shares[0], shares[1], at, microbatches)
+            return np.broadcast_to(step_t, (len(thetas), len(microbatches)))
         first, last, middle = (MicrobatchTimes(*(amounts[:, :, s, i] for i in range(len(_MB_FIELDS))))
                                for s in range(3))
-        shares = [values[name][:, None] if name in values else getattr(self.prior, name) for name in self._SHARES]
         pc = StepPieces((first, last, middle), (w[:, 0], w[:, 1], w[:, 2]), microbatches, pp, vpp,
                         gather, cpu, dp[:, :, 0], dp[:, :, 1], dp[:, :, 2], shares[0], shares[1])
         step: np.ndarray = combine(pc, np.maximum)[0]

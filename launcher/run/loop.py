@@ -11,7 +11,7 @@ import functools
 import os
 import time
 import uuid
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, MutableMapping, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Optional
@@ -145,7 +145,7 @@ class SweepLoop:
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
         self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
-        self._calibrated: dict[str, dict] = {}
+        self._calibrated: MutableMapping[str, dict] = {}
         """The current prediction of every estimated trial, as of the last re-prediction: recorded with a trial
         when it is submitted or pruned, and for the planned ones when the loop ends (writing 50k rows at every
         refit cost seconds a poll; a resume predicts them again before it submits anything)."""

@@ -41,13 +41,13 @@ def summary_line(records: list[TrialRecord], started_at: float, best: Optional[T
     trials took none of its time). It ends with the GPU-hours spent (of plan.max_gpu_hours when there is one)."""
     counts = Counter(r.state for r in records)
     total = sum(n for s, n in counts.items() if s.counted)
-    done = done_count(records)
+    done = sum(n for s, n in counts.items() if s.finished)   # done_count, from the counts (one pass a poll)
     states = " ".join(f"{s}={counts[s]}" for s in TrialState if counts[s])
     elapsed = time.time() - started_at
     best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({best.layout.label()})" if best
                  else "")
     eta = format_eta(done - done_before, total - done_before, elapsed)
-    spent = spent_gpu_hours(records, time.time())
+    spent = spent_gpu_hours([r for r in records if r.attempts], time.time())   # a trial never run held none
     hours = f"{spent:.3g}/{budget_gpu_hours:g}" if budget_gpu_hours else f"{spent:.3g}"
     # after the eta: a plain log prints a line when the part before ' | eta' changes, not at every poll
     return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta} | {hours} GPU-h"

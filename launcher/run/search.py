@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Sequence
+import operator
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, cast
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -45,13 +46,13 @@ from launcher.plan.calibrate import (
     calibrate,
     for_layout,
     log_step_gradient_of,
-    step_of,
+    step_of_classes,
     trial_features,
     uncalibrated,
 )
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
-from launcher.plan.residuals import corrected
+from launcher.plan.residuals import corrected, same_columns
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -115,8 +116,17 @@ class Search:
         self._rows: dict[str, int] = {}
         self._table_prediction: Optional[tuple[Calibration, Prediction]] = None
         """The current calibration's prediction of every row of _table (it changes only with a refit)."""
-        self._predicted: Optional[tuple[tuple, dict[str, dict]]] = None
+        self._predicted: Optional[tuple[tuple, Predictions]] = None
         """(what the predictions depend on, the predictions): the loop asks several times between two refits."""
+        self._asked: list[TrialRecord] = []
+        """The records last asked about (held: the same objects again mean the same answers, _memo)."""
+        self._memo: dict[object, object] = {}
+        """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
+        self._static: dict[str, tuple[dict, float]] = {}
+        """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
+        self._last: Optional[tuple] = None
+        """The last full prediction: (calibration, measured (key, step) pairs, checks, key -> row, (step, sd, peak,
+        mem_sd) arrays, the trials' dims), for a question about fewer of its trials (_fewer_of_last)."""
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
         self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
@@ -137,9 +147,13 @@ class Search:
 
     def _prediction(self, trials: Sequence[TrialRecord]) -> tuple[np.ndarray, ...]:
         """The calibration's (step_time_s, step_sd, peak_mem_gb, mem_sd) of `trials`, from the features table
-        (extended with the trials it lacks) and its prediction (made again only after a refit)."""
+        (extended with the trials it lacks) and its prediction (made again only after a refit). With the residual
+        model (Policy.residuals) the step sd is the model error alone: `corrected` gives the sd the search uses, so
+        the fitted constants' spread (a gradient of every trial's step, ~0.8 s a refit at 50k trials) is not
+        priced."""
         import numpy as np
 
+        spread = not self.policy.residuals   # the residual model replaces the calibration's step sd (predictions)
         missing = [r for r in trials if r.config_hash not in self._rows]
         if missing or self._table is None:
             fresh = self._feature_table(missing)
@@ -149,10 +163,10 @@ class Search:
             # Rows are predicted independently: the new ones join the current prediction (a refit at 50k trials
             # costs ~1 s, and trials brought back after it would have paid it again).
             self._table_prediction = None if cached is None or cached[0] is not self.calibration or old is None \
-                else (cached[0], _joined(cached[1], self.calibration.predict(fresh)))
+                else (cached[0], _joined(cached[1], self.calibration.predict(fresh, spread)))
         cached = self._table_prediction
         if cached is None or cached[0] is not self.calibration:
-            cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table))
+            cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table, spread))
         p = cached[1]
         idx = np.fromiter((self._rows[r.config_hash] for r in trials), dtype=int, count=len(trials))
         return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
@@ -221,51 +235,116 @@ class Search:
         return {**self.calibration.to_json(), "setup": setup(self.cfg)}
 
     # -- predictions --------------------------------------------------------------------------------------------
-    def predictions(self, records: Sequence[TrialRecord]) -> dict[str, dict]:
+    def predictions(self, records: Sequence[TrialRecord]) -> Predictions:
         """config hash -> the current calibration's prediction (PREDICTION_KEYS + n_fit) of every estimated trial."""
+        import numpy as np
+
+        memo, cached = self._records_memo(records), self._predicted
+        hit = memo.get("predictions")
+        if isinstance(hit, tuple) and hit[0] is self.calibration:
+            return cast(Predictions, hit[1])
         trials = [r for r in records if estimated(r)]
         if not trials:
-            return {}
+            none = np.zeros(0)
+            return Predictions([], none, none, none, none, none, 0)
         measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
                     if r.state in MEASURED and r.metrics.get("step_time_s")}
         checked = checks(records)
         depends = (self.calibration, self.policy.residuals, tuple(r.config_hash for r in trials),
                    tuple(measured.items()), tuple(checked))
-        if self._predicted is not None and _same(self._predicted[0], depends):
-            return self._predicted[1]
-        step_p, sd_p, peak, mem_sd = self._prediction(trials)
-        step, sd = step_p, sd_p
-        if self.policy.residuals:   # what the measured trials show, shared by the trials with layout values in common
-            if self._dims_of[0] != depends[2]:
-                self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
-            step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
-        seq_len, n_fit = self.cfg.model.seq_len, self.calibration.n_trials
-        out = {}
-        for r, step_s, sd_s, peak_gb, mem_sd_s in zip(trials, step.tolist(), sd.tolist(), peak.tolist(),
-                                                     mem_sd.tolist()):
-            out[r.config_hash] = {"step_time_s": step_s, "step_sd": sd_s,
-                                  "tokens_per_s": r.layout.gbs * seq_len / step_s,
-                                  "peak_mem_gb": peak_gb, "mem_sd": mem_sd_s, "n_fit": n_fit}
+        if cached is not None and _same(cached[0], depends):
+            self._predicted = (depends, cached[1])
+            memo["predictions"] = (self.calibration, cached[1])
+            return cached[1]
+        by_key = tuple((trials[i].config_hash, s) for i, s in measured.items())
+        fewer = self._fewer_of_last(depends[2], by_key, depends[4])
+        if fewer is not None:
+            step, sd, peak, mem_sd = fewer
+        else:
+            step_p, sd_p, peak, mem_sd = self._prediction(trials)
+            step, sd = step_p, sd_p
+            if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
+                if self._dims_of[0] != depends[2]:
+                    self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
+                step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
+            self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
+                          (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
+        seq_len = self.cfg.model.seq_len
+        tokens = np.fromiter((r.layout.gbs * seq_len for r in trials), dtype=float, count=len(trials))
+        out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
         self._predicted = (depends, out)
+        memo["predictions"] = (self.calibration, out)
         return out
+
+    def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
+                       ) -> Optional[tuple[np.ndarray, ...]]:
+        """The last full prediction's (step, sd, peak, mem_sd) of `keys`, when they are some of its trials under the
+        same calibration, measurements and checks, and (with the residual model) their layouts still have every
+        value its design has a column for: each trial's prediction is then its own, whatever the others (the
+        residual posterior depends on the measured rows and the design's columns alone), so the trials pruned
+        since (the loop prunes between two questions of a poll) cost a gather, not a new prediction. None: not."""
+        import numpy as np
+
+        last = self._last
+        if last is None or last[0] is not self.calibration or last[1] != measured or last[2] != checked:
+            return None
+        index = last[3]
+        idx = np.fromiter((index.get(k, -1) for k in keys), dtype=int, count=len(keys))
+        if len(idx) and idx.min() < 0:
+            return None
+        if self.policy.residuals and not same_columns(last[5], idx):
+            return None
+        return tuple(a[idx] for a in last[4])
+
+    def _records_memo(self, records: Sequence[TrialRecord]) -> dict[object, object]:
+        """What was derived from these records, empty unless they are the very objects asked about last (the
+        view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials."""
+        asked = self._asked
+        if len(asked) != len(records) or not all(map(operator.is_, asked, records)):
+            self._asked, self._memo = list(records), {}
+        return self._memo
+
+    def _outcomes(self, records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
+        """outcomes(records, objective), once per set of records."""
+        memo = self._records_memo(records)
+        hit = memo.get(("outcomes", objective))
+        if hit is None:
+            hit = memo[("outcomes", objective)] = outcomes(records, objective)
+        return cast(list[Outcome], hit)
 
     def learned(self, records: Sequence[TrialRecord]) -> bool:
         """Whether the predictions have learned from measured trials (scheduler.learned)."""
-        return scheduler.learned(self.policy, self.calibration.applied, _measured(outcomes(records)))
+        return scheduler.learned(self.policy, self.calibration.applied, _measured(self._outcomes(records)))
 
-    def planned(self, records: Sequence[TrialRecord], predictions: dict[str, dict]) -> list[Planned]:
+    def planned(self, records: Sequence[TrialRecord], predictions: Mapping[str, dict]) -> list[Planned]:
+        """The trials `predictions` holds, as the scheduler reads them (the search's Predictions: from its columns,
+        no dict made per trial)."""
         capacity_gb, seq_len, objective = self.cfg.cluster.gpu_mem_gb, self.cfg.model.seq_len, self.cfg.plan.objective
         startup_s, share = self.cfg.backend.startup_s, Objective(objective).share  # objective_share, made once
-        return [Planned(r.config_hash, self.dims(r), r.layout.gbs * seq_len * share(r.layout.gpus),
-                        p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"], capacity_gb, startup_s)
-                for r in records if (p := predictions.get(r.config_hash)) is not None]
+        static = self._static
+        rows = predictions.rows() if isinstance(predictions, Predictions) else {}
+        step, sd, peak, mem_sd = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
+        out = []
+        for r in records:
+            i = rows.get(r.config_hash)
+            if i is not None:
+                values = (step[i], sd[i], peak[i], mem_sd[i])
+            elif (p := predictions.get(r.config_hash)) is not None:   # set by the loop (brought back)
+                values = (p["step_time_s"], p["step_sd"], p["peak_mem_gb"], p["mem_sd"])
+            else:
+                continue
+            fixed = static.get(r.config_hash)
+            if fixed is None:   # what does not change with the predictions: once per trial, not once a poll
+                fixed = static[r.config_hash] = (self.dims(r), r.layout.gbs * seq_len * share(r.layout.gpus))
+            out.append(Planned(r.config_hash, *fixed, *values, capacity_gb, startup_s))
+        return out
 
     # -- decisions ----------------------------------------------------------------------------------------------
     def order(self, records: Sequence[TrialRecord], candidates: Optional[Collection[str]] = None,
               head: Optional[int] = None) -> list[scheduler.Pick]:
         """Every unrun trial of the search, the one to run next first (scheduler.order's candidates and head)."""
         planned = self.planned(records, self.predictions(records))
-        finished = outcomes(records, self.cfg.plan.objective)
+        finished = self._outcomes(records, self.cfg.plan.objective)
         b, policy = self.cfg.backend, self.policy
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
@@ -277,11 +356,78 @@ class Search:
         """The stop rule, once the predictions may be trusted (scheduler.trusted, as replay does)."""
         cal, policy = self.calibration, self.policy
         planned = self.planned(records, self.predictions(records))
-        finished = outcomes(records, self.cfg.plan.objective)
+        finished = self._outcomes(records, self.cfg.plan.objective)
         trusted = scheduler.trusted(policy, cal.applied, cal.n_holdout, _measured(finished))
         return scheduler.stop_rule(planned, finished, calibrated=trusted,
                                    noise_tolerance=self.cfg.analysis.noise_tolerance, combine=policy.stop_combine,
                                    dof=policy.stop_dof)
+
+
+class Predictions(MutableMapping[str, dict]):
+    """config hash -> the search's prediction of a trial (PREDICTION_KEYS + n_fit), kept as columns: a dict is
+    made for a trial only when it is asked for (what is submitted, pruned or recorded); the scheduler's inputs read
+    the columns (Search.planned, calibrated_ooms). A dict of 50k dicts cost ~0.2 s a refit (issue 19). Keys set
+    after it was made (the loop adds the trials the calibration brought back) come after the predicted ones."""
+
+    def __init__(self, keys: list[str], step_time_s: np.ndarray, step_sd: np.ndarray, tokens_per_s: np.ndarray,
+                 peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int) -> None:
+        self._keys = keys
+        self._index = {k: i for i, k in enumerate(keys)}
+        self._columns = (step_time_s.tolist(), step_sd.tolist(), tokens_per_s.tolist(), peak_mem_gb.tolist(),
+                         mem_sd.tolist())
+        self._n_fit = n_fit
+        self._made: dict[str, dict] = {}
+        self._extra: list[str] = []     # keys set that were not predicted here, in the order they were set
+        self._set: set[str] = set()     # keys whose dict was set (it, not the columns, is their prediction)
+
+    def row(self, key: str) -> Optional[int]:
+        """The key's place in the columns (None: not predicted here, or its prediction set later)."""
+        return None if key in self._set else self._index.get(key)
+
+    def rows(self) -> Mapping[str, int]:
+        """key -> its place in the columns, for every key read from them (row() without a call per trial)."""
+        if not self._set:
+            return self._index
+        return {k: i for k, i in self._index.items() if k not in self._set}
+
+    def columns(self) -> tuple[list[float], list[float], list[float], list[float]]:
+        """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
+        step, sd, _, peak, mem_sd = self._columns
+        return step, sd, peak, mem_sd
+
+    def __getitem__(self, key: str) -> dict:
+        made = self._made.get(key)
+        if made is None:
+            i = self._index[key]
+            step, sd, tokens, peak, mem_sd = (c[i] for c in self._columns)
+            made = self._made[key] = {"step_time_s": step, "step_sd": sd, "tokens_per_s": tokens,
+                                      "peak_mem_gb": peak, "mem_sd": mem_sd, "n_fit": self._n_fit}
+        return made
+
+    def __setitem__(self, key: str, value: dict) -> None:
+        if key not in self:
+            self._extra.append(key)
+        self._made[key] = value
+        self._set.add(key)
+
+    def __delitem__(self, key: str) -> None:
+        raise TypeError("the search's predictions are not deleted from (a new refit makes new ones)")
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index or key in self._made
+
+    def get(self, key: str, default: Optional[dict] = None) -> Optional[dict]:  # type: ignore[override]
+        """Mapping.get without raising and catching a KeyError for every trial not predicted (pruned ones)."""
+        if key not in self:
+            return default
+        return self.__getitem__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._keys
+        yield from self._extra
+
+    def __len__(self) -> int:
+        return len(self._keys) + len(self._extra)
 
 
 def _joined(a: Prediction, b: Prediction) -> Prediction:
@@ -314,14 +460,15 @@ class ClassTable(FeatureTable):
         self.n = len(of_class)
 
     def step_time_s(self, constants: Constants) -> np.ndarray:
-        """FeatureTable.step_time_s: the rates times the amounts once per class, then the step per trial."""
+        """FeatureTable.step_time_s: the rates times the amounts, and `combine`, once per class; then the step per
+        trial from its class's parts and its micro-batch count (calibrate.step_of_classes)."""
         import numpy as np
 
-        c, at = self.classes, self.of_class
+        c = self.classes
         r = c._rates(constants)
-        return step_of(np.einsum("nsfg,ng->nsf", c.stages, r)[at], np.einsum("nkg,ng->nk", c.dp, r)[at],
-                       c.weights[at], self.microbatches, c.pp[at], c.vpp[at], c.overlap_gather[at], c.cpu[at],
-                       constants)
+        return step_of_classes(np.einsum("nsfg,ng->nsf", c.stages, r), np.einsum("nkg,ng->nk", c.dp, r), c.weights,
+                               c.pp, c.vpp, c.overlap_gather, c.cpu, constants.overlap_interference,
+                               constants.tp_overlap_interference, self.of_class, self.microbatches)
 
     def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The memory does not depend on the micro-batch count: the classes', per trial."""
@@ -385,7 +532,7 @@ def checks(records: Sequence[TrialRecord]) -> list[tuple[float, float]]:
     return out
 
 
-def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict], capacity_gb: float,
+def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, dict], capacity_gb: float,
                     margin: float, keep_borderline: float = 0.0) -> list[tuple[str, str]]:
     """Planned trials the calibrated memory model rules out (launcher.plan.band: the lower end of the calibrated
     peak's 90 % interval over the device's memory, and not within plan.keep_borderline), with the reason. Never one
@@ -393,15 +540,29 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: dict[str, dict]
     fitted = [predictions[r.config_hash]["peak_mem_gb"] for r in records
               if r.state in MEASURED and r.config_hash in predictions]
     largest_fitted = max(fitted, default=0.0)
+    # The search's Predictions: a peak under the margin fits (band.memory_fit's first test, the same product) and
+    # one a measured trial covers is kept, read from the column without making the trial's dict.
+    rows = predictions.rows() if isinstance(predictions, Predictions) else {}
+    _, _, peaks, mem_sds = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
+    fits_gb = margin * capacity_gb
     out = []
     for r in records:
-        p = predictions.get(r.config_hash)
-        if r.state is not TrialState.PLANNED or p is None:
+        if r.state is not TrialState.PLANNED:
             continue
-        peak = p["peak_mem_gb"]
-        low = calibrated_low_gb(peak, p.get("mem_sd", 0.0))
+        i = rows.get(r.config_hash)
+        if i is not None:
+            peak = peaks[i]
+            if peak <= fits_gb or peak <= largest_fitted:
+                continue
+            low = calibrated_low_gb(peak, mem_sds[i])
+        elif (p := predictions.get(r.config_hash)) is not None:
+            peak = p["peak_mem_gb"]
+            low = calibrated_low_gb(peak, p.get("mem_sd", 0.0))
+        else:
+            continue
         if memory_fit(peak, low, capacity_gb, margin, keep_borderline).kept or peak <= largest_fitted:
             continue
+        p = predictions[r.config_hash]
         out.append((r.config_hash, f"calibrated prediction {peak:.3g} GB (90 % interval from {low:.3g} GB) > "
                                    f"{capacity_gb:g} GB (a-priori {r.predicted.get('peak_mem_gb', 0):.3g} GB; "
                                    f"fitted on {p['n_fit']} measured trials)"))

@@ -129,3 +129,44 @@ def test_a_repeated_fit_is_looked_up_and_a_changed_one_refitted():
     assert refit is not first and refit.theta != first.theta
     assert cal.calibrate(obs, DEFAULT, start=first) is not first          # another start: another fit
     assert cal.calibrate(obs, cal.Prior(DEFAULT, {"compute": 0.1})) is not first
+
+
+def trials_of_classes(seed: int, n: int = 90) -> tuple[np.ndarray, np.ndarray, cal.FeatureTable]:
+    """Trials given as TABLE's rows (their batch classes) with micro-batch counts of their own, and the same trials
+    as a table of one row each (what step_of_classes stands for)."""
+    rng = np.random.default_rng(seed)
+    at = rng.integers(0, TABLE.n, n)
+    microbatches = rng.integers(1, 65, n).astype(float)
+    expanded = TABLE.subset(at.tolist())
+    expanded.microbatches = microbatches
+    return at, microbatches, expanded
+
+
+@pytest.mark.parametrize("prior", [DEFAULT, TORCH_AUTOCAST])
+def test_step_times_priced_per_batch_class_are_the_per_trial_ones_bit_for_bit(prior):
+    """combine once per class, then each trial's micro-batch count: the same bits as a row per trial, for one set
+    of constants (step_of_classes) and for a batch of thetas (StepModel with trials, the gradient's path)."""
+    at, microbatches, expanded = trials_of_classes(5)
+    assert len(set(at.tolist())) < len(at) and len(set(microbatches.tolist())) > 1
+    r = TABLE._rates(prior)
+    got = cal.step_of_classes(np.einsum("nsfg,ng->nsf", TABLE.stages, r), np.einsum("nkg,ng->nk", TABLE.dp, r),
+                              TABLE.weights, TABLE.pp, TABLE.vpp, TABLE.overlap_gather, TABLE.cpu,
+                              prior.overlap_interference, prior.tp_overlap_interference, at, microbatches)
+    assert np.array_equal(got, expanded.step_time_s(prior))
+    thetas = np.random.default_rng(6).normal(0.0, 0.7, (5, len(cal.STEP_PARAMETERS)))
+    batched = cal.StepModel(TABLE, prior, cal.STEP_PARAMETERS).step_time_s(thetas, trials=(at, microbatches))
+    assert np.array_equal(batched, cal.StepModel(expanded, prior, cal.STEP_PARAMETERS).step_time_s(thetas))
+    theta = thetas[0]
+    assert np.array_equal(cal.log_step_gradient_of(TABLE, prior, theta, trials=(at, microbatches)),
+                          cal.log_step_gradient_of(expanded, prior, theta))
+
+
+def test_a_prediction_without_the_spread_has_the_same_step_times_and_memory():
+    """predict(spread=False) leaves out only the fitted constants' share of the step sd (a caller that replaces
+    the sd, the residual model, never pays for the gradient)."""
+    calibration = cal.calibrate(truth_observations(11), DEFAULT)
+    assert calibration.covariance
+    full, bare = calibration.predict(TABLE), calibration.predict(TABLE, spread=False)
+    assert np.array_equal(full.step_time_s, bare.step_time_s) and np.array_equal(full.peak_mem_gb, bare.peak_mem_gb)
+    assert np.array_equal(full.mem_sd, bare.mem_sd) and bare.step_param_sd is None
+    assert np.all(bare.step_sd == calibration.residual_sd) and np.all(full.step_sd > bare.step_sd)

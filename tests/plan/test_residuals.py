@@ -166,3 +166,24 @@ def test_identified_only_learns_a_dimension_once_two_of_its_values_are_measured(
     tp1 = [i for i, d in enumerate(dims) if d["tp"] == 1]
     tp4 = [i for i, d in enumerate(dims) if d["tp"] == 4]
     assert min(two.mean[tp1]) > max(two.mean[tp4])
+
+
+def test_the_posterior_per_distinct_row_is_the_per_trial_one():
+    """Trials apart only in gbs/nodes/gpus share a design row: the posterior's mean and sd are computed once per
+    distinct row and given to each trial, the same numbers as a computation per trial."""
+    from launcher.plan import residuals
+
+    rng = np.random.default_rng(11)
+    dims = tuple({"tp": int(rng.choice([1, 2, 4, 8])), "pp": int(rng.choice([1, 2, 4])), "mbs": int(rng.choice([1, 2])),
+                  "recompute": str(rng.choice(["none", "full"])), "gbs": int(rng.choice([256, 512, 1024])),
+                  "nodes": int(rng.choice([1, 2]))} for _ in range(2000))
+    measured = {int(i): float(rng.normal(0.0, 0.3)) for i in rng.choice(len(dims), 40, replace=False)}
+    model = ResidualModel().fitted(dims, measured)
+    design, _ = model.design(dims)
+    distinct = residuals._DISTINCT[id(design)][1]
+    assert len(distinct) < len(dims)           # rows shared: the per-row path is exercised
+    fast = model.posterior(dims, measured)
+    residuals._DISTINCT.clear()                # the design stays cached: the per-trial path runs on it
+    slow = model.posterior(dims, measured)
+    assert np.array_equal(fast.mean, slow.mean) and np.array_equal(fast.sd, slow.sd)
+    assert not np.all(fast.mean == fast.mean[0])
