@@ -391,7 +391,7 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
     skipped = (F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
-               or F_DIV.fairseq_scale_collapsed(text))
+               or F_DIV.fairseq_scale_collapsed(text) or F_DIV.loss_scale_collapsed(text))
     if skipped is not None:
         idx, why = skipped
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
@@ -713,11 +713,26 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
     if exit_code == 0 or state == "COMPLETED":
         return _failure(FailureKind.UNKNOWN, f"finished, no metrics I can read; last line: {_last_line(text)}")
+    killed = _launcher_killed(text, start)
+    if killed is not None:
+        return killed
     frame = _ends_in_traceback(text)
     if frame is not None:
         return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
                                              f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+def _launcher_killed(text: str, start: int) -> Failure | None:
+    """The launcher's kills of its ranks (families.orchestrator.LAUNCHER_KILLS) at or after `start`, with no return
+    code or signal line after the last of them: a crash whose cause the log does not show."""
+    found = _by_family(text, F_ORCH.LAUNCHER_KILLS, start)
+    if found is None:
+        return None
+    last = text.rfind(F_ORCH.LAUNCHER_KILLS[0].needle)
+    if any(text.find(report, last) >= 0 for report in F_ORCH.LAUNCHER_REPORTS):
+        return None
+    return found
 
 
 # A Python traceback's frame, plain ('  File "x.py", line 3, in f', launcher prefixes stripped) or as rich draws it
@@ -766,7 +781,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _raised_config(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
                       + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING
-                      + F_CONFIG.NOT_BUILT, start)
+                      + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION, start)
         or _hydra_target(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
@@ -805,6 +820,9 @@ def _finished_evidence(text: str) -> tuple[int, str] | None:
         idx = text.rfind(row.needle)
         if idx >= 0 and row.matches(line_around(text, idx)) and (best is None or idx > best[0]):
             best = (idx, f"{row.label}: {_around(text, idx, row.needle)}")
+    repeated = F_DONE.repeated_duration_record([(pos, message_of(line)) for pos, line in _tail_lines(text)])
+    if repeated is not None and (best is None or repeated[0] > best[0]):
+        best = (repeated[0], f"a record repeated with its duration (training ran): {repeated[1][:120]}")
     return best
 
 
@@ -851,7 +869,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         # when the tail is a traceback Python reports as ignored (an exception in __del__ at exit), nor after a line
         # saying training finished (an uploader's or logger's error at exit does not undo a finished run)
         if found is None and text.find(_IGNORED, start) < 0 and not _completed(text):
-            found = _error_ending(text, start, loggers=False)
+            found = _error_ending(text, start, loggers=False) or _launcher_killed(text, start)
         verdict = found or _ok(has_result, finished)
         return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
@@ -866,7 +884,9 @@ def _stalled(text: str, verdict: Failure) -> Failure:
     found: Failure | None = None
     if verdict.kind == FailureKind.UNKNOWN:
         found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
-                 or _ends_waiting(text, F_STALL.SETUP_PHASES) or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
+                 or _ends_waiting(text, F_STALL.SETUP_PHASES)
+                 or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_warnings(text))
+                 or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
                  or _ends_with_config_rule(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
@@ -885,8 +905,13 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
             break
         body = message_of(line)
         what = F_END.error_record(body)
-        if what is None or (not loggers and what == F_END.LOGGER_RECORD):
+        if what is None or (not loggers and what in (F_END.LOGGER_RECORD, F_END.FAILED_STATEMENT)):
             continue
+        relayed = F_END.as_exception(body)  # a lone error line, judged as the exception it names
+        body = relayed or body
+        known = _first(body, P.CONFIG, 0) if relayed is not None else None
+        if known is not None:
+            return _failure(FailureKind.CONFIG_ERROR, f"{known[1].label}: {body[:200]}", _evidence(text, pos))
         if _config_message(F_CONFIG.EXCEPTION.search(body), text, pos):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {body[:200]}", _evidence(text, pos))
         inputs = F_CONFIG.input_error(body, text[max(0, pos - 2000): pos])
@@ -899,16 +924,25 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
 def _ends_with_config_rule(text: str) -> Failure | None:
     """The log's last activity states a configuration rule the run broke, quoted without its exception type ("tensor
     parallel size 8 must divide the number of attention heads 12"): judged like an AssertionError's message
-    (families.config.is_config_message); not a warning, which a job prints and goes on."""
+    (families.config.is_config_message), or one of the validation messages of families.raised ("bfloat16 and fp16
+    modes cannot be simultaneously enabled", DeepSpeed runtime/config.py); not a warning, which a job prints and goes
+    on."""
     last = _last_activity(text)
     if last is None:
         return None
     pos, line = last
     body = message_of(line)
-    if F_CONFIG.NOT_A_RULE.search(body) is not None or not F_CONFIG.is_config_message("AssertionError", body):
+    if F_CONFIG.NOT_A_RULE.search(body) is not None:
         return None
-    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration (the rule ends the log): {body[:200]}",
-                    _evidence(text, pos))
+    if F_CONFIG.is_config_message("AssertionError", body):
+        return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration (the rule ends the log): {body[:200]}",
+                        _evidence(text, pos))
+    # a message the frameworks raise in their own validation (families.raised), quoted without its exception type
+    tpl = F_RAISED.stated_in(body)
+    if tpl is None:
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration ({tpl.framework} check, its message ends the "
+                                              f"log): {body[:200]}", _evidence(text, pos))
 
 
 def _completed(text: str) -> bool:
@@ -942,10 +976,28 @@ def _last_activity(text: str) -> tuple[int, str] | None:
     return next(((pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)), None)
 
 
+def _activity_before_warnings(text: str) -> tuple[int, str] | None:
+    """The log's last activity before the Python warnings (F_STALL.PY_WARNING, with their continuation lines) that
+    end it; None when it does not end in a warning."""
+    tail = [(pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)]
+    i, skipped = 0, False
+    while True:
+        hit = next((j for j in range(i, min(i + F_STALL.WARNING_TAIL_LINES, len(tail)))
+                    if F_STALL.PY_WARNING.match(message_of(tail[j][1]))), None)
+        if hit is None:
+            break
+        i, skipped = hit + 1, True
+    return tail[i] if skipped and i < len(tail) else None
+
+
 def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:
     """The log's last activity is a phase that waits on other ranks (a row of `table`), or another record that
     explains why nothing came after it (the row's kind)."""
-    last = _last_activity(text)
+    return _in_phase(text, table, _last_activity(text))
+
+
+def _in_phase(text: str, table: tuple[Row, ...], last: tuple[int, str] | None) -> Failure | None:
+    """`last` ((position, line) of a log's activity) is a phase of `table` (its row's kind and label)."""
     if last is None:
         return None
     pos, line = last

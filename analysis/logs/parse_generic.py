@@ -38,8 +38,9 @@ several logged iterations (`iter 12 step 6: ... iter time: 717ms`), the iteratio
 
 tqdm progress bars (`Epoch 0:  22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, loss=9.9]`, `100/500 [00:30<02:00,
 3.3it/s]`) are read too, but a bar's rate is an exponential moving average that lags the real step time early in
-a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart;
-when the elapsed column has not advanced that far, the last drawing's rate (the most recent estimate) stands in.
+a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart
+(over two intervals or more: three drawings); otherwise the last drawing's rate (the most recent estimate) stands
+in, or with only two drawings the median of both rates.
 Bars of validation, data processing or downloads are not training steps and are skipped. A bar is used only when
 the log has no step records with a time of their own.
 
@@ -80,14 +81,19 @@ _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
           r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|us/step|µs/step|sec/step|s/step|"
+          r"ms/batch|sec/batch|s/batch|ms/iter|sec/iter|s/iter|"
           r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
 # A unit glued to the number, or after one blank when it is not the next field's key ("tps: 7,282  tflops: 0.5",
 # ("bsz 32 samples/s 64.0": "samples/s" is the key of 64, not the unit of 32).
-_UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z])(?!\s*[:=])(?!\s+[-+]?\.?\d))(?![A-Za-z])")
+# Not the start of an identifier: "loss=2.1 sec_per_step=0.812" ("sec" is the next key's first word, not 2.1's unit).
+_UNIT = re.compile(rf"(?:({_UNITS})|\s({_UNITS})(?![A-Za-z_])(?!\s*[:=])(?!\s+[-+]?\.?\d))(?![A-Za-z_])")
 _PAREN_UNIT = re.compile(r"\(\s{0,2}([A-Za-z/%]{1,12})\s{0,2}\)")  # "time (ms)" -> "time ms"
 _FRACTION = re.compile(r"\s*/\s*(\d{1,12})")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])")
-_KEY_SPLIT = re.compile(r"[|,;{}()]|\]\s|:\s")  # a key is the last non-empty piece of the text before its number
+# A key is the last non-empty piece of the text before its number; a tab separates columns (swiss-ai's
+# progress.txt: "Saving async checkpoint\tIteration: 100\tJob throughput: 364.8 TFLOP/s/GPU" has the key
+# "iteration", not "saving async checkpoint iteration").
+_KEY_SPLIT = re.compile(r"[|,;{}()\t]|\]\s|:\s")
 _KEY_TRIM = " \t:=#'\"[]<>*-./"
 
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[.,](\d{1,6}))?"
@@ -161,7 +167,8 @@ def _has_word(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(word.startswith(prefixes) for word in key.replace("/", " ").split())
 _TIME_UNITS = {"ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0,
                "seconds": 1.0, "min": 60.0, "h": 3600.0, "hrs": 3600.0, "ms/it": 1e-3, "ms/step": 1e-3,
-               "us/step": 1e-6, "µs/step": 1e-6, "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0}
+               "us/step": 1e-6, "µs/step": 1e-6, "s/step": 1.0, "sec/step": 1.0, "s/it": 1.0,
+               "ms/batch": 1e-3, "s/batch": 1.0, "sec/batch": 1.0, "ms/iter": 1e-3, "s/iter": 1.0, "sec/iter": 1.0}
 _MEM_UNITS = {"gib": 2**30 / 1e9, "gb": 1.0, "mib": 2**20 / 1e9, "mb": 1e-3, "kib": 1024 / 1e9, "kb": 1e-6}
 
 
@@ -266,7 +273,9 @@ def _role(f: Field) -> tuple[str, str | None]:
     return _role_of(f.key, f.unit)
 
 
-_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step")
+# a batch is a training step in the loops that print per-batch times (PyTorch's word_language_model "ms/batch")
+_PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step", "ms/batch", "s/batch",
+                   "sec/batch", "ms/iter", "s/iter", "sec/iter")
 _INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
@@ -275,7 +284,8 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     """(role, detail) of a field: ('time', 'step'|'cumulative'|'average'), ('rate', 'steps'|...), ('s_per_it',),
     ('tflops',), ('mfu',), ('loss',), ('mem',), ('batch', 'samples'|'tokens'), ('', None)."""
     if unit in _PER_STEP_UNITS:  # Keras' "120ms/step", tqdm's "1.50s/it", TF-Slim's "(16.93 sec/step)"
-        return "s_per_it", None
+        # a part of the step per step is not the step's time (LiBai's "time: 7.52 s/iter  data_time: 0.0021 s/iter")
+        return ("", None) if key and _has_word(key, _STEP_PARTS) else ("s_per_it", None)
     if not key and unit in _INTERVAL_UNITS:  # a bare duration ("Steps=200, loss=3.6, ..., 622.0s"): see _intervals
         return "time", "interval"
     rate = _rate_role(key, unit)
@@ -390,10 +400,12 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         if frac is not None:
             total = int(frac.group(1))
             after = frac.end()
-        per_gpu = line.startswith("/gpu", after) or line.startswith(" /gpu", after)
+        per_gpu = line[after:after + 5].lower().lstrip().startswith("/gpu")  # "TFLOP/s/GPU", "(3918.29/gpu)"
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
         raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
+        if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
+            unit, key = key, ""
         bracketed = gap.endswith("[") and line.startswith("]", after)
         out.append((key, value, unit, total, per_gpu, parenthesised, bracketed))
         prev_end = after
@@ -627,8 +639,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             role, detail = _role(fld)
             if role == "time":
                 by_key.setdefault(f"{detail}:{fld.key}", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
-            elif role == "s_per_it":
-                by_key.setdefault("step:s/it", [None] * n)[i] = _seconds(fld.value, fld.unit, fld.key)
+            elif role == "s_per_it":  # the first of a record's per-step figures (the step's; parts come after)
+                per_it = by_key.setdefault("step:s/it", [None] * n)
+                per_it[i] = per_it[i] if per_it[i] is not None else _seconds(fld.value, fld.unit, fld.key)
     step_keys = [k for k in by_key if k.startswith("step:")]
     for key in step_keys:  # a "time" that only grows is a clock
         present = [v for v in by_key[key] if v is not None]
@@ -825,10 +838,11 @@ _SUMMARY_TIME = re.compile(
     r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter))"
     r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
     + r"\s{0,2}(?P<u>ms|s|sec|secs|seconds)?(?![\w/])")
-# A rate of steps: "Steps per second: 0.59" (HF-style summary), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
+# A rate of steps: "Steps per second: 0.59" (HF-style summary), lingvo's "Steps/second: 0.014216" (trainer.py, every
+# 10 s), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
 # outside a bar, "train_steps_per_second = 0.59".
 _SUMMARY_RATE = re.compile(
-    r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)[ _](?:per[ _]sec(?:ond)?|/s(?:ec)?)"
+    r"(?i)(?<![\w/])(?:train[ _])?(?:steps|iters|iterations|updates)(?:[ _]per[ _]sec(?:ond)?|[ _]?/s(?:ec(?:ond)?)?)"
     r"\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM + r"(?![\w.])"
     r"|(?<![\w.])" + _SUMMARY_NUM.replace("?P<v>", "?P<r>") + r"\s{0,2}(?:iters|iterations|steps|updates)/s(?:ec)?\b"
     # "Throughput: 2.5 it/s" outside a bar (a bar has its own reader and no such key)
@@ -860,7 +874,7 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
                 times.append((offset + m.start(), value))
         for m in _SUMMARY_RATE.finditer(part):
             rate = float(m.group("v") or m.group("r") or m.group("i"))
-            if math.isfinite(rate) and rate > 0:
+            if math.isfinite(rate) and rate > 0 and math.isfinite(1.0 / rate):  # 1e-320 steps/s: an infinite step
                 rates.append((offset + m.start(), 1.0 / rate))
     if times:
         return "summary step time", times
@@ -1096,7 +1110,11 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
     if stated and len(stated) * 2 >= len(drawings):
         return "progress bar postfix step time", stated
     span = drawings[-1].elapsed_s - drawings[0].elapsed_s
-    if span >= 2 * BAR_MIN_SPAN_S:
+    # Two drawings give one interval, no better than the rates they state: a few seconds of whole-second elapsed
+    # columns round badly (llama-recipes' 11 s over 3 steps is 3.3-4.0 s/it), and one step of a few can be an
+    # outlier (LLaVA-NeXT's 41 -> 42 took 217 s for a cache flush, its bar says 6.53 then 13.60 s/it). The elapsed
+    # advance is used over two intervals or more.
+    if span >= 2 * BAR_MIN_SPAN_S and len(drawings) > 2:
         out, anchor = [], drawings[0]
         for d in drawings[1:]:
             steps = d.n - anchor.n
@@ -1109,13 +1127,19 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
             anchor = d
         if out:
             return "progress bar elapsed time", out
-    last = next((d for d in reversed(drawings) if d.rate_s_per_it), None)
-    if last is None or last.rate_s_per_it is None:  # no rate: a bar of unknown length; elapsed / steps done
+    rated = [(d.n, d.rate_s_per_it) for d in drawings if d.rate_s_per_it]
+    if not rated:  # no rate: a bar of unknown length; elapsed / steps done
         final = drawings[-1]
         if final.n > 0 and final.elapsed_s > 0:
             return "progress bar elapsed / steps", [(final.n, final.elapsed_s / final.n)]
         return "", []
-    return "progress bar rate (last drawing)", [(last.n, last.rate_s_per_it)]
+    # tqdm's rate is a moving average (smoothing 0.3) of the updates since the last drawing: after three drawings or
+    # more the last one has averaged several and is the best estimate (a rate still rising or falling lags); of two
+    # drawings the last has seen as few updates as the first, so both count (their median is taken downstream:
+    # llama-recipes' "4.55s/it" then "3.90s/it" is 4.2 s)
+    if len(rated) < 3:
+        return "progress bar stated rates", [(n, s) for n, s in rated if s is not None]
+    return "progress bar rate (last drawing)", [rated[-1]] if rated[-1][1] is not None else []
 
 
 def _bar_reading(text: str, notes: list[str]) -> GenericReading:

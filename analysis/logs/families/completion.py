@@ -21,6 +21,8 @@ Sources:
 
 from __future__ import annotations
 
+import re
+
 from analysis.logs.families import rows
 from launcher.core.kinds import FailureKind
 
@@ -88,6 +90,10 @@ _EPOCH_LOSS = (r"(?i)\bepoch\b\s{0,3}[:#=\[]?\s{0,3}\d{1,6}\s{0,2}(?:/\s{0,2}\d{
 _VALUE_FIRST_LOSS = (r"-?\d+(?:\.\d+)?\s{1,3}loss,[^\n]{0,160}?\b\d+(?:\.\d+)?\s{0,2}(?:s|ms|sec)"
                      r"(?:\s*$|\s*,|\s+run\b)|\b\d+(?:\.\d+)?\s{0,2}(?:s|ms|sec)\s+run,\s{0,3}-?\d+(?:\.\d+)?"
                      r"\s{1,3}loss,")
+# (a rate of tokens or samples alone is not enough: the embedded workload's records carry one, and its log is judged
+# by its result line)
+_COUNTER_AND_RATE = (r"(?i)^(?=[^\n]*\b(?:iteration|iter|step|global[ _]step)\b\s{0,3}[:=#]?\s{0,3}\d)"
+                     r"(?=[^\n]*(?:\bthroughput\b[^\n]{0,12}?\d|\d\s{0,2}TFLOP(?:S|s)?(?:/s)?\b))")
 PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers; Megatron-LM timers",
                  ("forward_microstep", "time (ms) | forward_microstep: 201.33 | backward_microstep: 340.12 | "
                                        "step_microstep: 0.06"),
@@ -124,6 +130,54 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    (" loss, ", "9.8271 loss, 0.000050067902 LR, 124.27 GB used, 5.15 s", _VALUE_FIRST_LOSS),
                    (" loss, ", "   10 4.40 s run, 11.8750 loss, 0.000000000005 LR, 1454.57 GB used",
                     _VALUE_FIRST_LOSS))
+            # A line with a named step counter and a throughput is a step's record whatever else it says (swiss-ai's
+            # progress.txt "Saving async checkpoint  Iteration: 100  Job throughput: 364.8 TFLOP/s/GPU"): the
+            # record reader rejects a counter whose key also names a phase ("saving checkpoint iteration"), which
+            # must not make the line a save phase that never ended.
+            + rows(FailureKind.OK, "training steps ran", "step records with a throughput (swiss-ai Megatron-LM "
+                                                         "progress.txt; trainers' records)",
+                   ("hroughput", "Saving async checkpoint Iteration: 100 Job throughput: 364.8 TFLOP/s/GPU",
+                    _COUNTER_AND_RATE),
+                   ("TFLOP", "Saving checkpoint | iteration 2000 | 151.2 TFLOP/s per GPU", _COUNTER_AND_RATE))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))
+
+# A record a training loop repeats (per epoch or per logging interval) with a duration field and nothing else to
+# tell its step: accelerate examples' loguru "__main__:training_function:68 - time : 0:00:10.736053" once per epoch
+# and rank, a script's "epoch done, time: 12.3s". The same line, digits aside, three times or more among the log's
+# last lines, each with a key naming a time and a duration after it (Python's str(timedelta) "H:MM:SS.ffffff", or
+# a number with a time unit). The loop ran that many times: progress, never a step time (a record per epoch is not
+# a step). Not a line that waits, retries or warns (a wait loop also repeats a line with a time in it), nor one of
+# set-up work repeated per dataset or part (Megatron's index builds, JIT builds, shard loads: "done in 0.5 s"), nor a
+# liveness pulse (families.stall.LIVENESS), which says a job is alive, not that it progresses.
+REPEATS_MIN = 3
+REPEAT_TAIL_LINES = 60
+_TIMEDELTA = r"\d{1,3}:\d{2}:\d{2}\.\d{3,6}\b"
+# the key may end a longer one ("epoch_time", a JSON key in quotes); a bare number needs its decimals ("time: 12.41")
+_DURATION_FIELD = re.compile(rf"(?i)(?:(?<![A-Za-z])(?:time|took|duration|cost)[\"']?\s{{0,3}}[:=]"
+                             r"|\b(?:finished|completed|done|took)\s{1,3}in)\s{0,3}"
+                             rf"(?:{_TIMEDELTA}|\d+(?:\.\d+)?\s{{0,2}}(?:s|sec|secs|seconds|ms|min|mins|minutes)\b"
+                             r"|\d+\.\d+(?![\d.:]))")
+_NOT_PROGRESS = re.compile(r"(?i)\b(?:wait\w*|retr\w*|timed? ?out|timeout|warn\w*|error|sleep\w*|heartbeat|pulse|"
+                           r"alive|running for|elapsed since|connect\w*|download\w*|load\w*|"
+                           # set-up work repeated per dataset, extension or model part: not training
+                           r"build\w*|buil[td]|creat\w*|compil\w*|initiali\w*|ind(?:ex|ices)\w*|mappings?|"
+                           r"datasets?|tokeniz\w*|prepar\w*|shards?)\b")
+_DIGITS = re.compile(r"\d+")
+
+
+def repeated_duration_record(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """(position, line) of the last of the log's repeated duration records, from `lines` ((position, message)
+    of the log's last lines, last first, launcher prefixes and timestamps removed); None when no such record
+    repeats REPEATS_MIN times."""
+    counts: dict[str, int] = {}
+    last: dict[str, tuple[int, str]] = {}
+    for pos, body in lines[:REPEAT_TAIL_LINES]:
+        if _DURATION_FIELD.search(body) is None or _NOT_PROGRESS.search(body) is not None:
+            continue
+        template = _DIGITS.sub("#", body.strip())
+        counts[template] = counts.get(template, 0) + 1
+        last.setdefault(template, (pos, body))
+    best = [last[t] for t, n in counts.items() if n >= REPEATS_MIN]
+    return max(best) if best else None

@@ -264,6 +264,14 @@ OP_LOAD = (
                                        "supported!"))
 )
 
+# ---- a precision setting that does not fit the model's weights (judge10a): torch's GradScaler (torch/amp/
+# grad_scaler.py, _unscale_grads_) refuses fp16 gradients, so fp16 AMP needs fp32 trainable weights: a model loaded
+# in fp16 and trained with --fp16 (Baichuan-13B LoRA with a peft version that leaves the adapters in fp16, batch 10).
+PRECISION = rows(FailureKind.CONFIG_ERROR, "fp16 mixed precision with fp16 trainable weights (GradScaler needs fp32 "
+                 "master weights: load the trainable weights in fp32, or train in bf16)",
+                 "torch torch/amp/grad_scaler.py (_unscale_grads_: allow_fp16=False)",
+                 ("Attempting to unscale FP16 gradients", "ValueError: Attempting to unscale FP16 gradients."))
+
 # ---- the job's environment lacks what its configuration asks for (a rule, decided for issue 17)
 # An installation, build or launcher pre-check that fails before the model runs is a configuration error of the job,
 # not a crash of the training code: the same code runs once the environment matches the configuration (install the
@@ -347,6 +355,16 @@ ENVIRONMENT = (
                                               "file or directory", _LOAD_FAILED),
            ("version `GLIBC", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not "
                               "found"),
+           # judge10a: CPython's loader of a compiled module (Python/dynload_shlib.c, _imp.create_dynamic) raises
+           # ImportError with dlerror()'s text, which starts with the library's path; a pure-Python import never does
+           # ("No module named", "cannot import name"). So a path right after "ImportError: " is a .so that failed
+           # to load, even where the excerpt cuts the line before ".so" (DeepSpeed#4532, batch 10: a cpu_adam JIT
+           # build's "ImportError: /home/.../.cache/torc"); Windows' loader says "DLL load failed".
+           ("ImportError: /", "ImportError: /root/.cache/torch_extensions/py310_cu121/cpu_adam/cpu_adam.so: cannot "
+                              "open shared object file: No such file or directory",
+            r"ImportError: (?:/|~/)[^\s:'\"]{2,400}"),
+           ("DLL load failed", "ImportError: DLL load failed while importing _C: The specified module could not be "
+                               "found.", r"ImportError: DLL load failed"),
            ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available "
                                                           "for execution on the device"),
            ("mismatches the version that was used to compile", "RuntimeError: The detected CUDA version (12.1) "

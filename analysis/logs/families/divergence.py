@@ -27,6 +27,20 @@ Sources (text):
   steps taken and those skipped because the fp16 gradients overflowed. A healthy fp16 run skips a few steps while
   the loss scale settles (about log2 of the initial scale); a run that skips nearly every step does not train
   (the Hugging Face Trainer then logs a loss of 0.0).
+- judge10a (issue 17, batch 9), one rule for "the loss scale collapsed", whatever prints it: every line that names a
+  loss scale with a number is a reading (DeepSpeed's "Attempted loss scale: 1, reducing to 1" and "Reducing dynamic
+  loss scale from 1 to 1", apex/DLLogger's "PARAMETER loss_scale : 8192.0", guided-diffusion's "Found NaN,
+  decreased lg_loss_scale to -16199.354", a log2 scale read as 2**x); the scale a line leaves is the number after its
+  last "to", else the first after the name. The scale collapsed when (a) the log's last reading says an overflow
+  (overflow, NaN/inf, skipping, reducing, decreased) that could not lower the scale ("from 1 to 1": the scaler is
+  clamped at its floor) at or under SCALE_FLOOR = 1: DeepSpeed's DynamicLossScaler raises "Current loss scale
+  already at minimum" on exactly that overflow (min_scale defaults to 1) and its unfused optimizer and apex clamp
+  there and skip every step instead (fairseq's floor is 1e-4: a fairseq scale under 1 that still falls is not at
+  its floor, and one that rose in between recovered); or (b) the last
+  COLLAPSE_OVERFLOWS readings each fall below the one before (no clean window raised the scale in between) down to at
+  most COLLAPSED_SCALE (the DeepSpeed rule below, for any format). A start-up search (2**16 or 2**32 halving on the
+  first steps) stops far above both: fp16 runs train at 2**10 to 2**16. Megatron's bf16 records print "loss scale:
+  1.0" on every record with no overflow word, and "number of nan iterations: 0" is a counter, not a NaN.
 Series (the parsed step records): the run's last logged loss is NaN or infinite; Megatron's last record lacks
 its loss or counts NaN iterations.
 """
@@ -296,3 +310,90 @@ def fairseq_scale_collapsed(text: str) -> tuple[int, str] | None:
         return None
     return scales[0][0], (f"fairseq's fp16 loss scale fell on {COLLAPSE_OVERFLOWS} overflows in a row to "
                           f"{scales[0][1]:g}")
+
+
+# ---- the loss scale collapsed, in any format (module docstring, judge10a)
+SCALE_NEEDLES = ("oss scale", "oss_scale", "oss-scale", "OSS SCALE", "oss Scale")
+_SCALE_NAME = re.compile(r"(?i)(?P<lg>\b(?:lg|log2?)_?)?loss[ _-]?scale(?:r)?\b")
+_NUMBER = r"(-?\d{1,12}(?:\.\d{1,12})?(?:[eE][+-]?\d{1,4})?)(?![\w.])"
+_TO_NUMBER = re.compile(r"\bto\b:?\s{0,3}" + _NUMBER)
+_ANY_NUMBER = re.compile(r"(?<![\w.])" + _NUMBER)
+_NAME_NUMBER = re.compile(r"^[\s:=|,]{0,8}(?:[a-z ]{0,12}[:=]\s{0,3})?" + _NUMBER)
+_OVERFLOW_WORDS = re.compile(r"(?i)overflow|found nan|\bnan\b(?! iterations)|\binf\b|skipping|\breduc|\bdecreas|"
+                             r"\bhalv|\bbackoff")
+SCALE_FLOOR = 1.0
+
+
+def _scale(raw: str, log2: bool) -> float | None:
+    """log2 of the scale `raw` states (log2 already when `log2`); None for a number that is no scale (0 or less:
+    DeepSpeed's config prints "loss_scale": 0 for a dynamic scale). Compared in log2, a scale of 2**-16199 is
+    not 0.0."""
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    if log2:
+        return value if math.isfinite(value) else None
+    return math.log2(value) if value > 0 and math.isfinite(value) else None
+
+
+def scale_change(line: str) -> tuple[float | None, float] | None:
+    """log2 of (the scale before, the scale the line leaves) for a line that names a loss scale with a number (module
+    docstring); `before` is None unless the line gives both ("from 1 to 1", "Attempted loss scale: 1, reducing to
+    1"). None when the line names no loss scale with a number."""
+    name = _SCALE_NAME.search(line)
+    if name is None:
+        return None
+    rest, log2 = line[name.end():], bool(name.group("lg"))
+    tos = list(_TO_NUMBER.finditer(rest))
+    if not tos:
+        first = _NAME_NUMBER.match(rest)
+        value = _scale(first.group(1), log2) if first is not None else None
+        return None if value is None else (None, value)
+    after = _scale(tos[-1].group(1), log2)
+    earlier = _ANY_NUMBER.search(rest, 0, tos[-1].start())
+    before = _scale(earlier.group(1), log2) if earlier is not None else None
+    return None if after is None else (before, after)
+
+
+def scale_reading(line: str) -> float | None:
+    """log2 of the loss scale the line leaves, or None when it names no loss scale with a number."""
+    change = scale_change(line)
+    return None if change is None else change[1]
+
+
+def _scale_lines(text: str) -> list[tuple[int, str, float]]:
+    """(position, line, scale) of the last COLLAPSE_OVERFLOWS loss-scale readings, newest first."""
+    starts: set[int] = set()
+    for needle in SCALE_NEEDLES:
+        idx, looked = text.rfind(needle), 0
+        while idx >= 0 and looked < MAX_LOOKED:
+            starts.add(text.rfind("\n", 0, idx) + 1)
+            idx, looked = text.rfind(needle, 0, idx), looked + 1
+    out: list[tuple[int, str, float]] = []
+    for start in sorted(starts, reverse=True):
+        end = text.find("\n", start)
+        line = text[start: len(text) if end < 0 else end][:2000]
+        value = scale_reading(line)
+        if value is not None:
+            out.append((start, line, value))
+            if len(out) == COLLAPSE_OVERFLOWS:
+                break
+    return out
+
+
+def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
+    """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b))."""
+    readings = _scale_lines(text)
+    if not readings:
+        return None
+    pos, line, last = readings[0]
+    change = scale_change(line)
+    clamped = change is not None and change[0] is not None and change[0] == change[1]
+    if clamped and last <= math.log2(SCALE_FLOOR) and _OVERFLOW_WORDS.search(line) is not None:
+        return pos, (f"an overflow with the fp16 loss scale at its floor (2^{last:g} <= {SCALE_FLOOR:g}): every step "
+                     f"skipped")
+    if len(readings) == COLLAPSE_OVERFLOWS and last <= math.log2(COLLAPSED_SCALE) \
+            and all(newer[2] < older[2] for newer, older in zip(readings, readings[1:])):
+        return pos, f"the fp16 loss scale fell on {COLLAPSE_OVERFLOWS} readings in a row to 2^{last:g}"
+    return None

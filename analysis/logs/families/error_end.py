@@ -43,6 +43,17 @@ past. The records, by the software that prints them:
   unexpected keyword argument", "missing 1 required positional argument", "name 'x' is not defined"), CUDA kernels'
   "!!!! kernel execution error" banners (DeepSpeed's inference kernels), load_state_dict's body in another spelling
   ("Missing key in checkpoint state_dict: ...").
+- judge10a (issue 17), an error line in the words of whoever wrote it, without the type Python prints
+  (batch 10): an OSError's own body "[Errno 2] No such file or directory: '.../model_optim_rng.pt'" (Python's
+  OSError.__str__; the errno names the subclass Python would raise: ENOENT -> FileNotFoundError, ...), and a line
+  that opens with "<words> error" and a colon, ASCII or full-width ("assertion error：Not sure how to proceed, ...",
+  "runtime error: ...", "Error: ..."). Rather than one regex per phrasing, such a line is read as the exception
+  it names (as_exception: "assertion error" -> AssertionError, errno 2 -> FileNotFoundError), and the message is
+  then judged by the same configuration and input rules as a typed exception line.
+  A line that states a failure in its first words ("Failed to load checkpoint from ...", "Assertion failed: x > 0",
+  "training failed: ...", "fatal: ...") is a FAILED_STATEMENT: it ends a log alone as a crash (not after a run's
+  progress, where it is weaker evidence than the progress, like a logger's ERROR record); a retry or fallback notice
+  is not one.
 Lines that only look alike stay out: a level word inside a message ("0 ERROR(s)", "on_error: skip"), a warning
 ("UserWarning: ...", "WARNING: ..."), an "Error" key in a metrics dict.
 """
@@ -61,9 +72,11 @@ LOGGER_ERROR = re.compile(
     r"^\s{0,8}(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{8,15}\]?\s{0,4}(?:\|\s{0,4})?)?"  # an optional timestamp
     r"(?:\[\s{0,2}(?:ERROR|FATAL|CRITICAL)\s{0,2}\]|(?:ERROR|FATAL|CRITICAL)(?::|\s{1,4}\|\s{0,4}|\s{1,4}-\s{1,4}"
     r"|\s{1,4}(?=[A-Z\[]))|[FE]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,8}\d{1,9} [\w.-]{1,120}:\d{1,7}\])\s{0,4}\S")
+# The message may stand on the next line ("megatron.core.dist_checkpointing.core.CheckpointingException:" then
+# "ShardedTensor.flattened_range is not supported.": an exception whose str() starts with a newline).
 EXCEPTION_LINE = re.compile(
     r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
-    r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|\s{0,4}$)")
+    r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|:?\s{0,4}$)")
 STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) keys?(?:\(s\))? in (?:checkpoint |the )?state_dict: |"
                         r"size mismatch for \S{1,300}: "
                         r"copying a param with shape )")
@@ -104,8 +117,49 @@ REPR_EXCEPTION = re.compile(r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]
                             r"\((?:'[^'\n]{0,300}'|\"[^\"\n]{0,300}\")?\)\s{0,4}$")
 INTERLEAVED_ASSERT = re.compile(r"\bassert [^\n]{1,300}?\)AssertionError\b|(?:^|\s)AssertionError\s{0,8}assert |"
                                 r"\bassert [^\n]{1,300}\sAssertionError\s{0,4}$")
+# OSError.__str__ ("[Errno 2] No such file or directory: 'x'") as the whole line, and the subclass Python raises
+# for the errno (Objects/exceptions.c, the errno -> subclass map; Linux numbers).
+OS_ERROR = re.compile(r"^\s{0,8}\[Errno (?P<errno>\d{1,4})\] (?P<msg>\S[^\n]{0,400})")
+ERRNO_TYPES = {1: "PermissionError", 2: "FileNotFoundError", 13: "PermissionError", 17: "FileExistsError",
+               20: "NotADirectoryError", 21: "IsADirectoryError", 104: "ConnectionResetError",
+               110: "TimeoutError", 111: "ConnectionRefusedError"}
+# "<up to three words> error" opening the line, then a colon (ASCII or the full-width "："): how a person or a
+# launcher writes an exception it relays ("assertion error：...", "Runtime error: ...", "error: ..."). Not a level
+# word inside a longer record ("0 error(s)"), not "no error", not a metric or a count ("error: 0.12", "Error: 0 of
+# 12 checks failed": the message needs words and does not open with a number).
+WORDED_ERROR = re.compile(r"^\s{0,8}(?P<words>(?:[A-Za-z]{2,20}[ _-]){0,3}?)(?P<kind>error|exception|failure)"
+                          r"\s{0,2}[:：]\s{0,4}(?P<msg>(?!(?:none|null|false)\s{0,4}$|[\d.+-])"
+                          r"(?=[^\n]{0,60}[A-Za-z]{3})\S[^\n]{0,400})", re.IGNORECASE)
+# A statement that something failed, opening the line: "Failed to load checkpoint from ...", "Assertion failed: x > 0"
+# (the MSVC/BSD assert(3) format), "training failed: ...", "fatal: ..."; not a retry or fallback notice, not a count.
+FAILED_STATEMENT = "failure statement"
+FAILED_LINE = re.compile(r"^\s{0,8}(?:(?P<words>(?:[A-Za-z]{2,20}[ _-]){0,2}?)(?:failed|fatal)\s{0,2}[:：]|"
+                         r"(?:failed|unable) to [a-z]{2,20}\b)\s{0,4}(?=[^\n]{0,60}[A-Za-z])(?![\d.+-])",
+                         re.IGNORECASE)
+_NOT_FAILED = re.compile(r"(?i)\bretry\w*|\bwill (?:try|use)|fall(?:ing)? ?back|\bskipp\w*|\bignor\w*|\bwarn\w*|"
+                         r"\bcontinu\w*|\busing\b|\binstead\b|\boptional\b")
+_NOT_AN_ERROR_WORD = re.compile(r"(?i)^(?:no|non|without|ignore[ds]?|suppress(?:ed)?|expected|warn(?:ing)?|info|"
+                                r"debug|on|if|any|zero)[ _-]")
 # Exception types that are warnings or control flow, not errors, even when written like an exception line.
 NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
+
+
+def as_exception(line: str) -> str | None:
+    """The exception a lone error line names, as Python would print it ("Type: message"): an OSError body
+    ("[Errno 2] ..." -> "FileNotFoundError: [Errno 2] ...") or a worded error line ("assertion error：msg" ->
+    "AssertionError: msg"); None for any other line, an exception line already typed included."""
+    os_error = OS_ERROR.match(line)
+    if os_error is not None:
+        exc_type = ERRNO_TYPES.get(int(os_error.group("errno")), "OSError")
+        return f"{exc_type}: {line.strip()}"
+    worded = WORDED_ERROR.match(line)
+    if worded is None or _NOT_AN_ERROR_WORD.match(worded.group("words")) is not None:
+        return None
+    words = worded.group("words").replace("_", " ").replace("-", " ").split()
+    exc_type = "".join(w.capitalize() for w in words) + worded.group("kind").capitalize()
+    if exc_type == "AssertError":
+        exc_type = "AssertionError"
+    return f"{exc_type}: {worded.group('msg').strip()}"
 
 
 def error_record(line: str) -> str | None:
@@ -139,4 +193,11 @@ def error_record(line: str) -> str | None:
     match = EXCEPTION_LINE.match(line)
     if match is not None and NOT_ERRORS.search(match.group("type")) is None:
         return f"exception {match.group('type')}"
+    relayed = as_exception(line)
+    if relayed is not None:
+        return f"error line ({relayed.split(':', 1)[0]})"
+    failed = FAILED_LINE.match(line)
+    if failed is not None and _NOT_FAILED.search(line) is None \
+            and _NOT_AN_ERROR_WORD.match(failed.group("words") or "") is None:
+        return FAILED_STATEMENT
     return None

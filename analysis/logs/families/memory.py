@@ -61,6 +61,18 @@ DEVICE_OOM_SHAPE = (_ADVICE + r"[^\n]*?(?:(?:\b(?:cuda|hip|gpu|device|mps|xpu|np
                     r"(?:tried to allocate|when allocating|trying to allocate|\bon (?:device|gpu)\b|\bgpu\b|THC|"
                     r"Caching))")
 _EXHAUSTED = r"(?i)\bOOM\b|out of memory|\bmemory\b|\balloc"
+# An error line's message that is "out of memory" itself, and a failed allocation of a stated size.
+OOM_AS_MESSAGE = (r"(?i)(?:\w(?:error|exception)|^\s{0,8}(?:\[[^\]\n]{0,80}\]\s{0,4})?(?:error|fatal))\s{0,2}[:：]"
+                  r"\s{0,4}\(?out of memory\)?\s{0,4}(?:[.!]|$)")
+# not advice, and not a warning of an allocation the program falls back from (a cache, a pinned buffer)
+_NOT_ADVICE = (r"(?i)\A(?![^\n]*\b(?:avoid|prevent|if you|if it|tips?|hint|try|consider|may|might|warn\w*|"
+               r"fall(?:ing)? ?back|instead|skipp\w*|retry\w*)\b)(?!\s{0,8}(?:W\d{4}\s|W:|\[W\]))")
+_SIZE = r"[\d.,]{1,20} ?(?:[KMGT]i?B|bytes)\b"
+SIZED_ALLOCATION_FAILED = (_NOT_ADVICE + r"[^\n]*?\b(?:failed|unable|cannot|could not|couldn't) (?:to )?allocate "
+                           r"(?:" + _SIZE + r"|memory\b[^\n]{0,30}?\b" + _SIZE + r")")
+# A CUDA driver/runtime status printed as its number: 2 is the out-of-memory code in both APIs (CUresult
+# CUDA_ERROR_OUT_OF_MEMORY, cudaError_t cudaErrorMemoryAllocation); with its name in brackets or not.
+CU_RESULT_OOM = r"\bCUresult\b[^\n]{0,20}?(?:\b2\b|CUDA_ERROR_OUT_OF_MEMORY|\bout of memory\b)"
 DEVICE_MEMORY = (
     rows(FailureKind.OOM, _DEVICE, "TensorFlow errors_impl / bfc_allocator.cc / op_kernel.cc",
          ("OOM when allocating", "tensorflow.python.framework.errors_impl.ResourceExhaustedError:  OOM when "
@@ -111,6 +123,19 @@ DEVICE_MEMORY = (
            "traceback after it is often cut before its last line",
            ("THCudaCheck FAIL", "THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 "
                                 ": out of memory", r"THCudaCheck FAIL[^\n]{0,300}(?:\bout of memory\b|error=2\b)"))
+    + rows(FailureKind.OOM, _DEVICE, "CUDA driver API (CUresult 2 = CUDA_ERROR_OUT_OF_MEMORY) and runtime API "
+           "(cudaErrorMemoryAllocation = 2) codes, as allocators built on them print them (torch_memory_saver's "
+           "cuMemCreate: '[torch_memory_saver.cpp] CUresult error: 2 (out of memory)', slime#274, batch 10)",
+           ("CUDA_ERROR_OUT_OF_MEMORY", "CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemAlloc failed)"),
+           ("cudaErrorMemoryAllocation", "cudaErrorMemoryAllocation: out of memory"),
+           ("CUresult", "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h "
+                        "func=cu_mem_create line=187", CU_RESULT_OOM))
+    + rows(FailureKind.OOM, "out of memory", "judge10a: an error line whose own words say an allocation failed: "
+           "the message IS 'out of memory' (old PyTorch's 'RuntimeError: out of memory', a relayed 'error: out of "
+           "memory'), or an allocation of a stated size failed (allocators of every runtime: 'failed to allocate "
+           "2147483648 bytes', 'unable to allocate 3.2 GiB of pinned memory'); not advice, which states no failed size",
+           ("out of memory", "RuntimeError: out of memory", OOM_AS_MESSAGE),
+           ("llocate", "RuntimeError: failed to allocate 2147483648 bytes", SIZED_ALLOCATION_FAILED))
     + rows(FailureKind.OOM, _DEVICE, "any runtime's 'out of memory' said of a device or an allocation",
            ("out of memory", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/"
                              "THCCachingAllocator.cpp:510", DEVICE_OOM_SHAPE),

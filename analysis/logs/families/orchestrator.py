@@ -32,6 +32,15 @@ Sources:
   TERM_PREEMPT (preempted), TERM_OWNER / TERM_ADMIN (killed by the owner or an administrator), TERM_REQUEUE_OWNER
   / TERM_REQUEUE_ADMIN (requeued); TERM_MEMLIMIT is an oom (families.memory). PBS/Torque's "=>> PBS: job killed:
   walltime N exceeded limit N".
+- DeepSpeed's launcher (deepspeed/launcher/launch.py, sigkill_handler; read at 32c6645218a3): it logs "Killing
+  subprocess <pid>" for every rank in two cases only: a rank exited with a non-zero code (then, after the kills,
+  "<cmd> exits with return code = <code>", the rank's own code: -9 is a SIGKILL the launcher did not send, the host
+  OOM killer's or a user's), or the launcher itself got SIGINT/SIGTERM (then "Main process received SIGTERM,
+  exiting": stopped from outside, OUTSIDE_STOP). Rule (judge10a): kills with neither line after them (a log or an
+  excerpt that stops there) are a crash: a rank failed or the launcher was stopped, and nothing says why. Not an
+  oom, even after a checkpoint or optimizer-state load (DeepSpeed#3938, batch 10, labelled oom by its thread; the
+  same shape in ChatGLM-Finetuning#102, batch 9, labelled crashed): a kill names no cause, as with a bare -9
+  (families.memory); the reason says "(the host OOM killer?)".
 - slurmctld's "Nodes n7 not responding, setting DOWN" (the node stopped answering the controller).
 - The shape of any scheduler's or cloud's preemption notice: a job, instance, node, VM, pod or worker that "was
   (being/got) preempted"; not a word such as "non-preemptible".
@@ -43,6 +52,7 @@ from analysis.logs.families import rows
 from launcher.core.kinds import FailureKind
 
 _TORCHRUN = "torch.distributed.elastic (agent/server/api.py, multiprocessing/api.py)"
+_DS_LAUNCHER = "DeepSpeed deepspeed/launcher/launch.py (sigkill_handler)"
 _RAY = "Ray (gcs_actor_manager.cc, NodeDiedError, raylet health check)"
 _K8S = "Kubernetes (kubelet, kube-scheduler, node lifecycle controller, Job controller)"
 _CLOUD = "AWS EC2 Spot interruption notices, GCP preemption, Azure Scheduled Events"
@@ -131,4 +141,15 @@ OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
                     ("SignalException: Process", "torch.distributed.elastic.multiprocessing.api.SignalException: "
                                                  "Process 2201 got signal: 2"),
                     ("the actor's node was terminated expectedly",
-                     "\tthe actor's node was terminated expectedly: received SIGTERM"))
+                     "\tthe actor's node was terminated expectedly: received SIGTERM")) + rows(
+                    FailureKind.CANCELLED, "stopped from outside", _DS_LAUNCHER,
+                    ("Main process received SIG", "[2024-05-26 15:06:41,122] [INFO] [launch.py:330:sigkill_handler] "
+                                                  "Main process received SIGTERM, exiting",
+                     r"Main process received SIG(?:TERM|INT|HUP|QUIT), exiting"))
+# The DeepSpeed launcher's kills of its ranks with no return code or signal line after them (module docstring).
+LAUNCHER_KILLS = rows(FailureKind.CRASHED, "crashed (the launcher killed its ranks after one failed or it was "
+                      "stopped; the log ends before it says which: the host OOM killer?)", _DS_LAUNCHER,
+                      ("Killing subprocess", "[2023-07-25 00:38:05,103] [INFO] [launch.py:315:sigkill_handler] "
+                                             "Killing subprocess 230",
+                       r"(?:sigkill_handler\]\s{0,4}|^\s{0,8})Killing subprocess \d{1,10}\s{0,4}$"))
+LAUNCHER_REPORTS = ("exits with return code", "Main process received")

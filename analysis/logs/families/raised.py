@@ -38,6 +38,15 @@ class Template:
     text: str
     anchor: str
     pattern: re.Pattern[str]
+    lead: str = ""  # the first CUT_MIN_WORDS words of a long message without a field among them ('' if none)
+    lead_anchor: str = ""  # the longest word of `lead`: a window without it cannot hold the cut message
+
+
+# A message quoted cut at the end of its line (a report's prose, a search excerpt, a terminal's width: batch 10's
+# "assertion error：Not sure how to proceed, we were given deepspeed configs in the deepspeed arguments and
+# deepspeed."): it counts when its first CUT_MIN_WORDS words are there and what follows on the line is the rest of the
+# message as far as it goes (the last word may be cut). Eight words of a validation message are no warning's words.
+CUT_MIN_WORDS = 8
 
 
 def fixed_words(text: str) -> int:
@@ -70,8 +79,42 @@ def templates() -> tuple[Template, ...]:
         if not line or line.startswith("#") or line.startswith("framework\t"):
             continue
         framework, source, text = line.split("\t")
-        out.append(Template(framework, source, text, _anchor(text), compile_template(text)))
+        lead = _lead(text)
+        out.append(Template(framework, source, text, _anchor(text), compile_template(text), lead,
+                            max(lead.split(), key=len) if lead else ""))
     return tuple(out)
+
+
+def _lead(text: str) -> str:
+    """The message's first CUT_MIN_WORDS words when no field is among them and more words follow; '' otherwise."""
+    words = text.split(_FIELD, 1)[0].split()
+    return " ".join(words[:CUT_MIN_WORDS]) if len(words) > CUT_MIN_WORDS else ""
+
+
+def cut_at(line: str, tpl: Template) -> bool:
+    """Does `line` end with `tpl`'s message cut short: its lead, then the following words of the message up to the
+    line's end (the last of them possibly cut)?"""
+    if not tpl.lead:
+        return False
+    at = " ".join(line.split()).find(tpl.lead)
+    if at < 0:
+        return False
+    rest = " ".join(line.split())[at + len(tpl.lead):].split()
+    expected = tpl.text.split(_FIELD, 1)[0].split()[CUT_MIN_WORDS:]
+    if not rest or len(rest) > len(expected):
+        return len(rest) == 0
+    *whole, last = rest
+    return whole == expected[: len(whole)] and expected[len(whole)].startswith(last.rstrip(".,;:"))
+
+
+def stated_in(line: str) -> Template | None:
+    """The table's message that `line` states (whole, or cut at the line's end), whatever the line's prefix: for a
+    line that is known to be the error by where it stands (the last activity of a log alone), not by its words."""
+    for tpl in templates():
+        if (tpl.anchor in line and tpl.pattern.search(line) is not None) \
+                or (tpl.lead_anchor and tpl.lead_anchor in line and cut_at(line, tpl)):
+            return tpl
+    return None
 
 
 def is_error_line(line: str) -> bool:
@@ -94,11 +137,14 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
             end = len(text) if nxt < 0 else nxt + 1
         window = text[prev_start:end]
         for tpl in templates():
-            if tpl.anchor not in window:
-                continue
-            hit = _error_hit(text, window, prev_start, tpl)
-            if hit is not None:
-                return hit, tpl
+            if tpl.anchor in window:
+                hit = _error_hit(text, window, prev_start, tpl)
+                if hit is not None:
+                    return hit, tpl
+            elif tpl.lead_anchor and tpl.lead_anchor in window:
+                hit = _cut_hit(text, line_start, tpl)
+                if hit is not None:
+                    return hit, tpl
     return None
 
 
@@ -135,6 +181,13 @@ def _error_hit(text: str, window: str, offset: int, tpl: Template) -> int | None
         if is_error_line(head) or is_error_line(line) or _follows_error(text, offset + line_start):
             return offset + line_start
     return None
+
+
+def _cut_hit(text: str, line_start: int, tpl: Template) -> int | None:
+    """line_start when the error line there ends with `tpl`'s message cut short (cut_at); None otherwise."""
+    end = text.find("\n", line_start, line_start + 2000)
+    line = text[line_start: (line_start + 2000) if end < 0 else end]
+    return line_start if is_error_line(line) and cut_at(line, tpl) else None
 
 
 def _follows_error(text: str, line_start: int) -> bool:

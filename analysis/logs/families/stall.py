@@ -203,7 +203,25 @@ SETUP_PHASES = (
            ("CUDA_VISIBLE_DEVICES: ", "LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1]",
             r"LOCAL_RANK: \d{1,5} - CUDA_VISIBLE_DEVICES: "),
            ("params size (MB)", "1,751.384 Total estimated model params size (MB)"))
+    # The configuration echo a trainer prints once while it builds its config, before data, model and the first step:
+    # MMF's mmf/utils/configuration.py ("Overriding option model to visual_bert"), argparse's Namespace(...) dump, and
+    # DeepSpeed's pipeline topology (deepspeed/runtime/pipe/module.py PipelineModule.__init__ prints "Using topology:
+    # {ProcessCoord(pipe=0, data=0, model=0): 0, ...}" on rank 0, then builds the stages and the engine).
+    + rows(FailureKind.HANG, _SETUP + " (the configuration echo before the first step)",
+           "MMF mmf/utils/configuration.py; Python argparse Namespace repr; DeepSpeed runtime/pipe/module.py",
+           ("verrid", "mmf.utils.configuration: Overriding option datasets to masked_object",
+            r"(?i)\boverrid(?:e|es|ing)\s{1,3}(?:option|config(?:uration)?|key|param(?:eter)?|setting|argument)s?"
+            r"\s{1,3}\S{1,200}\s{1,3}(?:to|with|=|->)\s"),
+           ("Namespace(", "Namespace(batch_size=8, lr=0.0001, model='gpt2')", r"^\s{0,8}Namespace\(\w{1,60}="),
+           ("Using topology: {ProcessCoord(", "Using topology: {ProcessCoord(pipe=0, data=0, model=0): 0, "
+                                              "ProcessCoord(pipe=1, data=0, model=0): 1}"))
 )
+
+# A Python warning (warnings.showwarning: "path.py:252: UserWarning: message", then the source line or the
+# message's own continuation lines) is printed and the job goes on: where a log ends in one, the phase it was in is
+# the activity before it. WARNING_TAIL_LINES: the warning line and its continuation lines.
+PY_WARNING = re.compile(r"^\s{0,8}\S{1,400}\.py:\d{1,7}: \w{0,60}Warning: ")
+WARNING_TAIL_LINES = 3
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
 LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x across cluster\]|(?i:heartbeat)')
