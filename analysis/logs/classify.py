@@ -779,9 +779,9 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _missing_module(text, start)
         or _config_shape(text, start)
         or _raised_config(text, start)
-        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.EXTENSION_BUILD
-                      + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA + F_CONFIG.MODEL_MISSING
-                      + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION, start)
+        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.RESUME_LAYOUT
+                      + F_CONFIG.EXTENSION_BUILD + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA
+                      + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION, start)
         or _hydra_target(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")

@@ -202,6 +202,18 @@ RESUME_MISSING = (
             r"(?i)^(?![^\n]*(?:warn|from scratch|start(?:ing)? (?:fresh|from)|random))[^\n]*\b(?:can'?t|cannot|could "
             r"not|couldn't|unable to) (?:find|locate) (?:a |any |the )?(?:valid |latest |last )?checkpoint"))
 )
+_RESUME_LAYOUT = "resuming from a checkpoint saved with another data-parallel size than the run's"
+# The run's layout does not match the checkpoint it resumes: DeepSpeed refuses ZeRO optimizer states partitioned
+# over another DP world size (resume with the saved layout, or convert the checkpoint to a universal one first).
+RESUME_LAYOUT = rows(
+    FailureKind.CONFIG_ERROR, _RESUME_LAYOUT, "DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py and stage3.py "
+    "(_restore_base_optimizer_state / load_state_dict checks, ZeRORuntimeException)",
+    ("The checkpoint being loaded used a DP world size of",
+     "deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 but "
+     "the current world size is 16. Automatic adjustment of ZeRO's optimizer state partitioning with a new world "
+     "size is not currently supported."))
+
+
 # ---- the model or tokenizer the configuration names cannot be found (a path or a model id that is not one):
 # transformers' from_pretrained (configuration_utils.py, modeling_utils.py, tokenization_utils_base.py) and
 # huggingface_hub's file resolution.
