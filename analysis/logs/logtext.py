@@ -89,3 +89,15 @@ def message_of(line: str) -> str:
             return line
         line = body
     return line
+
+
+def last_line_starts(text: str, needles: tuple[str, ...], per_needle: int) -> set[int]:
+    """The start offsets of the lines holding the last `per_needle` occurrences of each needle, found from the end
+    (a hostile log may repeat a needle millions of times: the count bounds the work)."""
+    starts: set[int] = set()
+    for needle in needles:
+        idx, looked = text.rfind(needle), 0
+        while idx >= 0 and looked < per_needle:
+            starts.add(text.rfind("\n", 0, idx) + 1)
+            idx, looked = text.rfind(needle, 0, idx), looked + 1
+    return starts

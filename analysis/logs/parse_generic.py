@@ -57,6 +57,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
+from analysis.logs.logtext import last_line_starts
 from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, Iteration, note
 
 MAX_HEAD_LINES = 500
@@ -899,15 +900,9 @@ def optimizer_timer_step_times(text: str) -> list[tuple[int, float]]:
     """[(position, seconds)] from the timestamps of consecutive per-step optimizer timer records."""
     if "time (ms)" not in text:
         return []
-    starts: set[int] = set()
-    for needle in _STEP_TIMERS:
-        pos, n = text.rfind(needle), 0
-        while pos >= 0 and n < MAX_TAIL_LINES:
-            starts.add(text.rfind("\n", 0, pos) + 1)
-            pos, n = text.rfind(needle, 0, pos), n + 1
     out: list[tuple[int, float]] = []
     prev: tuple[float, float] | None = None
-    for start in sorted(starts):
+    for start in sorted(last_line_starts(text, _STEP_TIMERS, MAX_TAIL_LINES)):
         end = text.find("\n", start, start + MAX_LINE_CHARS)
         line = text[start: start + MAX_LINE_CHARS if end < 0 else end]
         stamp = timestamp_of(line) if "time (ms)" in line else None

@@ -52,6 +52,7 @@ import re
 from collections.abc import Sequence
 
 from analysis.logs.families import rows
+from analysis.logs.logtext import last_line_starts
 from launcher.core.kinds import FailureKind
 
 _DIVERGED = "loss diverged"
@@ -364,14 +365,8 @@ def scale_reading(line: str) -> float | None:
 
 def _scale_lines(text: str) -> list[tuple[int, str, float]]:
     """(position, line, scale) of the last COLLAPSE_OVERFLOWS loss-scale readings, newest first."""
-    starts: set[int] = set()
-    for needle in SCALE_NEEDLES:
-        idx, looked = text.rfind(needle), 0
-        while idx >= 0 and looked < MAX_LOOKED:
-            starts.add(text.rfind("\n", 0, idx) + 1)
-            idx, looked = text.rfind(needle, 0, idx), looked + 1
     out: list[tuple[int, str, float]] = []
-    for start in sorted(starts, reverse=True):
+    for start in sorted(last_line_starts(text, SCALE_NEEDLES, MAX_LOOKED), reverse=True):
         end = text.find("\n", start)
         line = text[start: len(text) if end < 0 else end][:2000]
         value = scale_reading(line)
