@@ -155,7 +155,7 @@ _NOT_COUNTER = ("time", "per", "second", "sec", "rate", "speed", "max", "warmup"
                 "interval", "every", "accum", "size", "remain", "left", "lr", "loss", "token", "sample", "ms",
                 "skip", "nan", "epochs", "num", "total", "checkpoint", "ckpt")
 # Word prefixes (matched at the start of a key's words: "val" is "validation", not "interval").
-_STEP_PARTS = ("data", "load", "io", "fwd", "forward", "bwd", "backward", "optim", "opt", "comm", "allreduce",
+_STEP_PARTS = ("data", "reader", "load", "io", "fwd", "forward", "bwd", "backward", "optim", "opt", "comm", "allreduce",
                "reduce", "eval", "val", "test", "ckpt", "checkpoint", "sav", "eta", "remain", "left", "wait",
                "compil", "h2d", "d2h", "prefetch", "sync", "micro", "ttft", "tpot", "token", "sample", "gen",
                "rollout", "log", "idle", "start", "since", "clock", "init", "fetch", "copy", "queue")
@@ -220,6 +220,9 @@ def _time_role(key: str, unit: str) -> str | None:
               or "s/step" in key
               or bool(words & {"dt", "seconds", "second", "secs", "sec", "elapsed", "wall"})
               or (unit in _TIME_UNITS and _is(key, "step", "iter", "iteration", "t"))
+              # PaddlePaddle's (PaddleOCR/PaddleSeg/PaddleDetection) "batch_cost: 0.35" / "batch_cost: 5.97 s": the
+              # interval's mean seconds per batch (a step); its "reader_cost"/"data_cost" is a part of it
+              or _is(key, "batch cost", "step cost", "iter cost", "iteration cost")
               # a duration said as a verb: "step 10 took 1.25 s", "completed in 1.25s", "finished in 1250 ms"
               # (not "Train 1792 in 4.39seconds": BigDL's compute time of a step, its wall clock is the step's)
               or (unit in _TIME_UNITS and _is(key, "took", "taken", "completed in", "finished in", "done in",
@@ -372,7 +375,10 @@ def _hms_s(m: re.Match[str]) -> float:
 
 
 # Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
-_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
+# detectron2's and PaddleDetection's logger prints a date without a year, "[02/04 22:46:24 ppdet...]": its "02/04"
+# before a clock time is not an n/N counter (it made every record step 2).
+_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})"
+                        r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
