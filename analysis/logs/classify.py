@@ -43,6 +43,7 @@ from analysis.logs.families import Row, first_match, line_around
 from analysis.logs.families import completion as F_DONE
 from analysis.logs.families import config as F_CONFIG
 from analysis.logs.families import divergence as F_DIV
+from analysis.logs.families import dumps as F_DUMP
 from analysis.logs.families import error_end as F_END
 from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
@@ -462,18 +463,29 @@ def _hydra_target(text: str, start: int) -> Failure | None:
 
 
 def _stack_dump(text: str, start: int) -> Failure | None:
-    """A stack dump of the live job (families.stall.STACK_DUMP) in text[start:] with no traceback after it."""
-    hits = [i for i in (text.find(needle, start) for needle in F_STALL.STACK_DUMP_NEEDLES) if i >= 0]
-    if not hits:
+    """A stack dump of the live job (families.dumps; its marker line) in text[start:] with no traceback after it."""
+    marker = F_DUMP.live_marker(text, text.rfind("\n", 0, start) + 1 if start else 0)
+    if marker is None:
         return None
-    dump = F_STALL.STACK_DUMP.search(text, text.rfind("\n", 0, min(hits)) + 1)
-    if dump is None:
-        return None
-    after = text.find(_TRACEBACK, dump.start())
+    after = text.find(_TRACEBACK, marker)
     if after >= 0 and not _killed_traceback(text, after):
         return None
-    return _failure(FailureKind.HANG, f"a stack dump of the stuck job: {_line_at(text, dump.start())}",
-                    _evidence(text, dump.start()))
+    return _failure(FailureKind.HANG, f"a stack dump of the stuck job: {_line_at(text, marker)}",
+                    _evidence(text, marker))
+
+
+def _without_dumps(text: str) -> str:
+    """`text` with its live stack dumps blanked but for their marker lines (families.dumps.masked): a dump's
+    command line, frames and locals are not the job's output; a long log's window keeps its bookkeeping."""
+    dumps = F_DUMP.live_dumps(text)
+    if not dumps:
+        return text
+    shown = F_DUMP.masked(text, dumps)
+    if not isinstance(text, _Window):
+        return shown
+    view = _Window(shown)
+    view.head_chars, view.tail_from, view.skipped_lines = text.head_chars, text.tail_from, text.skipped_lines
+    return view
 
 
 _KILL_TYPES = ("KeyboardInterrupt", "SystemExit", "SIGTERM", "SignalException")
@@ -840,7 +852,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
     text = log_text if isinstance(log_text, str) else str(log_text)
     full_length = len(text)
-    text = _window(text)
+    text = _without_dumps(_window(text))
     state = _normal_state(slurm_state)
     exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
     losses = tuple(v for v in losses if isinstance(v, float)) if isinstance(losses, (tuple, list)) else ()

@@ -235,16 +235,4 @@ CTRL_C = "^C"
 CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b|\[)", re.MULTILINE)
 MAX_CTRL_C_HITS = 200  # "^C" occurrences tested for the echo's shape (binary junk holds many)
 
-# A stack dump taken from a live process (py-spy dump, faulthandler's dump_traceback_later / SIGUSR1): someone looked
-# at a job that had stopped printing, so the log shows where it was stuck, not an exception (issue 17's rule: a
-# dump of stacks stuck in collectives or waits is a hang). py-spy prints `Thread 1084205 (active): "MainThread"`
-# and then frames as `func (file.py:123)`; faulthandler's dump_traceback_later prints `Timeout (0:05:00)!`, then
-# `Thread 0x00007f... (most recent call first):` and frames as `  File "x.py", line 12 in func` (the same dump
-# after a fatal signal has no Timeout line: a crash). Sources: py-spy src/dump.rs (print_traces), CPython
-# Python/traceback.c (faulthandler's dump_traceback).
-STACK_DUMP = re.compile(
-    r'^[ \t]{0,8}Thread (?:0x[0-9a-fA-F]{1,16}|\d{1,12}) \((?:active|idle)(?:\+gil)?\): "[^"\n]{0,80}"[ \t]*\n'
-    r'[ \t]{1,8}\S{1,200} \([^()\n]{1,300}:\d{1,9}\)'
-    r'|^Timeout \(\d{1,4}:\d\d:\d\d\)!\n(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16} \(most recent call first\):'
-    r'[ \t]*\n[ \t]{1,8}File "[^"\n]{1,300}", line \d{1,9} in ', re.MULTILINE)
-STACK_DUMP_NEEDLES = ("Thread ", "Timeout (")
+# A stack dump taken from a live process (py-spy dump, faulthandler): families.dumps.

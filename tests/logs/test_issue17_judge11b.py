@@ -1,0 +1,164 @@
+"""Issue 17, batch 11 (helper judge11b): the healthy and hang side. Each rule: a real excerpt (its source), a
+made-up look-alike, and lines that must not match."""
+
+from __future__ import annotations
+
+import pytest
+
+from analysis.logs.classify import classify
+from analysis.logs.families import dumps
+from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_generic import _keras_epoch_step, read_records
+from analysis.logs.steady_state import steady_state
+
+# ---- stack dumps of a live job are a hang's evidence, and their text is not the job's output
+
+# DeepSpeed#5030 (tests/fixtures/oos-batch11/deepspeed/zeropp_hpz_llama2_7b_two_nodes_hangs_py_spy_cut_1.log),
+# cut after the process line as the thread's excerpt is
+_PY_SPY_CUT = ("$ py-spy dump  --pid  7114\n"
+               "Process 7114: /export/apps/python/3.10/bin/python3 -u src/train.py --model_path /shared/llama-2-7b-hf "
+               "--bf16 True --max_steps 50 --per_device_train_batch_size 16 --gradient_checkpointing "
+               "--max_seq_length 2048 --save_strategy no --learning_rate 2e-5 --deepspeed src/base\n")
+# made up in py-spy's full format (src/dump.rs): frames whose text names a validation function and a local whose
+# value states a rule
+_PY_SPY_FULL = ("py-spy dump --locals --pid 147\n"
+                "Process 147: /usr/bin/python -u train.py --tensor_model_parallel_size 8 --num_attention_heads 12\n"
+                "Python v3.10.12 (/usr/bin/python3.10)\n\n"
+                'Thread 147 (active+gil): "MainThread"\n'
+                "    _all_gather_into_tensor (torch/distributed/distributed_c10d.py:2709)\n"
+                "    _configure_train_batch_size (deepspeed/runtime/config.py:935)\n"
+                "        Arguments:\n"
+                "            self: <DeepSpeedConfig at 0x7f3a>\n"
+                "        Locals:\n"
+                "            msg: \"train_batch_size must be divisible by micro_batch * grad_acc * world_size\"\n"
+                "    ncclGroupEnd (libnccl.so.2)\n"
+                'Thread 201 (idle): "Thread-1"\n'
+                "    wait (threading.py:324)\n")
+# CPython faulthandler.dump_traceback_later's format (Modules/faulthandler.c), made up
+_FAULTHANDLER = ("iteration 10/100 | loss 2.31 | elapsed time per iteration (ms): 512.0\n"
+                 "Timeout (0:30:00)!\n"
+                 "Thread 0x00007f4a25687c40 (most recent call first):\n"
+                 '  File "/opt/deepspeed/runtime/engine.py", line 1456 in _checkpoint_tag_validation\n'
+                 '  File "/opt/torch/distributed/distributed_c10d.py", line 3328 in barrier\n')
+
+
+@pytest.mark.parametrize("text", [_PY_SPY_CUT, _PY_SPY_FULL, _FAULTHANDLER,
+                                  # a dump by signal (faulthandler.register), Python 3.13's thread name
+                                  "Current thread 0x00007f4a25687c40 [python3] (most recent call first):\n"
+                                  '  File "/x/train.py", line 12 in step\n'])
+def test_a_live_stack_dump_is_a_hang_whatever_its_frames_say(text):
+    verdict = classify(text)
+    assert verdict.kind == "hang" and "stack dump" in verdict.reason
+    assert "train_batch_size" not in verdict.reason and "--max_steps" not in verdict.reason
+
+
+def test_a_dump_is_blanked_but_for_its_marker_line():
+    spans = dumps.live_dumps(_PY_SPY_FULL)
+    assert len(spans) == 1 and spans[0][0] == 0
+    shown = dumps.masked(_PY_SPY_FULL, spans)
+    assert len(shown) == len(_PY_SPY_FULL) and shown.count("\n") == _PY_SPY_FULL.count("\n")
+    assert shown.startswith("py-spy dump --locals --pid 147\n")
+    assert "divisible" not in shown and "_configure_train_batch_size" not in shown and "Process" not in shown
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a fatal signal's dump is a crash's report (CPython faulthandler fatal_error)
+    ("Fatal Python error: Segmentation fault\n\nCurrent thread 0x00007f4a25687c40 (most recent call first):\n"
+     '  File "/x/train.py", line 12 in step\n', "crashed"),
+    # the error that ended the job after the dump decides
+    (_PY_SPY_FULL + "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+     "RuntimeError: CUDA error: an illegal memory access was encountered\n", "crashed"),
+    (_PY_SPY_FULL + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n", "oom"),
+    # a configuration error outside the dump is still read
+    ("AssertionError: tensor parallel size 8 must divide the number of attention heads 12\n" + _PY_SPY_CUT,
+     "config_error"),
+    # the run went on after someone dumped it: its later records decide
+    (_PY_SPY_FULL + "".join(f"iteration {i}/100 | loss 2.3 | elapsed time per iteration (ms): 512.0\n"
+                            for i in range(10, 40, 10)), "ok"),
+])
+def test_dump_look_alikes(text, expected):
+    assert trial_outcome(text).failure_kind == expected
+
+
+@pytest.mark.parametrize("line", [
+    "Process 7114: /usr/bin/python train.py --max_steps 50",  # no py-spy command or version line with it
+    "Python v3.10.12",  # an environment banner without py-spy's interpreter path
+    "I ran py-spy and it showed the threads waiting",
+    "Thread 3 started",
+    "Timeout (30s) waiting for the store",
+])
+def test_lines_that_are_not_a_dump_marker(line):
+    assert dumps.live_dumps(line + "\n") == []
+
+
+# ---- PaddlePaddle's batch_cost records; a year-less date is not a counter; warm-up only at a run's start
+
+# PaddleOCR#2083 (oos-batch11 other/paddleocr_rec_2080ti_reader_bound_batch_cost_records_1.log)
+def _paddle_ocr(first_iter: int) -> str:
+    return "".join(
+        f"[2021/02/23 22:5{i}:00] root INFO: epoch: [5/500], iter: {first_iter + 10 * i}, lr: 0.001000, loss: 4.88, "
+        f"acc: 0.598958, reader_cost: {r - 0.6:.5f} s, batch_cost: {r:.5f} s, samples: 960, ips: 16.05686\n"
+        for i, r in enumerate((5.97875, 3.77421, 2.78157, 4.39655)))
+
+
+_PADDLE_OCR = _paddle_ocr(11550)
+# PaddleX#2884 (oos-batch11 other/paddlex_ppdet_distributed_train_batch_cost_records_1.log), abridged
+_PPDET = "".join(
+    f"[02/04 22:46:24] ppdet.engine.callbacks INFO: Epoch: [0] [{n}/7312] learning_rate: 0.000029 loss: 4.504654 "
+    f"eta: 67 days, 10:28:48 batch_cost: {b} data_cost: 0.0034 ips: 96.1758 images/s, max_mem_reserved: 42653 MB\n"
+    for n, b in ((2087, 0.1664), (2088, 0.1876), (2089, 0.1930), (2090, 0.4535)))
+
+
+def test_paddle_batch_cost_is_the_step_time_and_an_excerpt_far_into_a_run_has_no_warm_up():
+    stats = steady_state(read_records(_PADDLE_OCR).iterations)
+    assert stats.median_step_time_s == pytest.approx(4.08538, rel=1e-4)  # the label: the median of the four
+    reading = read_records(_PPDET)
+    assert [it.iteration for it in reading.iterations] == [2087, 2088, 2089, 2090]  # not "02/04" -> step 2
+    assert steady_state(reading.iterations).median_step_time_s == pytest.approx(0.1903, rel=0.05)
+
+
+def test_a_run_from_its_start_still_drops_its_warm_up():
+    # PaddleOCR#1181 (oos-batch11 other/paddleocr_benchmark_log_format_batch_cost_records_1.log, abridged): records
+    # from iter 10 of epoch 0; the first (6.3 s) is warm-up, labelled so
+    text = "".join(f"[2020/11/16 11:11:{20 + i}] root INFO: epoch: [0/100], iter: {10 * (i + 1)}, lr: 0.001000, "
+                   f"acc: 0.507812, loss: 0.698222, reader_cost: 2.3 s, batch_cost: {b} s, samples: 5120, ips: 198.9\n"
+                   for i, b in enumerate((6.29982, 2.57432, 2.57905, 2.60749, 2.61313, 2.56124)))
+    stats = steady_state(read_records(text).iterations)
+    assert stats.n_warmup == 1 and stats.median_step_time_s == pytest.approx(2.58358, rel=0.01)
+
+
+@pytest.mark.parametrize("line", [
+    "[INFO] epoch: 1, iter: 20/500, loss: 2.0859, reader_cost: 0.07273, ips: 3.7425 samples/sec",  # a part only
+    "epoch 3 step 10 cost: 2.31",  # a loss named cost (old TF tutorials)
+])
+def test_costs_that_are_not_a_step_time(line):
+    assert all(it.step_time_s != pytest.approx(0.07273) and it.step_time_s != pytest.approx(2.31)
+               for it in read_records(line * 3).iterations)
+
+
+# ---- Keras' epoch line: the per-step field or the epoch's mean, whichever is more precise
+
+@pytest.mark.parametrize("line, expected", [
+    # ssd_keras#344 (oos-batch11 other/ssd_keras_pascal_1070_epoch_records_2s_per_step_1.log): "2s/step" is
+    # 1.5-2.5 s; 1843 s / 1000 steps agrees with it and is precise to 0.5 ms
+    ("1000/1000 [==============================] - 1843s 2s/step - loss: 3.8849 - val_loss: 3.2442", "1.843s/step"),
+    # made up: Keras 3's bar
+    ("1000/1000 ━━━━━━━━━━━━━━━━━━━━ 1843s 2s/step - loss: 3.88", "1.843s/step"),
+    # sleap#2230 (oos-batch8): two digits are precise enough; they stay
+    ("1490/1490 - 105s - loss: 1.8771e-05 - val_loss: 1.9864e-05 - lr: 1.0000e-04 - 105s/epoch - 71ms/step",
+     "71ms/step"),
+    # the total's rounding (1 s / 100) is coarser than the field's: the field stays
+    ("100/100 [====] - 1s 6ms/step - loss: 0.3", "6ms/step"),
+    # a slow first step makes the mean disagree with the field (tf.keras times steps after the first): it stays
+    ("10/10 [====] - 60s 2s/step - loss: 1.0", "2s/step"),
+    # mid-epoch: no total yet
+    ("500/1000 [==>...] - ETA: 10s - loss: 3.1", "ETA: 10s"),
+])
+def test_keras_epoch_step(line, expected):
+    assert expected in _keras_epoch_step(line)
+
+
+def test_keras_epoch_records_give_the_epoch_mean():
+    text = "".join(f"1000/1000 [==============================] - {t}s 2s/step - loss: 3.88 - val_loss: 3.24\n"
+                   f"Epoch {i + 2}/120\n" for i, t in enumerate((1843, 1898, 1893, 1765, 1649)))
+    assert trial_outcome(text).metrics["step_time_s"] == pytest.approx(1.843, rel=0.01)
