@@ -162,3 +162,49 @@ def test_keras_epoch_records_give_the_epoch_mean():
     text = "".join(f"1000/1000 [==============================] - {t}s 2s/step - loss: 3.88 - val_loss: 3.24\n"
                    f"Epoch {i + 2}/120\n" for i, t in enumerate((1843, 1898, 1893, 1765, 1649)))
     assert trial_outcome(text).metrics["step_time_s"] == pytest.approx(1.843, rel=0.01)
+
+
+# ---- end-of-run summaries without step records: a profile of a step, a trainer's final metrics
+
+# DeepSpeed#4385 (oos-batch11 deepspeed/megatron_gpt_1_5b_flops_profiler_summary_step21_16_gpus_1.log), abridged
+_PROFILE = ("-------------------------- DeepSpeed Flops Profiler --------------------------\n"
+            "Profile Summary at step 21:\nNotations:\n"
+            "step (weights update latency), iter latency (sum of fwd, bwd and step latency)\n\n"
+            "world size:                                                   16      \n"
+            "params per gpu:                                               1575.59 M\n"
+            "fwd flops per GPU:                                            12906.92 G\n")
+
+
+def test_a_flops_profile_is_a_step_that_ran_and_its_iter_latency_the_step_time():
+    outcome = trial_outcome(_PROFILE)
+    assert outcome.failure_kind == "ok" and "flops profile" in outcome.reason
+    # Megatron-DeepSpeed#98's srun label prefix, and the summary's latency lines (profiler.py's format, values made up)
+    full = ("0: " + _PROFILE.replace("\n", "\n0: ").rstrip("0: ")
+            + "0: fwd latency:                                                  76.67 ms\n"
+              "0: step latency:                                                 34.09 us\n"
+              "0: iter latency:                                                 184.73 ms\n")
+    outcome = trial_outcome(full)
+    assert outcome.failure_kind == "ok" and outcome.metrics["step_time_s"] == pytest.approx(0.18473)
+
+
+@pytest.mark.parametrize("text", [
+    "Profile Summary at step 0:\n",  # nothing ran yet
+    "step (weights update latency), iter latency (sum of fwd, bwd and step latency)\n",  # the notation line
+])
+def test_profile_look_alikes(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind != "ok" and "step_time_s" not in outcome.metrics
+
+
+@pytest.mark.parametrize("text", [
+    # transformers examples' log_metrics block (the shape of run_clm.py's output; values made up)
+    "***** train metrics *****\n  epoch                    =        3.0\n  train_runtime            = 0:12:34.56\n"
+    "  train_samples_per_second =     12.345\n",
+    "{'train_runtime': 754.56, 'train_samples_per_second': 12.345, 'train_loss': 0.51, 'epoch': 3.0}\n",
+])
+def test_a_trainers_final_metrics_are_a_finished_run(text):
+    assert trial_outcome(text).failure_kind == "ok"
+
+
+def test_a_runtime_that_is_not_the_trainers_metrics_is_not_a_finish():
+    assert trial_outcome("estimated train_runtime unknown until the first step\n").failure_kind != "ok"

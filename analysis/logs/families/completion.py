@@ -53,6 +53,14 @@ COMPLETION = (
     + rows(FailureKind.OK, _DONE, "Hugging Face transformers trainer.py",
            ("Training completed. Do not forget to share your model", "Training completed. Do not forget to share "
                                                                      "your model on huggingface.co/models =)"))
+    # Trainer.train() returns (and logs) its TrainOutput metrics when training is over: the dict "{'train_runtime':
+    # 754.5, 'train_samples_per_second': ...}" and, in the examples' scripts, trainer_pt_utils.log_metrics's block
+    # "***** train metrics *****" with "  train_runtime = 0:12:34.56"
+    + rows(FailureKind.OK, _DONE, "transformers trainer.py train() (its TrainOutput metrics), trainer_pt_utils.py "
+                                  "log_metrics",
+           ("train_runtime", "{'train_runtime': 754.56, 'train_samples_per_second': 12.345, 'epoch': 3.0}",
+            r"\btrain_runtime['\"]?\s{0,30}[:=]\s{0,30}\d"),
+           ("***** train metrics *****", "***** train metrics *****"))
     + rows(FailureKind.OK, _DONE, "Megatron-LM training.py",
            ("after training is done", "[after training is done] datetime: 2025-03-02 10:44:12"),
            ("exiting program", "exiting program after 240.0 minutes", r"exiting program (?:after|at iteration)"))
@@ -139,6 +147,14 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("hroughput", "Saving async checkpoint Iteration: 100 Job throughput: 364.8 TFLOP/s/GPU",
                     _COUNTER_AND_RATE),
                    ("TFLOP", "Saving checkpoint | iteration 2000 | 151.2 TFLOP/s per GPU", _COUNTER_AND_RATE))
+            # DeepSpeed's flops profiler prints its summary after the profiled step ran (profiling/flops_profiler/
+            # profiler.py print_model_profile, called from engine.py at flops_profiler.profile_step): "Profile
+            # Summary at step 21:", then "fwd flops per GPU: ...", "iter latency: ...". A profile of a step is a
+            # step that ran (Megatron-DeepSpeed#98, DeepSpeed#4385: healthy runs whose logs hold only it).
+            + rows(FailureKind.OK, "training steps ran (a flops profile of a step)",
+                   "DeepSpeed profiling/flops_profiler/profiler.py print_model_profile",
+                   ("Profile Summary at step", "Profile Summary at step 21:",
+                    r"(?:^|\s)Profile Summary at step [1-9]\d{0,11}:"))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))
