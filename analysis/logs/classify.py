@@ -400,6 +400,10 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
     series_why = F_DIV.series_diverged(losses)
     if series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
+    bare = F_DIV.bare_records_diverged(text)
+    if bare is not None and bare[0] >= start:
+        return _failure(FailureKind.DIVERGED, f"loss diverged ({bare[1]}): {_line_at(text, bare[0])}",
+                        _evidence(text, bare[0]))
     return None
 
 
@@ -898,6 +902,7 @@ def _stalled(text: str, verdict: Failure) -> Failure:
         found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
                  or _ends_waiting(text, F_STALL.SETUP_PHASES)
                  or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_warnings(text))
+                 or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_listing(text))
                  or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
                  or _ends_with_config_rule(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
@@ -1000,6 +1005,16 @@ def _activity_before_warnings(text: str) -> tuple[int, str] | None:
             break
         i, skipped = hit + 1, True
     return tail[i] if skipped and i < len(tail) else None
+
+
+def _activity_before_listing(text: str) -> tuple[int, str] | None:
+    """The log's last activity before the listing (F_STALL.LISTING_ITEM: DeepSpeed's pipeline layers) that ends
+    it; None when it does not end in one."""
+    tail = [(pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)]
+    i = 0
+    while i < len(tail) and F_STALL.LISTING_ITEM.match(tail[i][1]):  # raw: "29: Name" reads as a rank prefix
+        i += 1
+    return tail[i] if 0 < i < len(tail) else None
 
 
 def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:

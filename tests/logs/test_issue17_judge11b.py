@@ -208,3 +208,89 @@ def test_a_trainers_final_metrics_are_a_finished_run(text):
 
 def test_a_runtime_that_is_not_the_trainers_metrics_is_not_a_finish():
     assert trial_outcome("estimated train_runtime unknown until the first step\n").failure_kind != "ok"
+
+
+# ---- a loss that jumps by a large factor and stays; NaN in bare records
+
+# GPT-NeoX#947 (oos-batch11 megatron_deepspeed/gptneox_llama_weights_bf16_lm_loss_jumps_2_to_11_1.log), abridged
+_NEOX = (" samples/sec: 1.702 | iteration        1/   55000 | elapsed time per iteration (ms): 18806.7 | learning rate:"
+         " 1.212E-09 | approx flops per GPU: 5.7TFLOPS | lm_loss: 2.275809E+00 | number of skipped iterations:   0 |"
+         " number of nan iterations:   0 |\n"
+         " samples/sec: 2.721 | iteration        2/   55000 | elapsed time per iteration (ms): 11761.2 | learning rate:"
+         " 2.424E-09 | approx flops per GPU: 9.1TFLOPS | lm_loss: 1.105449E+01 | number of skipped iterations:   0 |"
+         " number of nan iterations:   0 |\n")
+
+
+def test_a_loss_that_jumps_three_fold_and_stays_is_diverged():
+    outcome = trial_outcome(_NEOX)
+    assert outcome.failure_kind == "diverged" and "jumped" in outcome.reason
+
+
+def _records(losses: list[float]) -> str:
+    return "".join(f"iteration {10 * (i + 1)}/1000 | elapsed time per iteration (ms): 500.0 | lm loss: {v:.4E} |\n"
+                   for i, v in enumerate(losses))
+
+
+@pytest.mark.parametrize("losses", [
+    [10.5, 8.0, 5.0, 3.0, 2.5, 2.2, 11.0, 10.8],  # made up: back to the untrained level from a trained one
+    [2.1, 2.3, 2.0, 2.2, 7.9],  # made up: the last record 3.6x every one before it
+])
+def test_jump_look_alikes_that_diverge(losses):
+    assert trial_outcome(_records(losses)).failure_kind == "diverged"
+
+
+@pytest.mark.parametrize("losses", [
+    [2.1, 2.6, 1.9, 3.4, 2.0, 2.7, 2.2, 4.1, 2.3],  # made up: a noisy loss, spikes under 2x, healthy
+    [10.5, 8.0, 5.0, 3.0, 2.5, 2.2, 7.0, 2.1],  # a spike that recovered
+    [0.001, 0.002, 0.0015, 0.01, 0.012],  # near zero: large factors, no meaning (JUMP_MIN_LOSS)
+    [11.0, 9.0, 7.5, 6.0, 5.2],  # an untrained start falling
+])
+def test_noisy_or_recovering_losses_stay_ok(losses):
+    assert trial_outcome(_records(losses)).failure_kind == "ok"
+
+
+# yanmtt#7 (oos-batch11 other/yanmtt_bart_pretraining_fp16_nan_after_70k_steps_1.log)
+_YANMTT = ("...\n76930 2.6496577\n76940 2.59109\n76950 2.596339\n76960 2.735384\n76970 2.6265104\n76980 nan\n"
+           "76990 nan\nSaving the model\nLoading from checkpoint\nLoading from checkpoint\n77000 nan\n77010 nan\n...\n")
+
+
+@pytest.mark.parametrize("text", [_YANMTT, "step,loss\n1,2.31\n2,2.20\n3,2.12\n4,inf\n5,inf\n"])
+def test_bare_step_value_records_that_turn_nan_are_diverged(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "diverged", outcome.reason
+
+
+@pytest.mark.parametrize("text", [
+    "76930 2.64\n76940 2.59\n76950 nan\n76960 2.73\n76970 2.62\n",  # one NaN that the run got past
+    "1 nan\n2 nan\n3 nan\n4 nan\n",  # never finite: a column of something else
+    "2024 nan\n2023 2.1\n2022 nan\n2021 nan\n2020 nan\n",  # falling first column: not steps
+])
+def test_bare_records_that_do_not_diverge(text):
+    assert trial_outcome(text).failure_kind != "diverged"
+
+
+# ---- a log that ends in DeepSpeed's pipeline partition listing ends in that set-up phase
+
+# Megatron-DeepSpeed#116 (oos-batch11 megatron_deepspeed/pipe_dp4_stuck_at_round_robin_gradient_partitioning_cut_1
+# .log), abridged
+_PIPE = ("Using topology: {ProcessCoord(pipe=0, data=0, model=0): 0, ProcessCoord(pipe=0, data=1, model=0): 1}\n"
+         "[2023-03-06 11:49:28,451] [INFO] [module.py:372:_partition_layers] Partitioning pipeline stages with method "
+         "type:transformer\nstage=0 layers=31\n     0: _to_float16\n     1: EmbeddingPipe\n     2: <lambda>\n"
+         + "".join(f"    {i:2d}: ParallelTransformerLayerPipe\n" for i in range(3, 27))
+         + "    27: <lambda>\n    28: MixedFusedLayerNorm\n    29: EmbeddingPipe\n")
+
+
+def test_a_log_ending_in_the_pipeline_partition_listing_is_a_hang():
+    verdict = classify(_PIPE)
+    assert verdict.kind == "hang" and "partitioning the pipeline" in verdict.reason
+    # made up: the listing with its loss line
+    assert classify(_PIPE + "  loss: CrossEntropyLoss\n").kind == "hang"
+
+
+@pytest.mark.parametrize("text", [
+    _PIPE + "[INFO] [engine.py:99:train_batch] step=10, skipped=0, lr=[0.0001]\n"
+            " iteration       10/   1000 | elapsed time per iteration (ms): 812.0 | lm loss: 7.1E+00 |\n",  # it trained
+    "results\n  1: ok\n  2: ok\n",  # a numbered list after no set-up phase
+])
+def test_listing_look_alikes(text):
+    assert classify(text).kind != "hang"

@@ -217,6 +217,19 @@ SETUP_PHASES = (
                                               "ProcessCoord(pipe=1, data=0, model=0): 1}"))
 )
 
+# DeepSpeed's pipeline partitioning (deepspeed/runtime/pipe/module.py PipelineModule._partition_layers) prints, on
+# rank 0, "Partitioning pipeline stages with method type:transformer", then per stage "stage=0 layers=31" and one
+# line per layer "    {idx:2d}: {name}" ("     3: ParallelTransformerLayerPipe", "    27: <lambda>") and
+# "  loss: {name}"; the engine is built next. A log that ends in this listing ends in the partitioning phase
+# (Megatron-DeepSpeed#116: stuck after it, DP=4). LISTING_ITEM: the listing's lines, skipped to find the phase.
+SETUP_PHASES = SETUP_PHASES + rows(
+    FailureKind.HANG, _SETUP + " (partitioning the pipeline stages)", "DeepSpeed runtime/pipe/module.py "
+                                                                      "_partition_layers",
+    ("Partitioning pipeline stages", "[INFO] [module.py:372:_partition_layers] Partitioning pipeline stages with "
+                                     "method type:transformer"),
+    ("layers=", "stage=0 layers=31", r"^\s{0,8}stage=\d{1,5} layers=\d{1,6}\s{0,4}$"))
+LISTING_ITEM = re.compile(r"^\s{0,12}(?:\d{1,5}: [\w<>.]{1,120}|loss: [\w<>.]{1,120})\s{0,4}$")
+
 # A Python warning (warnings.showwarning: "path.py:252: UserWarning: message", then the source line or the
 # message's own continuation lines) is printed and the job goes on: where a log ends in one, the phase it was in is
 # the activity before it. WARNING_TAIL_LINES: the warning line and its continuation lines.
