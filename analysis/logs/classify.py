@@ -904,7 +904,8 @@ def _stalled(text: str, verdict: Failure) -> Failure:
                  or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_warnings(text))
                  or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_listing(text))
                  or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
-                 or _ends_with_config_rule(text))
+                 or _ends_with_config_rule(text)
+                 or _liveness_only_tail(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
@@ -1067,19 +1068,28 @@ def _ctrl_c_echo(text: str) -> int:
 
 
 def _liveness_only_tail(text: str) -> Failure | None:
-    """After its last activity the log shows only liveness lines whose timestamps span > F_STALL.STALLED_SPAN_S."""
+    """After its last activity the log shows only liveness lines and warnings (F_STALL.LIVENESS, WARNING_LINE) whose
+    timestamps run more than F_STALL.STALLED_SPAN_S past that activity's (or past the first of them, where the
+    activity has no timestamp); at least one of them is a liveness line or the activity has a timestamp: time
+    passed without progress."""
     stamps: list[float] = []
+    liveness = False
     for _, line in _tail_lines(text):
-        if not F_STALL.LIVENESS.search(line):
-            break
         stamp = timestamp_of(line)
+        quiet = F_STALL.LIVENESS.search(line) is not None
+        if not quiet and F_STALL.WARNING_LINE.search(line) is None:
+            if stamp is not None and stamps:
+                stamps.append(stamp[0])  # the last activity's time starts the quiet span
+                liveness = True
+            break
+        liveness = liveness or quiet
         if stamp is not None:
             stamps.append(stamp[0])
-    if len(stamps) < 2 or max(stamps) - min(stamps) <= F_STALL.STALLED_SPAN_S:
+    if not liveness or len(stamps) < 2 or max(stamps) - min(stamps) <= F_STALL.STALLED_SPAN_S:
         return None
     span_s = max(stamps) - min(stamps)
-    return _failure(FailureKind.HANG, f"no progress for at least {span_s:.0f} s: after its last step the log shows "
-                                      f"only liveness lines; last line: {_last_line(text)[:120]}",
+    return _failure(FailureKind.HANG, f"no progress for at least {span_s:.0f} s: after its last activity the log "
+                                      f"shows only liveness lines or warnings; last line: {_last_line(text)[:120]}",
                     _evidence(text, len(text.rstrip()) - 1))
 
 

@@ -294,3 +294,43 @@ def test_a_log_ending_in_the_pipeline_partition_listing_is_a_hang():
 ])
 def test_listing_look_alikes(text):
     assert classify(text).kind != "hang"
+
+
+# ---- warnings with time passing and no record after the last activity
+
+# NVIDIA-NeMo/Speech#7938 (oos-batch11 nemo/asr_conformer_ctc_multinode_hangs_after_epoch_checkpoint_warning_1.log):
+# the one warning line; no time passes in the excerpt
+_NEMO_WARN = ("[NeMo W 2023-11-25 21:45:41 nemo_logging:349] /usr/local/lib/python3.10/dist-packages/pytorch_lightning/"
+              "trainer/connectors/logger_connector/result.py:433: PossibleUserWarning: It is recommended to use "
+              "`self.log('global_step', ..., sync_dist=True)` when logging on epoch level in distributed setting\n")
+
+
+def test_a_single_warning_line_is_not_a_hang():
+    assert classify(_NEMO_WARN).kind == "unknown"
+
+
+@pytest.mark.parametrize("text", [
+    # made up: the epoch's checkpoint, then the same warning 44 minutes later and nothing else
+    "[NeMo I 2023-11-25 21:00:41 exp_manager:100] Epoch 0, global step 1000: val_wer reached 0.25, saving model\n"
+    + _NEMO_WARN,
+    # made up: step records, then torch c10 warnings for 40 minutes (DDP's reducer.cpp wording)
+    "".join(f"2024-01-01 10:0{i}:00 | step {i + 1} | loss 2.3 | step_time 0.5s\n" for i in range(3))
+    + "2024-01-01 10:05:00 [W reducer.cpp:1300] Warning: find_unused_parameters=True was specified in DDP constructor,"
+      " but did not find any unused parameters in the forward pass\n"
+      "2024-01-01 10:45:00 [W reducer.cpp:1300] Warning: find_unused_parameters=True was specified in DDP constructor,"
+      " but did not find any unused parameters in the forward pass\n",
+])
+def test_warnings_long_after_the_last_activity_are_a_hang(text):
+    assert trial_outcome(text).failure_kind == "hang"
+
+
+@pytest.mark.parametrize("text", [
+    # warnings within minutes of the last record: a healthy excerpt
+    "".join(f"2024-01-01 10:0{i}:00 | step {i + 1} | loss 2.3 | step_time 0.5s\n" for i in range(3))
+    + "2024-01-01 10:03:00 WARNING: gradient overflow, skipping\n2024-01-01 10:04:00 WARNING: slow data loader\n",
+    # a record after the warnings: progress
+    "2024-01-01 10:00:00 WARNING: x\n2024-01-01 11:00:00 WARNING: y\n"
+    "2024-01-01 11:00:01 | step 5 | loss 2.3 | step_time 0.5s\n",
+])
+def test_warnings_that_are_not_a_stall(text):
+    assert trial_outcome(text).failure_kind != "hang"

@@ -238,6 +238,15 @@ WARNING_TAIL_LINES = 3
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
 LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x across cluster\]|(?i:heartbeat)')
+# Warnings: printed and the job goes on, so they say nothing of its progress either. A log whose tail after its last
+# activity is warnings (and liveness lines) whose timestamps run more than STALLED_SPAN_S past that activity's made
+# no progress for that long (NeMo's "[NeMo W 2023-11-25 21:45:41 nemo_logging:349] ... PossibleUserWarning" after an
+# epoch's checkpoint, the next epoch never starting: NVIDIA-NeMo/Speech#7938 is that shape, but its excerpt is the
+# one warning line, no time passes in it, and it stays unknown: a short log is not a hang). Logger levels: NeMo's
+# "[NeMo W ", glog's "W1125 21:45:41.123", torch c10's "[W socket.cpp:663]", Python logging's WARNING/WARN, and
+# warnings.showwarning's "file.py:N: XWarning:".
+WARNING_LINE = re.compile(r"\[NeMo W |(?:^|\s)W\d{4} \d\d:\d\d:\d\d|\[W [\w./-]{1,80}:\d|\bWARN(?:ING)?\b"
+                          r"|\w{0,60}Warning: ")
 
 # The user's interrupt: Python's exception for Ctrl-C, torch elastic's forwarded SIGINT, and the terminal's echo
 # "^C" where a terminal prints it: at the start of a line, alone or before what the program printed next.
