@@ -836,9 +836,13 @@ def _finished_evidence(text: str) -> tuple[int, str] | None:
         idx = text.rfind(row.needle)
         if idx >= 0 and row.matches(line_around(text, idx)) and (best is None or idx > best[0]):
             best = (idx, f"{row.label}: {_around(text, idx, row.needle)}")
-    repeated = F_DONE.repeated_duration_record([(pos, message_of(line)) for pos, line in _tail_lines(text)])
+    tail = [(pos, message_of(line)) for pos, line in _tail_lines(text)]
+    repeated = F_DONE.repeated_duration_record(tail)
     if repeated is not None and (best is None or repeated[0] > best[0]):
         best = (repeated[0], f"a record repeated with its duration (training ran): {repeated[1][:120]}")
+    epochs = F_DONE.epoch_records(tail)
+    if epochs is not None and (best is None or epochs[0] > best[0]):
+        best = (epochs[0], f"a record per epoch with its metrics (training ran): {epochs[1][:120]}")
     return best
 
 

@@ -364,3 +364,26 @@ def test_a_core_files_backtrace_is_not_a_live_dump():
                        + '  File "/x/loader.py", line 12 in wait\n' * 40 for i in range(5)))
     assert dumps.live_dumps(fatal) == [] and dumps.live_marker(fatal, 0) is None
     assert classify(fatal).kind == "crashed"
+
+
+# ---- a record per epoch with its metrics (accelerate examples' nlp_example.py: accelerator.print(f"epoch {epoch}:",
+# eval_metric)); the shape, values made up
+
+@pytest.mark.parametrize("text", [
+    "epoch 0: {'accuracy': 0.7745, 'f1': 0.8413}\nepoch 1: {'accuracy': 0.8284, 'f1': 0.8801}\n"
+    "epoch 2: {'accuracy': 0.8505, 'f1': 0.8938}\n",
+    "2024-01-01 10:00:00 Epoch 3 | val_acc=0.91\n2024-01-01 10:30:00 Epoch 4 | val_acc=0.92\n",
+])
+def test_per_epoch_metric_records_are_progress(text):
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "ok" and "per epoch" in outcome.reason and "step_time_s" not in outcome.metrics
+
+
+@pytest.mark.parametrize("text", [
+    "epoch 0: {'accuracy': 0.77}\nepoch 0: {'accuracy': 0.77}\n",  # ranks repeating one epoch's line
+    "loading epoch 1: size=3\nloading epoch 2: size=3\n",  # set-up work
+    "Epoch 1/10\nEpoch 2/10\n",  # headers without a metric
+    "epoch 2: {'accuracy': 0.85}\nepoch 1: {'accuracy': 0.83}\n",  # a counter that does not rise
+])
+def test_epoch_lines_that_are_not_progress(text):
+    assert trial_outcome(text).failure_kind != "ok"

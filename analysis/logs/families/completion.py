@@ -197,3 +197,33 @@ def repeated_duration_record(lines: list[tuple[int, str]]) -> tuple[int, str] | 
         last.setdefault(template, (pos, body))
     best = [last[t] for t, n in counts.items() if n >= REPEATS_MIN]
     return max(best) if best else None
+
+
+# A record a loop prints once per epoch with its epoch counter and a metric, without a step counter or a duration:
+# accelerate's examples ("epoch 0: {'accuracy': 0.77, 'f1': 0.84}", nlp_example.py's accelerator.print), scripts'
+# "Epoch 3 | val_acc 0.91". The same line, digits aside, with the epoch counter rising over EPOCHS_MIN records: that
+# many epochs ended, so training ran (progress, never a step time). Not a line that waits, retries, warns or loads
+# (_NOT_PROGRESS), nor a counter that does not rise (a line repeated by ranks).
+EPOCHS_MIN = 2
+_EPOCH_COUNTER = re.compile(r"(?i)\bepoch\b\s{0,3}[:=#\[(]?\s{0,3}(\d{1,6})\b")
+_METRIC = re.compile(r"[A-Za-z_][\w./-]{0,60}['\"]?\s{0,3}[:=]\s{0,3}-?\d{1,12}(?:\.\d{1,12})?(?:[eE][-+]?\d{1,3})?\b")
+
+
+def epoch_records(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """(position, line) of the last of the log's per-epoch records (the comment above) among `lines` ((position,
+    message) of its last lines, last first); None when no such record rises over EPOCHS_MIN epochs."""
+    epochs: dict[str, list[int]] = {}
+    last: dict[str, tuple[int, str]] = {}
+    for pos, body in lines[:REPEAT_TAIL_LINES]:
+        m = _EPOCH_COUNTER.search(body)
+        if m is None or _NOT_PROGRESS.search(body) is not None:
+            continue
+        rest = body[:m.start()] + body[m.end():]
+        if _METRIC.search(rest) is None:
+            continue
+        template = _DIGITS.sub("#", body.strip())
+        epochs.setdefault(template, []).append(int(m.group(1)))
+        last.setdefault(template, (pos, body))
+    rising = [last[t] for t, seen in epochs.items()
+              if len(seen) >= EPOCHS_MIN and all(a > b for a, b in zip(seen, seen[1:]))]  # last first: falling
+    return max(rising) if rising else None
