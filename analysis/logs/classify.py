@@ -44,6 +44,7 @@ from analysis.logs.families import completion as F_DONE
 from analysis.logs.families import config as F_CONFIG
 from analysis.logs.families import divergence as F_DIV
 from analysis.logs.families import error_end as F_END
+from analysis.logs.families import frames as F_FRAMES
 from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
@@ -676,6 +677,10 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
             return reported
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
+    if own is None or _TRACEBACK in own[1]:  # no exception line: the frames of a cut traceback may name the family
+        cut = _cut_traceback_family(text)
+        if cut is not None:
+            return cut
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
         if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
@@ -717,10 +722,36 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
     if killed is not None:
         return killed
     frame = _ends_in_traceback(text)
+    if frame is None:  # the renderings families.frames reads (IPython's, rich's code lines, logger prefixes)
+        tail = _tail_lines(text)
+        frames = F_FRAMES.cut_traceback(_raw_lines(text, tail))
+        frame = tail[frames[0].at][0] if frames is not None else None
     if frame is not None:
         return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
                                              f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+def _raw_lines(text: str, tail: list[tuple[int, str]]) -> list[str]:
+    """The lines of `tail` (_tail_lines) as the log has them, indentation kept (a frame's code is indented under
+    it)."""
+    out = []
+    for pos, _ in tail:
+        end = text.find("\n", pos)
+        out.append(text[pos: len(text) if end < 0 else end][:_MAX_LINE_SCAN_CHARS].rstrip())
+    return out
+
+
+def _cut_traceback_family(text: str) -> Failure | None:
+    """The log ends inside a traceback, before its exception line, and its innermost frames are at a place that
+    fails for one reason (families.frames)."""
+    tail = _tail_lines(text)
+    frames = F_FRAMES.cut_traceback(_raw_lines(text, tail))
+    rule = F_FRAMES.cut_frames_family(frames) if frames is not None else None
+    if frames is None or rule is None:
+        return None
+    pos = tail[frames[0].at][0]
+    return _failure(rule.kind, f"{rule.label}: {_line_at(text, pos)[-160:]}", _evidence(text, pos))
 
 
 def _launcher_killed(text: str, start: int) -> Failure | None:
@@ -903,7 +934,7 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
     for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
         if pos < start:
             break
-        body = message_of(line)
+        body = F_END.unquoted(message_of(line))
         what = F_END.error_record(body)
         if what is None or (not loggers and what in (F_END.LOGGER_RECORD, F_END.FAILED_STATEMENT)):
             continue

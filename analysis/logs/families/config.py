@@ -31,7 +31,7 @@ from launcher.core.layout import DIMENSIONS
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
-    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssertionError|[Vv]alueError|ArgumentError|ArgumentTypeError|"
+    r"(?:^|[\s\]:>|`'\"])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssert(?:ion)?Error|[Vv]alueError|ArgumentError|ArgumentTypeError|"
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
     r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
@@ -135,9 +135,28 @@ DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|us
                        r"\b(?:is|was) not (?:set|specified|provided)\b")
 
 
+# Assertion spellings that are not Python's own but name the same thing: DeepSpeed ZeRO++'s `AssertError: Quantized
+# weight requires the number of weights to be a multiple of 8` (DeepSpeed#4386, as the user quoted it), a reporter's
+# "AssertException" or "assertion_error". Each is judged as an AssertionError: an assertion whose message states a
+# requirement ("requires ... to be a multiple of", "must be divisible by") over a configuration quantity.
+ASSERT_SPELLING = re.compile(r"(?i)^assert(?:ion)?_?(?:error|exception|failure)$")
+# Messages that describe the program's own state, not a setting the user chose: a tensor with no storage (ZeRO-3's
+# zero.Init, accelerate's init_empty_weights and transformers' low_cpu_mem_usage build the model on the "meta" device;
+# a module that then copies or moves such a tensor fails with torch's "Cannot copy out of meta tensor; no data!"
+# (aten/src/ATen/native/TensorConversions.cpp, with its hint "Please use torch.nn.Module.to_empty() instead of
+# torch.nn.Module.to()"), "Tensor.item() cannot be called on meta tensors", "... is on the meta device"). The hint
+# is addressed to the code's author: an initialisation bug of the library or model code (the threads of batch 11's
+# seven meta-tensor logs each end in a code fix or a version change), so it is a crash however its words relate.
+PROGRAM_STATE = re.compile(r"(?i)meta tensors?|meta device|device[ =]'?meta|is_meta|to_empty\(\)")
+
+
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
     exc_type = exc_type[:1].upper() + exc_type[1:]  # a reporter's "valueError" is still a ValueError
+    if ASSERT_SPELLING.match(exc_type):
+        exc_type = "AssertionError"
+    if PROGRAM_STATE.search(message) is not None:
+        return False
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
     if exc_type == "RuntimeError":
