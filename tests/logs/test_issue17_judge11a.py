@@ -161,8 +161,20 @@ _SWIFT_TE = (
     '  File "/env/lib/python3.10/subprocess.py", line 420, in check_output\n'
     "    return run(*popenargs, stdout=PIPE, timeout=timeout, check=True,\n")
 
+# arxyzan/data2vec-pytorch#17 (tests/fixtures/oos-batch11/other/data2vec_text_trainer_config_missing_key_cut_1.log,
+# shortened): OmegaConf's raise path, five frames out (it re-raises with the failed lookup's frames inside it)
+_OMEGACONF = "C:\\Users\\User\\anaconda3\\lib\\site-packages\\omegaconf\\"
+_DATA2VEC = "".join(f'  File "{_OMEGACONF}{where}\n    {code}\n' for where, code in (
+    ("base.py\", line 231, in _format_and_raise", "format_and_raise("),
+    ("_utils.py\", line 899, in format_and_raise", "_raise(ex, cause)"),
+    ("_utils.py\", line 797, in _raise", "raise ex.with_traceback(sys.exc_info()[2])  # set env var OC_CAUSE=1"),
+    ("dictconfig.py\", line 351, in __getattr__", "return self._get_impl("),
+    ("dictconfig.py\", line 442, in _get_impl", "node = self._get_child("),
+    ("basecontainer.py\", line 73, in _get_child", "child = self._get_node(")))
+
 
 @pytest.mark.parametrize(("text", "kind"), [
+    (_DATA2VEC, "config_error"),
     (_BAICHUAN, "oom"), (_NOTEBOOK, "oom"), (_BELLE, "comm_error"), (_BIGCODE, "config_error"),
     (_SWIFT_TE, "config_error"),
     # made up, in other renderings: rich's box, rank prefixes, Ray's worker prefix

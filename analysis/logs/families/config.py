@@ -31,7 +31,8 @@ from launcher.core.layout import DIMENSIONS
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
-    r"(?:^|[\s\]:>|`'\"])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssert(?:ion)?Error|[Vv]alueError|ArgumentError|ArgumentTypeError|"
+    r"(?:^|[\s\]:>|`'\"])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssert(?:ion)?Error|[Vv]alueError|ArgumentError|"
+    r"ArgumentTypeError|"
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
     r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"

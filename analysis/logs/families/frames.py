@@ -39,7 +39,7 @@ from launcher.core.kinds import FailureKind
 CUT_TAIL_LINES = 16  # the last frame must stand among the log's last lines (non-blank), code lines after it
 MAX_FRAME_LINES = 80  # lines read back from the end while frames go on
 GAP_LINES = 8  # code or wrapped lines allowed between two frame headers
-RULE_DEPTH = 3  # innermost frames a rule looks at
+RULE_DEPTH = 3  # innermost frames a rule looks at (FrameRule.depth; the import rule)
 
 # Prefixes a frame line carries in the batches' logs, after message_of's rank/host/timestamp: Ray's worker prefix
 # "(MegatronPolicyWorker[rank=8] pid=3294808, ip=10.109.19.209) ", a logger's "[INFO] [Driver] ", a rich box "│ ".
@@ -135,6 +135,7 @@ class FrameRule:
     kind: FailureKind
     label: str
     shape: re.Pattern[str]  # matched against "path | function | code" of one of the innermost frames
+    depth: int = 3  # how many of the innermost frames the shape is tested on
 
 
 IMPORT_LABEL = ("the job's environment does not provide what a package needs at import (the traceback is cut while "
@@ -160,7 +161,13 @@ RULES = (
     FrameRule(FailureKind.CONFIG_ERROR, "invalid configuration (the traceback is cut in the run's argument or config "
                                         "validation)",
               re.compile(r"\|\s(?:validate_args|_validate_args|__post_init__|parse_args|parse_known_args)\s\||"
-                         r"/argparse\.py \||omegaconf/_utils\.py \| (?:format_and_raise|_raise) \|")),
+                         r"/argparse\.py \|")),
+    # OmegaConf raises every key, type and value error through format_and_raise -> _raise, which re-raises with
+    # the original traceback (`raise ex.with_traceback(sys.exc_info()[2])`): the frames of the lookup that failed
+    # then stand inside it, so the raise path may be a few frames out (data2vec-pytorch#17: five frames)
+    FrameRule(FailureKind.CONFIG_ERROR, "invalid configuration (the traceback is cut in OmegaConf's raise of a "
+                                        "config key error)",
+              re.compile(r"omegaconf/_utils\.py \| (?:format_and_raise|_raise) \|"), depth=12),
     FrameRule(FailureKind.CONFIG_ERROR, IMPORT_LABEL, re.compile(r"importlib/__init__\.py \| import_module \|")),
 )
 # An installed package's module body (`<module>` in site-/dist-packages) is an import only when its caller is one
@@ -184,9 +191,9 @@ def _key(frame: Frame) -> str:
 
 def cut_frames_family(frames: list[Frame]) -> FrameRule | None:
     """The first rule whose shape one of the innermost frames matches; None when no rule does (a crash)."""
-    keys = [_key(f) for f in frames[:RULE_DEPTH]]
+    keys = [_key(f) for f in frames]
     for rule in RULES:
-        if any(rule.shape.search(k) for k in keys):
+        if any(rule.shape.search(k) for k in keys[:rule.depth]):
             return rule
     if any(_imported(frames, k) for k in range(min(RULE_DEPTH, len(frames)))):
         return RULES[-1]
