@@ -44,6 +44,19 @@ def test_assertion_spellings_are_judged_as_an_assertion_error():
     assert error_end.as_exception("Assertion failed: n > 0, file sampler.c, line 42") is None
 
 
+@pytest.mark.parametrize(("exc_type", "message", "expected"), [
+    ("AssertError", "Quantized weight requires the number of weights to be a multiple of 8", True),  # DeepSpeed#4386
+    ("AssertionError", "padded length 1001 is not divisible by 8", True),  # made up: no named quantity
+    ("ValueError", "the shard count must be a multiple of 4", True),  # made up
+    ("RuntimeError", "input height 1001 is not divisible by 8", False),  # a kernel's own tensors
+    ("AssertionError", "the chunk was divided twice", False),
+    ("KeyError", "'not divisible by 8'", False),
+])
+def test_a_divisibility_requirement_of_an_assertion_or_value_check_is_a_configuration_rule(exc_type, message,
+                                                                                          expected):
+    assert config.is_config_message(exc_type, message) is expected
+
+
 # ---- a meta tensor is the program's state, not a setting (families.config.PROGRAM_STATE)
 
 # hiyouga/LlamaFactory#7750 (tests/fixtures/oos-batch11/deepspeed/llamafactory_pissa_qwen32b_zero3_offload_meta_
@@ -104,6 +117,16 @@ def test_lines_that_are_not_quoted_stay_as_they_are(line):
 def test_a_quoted_exception_line_cut_inside_its_quote_is_a_crash():
     failure = classify(_INTERNLM)
     assert failure.kind == "crashed" and "RuntimeError: Mism" in failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    # made up in the shapes of the pipeline engine's p2p receive and autograd's check (DeepSpeed#5696's family)
+    "`RuntimeError: Mismatch in shape: grad_output[0] has a shape of torch.Size([8, 2048, 4096]) and output[0] has "
+    "a shape of torch.Size([8, 1024, 4096]).`",
+    "> RuntimeError: received hidden states of shape [1024, 1, 4096] from the previous stage, expected [2048, 1, 4096]",
+])
+def test_a_tensor_shape_mismatch_between_stages_is_a_crash(line):
+    assert classify(f"stage=1 layers=7\n{line}\n").kind == "crashed"
 
 
 # ---- a traceback cut before its exception line, judged by its innermost frames (families.frames)

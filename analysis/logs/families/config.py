@@ -152,6 +152,15 @@ ASSERT_SPELLING = re.compile(r"(?i)^assert(?:ion)?_?(?:error|exception|failure)$
 PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'?meta\b|\bis_meta\b|to_empty\(\)")
 
 
+# A divisibility or multiple-of requirement, stated by an assertion or a value check, is a configuration rule
+# whatever it names: sizes are what a run's settings choose ("Quantized weight requires the number of weights to be a
+# multiple of 8", DeepSpeed#4386; "2 is not divisible by 4"; "Each bucket's buffer size should be divisible by 2").
+# RuntimeError still needs a configuration quantity (kernels raise it about their own tensors).
+DIVISIBILITY = re.compile(r"(?i)\bdivisible by\b|\bnot divisible\b|\b(?:a |an )?(?:integer )?multiple of\b|"
+                          r"\bdivides? (?:evenly|exactly|the|into)\b|\bevenly divid")
+REQUIREMENT_TYPES = ("AssertionError", "ValueError")
+
+
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
     exc_type = exc_type[:1].upper() + exc_type[1:]  # a reporter's "valueError" is still a ValueError
@@ -159,6 +168,8 @@ def is_config_message(exc_type: str, message: str) -> bool:
         exc_type = "AssertionError"
     if PROGRAM_STATE.search(message) is not None:
         return False
+    if exc_type in REQUIREMENT_TYPES and DIVISIBILITY.search(message) is not None:
+        return True
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
     if exc_type == "RuntimeError":
