@@ -52,7 +52,7 @@ RULE_DEPTH = 3  # innermost frames a rule looks at (FrameRule.depth; the import 
 # "(MegatronPolicyWorker[rank=8] pid=3294808, ip=10.109.19.209) ", a logger's "[INFO] [Driver] ", a rich box "│ ".
 _RAY = re.compile(r"^\((?:\w[\w\[\]=:.-]{0,80}) pid=\d{1,9}(?:, ip=[\d.]{7,40})?\)\s{0,4}")
 _LOGGER_TAGS = re.compile(r"^(?:\[[A-Za-z][\w .-]{0,30}\]\s{0,4}){1,3}(?=\S)")
-_BOX = re.compile(r"^\s{0,4}[│|]\s?|\s{0,200}[│|]\s{0,4}$")
+_BOX = "│|"
 _FRAME_HEAD = re.compile(
     r'^\s{0,16}File "(?P<p1>[^"\n]{1,400})", line \d{1,7}, in (?P<f1>[\w<>.]{1,200})'  # Python
     r"|^\s{0,16}File (?P<p2>[^\s,]{1,400}\.py):\d{1,7}, in (?P<f2>[\w<>.]{1,200})"  # IPython >= 8
@@ -94,8 +94,13 @@ def frame_text(line: str) -> str:
     box)."""
     body = message_of(line)
     body = _RAY.sub("", body, count=1)
-    body = _LOGGER_TAGS.sub("", body, count=1)
-    return _BOX.sub("", body).rstrip()
+    body = _LOGGER_TAGS.sub("", body, count=1).rstrip()
+    if body[-1:] and body[-1] in _BOX:  # rich's box: "│ /x.py:3 in f   │" (str methods: a line of spaces stays linear)
+        body = body[:-1].rstrip()
+    head = body.lstrip()
+    if head[:1] and head[0] in _BOX and len(body) - len(head) <= 4:
+        body = head[2:] if head[1:2] == " " else head[1:]
+    return body
 
 
 def cut_traceback(tail: list[str]) -> list[Frame] | None:
