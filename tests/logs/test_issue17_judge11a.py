@@ -271,3 +271,30 @@ def test_the_frame_reader_gives_the_innermost_frame_first_in_every_rendering():
         tail = [line for line in reversed(text.splitlines()) if line.strip()]
         read = frames.cut_traceback(tail)
         assert read is not None and read[0].function == function
+
+
+# ---- an installed package lacks a name the code uses, reached as a module attribute (families.config.ENVIRONMENT)
+
+# NVIDIA-NeMo/Megatron-Bridge#1646 (tests/fixtures/oos-batch9/megatron_lm/mbridge_nemo2511_modelopt_no_
+# distillationconfig_1.log): a console's caret decoration around the type and the message
+_MBRIDGE = ("^^AttributeError^^: ^module 'modelopt.torch.distill.plugins.megatron' has no attribute "
+            "'DistillationConfig'^^^^^^. \nDid you mean: 'load_distillation_config'?^\n")
+
+
+@pytest.mark.parametrize("text", [
+    _MBRIDGE,
+    "[rank0]: AttributeError: module 'torch.distributed' has no attribute 'device_mesh'\n",  # made up: an old torch
+])
+def test_a_module_that_lacks_a_name_is_an_environment_config_error(text):
+    failure = classify(text)
+    assert failure.kind == "config_error" and "environment" in failure.reason, failure.reason
+
+
+@pytest.mark.parametrize("text", [
+    "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n    x.sizes\n"
+    "AttributeError: 'NoneType' object has no attribute 'sizes'\n",  # an object's attribute, not a module's
+    "UserWarning: module 'apex' has no attribute 'amp', falling back to torch.cuda.amp\nTraceback (most recent call "
+    "last):\n  File \"t.py\", line 3, in <module>\n    f()\nRuntimeError: the sampler ran dry\n",
+])
+def test_an_objects_attribute_or_a_warning_is_not_a_module_that_lacks_a_name(text):
+    assert classify(text).kind == "crashed"

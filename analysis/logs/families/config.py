@@ -365,8 +365,20 @@ def hydra_target_error(text: str, start: int) -> int | None:
 # shared libraries"); an optional plugin's failed load (NCCL's `Plugin load (libnccl-net.so) returned 2 : ...`) is not.
 _LOAD_FAILED = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping))[^\n]*?"
                 r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b")
+# An installed package lacks a name the code uses, reached as an attribute of the module ("AttributeError: module
+# 'modelopt.torch.distill.plugins.megatron' has no attribute 'DistillationConfig'", Megatron-Bridge#1646: the
+# container's modelopt is older than the recipe; Python 3.10+ adds "Did you mean: ...?"): the same version mismatch
+# as patterns.CONFIG's "ImportError: cannot import name 'X' from 'Y'", which reaches the name by import. An object's
+# missing attribute ("'NoneType' object has no attribute 'sizes'") is not a module's; a warning or fallback is not an
+# error.
+_MODULE_LACKS = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping|[Ii]gnor))[^\n]*?"
+                 r"\bmodule '[A-Za-z_][\w.]{0,120}' has no attribute '[A-Za-z_]\w{0,120}'")
 ENVIRONMENT = (
-    rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
+    rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "CPython's module __getattr__ error (Objects/moduleobject.c), as "
+         "ImportError's 'cannot import name' for the same version mismatch",
+         ("' has no attribute '", "AttributeError: module 'apex.transformer.pipeline_parallel' has no attribute "
+                                  "'get_forward_backward_func'", _MODULE_LACKS))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
          "(gradient_accumulation_fusion without APEX's fused_weight_gradient_mlp_cuda); optional-dependency "
          "checks of APEX, TE, flash-attn",
          ("not found", "RuntimeError: ColumnParallelLinear was called with gradient_accumulation_fusion set to True "
