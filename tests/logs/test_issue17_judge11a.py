@@ -298,3 +298,23 @@ def test_a_module_that_lacks_a_name_is_an_environment_config_error(text):
 ])
 def test_an_objects_attribute_or_a_warning_is_not_a_module_that_lacks_a_name(text):
     assert classify(text).kind == "crashed"
+
+
+# ---- OpenSSH's client cannot reach a hostfile host's ssh server (families.config.ENVIRONMENT, the launcher's set-up)
+
+# deepspeedai/DeepSpeedExamples#894 (tests/fixtures/oos-batch8/deepspeed/autotuning_pipeline_localhost_ssh_port22_
+# refused_1.log)
+@pytest.mark.parametrize("text", [
+    "localhost: ssh: connect to host localhost port 22: Connection refused\n",
+    "pdsh@n1: n2: ssh: Could not resolve hostname gpu-node-17: Name or service not known\n",  # made up
+])
+def test_an_ssh_server_that_refuses_or_a_host_that_does_not_resolve_is_a_set_up_error(text):
+    assert classify(text).kind == "config_error"
+
+
+@pytest.mark.parametrize("text", [
+    "n2: ssh: connect to host n2 port 22: Connection timed out\n",  # the network's
+    "n2: ssh: connect to host n2 port 22: No route to host\n",
+])
+def test_an_ssh_timeout_or_no_route_is_not_a_set_up_error(text):
+    assert classify(text).kind != "config_error"

@@ -394,7 +394,14 @@ ENVIRONMENT = (
                                                  "PasswordAuthentication=no node2 hostname' returned non-zero exit "
                                                  "status 255.", r"\bssh\b"),
            ("Permission denied (publickey", "node2: Permission denied (publickey,password)."),
-           ("Host key verification failed", "Host key verification failed."))
+           ("Host key verification failed", "Host key verification failed."),
+           # OpenSSH's client (sshconnect.c "ssh: connect to host %s port %s: %s", ssh.c "ssh: Could not resolve
+           # hostname %s: %s"): no ssh server on a hostfile host, or a host name that does not resolve, are set-up
+           # faults (DeepSpeedExamples#894: `localhost: ssh: connect to host localhost port 22: Connection refused`);
+           # a timeout or no route to a host is the network's, not here
+           ("ssh: connect to host", "node2: ssh: connect to host node2 port 22: Connection refused",
+            r"ssh: connect to host \S{1,200} port \d{1,5}: Connection refused"),
+           ("ssh: Could not resolve hostname", "ssh: Could not resolve hostname worker-7: Name or service not known"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Lightning pytorch/utilities/model_helpers.py (_check_mixed_imports, "
            "is_overridden): lightning vs pytorch_lightning classes",
            ("LightningModule", "TypeError: `model` must be a `LightningModule` or `torch._dynamo.OptimizedModule`, "
