@@ -26,7 +26,10 @@ tables in analysis.logs.patterns and, with their sources, analysis.logs.families
                   other ranks then fail in NCCL, which must not be blamed on the network
 12. comm_error    NCCL/Gloo/UCX/EFA/InfiniBand errors with nothing above to explain them
 13. config_error  exit code 2 (argparse and our workload's validation exit with 2)
-14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
+14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED; a traceback cut before its exception
+                  line takes the family its innermost frames name where they are specific (families.frames: the ZeRO
+                  optimizer's construction -> oom, a barrier or rendezvous -> comm_error, an extension build, an
+                  argument check or a package's import -> config_error)
 15. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
 Needles are plain substrings searched over the whole text (str.find runs in C), a log longer than 4 MB in its first
 1 MB and last 3 MB (the cause of a job's end is at its end, a start-up failure at its start); only the matched line
