@@ -318,3 +318,32 @@ def test_an_ssh_server_that_refuses_or_a_host_that_does_not_resolve_is_a_set_up_
 ])
 def test_an_ssh_timeout_or_no_route_is_not_a_set_up_error(text):
     assert classify(text).kind != "config_error"
+
+
+# ---- a collective cancelled or aborted is the network's event, a job cancelled is the scheduler's (families.network)
+# No log of batches 1-11 holds such a line: the positives are made up in the shapes torch's blocking wait and watchdog
+# use; the real excerpt is the negative (IGNF/myria3d#123, tests/fixtures/oos-batch11/lightning/myria3d_ddp_prepare_
+# test_set_blocking_wait_step_cancelled_1.log: the log shows only SLURM's step cancellation, which stays cancelled).
+_MYRIA3D = ("Preparing test set...:  46%|####6     | 31/67 [29:02<35:12, 58.67s/it]slurmstepd: error: *** STEP 6053.0 "
+            "ON DEL2212S020 CANCELLED AT 2024-04-23T12:18:08 ***\nsrun: error: DEL2212S020: task 0: Terminated\n"
+            "srun: Force Terminated StepId=6053.0\n")
+
+
+@pytest.mark.parametrize("text", [
+    "[rank1]: RuntimeError: Work WorkNCCL(SeqNum=812, OpType=ALLREDUCE, Timeout(ms)=600000) was cancelled in a "
+    "blocking wait\n",
+    "step 120\n[Rank 3] broadcast on the data-parallel group aborted after the peer closed the connection\n",
+])
+def test_a_cancelled_or_aborted_collective_is_a_communication_error(text):
+    assert classify(text).kind == "comm_error"
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    (_MYRIA3D, "cancelled"),
+    ("[W ProcessGroupNCCL.cpp:1000] Warning: a collective that times out will be aborted (NCCL_ASYNC_ERROR_HANDLING)"
+     "\nTraceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n    f()\n"
+     "RuntimeError: the sampler ran dry\n", "crashed"),
+    ("loading\nAborted (core dumped)\n", "crashed"),
+])
+def test_a_job_cancellation_or_a_warning_about_aborts_is_not_a_cancelled_collective(text, kind):
+    assert classify(text).kind == kind
