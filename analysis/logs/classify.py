@@ -26,7 +26,10 @@ tables in analysis.logs.patterns and, with their sources, analysis.logs.families
                   other ranks then fail in NCCL, which must not be blamed on the network
 12. comm_error    NCCL/Gloo/UCX/EFA/InfiniBand errors with nothing above to explain them
 13. config_error  exit code 2 (argparse and our workload's validation exit with 2)
-14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
+14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED; a traceback cut before its exception
+                  line takes the family its innermost frames name where they are specific (families.frames: the ZeRO
+                  optimizer's construction -> oom, a barrier or rendezvous -> comm_error, an extension build, an
+                  argument check or a package's import -> config_error)
 15. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
 Needles are plain substrings searched over the whole text (str.find runs in C), a log longer than 4 MB in its first
 1 MB and last 3 MB (the cause of a job's end is at its end, a start-up failure at its start); only the matched line
@@ -45,6 +48,7 @@ from analysis.logs.families import config as F_CONFIG
 from analysis.logs.families import divergence as F_DIV
 from analysis.logs.families import dumps as F_DUMP
 from analysis.logs.families import error_end as F_END
+from analysis.logs.families import frames as F_FRAMES
 from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
@@ -692,6 +696,10 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
             return reported
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
+    if own is None or _TRACEBACK in own[1]:  # no exception line: the frames of a cut traceback may name the family
+        cut = _cut_traceback_family(text)
+        if cut is not None:
+            return cut
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
         if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
@@ -733,10 +741,36 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
     if killed is not None:
         return killed
     frame = _ends_in_traceback(text)
+    if frame is None:  # the renderings families.frames reads (IPython's, rich's code lines, logger prefixes)
+        tail = _tail_lines(text)
+        frames = F_FRAMES.cut_traceback(_raw_lines(text, tail))
+        frame = tail[frames[0].at][0] if frames is not None else None
     if frame is not None:
         return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
                                              f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+def _raw_lines(text: str, tail: list[tuple[int, str]]) -> list[str]:
+    """The lines of `tail` (_tail_lines) as the log has them, indentation kept (a frame's code is indented under
+    it)."""
+    out = []
+    for pos, _ in tail:
+        end = text.find("\n", pos)
+        out.append(text[pos: len(text) if end < 0 else end][:_MAX_LINE_SCAN_CHARS].rstrip())
+    return out
+
+
+def _cut_traceback_family(text: str) -> Failure | None:
+    """The log ends inside a traceback, before its exception line, and its innermost frames are at a place that
+    fails for one reason (families.frames)."""
+    tail = _tail_lines(text)
+    frames = F_FRAMES.cut_traceback(_raw_lines(text, tail))
+    rule = F_FRAMES.cut_frames_family(frames) if frames is not None else None
+    if frames is None or rule is None:
+        return None
+    pos = tail[frames[0].at][0]
+    return _failure(rule.kind, f"{rule.label}: {_line_at(text, pos)[-160:]}", _evidence(text, pos))
 
 
 def _launcher_killed(text: str, start: int) -> Failure | None:
@@ -925,7 +959,7 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
     for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
         if pos < start:
             break
-        body = message_of(line)
+        body = F_END.unquoted(message_of(line))
         what = F_END.error_record(body)
         if what is None or (not loggers and what in (F_END.LOGGER_RECORD, F_END.FAILED_STATEMENT)):
             continue
