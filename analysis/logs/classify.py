@@ -26,7 +26,10 @@ tables in analysis.logs.patterns and, with their sources, analysis.logs.families
                   other ranks then fail in NCCL, which must not be blamed on the network
 12. comm_error    NCCL/Gloo/UCX/EFA/InfiniBand errors with nothing above to explain them
 13. config_error  exit code 2 (argparse and our workload's validation exit with 2)
-14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED
+14. crashed       a traceback, a C++ abort, a non-zero exit or SLURM FAILED; a traceback cut before its exception
+                  line takes the family its innermost frames name where they are specific (families.frames: the ZeRO
+                  optimizer's construction -> oom, a barrier or rendezvous -> comm_error, an extension build, an
+                  argument check or a package's import -> config_error)
 15. unknown       nothing matched (e.g. exit 0 without a result: "finished, no metrics I can read")
 Needles are plain substrings searched over the whole text (str.find runs in C), a log longer than 4 MB in its first
 1 MB and last 3 MB (the cause of a job's end is at its end, a start-up failure at its start); only the matched line
@@ -43,7 +46,9 @@ from analysis.logs.families import Row, first_match, line_around
 from analysis.logs.families import completion as F_DONE
 from analysis.logs.families import config as F_CONFIG
 from analysis.logs.families import divergence as F_DIV
+from analysis.logs.families import dumps as F_DUMP
 from analysis.logs.families import error_end as F_END
+from analysis.logs.families import frames as F_FRAMES
 from analysis.logs.families import hardware as F_HW
 from analysis.logs.families import memory as F_MEM
 from analysis.logs.families import network as F_NET
@@ -399,6 +404,10 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
     series_why = F_DIV.series_diverged(losses)
     if series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
+    bare = F_DIV.bare_records_diverged(text)
+    if bare is not None and bare[0] >= start:
+        return _failure(FailureKind.DIVERGED, f"loss diverged ({bare[1]}): {_line_at(text, bare[0])}",
+                        _evidence(text, bare[0]))
     return None
 
 
@@ -462,18 +471,29 @@ def _hydra_target(text: str, start: int) -> Failure | None:
 
 
 def _stack_dump(text: str, start: int) -> Failure | None:
-    """A stack dump of the live job (families.stall.STACK_DUMP) in text[start:] with no traceback after it."""
-    hits = [i for i in (text.find(needle, start) for needle in F_STALL.STACK_DUMP_NEEDLES) if i >= 0]
-    if not hits:
+    """A stack dump of the live job (families.dumps; its marker line) in text[start:] with no traceback after it."""
+    marker = F_DUMP.live_marker(text, text.rfind("\n", 0, start) + 1 if start else 0)
+    if marker is None:
         return None
-    dump = F_STALL.STACK_DUMP.search(text, text.rfind("\n", 0, min(hits)) + 1)
-    if dump is None:
-        return None
-    after = text.find(_TRACEBACK, dump.start())
+    after = text.find(_TRACEBACK, marker)
     if after >= 0 and not _killed_traceback(text, after):
         return None
-    return _failure(FailureKind.HANG, f"a stack dump of the stuck job: {_line_at(text, dump.start())}",
-                    _evidence(text, dump.start()))
+    return _failure(FailureKind.HANG, f"a stack dump of the stuck job: {_line_at(text, marker)}",
+                    _evidence(text, marker))
+
+
+def _without_dumps(text: str) -> str:
+    """`text` with its live stack dumps blanked but for their marker lines (families.dumps.masked): a dump's
+    command line, frames and locals are not the job's output; a long log's window keeps its bookkeeping."""
+    dumps = F_DUMP.live_dumps(text)
+    if not dumps:
+        return text
+    shown = F_DUMP.masked(text, dumps)
+    if not isinstance(text, _Window):
+        return shown
+    view = _Window(shown)
+    view.head_chars, view.tail_from, view.skipped_lines = text.head_chars, text.tail_from, text.skipped_lines
+    return view
 
 
 _KILL_TYPES = ("KeyboardInterrupt", "SystemExit", "SIGTERM", "SignalException")
@@ -676,6 +696,10 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
             return reported
     if exit_code == 2:
         return _failure(FailureKind.CONFIG_ERROR, f"exit code 2 (argument/config validation): {_last_line(text)}")
+    if own is None or _TRACEBACK in own[1]:  # no exception line: the frames of a cut traceback may name the family
+        cut = _cut_traceback_family(text)
+        if cut is not None:
+            return cut
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
         if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
@@ -717,10 +741,36 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
     if killed is not None:
         return killed
     frame = _ends_in_traceback(text)
+    if frame is None:  # the renderings families.frames reads (IPython's, rich's code lines, logger prefixes)
+        tail = _tail_lines(text)
+        frames = F_FRAMES.cut_traceback(_raw_lines(text, tail))
+        frame = tail[frames[0].at][0] if frames is not None else None
     if frame is not None:
         return _failure(FailureKind.CRASHED, f"crashed (the log ends inside a traceback, before its exception line): "
                                              f"{_line_at(text, frame)[-160:]}", _evidence(text, frame))
     return _failure(FailureKind.UNKNOWN, f"no failure signature; last line: {_last_line(text)}")
+
+
+def _raw_lines(text: str, tail: list[tuple[int, str]]) -> list[str]:
+    """The lines of `tail` (_tail_lines) as the log has them, indentation kept (a frame's code is indented under
+    it)."""
+    out = []
+    for pos, _ in tail:
+        end = text.find("\n", pos)
+        out.append(text[pos: len(text) if end < 0 else end][:_MAX_LINE_SCAN_CHARS].rstrip())
+    return out
+
+
+def _cut_traceback_family(text: str) -> Failure | None:
+    """The log ends inside a traceback, before its exception line, and its innermost frames are at a place that
+    fails for one reason (families.frames)."""
+    tail = _tail_lines(text)
+    frames = F_FRAMES.cut_traceback(_raw_lines(text, tail))
+    rule = F_FRAMES.cut_frames_family(frames) if frames is not None else None
+    if frames is None or rule is None:
+        return None
+    pos = tail[frames[0].at][0]
+    return _failure(rule.kind, f"{rule.label}: {_line_at(text, pos)[-160:]}", _evidence(text, pos))
 
 
 def _launcher_killed(text: str, start: int) -> Failure | None:
@@ -820,9 +870,13 @@ def _finished_evidence(text: str) -> tuple[int, str] | None:
         idx = text.rfind(row.needle)
         if idx >= 0 and row.matches(line_around(text, idx)) and (best is None or idx > best[0]):
             best = (idx, f"{row.label}: {_around(text, idx, row.needle)}")
-    repeated = F_DONE.repeated_duration_record([(pos, message_of(line)) for pos, line in _tail_lines(text)])
+    tail = [(pos, message_of(line)) for pos, line in _tail_lines(text)]
+    repeated = F_DONE.repeated_duration_record(tail)
     if repeated is not None and (best is None or repeated[0] > best[0]):
         best = (repeated[0], f"a record repeated with its duration (training ran): {repeated[1][:120]}")
+    epochs = F_DONE.epoch_records(tail)
+    if epochs is not None and (best is None or epochs[0] > best[0]):
+        best = (epochs[0], f"a record per epoch with its metrics (training ran): {epochs[1][:120]}")
     return best
 
 
@@ -840,7 +894,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
     text = log_text if isinstance(log_text, str) else str(log_text)
     full_length = len(text)
-    text = _window(text)
+    text = _without_dumps(_window(text))
     state = _normal_state(slurm_state)
     exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
     losses = tuple(v for v in losses if isinstance(v, float)) if isinstance(losses, (tuple, list)) else ()
@@ -886,8 +940,10 @@ def _stalled(text: str, verdict: Failure) -> Failure:
         found = (_ends_waiting(text) or _interrupted_while_stalled(text, verdict) or _error_ending(text)
                  or _ends_waiting(text, F_STALL.SETUP_PHASES)
                  or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_warnings(text))
+                 or _in_phase(text, F_STALL.SETUP_PHASES, _activity_before_listing(text))
                  or _ends_waiting(text, F_CONFIG.MISSING_PACKAGE_END)
-                 or _ends_with_config_rule(text))
+                 or _ends_with_config_rule(text)
+                 or _liveness_only_tail(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
         found = _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
@@ -903,7 +959,7 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
     for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
         if pos < start:
             break
-        body = message_of(line)
+        body = F_END.unquoted(message_of(line))
         what = F_END.error_record(body)
         if what is None or (not loggers and what in (F_END.LOGGER_RECORD, F_END.FAILED_STATEMENT)):
             continue
@@ -990,6 +1046,16 @@ def _activity_before_warnings(text: str) -> tuple[int, str] | None:
     return tail[i] if skipped and i < len(tail) else None
 
 
+def _activity_before_listing(text: str) -> tuple[int, str] | None:
+    """The log's last activity before the listing (F_STALL.LISTING_ITEM: DeepSpeed's pipeline layers) that ends
+    it; None when it does not end in one."""
+    tail = [(pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)]
+    i = 0
+    while i < len(tail) and F_STALL.LISTING_ITEM.match(tail[i][1]):  # raw: "29: Name" reads as a rank prefix
+        i += 1
+    return tail[i] if 0 < i < len(tail) else None
+
+
 def _ends_waiting(text: str, table: tuple[Row, ...] = F_STALL.WAIT_PHASES) -> Failure | None:
     """The log's last activity is a phase that waits on other ranks (a row of `table`), or another record that
     explains why nothing came after it (the row's kind)."""
@@ -1040,19 +1106,28 @@ def _ctrl_c_echo(text: str) -> int:
 
 
 def _liveness_only_tail(text: str) -> Failure | None:
-    """After its last activity the log shows only liveness lines whose timestamps span > F_STALL.STALLED_SPAN_S."""
+    """After its last activity the log shows only liveness lines and warnings (F_STALL.LIVENESS, WARNING_LINE) whose
+    timestamps run more than F_STALL.STALLED_SPAN_S past that activity's (or past the first of them, where the
+    activity has no timestamp); at least one of them is a liveness line or the activity has a timestamp: time
+    passed without progress."""
     stamps: list[float] = []
+    liveness = False
     for _, line in _tail_lines(text):
-        if not F_STALL.LIVENESS.search(line):
-            break
         stamp = timestamp_of(line)
+        quiet = F_STALL.LIVENESS.search(line) is not None
+        if not quiet and F_STALL.WARNING_LINE.search(line) is None:
+            if stamp is not None and stamps:
+                stamps.append(stamp[0])  # the last activity's time starts the quiet span
+                liveness = True
+            break
+        liveness = liveness or quiet
         if stamp is not None:
             stamps.append(stamp[0])
-    if len(stamps) < 2 or max(stamps) - min(stamps) <= F_STALL.STALLED_SPAN_S:
+    if not liveness or len(stamps) < 2 or max(stamps) - min(stamps) <= F_STALL.STALLED_SPAN_S:
         return None
     span_s = max(stamps) - min(stamps)
-    return _failure(FailureKind.HANG, f"no progress for at least {span_s:.0f} s: after its last step the log shows "
-                                      f"only liveness lines; last line: {_last_line(text)[:120]}",
+    return _failure(FailureKind.HANG, f"no progress for at least {span_s:.0f} s: after its last activity the log "
+                                      f"shows only liveness lines or warnings; last line: {_last_line(text)[:120]}",
                     _evidence(text, len(text.rstrip()) - 1))
 
 

@@ -155,7 +155,7 @@ _NOT_COUNTER = ("time", "per", "second", "sec", "rate", "speed", "max", "warmup"
                 "interval", "every", "accum", "size", "remain", "left", "lr", "loss", "token", "sample", "ms",
                 "skip", "nan", "epochs", "num", "total", "checkpoint", "ckpt")
 # Word prefixes (matched at the start of a key's words: "val" is "validation", not "interval").
-_STEP_PARTS = ("data", "load", "io", "fwd", "forward", "bwd", "backward", "optim", "opt", "comm", "allreduce",
+_STEP_PARTS = ("data", "reader", "load", "io", "fwd", "forward", "bwd", "backward", "optim", "opt", "comm", "allreduce",
                "reduce", "eval", "val", "test", "ckpt", "checkpoint", "sav", "eta", "remain", "left", "wait",
                "compil", "h2d", "d2h", "prefetch", "sync", "micro", "ttft", "tpot", "token", "sample", "gen",
                "rollout", "log", "idle", "start", "since", "clock", "init", "fetch", "copy", "queue")
@@ -220,6 +220,9 @@ def _time_role(key: str, unit: str) -> str | None:
               or "s/step" in key
               or bool(words & {"dt", "seconds", "second", "secs", "sec", "elapsed", "wall"})
               or (unit in _TIME_UNITS and _is(key, "step", "iter", "iteration", "t"))
+              # PaddlePaddle's (PaddleOCR/PaddleSeg/PaddleDetection) "batch_cost: 0.35" / "batch_cost: 5.97 s": the
+              # interval's mean seconds per batch (a step); its "reader_cost"/"data_cost" is a part of it
+              or _is(key, "batch cost", "step cost", "iter cost", "iteration cost")
               # a duration said as a verb: "step 10 took 1.25 s", "completed in 1.25s", "finished in 1250 ms"
               # (not "Train 1792 in 4.39seconds": BigDL's compute time of a step, its wall clock is the step's)
               or (unit in _TIME_UNITS and _is(key, "took", "taken", "completed in", "finished in", "done in",
@@ -230,7 +233,7 @@ def _time_role(key: str, unit: str) -> str | None:
         return "average"
     if any(f" {w} " in f" {key} " for w in _CUMULATIVE) and "per" not in key.split():
         return "cumulative"
-    if _has_word(key, _STEP_PARTS):
+    if _has_word(key, _STEP_PARTS) or key == "step latency":  # DeepSpeed's profiler: "step (weights update latency)"
         return None
     return "step"
 
@@ -360,6 +363,33 @@ _CLOCK_DURATION = re.compile(r"(?i)((?:time per (?:step|iter\w{0,5}|batch|update
                              r"(\d{1,3}):(\d{1,2}):(\d{1,2}(?:\.\d{1,6})?)(?![\d:.])")
 
 
+# Keras' Progbar at an epoch's end: "1000/1000 [====] - 1843s 2s/step - loss: ..." (Keras 2), "1490/1490 - 106s -
+# ... - 106s/epoch - 71ms/step" (tf.keras verbose=2), "1000/1000 ━━━━ 1843s 2s/step" (Keras 3). The per-step
+# field is printed "%.0f" in s, ms or us (keras/utils/generic_utils.py Progbar.update), so "2s/step" is anything in
+# [1.5, 2.5) s: +-25 %. The epoch's total, also "%.0f" s, divided by its steps is the same quantity (both are
+# measured to the epoch's final update) to 0.5 s / steps. Where the per-step field has one digit and the epoch's
+# mean agrees with it within its rounding, the mean is the reading (ssd_keras#344: 1843 s / 1000 = 1.843 s, not 2 s);
+# with two digits or more ("71ms/step") the field is precise enough and stays: tf.keras measures it after the first
+# step, which the total includes (a slow first step would make the mean disagree, and the field then stays too).
+_KERAS_EPOCH = re.compile(r"\b(?P<n>\d{1,9})/(?P=n)\b[^\n]{0,400}?[\s\]━-](?P<total>\d{1,7})s(?:/epoch)?\s{1,3}"
+                          r"(?:-\s{1,3}[^\n]{0,300}?)?(?P<per>\d)(?P<unit>s|ms|us)/step\b")
+_KERAS_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+def _keras_epoch_step(line: str) -> str:
+    """'1000/1000 [==] - 1843s 2s/step' -> '1000/1000 [==] - 1843s 1.843s/step' (_KERAS_EPOCH's rule)."""
+    if "/step" not in line:
+        return line
+    m = _KERAS_EPOCH.search(line)
+    if m is None or int(m.group("n")) == 0:
+        return line
+    unit_s = _KERAS_UNITS[m.group("unit")]
+    mean_s = int(m.group("total")) / int(m.group("n"))
+    if abs(mean_s - int(m.group("per")) * unit_s) > 0.5 * unit_s:
+        return line
+    return f"{line[:m.start('per')]}{mean_s:.6g}s/step{line[m.end():]}"
+
+
 def _clock_durations(line: str) -> str:
     """'time per step = 0:00:1.390' -> 'time per step = 1.39s' (a duration, not a clock time)."""
     if ":" not in line or _CLOCK_DURATION.search(line) is None:
@@ -372,7 +402,10 @@ def _hms_s(m: re.Match[str]) -> float:
 
 
 # Dates and clock times are not fields: "2024-10-06 20:19:51,817" would read as the numbers 2024, -10, ...
-_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
+# detectron2's and PaddleDetection's logger prints a date without a year, "[02/04 22:46:24 ppdet...]": its "02/04"
+# before a clock time is not an n/N counter (it made every record step 2).
+_CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
+                        r"|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
@@ -443,7 +476,7 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    clean = _CLOCKLIKE.sub(" ", _clock_durations(line))
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(_keras_epoch_step(line)))
     lead = _LEADING_COUNTER.match(clean)
     lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
@@ -834,11 +867,13 @@ _SUMMARY_NUM = r"(?P<v>\d{1,9}(?:\.\d{1,9})?(?:[eE][-+]?\d{1,3})?)"
 # A stated step time without a counter: "Avg Iteration Time: 8.01s" (min-LLM), "• Total step time: 0.33s" (NeMo-RL),
 # "mean step time (ms) = 410", "average time per iteration: 1.2 s". Parts of a step ("data time") do not match:
 # the key must be the whole step's.
+# DeepSpeed's flops profiler (profiling/flops_profiler/profiler.py print_model_profile) states one profiled step's
+# "iter latency:   184.73 ms" (the sum of fwd, bwd and step latency; duration_to_string: s, ms or us).
 _SUMMARY_TIME = re.compile(
     r"(?i)(?<![\w/])(?:(?:avg|average|mean|median|total|overall)[ _]{1,2})?(?:train(?:ing)?[ _])?"
-    r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter))"
-    r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
-    + r"\s{0,2}(?P<u>ms|s|sec|secs|seconds)?(?![\w/])")
+    r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter)|iter(?:ation)?[ _]latency)"
+    r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,80}" + _SUMMARY_NUM
+    + r"\s{0,2}(?P<u>ms|us|s|sec|secs|seconds)?(?![\w/])")
 # A rate of steps: "Steps per second: 0.59" (HF-style summary), lingvo's "Steps/second: 0.014216" (trainer.py, every
 # 10 s), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"
 # outside a bar, "train_steps_per_second = 0.59".

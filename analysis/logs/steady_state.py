@@ -28,6 +28,9 @@ from launcher.core.errors import ParseError
 WARMUP_FACTOR = 1.25
 OUTLIER_FACTOR = 1.5
 MEASURE_PHASE = "measure"
+# Warm-up (CUDA/NCCL initialisation, autotuning, allocator growth) is in a run's first records; a record later than
+# this many logging intervals after step 0 is not warm-up (a resumed run's first record is the exception it misses).
+MAX_WARMUP_RECORD_INDEX = 20
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,18 @@ def detect_warmup(step_times_s: Sequence[float], factor: float = WARMUP_FACTOR) 
     return k
 
 
+def starts_the_run(ordered: Sequence[Iteration]) -> bool:
+    """Can the first of these records (sorted by step) be a warm-up record: is it among the run's first
+    MAX_WARMUP_RECORD_INDEX records, counted by the spacing of the step counters? An excerpt that opens at step
+    11550 with a record every 10 steps (PaddleOCR#2083) shows the 1155th record: its slow first record is the run's
+    noise, not start-up work, and dropping it biases the median low."""
+    steps = [it.iteration for it in ordered]
+    gaps = [b - a for a, b in zip(steps, steps[1:]) if b > a]
+    if not gaps:
+        return True
+    return steps[0] <= MAX_WARMUP_RECORD_INDEX * statistics.median(gaps)
+
+
 def _median_of(values: list[float | None]) -> float | None:
     present = [v for v in values if v is not None and not math.isnan(v)]
     return statistics.median(present) if present else None
@@ -94,7 +109,8 @@ def steady_state(iterations: Sequence[Iteration], *, warmup_factor: float = WARM
     ordered = sorted(valid, key=lambda it: it.iteration)
     measured = [it for it in ordered if it.phase == MEASURE_PHASE]
     candidates = measured or ordered  # a run that died in its warm-up phase is summarised as is
-    n_warmup = detect_warmup([it.step_time_s for it in candidates], warmup_factor)
+    n_warmup = (detect_warmup([it.step_time_s for it in candidates], warmup_factor)
+                if starts_the_run(candidates) else 0)
     steady = candidates[n_warmup:]
     median_s = statistics.median(it.step_time_s for it in steady)
     used = [it for it in steady if it.step_time_s <= outlier_factor * median_s]

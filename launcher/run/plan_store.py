@@ -2,7 +2,7 @@
 
 Planning a 161k-point grid prices ~17k batch classes (~11 s, issue 19), and a resume of the same command gets the
 same plan. Ledger.add_trials keeps, in the transaction that inserts the plan's trials, the plan's key and its kept
-trials' config hashes in plan order, with the size and time of the plan.csv written with them; a resume whose key
+trials' config hashes in plan order, with the size and digest of the plan.csv written with them; a resume whose key
 matches, and whose plan.csv is that one, reads them back (with the layouts from the trials' rows) instead of
 planning. The key covers what a plan depends on: the whole config, the estimator's constants
 (a measured network or GEMM efficiency) and the planner's own code and data (launcher/plan, launcher/core,
@@ -100,10 +100,15 @@ def stored_key(key: str, plan_csv: Path) -> str:
 
 
 def csv_stamp(path: Path) -> str:
-    """plan.csv's size and modification time ('' when it is missing)."""
+    """plan.csv's size and sha256 ('' when it is missing). Its content, not its modification time: a sweep folder
+    copied or unpacked elsewhere (tar keeps whole seconds, a copy may keep none) holds the same plan and resumes
+    without planning again; a plan.csv rewritten by another plan differs in content."""
+    digest = hashlib.sha256()
     try:
-        st = path.stat()
+        with path.open("rb") as stream:
+            for block in iter(functools.partial(stream.read, 1 << 20), b""):
+                digest.update(block)
+            size = stream.tell()
     except FileNotFoundError:
         return ""
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
+    return f"{size}:{digest.hexdigest()}"

@@ -53,6 +53,14 @@ COMPLETION = (
     + rows(FailureKind.OK, _DONE, "Hugging Face transformers trainer.py",
            ("Training completed. Do not forget to share your model", "Training completed. Do not forget to share "
                                                                      "your model on huggingface.co/models =)"))
+    # Trainer.train() returns (and logs) its TrainOutput metrics when training is over: the dict "{'train_runtime':
+    # 754.5, 'train_samples_per_second': ...}" and, in the examples' scripts, trainer_pt_utils.log_metrics's block
+    # "***** train metrics *****" with "  train_runtime = 0:12:34.56"
+    + rows(FailureKind.OK, _DONE, "transformers trainer.py train() (its TrainOutput metrics), trainer_pt_utils.py "
+                                  "log_metrics",
+           ("train_runtime", "{'train_runtime': 754.56, 'train_samples_per_second': 12.345, 'epoch': 3.0}",
+            r"\btrain_runtime['\"]?\s{0,30}[:=]\s{0,30}\d"),
+           ("***** train metrics *****", "***** train metrics *****"))
     + rows(FailureKind.OK, _DONE, "Megatron-LM training.py",
            ("after training is done", "[after training is done] datetime: 2025-03-02 10:44:12"),
            ("exiting program", "exiting program after 240.0 minutes", r"exiting program (?:after|at iteration)"))
@@ -139,6 +147,14 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("hroughput", "Saving async checkpoint Iteration: 100 Job throughput: 364.8 TFLOP/s/GPU",
                     _COUNTER_AND_RATE),
                    ("TFLOP", "Saving checkpoint | iteration 2000 | 151.2 TFLOP/s per GPU", _COUNTER_AND_RATE))
+            # DeepSpeed's flops profiler prints its summary after the profiled step ran (profiling/flops_profiler/
+            # profiler.py print_model_profile, called from engine.py at flops_profiler.profile_step): "Profile
+            # Summary at step 21:", then "fwd flops per GPU: ...", "iter latency: ...". A profile of a step is a
+            # step that ran (Megatron-DeepSpeed#98, DeepSpeed#4385: healthy runs whose logs hold only it).
+            + rows(FailureKind.OK, "training steps ran (a flops profile of a step)",
+                   "DeepSpeed profiling/flops_profiler/profiler.py print_model_profile",
+                   ("Profile Summary at step", "Profile Summary at step 21:",
+                    r"(?:^|\s)Profile Summary at step [1-9]\d{0,11}:"))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))
@@ -181,3 +197,33 @@ def repeated_duration_record(lines: list[tuple[int, str]]) -> tuple[int, str] | 
         last.setdefault(template, (pos, body))
     best = [last[t] for t, n in counts.items() if n >= REPEATS_MIN]
     return max(best) if best else None
+
+
+# A record a loop prints once per epoch with its epoch counter and a metric, without a step counter or a duration:
+# accelerate's examples ("epoch 0: {'accuracy': 0.77, 'f1': 0.84}", nlp_example.py's accelerator.print), scripts'
+# "Epoch 3 | val_acc 0.91". The same line, digits aside, with the epoch counter rising over EPOCHS_MIN records: that
+# many epochs ended, so training ran (progress, never a step time). Not a line that waits, retries, warns or loads
+# (_NOT_PROGRESS), nor a counter that does not rise (a line repeated by ranks).
+EPOCHS_MIN = 2
+_EPOCH_COUNTER = re.compile(r"(?i)\bepoch\b\s{0,3}[:=#\[(]?\s{0,3}(\d{1,6})\b")
+_METRIC = re.compile(r"[A-Za-z_][\w./-]{0,60}['\"]?\s{0,3}[:=]\s{0,3}-?\d{1,12}(?:\.\d{1,12})?(?:[eE][-+]?\d{1,3})?\b")
+
+
+def epoch_records(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
+    """(position, line) of the last of the log's per-epoch records (the comment above) among `lines` ((position,
+    message) of its last lines, last first); None when no such record rises over EPOCHS_MIN epochs."""
+    epochs: dict[str, list[int]] = {}
+    last: dict[str, tuple[int, str]] = {}
+    for pos, body in lines[:REPEAT_TAIL_LINES]:
+        m = _EPOCH_COUNTER.search(body)
+        if m is None or _NOT_PROGRESS.search(body) is not None:
+            continue
+        rest = body[:m.start()] + body[m.end():]
+        if _METRIC.search(rest) is None:
+            continue
+        template = _DIGITS.sub("#", body.strip())
+        epochs.setdefault(template, []).append(int(m.group(1)))
+        last.setdefault(template, (pos, body))
+    rising = [last[t] for t, seen in epochs.items()
+              if len(seen) >= EPOCHS_MIN and all(a > b for a, b in zip(seen, seen[1:]))]  # last first: falling
+    return max(rising) if rising else None

@@ -31,7 +31,8 @@ from launcher.core.layout import DIMENSIONS
 
 SOURCE = "argument/config checks (Megatron validate_args, DeepSpeed runtime/config.py, HF, vLLM, argparse, Hydra)"
 EXCEPTION = re.compile(
-    r"(?:^|[\s\]:>|])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssertionError|[Vv]alueError|ArgumentError|ArgumentTypeError|"
+    r"(?:^|[\s\]:>|`'\"])(?:[\w.]{0,120}\.)?(?P<type>[Aa]ssert(?:ion)?Error|[Vv]alueError|ArgumentError|"
+    r"ArgumentTypeError|"
     r"\w{0,40}Config(?:uration)?Error|ConfigAttributeError|ConfigKeyError|MissingMandatoryValue|"
     r"\w{0,40}ValidationError|Interpolation\w{0,30}Error|GrammarParseError|OverrideParseException|"
     r"ConfigCompositionException|MissingConfigException|MisconfigurationException|NotImplementedError|"
@@ -135,9 +136,40 @@ DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|us
                        r"\b(?:is|was) not (?:set|specified|provided)\b")
 
 
+# Assertion spellings that are not Python's own but name the same thing: DeepSpeed ZeRO++'s `AssertError: Quantized
+# weight requires the number of weights to be a multiple of 8` (DeepSpeed#4386, as the user quoted it), a reporter's
+# "AssertException" or "assertion_error". Each is judged as an AssertionError: an assertion whose message states a
+# requirement ("requires ... to be a multiple of", "must be divisible by") over a configuration quantity.
+ASSERT_SPELLING = re.compile(r"(?i)^assert(?:ion)?_?(?:error|exception|failure)$")
+# Messages that describe the program's own state, not a setting the user chose: a tensor with no storage (ZeRO-3's
+# zero.Init, accelerate's init_empty_weights and transformers' low_cpu_mem_usage build the model on the "meta" device;
+# a module that then copies or moves such a tensor fails with torch's "Cannot copy out of meta tensor; no data!"
+# (aten/src/ATen/native/TensorConversions.cpp, with its hint "Please use torch.nn.Module.to_empty() instead of
+# torch.nn.Module.to()"), "Tensor.item() cannot be called on meta tensors", "... is on the meta device"). The hint
+# is addressed to the code's author: an initialisation bug of the library or model code (batch 11's eight
+# meta-tensor logs, ZeRO-3 under DeepSpeed-Chat, FastChat, LLaMA-Factory, axolotl and ms-swift, are all labelled
+# crashed from their threads, three of them labelled bugs), so it is a crash however its words relate.
+PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'?meta\b|\bis_meta\b|to_empty\(\)")
+
+
+# A divisibility or multiple-of requirement, stated by an assertion or a value check, is a configuration rule
+# whatever it names: sizes are what a run's settings choose ("Quantized weight requires the number of weights to be a
+# multiple of 8", DeepSpeed#4386; "2 is not divisible by 4"; "Each bucket's buffer size should be divisible by 2").
+# RuntimeError still needs a configuration quantity (kernels raise it about their own tensors).
+DIVISIBILITY = re.compile(r"(?i)\bdivisible by\b|\bnot divisible\b|\b(?:a |an )?(?:integer )?multiple of\b|"
+                          r"\bdivides? (?:evenly|exactly|the|into)\b|\bevenly divid")
+REQUIREMENT_TYPES = ("AssertionError", "ValueError")
+
+
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
     exc_type = exc_type[:1].upper() + exc_type[1:]  # a reporter's "valueError" is still a ValueError
+    if ASSERT_SPELLING.match(exc_type):
+        exc_type = "AssertionError"
+    if PROGRAM_STATE.search(message) is not None:
+        return False
+    if exc_type in REQUIREMENT_TYPES and DIVISIBILITY.search(message) is not None:
+        return True
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
     if exc_type == "RuntimeError":
@@ -333,8 +365,20 @@ def hydra_target_error(text: str, start: int) -> int | None:
 # shared libraries"); an optional plugin's failed load (NCCL's `Plugin load (libnccl-net.so) returned 2 : ...`) is not.
 _LOAD_FAILED = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping))[^\n]*?"
                 r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b")
+# An installed package lacks a name the code uses, reached as an attribute of the module ("AttributeError: module
+# 'modelopt.torch.distill.plugins.megatron' has no attribute 'DistillationConfig'", Megatron-Bridge#1646: the
+# container's modelopt is older than the recipe; Python 3.10+ adds "Did you mean: ...?"): the same version mismatch
+# as patterns.CONFIG's "ImportError: cannot import name 'X' from 'Y'", which reaches the name by import. An object's
+# missing attribute ("'NoneType' object has no attribute 'sizes'") is not a module's; a warning or fallback is not an
+# error.
+_MODULE_LACKS = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping|[Ii]gnor))[^\n]*?"
+                 r"\bmodule '[A-Za-z_][\w.]{0,120}' has no attribute '[A-Za-z_]\w{0,120}'")
 ENVIRONMENT = (
-    rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
+    rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "CPython's module __getattr__ error (Objects/moduleobject.c), as "
+         "ImportError's 'cannot import name' for the same version mismatch",
+         ("' has no attribute '", "AttributeError: module 'apex.transformer.pipeline_parallel' has no attribute "
+                                  "'get_forward_backward_func'", _MODULE_LACKS))
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Megatron-LM core/tensor_parallel/layers.py "
          "(gradient_accumulation_fusion without APEX's fused_weight_gradient_mlp_cuda); optional-dependency "
          "checks of APEX, TE, flash-attn",
          ("not found", "RuntimeError: ColumnParallelLinear was called with gradient_accumulation_fusion set to True "
@@ -350,7 +394,14 @@ ENVIRONMENT = (
                                                  "PasswordAuthentication=no node2 hostname' returned non-zero exit "
                                                  "status 255.", r"\bssh\b"),
            ("Permission denied (publickey", "node2: Permission denied (publickey,password)."),
-           ("Host key verification failed", "Host key verification failed."))
+           ("Host key verification failed", "Host key verification failed."),
+           # OpenSSH's client (sshconnect.c "ssh: connect to host %s port %s: %s", ssh.c "ssh: Could not resolve
+           # hostname %s: %s"): no ssh server on a hostfile host, or a host name that does not resolve, are set-up
+           # faults (DeepSpeedExamples#894: `localhost: ssh: connect to host localhost port 22: Connection refused`);
+           # a timeout or no route to a host is the network's, not here
+           ("ssh: connect to host", "node2: ssh: connect to host node2 port 22: Connection refused",
+            r"ssh: connect to host \S{1,200} port \d{1,5}: Connection refused"),
+           ("ssh: Could not resolve hostname", "ssh: Could not resolve hostname worker-7: Name or service not known"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Lightning pytorch/utilities/model_helpers.py (_check_mixed_imports, "
            "is_overridden): lightning vs pytorch_lightning classes",
            ("LightningModule", "TypeError: `model` must be a `LightningModule` or `torch._dynamo.OptimizedModule`, "

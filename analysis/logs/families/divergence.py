@@ -198,10 +198,39 @@ def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | Non
     return None
 
 
+# A loss that jumps and stays up (GPT-NeoX#947: bf16 LM loss 2.28 at iteration 1, 11.05 at iteration 2, LLaMA's
+# vocabulary of 32000 gives ln(32000) = 10.4 for a uniform guess: the weights lost what they knew). Normal noise,
+# and the spikes large runs print and recover from, stay within about 2x of the level before them; JUMP_FACTOR = 3
+# over the highest of the JUMP_WINDOW records before the jump, held by every record after it to the log's end, is
+# past that. JUMP_MIN_LOSS: a loss near zero (a converged fine-tuning's 0.001 -> 0.004 on a hard batch) swings by
+# large factors without meaning anything; the jump must land at a loss of at least 1 (a cross-entropy in nats
+# whose model predicts little better than e^-1 per token).
+JUMP_FACTOR = 3.0
+JUMP_WINDOW = 3
+JUMP_MIN_LOSS = 1.0
+
+
+def loss_jumped(losses: Sequence[float]) -> str | None:
+    """Why the loss series ends far above its level before a jump (the comment above); None when it does not."""
+    finite = [v for v in losses if math.isfinite(v)]
+    if len(finite) < 2 or finite[-1] < JUMP_MIN_LOSS:
+        return None
+    suffix_min = finite[:]  # suffix_min[j]: the lowest loss from record j to the end
+    for j in range(len(finite) - 2, -1, -1):
+        suffix_min[j] = min(finite[j], suffix_min[j + 1])
+    for j in range(1, len(finite)):
+        before = max(finite[max(0, j - JUMP_WINDOW): j])
+        if before > 0 and suffix_min[j] > JUMP_FACTOR * before:
+            return (f"the loss jumped from {before:g} to {finite[j]:g} (> {JUMP_FACTOR:g}x) and stayed up to its "
+                    f"last record ({finite[-1]:g})")
+    return None
+
+
 def series_diverged(losses: Sequence[float]) -> str | None:
     """Why the logged loss series ends diverged (its last value NaN or infinite, or exactly 0.0 after a positive
     loss: a training loss does not reach exactly zero, a run whose gradients or loss scaling broke logs 0.0, e.g.
-    the HF Trainer's records of DeepSpeed ZeRO++ hpZ's bug or of a run skipping every step); None when it does not."""
+    the HF Trainer's records of DeepSpeed ZeRO++ hpZ's bug or of a run skipping every step; or it jumped by more
+    than JUMP_FACTOR and stayed: loss_jumped); None when it does not."""
     if len(losses) >= 2 and losses[-1] == 0.0 and any(v > 0.0 for v in losses[:-1] if math.isfinite(v)):
         zero = 0
         for value in reversed(losses):
@@ -216,7 +245,7 @@ def series_diverged(losses: Sequence[float]) -> str | None:
                 break
             bad += 1
         return f"the last {bad} logged loss value(s) are {losses[-1]!r}"
-    return None
+    return loss_jumped(losses)
 
 
 _DS_PROGRESS = re.compile(r"\bstep=(\d{1,12}), skipped=(\d{1,12})\b")
@@ -392,3 +421,42 @@ def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
             and all(newer[2] < older[2] for newer, older in zip(readings, readings[1:])):
         return pos, f"the fp16 loss scale fell on {COLLAPSE_OVERFLOWS} readings in a row to 2^{last:g}"
     return None
+
+
+# A loss dumped as bare records "<step> <value>", one a line (YANMTT's pretraining printout, loss.txt files, awk'd
+# columns): the value is the record's only metric, so it is the loss. It turning NaN/inf and staying so up to the
+# log's last record is a divergence (yanmtt#7: "76980 nan", "76990 nan", a save, "77000 nan", "77010 nan"). At
+# least BARE_MIN_RECORDS records with rising steps, the last BARE_MIN_BAD of them not finite after finite ones;
+# other lines between them (a save, a reload, an ellipsis) do not break the series.
+_BARE_RECORD = re.compile(r"^\s{0,8}(\d{1,12})[ \t,:|]{1,8}([-+]?(?:nan|inf(?:inity)?|\d{1,9}(?:\.\d{1,12})?"
+                          r"(?:[eE][-+]?\d{1,3})?))\s{0,8}$", re.IGNORECASE)
+BARE_MIN_RECORDS = 4
+BARE_MIN_BAD = 2
+BARE_TAIL_LINES = 60
+BARE_TAIL_CHARS = 20_000
+
+
+def bare_records_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when the log's last bare "<step> <value>" records end NaN/inf (the comment above)."""
+    tail_from = max(0, len(text) - BARE_TAIL_CHARS)
+    lines = text[tail_from:].split("\n")[-BARE_TAIL_LINES:]
+    offset = len(text) - sum(len(line) + 1 for line in lines) + 1
+    records: list[tuple[int, int, float]] = []
+    pos = offset
+    for line in lines:
+        m = _BARE_RECORD.match(line)
+        if m is not None:
+            records.append((pos, int(m.group(1)), float(m.group(2))))
+        pos += len(line) + 1
+    steps = [step for _, step, _ in records]
+    if len(records) < BARE_MIN_RECORDS or any(b <= a for a, b in zip(steps, steps[1:])):
+        return None
+    bad = 0
+    for _, _, value in reversed(records):
+        if math.isfinite(value):
+            break
+        bad += 1
+    if bad < BARE_MIN_BAD or bad == len(records):
+        return None
+    first_bad = records[-bad]
+    return first_bad[0], f"the loss records turn {first_bad[2]!r} at step {first_bad[1]} and stay so"

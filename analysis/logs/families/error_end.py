@@ -144,6 +144,40 @@ _NOT_AN_ERROR_WORD = re.compile(r"(?i)^(?:no|non|without|ignore[ds]?|suppress(?:
 NOT_ERRORS = re.compile(r"(?:Warning|StopIteration|GeneratorExit)$")
 
 
+# A line a report quotes: markdown inline code ("`RuntimeError: Cannot copy out of meta tensor; no data!`", ms-swift
+# #9345; "`RuntimeError: Mism" cut by the excerpt, DeepSpeed#5696), a quoted string, a blockquote ("> "). The quoting
+# is the reporter's, not the program's: the line inside is judged like the same line unquoted. Backticks may stay
+# open (an excerpt cut inside them); a plain quote is the line's own only when it closes the line and occurs nowhere
+# else in it (Python's "'DeepSpeedEngine' object has no attribute 'x'" opens with a quote of its own).
+_QUOTED = re.compile(r"^\s{0,8}(?:>\s{0,4})?(?:(?P<tick>`{1,3})(?P<code>[A-Za-z_\[][^\n]{0,600}?)`{0,3}|"
+                     r"(?P<q>['\"])(?P<text>[A-Za-z_\[][^\n]{0,600})(?P=q)|"
+                     r"(?<=>)\s{1,4}(?P<quote>[A-Za-z_\[][^\n]{0,600}))\s{0,4}$")
+
+
+def unquoted(line: str) -> str:
+    """The line without a report's quoting around it (markdown backticks, a quote, a blockquote marker); the line
+    itself when it is not quoted."""
+    match = _QUOTED.match(line)
+    if match is None:
+        return line
+    if match.group("code") is not None:
+        return match.group("code").strip()
+    if match.group("quote") is not None:
+        return match.group("quote").strip()
+    text = match.group("text")
+    return line if match.group("q") in text else text.strip()
+
+
+# An assertion stated in words with its message: "Assertion failed: tensor parallel size must divide the number of
+# heads" (the MSVC/BSD assert(3) format, and how launchers and reporters relay a failed assert). It is an
+# AssertionError with that message; a bare condition ("Assertion failed: x > 0") states no rule and stays a crash, as
+# does the MSVC/BSD C library's own line ("Assertion failed: n > 0, file sampler.c, line 42": the expression, then
+# where it stands).
+ASSERT_FAILED = re.compile(r"^\s{0,8}assert(?:ion)?s?\s{1,2}failed\s{0,2}[:：]\s{0,4}(?P<msg>(?=[^\n]{0,60}[A-Za-z]{3})"
+                           r"(?![^\n]{0,300}, file [^\n,]{1,200}, line \d{1,7}\s{0,4}$)\S[^\n]{0,400})",
+                           re.IGNORECASE)
+
+
 def as_exception(line: str) -> str | None:
     """The exception a lone error line names, as Python would print it ("Type: message"): an OSError body
     ("[Errno 2] ..." -> "FileNotFoundError: [Errno 2] ...") or a worded error line ("assertion error：msg" ->
@@ -152,6 +186,9 @@ def as_exception(line: str) -> str | None:
     if os_error is not None:
         exc_type = ERRNO_TYPES.get(int(os_error.group("errno")), "OSError")
         return f"{exc_type}: {line.strip()}"
+    asserted = ASSERT_FAILED.match(line)
+    if asserted is not None:
+        return f"AssertionError: {asserted.group('msg').strip()}"
     worded = WORDED_ERROR.match(line)
     if worded is None or _NOT_AN_ERROR_WORD.match(worded.group("words")) is not None:
         return None

@@ -53,6 +53,10 @@ from analysis.logs.families import rows
 from launcher.core.kinds import FailureKind
 
 _COMM = "communication error"
+_ABORTED_COLLECTIVE = (r"^(?![^\n]*(?:\[W|[Ww]arn|WARN|\bwill\b|\bmay\b|\bif\b|\bwhen\b|\bunless\b))[^\n]*?"
+                       r"\b(?:WorkNCCL|WorkGloo|[Cc]ollective|all_?reduce|ALLREDUCE|all_?gather|ALLGATHER|"
+                       r"reduce_?scatter|REDUCE_SCATTER|all_?to_?all|ALLTOALL|[Bb]roadcast|BROADCAST|[Bb]arrier|"
+                       r"NCCL (?:work|op(?:eration)?|kernel))\b[^\n]{0,160}?\b(?:[Cc]ancel{1,2}ed|[Aa]borted)\b")
 _NCCL = "NCCL (ncclGetErrorString, src/init.cc)"
 NETWORK = (
     rows(FailureKind.COMM_ERROR, _COMM, _NCCL,
@@ -167,6 +171,18 @@ NETWORK = (
            "NCCL_PROTO allow, e.g. CollNet without its plugin, can run the collective)",
            ("no algorithm/protocol available", "n1:41367:41367 [1] enqueue.cc:422 NCCL WARN Error : no "
                                                "algorithm/protocol available"))
+    # A collective that was cancelled or aborted: the network's event, not the scheduler's (a job's cancellation is
+    # SLURM's "CANCELLED AT", patterns.CANCELLED). torch's blocking wait and watchdog abort the work and the
+    # communicator of a collective that timed out or failed ("NCCL communicator was aborted" is patterns.COMM's);
+    # whatever the wording, a line that names a collective (WorkNCCL, all_reduce, broadcast, barrier, ...) and says
+    # it was cancelled or aborted reports that. Not a start-up warning of what will happen ("[W ...] ... will be
+    # aborted"), not a condition.
+    + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d ProcessGroupNCCL/Gloo (work and communicator abort on a "
+           "blocking-wait timeout or an async error)",
+           ("cancel", "[rank1]: RuntimeError: Work WorkNCCL(SeqNum=812, OpType=ALLREDUCE) was cancelled in a blocking "
+                      "wait", _ABORTED_COLLECTIVE),
+           ("aborted", "[Rank 3] broadcast on the data-parallel group aborted after the peer closed the connection",
+            _ABORTED_COLLECTIVE))
     + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d ProcessGroupNCCL.cpp (the watchdog's exception frames)",
            ("Exception raised from ncclCommWatchdog", "Exception raised from ncclCommWatchdog at "
                                                       "../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1521 (most "

@@ -217,6 +217,19 @@ SETUP_PHASES = (
                                               "ProcessCoord(pipe=1, data=0, model=0): 1}"))
 )
 
+# DeepSpeed's pipeline partitioning (deepspeed/runtime/pipe/module.py PipelineModule._partition_layers) prints, on
+# rank 0, "Partitioning pipeline stages with method type:transformer", then per stage "stage=0 layers=31" and one
+# line per layer "    {idx:2d}: {name}" ("     3: ParallelTransformerLayerPipe", "    27: <lambda>") and
+# "  loss: {name}"; the engine is built next. A log that ends in this listing ends in the partitioning phase
+# (Megatron-DeepSpeed#116: stuck after it, DP=4). LISTING_ITEM: the listing's lines, skipped to find the phase.
+SETUP_PHASES = SETUP_PHASES + rows(
+    FailureKind.HANG, _SETUP + " (partitioning the pipeline stages)", "DeepSpeed runtime/pipe/module.py "
+                                                                      "_partition_layers",
+    ("Partitioning pipeline stages", "[INFO] [module.py:372:_partition_layers] Partitioning pipeline stages with "
+                                     "method type:transformer"),
+    ("layers=", "stage=0 layers=31", r"^\s{0,8}stage=\d{1,5} layers=\d{1,6}\s{0,4}$"))
+LISTING_ITEM = re.compile(r"^\s{0,12}(?:\d{1,5}: [\w<>.]{1,120}|loss: [\w<>.]{1,120})\s{0,4}$")
+
 # A Python warning (warnings.showwarning: "path.py:252: UserWarning: message", then the source line or the
 # message's own continuation lines) is printed and the job goes on: where a log ends in one, the phase it was in is
 # the activity before it. WARNING_TAIL_LINES: the warning line and its continuation lines.
@@ -225,6 +238,15 @@ WARNING_TAIL_LINES = 3
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
 LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x across cluster\]|(?i:heartbeat)')
+# Warnings: printed and the job goes on, so they say nothing of its progress either. A log whose tail after its last
+# activity is warnings (and liveness lines) whose timestamps run more than STALLED_SPAN_S past that activity's made
+# no progress for that long (NeMo's "[NeMo W 2023-11-25 21:45:41 nemo_logging:349] ... PossibleUserWarning" after an
+# epoch's checkpoint, the next epoch never starting: NVIDIA-NeMo/Speech#7938 is that shape, but its excerpt is the
+# one warning line, no time passes in it, and it stays unknown: a short log is not a hang). Logger levels: NeMo's
+# "[NeMo W ", glog's "W1125 21:45:41.123", torch c10's "[W socket.cpp:663]", Python logging's WARNING/WARN, and
+# warnings.showwarning's "file.py:N: XWarning:".
+WARNING_LINE = re.compile(r"\[NeMo W |(?:^|\s)W\d{4} \d\d:\d\d:\d\d|\[W [\w./-]{1,80}:\d|\bWARN(?:ING)?\b"
+                          r"|\w{0,60}Warning: ")
 
 # The user's interrupt: Python's exception for Ctrl-C, torch elastic's forwarded SIGINT, and the terminal's echo
 # "^C" where a terminal prints it: at the start of a line, alone or before what the program printed next.
@@ -235,16 +257,4 @@ CTRL_C = "^C"
 CTRL_C_ECHO = re.compile(r"[ \t]{0,8}\^C(?:[ \t]*$|Traceback\b|\[)", re.MULTILINE)
 MAX_CTRL_C_HITS = 200  # "^C" occurrences tested for the echo's shape (binary junk holds many)
 
-# A stack dump taken from a live process (py-spy dump, faulthandler's dump_traceback_later / SIGUSR1): someone looked
-# at a job that had stopped printing, so the log shows where it was stuck, not an exception (issue 17's rule: a
-# dump of stacks stuck in collectives or waits is a hang). py-spy prints `Thread 1084205 (active): "MainThread"`
-# and then frames as `func (file.py:123)`; faulthandler's dump_traceback_later prints `Timeout (0:05:00)!`, then
-# `Thread 0x00007f... (most recent call first):` and frames as `  File "x.py", line 12 in func` (the same dump
-# after a fatal signal has no Timeout line: a crash). Sources: py-spy src/dump.rs (print_traces), CPython
-# Python/traceback.c (faulthandler's dump_traceback).
-STACK_DUMP = re.compile(
-    r'^[ \t]{0,8}Thread (?:0x[0-9a-fA-F]{1,16}|\d{1,12}) \((?:active|idle)(?:\+gil)?\): "[^"\n]{0,80}"[ \t]*\n'
-    r'[ \t]{1,8}\S{1,200} \([^()\n]{1,300}:\d{1,9}\)'
-    r'|^Timeout \(\d{1,4}:\d\d:\d\d\)!\n(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16} \(most recent call first\):'
-    r'[ \t]*\n[ \t]{1,8}File "[^"\n]{1,300}", line \d{1,9} in ', re.MULTILINE)
-STACK_DUMP_NEEDLES = ("Thread ", "Timeout (")
+# A stack dump taken from a live process (py-spy dump, faulthandler): families.dumps.
