@@ -349,12 +349,13 @@ class SweepLoop:
         records = self.view.trials()
         live = sum(1 for r in records if r.is_live)
         planned, retries, dominated = [], [], []
-        ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
+        # once a poll: a scan of every record per planned trial is quadratic in the plan
+        dominating = OomIndex(records).dominated(records)
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
             if r.state is TrialState.PLANNED:
-                oom = ooms.dominating(r)
+                oom = dominating.get(r.config_hash)
                 if oom is not None:
                     dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
                                       f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))

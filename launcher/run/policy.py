@@ -50,6 +50,29 @@ class OomIndex:
         return None
 
 
+    def dominated(self, records: Iterable[TrialRecord]) -> dict[str, TrialRecord]:
+        """config hash -> dominating(r) of every planned record that has one: one pass, with the shape read from
+        shape_of's cache inline (the loop asks this of every planned trial on every poll)."""
+        by_shape = self._by_shape
+        if not by_shape:
+            return {}
+        out = {}
+        cached, planned = _SHAPES.get, TrialState.PLANNED
+        for r in records:
+            if r.state is not planned:
+                continue
+            layout = r.layout
+            hit = cached(id(layout))
+            group = by_shape.get(hit[1] if hit is not None and hit[0] is layout else shape_of(layout))
+            if group is None:
+                continue
+            for other in group:
+                if needs_more_memory(layout, other.layout):
+                    out[r.config_hash] = other
+                    break
+        return out
+
+
 def _shape(layout: Layout) -> tuple[object, ...]:
     return tuple(getattr(layout, k) for k in SHAPE)
 
