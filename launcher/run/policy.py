@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from typing import Optional
 
 from launcher.core.kinds import FailureKind
@@ -73,8 +74,8 @@ class OomIndex:
         return out
 
 
-def _shape(layout: Layout) -> tuple[object, ...]:
-    return tuple(getattr(layout, k) for k in SHAPE)
+_shape: Callable[[Layout], tuple[object, ...]] = operator.attrgetter(*SHAPE)
+"""A layout's values of SHAPE, as a tuple (attrgetter: no Python frame per layout)."""
 
 
 _SHAPES: dict[int, tuple[Layout, tuple[object, ...]]] = {}

@@ -298,7 +298,7 @@ class Search:
         known = self._tokens
         if not all(map(known.__contains__, keys)):
             seq_len = self.cfg.model.seq_len
-            known.update((r.config_hash, float(r.layout.gbs * seq_len)) for r in trials)
+            known.update((r.config_hash, float(r.layout.gbs * seq_len)) for r in trials if r.config_hash not in known)
         return np.fromiter(map(known.__getitem__, keys), dtype=float, count=len(keys))
 
     def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
@@ -464,6 +464,10 @@ class Predictions(MutableMapping[str, dict]):
     def changed(self) -> bool:
         """Whether a key was set since it was made (its rows then no longer say every prediction)."""
         return bool(self._set)
+
+    def keyset(self) -> Mapping[str, object]:
+        """What `key in self` answers, as a mapping whose `in` costs no Python call (a test per planned trial)."""
+        return self._index if not self._extra else {**self._index, **dict.fromkeys(self._extra)}
 
     def row_keys(self) -> list[str]:
         """The predicted keys, in the columns' order (callers must not change the list)."""

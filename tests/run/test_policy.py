@@ -69,3 +69,19 @@ def test_the_oom_index_answers_as_a_scan_of_every_record():
         assert index.dominating(cand) is scan
         ruled_out += scan is not None
     assert ruled_out  # the grid has dominated candidates: the comparison is not vacuous
+
+
+def test_the_dominated_pass_names_what_dominating_names_for_every_planned_record():
+    """OomIndex.dominated (one pass a poll, the loop's) equals OomIndex.dominating asked per planned record; the
+    records that are not planned are never in it."""
+    shapes = [lay(mbs=m, gbs=g, tp=t, dp=4 // t, recompute=rc) for m in (1, 2, 4, 8) for g in (64, 128)
+              for t in (1, 2) for rc in ("none", "full")]
+    records = [TrialRecord(str(i), i, layout, state="oom" if i % 3 == 0 else "ok") for i, layout in enumerate(shapes)]
+    records += [TrialRecord(f"c{i}", len(records) + i, layout, state="planned" if i % 5 else "failed")
+                for i, layout in enumerate(shapes)]
+    index = OomIndex(records)
+    want = {r.config_hash: oom for r in records if r.state.value == "planned"
+            if (oom := index.dominating(r)) is not None}
+    assert index.dominated(records) == want and want
+    assert all(index.dominated(records)[key] is oom for key, oom in want.items())
+    assert OomIndex([r for r in records if r.state.value != "oom"]).dominated(records) == {}
