@@ -133,11 +133,11 @@ class Search:
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
         self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
-        self._tokens: dict[str, float] = {}
-        """config hash -> its tokens per step (gbs x seq_len)."""
-        self._static_tokens: dict[str, float] = {}
-        self._static_gpus: dict[str, float] = {}
-        """config hash -> planned()'s tokens per step in the objective's terms, and float(dims['gpus'] or 1)."""
+        self._static_at: dict[str, int] = {}
+        """config hash -> its row in _static_columns_of."""
+        self._static_columns_of: tuple[np.ndarray, ...] = ()
+        """What a trial's predictions and planned() read that never changes, one row per trial met (_static_at):
+        its tokens per step (gbs x seq_len), the same in the objective's terms, and float(dims['gpus'] or 1)."""
         """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
@@ -285,21 +285,29 @@ class Search:
                 step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
             self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
                           (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
-        tokens = self._tokens_per_step(trials, depends[2])
+        at = memo["static rows"] = self._static_rows(trials, depends[2])
+        tokens = self._static_columns_of[0][at]
         out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
         return out
 
-    def _tokens_per_step(self, trials: Sequence[TrialRecord], keys: Sequence[str]) -> np.ndarray:
-        """gbs x seq_len of each trial (its tokens per step), kept per trial and gathered by key."""
+    def _static_rows(self, trials: Sequence[TrialRecord], keys: Sequence[str]) -> np.ndarray:
+        """Each trial's row in _static_columns_of (rows added for the trials met for the first time): one gather
+        by key a prediction, then numpy."""
         import numpy as np
 
-        known = self._tokens
-        if not all(map(known.__contains__, keys)):
-            seq_len = self.cfg.model.seq_len
-            known.update((r.config_hash, float(r.layout.gbs * seq_len)) for r in trials if r.config_hash not in known)
-        return np.fromiter(map(known.__getitem__, keys), dtype=float, count=len(keys))
+        at = self._static_at
+        if not all(map(at.__contains__, keys)):
+            seq_len, share = self.cfg.model.seq_len, Objective(self.cfg.plan.objective).share
+            new = [r for r in trials if r.config_hash not in at]
+            at.update((r.config_hash, i) for i, r in enumerate(new, len(at)))
+            added = (np.array([float(r.layout.gbs * seq_len) for r in new], dtype=float),
+                     np.array([r.layout.gbs * seq_len * share(r.layout.gpus) for r in new], dtype=float),
+                     np.array([float(r.layout.gpus or 1) for r in new], dtype=float))
+            old = self._static_columns_of
+            self._static_columns_of = added if not old else tuple(np.concatenate([a, b]) for a, b in zip(old, added))
+        return np.fromiter(map(at.__getitem__, keys), dtype=int, count=len(keys))
 
     def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
                        ) -> Optional[tuple[np.ndarray, ...]]:
@@ -388,26 +396,15 @@ class Search:
 
     def _static_columns(self, trials: list[TrialRecord], memo: dict[object, object]
                         ) -> tuple[np.ndarray, np.ndarray]:
-        """(tokens per step in the objective's terms, float GPUs) of `trials`, as planned() computes them: once per
-        trial, gathered by key once per list of trials (`memo`: the records' memo)."""
+        """(tokens per step in the objective's terms, float GPUs) of `trials`, as planned() computes them (`memo`:
+        the records' memo, which holds the trials' static rows when it holds their predictions)."""
         import numpy as np
 
-        hit = memo.get("static")
-        if isinstance(hit, tuple) and hit[0] is trials:
-            return cast(tuple[np.ndarray, np.ndarray], hit[1])
-        tokens_of, gpus_of = self._static_tokens, self._static_gpus
-        keys = [r.config_hash for r in trials]
-        if not all(map(tokens_of.__contains__, keys)):
-            seq_len, share = self.cfg.model.seq_len, Objective(self.cfg.plan.objective).share
-            for r in trials:
-                if r.config_hash not in tokens_of:
-                    dims = self.dims(r)
-                    tokens_of[r.config_hash] = r.layout.gbs * seq_len * share(r.layout.gpus)
-                    gpus_of[r.config_hash] = float(dims.get("gpus") or 1)
-        out = (np.fromiter(map(tokens_of.__getitem__, keys), dtype=float, count=len(keys)),
-               np.fromiter(map(gpus_of.__getitem__, keys), dtype=float, count=len(keys)))
-        memo["static"] = (trials, out)
-        return out
+        at = memo.get("static rows")
+        if not isinstance(at, np.ndarray):
+            at = memo["static rows"] = self._static_rows(trials, [r.config_hash for r in trials])
+        _, tokens, gpus = self._static_columns_of
+        return tokens[at], gpus[at]
 
     # -- decisions ----------------------------------------------------------------------------------------------
     def order(self, records: Sequence[TrialRecord], candidates: Optional[Collection[str]] = None,
