@@ -417,8 +417,8 @@ class SweepLoop:
             return []
         by_key = {r.config_hash: r for r in planned}
         picks = self.search.order(records, candidates=by_key.keys(), head=head)
-        predicted = self.search.predictions(records)
-        return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted.keyset()]
+        predicted = self.search.predictions(records).keyset()   # once: `in` on it costs no Python call
+        return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
         # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
