@@ -43,7 +43,7 @@ from launcher.run.identity import check_same_setup
 from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
 from launcher.run.plan_store import StoredPlan, plan_key
-from launcher.run.policy import OomIndex, repeat_records, should_retry
+from launcher.run.policy import OomIndex, ShapeIndex, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.run.refusal import plan_refused_again, refused_changes, refused_note
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
@@ -145,6 +145,8 @@ class SweepLoop:
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
         self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
+        self._shapes = ShapeIndex()
+        """The records' places by layout shape (OomIndex.dominated reads only the shapes that ran out of memory)."""
         self._calibrated: MutableMapping[str, dict] = {}
         """The current prediction of every estimated trial, as of the last re-prediction: recorded with a trial
         when it is submitted or pruned, and for the planned ones when the loop ends (writing 50k rows at every
@@ -349,12 +351,13 @@ class SweepLoop:
         records = self.view.trials()
         live = sum(1 for r in records if r.is_live)
         planned, retries, dominated = [], [], []
-        ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
+        # once a poll: a scan of every record per planned trial is quadratic in the plan
+        dominating = OomIndex(records).dominated(records, self._shapes)
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
             if r.state is TrialState.PLANNED:
-                oom = ooms.dominating(r)
+                oom = dominating.get(r.config_hash)
                 if oom is not None:
                     dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
                                       f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))
@@ -414,7 +417,7 @@ class SweepLoop:
             return []
         by_key = {r.config_hash: r for r in planned}
         picks = self.search.order(records, candidates=by_key.keys(), head=head)
-        predicted = self.search.predictions(records)
+        predicted = self.search.predictions(records).keyset()   # once: `in` on it costs no Python call
         return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
