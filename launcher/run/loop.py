@@ -7,7 +7,9 @@ phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import time
 import uuid
@@ -49,6 +51,20 @@ from launcher.run.refusal import plan_refused_again, refused_changes, refused_no
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
 from launcher.run.slurm_preflight import check_slurm
 from launcher.run.view import LedgerView
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a plan's objects are made (plan, ledger records, view: none
+    of them in a cycle): with tens of thousands of them alive, its passes traversed them all again and again, ~40 %
+    of a 50k-trial plan's insert (issue 19). What became cyclic garbage meanwhile is collected after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
@@ -96,7 +112,7 @@ def _plan(cfg: RootConfig, stored: Optional[StoredPlan], constants: Optional[Con
     key = plan_key(cfg, constants)
     if stored is not None and stored.key == key:
         return stored, key
-    return make_plan(cfg, progress, constants=constants), key
+    return make_plan(cfg, progress, constants=constants, features=True), key
 
 
 _PLAIN = (int, float, str, bool, type(None))
@@ -114,14 +130,18 @@ def _estimate_dict(estimate: Estimate) -> dict:
     """asdict(estimate) without its deep copies (seconds for a 50k-trial plan): an Estimate holds numbers and
     dicts of numbers; anything else goes through asdict."""
     out: dict = {}
-    for f in fields(estimate):
-        value = getattr(estimate, f.name)
-        if isinstance(value, dict) and all(isinstance(v, _PLAIN) for v in value.values()):
+    for name in _ESTIMATE_FIELDS:
+        value = getattr(estimate, name)
+        if type(value) is dict and _PLAIN_TYPES.issuperset(map(type, value.values())):
             value = dict(value)
         elif not isinstance(value, _PLAIN):
             return asdict(estimate)
-        out[f.name] = value
+        out[name] = value
     return out
+
+
+_ESTIMATE_FIELDS = tuple(f.name for f in fields(Estimate))
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 class SweepLoop:
@@ -551,7 +571,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
     require_runnable(cfg.backend, cfg.model)  # before anything is created or submitted
     t_plan = time.perf_counter()
     stored = plan_store.load(cfg, reporter)  # a resume of the same sweep: the plan its ledger keeps
-    with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
+    with PlanningProgress(reporter) as progress, gc_paused():  # progress on stderr, once planning takes a second
         plan, key = _plan(cfg, stored, progress=progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
     # SLURM reachable and taking the largest job, before anything is created or marked
@@ -565,11 +585,16 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         constants, plan, key = _measure_compute(measured, constants, folder, plan, reporter, key=key, stored=stored)
         _write_inputs(cfg, folder, plan, overrides)
         kept = _kept_hashes(plan)
-        new = ledger.add_trials(_each_record(plan, ledger.config_hashes()),
-                                plan=(plan_store.stored_key(key, folder.plan_csv), kept))
-        allowed = set(kept)
-        del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
-        view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
+        features = plan.class_features if isinstance(plan, Plan) else {}  # priced with the plan, for the search
+        known = ledger.config_hashes()
+        inserted: Optional[list[TrialRecord]] = None if known else []  # a new sweep: the view starts from them
+        with gc_paused():
+            new = ledger.add_trials(_each_record(plan, known),
+                                    plan=(plan_store.stored_key(key, folder.plan_csv), kept), inserted=inserted)
+            allowed = set(kept)
+            del plan  # every grid point's estimate (hundreds of MB at 50k trials): the ledger holds the trials'
+            view = LedgerView(ledger, inserted)  # one read of the ledger (none when new), then the rows that change
+            del inserted
         # the budget is checked again, maybe a larger one
         ledger.update_each([(r.config_hash, "planned again", {"state": TrialState.PLANNED, "pruned_by": "",
                                                               "reason": ""})
@@ -587,6 +612,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         tracking = hooks.open_sink(cfg, ledger, folder)
         loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter,
                          view=view)
+        loop.search.take_features(features)
+        del features
         started = time.time()
         try:
             loop.run()

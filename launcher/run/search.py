@@ -111,6 +111,9 @@ class Search:
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
         self._by_class: dict[Layout, TrialFeatures] = {}
+        self._planned: dict[Layout, TrialFeatures] = {}
+        """Batch classes' features the planner priced in its pass (take_features), until the first table takes
+        them."""
         """launcher.plan.batch_class layout -> its features (what every layout of the class shares)."""
         """The measured trials' features (what the calibration fits); every trial's are in _table."""
         self._fitted_on: Optional[tuple] = None
@@ -141,6 +144,11 @@ class Search:
         """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
+    def take_features(self, features: Mapping[Layout, TrialFeatures]) -> None:
+        """Batch classes' features the plan priced with its estimates (launcher.plan.pricing, Plan.class_features):
+        used instead of pricing them again (the same numbers, to the last bit)."""
+        self._planned = dict(features)
+
     def features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash not in self._features:
             self._features[r.config_hash] = self._trial_features(r)
@@ -194,6 +202,7 @@ class Search:
         keys = list(classes)
         table = _stacked([FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
                           for start in range(0, len(keys), FEATURE_CHUNK)] or [FeatureTable([])])
+        self._planned = {}  # the plan's trials are in the first table: what it did not take is not asked for again
         seq_len = self.cfg.model.seq_len
         return ClassTable(table, of_class,
                           np.fromiter((max(1, r.layout.microbatches) for r in trials), dtype=float, count=len(trials)),
@@ -201,7 +210,7 @@ class Search:
 
     def _class_features(self, key: Layout) -> TrialFeatures:
         """The features of a batch class (kept only for the trials measured: observations ask for them again)."""
-        features = self._by_class.get(key)
+        features = self._by_class.get(key) or self._planned.pop(key, None)
         if features is None:
             b = self.cfg.backend
             features = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision, b.flash_attention,
