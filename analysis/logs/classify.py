@@ -470,6 +470,15 @@ def _hydra_target(text: str, start: int) -> Failure | None:
     return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.ENV_LABEL}: {_line_at(text, pos)}", _evidence(text, pos))
 
 
+def _string_config_value(text: str, start: int) -> Failure | None:
+    """A DeepSpeed config value left as a string and compared with a number (families.config.STR_COMPARE)."""
+    pos = F_CONFIG.config_value_typed_as_string(text, start)
+    if pos is None:
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"a DeepSpeed config value is a string where a number is needed "
+                    f"(an HF \"auto\" left unreplaced?): {_line_at(text, pos)}", _evidence(text, pos))
+
+
 def _stack_dump(text: str, start: int) -> Failure | None:
     """A stack dump of the live job (families.dumps; its marker line) in text[start:] with no traceback after it."""
     marker = F_DUMP.live_marker(text, text.rfind("\n", 0, start) + 1 if start else 0)
@@ -831,8 +840,10 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _raised_config(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.RESUME_LAYOUT
                       + F_CONFIG.EXTENSION_BUILD + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA
-                      + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION, start)
+                      + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION
+                      + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL, start)
         or _hydra_target(text, start)
+        or _string_config_value(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
         or _by_family(text, F_ORCH.NODE_LOST, start)
