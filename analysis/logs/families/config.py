@@ -639,7 +639,7 @@ HELPERS_BUILD = rows(
     "Makefile, headers)", "Megatron-LM megatron/core/datasets/utils.py (compile_helpers); GNU make's fatal errors",
     ("Failed to compile the C++ dataset helper", "ERROR:megatron.core.datasets.utils:Failed to compile the C++ "
                                                  "dataset helper functions"),
-    ("make: *** ", "make: *** No targets specified and no makefile found.  Stop.",
+    (": *** ", "make: *** No targets specified and no makefile found.  Stop.",
      r"^\s{0,4}(?:\S{1,80}: )?make(?:\[\d{1,3}\])?: \*\*\* (?:No targets specified|No rule to make target|"
      r"\[[^\]\n]{1,200}\] Error \d)"))
 
@@ -697,3 +697,4 @@ def config_value_typed_as_string(text: str, start: int) -> int | None:
         if _RUNTIME_FRAME.search(above) is not None:
             return match.start()
     return None
+
