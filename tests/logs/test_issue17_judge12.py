@@ -137,3 +137,24 @@ def test_a_string_config_value_compared_in_deepspeed_runtime_is_config():
 ])
 def test_other_comparison_errors_are_not_config(text):
     assert config.config_value_typed_as_string(text, 0) is None
+
+
+# ---- a lone NCCL IB async event: comm_error when it names a fatal verbs event in NCCL's WARN form
+
+@pytest.mark.parametrize("line", [
+    # NCCL#905 (oos-batch12/lightning/multinode_hang_nccl_ib_async_event_port_error_1.log), the whole log
+    "NCCL WARN NET/IB : Got async event : port error",
+    # made up in net_ib.cc's full prefix
+    "gpu-12:88:120 [3] NCCL WARN NET/IB : mlx5_0:1 Got async event : local catastrophic error",
+])
+def test_a_fatal_ib_async_event_is_comm_error(line):
+    assert classify(f"{line}\n").kind == "comm_error"
+
+
+@pytest.mark.parametrize("line", [
+    "NCCL WARN NET/IB : Got async event : port active",
+    "NCCL WARN NET/IB : Got async event : GID table change",
+    "NCCL INFO NET/IB : Got async event : port error",  # not NCCL's WARN form
+])
+def test_benign_ib_events_are_not_comm_error(line):
+    assert classify(f"{line}\n").kind != "comm_error"
