@@ -657,6 +657,25 @@ def _bare_exception(text: str, start: int) -> tuple[int, str] | None:
     return best
 
 
+_ABOVE_LINES = 3  # lines above a cut traceback's header where the error it reports may stand
+
+
+def _error_above(text: str, header: int) -> tuple[int, str, bool] | None:
+    """(position, 'Type: message', False) of an exception line (_BARE_TYPE) among the _ABOVE_LINES lines above the
+    traceback header at `header`, when that traceback is cut before its own exception line: the earlier line is the
+    same error's statement (DeepSpeed 0.8's `Exception: >- DeepSpeed Op Builder: ...` then the trainer's traceback;
+    `[rank0]: RuntimeError: ...` then the launcher's), and says more than a header with no exception."""
+    line_start = text.rfind("\n", 0, header) + 1
+    lines = text[max(0, line_start - 2000): line_start].split("\n")[:-1][-_ABOVE_LINES:]
+    pos = line_start
+    for line in reversed(lines):
+        pos -= len(line) + 1
+        match = _BARE_TYPE.match(split_prefix(line)[1])
+        if match is not None and not is_wrapper_exception(line):
+            return pos, f"{match.group('type')}: {match.group('msg').strip()}"[:300], False
+    return None
+
+
 def _exit_text(exit_code: int) -> str:
     signal = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 160 else None
     name = _SIGNALS.get(signal) if signal is not None else None
@@ -709,6 +728,8 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         cut = _cut_traceback_family(text)
         if cut is not None:
             return cut
+    if own is not None and _TRACEBACK in own[1]:
+        own = _error_above(text, own[0]) or own
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
         if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))

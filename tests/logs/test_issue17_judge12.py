@@ -158,3 +158,32 @@ def test_a_fatal_ib_async_event_is_comm_error(line):
 ])
 def test_benign_ib_events_are_not_comm_error(line):
     assert classify(f"{line}\n").kind != "comm_error"
+
+
+# ---- an error line, then a traceback cut before its own exception line: the earlier line is the error's statement
+
+_CUT_AFTER_ERROR = ("[rank0]: ValueError: micro batch size 3 must divide the global batch size 16\n"
+                    "Traceback (most recent call last):\n"
+                    '  File "/venv/lib/python3.10/site-packages/torch/distributed/run.py", line 910, in run\n'
+                    "    elastic_launch(\n")
+
+
+def test_an_error_line_above_a_cut_traceback_decides():
+    failure = classify(_CUT_AFTER_ERROR)
+    assert failure.kind == "config_error", failure.reason
+    assert "micro batch size 3" in failure.reason
+
+
+def test_the_crash_reason_is_the_error_line_above_a_cut_traceback():
+    cut = _CUT_AFTER_ERROR.split("\n", 1)[1]
+    failure = classify("[rank0]: RuntimeError: expected scalar type Half but found Float\n" + cut)
+    assert failure.kind == "crashed" and "expected scalar type Half" in failure.reason, failure.reason
+    assert failure.evidence[0][0] == 1
+
+
+def test_a_cut_traceback_with_no_error_just_above_keeps_its_header():
+    cut = _CUT_AFTER_ERROR.split("\n", 1)[1]
+    assert classify(cut).reason == "crashed: Traceback (most recent call last):"
+    # an error line further up than the lines just above the header is not this traceback's statement
+    far = "RuntimeError: expected scalar type Half but found Float\n" + "loading shard\n" * 4 + cut
+    assert "expected scalar type" not in classify(far).reason
