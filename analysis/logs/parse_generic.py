@@ -490,6 +490,11 @@ def _parse_line(line: str) -> _RecordContent | None:
             elif unit in _PER_STEP_UNITS and not (fields and fields[-1].unit == unit):
                 # TF-Slim's "global step 3: loss = 2.1 (16.93 sec/step)": a step time of its own, not an average
                 fields.append(Field(key, value, unit, per_gpu=False))
+            elif not key and unit in _INTERVAL_UNITS and not (fields and fields[-1].unit in _INTERVAL_UNITS):
+                # TF Estimator's LoggingTensorHook "loss = 793.621, step = 33 (54.605 sec)": the seconds since the
+                # previous record, a bare interval (_intervals divides it by the steps between records); not a
+                # running average, which follows a time field of its own unit ("time 1.4 s (1.5 s)")
+                fields.append(Field(key, value, unit, per_gpu=False))
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
         words = key.split()
         if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"

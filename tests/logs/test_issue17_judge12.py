@@ -8,6 +8,8 @@ import pytest
 
 from analysis.logs.classify import classify
 from analysis.logs.families import config, first_match
+from analysis.logs.parse_generic import read_records
+from analysis.logs.steady_state import steady_state
 
 # ---- the configuration file the launcher was given does not exist
 
@@ -187,3 +189,36 @@ def test_a_cut_traceback_with_no_error_just_above_keeps_its_header():
     # an error line further up than the lines just above the header is not this traceback's statement
     far = "RuntimeError: expected scalar type Half but found Float\n" + "loading shard\n" * 4 + cut
     assert "expected scalar type" not in classify(far).reason
+
+
+# ---- TF Estimator's step records: "loss = X, step = N (Y sec)", Y the seconds since the previous record
+
+# malaya-speech conformer (oos-batch12/other/malaya_speech_conformer_large_retrain_tf_estimator_steps_1.log), records
+_TF_ESTIMATOR = ("INFO:tensorflow:loss = 1024.6841, step = 30 (55.249 sec)\n"
+                 "INFO:tensorflow:global_step/sec: 0.0232102\n"
+                 "INFO:tensorflow:loss = 866.8332, step = 31 (43.085 sec)\n"
+                 "INFO:tensorflow:global_step/sec: 0.01788\n"
+                 "INFO:tensorflow:loss = 943.23486, step = 32 (55.929 sec)\n"
+                 "INFO:tensorflow:global_step/sec: 0.0183138\n"
+                 "INFO:tensorflow:loss = 793.621, step = 33 (54.605 sec)\n")
+
+
+def test_tf_estimator_records_give_the_interval_over_its_steps():
+    stats = steady_state(read_records(_TF_ESTIMATOR).iterations)
+    assert stats.median_step_time_s == pytest.approx(54.6, rel=0.05)
+    # made up, one step apart in a longer run
+    every_step = "".join(f"INFO:tensorflow:loss = {3.0 - k / 100:.2f}, step = {k} (0.5{k % 10} sec)\n"
+                         for k in range(1, 40))
+    assert steady_state(read_records(every_step).iterations).median_step_time_s == pytest.approx(0.545, rel=0.05)
+    # records 100 steps apart without timestamps: the bare duration may be one step's or the interval's
+    # (parse_generic._intervals), so no step time is read rather than a guess
+    every_100 = "".join(f"INFO:tensorflow:loss = {3.0 - k / 10:.2f}, step = {k * 100} (25.{k} sec)\n"
+                        for k in range(1, 9))
+    assert read_records(every_100).iterations == ()
+
+
+def test_a_running_average_in_parentheses_is_not_an_interval():
+    # a time field, then its running average in parentheses: the average must not be read as a second time
+    text = "".join(f"step {k} loss 2.{k} time 1.{k} s (1.50 s)\n" for k in range(1, 9))
+    stats = steady_state(read_records(text).iterations)
+    assert stats.median_step_time_s == pytest.approx(1.45, rel=0.05)
