@@ -895,6 +895,10 @@ _SUMMARY_RATE = re.compile(
 _SUMMARY_RUNTIME = re.compile(r"(?i)\btrain(?:ing)?[ _]runtime['\"]?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
                               + r"\s{0,2}(?P<u>s|sec|secs|seconds)?\b")
 _SUMMARY_STEPS = re.compile(r"(?i)(?:\bglobal_step|Total optimization steps)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,9})\b")
+# RETURNN's epoch summary (returnn/torch/engine.py train_epoch): "Trained 1979 steps, 1:46:48 elapsed (99.7% computing
+# time)": the epoch's wall time over its steps, as weak as a run time over steps; the last summary is read.
+_SUMMARY_TRAINED = re.compile(r"\bTrained (?P<n>\d{1,9}) steps, (?:(?P<h>\d{1,4}):)?(?P<m>\d{1,2}):(?P<s>\d{2})"
+                              r"(?:\.\d{1,6})? elapsed\b")
 _SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
 
 
@@ -923,9 +927,16 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
         return "summary rate of steps", rates
     for offset, part in reversed(parts):
         runtime, steps = _SUMMARY_RUNTIME.search(part), list(_SUMMARY_STEPS.finditer(part))
-        if runtime is not None and steps and int(steps[-1].group("n")) > 0:
+        # a zero run time is no step time (steady_state needs a positive one: the fuzz test's "'train_runtime': 0")
+        if runtime is not None and steps and int(steps[-1].group("n")) > 0 and float(runtime.group("v")) > 0:
             return "summary run time / steps", [(offset + runtime.start(),
                                                  float(runtime.group("v")) / int(steps[-1].group("n")))]
+        trained = list(_SUMMARY_TRAINED.finditer(part))
+        if trained and int(trained[-1].group("n")) > 0:
+            m = trained[-1]
+            elapsed_s = int(m.group("h") or 0) * 3600 + int(m.group("m")) * 60 + int(m.group("s"))
+            if elapsed_s > 0:
+                return "summary epoch time / steps", [(offset + m.start(), elapsed_s / int(m.group("n")))]
     return "", []
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from analysis.logs.classify import classify
 from analysis.logs.families import config, first_match
-from analysis.logs.parse_generic import read_records
+from analysis.logs.parse_generic import read_records, summary_step_times
 from analysis.logs.steady_state import steady_state
 
 # ---- the configuration file the launcher was given does not exist
@@ -222,3 +222,34 @@ def test_a_running_average_in_parentheses_is_not_an_interval():
     text = "".join(f"step {k} loss 2.{k} time 1.{k} s (1.50 s)\n" for k in range(1, 9))
     stats = steady_state(read_records(text).iterations)
     assert stats.median_step_time_s == pytest.approx(1.45, rel=0.05)
+
+
+# ---- RETURNN's epoch summaries: "Trained N steps, H:MM:SS elapsed (P% computing time)"
+
+# RETURNN DDP (oos-batch12/other/returnn_torch_ddp_epoch_summaries_some_slow_1.log), two of its per-rank lines
+_RETURNN = ("Trained 904 steps, 0:10:02 elapsed (92.1% computing time)\n"
+            "Trained 910 steps, 0:10:51 elapsed (84.6% computing time)\n")
+
+
+def test_returnn_epoch_summaries_give_a_summary_time():
+    source, times = summary_step_times(_RETURNN)
+    assert source == "summary epoch time / steps"
+    assert times[-1][1] == pytest.approx(651 / 910)
+    # made up: an hour-long epoch
+    assert summary_step_times("Trained 1979 steps, 1:46:48 elapsed (99.7% computing time)\n")[1][-1][1] == \
+        pytest.approx(6408 / 1979)
+
+
+@pytest.mark.parametrize("line", [
+    "Trained 0 steps, 0:00:01 elapsed",
+    "Trained the model for 3 epochs, 0:10:02 elapsed",
+    "Trained 904 steps",
+])
+def test_other_trained_lines_give_no_summary_time(line):
+    assert summary_step_times(f"{line}\n")[1] == []
+
+
+def test_a_zero_run_time_is_no_summary_step_time():
+    # found by tests/logs/test_judge_fuzz.py ("format tokens"): judging failed on a step time of 0 s
+    assert summary_step_times("'train_runtime': 0\nglobal_step=1\n")[1] == []
+    assert summary_step_times("'train_runtime': 50.0\nglobal_step=100\n")[1][-1][1] == pytest.approx(0.5)
