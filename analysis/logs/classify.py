@@ -470,6 +470,15 @@ def _hydra_target(text: str, start: int) -> Failure | None:
     return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.ENV_LABEL}: {_line_at(text, pos)}", _evidence(text, pos))
 
 
+def _string_config_value(text: str, start: int) -> Failure | None:
+    """A DeepSpeed config value left as a string and compared with a number (families.config.STR_COMPARE)."""
+    pos = F_CONFIG.config_value_typed_as_string(text, start)
+    if pos is None:
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, f"a DeepSpeed config value is a string where a number is needed "
+                    f"(an HF \"auto\" left unreplaced?): {_line_at(text, pos)}", _evidence(text, pos))
+
+
 def _stack_dump(text: str, start: int) -> Failure | None:
     """A stack dump of the live job (families.dumps; its marker line) in text[start:] with no traceback after it."""
     marker = F_DUMP.live_marker(text, text.rfind("\n", 0, start) + 1 if start else 0)
@@ -648,6 +657,25 @@ def _bare_exception(text: str, start: int) -> tuple[int, str] | None:
     return best
 
 
+_ABOVE_LINES = 3  # lines above a cut traceback's header where the error it reports may stand
+
+
+def _error_above(text: str, header: int) -> tuple[int, str, bool] | None:
+    """(position, 'Type: message', False) of an exception line (_BARE_TYPE) among the _ABOVE_LINES lines above the
+    traceback header at `header`, when that traceback is cut before its own exception line: the earlier line is the
+    same error's statement (DeepSpeed 0.8's `Exception: >- DeepSpeed Op Builder: ...` then the trainer's traceback;
+    `[rank0]: RuntimeError: ...` then the launcher's), and says more than a header with no exception."""
+    line_start = text.rfind("\n", 0, header) + 1
+    lines = text[max(0, line_start - 2000): line_start].split("\n")[:-1][-_ABOVE_LINES:]
+    pos = line_start
+    for line in reversed(lines):
+        pos -= len(line) + 1
+        match = _BARE_TYPE.match(split_prefix(line)[1])
+        if match is not None and not is_wrapper_exception(line):
+            return pos, f"{match.group('type')}: {match.group('msg').strip()}"[:300], False
+    return None
+
+
 def _exit_text(exit_code: int) -> str:
     signal = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 160 else None
     name = _SIGNALS.get(signal) if signal is not None else None
@@ -700,6 +728,8 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
         cut = _cut_traceback_family(text)
         if cut is not None:
             return cut
+    if own is not None and _TRACEBACK in own[1]:
+        own = _error_above(text, own[0]) or own
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
         if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
@@ -831,8 +861,10 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _raised_config(text, start)
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.RESUME_LAYOUT
                       + F_CONFIG.EXTENSION_BUILD + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA
-                      + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION, start)
+                      + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION
+                      + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL, start)
         or _hydra_target(text, start)
+        or _string_config_value(text, start)
         or _diverged(text, start, losses)
         or _by_log(text, FailureKind.NODE_FAILURE, P.NODE, start, state, "node failure")
         or _by_family(text, F_ORCH.NODE_LOST, start)

@@ -490,6 +490,11 @@ def _parse_line(line: str) -> _RecordContent | None:
             elif unit in _PER_STEP_UNITS and not (fields and fields[-1].unit == unit):
                 # TF-Slim's "global step 3: loss = 2.1 (16.93 sec/step)": a step time of its own, not an average
                 fields.append(Field(key, value, unit, per_gpu=False))
+            elif not key and unit in _INTERVAL_UNITS and not (fields and fields[-1].unit in _INTERVAL_UNITS):
+                # TF Estimator's LoggingTensorHook "loss = 793.621, step = 33 (54.605 sec)": the seconds since the
+                # previous record, a bare interval (_intervals divides it by the steps between records); not a
+                # running average, which follows a time field of its own unit ("time 1.4 s (1.5 s)")
+                fields.append(Field(key, value, unit, per_gpu=False))
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
         words = key.split()
         if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"
@@ -890,6 +895,10 @@ _SUMMARY_RATE = re.compile(
 _SUMMARY_RUNTIME = re.compile(r"(?i)\btrain(?:ing)?[ _]runtime['\"]?\s{0,3}[:=]\s{0,3}" + _SUMMARY_NUM
                               + r"\s{0,2}(?P<u>s|sec|secs|seconds)?\b")
 _SUMMARY_STEPS = re.compile(r"(?i)(?:\bglobal_step|Total optimization steps)['\"]?\s{0,3}[:=]\s{0,3}(?P<n>\d{1,9})\b")
+# RETURNN's epoch summary (returnn/torch/engine.py train_epoch): "Trained 1979 steps, 1:46:48 elapsed (99.7% computing
+# time)": the epoch's wall time over its steps, as weak as a run time over steps; the last summary is read.
+_SUMMARY_TRAINED = re.compile(r"\bTrained (?P<n>\d{1,9}) steps, (?:(?P<h>\d{1,4}):)?(?P<m>\d{1,2}):(?P<s>\d{2})"
+                              r"(?:\.\d{1,6})? elapsed\b")
 _SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
 
 
@@ -918,9 +927,16 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
         return "summary rate of steps", rates
     for offset, part in reversed(parts):
         runtime, steps = _SUMMARY_RUNTIME.search(part), list(_SUMMARY_STEPS.finditer(part))
-        if runtime is not None and steps and int(steps[-1].group("n")) > 0:
+        # a zero run time is no step time (steady_state needs a positive one: the fuzz test's "'train_runtime': 0")
+        if runtime is not None and steps and int(steps[-1].group("n")) > 0 and float(runtime.group("v")) > 0:
             return "summary run time / steps", [(offset + runtime.start(),
                                                  float(runtime.group("v")) / int(steps[-1].group("n")))]
+        trained = list(_SUMMARY_TRAINED.finditer(part))
+        if trained and int(trained[-1].group("n")) > 0:
+            m = trained[-1]
+            elapsed_s = int(m.group("h") or 0) * 3600 + int(m.group("m")) * 60 + int(m.group("s"))
+            if elapsed_s > 0:
+                return "summary epoch time / steps", [(offset + m.start(), elapsed_s / int(m.group("n")))]
     return "", []
 
 

@@ -94,8 +94,12 @@ class SpreadFactors:
         return cls(mem[0], mem[1], step[0], step[1])
 
     def intervals(self, peak_gb: float, step_time_s: float) -> Intervals:
-        return Intervals(peak_gb * self.mem_low, peak_gb * self.mem_high, step_time_s * self.step_low,
+        return Intervals(self.mem_low_gb(peak_gb), peak_gb * self.mem_high, step_time_s * self.step_low,
                          step_time_s * self.step_high)
+
+    def mem_low_gb(self, peak_gb: float) -> float:
+        """The lower end of the peak's interval (what the memory rule reads: known before the step time)."""
+        return peak_gb * self.mem_low
 
 
 def calibrated_intervals(peak_gb: float, mem_sd: float, step_time_s: float, step_sd: Optional[float]) -> Intervals:

@@ -53,7 +53,8 @@ MEMORY_ERROR_SD = 0.05
 
 _GROUPS = Rates._fields
 @functools.lru_cache(maxsize=1)
-def _unit_rates() -> Rates:
+def unit_rates() -> Rates:
+    """Rates of one for each group (numpy unit vectors): the step-time model evaluated with them gives its amounts."""
     import numpy as np
 
     return Rates(*np.eye(len(_GROUPS)))
@@ -145,7 +146,7 @@ def _vector(x: float | np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1)
-def _bare_memory_constants() -> Constants:
+def bare_memory_constants() -> Constants:
     """The memory model without the overheads the calibration fits (built once: with_values costs ~0.1 ms)."""
     return DEFAULT.with_values(gpu_context_gb=0.0, cpu_context_gb=0.0, transient_share=0.0, fragmentation_share=0.0)
 
@@ -154,22 +155,33 @@ def trial_features(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
                    flash: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> TrialFeatures:
     """Evaluate the step-time model once with unit rates (numpy vectors): every piece becomes its amounts.
     `workload` and `backend` as for launcher.plan.estimator.estimate (they choose the stack's counts)."""
+    pc = step_pieces(model, cluster, layout, precision, flash, unit_rates(), is_cpu_standin(cluster.gpu),
+                     workload=workload, backend=backend)
+    bare = bare_memory_constants()
+    memory = [stage_memory_gb(model, cluster, layout, precision, stage, flash, bare, workload=workload,
+                              backend=backend) for stage in (0, layout.pp - 1)]
+    return features_of(amounts_of(pc), pc, memory, layout, model, cluster)
+
+
+def amounts_of(pc: StepPieces) -> np.ndarray:
+    """The stages' pieces as one array (stage, MicrobatchTimes field, vector component): a number fills its row."""
     import numpy as np
 
-    pc = step_pieces(model, cluster, layout, precision, flash, _unit_rates(), is_cpu_standin(cluster.gpu),
-                     workload=workload, backend=backend)
-    stages = np.empty((len(pc.stages), len(_MB_FIELDS), len(_GROUPS)))
+    width = next((len(x) for mb in pc.stages for x in mb if isinstance(x, np.ndarray)), len(_GROUPS))
+    stages = np.empty((len(pc.stages), len(_MB_FIELDS), width))
     for s, mb in enumerate(pc.stages):
         for i, amount in enumerate(mb):  # MicrobatchTimes in _MB_FIELDS order; a scalar fills its row
             stages[s, i] = amount
-    bare = _bare_memory_constants()
-    fixed: list[float] = []
-    transient: list[float] = []
-    for stage in (0, layout.pp - 1):
-        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, bare, workload=workload,
-                                backend=backend)
-        fixed.append(sum(parts.values()))
-        transient.append(parts["activations"] + parts["logits"] + parts["gathered"])
+    return stages
+
+
+def features_of(stages: np.ndarray, pc: StepPieces, memory: Sequence[Mapping[str, float]], layout: Layout,
+                model: ModelConfig, cluster: ClusterConfig) -> TrialFeatures:
+    """trial_features from the step-time model priced with unit_rates() (`stages`: amounts_of its pieces; the DP
+    and optimizer pieces from `pc`) and the memory of the first and the last stage under bare_memory_constants()
+    (launcher.plan.pricing prices them in the estimator's pass: one evaluation for both)."""
+    fixed = [sum(parts.values()) for parts in memory]
+    transient = [parts["activations"] + parts["logits"] + parts["gathered"] for parts in memory]
     return TrialFeatures(stages, pc.weights, pc.microbatches, pc.pp, pc.vpp, 0, int(pc.cpu),
                          _vector(pc.dp_reduce), _vector(pc.dp_gather), _vector(pc.optimizer), (fixed[0], fixed[1]),
                          (transient[0], transient[1]), layout.gbs * model.seq_len, generation(cluster),

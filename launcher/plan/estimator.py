@@ -76,19 +76,29 @@ def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
                                       backend=backend)
         step_s, times = step_time_s(model, cluster, layout, precision, flash, constants, workload=workload,
                                     backend=backend)
-    else:
-        key = (batch_class(layout), workload)
-        parts = shared.get(key)
-        if parts is None:
-            cpu = is_cpu_standin(cluster.gpu)
-            parts = shared[key] = (*peak_memory_gb(model, cluster, key[0], precision, flash, constants,
-                                                   workload=workload, backend=backend),
-                                   step_pieces(model, cluster, key[0], precision, flash,
-                                               rates(constants, cpu, generation(cluster)), cpu, workload=workload,
-                                               backend=backend))
-        peak_gb, mem = parts[0], dict(parts[1])
-        step_s, times = step_time_of(parts[2]._replace(microbatches=max(1, layout.microbatches)), constants,
-                                     is_cpu_standin(cluster.gpu))
+        return _estimate(model, cluster, layout, peak_gb, mem, step_s, times)
+    key = (batch_class(layout), workload)
+    parts = shared.get(key)
+    if parts is None:
+        cpu = is_cpu_standin(cluster.gpu)
+        parts = shared[key] = (*peak_memory_gb(model, cluster, key[0], precision, flash, constants,
+                                               workload=workload, backend=backend),
+                               step_pieces(model, cluster, key[0], precision, flash,
+                                           rates(constants, cpu, generation(cluster)), cpu, workload=workload,
+                                           backend=backend))
+    return of_class(model, cluster, layout, parts, constants)
+
+
+def of_class(model: ModelConfig, cluster: ClusterConfig, layout: Layout,
+             parts: tuple[float, dict[str, float], StepPieces], constants: Constants) -> Estimate:
+    """The estimate of `layout` from its batch class's (peak GB, memory breakdown, step pieces)."""
+    step_s, times = step_time_of(parts[2]._replace(microbatches=max(1, layout.microbatches)), constants,
+                                 is_cpu_standin(cluster.gpu))
+    return _estimate(model, cluster, layout, parts[0], dict(parts[1]), step_s, times)
+
+
+def _estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, peak_gb: float, mem: dict[str, float],
+              step_s: float, times: dict[str, float]) -> Estimate:
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
     hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, layout.recompute_every) / per_gpu_s

@@ -29,6 +29,9 @@ All sizes are GB = 1e9 bytes, like ClusterConfig.gpu_mem_gb.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import NamedTuple
+
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
 from launcher.core.names import is_cpu_standin
@@ -255,6 +258,37 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
                     workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> dict[str, float]:
     """Memory breakdown (GB) of one GPU of pipeline stage `stage`: weights, grads, optimizer, gathered (ZeRO-3/FSDP
     unsharded parameters and gradients in flight), activations, logits, temporaries, fragmentation, context."""
+    amounts = stage_amounts_gb(model, cluster, layout, precision, stage, flash, workload=workload, backend=backend)
+    return stage_parts_gb(amounts, constants, is_cpu_standin(cluster.gpu))
+
+
+class StageAmounts(NamedTuple):
+    """A stage's memory without the constants (GB): stage_memory_gb's parts before the overheads, and the
+    short-lived share (activations + logits + gathered) the overhead shares multiply."""
+
+    weights: float
+    grads: float
+    optimizer: float
+    gathered: float
+    activations: float
+    logits: float
+    churn: float
+
+
+def stage_parts_gb(amounts: StageAmounts, constants: Constants, cpu: bool) -> dict[str, float]:
+    """stage_memory_gb's breakdown from the stage's amounts and the constants (the planner prices a stage once for
+    the estimate and for the calibration's features, which take it without the fitted overheads)."""
+    c, churn = constants, amounts.churn
+    return {"weights": amounts.weights, "grads": amounts.grads, "optimizer": amounts.optimizer,
+            "gathered": amounts.gathered, "activations": amounts.activations, "logits": amounts.logits,
+            "temporaries": c.transient_share * churn, "fragmentation": c.fragmentation_share * churn,
+            "context": c.cpu_context_gb if cpu else c.gpu_context_gb}
+
+
+def stage_amounts_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, stage: int,
+                     flash: bool | None = None, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = ""
+                     ) -> StageAmounts:
+    """stage_memory_gb before the constants (StageAmounts)."""
     flash = uses_flash_attention(precision) if flash is None else flash
     facts = stack_facts(stack_name(workload, backend))
     e, t, sp = ACTIVATION_BYTES[precision], layout.tp, layout.sequence_parallel
@@ -296,16 +330,11 @@ def stage_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, 
         vocab = padded_vocab(model.vocab, t)
         shards = t if facts.vocab_parallel_loss else 1
         logits = 2 * e * sbh / (t if sp else 1) + facts.logits_bytes * model.seq_len / cp * layout.mbs * vocab / shards
-    c = constants
-    context = c.cpu_context_gb if is_cpu_standin(cluster.gpu) else c.gpu_context_gb
     churn = (activations + logits + gathered) / GB
     # torch DDP's gradient buckets (launcher.plan.stack.StackFacts.ddp_bucket_bytes): as long-lived as the grads
     buckets = params * facts.ddp_bucket_bytes if layout.gradient_group > 1 else 0.0
-    return {"weights": weights / GB, "grads": (grads + buckets) / GB,
-            "optimizer": (params * o + experts * oe) / GB,
-            "gathered": gathered / GB, "activations": activations / GB, "logits": logits / GB,
-            "temporaries": c.transient_share * churn, "fragmentation": c.fragmentation_share * churn,
-            "context": context}
+    return StageAmounts(weights / GB, (grads + buckets) / GB, (params * o + experts * oe) / GB, gathered / GB,
+                        activations / GB, logits / GB, churn)
 
 
 def peak_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str,
@@ -313,10 +342,19 @@ def peak_memory_gb(model: ModelConfig, cluster: ClusterConfig, layout: Layout, p
                    workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> tuple[float, dict[str, float]]:
     """(peak GB, breakdown) over the stages that can be the most loaded: the first (most activations in flight,
     embeddings) and the last (output layer, logits)."""
+    return peak_of(stage_memory_gb(model, cluster, layout, precision, stage, flash, constants, workload=workload,
+                                   backend=backend) for stage in peak_stages(layout))
+
+
+def peak_stages(layout: Layout) -> set[int]:
+    """The stages that can be the most loaded, in the order peak_of compares them."""
+    return {0, layout.pp - 1}
+
+
+def peak_of(stages: Iterable[dict[str, float]]) -> tuple[float, dict[str, float]]:
+    """(peak GB, breakdown) of the most loaded of the stages' breakdowns (the first of equals)."""
     best_total, best = -1.0, {}
-    for stage in {0, layout.pp - 1}:
-        parts = stage_memory_gb(model, cluster, layout, precision, stage, flash, constants, workload=workload,
-                                backend=backend)
+    for parts in stages:
         total = sum(parts.values())
         if total > best_total:
             best_total, best = total, parts

@@ -6,6 +6,7 @@ Pure: a RootConfig in, a Plan out. Writing plan.csv and printing are the callers
 from __future__ import annotations
 
 import dataclasses
+import operator
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -19,11 +20,13 @@ from launcher.core.objective import Objective
 from launcher.core.states import PruneReason
 from launcher.core.units import gb_text
 from launcher.plan.band import Intervals, MemoryFit, SpreadFactors, memory_fit
+from launcher.plan.calibrate import TrialFeatures
 from launcher.plan.constants import Constants
-from launcher.plan.estimator import Estimate, SharedParts, estimate
+from launcher.plan.estimator import Estimate
 from launcher.plan.grid import expand, grid_factors, key_space
 from launcher.plan.hardware import check_precision
 from launcher.plan.inputs import stack_of, workload_for
+from launcher.plan.pricing import ClassPricer
 from launcher.plan.rules import Checker, Issue
 
 
@@ -74,6 +77,9 @@ class Plan:
     gpu_hours: float = 0.0
     pruned_total: Counter[str] = field(default_factory=Counter[str])
     """Reason code -> every pruned layout, including those not kept in `pruned`."""
+    class_features: dict[Layout, TrialFeatures] = field(default_factory=dict, compare=False, repr=False)
+    """The calibration's features of the kept trials' batch classes (launcher.plan.pricing: priced in the same pass
+    as their estimates), for the sweep's search (launcher.run.search), which would price them again."""
 
     def pruned_counts(self) -> Counter[str]:
         kept = Counter(str(t.pruned_by) for t in self.pruned)
@@ -109,12 +115,11 @@ def rank_key(objective: Objective | str) -> Callable[[PlannedTrial], tuple[float
     return key
 
 
-def _memory_verdict(cfg: RootConfig, est: Estimate, intervals: Intervals) -> MemoryFit:
-    """launcher.plan.band's rule: fits under the margin, kept in the band while the interval's lower end fits the
-    device, kept as borderline within plan.keep_borderline, else pruned."""
+def _memory_verdict(cfg: RootConfig, peak_gb: float, low_gb: float) -> MemoryFit:
+    """launcher.plan.band's rule on a peak and its interval's lower end: fits under the margin, kept in the band
+    while the lower end fits the device, kept as borderline within plan.keep_borderline, else pruned."""
     plan = cfg.plan
-    return memory_fit(est.peak_mem_gb, intervals.peak_mem_gb_low, cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
-                      plan.keep_borderline)
+    return memory_fit(peak_gb, low_gb, cfg.cluster.gpu_mem_gb, plan.mem_safety_margin, plan.keep_borderline)
 
 
 def band_key(cfg: RootConfig) -> Callable[[PlannedTrial], tuple[float, float]]:
@@ -160,13 +165,14 @@ def _nothing_left(rejected: Counter[str], examples: dict[str, str], n_points: in
 
 
 def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = None,
-              constants: Optional[Constants] = None, notes: Sequence[str] = ()) -> Plan:
+              constants: Optional[Constants] = None, notes: Sequence[str] = (), *, features: bool = False) -> Plan:
     """Grid -> ranked trials. `constants`: the estimator's, when not the backend's a-priori ones (e.g. with a
     measured network: launcher.run.network.with_network). `notes`: what to fix before a real run (a dry run's
     backend problems, launcher.backends.problems_of), kept in the plan. Streams the grid: every point is checked as
     it is expanded and only counted when it is rejected or pruned (examples kept per reason); `progress(points done,
     points in all)` is called every PROGRESS_EVERY points. A grid over plan.max_grid_points is refused before
-    anything is expanded."""
+    anything is expanded. `features`: the kept trials' batch classes' calibration features too, priced in the same
+    pass (Plan.class_features: what the sweep's search needs; a dry run does not)."""
     total = check_grid_cap(cfg.grid, cfg.cluster, cfg.plan.max_grid_points)
     check_precision(cfg.cluster, cfg.backend.precision)
     context = trial_context(cfg)
@@ -174,11 +180,12 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     examples: dict[str, str] = {}
     fitting: list[PlannedTrial] = []
     pruned = _PrunedSink()
-    smallest: Optional[tuple[Layout, Estimate, Intervals]] = None  # the predicted OOM that needs least memory (for
-    #                                                                    the error message)
+    smallest: Optional[tuple[Layout, float]] = None  # the predicted OOM that needs least memory (for the error
+    #                                                    message): its layout and peak
     n_points = 0
     factors = SpreadFactors.of(stack_of(cfg.backend))
-    shared: SharedParts = {}  # what layouts apart only in gbs share: priced once (launcher.plan.batch_class)
+    b = cfg.backend  # each batch class priced once (launcher.plan.batch_class), kept ones with their features
+    pricer = ClassPricer(cfg.model, cfg.cluster, b.precision, b.flash_attention, b.name, constants)
     checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
                       key_space=key_space(cfg.grid, cfg.cluster))
     for layout in expand(cfg.grid, cfg.cluster):
@@ -191,20 +198,22 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
             continue
-        est = estimate(cfg.model, cfg.cluster, layout, precision=cfg.backend.precision,
-                       flash_attention=cfg.backend.flash_attention, backend=cfg.backend.name, constants=constants,
-                       workload=workload_for(cfg.backend, layout), shared=shared)
-        intervals = factors.intervals(est.peak_mem_gb, est.step_time_s)
-        fit = _memory_verdict(cfg, est, intervals)
-        if fit.kept:
+        key, price = pricer.price(layout, workload_for(cfg.backend, layout))
+        peak_gb = price.peak_gb  # the memory rule reads the peak alone: known before the step time
+        fit = _memory_verdict(cfg, peak_gb, factors.mem_low_gb(peak_gb))
+        if fit.kept:  # the search predicts these again: their class's features come with the estimate
+            est = pricer.estimate_of(layout, key, price, features=features)
+            intervals = factors.intervals(est.peak_mem_gb, est.step_time_s)
             fitting.append(PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, intervals=intervals,
                                         selection="predicted" if fit is MemoryFit.FITS else fit.value))
             continue
-        if smallest is None or est.peak_mem_gb < smallest[1].peak_mem_gb:
-            smallest = (layout, est, intervals)
-        if pruned.full(PruneReason.PREDICTED_OOM):  # only counted: no hash, reason or trial made (~9k at 161k points)
-            pruned.count(PruneReason.PREDICTED_OOM)
+        if smallest is None or peak_gb < smallest[1]:
+            smallest = (layout, peak_gb)
+        if pruned.full(PruneReason.PREDICTED_OOM):  # only counted: no step time, hash, reason or trial (~9k at 161k
+            pruned.count(PruneReason.PREDICTED_OOM)  # points)
             continue
+        est = pricer.estimate_of(layout, key, price)
+        intervals = factors.intervals(est.peak_mem_gb, est.step_time_s)
         pruned.add(PlannedTrial(layout, layout.config_hash(context), est, verdict.warnings, PruneReason.PREDICTED_OOM,
                                 _oom_reason(cfg, est, intervals), intervals=intervals))
     if progress is not None:
@@ -213,11 +222,11 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
         raise _nothing_left(rejected, examples, n_points)
     if not fitting:
         assert smallest is not None  # something was pruned (the check above), so one needed least memory
-        least, least_est, least_intervals = smallest
+        least, least_gb = smallest
         raise PlanError(f"every valid configuration ({sum(pruned.counts.values())}) is predicted to run out of "
-                        f"memory; the smallest needs {gb_text(least_est.peak_mem_gb)} GB ({least.label()}) of "
+                        f"memory; the smallest needs {gb_text(least_gb)} GB ({least.label()}) of "
                         f"{cfg.cluster.gpu_mem_gb:g} GB, even at its interval's lower end "
-                        f"({gb_text(least_intervals.peak_mem_gb_low)} GB). Add pp/tp, recompute, ZeRO, or raise "
+                        f"({gb_text(factors.mem_low_gb(least_gb))} GB). Add pp/tp, recompute, ZeRO, or raise "
                         "plan.keep_borderline to run it anyway.")
     kept, over_budget = _apply_budget(cfg, sorted(fitting, key=rank_key(cfg.plan.objective)))
     # The band's trials after the others, cheapest informative first (the scheduler still orders the sweep's runs)
@@ -229,7 +238,7 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
     gpu_hours = sum(job_duration_s(cfg, t.estimate) * t.layout.gpus for t in kept) / 3600.0
     return Plan(trials=kept, pruned=pruned.kept, rejected=rejected, rejected_examples=examples,
                 n_points=n_points, notes=list(notes), job_seconds=job_s, gpu_hours=gpu_hours,
-                pruned_total=pruned.counts)
+                pruned_total=pruned.counts, class_features=pricer.features)
 
 
 class _PrunedSink:
@@ -280,20 +289,29 @@ def plan_rows(plan: Plan) -> list[dict[str, Any]]:
 
 def each_plan_row(plan: Plan) -> Iterator[dict[str, Any]]:
     """plan_rows one at a time (a 50k-trial plan's rows at once cost ~100 MB)."""
+    for values in each_plan_row_values(plan):
+        yield dict(zip(PLAN_COLUMNS, values))
+
+
+def each_plan_row_values(plan: Plan) -> Iterator[tuple[Any, ...]]:
+    """each_plan_row's rows as tuples in PLAN_COLUMNS order (what plan.csv's writer takes: no dict per row)."""
     for rank, t in enumerate(plan.trials, 1):
         yield _row(t, rank)
     for t in plan.pruned:
         yield _row(t, None)
 
 
-def _row(t: PlannedTrial, rank: Optional[int]) -> dict[str, Any]:
+_LAYOUT_VALUES = operator.attrgetter(*NAMES)
+
+
+def _row(t: PlannedTrial, rank: Optional[int]) -> tuple[Any, ...]:
     e, i = t.estimate, t.intervals
-    return {"rank": rank if rank is not None else "", "config_hash": t.config_hash,
-            "selection": t.selection if t.kept else "pruned", **t.layout.to_dict(),
-            "peak_mem_gb": round(e.peak_mem_gb, 3), "peak_mem_gb_low": round(i.peak_mem_gb_low, 3) if i else "",
-            "peak_mem_gb_high": round(i.peak_mem_gb_high, 3) if i else "", "headroom": round(e.headroom, 4),
-            "step_time_s": round(e.step_time_s, 5), "step_time_s_low": round(i.step_time_s_low, 5) if i else "",
-            "step_time_s_high": round(i.step_time_s_high, 5) if i else "", "tokens_per_s": round(e.tokens_per_s, 1),
-            "tflops_per_gpu": round(e.tflops_per_gpu, 2), "model_tflops_per_gpu": round(e.model_tflops_per_gpu, 2),
-            "mfu": round(e.mfu, 4), "pruned_by": str(t.pruned_by or ""), "pruned_reason": t.pruned_reason,
-            "warnings": "; ".join(w.message for w in t.warnings)}
+    return (rank if rank is not None else "", t.config_hash, t.selection if t.kept else "pruned",
+            *_LAYOUT_VALUES(t.layout),
+            round(e.peak_mem_gb, 3), round(i.peak_mem_gb_low, 3) if i else "",
+            round(i.peak_mem_gb_high, 3) if i else "", round(e.headroom, 4),
+            round(e.step_time_s, 5), round(i.step_time_s_low, 5) if i else "",
+            round(i.step_time_s_high, 5) if i else "", round(e.tokens_per_s, 1),
+            round(e.tflops_per_gpu, 2), round(e.model_tflops_per_gpu, 2),
+            round(e.mfu, 4), str(t.pruned_by or ""), t.pruned_reason,
+            "; ".join(w.message for w in t.warnings))

@@ -52,32 +52,54 @@ ROBUST_DOF = 4.0
 ROBUST_ITERATIONS = 3
 
 
-_DESIGNS: dict[tuple[tuple[str, ...], ...], tuple[np.ndarray, tuple[str, ...]]] = {}
+_DESIGNS: dict[bytes, tuple[np.ndarray, tuple[str, ...]]] = {}
+"""The trials' row ids (_row_ids, as bytes) -> their design."""
 _LAST_TUPLE: list[Any] = []
 """[dims, design] of the last tuple of dims asked about: building the cache key reads every trial's values, ~1 s
 at 50k trials; a caller that passes the same tuple again (launcher.run.search, between two changes of its trials)
 skips that. Dicts inside the tuple must not change (the search's are computed once per trial)."""
 
 
-_ROWS: dict[int, tuple[Mapping[str, Any], tuple[str, ...]]] = {}
-"""id(dims dict) -> (the dict, its values as text): a dict inside a tuple of dims is read once (the search passes
-the same dicts at every decision; the dict is held so its id is not reused)."""
+_ROWS: dict[int, tuple[Mapping[str, Any], int]] = {}
+"""id(dims dict) -> (the dict, its row id): a dict inside a tuple of dims is read once (the search passes the same
+dicts at every decision; the dict is held so its id is not reused)."""
+_ROW_IDS: dict[tuple[str, ...], int] = {}
+"""A trial's values of DIMENSIONS as text -> its row id (one per distinct text, in the order met)."""
+_ROW_TEXT: list[tuple[str, ...]] = []
+"""row id -> its values as text."""
 _MAX_ROWS = 400_000
 
 
-def _rows(dims: Sequence[Mapping[str, Any]]) -> tuple[tuple[str, ...], ...]:
-    """Every trial's values of DIMENSIONS as text (the design's cache key); those of a tuple's dicts kept."""
-    if not isinstance(dims, tuple):
-        return tuple(tuple(str(x.get(d)) for d in DIMENSIONS) for x in dims)
-    if len(_ROWS) > _MAX_ROWS:
+def _row_id(x: Mapping[str, Any]) -> int:
+    text = tuple(str(x.get(d)) for d in DIMENSIONS)
+    found = _ROW_IDS.get(text)
+    if found is None:
+        found = _ROW_IDS[text] = len(_ROW_TEXT)
+        _ROW_TEXT.append(text)
+    return found
+
+
+def _row_ids(dims: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """Every trial's row id (equal ids: equal values of DIMENSIONS as text); those of a tuple's dicts kept. The
+    ids stand for the text rows a design is built from: an array of ints is the design's cache key (a tuple of 50k
+    tuples of text was hashed at every decision)."""
+    import numpy as np
+
+    if len(_ROWS) > _MAX_ROWS or len(_ROW_TEXT) > _MAX_ROWS:  # new ids: the designs keyed by the old ones go too
         _ROWS.clear()
+        _ROW_IDS.clear()
+        _ROW_TEXT.clear()
+        _DESIGNS.clear()
+        _DISTINCT.clear()
+    if not isinstance(dims, tuple):
+        return np.fromiter((_row_id(x) for x in dims), dtype=np.int64, count=len(dims))
     out = []
     for x in dims:
         hit = _ROWS.get(id(x))
         if hit is None or hit[0] is not x:
-            hit = _ROWS[id(x)] = (x, tuple(str(x.get(d)) for d in DIMENSIONS))
+            hit = _ROWS[id(x)] = (x, _row_id(x))
         out.append(hit[1])
-    return tuple(out)
+    return np.array(out, dtype=np.int64)
 
 
 _DISTINCT: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -109,17 +131,23 @@ class ResidualModel:
         if isinstance(dims, tuple) and _LAST_TUPLE and _LAST_TUPLE[0] is dims:
             last: tuple[np.ndarray, tuple[str, ...]] = _LAST_TUPLE[1]
             return last  # the same tuple again (a sweep of 50k trials asks twice a decision)
-        key = _rows(dims)
+        ids = _row_ids(dims)
+        key = ids.tobytes()
         cached = _DESIGNS.get(key)
         if cached is not None:
             _remember(dims, cached)
             return cached
-        # The distinct rows first (trials apart only in PER_SWEEP dimensions share one: a 50k-trial grid has a
-        # third as many), then each trial's row of their design: the same columns, built from fewer strings.
-        distinct: dict[tuple[str, ...], int] = {}
-        of_row = np.fromiter((distinct.setdefault(row, len(distinct)) for row in key), dtype=int, count=len(key))
+        # The distinct rows first, in the order first met (trials apart only in PER_SWEEP dimensions share one: a
+        # 50k-trial grid has a third as many), then each trial's row of their design: the same columns, built from
+        # fewer strings.
+        seen, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+        met = np.argsort(first, kind="stable")          # distinct ids in the order first met
+        place = np.empty(len(met), dtype=int)
+        place[met] = np.arange(len(met))
+        of_row = place[inverse.reshape(-1)]
+        distinct = [_ROW_TEXT[i] for i in seen[met].tolist()]
         columns, names = [np.ones((len(distinct), 1))], ["offset"]
-        text = np.array(list(distinct), dtype=str).reshape(len(distinct), len(DIMENSIONS))
+        text = np.array(distinct, dtype=str).reshape(len(distinct), len(DIMENSIONS))
         for j, d in enumerate(DIMENSIONS):
             # sorted as Python sorts str (by code point), one indicator column per value: column by column, not
             # a Python pass per trial and value (50k trials, ~40 values)

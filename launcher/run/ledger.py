@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import operator
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -119,17 +120,36 @@ CREATE TABLE IF NOT EXISTS events (
 
 
 def _to_row(record: TrialRecord, now: float) -> dict[str, Any]:
-    row = {f.name: getattr(record, f.name) for f in _RECORD_FIELDS}
-    for name in _JSON_FIELDS:
-        row[name] = _dumps(row[name])
+    return dict(zip(_ROW_NAMES, _row_values(record, now)))
+
+
+def _row_values(record: TrialRecord, now: float) -> tuple[Any, ...]:
+    """The record's row in _ROW_NAMES order: a tuple made without a dict per row (a 50k-trial plan's insert)."""
+    values = list(_RECORD_VALUES(record))
+    for i in _JSON_AT:
+        values[i] = _dumps(values[i])
+    for i in _BOOL_AT:
+        values[i] = int(values[i])
+    values[_STATE_AT] = str(record.state)
+    values[_UPDATED_AT] = now
+    dims = _DIMENSION_VALUES(record.layout)
+    return (*values, *(int(v) if isinstance(v, bool) else v for v in dims))
+
+
+def _as_stored(record: TrialRecord, now: float) -> TrialRecord:
+    """The record as the ledger reads it back after _row_values(record, now): the text of a prune reason given as
+    an enum, bools as bools, the insert time. Its JSON fields are kept as they are: equal to their JSON text read back
+    when they hold JSON's own types (str keys, lists not tuples), as a plan's records do."""
+    changes: dict[str, Any] = {"updated_at": now}
+    for name in _TEXT_FIELDS:
+        value = getattr(record, name)
+        if type(value) is not str:
+            changes[name] = str(value)
     for name in _BOOL_FIELDS:
-        row[name] = int(row[name])
-    row["state"] = str(record.state)
-    row["updated_at"] = now
-    for name in _DIMENSION_NAMES:
-        value = getattr(record.layout, name)
-        row[name] = int(value) if isinstance(value, bool) else value
-    return row
+        changes[name] = bool(getattr(record, name))
+    values = dict(zip(_FIELD_NAMES, _FIELD_VALUES(record)))
+    values.update(changes)
+    return TrialRecord(**values)  # made as any record is (a copied __dict__ slows every attribute read of it)
 
 
 def _from_row(row: tuple) -> TrialRecord:
@@ -169,6 +189,15 @@ _SELECTED = _RECORD_ORDER + _DIMENSION_NAMES
 """The columns a record is read from, in the order _from_row takes them."""
 _ROW_NAMES = tuple(dict.fromkeys((*_RECORD_ORDER, "updated_at", *_DIMENSION_NAMES)))
 """The columns _to_row gives, in its order."""
+assert _ROW_NAMES == _RECORD_ORDER + _DIMENSION_NAMES, "_row_values gives the record's fields, then the layout's"
+_RECORD_VALUES = operator.attrgetter(*_RECORD_ORDER)
+_DIMENSION_VALUES = operator.attrgetter(*_DIMENSION_NAMES)
+_JSON_AT = tuple(_RECORD_ORDER.index(name) for name in _JSON_FIELDS)
+_BOOL_AT = tuple(_RECORD_ORDER.index(name) for name in _BOOL_FIELDS)
+_STATE_AT, _UPDATED_AT = _RECORD_ORDER.index("state"), _RECORD_ORDER.index("updated_at")
+_FIELD_NAMES = tuple(f.name for f in fields(TrialRecord))
+_FIELD_VALUES = operator.attrgetter(*_FIELD_NAMES)
+_TEXT_FIELDS = tuple(f.name for f in _RECORD_FIELDS if _type_name(f.type) == "str")
 PLAN_KEY, PLAN_TRIALS = "plan_key", "plan_trials"
 """meta keys of the stored plan (Ledger.add_trials' `plan`)."""
 _SELECT = f"SELECT {', '.join(_SELECTED)} FROM trials"
@@ -276,11 +305,17 @@ class Ledger:
 
     # -- trials -----------------------------------------------------------------------------------------------
     @_guarded
-    def add_trials(self, records: Iterable[TrialRecord], plan: Optional[tuple[str, Sequence[str]]] = None) -> int:
+    def add_trials(self, records: Iterable[TrialRecord], plan: Optional[tuple[str, Sequence[str]]] = None,
+                   inserted: Optional[list[TrialRecord]] = None) -> int:
         """Insert trials that are not in the ledger yet (existing ones keep their state). Returns how many were new.
         `plan`: (its key, the kept trials' config hashes in plan order), kept in the same transaction as the trials
-        (launcher.run.plan_store): a resume that finds it reads it back instead of planning again."""
+        (launcher.run.plan_store): a resume that finds it reads it back instead of planning again. `inserted`: a list
+        that gets the new trials as the ledger now holds them (_as_stored: what `trials()` would read back for
+        records whose JSON fields hold JSON's own types, as a plan's do), in the order given, once they are
+        committed: a caller that needs them need not read and decode them again (50k rows: seconds and ~100 MB of
+        decoded keys, issue 19)."""
         now = time.time()
+        stored: list[TrialRecord] = []
         with self._transaction():
             known = self.config_hashes()  # in the transaction: what INSERT OR IGNORE would ignore, row by row
             fresh: list[tuple[str, str]] = []
@@ -292,7 +327,9 @@ class Ledger:
                     if r.config_hash not in known:
                         known.add(r.config_hash)
                         fresh.append((r.config_hash, str(r.state)))
-                        yield tuple(_to_row(r, now).values())
+                        if inserted is not None:
+                            stored.append(_as_stored(r, now))
+                        yield _row_values(r, now)
 
             # one statement for the whole plan (a 50k-trial plan row by row took seconds), the journal likewise
             self._db.executemany(f"INSERT INTO trials({', '.join(_ROW_NAMES)}) "
@@ -303,6 +340,8 @@ class Ledger:
                 self.set_meta(PLAN_KEY, plan[0])
                 self.set_meta(PLAN_TRIALS, "\n".join(plan[1]))
         self._written.extend(key for key, _ in fresh)
+        if inserted is not None:
+            inserted.extend(stored)
         return len(fresh)
 
     @_guarded

@@ -7,7 +7,9 @@ phases' work: the command line hands them in as launcher.run.hooks.SweepHooks.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import os
 import time
 import uuid
@@ -43,12 +45,26 @@ from launcher.run.identity import check_same_setup
 from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
 from launcher.run.plan_store import StoredPlan, plan_key
-from launcher.run.policy import OomIndex, repeat_records, should_retry
+from launcher.run.policy import OomIndex, ShapeIndex, repeat_records, should_retry
 from launcher.run.progress import Progress
 from launcher.run.refusal import plan_refused_again, refused_changes, refused_note
 from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
 from launcher.run.slurm_preflight import check_slurm
 from launcher.run.view import LedgerView
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a plan's objects are made (plan, ledger records, view: none
+    of them in a cycle): with tens of thousands of them alive, its passes traversed them all again and again, ~40 %
+    of a 50k-trial plan's insert (issue 19). What became cyclic garbage meanwhile is collected after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def open_folder(cfg: RootConfig, reporter: Reporter) -> SweepFolder:
@@ -96,7 +112,7 @@ def _plan(cfg: RootConfig, stored: Optional[StoredPlan], constants: Optional[Con
     key = plan_key(cfg, constants)
     if stored is not None and stored.key == key:
         return stored, key
-    return make_plan(cfg, progress, constants=constants), key
+    return make_plan(cfg, progress, constants=constants, features=True), key
 
 
 _PLAIN = (int, float, str, bool, type(None))
@@ -114,14 +130,18 @@ def _estimate_dict(estimate: Estimate) -> dict:
     """asdict(estimate) without its deep copies (seconds for a 50k-trial plan): an Estimate holds numbers and
     dicts of numbers; anything else goes through asdict."""
     out: dict = {}
-    for f in fields(estimate):
-        value = getattr(estimate, f.name)
-        if isinstance(value, dict) and all(isinstance(v, _PLAIN) for v in value.values()):
+    for name in _ESTIMATE_FIELDS:
+        value = getattr(estimate, name)
+        if type(value) is dict and _PLAIN_TYPES.issuperset(map(type, value.values())):
             value = dict(value)
         elif not isinstance(value, _PLAIN):
             return asdict(estimate)
-        out[f.name] = value
+        out[name] = value
     return out
+
+
+_ESTIMATE_FIELDS = tuple(f.name for f in fields(Estimate))
+_PLAIN_TYPES = frozenset(_PLAIN)
 
 
 class SweepLoop:
@@ -145,6 +165,8 @@ class SweepLoop:
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
         self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
+        self._shapes = ShapeIndex()
+        """The records' places by layout shape (OomIndex.dominated reads only the shapes that ran out of memory)."""
         self._calibrated: MutableMapping[str, dict] = {}
         """The current prediction of every estimated trial, as of the last re-prediction: recorded with a trial
         when it is submitted or pruned, and for the planned ones when the loop ends (writing 50k rows at every
@@ -349,12 +371,13 @@ class SweepLoop:
         records = self.view.trials()
         live = sum(1 for r in records if r.is_live)
         planned, retries, dominated = [], [], []
-        ooms = OomIndex(records)  # once a poll: a scan of every record per planned trial is quadratic in the plan
+        # once a poll: a scan of every record per planned trial is quadratic in the plan
+        dominating = OomIndex(records).dominated(records, self._shapes)
         for r in records:
             if r.config_hash not in self.allowed:
                 continue
             if r.state is TrialState.PLANNED:
-                oom = ooms.dominating(r)
+                oom = dominating.get(r.config_hash)
                 if oom is not None:
                     dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
                                       f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))
@@ -414,7 +437,7 @@ class SweepLoop:
             return []
         by_key = {r.config_hash: r for r in planned}
         picks = self.search.order(records, candidates=by_key.keys(), head=head)
-        predicted = self.search.predictions(records)
+        predicted = self.search.predictions(records).keyset()   # once: `in` on it costs no Python call
         return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
 
     def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
@@ -548,7 +571,7 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
     require_runnable(cfg.backend, cfg.model)  # before anything is created or submitted
     t_plan = time.perf_counter()
     stored = plan_store.load(cfg, reporter)  # a resume of the same sweep: the plan its ledger keeps
-    with PlanningProgress(reporter) as progress:  # on stderr, once planning has taken a second
+    with PlanningProgress(reporter) as progress, gc_paused():  # progress on stderr, once planning takes a second
         plan, key = _plan(cfg, stored, progress=progress)  # raises before anything is created or submitted
     plan_s = time.perf_counter() - t_plan
     # SLURM reachable and taking the largest job, before anything is created or marked
@@ -562,11 +585,16 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         constants, plan, key = _measure_compute(measured, constants, folder, plan, reporter, key=key, stored=stored)
         _write_inputs(cfg, folder, plan, overrides)
         kept = _kept_hashes(plan)
-        new = ledger.add_trials(_each_record(plan, ledger.config_hashes()),
-                                plan=(plan_store.stored_key(key, folder.plan_csv), kept))
-        allowed = set(kept)
-        del plan  # every grid point's estimate (hundreds of MB for a 50k-trial plan): the ledger holds the trials'
-        view = LedgerView(ledger)  # one read of the ledger here, then only the rows that change
+        features = plan.class_features if isinstance(plan, Plan) else {}  # priced with the plan, for the search
+        known = ledger.config_hashes()
+        inserted: Optional[list[TrialRecord]] = None if known else []  # a new sweep: the view starts from them
+        with gc_paused():
+            new = ledger.add_trials(_each_record(plan, known),
+                                    plan=(plan_store.stored_key(key, folder.plan_csv), kept), inserted=inserted)
+            allowed = set(kept)
+            del plan  # every grid point's estimate (hundreds of MB at 50k trials): the ledger holds the trials'
+            view = LedgerView(ledger, inserted)  # one read of the ledger (none when new), then the rows that change
+            del inserted
         # the budget is checked again, maybe a larger one
         ledger.update_each([(r.config_hash, "planned again", {"state": TrialState.PLANNED, "pruned_by": "",
                                                               "reason": ""})
@@ -584,6 +612,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         tracking = hooks.open_sink(cfg, ledger, folder)
         loop = SweepLoop(measured, folder, ledger, tracking, allowed, constants, hooks=hooks, reporter=reporter,
                          view=view)
+        loop.search.take_features(features)
+        del features
         started = time.time()
         try:
             loop.run()

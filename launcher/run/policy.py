@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from typing import Optional
 
 from launcher.core.kinds import FailureKind
@@ -50,8 +51,55 @@ class OomIndex:
         return None
 
 
-def _shape(layout: Layout) -> tuple[object, ...]:
-    return tuple(getattr(layout, k) for k in SHAPE)
+    def dominated(self, records: Sequence[TrialRecord], shapes: Optional[ShapeIndex] = None
+                  ) -> dict[str, TrialRecord]:
+        """config hash -> dominating(r) of every planned record that has one. With `shapes` (kept by the caller
+        across polls) only the records of a shape that ran out of memory are read, not every record."""
+        by_shape = self._by_shape
+        if not by_shape:
+            return {}
+        out = {}
+        planned = TrialState.PLANNED
+        if shapes is None:
+            candidates: Iterable[TrialRecord] = (r for r in records if r.state is planned)
+            of_shape = ((r, by_shape.get(shape_of(r.layout))) for r in candidates)
+        else:
+            of_shape = ((records[i], group) for shape, group in by_shape.items() for i in shapes.of(records, shape))
+        for r, group in of_shape:
+            if group is None or r.state is not planned:
+                continue
+            for other in group:
+                if needs_more_memory(r.layout, other.layout):
+                    out[r.config_hash] = other
+                    break
+        return out
+
+
+class ShapeIndex:
+    """shape_of(layout) -> the places of the records of that shape in a ledger-ordered record list, built once and
+    again only when the list grows (a trial's layout never changes; the ledger only adds trials, at the end of its
+    order): OomIndex.dominated then reads the records of the shapes that ran out of memory, not all 50k."""
+
+    def __init__(self) -> None:
+        self._places: dict[tuple[object, ...], list[int]] = {}
+        self._keys: list[str] = []
+
+    def of(self, records: Sequence[TrialRecord], shape: tuple[object, ...]) -> list[int]:
+        places = self._places.get(shape, []) if len(records) == len(self._keys) else None
+        if places is None or any(records[i].config_hash != self._keys[i] for i in places):
+            self._build(records)
+            places = self._places.get(shape, [])
+        return places
+
+    def _build(self, records: Sequence[TrialRecord]) -> None:
+        self._places = {}
+        for i, r in enumerate(records):
+            self._places.setdefault(shape_of(r.layout), []).append(i)
+        self._keys = [r.config_hash for r in records]
+
+
+_shape: Callable[[Layout], tuple[object, ...]] = operator.attrgetter(*SHAPE)
+"""A layout's values of SHAPE, as a tuple (attrgetter: no Python frame per layout)."""
 
 
 _SHAPES: dict[int, tuple[Layout, tuple[object, ...]]] = {}

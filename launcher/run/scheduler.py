@@ -115,6 +115,59 @@ class Planned:
         return self.tokens_per_step / self.step_time_s
 
 
+class PlannedColumns:
+    """Planned trials as columns (issue 19: a Planned object per trial cost ~0.3 s a poll at 50k trials): the keys,
+    and numpy arrays of what Planned holds, in the trials' order; `dims(i)` gives row i's layout dict only when a
+    decision reads it (the picks' reasons, spanning). `row(i)` is the Planned it stands for, field for field."""
+
+    def __init__(self, keys: Sequence[str], tokens_per_step: np.ndarray, step_time_s: np.ndarray,
+                 step_sd: np.ndarray, peak_mem_gb: np.ndarray, mem_sd: np.ndarray, capacity_gb: np.ndarray,
+                 startup_s: np.ndarray, gpus: np.ndarray, dims: Callable[[int], Mapping[str, Any]]) -> None:
+        self.keys = keys
+        self.tokens_per_step, self.step_time_s, self.step_sd = tokens_per_step, step_time_s, step_sd
+        self.peak_mem_gb, self.mem_sd, self.capacity_gb, self.startup_s = peak_mem_gb, mem_sd, capacity_gb, startup_s
+        self.gpus = gpus
+        """float(dims['gpus'] or 1): what trial_cost charges per second."""
+        self.dims = dims
+
+    @classmethod
+    def of(cls, planned: Sequence[Planned]) -> PlannedColumns:
+        """The columns of Planned objects (the per-trial path: the replay and tests hand these)."""
+        rows = list(planned)
+        return cls([t.key for t in rows], _column(rows, "tokens_per_step"), _column(rows, "step_time_s"),
+                   _column(rows, "step_sd"), _column(rows, "peak_mem_gb"), _column(rows, "mem_sd"),
+                   _column(rows, "capacity_gb"), _column(rows, "startup_s"),
+                   np.fromiter((float(t.dims.get("gpus") or 1) for t in rows), dtype=float, count=len(rows)),
+                   lambda i: rows[i].dims)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def row(self, i: int) -> Planned:
+        return Planned(self.keys[i], self.dims(i), float(self.tokens_per_step[i]), float(self.step_time_s[i]),
+                       float(self.step_sd[i]), float(self.peak_mem_gb[i]), float(self.mem_sd[i]),
+                       float(self.capacity_gb[i]), float(self.startup_s[i]))
+
+    def rows(self) -> list[Planned]:
+        return [self.row(i) for i in range(len(self.keys))]
+
+    def take(self, index: np.ndarray) -> PlannedColumns:
+        """The rows at `index` (in that order)."""
+        at = index.tolist()
+        dims = self.dims
+        return PlannedColumns([self.keys[i] for i in at], self.tokens_per_step[index], self.step_time_s[index],
+                              self.step_sd[index], self.peak_mem_gb[index], self.mem_sd[index],
+                              self.capacity_gb[index], self.startup_s[index], self.gpus[index],
+                              lambda i: dims(at[i]))
+
+    def tokens_per_s(self) -> np.ndarray:
+        return self.tokens_per_step / self.step_time_s
+
+
+def _columns_of(planned: Sequence[Planned] | PlannedColumns) -> PlannedColumns:
+    return planned if isinstance(planned, PlannedColumns) else PlannedColumns.of(planned)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A finished trial: state ok / stopped_early (measured), oom, or another failure."""
@@ -158,6 +211,17 @@ def largest_fitted(planned: Mapping[str, Planned], finished: Sequence[Outcome]) 
     """The largest predicted peak of a measured trial (-inf: none): every trial needing no more fits. Once per
     decision: asking every measured trial for every planned one was quadratic in the plan."""
     peaks = [other.peak_mem_gb for o in finished if o.state in MEASURED and (other := planned.get(o.key)) is not None]
+    return max(peaks, default=-math.inf)
+
+
+def _largest_fitted_of(planned: PlannedColumns, finished: Sequence[Outcome]) -> float:
+    """largest_fitted on columns: a key planned twice counts with its last row, as in {t.key: t} (largest_fitted's
+    mapping)."""
+    measured = {o.key for o in finished if o.state in MEASURED}
+    if not measured:
+        return -math.inf
+    last = {k: i for i, k in enumerate(planned.keys) if k in measured}
+    peaks = [float(planned.peak_mem_gb[last[o.key]]) for o in finished if o.state in MEASURED and o.key in last]
     return max(peaks, default=-math.inf)
 
 
@@ -250,7 +314,7 @@ def trial_cost(trial: Planned, fits: float, iterations: int) -> float:
     return gpus * (trial.startup_s + max(fits * iterations, 1.0) * trial.step_time_s)
 
 
-def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated: bool,
+def order(planned: Sequence[Planned] | PlannedColumns, finished: Sequence[Outcome], *, calibrated: bool,
           noise_tolerance: float = 0.02, span: int = SPAN_TRIALS, rule: str = "gain",
           iterations: int = 8, candidates: Optional[Collection[str]] = None,
           head: Optional[int] = None, explore: float = 1.0) -> list[Pick]:
@@ -258,16 +322,19 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
     trials (their spreads are the posterior's). rule 'gain': by expected gain over the best per expected GPU-second
     (`iterations` steps per trial); 'chance': by the chance to beat the best. `candidates`: only these trials are
     picked (the others still count: what fitted, the best); `head`: only the first `head` picks (the sweep loop
-    submits a few a poll: scoring is vectorised, reasons are written for the picks returned)."""
-    by_key = {t.key: t for t in planned}
+    submits a few a poll: scoring is vectorised on columns (PlannedColumns), Planned objects and reasons are made
+    for the picks returned)."""
+    columns = _columns_of(planned)
     done = {o.key for o in finished}
-    unrun = [t for t in planned if t.key not in done]
     best = best_measured(finished)
     learned = calibrated and best is not None
     spans = bool(span) and not learned       # spanning picks depend on every unrun trial: filter afterwards
+    largest = _largest_fitted_of(columns, finished)
+    keep = [k not in done for k in columns.keys] if done else None
     if candidates is not None and not spans:
-        unrun = [t for t in unrun if t.key in candidates]
-    largest = largest_fitted(by_key, finished)
+        keep = [k in candidates for k in columns.keys] if keep is None else \
+            [u and k in candidates for u, k in zip(keep, columns.keys)]
+    unrun = columns if keep is None else columns.take(np.flatnonzero(np.array(keep, dtype=bool)))
     fits_v = _fits_vector(unrun, largest)
     if learned:
         assert best is not None
@@ -275,9 +342,9 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
         if rule == "gain":
             value_v = fits_v * _gain_vector(unrun, best, noise_tolerance, explore) / np.maximum(
                 _cost_vector(unrun, fits_v, iterations), 1e-9)
-            ranked = [unrun[i] for i in _first(np.lexsort((-chance_v, -value_v)), head)]
+            ranked = [unrun.row(i) for i in _first(np.lexsort((-chance_v, -value_v)), head)]
         else:
-            ranked = [unrun[i] for i in _first(np.lexsort((-_tokens(unrun) * fits_v, -chance_v)), head)]
+            ranked = [unrun.row(i) for i in _first(np.lexsort((-_tokens(unrun) * fits_v, -chance_v)), head)]
         fits = {t.key: _fits(t, largest) for t in ranked}
         chance = {t.key: fits[t.key] * chance_beats(t, best, noise_tolerance) for t in ranked}
         if rule == "gain":
@@ -290,6 +357,14 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
                      chance[t.key]) for t in ranked]
     if not spans:
         return _plain_order(unrun, finished, fits_v, head)
+    return _spanning_order(unrun.rows(), columns, finished, fits_v, span, candidates, head)
+
+
+def _spanning_order(unrun: list[Planned], planned: PlannedColumns, finished: Sequence[Outcome], fits_v: np.ndarray,
+                    span: int, candidates: Optional[Collection[str]], head: Optional[int]) -> list[Pick]:
+    """order before the predictions learned, with Policy.span trials that span the grid (on Planned objects:
+    the farthest-point picks read every unrun trial's layout)."""
+    by_key = {t.key: t for t in planned.rows()}
     fits = {t.key: float(f) for t, f in zip(unrun, fits_v)}
     ranked = sorted(unrun, key=lambda t: -t.tokens_per_s * fits[t.key])
     picks: list[Pick] = []
@@ -311,14 +386,14 @@ def order(planned: Sequence[Planned], finished: Sequence[Outcome], *, calibrated
     return picks[:head] if head is not None else picks
 
 
-def _plain_order(unrun: Sequence[Planned], finished: Sequence[Outcome], fits_v: np.ndarray,
+def _plain_order(unrun: PlannedColumns, finished: Sequence[Outcome], fits_v: np.ndarray,
                  head: Optional[int]) -> list[Pick]:
     """order before the predictions learned, without spanning picks: the best predicted first (when nothing is
     measured yet), then by predicted throughput times the chance to fit."""
-    ranked = [unrun[i] for i in _first(np.argsort(-_tokens(unrun) * fits_v, kind="stable"), head)]
+    ranked = [unrun.keys[i] for i in _first(np.argsort(-_tokens(unrun) * fits_v, kind="stable"), head)]
     first = not any(o.state in MEASURED for o in finished) and ranked
-    return [Pick(t.key, "best predicted" if first and i == 0 else "predicted throughput", 1.0)
-            for i, t in enumerate(ranked)]
+    return [Pick(key, "best predicted" if first and i == 0 else "predicted throughput", 1.0)
+            for i, key in enumerate(ranked)]
 
 
 # -- the scores of many trials at once: numpy arrays, with the scalar functions' math (math.log/exp/erfc element by
@@ -335,36 +410,35 @@ def _column(trials: Sequence[Planned], name: str) -> np.ndarray:
     return np.fromiter((getattr(t, name) for t in trials), dtype=float, count=len(trials))
 
 
-def _tokens(trials: Sequence[Planned]) -> np.ndarray:
-    return _column(trials, "tokens_per_step") / _column(trials, "step_time_s")
+def _tokens(trials: PlannedColumns) -> np.ndarray:
+    return trials.tokens_per_s()
 
 
-def _fits_vector(trials: Sequence[Planned], largest_fitted_gb: float) -> np.ndarray:
-    peak = _column(trials, "peak_mem_gb")
+def _fits_vector(trials: PlannedColumns, largest_fitted_gb: float) -> np.ndarray:
+    peak = trials.peak_mem_gb
     known = largest_fitted_gb >= peak
     peak_asked = np.where(known, 1.0, peak)      # as _fits: no chance is computed where a measured trial tells
-    sd = np.maximum(_column(trials, "mem_sd"), 1e-6)
-    z = (_elementwise(math.log, _column(trials, "capacity_gb")) - _elementwise(math.log, peak_asked)) / sd
+    sd = np.maximum(trials.mem_sd, 1e-6)
+    z = (_elementwise(math.log, trials.capacity_gb) - _elementwise(math.log, peak_asked)) / sd
     return np.where(known, 1.0, _phi_vector(z))
 
 
-def _beats_z(trials: Sequence[Planned], best_tokens_per_s: float, noise_tolerance: float) -> np.ndarray:
+def _beats_z(trials: PlannedColumns, best_tokens_per_s: float, noise_tolerance: float) -> np.ndarray:
     target = best_tokens_per_s * (1.0 + noise_tolerance)
-    sd = np.maximum(_column(trials, "step_sd"), 1e-6)
+    sd = np.maximum(trials.step_sd, 1e-6)
     return (_elementwise(math.log, _tokens(trials)) - math.log(target)) / sd
 
 
-def _gain_vector(trials: Sequence[Planned], best_tokens_per_s: float, noise_tolerance: float,
+def _gain_vector(trials: PlannedColumns, best_tokens_per_s: float, noise_tolerance: float,
                  explore: float = 1.0) -> np.ndarray:
-    sd = np.maximum(_column(trials, "step_sd") * explore, 1e-6)
+    sd = np.maximum(trials.step_sd * explore, 1e-6)
     mu = _elementwise(math.log, _tokens(trials)) - math.log(best_tokens_per_s * (1.0 + noise_tolerance))
     z = mu / sd
     return sd * _elementwise(math.exp, -0.5 * z * z) / math.sqrt(2.0 * math.pi) + mu * _phi_vector(z)
 
 
-def _cost_vector(trials: Sequence[Planned], fits: np.ndarray, iterations: int) -> np.ndarray:
-    gpus = np.fromiter((float(t.dims.get("gpus") or 1) for t in trials), dtype=float, count=len(trials))
-    return gpus * (_column(trials, "startup_s") + np.maximum(fits * iterations, 1.0) * _column(trials, "step_time_s"))
+def _cost_vector(trials: PlannedColumns, fits: np.ndarray, iterations: int) -> np.ndarray:
+    return trials.gpus * (trials.startup_s + np.maximum(fits * iterations, 1.0) * trials.step_time_s)
 
 
 def _first(indices: np.ndarray, head: Optional[int]) -> list[int]:

@@ -20,6 +20,7 @@ order and are never re-predicted: there is nothing to compare their prediction w
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import operator
@@ -34,7 +35,7 @@ from launcher.core.layout import Layout
 from launcher.core.objective import Objective
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, TrialState
-from launcher.plan.band import calibrated_low_gb, memory_fit
+from launcher.plan.band import Z_90, calibrated_low_gb, memory_fit
 from launcher.plan.batch_class import batch_class
 from launcher.plan.calibrate import (
     Calibration,
@@ -70,6 +71,8 @@ def estimated(r: TrialRecord) -> bool:
 
 
 _PRUNED = TrialState.PRUNED  # estimated() runs several times a poll on every trial: no attribute look-up each
+_FINISHED = frozenset(s for s in TrialState if s.finished)
+_PLANNED = TrialState.PLANNED
 
 
 def objective_share(r: TrialRecord, objective: Objective | str) -> float:
@@ -83,7 +86,7 @@ def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") ->
     objective's units)."""
     out = []
     for r in records:
-        if not estimated(r) or not r.state.finished:
+        if r.state not in _FINISHED or not estimated(r):   # finished first: few are, and the test is a set's
             continue
         speed = r.metrics.get("tokens_per_s") if r.state in MEASURED else None
         out.append(Outcome(r.config_hash, r.state, speed * objective_share(r, objective) if speed else None))
@@ -108,6 +111,9 @@ class Search:
         self.calibration: Calibration = uncalibrated(self.prior)
         self._features: dict[str, TrialFeatures] = {}
         self._by_class: dict[Layout, TrialFeatures] = {}
+        self._planned: dict[Layout, TrialFeatures] = {}
+        """Batch classes' features the planner priced in its pass (take_features), until the first table takes
+        them."""
         """launcher.plan.batch_class layout -> its features (what every layout of the class shares)."""
         """The measured trials' features (what the calibration fits); every trial's are in _table."""
         self._fitted_on: Optional[tuple] = None
@@ -130,9 +136,19 @@ class Search:
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
         self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
+        self._static_at: dict[str, int] = {}
+        """config hash -> its row in _static_columns_of."""
+        self._static_columns_of: tuple[np.ndarray, ...] = ()
+        """What a trial's predictions and planned() read that never changes, one row per trial met (_static_at):
+        its tokens per step (gbs x seq_len), the same in the objective's terms, and float(dims['gpus'] or 1)."""
         """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
+    def take_features(self, features: Mapping[Layout, TrialFeatures]) -> None:
+        """Batch classes' features the plan priced with its estimates (launcher.plan.pricing, Plan.class_features):
+        used instead of pricing them again (the same numbers, to the last bit)."""
+        self._planned = dict(features)
+
     def features(self, r: TrialRecord) -> TrialFeatures:
         if r.config_hash not in self._features:
             self._features[r.config_hash] = self._trial_features(r)
@@ -154,7 +170,9 @@ class Search:
         import numpy as np
 
         spread = not self.policy.residuals   # the residual model replaces the calibration's step sd (predictions)
-        missing = [r for r in trials if r.config_hash not in self._rows]
+        rows = self._rows
+        missing = [] if all(map(rows.__contains__, (r.config_hash for r in trials))) else \
+            [r for r in trials if r.config_hash not in rows]
         if missing or self._table is None:
             fresh = self._feature_table(missing)
             old, cached = self._table, self._table_prediction
@@ -168,7 +186,7 @@ class Search:
         if cached is None or cached[0] is not self.calibration:
             cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table, spread))
         p = cached[1]
-        idx = np.fromiter((self._rows[r.config_hash] for r in trials), dtype=int, count=len(trials))
+        idx = np.fromiter(map(self._rows.__getitem__, [r.config_hash for r in trials]), dtype=int, count=len(trials))
         return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
 
     def _feature_table(self, trials: Sequence[TrialRecord]) -> ClassTable:
@@ -184,6 +202,7 @@ class Search:
         keys = list(classes)
         table = _stacked([FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
                           for start in range(0, len(keys), FEATURE_CHUNK)] or [FeatureTable([])])
+        self._planned = {}  # the plan's trials are in the first table: what it did not take is not asked for again
         seq_len = self.cfg.model.seq_len
         return ClassTable(table, of_class,
                           np.fromiter((max(1, r.layout.microbatches) for r in trials), dtype=float, count=len(trials)),
@@ -191,7 +210,7 @@ class Search:
 
     def _class_features(self, key: Layout) -> TrialFeatures:
         """The features of a batch class (kept only for the trials measured: observations ask for them again)."""
-        features = self._by_class.get(key)
+        features = self._by_class.get(key) or self._planned.pop(key, None)
         if features is None:
             b = self.cfg.backend
             features = trial_features(self.cfg.model, self.cfg.cluster, key, b.precision, b.flash_attention,
@@ -243,7 +262,9 @@ class Search:
         hit = memo.get("predictions")
         if isinstance(hit, tuple) and hit[0] is self.calibration:
             return cast(Predictions, hit[1])
-        trials = [r for r in records if estimated(r)]
+        # estimated(r), inline (a call per trial is most of this pass at 50k trials)
+        trials = memo["trials"] = [r for r in records if r.state is not _PRUNED and not r.repeat_of
+                                   and r.predicted.get("step_time_s")]
         if not trials:
             none = np.zeros(0)
             return Predictions([], none, none, none, none, none, 0)
@@ -265,16 +286,37 @@ class Search:
             step, sd = step_p, sd_p
             if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
                 if self._dims_of[0] != depends[2]:
-                    self._dims_of = (depends[2], tuple(self.dims(r) for r in trials))
+                    known = self._dims   # self.dims(r) of every trial: a gather by key once all are known
+                    if not all(map(known.__contains__, depends[2])):
+                        for r in trials:
+                            self.dims(r)
+                    self._dims_of = (depends[2], tuple(map(known.__getitem__, depends[2])))
                 step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
             self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
                           (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
-        seq_len = self.cfg.model.seq_len
-        tokens = np.fromiter((r.layout.gbs * seq_len for r in trials), dtype=float, count=len(trials))
+        at = memo["static rows"] = self._static_rows(trials, depends[2])
+        tokens = self._static_columns_of[0][at]
         out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
         return out
+
+    def _static_rows(self, trials: Sequence[TrialRecord], keys: Sequence[str]) -> np.ndarray:
+        """Each trial's row in _static_columns_of (rows added for the trials met for the first time): one gather
+        by key a prediction, then numpy."""
+        import numpy as np
+
+        at = self._static_at
+        if not all(map(at.__contains__, keys)):
+            seq_len, share = self.cfg.model.seq_len, Objective(self.cfg.plan.objective).share
+            new = [r for r in trials if r.config_hash not in at]
+            at.update((r.config_hash, i) for i, r in enumerate(new, len(at)))
+            added = (np.array([float(r.layout.gbs * seq_len) for r in new], dtype=float),
+                     np.array([r.layout.gbs * seq_len * share(r.layout.gpus) for r in new], dtype=float),
+                     np.array([float(r.layout.gpus or 1) for r in new], dtype=float))
+            old = self._static_columns_of
+            self._static_columns_of = added if not old else tuple(np.concatenate([a, b]) for a, b in zip(old, added))
+        return np.fromiter(map(at.__getitem__, keys), dtype=int, count=len(keys))
 
     def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
                        ) -> Optional[tuple[np.ndarray, ...]]:
@@ -339,11 +381,45 @@ class Search:
             out.append(Planned(r.config_hash, *fixed, *values, capacity_gb, startup_s))
         return out
 
+    def planned_columns(self, records: Sequence[TrialRecord], predictions: Mapping[str, dict]
+                        ) -> scheduler.PlannedColumns:
+        """planned(records, predictions) as columns (scheduler.PlannedColumns), row for row: when `predictions` is
+        this search's prediction of these very records with nothing set on it since, its rows are the estimated
+        trials in record order, so the columns are its arrays and the static ones (tokens per step, GPUs) are
+        gathered once per set of trials; otherwise the per-trial path's objects, as columns."""
+        memo = self._records_memo(records)
+        hit, trials = memo.get("predictions"), memo.get("trials")
+        if not (isinstance(predictions, Predictions) and isinstance(hit, tuple) and hit[1] is predictions
+                and isinstance(trials, list) and not predictions.changed()):
+            return scheduler.PlannedColumns.of(self.planned(records, predictions))
+        import numpy as np
+
+        tokens, gpus = self._static_columns(trials, memo)
+        step, sd, _, peak, mem_sd = predictions.arrays()
+        n = len(trials)
+        dims = self.dims
+        return scheduler.PlannedColumns(predictions.row_keys(), tokens, step, sd, peak, mem_sd,
+                                        np.full(n, float(self.cfg.cluster.gpu_mem_gb)),
+                                        np.full(n, float(self.cfg.backend.startup_s)), gpus,
+                                        lambda i: dims(trials[i]))
+
+    def _static_columns(self, trials: list[TrialRecord], memo: dict[object, object]
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens per step in the objective's terms, float GPUs) of `trials`, as planned() computes them (`memo`:
+        the records' memo, which holds the trials' static rows when it holds their predictions)."""
+        import numpy as np
+
+        at = memo.get("static rows")
+        if not isinstance(at, np.ndarray):
+            at = memo["static rows"] = self._static_rows(trials, [r.config_hash for r in trials])
+        _, tokens, gpus = self._static_columns_of
+        return tokens[at], gpus[at]
+
     # -- decisions ----------------------------------------------------------------------------------------------
     def order(self, records: Sequence[TrialRecord], candidates: Optional[Collection[str]] = None,
               head: Optional[int] = None) -> list[scheduler.Pick]:
         """Every unrun trial of the search, the one to run next first (scheduler.order's candidates and head)."""
-        planned = self.planned(records, self.predictions(records))
+        planned = self.planned_columns(records, self.predictions(records))
         finished = self._outcomes(records, self.cfg.plan.objective)
         b, policy = self.cfg.backend, self.policy
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
@@ -373,6 +449,7 @@ class Predictions(MutableMapping[str, dict]):
                  peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int) -> None:
         self._keys = keys
         self._index = {k: i for i, k in enumerate(keys)}
+        self._arrays = (step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd)
         self._columns = (step_time_s.tolist(), step_sd.tolist(), tokens_per_s.tolist(), peak_mem_gb.tolist(),
                          mem_sd.tolist())
         self._n_fit = n_fit
@@ -389,6 +466,22 @@ class Predictions(MutableMapping[str, dict]):
         if not self._set:
             return self._index
         return {k: i for k, i in self._index.items() if k not in self._set}
+
+    def changed(self) -> bool:
+        """Whether a key was set since it was made (its rows then no longer say every prediction)."""
+        return bool(self._set)
+
+    def keyset(self) -> Mapping[str, object]:
+        """What `key in self` answers, as a mapping whose `in` costs no Python call (a test per planned trial)."""
+        return self._index if not self._extra else {**self._index, **dict.fromkeys(self._extra)}
+
+    def row_keys(self) -> list[str]:
+        """The predicted keys, in the columns' order (callers must not change the list)."""
+        return self._keys
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd) of every row, as numpy arrays."""
+        return self._arrays
 
     def columns(self) -> tuple[list[float], list[float], list[float], list[float]]:
         """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
@@ -526,8 +619,10 @@ def checks(records: Sequence[TrialRecord]) -> list[tuple[float, float]]:
     (launcher.plan.residuals.spread_factor)."""
     out = []
     for r in records:
+        if r.state not in MEASURED:   # first: most trials are not, and the test is a set's
+            continue
         c, measured = r.calibrated, r.metrics.get("step_time_s")
-        if r.state in MEASURED and measured and c.get("step_time_s") and c.get("step_sd"):
+        if measured and c.get("step_time_s") and c.get("step_sd"):
             out.append((math.log(float(measured) / float(c["step_time_s"])), float(c["step_sd"])))
     return out
 
@@ -546,14 +641,10 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, di
     _, _, peaks, mem_sds = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
     fits_gb = margin * capacity_gb
     out = []
-    for r in records:
-        if r.state is not TrialState.PLANNED:
-            continue
-        i = rows.get(r.config_hash)
+    for r, i in _may_not_fit(records, rows, predictions, max(fits_gb, largest_fitted), capacity_gb,
+                             (margin + keep_borderline) * capacity_gb):
         if i is not None:
             peak = peaks[i]
-            if peak <= fits_gb or peak <= largest_fitted:
-                continue
             low = calibrated_low_gb(peak, mem_sds[i])
         elif (p := predictions.get(r.config_hash)) is not None:
             peak = p["peak_mem_gb"]
@@ -567,6 +658,32 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, di
                                    f"{capacity_gb:g} GB (a-priori {r.predicted.get('peak_mem_gb', 0):.3g} GB; "
                                    f"fitted on {p['n_fit']} measured trials)"))
     return out
+
+
+def _may_not_fit(records: Sequence[TrialRecord], rows: Mapping[str, int], predictions: Mapping[str, dict],
+                 fits_gb: float, capacity_gb: float, borderline_gb: float) -> list[tuple[TrialRecord, Optional[int]]]:
+    """The planned records, in order, with their row in the columns (None: not there), less the rows the memory
+    rule keeps for sure: a column peak at most `fits_gb` or `borderline_gb` (the same products as band.memory_fit's,
+    compared as it does), or an interval's lower end clearly under the capacity (numpy's exp may differ from math's
+    in the last bit: a lower end within 1e-9 of the capacity is left to the rule itself). numpy on the planned rows:
+    the rule is asked of every planned trial at every refit; what is left is judged trial by trial as before."""
+    import numpy as np
+
+    planned = [r for r in records if r.state is _PLANNED]
+    at = np.fromiter(map(rows.get, [r.config_hash for r in planned], itertools.repeat(-1)), dtype=int,
+                     count=len(planned))
+    peak_all, sd_all = (predictions.arrays()[3], predictions.arrays()[4]) if isinstance(predictions, Predictions) \
+        else (np.zeros(0), np.zeros(0))
+    if not len(at) or not len(peak_all):
+        return [(r, None if i < 0 else i) for r, i in zip(planned, at.tolist())]
+    row = np.maximum(at, 0)
+    peak, sd = peak_all[row], sd_all[row]
+    with np.errstate(invalid="ignore", over="ignore"):
+        low = peak * np.exp(-Z_90 * np.maximum(sd, 0.0))
+        kept = (peak <= fits_gb) | (peak <= borderline_gb) | (low <= capacity_gb * (1.0 - 1e-9))
+    left = np.flatnonzero((at < 0) | ~kept).tolist()
+    where = at.tolist()
+    return [(planned[j], None if where[j] < 0 else where[j]) for j in left]
 
 
 # -- early stop -----------------------------------------------------------------------------------------------------

@@ -20,12 +20,17 @@ from launcher.run.ledger import Ledger
 
 
 class LedgerView:
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, records: Optional[list[TrialRecord]] = None) -> None:
+        """`records`: every trial the ledger holds, as it holds them (a new sweep's plan as Ledger.add_trials
+        inserted it into an empty ledger: its `inserted`), taken as the first read instead of decoding them again."""
         self.ledger = ledger
         self._records: list[TrialRecord] = []      # in ledger order (position)
         self._index: dict[str, int] = {}           # config hash -> place in _records
         self._mark = 0
         self._version: Optional[int] = None
+        if records is not None:
+            self._load(sorted(records, key=lambda r: r.position))
+            self._version, self._mark = ledger.data_version(), ledger.written_since(0)[0]
 
     def refresh(self) -> None:
         """Read what changed since the last call (everything when another connection wrote)."""

@@ -25,6 +25,9 @@ FAILURE_TABLES = {
     "config op load": config.OP_LOAD,
     "config schema": config.SCHEMA,
     "config model missing": config.MODEL_MISSING,
+    "config file": config.CONFIG_FILE,
+    "config helpers build": config.HELPERS_BUILD,
+    "config version refusal": config.VERSION_REFUSAL,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

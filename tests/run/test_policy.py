@@ -3,7 +3,7 @@ import pytest
 from launcher.core.layout import Layout
 from launcher.core.record import TrialRecord
 from launcher.core.states import state_for_kind
-from launcher.run.policy import OomIndex, dominated_by_oom, needs_more_memory, should_retry
+from launcher.run.policy import OomIndex, ShapeIndex, dominated_by_oom, needs_more_memory, should_retry
 
 BASE = dict(gpus=4, nodes=1, tp=1, pp=1, dp=4, vpp=1, mbs=2, gbs=64, recompute="none", sequence_parallel=False,
             zero_stage=0, distributed_optimizer=False)
@@ -69,3 +69,25 @@ def test_the_oom_index_answers_as_a_scan_of_every_record():
         assert index.dominating(cand) is scan
         ruled_out += scan is not None
     assert ruled_out  # the grid has dominated candidates: the comparison is not vacuous
+
+
+def test_the_dominated_pass_names_what_dominating_names_for_every_planned_record():
+    """OomIndex.dominated (one pass a poll, the loop's) equals OomIndex.dominating asked per planned record; the
+    records that are not planned are never in it."""
+    shapes_of = [lay(mbs=m, gbs=g, tp=t, dp=4 // t, recompute=rc) for m in (1, 2, 4, 8) for g in (64, 128)
+                 for t in (1, 2) for rc in ("none", "full")]
+    records = [TrialRecord(str(i), i, layout, state="oom" if i % 3 == 0 else "ok")
+               for i, layout in enumerate(shapes_of)]
+    records += [TrialRecord(f"c{i}", len(records) + i, layout, state="planned" if i % 5 else "failed")
+                for i, layout in enumerate(shapes_of)]
+    index = OomIndex(records)
+    want = {r.config_hash: oom for r in records if r.state.value == "planned"
+            if (oom := index.dominating(r)) is not None}
+    assert index.dominated(records) == want and want
+    assert all(index.dominated(records)[key] is oom for key, oom in want.items())
+    assert OomIndex([r for r in records if r.state.value != "oom"]).dominated(records) == {}
+    shapes = ShapeIndex()   # the loop's: only the records of the shapes that ran out of memory are read
+    assert index.dominated(records, shapes) == want
+    grown = [*records, *(TrialRecord(f"n{i}", len(records) + i, layout) for i, layout in enumerate(shapes_of))]
+    grown_index = OomIndex(grown)
+    assert grown_index.dominated(grown, shapes) == grown_index.dominated(grown) != want   # the index follows

@@ -605,3 +605,96 @@ MISSING_PACKAGE_END = rows(
 # below ERROR, a progress or summary record.
 NOT_A_RULE = re.compile(r"(?i)warn|\bdeprecat|\bhint\b|\bnote\b|\btip\b|\bconsider\b|\brecommend|\bINFO\b|"
                         r"\bDEBUG\b|it/s\]|s/it\]|\biteration\s{0,4}\d")
+
+
+# ---- the configuration file the launcher was given does not exist or cannot be read (judge12, issue 17): the run
+# stops before its model is built. Sources: accelerate utils/deepspeed.py and transformers integrations/deepspeed.py
+# (HfDeepSpeedConfig: "Expected a string path to an existing deepspeed config, or a dictionary, or a base64 encoded
+# string. Received: {}"; a path that is not a file is then tried as base64, so a log may end in that decode's
+# UnicodeDecodeError or binascii.Error instead); DeepSpeed runtime/config.py (DeepSpeedConfig, same opening words) and
+# deepspeed/__init__.py ("DeepSpeed configuration file: {} is not an existing file"); a FileNotFoundError whose path
+# is a config file (.json/.yaml/.yml named *config*/*conf*/*cfg*/ds_*).
+_CONFIG_FILE = "the configuration file the launcher was given does not exist or cannot be parsed"
+CONFIG_FILE = rows(
+    FailureKind.CONFIG_ERROR, _CONFIG_FILE, "accelerate/transformers HfDeepSpeedConfig; DeepSpeed runtime/config.py, "
+    "deepspeed/__init__.py; CPython FileNotFoundError (Errno 2)",
+    ("Expected a string path to an existing deepspeed config", "ValueError: Expected a string path to an existing "
+                                                               "deepspeed config, or a dictionary, or a base64 "
+                                                               "encoded string. Received: configs/ds_zero2.json"),
+    ("is not an existing file", "AssertionError: DeepSpeed configuration file: ds.json is not an existing file",
+     r"(?i)config(?:uration)? file:? [^\n]{1,300} is not an existing file"),
+    ("No such file or directory: '", "FileNotFoundError: [Errno 2] No such file or directory: "
+                                     "'configs/zero3_offload.json'",
+     r"(?:FileNotFoundError|IOError|OSError)[^\n]{0,40}No such file or directory: '[^'\n]{0,300}"
+     r"(?:config|conf|cfg|\bds_|/ds_|zero\d)[^'/\n]{0,100}\.(?:json|ya?ml)'"))
+
+# ---- a project's own C++/CUDA helpers that fail to build where the job starts (judge12; the op-build family of
+# EXTENSION_BUILD/OP_LOAD for a Makefile build): Megatron-LM megatron/core/datasets/utils.py compile_helpers() runs
+# `make` in megatron/core/datasets and logs "Failed to compile the C++ dataset helper functions" before exiting;
+# forks that ship megatron.core (Galvatron, NeMo Automodel) print the same or only make's own error. GNU make's
+# fatal-error lines (remake.c, read.c): "No targets specified and no makefile found", "No rule to make target",
+# "[<target>] Error <n>".
+HELPERS_BUILD = rows(
+    FailureKind.CONFIG_ERROR, "a project's own C++/CUDA helpers failed to build in this environment (compiler, "
+    "Makefile, headers)", "Megatron-LM megatron/core/datasets/utils.py (compile_helpers); GNU make's fatal errors",
+    ("Failed to compile the C++ dataset helper", "ERROR:megatron.core.datasets.utils:Failed to compile the C++ "
+                                                 "dataset helper functions"),
+    (": *** ", "make: *** No targets specified and no makefile found.  Stop.",
+     r"^\s{0,4}(?:\S{1,80}: )?make(?:\[\d{1,3}\])?: \*\*\* (?:No targets specified|No rule to make target|"
+     r"\[[^\]\n]{1,200}\] Error \d)"))
+
+# ---- version and launch refusals raised as plain exceptions (judge12): the package set or the launch command does
+# not fit what the code requires; the same code runs once they match. Sources: Transformer Engine
+# pytorch/attention.py ("FlashAttention maximum version {} is supported.", "FlashAttention minimum version {} is
+# required."), flash-attn csrc/flash_attn/flash_api.cpp ("FlashAttention only supports Ampere GPUs or newer."),
+# DeepSpeed op_builder/builder.py before CUDAMismatchException existed (`Exception: >- DeepSpeed Op Builder:
+# Installed CUDA version {} does not match the version torch was compiled with {}`), packages' version guards
+# ("requires torch>=2.1", "requires transformers >= 4.40"), LLaMA-Factory's launch check ("Please launch distributed
+# training with `llamafactory-cli` or `torchrun`."), Megatron-Bridge's perf recipe lookup ("No perf recipe '{}' found
+# in perf recipe packages").
+_REFUSAL = "a version or launch refusal: the package set, GPU or launch command does not fit what the code requires"
+_PACKAGE = (r"(?:torch|pytorch|transformers|deepspeed|accelerate|peft|trl|cuda|flash[-_ ]?attn|flash[-_ ]?attention|"
+            r"transformer[-_ ]engine|apex|megatron[-\w]{0,20}|nemo[-\w]{0,20}|lightning|vllm|xformers|triton|python)")
+VERSION_REFUSAL = rows(
+    FailureKind.CONFIG_ERROR, _REFUSAL, "Transformer Engine, flash-attn, DeepSpeed op_builder, package version guards",
+    ("maximum version", "AssertionError: FlashAttention maximum version 2.5.8 is supported.",
+     r"\bmaximum (?:supported )?version (?:of \S{1,40} )?v?\d{1,4}(?:\.\d{1,4}){0,3}\S{0,10} is supported"),
+    ("minimum version", "AssertionError: FlashAttention minimum version 2.1.1 is required.",
+     r"\bminimum (?:supported )?version (?:of \S{1,40} )?v?\d{1,4}(?:\.\d{1,4}){0,3}\S{0,10} is required"),
+    ("only supports Ampere GPUs or newer", "RuntimeError: FlashAttention only supports Ampere GPUs or newer."),
+    ("DeepSpeed Op Builder: Installed CUDA version", "Exception: >- DeepSpeed Op Builder: Installed CUDA version 10.2 "
+                                                     "does not match the version torch was compiled with 11.3, unable "
+                                                     "to compile cuda/cpp extensions without a matching cuda version."),
+    ("equire", "ImportError: this module requires torch>=2.1.0, but found torch==1.13.1",
+     r"(?i)(?:Error|Exception|assert)\w{0,20}:?[^\n]{0,200}\brequires? (?:a |the )?" + _PACKAGE
+     + r"\s{0,2}(?:version\s{0,2})?(?:>=|>|==|~=|v?\d)"),
+    ("launch", "ValueError: Please launch distributed training with `llamafactory-cli` or `torchrun`.",
+     r"(?i)(?:Error|Exception|assert)\w{0,20}:?[^\n]{0,100}\bplease (?:re)?launch [^\n]{0,80}(?:torchrun|"
+     r"torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|\w{1,30}-cli|mpirun|srun)"),
+    ("recipe '", "ValueError: No perf recipe 'llama3_70b_pretrain_64gpu_h100_bf16_config' found in perf recipe "
+                 "packages", r"\bNo (?:perf )?recipe '[^'\n]{1,200}' found"))
+
+
+# ---- a DeepSpeed config value left as a string (HF's "auto", a quoted number) and compared with a number inside
+# DeepSpeed's runtime (judge12): `if self.gradient_clipping() > 0.0:` raises "TypeError: '>' not supported between
+# instances of 'str' and 'float'" in deepspeed/runtime/engine.py. The TypeError alone is any program's bug; with
+# DeepSpeed's runtime in the frame just above it, it is the config value's type.
+STR_COMPARE = re.compile(r"TypeError: '[<>]=?' not supported between instances of '(?:str|float|int)' and "
+                         r"'(?:str|float|int)'")
+_RUNTIME_FRAME = re.compile(r'File "[^"\n]{0,300}/deepspeed/runtime/[^"\n]{1,200}", line \d{1,7}')
+STR_COMPARE_EXAMPLE = ('  File "/venv/lib/python3.10/site-packages/deepspeed/runtime/engine.py", line 1257, in '
+                       '_take_model_step\n    if self.gradient_clipping() > 0.0:\n'
+                       "TypeError: '>' not supported between instances of 'str' and 'float'")
+
+
+def config_value_typed_as_string(text: str, start: int) -> int | None:
+    """Position of a str-vs-number comparison TypeError whose innermost frame (the 3 lines above) is DeepSpeed's
+    runtime and one side is a str; None otherwise."""
+    for match in STR_COMPARE.finditer(text, start):
+        if "'str'" not in match.group(0):
+            continue
+        above = "\n".join(text[max(0, match.start() - 600): match.start()].splitlines()[-3:])
+        if _RUNTIME_FRAME.search(above) is not None:
+            return match.start()
+    return None
+

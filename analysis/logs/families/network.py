@@ -200,7 +200,12 @@ NCCL_WARN_FAILURE = (
     r"[Ee]rror encountered|[Ee]rror while (?:progressing|connecting|sending|receiving)|\bres=[1-9]\b|"
     r"[Ff]ailed to (?:execute|connect|send|recv|receive|progress|accept|establish)|[Cc]losing connection|"
     r"unhandled (?:system|cuda) error|message truncated|\b(?:[Aa]ccept|[Cc]onnect|[Ss]end|[Rr]ecv|[Pp]oll) failed|"
-    r"no socket interface found|[Bb]ootstrap\s*:[^\n]{0,60}(?:[Ff]ail|[Ee]rror))")
+    r"no socket interface found|[Bb]ootstrap\s*:[^\n]{0,60}(?:[Ff]ail|[Ee]rror)|"
+    # net_ib.cc's async-event thread naming a fatal verbs event (libibverbs ibv_event_type_str: IBV_EVENT_PORT_ERR
+    # "port error", IBV_EVENT_DEVICE_FATAL "local catastrophic error", QP/CQ/SRQ errors): the link or HCA failed
+    # (NCCL#905, a flapping IB port under a run that hung); "port active", "LID change", "GID table change" are not
+    r"[Gg]ot async event\s*:\s*(?:port error|local catastrophic error|(?:QP|CQ|SRQ) (?:fatal |catastrophic )?error|"
+    r"(?:local )?work queue catastrophic error|[\w ]{0,30}access violation[\w ]{0,30}error))")
 # ibv_get_async_event: NCCL's IB async-event thread, whose call fails when the process is torn down (a killed or
 # hung run prints it for every rank), not a fabric error that ended the run.
 NCCL_WARN_BENIGN = (r"(?i)plugin|dlopen|shared object|failed to find|could not find|unable to find|"
@@ -213,5 +218,6 @@ NCCL_WARN_EXAMPLES = (
     "Network is unreachable",
     "n12:1423:1650 [1] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer 10.2.3.5<52412> with "
     "status=12 opcode=0 len=0 vendor err 129 (Recv)",
+    "n12:1423:1700 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : port error",
 )
 NCCL_TRACE_EXAMPLE = "n12:1423:1650 [3] NCCL INFO transport/net_socket.cc:474 -> 2"

@@ -1,0 +1,83 @@
+"""The planner's one pass over a batch class (launcher.plan.pricing) gives what the two passes it replaces gave:
+the estimator's estimate of every layout and the calibration's features of every kept class (trial_features), to
+the last bit, on generated grids (pipelines with and without interleaving, every ZeRO stage, MoE, micro-batch
+counts under and over the in-flight cap); and a plan made with the features is the plan made without them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from launcher.core.layout import Layout
+from launcher.plan import calibrate as cal
+from launcher.plan.batch_class import batch_class
+from launcher.plan.estimator import estimate
+from launcher.plan.grid import expand, key_space
+from launcher.plan.inputs import workload_for
+from launcher.plan.planner import make_plan
+from launcher.plan.pricing import ClassPricer
+from launcher.plan.rules import Checker
+
+GRIDS = {
+    "torch-70b": ["+sweep=70b", "backend=torch", "cluster.nodes=8", "grid.nodes=[1,8]", "grid.tp=[2,8]",
+                  "grid.pp=[1,2,4,5]", "grid.mbs=[1,2]", "grid.gbs=[16,64,512,4096]",
+                  "grid.recompute=[none,selective,full]", "grid.zero_stage=[0,1,2,3]", "grid.vpp=[1,2]",
+                  "grid.sequence_parallel=[false,true]"],
+    "megatron-moe": ["model=mixtral-8x7b", "backend=megatron_lm", "cluster.nodes=4", "grid.nodes=[2,4]",
+                     "grid.tp=[1,2]", "grid.pp=[2,4]", "grid.ep=[1,8]", "grid.mbs=[1,4]",
+                     "grid.gbs=[32,256,2048]", "grid.vpp=[1,2]", "grid.distributed_optimizer=[false,true]"],
+}
+
+
+def valid_layouts(cfg) -> list[Layout]:
+    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
+                      key_space=key_space(cfg.grid, cfg.cluster))
+    return [lay for lay in expand(cfg.grid, cfg.cluster) if checker.check(lay).ok]
+
+
+def bits(x: object) -> object:
+    """A value as its exact bits: floats by repr (0.0 and -0.0 apart), arrays by their bytes and shape."""
+    if isinstance(x, np.ndarray):
+        return (x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, dict):
+        return {k: bits(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return tuple(bits(v) for v in x)
+    return (type(x).__name__, repr(x))
+
+
+def fields_bits(obj: object) -> dict:
+    return {f.name: bits(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_one_pass_prices_what_the_estimator_and_the_calibration_price_apart(load, name):
+    cfg = load(*GRIDS[name])
+    b = cfg.backend
+    layouts = valid_layouts(cfg)
+    pricer = ClassPricer(cfg.model, cfg.cluster, b.precision, b.flash_attention, b.name)
+    with_features = {batch_class(lay) for lay in layouts[::2]}   # the others' classes priced without
+    for lay in layouts:
+        wl = workload_for(b, lay)
+        alone = estimate(cfg.model, cfg.cluster, lay, b.precision, flash_attention=b.flash_attention,
+                         backend=b.name, workload=wl)
+        priced = pricer.estimate(lay, wl, features=batch_class(lay) in with_features)
+        assert fields_bits(priced) == fields_bits(alone), lay.label()
+    assert set(pricer.features) == with_features
+    for cls, features in pricer.features.items():
+        apart = cal.trial_features(cfg.model, cfg.cluster, cls, b.precision, b.flash_attention, backend=b.name,
+                                   workload=workload_for(b, cls))
+        assert fields_bits(features) == fields_bits(apart), cls.label()
+
+
+def test_a_plan_with_the_features_is_the_plan_without(load):
+    cfg = load(*GRIDS["torch-70b"], "plan.keep_borderline=0.05", "plan.max_trials=0")
+    plain, priced = make_plan(cfg), make_plan(cfg, features=True)
+    assert not plain.class_features
+    assert plain == priced   # the trials, their order, estimates and intervals, what was pruned and counted
+    assert [bits(t.estimate.step_time_s) for t in plain.trials] == [bits(t.estimate.step_time_s)
+                                                                    for t in priced.trials]
+    assert set(priced.class_features) == {batch_class(t.layout) for t in priced.trials}
+    assert plain.pruned_total and len(priced.pruned) <= sum(priced.pruned_total.values())
