@@ -9,6 +9,7 @@ import pytest
 
 from analysis.logs.classify import classify
 from analysis.logs.families import config
+from analysis.logs.parse_generic import summary_step_times
 
 
 def _traceback(frames: str, line: str) -> str:
@@ -176,3 +177,23 @@ def test_amd_ras_errors_are_node_failures(line):
 ])
 def test_amd_look_alikes_are_not_node_failures(line):
     assert classify(f"{line}\n", exit_code=0).kind != "node_failure"
+
+
+# ---- a stated average step time with spaces for its separator (FLAVA, facebookresearch/multimodal PR#301,
+# oos-batch13/pytorch/flava_native_900m_max_steps_average_iteration_time_1.log)
+@pytest.mark.parametrize("line, step_s", [
+    ("[03:46:06] Average iteration time 1.2317395744039052          utils.py:81", 1.2317395744039052),
+    ("mean step time   0.84 s", 0.84),  # made up
+])
+def test_an_average_iteration_time_without_a_colon_is_a_step_time(line, step_s):
+    source, found = summary_step_times(f"epoch: 0 step 300 loss: 8.844\n{line}\n")
+    assert source == "summary step time"
+    assert found[-1][1] == pytest.approx(step_s)
+
+
+@pytest.mark.parametrize("line", [
+    "iteration time limit reached",  # no number
+    "data time 0.12 | step 4",  # a part of the step, not the step
+])
+def test_step_time_look_alikes(line):
+    assert summary_step_times(f"{line}\n") == ("", [])
