@@ -197,3 +197,35 @@ def test_an_average_iteration_time_without_a_colon_is_a_step_time(line, step_s):
 ])
 def test_step_time_look_alikes(line):
     assert summary_step_times(f"{line}\n") == ("", [])
+
+
+# ---- healthy formats: VITS's epoch lines (jaywalnut310/vits#197, oos-batch13/other/vits_rtx4090_epoch_records_...)
+# and NeMo-RL's per-step results block (nemo-platform PR#943, oos-batch13/nemo/nemo_platform_nemorl_dpo_smoke_...)
+_VITS = "".join(f"2023-12-07 18:{39 + 2 * i}:10,448\tModel\tINFO\t====> Epoch: {42 + i}\n" for i in range(4))
+_NEMO_RL = ("Step 2/2\n\n📊 Training Results:\n  • loss: 0.6931\n  • accuracy: 0.0000\n"
+            "  • Training FLOPS: 1.11 TFLOPS\n")
+
+
+@pytest.mark.parametrize("text", [
+    _VITS, _NEMO_RL,
+    "==> Epoch 1\n==> Epoch 2\n==> Epoch 3\n",  # made up
+])
+def test_healthy_epoch_lines_and_results_blocks_are_ok(text):
+    failure = classify(text)
+    assert failure.kind == "ok", failure.reason
+
+
+@pytest.mark.parametrize("text", [
+    "====> Epoch: 1\n====> Epoch: 2\n",  # two bare counters: too few
+    "Epoch: 3\nEpoch: 3\nEpoch: 3\n",  # a counter that does not rise (ranks repeating one line)
+    "Epoch 1 loading shards\nEpoch 2 loading shards\nEpoch 3 loading shards\n",  # words after the counter
+    "Training Results: see the wiki\n",  # the header's words inside a sentence
+])
+def test_epoch_and_results_look_alikes_are_not_ok(text):
+    assert classify(text).kind != "ok"
+
+
+def test_a_crash_after_bare_epoch_lines_is_a_crash():
+    text = _VITS + "Traceback (most recent call last):\n" + _USER_FRAME + "RuntimeError: CUDA error: an illegal memory " \
+                                                                         "access was encountered\n"
+    assert classify(text).kind == "crashed"
