@@ -733,7 +733,8 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
     if own is not None:  # an exception whose message states a broken configuration rule, however it was rendered
         if _config_message(F_CONFIG.EXCEPTION.search(own[1]), text, own[0]):
             return _failure(FailureKind.CONFIG_ERROR, f"invalid configuration: {own[1]}", _evidence(text, own[0]))
-        inputs = F_CONFIG.input_error(own[1], text[max(0, own[0] - 2000): own[0]])
+        inputs = (F_CONFIG.input_error(own[1], text[max(0, own[0] - 2000): own[0]])
+                  or F_CONFIG.contract_error(own[1], text[max(0, own[0] - 2000): own[0]]))
         if inputs is not None:
             return _failure(FailureKind.CONFIG_ERROR, f"{inputs}: {own[1]}", _evidence(text, own[0]))
     crash = _first(text, P.CRASH, start)
@@ -912,6 +913,30 @@ def _finished_evidence(text: str) -> tuple[int, str] | None:
     return best
 
 
+def _summary_after_fatal(text: str, finished_at: int, records_at: int) -> bool:
+    """Is the line at `finished_at` a summary a program prints after its training loop died: a line saying training
+    finished (families.completion.COMPLETION, not a step record) that comes after the job's own exception line (a
+    traceback's, a headerless or a bare one; not a wrapper's), with no step record between them (`records_at`: where
+    a reader found the last one)? The last fatal evidence wins over a later print (text-generation-webui logs
+    "Training complete!" after the loss raised); an exception the run got past is followed by steps."""
+    if not any(row.matches(line_around(text, finished_at)) for row in F_DONE.COMPLETION
+               if text.startswith(row.needle, finished_at)):
+        return False
+    steps_at = max(_last_progress_start(text), _last_step_record(text), records_at)
+    exc = _exception_line(text, steps_at)
+    return exc is not None and exc[0] < finished_at and not exc[2] and _TRACEBACK not in exc[1]
+
+
+def _last_step_record(text: str) -> int:
+    """Position of the log's last line that proves a step ran (families.completion.PROGRESS); 0 when none."""
+    best = 0
+    for row in F_DONE.PROGRESS:
+        idx = text.rfind(row.needle)
+        if idx > best and row.matches(line_around(text, idx)):
+            best = idx
+    return best
+
+
 def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | None = None,
              has_result: bool = False, seconds_since_progress: float | None = None,
              hang_timeout_s: float | None = None, progress_offset: int | None = None,
@@ -933,6 +958,8 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     finished = _finished_evidence(text) if not has_result else None
     progress_at = (_in_window(text, progress_offset) if isinstance(progress_offset, int)
                    and 0 <= progress_offset <= full_length else None)
+    if finished is not None and _summary_after_fatal(text, finished[0], progress_at or 0):
+        finished = None
     if finished is not None:
         progress_at = max(progress_at or 0, finished[0])
     progressed = has_result or progress_at is not None

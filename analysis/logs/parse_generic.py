@@ -868,16 +868,18 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
 
 # ---- summaries and free-standing rates: the last resort when no step record gives a time
 
-_SUMMARY_NUM = r"(?P<v>\d{1,9}(?:\.\d{1,9})?(?:[eE][-+]?\d{1,3})?)"
+_SUMMARY_NUM = r"(?P<v>\d{1,9}(?:\.\d{1,20})?(?:[eE][-+]?\d{1,3})?)"
 # A stated step time without a counter: "Avg Iteration Time: 8.01s" (min-LLM), "• Total step time: 0.33s" (NeMo-RL),
-# "mean step time (ms) = 410", "average time per iteration: 1.2 s". Parts of a step ("data time") do not match:
-# the key must be the whole step's.
+# "mean step time (ms) = 410", "average time per iteration: 1.2 s", the key and the number separated by spaces only
+# (torchmultimodal's FLAVA example, utils.py: "Average iteration time 1.2317395744039052"). Parts of a step ("data
+# time") do not match: the key must be the whole step's.
 # DeepSpeed's flops profiler (profiling/flops_profiler/profiler.py print_model_profile) states one profiled step's
 # "iter latency:   184.73 ms" (the sum of fwd, bwd and step latency; duration_to_string: s, ms or us).
 _SUMMARY_TIME = re.compile(
     r"(?i)(?<![\w/])(?:(?:avg|average|mean|median|total|overall)[ _]{1,2})?(?:train(?:ing)?[ _])?"
     r"(?:(?:step|iteration|iter)[ _]{1,2}time|time[ _]per[ _](?:step|iteration|iter)|iter(?:ation)?[ _]latency)"
-    r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?\s{0,3}[:=]\s{0,80}" + _SUMMARY_NUM
+    r"(?:\s{0,2}\((?:avg|average|mean)\))?(?:\s{0,2}\((?P<ku>ms|s|sec|seconds)\))?(?:\s{0,3}[:=]\s{0,80}|\s{1,3})"
+    + _SUMMARY_NUM
     + r"\s{0,2}(?P<u>ms|us|s|sec|secs|seconds)?(?![\w/])")
 # A rate of steps: "Steps per second: 0.59" (HF-style summary), lingvo's "Steps/second: 0.014216" (trainer.py, every
 # 10 s), "2.6103 iters/sec." (chainer/ESPnet), "1.9 it/s"

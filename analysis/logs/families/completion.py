@@ -155,6 +155,11 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    "DeepSpeed profiling/flops_profiler/profiler.py print_model_profile",
                    ("Profile Summary at step", "Profile Summary at step 21:",
                     r"(?:^|\s)Profile Summary at step [1-9]\d{0,11}:"))
+            # NeMo-RL's algorithms (nemo_rl/algorithms/sft.py, dpo.py, grpo.py) print a results block after each
+            # training step: "📊 Training Results:" then bullet metrics ("• loss: 0.6931"); the block is a step that
+            # ran.
+            + rows(FailureKind.OK, "training steps ran", "NeMo-RL algorithms' per-step results block",
+                   ("Training Results:", "📊 Training Results:", r"(?:^|\s)Training Results:\s*$"))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))
@@ -205,6 +210,11 @@ def repeated_duration_record(lines: list[tuple[int, str]]) -> tuple[int, str] | 
 # many epochs ended, so training ran (progress, never a step time). Not a line that waits, retries, warns or loads
 # (_NOT_PROGRESS), nor a counter that does not rise (a line repeated by ranks).
 EPOCHS_MIN = 2
+# The epoch counter alone on its line, decoration aside (VITS train.py logs "====> Epoch: 43" when an epoch ends): the
+# same rising counter, over BARE_EPOCHS_MIN records (a counter printed at an epoch's start proves less per line).
+BARE_EPOCHS_MIN = 3
+# (a logger's name and level may stay in front: VITS's "Model\tINFO\t====> Epoch: 43")
+_DECORATION = re.compile(r"(?:(?:[\w.-]{1,40}[\s|:-]{1,3})?(?:INFO|DEBUG|NOTICE)\b)?[\s=<>\-*#:|\[\]()]*")
 _EPOCH_COUNTER = re.compile(r"(?i)\bepoch\b\s{0,3}[:=#\[(]?\s{0,3}(\d{1,6})\b")
 _METRIC = re.compile(r"[A-Za-z_][\w./-]{0,60}['\"]?\s{0,3}[:=]\s{0,3}-?\d{1,12}(?:\.\d{1,12})?(?:[eE][-+]?\d{1,3})?\b")
 
@@ -214,16 +224,20 @@ def epoch_records(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
     message) of its last lines, last first); None when no such record rises over EPOCHS_MIN epochs."""
     epochs: dict[str, list[int]] = {}
     last: dict[str, tuple[int, str]] = {}
+    bare: set[str] = set()
     for pos, body in lines[:REPEAT_TAIL_LINES]:
         m = _EPOCH_COUNTER.search(body)
         if m is None or _NOT_PROGRESS.search(body) is not None:
             continue
         rest = body[:m.start()] + body[m.end():]
-        if _METRIC.search(rest) is None:
-            continue
         template = _DIGITS.sub("#", body.strip())
+        if _METRIC.search(rest) is None:
+            if _DECORATION.fullmatch(rest) is None:
+                continue
+            bare.add(template)
         epochs.setdefault(template, []).append(int(m.group(1)))
         last.setdefault(template, (pos, body))
     rising = [last[t] for t, seen in epochs.items()
-              if len(seen) >= EPOCHS_MIN and all(a > b for a, b in zip(seen, seen[1:]))]  # last first: falling
+              if len(seen) >= (EPOCHS_MIN if t not in bare else BARE_EPOCHS_MIN)
+              and all(a > b for a, b in zip(seen, seen[1:]))]  # last first: falling
     return max(rising) if rising else None

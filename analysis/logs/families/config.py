@@ -39,6 +39,19 @@ EXCEPTION = re.compile(
     r"ZeRORuntimeException|"
     r"RuntimeError)\s{0,4}:\s{0,4}"
     r"(?P<msg>[^\n]{0,400})")
+# A refusal with its condition ("Cannot writeback when the parameter shape changes", torch FSDP's use_orig_params
+# writeback) is the framework stating when it does not allow an operation: a rule of its API the run's set-up broke.
+REFUSAL = r"\bcan ?not \w{2,30}(?: \w{2,30})? (?:when|while|unless)\b"
+# A set-up step the framework requires before training was not run ("tokenizer is not initialized.", Megatron's
+# global_vars._ensure_var_is_initialized; "Distributed backend is not initialized. Please set dist_init_required ...",
+# DeepSpeed's initialize; "Default process group has not been initialized, please make sure to call
+# init_process_group", torch c10d): the launch skipped what builds it (a launcher, an init call, the argument that
+# names it). Not an object the program builds for itself later (a process group of one parallel dimension, a tensor,
+# a buffer, a cache: the program's own order of calls, a code bug).
+NOT_INITIALISED = re.compile(r"(?i)^(?P<subject>[^\n]{0,80}?)\b(?:is|was|are|were|has|have)(?: not| never)(?: yet)?"
+                             r"(?: been)? (?:initiali[sz]ed|set up)\b")
+PROGRAM_OBJECT = re.compile(r"(?i)\b(?:groups?|tensors?|buffers?|weights?|param\w*|grad\w*|states?|cache\w*|"
+                            r"streams?|events?|handles?|futures?|works?|meta)\b")
 RELATION = re.compile(
     r"(?i)divisib|divides?\b|multiple of|\bmust\b|\bshould\b|needs? to be|has to be|have to be|is required|requires?\b|"
     r"does not match|doesn't match|do not match|mismatch|not equal|!=|\bexpected\b[^\n]{0,80}\b(?:got|but|found)\b|"
@@ -57,7 +70,8 @@ RELATION = re.compile(
     # a value the run's inputs had to carry ("Expected 'lang' to be set for AggregateTokenizer.", NeMo's tokenizers
     # and manifest readers; "x must be provided", "please specify x")
     r"\b(?:expected|must|should|needs?|has|have)\b[^\n]{0,60}?\bto be (?:set|provided|specified|given|defined|passed|"
-    r"present)\b|\bmust be (?:set|provided|specified|given|defined|passed)\b|\bplease (?:set|specify|provide)\b")
+    r"present)\b|\bmust be (?:set|provided|specified|given|defined|passed)\b|\bplease (?:set|specify|provide)\b|"
+    + REFUSAL)
 DEGREES = (*(d.name for d in DIMENSIONS if d.kind == "split"), "sp")
 """How frameworks abbreviate a parallel degree in their messages ('ep size', 'TP degree'): the Layout's split
 dimensions, whose names are those abbreviations (tp, pp, dp, cp, vpp, ep, etp), and sequence parallelism's 'sp'."""
@@ -76,7 +90,7 @@ QUANTITY = re.compile(
     r"\bstrateg(?:y|ies)\b|sharding")
 # RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
 RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|must (?:be|equal|match)|should (?:be|equal|match)|"
-                              r"does not match|mismatch|!=")
+                              r"does not match|mismatch|!=|" + REFUSAL)
 # Frames of argument checks and dataset building: a bare `AssertionError` raised there is a configuration error.
 CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "transformer_config.py",
                        "parallel_state.py", "model_parallel_config.py", "training_args.py", "/datasets/",
@@ -169,6 +183,9 @@ def is_config_message(exc_type: str, message: str) -> bool:
     if PROGRAM_STATE.search(message) is not None:
         return False
     if exc_type in REQUIREMENT_TYPES and DIVISIBILITY.search(message) is not None:
+        return True
+    unset = NOT_INITIALISED.search(message.strip())
+    if unset is not None and PROGRAM_OBJECT.search(unset.group("subject")) is None:
         return True
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
@@ -571,6 +588,35 @@ def input_error(line: str, above: str = "") -> str | None:
         return "the checkpoint loaded is not the kind the run resumes from (a top-level key is missing)"
     if short == "FileNotFoundError" and ("Error instantiating '" in msg or _INPUT_FILE.search(msg) is not None):
         return _INPUT_LABEL
+    return None
+
+
+# ---- what the framework requires of the run's set-up, broken where the framework reads it (judge13, issue 17).
+# A setting holder that is None: "AttributeError: 'NoneType' object has no attribute 'deepspeed_config'" (MOSS's
+# finetune script reads accelerator.state.deepspeed_plugin.deepspeed_config; the run was launched without the
+# accelerate DeepSpeed plugin): the attribute names a setting, so the object that should carry the run's
+# configuration was never given. Not another attribute of None ('shape', 'sizes', 'parameters': a value the code
+# computed or loaded).
+_SETTING_HOLDER = re.compile(r"'NoneType' object has no attribute '(?P<attr>\w{0,40}(?:config|cfg|args|plugin|"
+                             r"settings|options|hparams))'")
+# The batch the user's data pipeline hands the framework is not the structure its API requires: a message-less
+# assertion in the framework's own code whose quoted statement checks the type or arity of that input (DeepSpeed
+# pipe/engine.py _exec_load_micro_batch "assert isinstance(batch[0], tuple)": the engine wants (inputs, labels)).
+_INPUT_CONTRACT = re.compile(r"^\s{0,12}assert\s{1,4}(?:not\s{1,4})?(?:isinstance|len|type)\(\s{0,4}"
+                             r"(?:self\.)?(?:batch|micro_batch|inputs?|data|sample|labels?|targets?|features)\b")
+_CONTRACT_LABEL = "the run's set-up does not give the framework what its API requires"
+
+
+def contract_error(line: str, above: str = "") -> str | None:
+    """A label when the exception `line` (with `above`, the traceback text before it) says the run's set-up broke an
+    API contract of its framework (the comment above); None otherwise."""
+    holder = _SETTING_HOLDER.search(line)
+    if holder is not None and "AttributeError" in line:
+        return f"{_CONTRACT_LABEL} (no {holder.group('attr')}: launched without that configuration)"
+    if BARE_ASSERT.search(line) is not None and _in_framework(above):
+        last = above.rstrip().rsplit("\n", 1)[-1]
+        if _INPUT_CONTRACT.match(last) is not None:
+            return f"{_CONTRACT_LABEL} (the batch is not the structure the framework expects)"
     return None
 
 

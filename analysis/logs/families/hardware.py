@@ -21,6 +21,12 @@ Sources:
 - Linux PCIe AER: "PCIe Bus Error: severity=Uncorrected (Fatal)", "AER: Uncorrected (Fatal) error received".
 - DCGM diagnostics failure codes (docs.nvidia.com/datacenter/dcgm, "Diagnostic Errors"): DCGM_FR_* in the
   hardware categories (memory, NVLink, NVSwitch, PCIe, thermal, power).
+- AMD GPUs (the Linux amdgpu driver's RAS code, drivers/gpu/drm/amd/amdgpu/amdgpu_ras.c and amdgpu_aca.c): the
+  fatal-error interrupt "uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) detected!", the per-block count
+  "N uncorrectable hardware errors detected in <block> block", the Accelerator Check Architecture report
+  "[Hardware Error]: Accelerator Check Architecture events logged" and the RAS poison lines: the AMD counterparts
+  of an Xid or ECC line. Correctable counts ("N correctable hardware errors detected") and an application's GPU page
+  fault ("amdgpu: [gfxhub] page fault") are not node faults.
 The older needles of analysis.logs.patterns.GPU_FAULT stay there; this table adds the families they missed.
 """
 
@@ -104,7 +110,14 @@ GPU_HARDWARE = (
     + rows(FailureKind.NODE_FAILURE, _HW, "NVRM kernel messages / NVML",
            ("RmInitAdapter failed", "NVRM: GPU 0000:41:00.0: RmInitAdapter failed! (0x26:0x65:1482)"),
            ("has fallen off the bus", "NVRM: GPU at PCI:0000:c1:00: GPU has fallen off the bus."),
-           ("GPU is lost", "nvmlDeviceGetMemoryInfo: GPU is lost. Reboot the system to recover this GPU")))
+           ("GPU is lost", "nvmlDeviceGetMemoryInfo: GPU is lost. Reboot the system to recover this GPU"))
+    + rows(FailureKind.NODE_FAILURE, _HW + " (AMD RAS)", "Linux amdgpu driver amdgpu_ras.c / amdgpu_aca.c",
+           # "uncorrectable hardware error(ERREVENT_...) detected!" and "3 uncorrectable hardware errors detected in
+           # umc block"; not "correctable hardware errors" (the needle starts with "un")
+           ("uncorrectable hardware error", "amdgpu 0000:c1:00.0: amdgpu: 2 uncorrectable hardware errors detected "
+                                            "in umc block"),
+           ("Accelerator Check Architecture events logged", "amdgpu 0000:05:00.0: {3}[Hardware Error]: Accelerator "
+                                                            "Check Architecture events logged")))
 # Shapes: a line that names a GPU link or memory and says it failed uncorrectably.
 GPU_HARDWARE_SHAPES = (
     rows(FailureKind.NODE_FAILURE, _HW, "NVIDIA Xid catalogue / DCGM (NVLink and ECC families)",
@@ -134,6 +147,11 @@ GPU_HARDWARE_SHAPES = (
                               "Layer, (Requester ID)", r"(?i)Uncorrected|Fatal"),
            ("AER:", "pcieport 0000:40:01.1: AER: Uncorrected (Fatal) error received: 0000:41:00.0",
             r"(?i)Uncorrected|Fatal"))
+    # amdgpu's RAS lines in other wordings: a poisoned page consumed, a fatal RAS error, a RAS-triggered reset
+    + rows(FailureKind.NODE_FAILURE, _HW + " (AMD RAS)", "Linux amdgpu driver amdgpu_ras.c / amdgpu_umc.c",
+           ("amdgpu", "amdgpu 0000:8a:00.0: amdgpu: RAS poison consumption detected in gfx block, GPU reset",
+            r"(?i)\bamdgpu\b[^\n]{0,200}(?:\bpoison\w*|\bRAS\b[^\n]{0,60}\b(?:fatal|uncorrect\w*)|"
+            r"\[Hardware Error\][^\n]{0,80}\b(?:uncorrect\w*|fatal)\b)"))
     + rows(FailureKind.NODE_FAILURE, _HW, "DCGM diagnostics failure codes (DCGM_FR_*)",
            ("DCGM_FR_", "dcgmi diag: DCGM_FR_NVLINK_ERROR_CRITICAL: Detected 3 NVLink CRC errors on GPU 2",
             r"DCGM_FR_\w*(?:DBE|ECC|NVLINK|NVSWITCH|PCI|ROW_REMAP|RETIRED|UNCONTAINED|XID|THERMAL|POWER|"
