@@ -20,7 +20,7 @@ from launcher.core.logfile import strip_controls
 # A rank prefix written in the middle of a line means a second record starts there.
 _MIDLINE_RANK = re.compile(r"\[(?:default|rank)\d{1,6}\]:")
 _PREFIX = re.compile(
-    r"^\s*(?:\[(?:default|rank)(?P<tee>\d{1,6})\]:"  # torchrun --tee, torch's [rankN]:
+    r"^\s*(?:\[(?:default|rank)(?P<tee>\d{1,6})\]: ?"  # torchrun --tee, torch's [rankN]: (its separator too)
     r"|\[\d{1,6},(?P<mpi>\d{1,6})\]<std(?:out|err)>:"  # mpirun --tag-output
     r"|(?P<srun>\d{1,6}): "  # srun --label
     r"|(?P<host>[A-Za-z][\w.-]{0,63}): )"  # pdsh / deepspeed launcher host prefix

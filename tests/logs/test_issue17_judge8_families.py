@@ -196,7 +196,7 @@ def test_every_prefix_is_stripped_before_matching(prefix, line, kind):
 
 
 @pytest.mark.parametrize("line,body", [
-    ("server1: [rank3]: RuntimeError: x", " RuntimeError: x"),
+    ("server1: [rank3]: RuntimeError: x", "RuntimeError: x"),  # the rank prefix's separator too
     ("0: 2024-05-01 10:00:00,123 - ERROR - boom", "ERROR - boom"),
     ("05/17/2024 01:30:26 - INFO - llmtuner - ok", "INFO - llmtuner - ok"),
     ("RuntimeError: a", "RuntimeError: a"),  # a message, not a host prefix

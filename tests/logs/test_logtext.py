@@ -2,7 +2,9 @@
 
 import pytest
 
+from analysis.logs.classify import classify
 from analysis.logs.logtext import decode, normalize, split_prefix, unmerge
+from launcher.core.kinds import FailureKind
 
 
 def test_decode_never_fails():
@@ -20,7 +22,9 @@ def test_unmerge_puts_a_second_rank_on_its_own_line():
 
 
 @pytest.mark.parametrize("line, origin, rest", [
-    ("[default3]: iteration 1/ 2 |", "3", " iteration 1/ 2 |"),
+    ("[default3]: iteration 1/ 2 |", "3", "iteration 1/ 2 |"),  # the separator is the prefix's
+    ("[rank3]: KeyError: 'use_muon'", "3", "KeyError: 'use_muon'"),
+    ("[rank3]:   File \"/x/Muon.py\", line 104, in <listcomp>", "3", "  File \"/x/Muon.py\", line 104, in <listcomp>"),
     ("[rank12]:[E ProcessGroupNCCL.cpp:1]", "12", "[E ProcessGroupNCCL.cpp:1]"),
     ("  3: iteration 5/ 9 |", "3", "iteration 5/ 9 |"),
     ("[1,7]<stdout>:Traceback (most recent call last):", "7", "Traceback (most recent call last):"),
@@ -30,3 +34,14 @@ def test_unmerge_puts_a_second_rank_on_its_own_line():
 ])
 def test_split_prefix(line, origin, rest):
     assert split_prefix(line) == (origin, rest)
+
+
+def test_a_rank_prefixed_excerpt_below_its_header_ends_in_its_exception():
+    """Batch 14 (KellerJordan/Muon#9): torch's `[rankN]: ` separator left a space before the exception line, so an
+    excerpt cut below its Traceback header read as a traceback cut before its exception."""
+    log = ("[rank3]:   File \"/x/optimizer/Muon.py\", line 104, in <listcomp>\n"
+           "[rank3]:     params = [p for p in group['params'] if self.state[p]['use_muon']]\n"
+           "[rank3]: KeyError: 'use_muon'\n")
+    verdict = classify(log)
+    assert verdict.kind == FailureKind.CRASHED and "KeyError: 'use_muon'" in verdict.reason
+    assert "before its exception line" in classify(log.rsplit("[rank3]: KeyError", 1)[0]).reason
