@@ -112,19 +112,6 @@ class ClassPricer:
             got = self._constants[workload] = (constants, rates(constants, self.cpu, generation(self.cluster)))
         return got
 
-    def _memory(self, layout: Layout, workload: Workload) -> tuple[tuple[Layout, Workload], ClassPrice]:
-        key = (batch_class(layout), workload)
-        price = self.classes.get(key)
-        if price is None:
-            cls = key[0]
-            amounts = {stage: stage_amounts_gb(self.model, self.cluster, cls, self.precision, stage, self.flash,
-                                               workload=workload, backend=self.backend)
-                       for stage in peak_stages(cls)}
-            constants = self._of(workload)[0]
-            peak, mem = peak_of(stage_parts_gb(amounts[stage], constants, self.cpu) for stage in peak_stages(cls))
-            price = self.classes[key] = ClassPrice(peak, mem, amounts)
-        return key, price
-
     def _pieces(self, cls: Layout, workload: Workload, price: ClassPrice, features: bool) -> StepPieces:
         own = self._of(workload)[1]
         if not features:
