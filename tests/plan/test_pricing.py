@@ -9,16 +9,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from test_batch_class import valid_layouts
 
-from launcher.core.layout import Layout
 from launcher.plan import calibrate as cal
 from launcher.plan.batch_class import batch_class
 from launcher.plan.estimator import estimate
-from launcher.plan.grid import expand, key_space
 from launcher.plan.inputs import workload_for
 from launcher.plan.planner import make_plan
 from launcher.plan.pricing import ClassPricer
-from launcher.plan.rules import Checker
 
 GRIDS = {
     "torch-70b": ["+sweep=70b", "backend=torch", "cluster.nodes=8", "grid.nodes=[1,8]", "grid.tp=[2,8]",
@@ -29,12 +27,6 @@ GRIDS = {
                      "grid.tp=[1,2]", "grid.pp=[2,4]", "grid.ep=[1,8]", "grid.mbs=[1,4]",
                      "grid.gbs=[32,256,2048]", "grid.vpp=[1,2]", "grid.distributed_optimizer=[false,true]"],
 }
-
-
-def valid_layouts(cfg) -> list[Layout]:
-    checker = Checker(cfg.model, cfg.cluster, cfg.backend.name, allow_tp_across_nodes=cfg.plan.allow_tp_across_nodes,
-                      key_space=key_space(cfg.grid, cfg.cluster))
-    return [lay for lay in expand(cfg.grid, cfg.cluster) if checker.check(lay).ok]
 
 
 def bits(x: object) -> object:
