@@ -864,7 +864,8 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.EXTENSION_BUILD + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA
                       + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION
                       + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL
-                      + F_CONFIG.UNMOUNTED + F_CONFIG.SIGNATURE + F_CONFIG.BACKEND_MISSING + F_CONFIG.VERSION_FLOOR,
+                      + F_CONFIG.UNMOUNTED + F_CONFIG.SIGNATURE + F_CONFIG.BACKEND_MISSING + F_CONFIG.VERSION_FLOOR
+                      + F_CONFIG.PLACEHOLDER_VALUE,
                       start)
         or _hydra_target(text, start)
         or _string_config_value(text, start)

@@ -28,7 +28,8 @@ FAILURE_TABLES = {
     "config file": config.CONFIG_FILE,
     "config helpers build": config.HELPERS_BUILD,
     "config version refusal": config.VERSION_REFUSAL,
-    "config judge14a": config.UNMOUNTED + config.SIGNATURE + config.BACKEND_MISSING + config.VERSION_FLOOR,
+    "config judge14a": config.UNMOUNTED + config.SIGNATURE + config.BACKEND_MISSING + config.VERSION_FLOOR
+    + config.PLACEHOLDER_VALUE,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

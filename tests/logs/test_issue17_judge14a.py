@@ -123,3 +123,28 @@ def test_an_assertion_whose_innermost_frame_is_not_a_validator_is_a_crash():
             '  File "/w/model.py", line 51, in forward\n    assert x.dim() == 3\nAssertionError\n')
     assert classify(text).kind == "crashed"
     assert not config.asserts_in_validator(text)
+
+
+# ---- a name the setting does not accept; a setting left as a placeholder string (made up in the sources' words)
+
+@pytest.mark.parametrize("line", [
+    "ValueError: Unknown optimizer type: lion8bit",
+    "ValueError: unrecognized lr scheduler 'cosin', choose one of linear, cosine",
+    "ValueError: tokenizer type 'sentencepiece2' is not registered",
+    "ValueError: invalid literal for int() with base 10: 'auto'",
+    "ValueError: could not convert string to float: '${oc.env:LEARNING_RATE}'",
+    "ValueError: invalid literal for int() with base 10: '$MICRO_BATCH'",
+])
+def test_an_unknown_name_or_a_placeholder_setting_is_config(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "config_error", failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: invalid literal for int() with base 10: 'n/a'",  # a data field the program parses
+    "ValueError: could not convert string to float: '3.1.4'",
+    "ValueError: unknown error while decoding a sample",  # 'unknown' without a setting it names
+])
+def test_other_literals_and_unknown_errors_stay_crashes(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "crashed", failure.reason

@@ -60,6 +60,11 @@ RELATION = re.compile(
     r"invalid (?:value|choice|argument|combination|configuration)|"
     r"\binvalid (?:\w{1,30} ){1,2}(?:name|value|choice|option)\b|out of range|not (?:a )?valid|but only|"
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data|"
+    # a name the setting does not accept ("Unknown optimizer type: lion8bit", "unrecognized lr scheduler 'cosin'":
+    # the registries of optimizers, schedulers, models and tokenizers in Megatron, NeMo, fairseq and HF refuse so)
+    # (not an "unknown error" / "unknown reason": that names no setting)
+    r"\bunknown\b(?!\s(?:\w{1,20}\s)?(?:error|exception|failure|reason|cause|issue|problem|state)s?\b)|"
+    r"\bunrecogni[sz]ed\b|\bnot (?:a )?(?:known|registered|recogni[sz]ed)\b|"
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
@@ -822,3 +827,18 @@ def asserts_in_validator(frames: str) -> bool:
     """Is the innermost frame quoted in `frames` (the traceback text above an AssertionError) a validator?"""
     found = list(_FRAME_FN.finditer(frames[-3000:]))
     return bool(found) and _VALIDATOR_FN.fullmatch(found[-1].group("fn")) is not None
+
+# A setting left as a placeholder string where a number is read: Hugging Face's DeepSpeed integration fills the
+# value "auto" from the training arguments (transformers integrations/deepspeed.py, HfTrainerDeepSpeedConfig
+# fill_match); a config with "auto" given to DeepSpeed or another reader directly, or an interpolation or shell
+# variable never substituted ("${oc.env:LR}", "$MICRO_BATCH"), reaches int()/float() as that string (CPython
+# Objects/longobject.c "invalid literal for int() with base {}: {!r}", Objects/floatobject.c "could not convert
+# string to float: {!r}"). Another literal is data the program parses, not a setting: a crash.
+_PLACEHOLDER = r"'(?:auto|\$\{[^'\n]{1,120}\}|\$[A-Z_][A-Z0-9_]{1,60}|\{\{[^'\n]{1,120}\}\})'"
+PLACEHOLDER_VALUE = rows(
+    FailureKind.CONFIG_ERROR, "a setting left as a placeholder string (\"auto\", an unresolved ${...} or $VAR) "
+    "where a number is read", "transformers integrations/deepspeed.py ('auto' values); CPython int()/float() errors",
+    ("invalid literal for ", "ValueError: invalid literal for int() with base 10: 'auto'",
+     r"invalid literal for int\(\) with base \d{1,2}: " + _PLACEHOLDER),
+    ("could not convert string to float: ", "ValueError: could not convert string to float: '${oc.env:LR}'",
+     r"could not convert string to float: " + _PLACEHOLDER))
