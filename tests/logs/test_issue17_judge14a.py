@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from analysis.logs.classify import classify
-from analysis.logs.families import config, first_match
+from analysis.logs.families import config, first_match, memory
 
 _TB = 'Traceback (most recent call last):\n  File "/opt/app/train.py", line 12, in <module>\n    main()\n'
 
@@ -148,3 +148,96 @@ def test_an_unknown_name_or_a_placeholder_setting_is_config(line):
 def test_other_literals_and_unknown_errors_stay_crashes(line):
     failure = classify(f"{_TB}{line}\n")
     assert failure.kind == "crashed", failure.reason
+
+
+# ---- a path the configuration names that is not there, in any exception's words
+
+@pytest.mark.parametrize("line", [
+    # the made-up lines of the family's shape
+    "AssertionError: /data/corpus/train does not exist",
+    "ValueError: Path /data/foo does not exist",
+    "[rank0]: RuntimeError: Directory '/ckpt/run3' does not exist",
+    "NotADirectoryError: [Errno 20] Not a directory: '/data/train.jsonl/shard0'",
+    "IsADirectoryError: [Errno 21] Is a directory: '/models/llama-7b'",
+])
+def test_a_named_path_that_is_not_there_is_config(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "config_error", failure.reason
+
+
+# NeMo-RL GRPO rerun with the same checkpoint_dir (tests/fixtures/oos-batch14/nemo/nemorl_grpo_rerun_same_checkpoint_
+# dir_model_path_missing_1.log, crashed: the run's own step_2 save lacks its weights)
+_OWN_SAVE = ("FileNotFoundError: Failed to load model from '/storage/nemo_rl_2/step_2/policy/weights/model': Model path "
+             "/storage/nemo_rl_2/step_2/policy/weights/model does not exist")
+
+
+@pytest.mark.parametrize("line", [
+    _OWN_SAVE,
+    "INFO: /scratch/cache does not exist, creating it",  # not an exception's line
+    "ValueError: the key 'lr' does not exist",  # no path
+])
+def test_a_missing_step_save_or_a_notice_is_not_the_path_family(line):
+    assert first_match(f"{line}\n", config.PATH_MISSING) is None
+
+
+# ---- no usable GPU or driver; flash-attn's refusals; a package guard; the Hub's access errors; an unsupported
+# version (made up in the sources' words)
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a "
+    "driver from http://www.nvidia.com/Download/index.aspx",
+    "RuntimeError: No CUDA GPUs are available",
+    "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+    "RuntimeError: FlashAttention only support fp16 and bf16 data type",
+    "RuntimeError: FlashAttention backward for head dim > 192 requires A100/A800 or H100/H800",
+    "ImportError: LlamaTokenizer requires the SentencePiece library but it was not found in your environment.",
+    "ImportError: Using `bitsandbytes` 8-bit quantization requires Accelerate: `pip install accelerate`",
+    "OSError: You are trying to access a gated repo.",
+    "RuntimeError: Python 3.12+ not yet supported for torch.compile",
+    "RuntimeError: Tensor parallel size 3 does not divide the number of attention heads 32",
+    "ValueError: Asking to pad but the tokenizer does not have a padding token. Please select a token to use as "
+    "`pad_token`",
+])
+def test_an_environment_or_setting_the_code_does_not_run_with_is_config(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "config_error", failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: The size of tensor a (4096) must match the size of tensor b (2048) at non-singleton dimension 1",
+    "ValueError: Expected input batch_size (16) to match target batch_size (8).",
+    "RuntimeError: Error(s) in loading state_dict for LlamaForCausalLM:",
+    "OSError: [Errno 28] No space left on device",
+])
+def test_the_programs_own_tensors_and_io_stay_crashes(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "crashed", failure.reason
+
+
+def test_pip_advice_in_a_warning_is_not_the_package_guard():
+    assert first_match("UserWarning: for faster kernels, pip install flash-attn\n", config.PACKAGE_GUARD) is None
+
+
+# ---- oom in other runtimes' words (made up in the sources' words) and what must stay out
+
+@pytest.mark.parametrize("line", [
+    ":0:rocdevice.cpp            :2614: 1 us: [pid:1 tid:0x7f] Callback: Queue 0x7f aborting with error : "
+    "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources. code: 0x1008",
+    "ERROR: Unable to allocate memory on the GPU",
+    "RuntimeError: failed to allocate device memory for the KV cache",
+    "ERROR: Container killed by the OOM killer",
+    "trainer-0 was killed by the kernel OOM killer (exit 137)",
+])
+def test_other_runtimes_oom_wording_is_oom(line):
+    failure = classify(f"training started\n{line}\n")
+    assert failure.kind == "oom", failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    "HSA_STATUS_ERROR_OUT_OF_RESOURCES: too many hardware queues requested",  # not an allocation
+    "hint: if it fails to allocate memory on the GPU, reduce the batch size",  # advice
+    "The worker may have been killed by the OOM killer?",  # a guess
+])
+def test_oom_look_alikes_are_not_oom_rows(line):
+
+    assert first_match(f"{line}\n", memory.MEMORY) is None

@@ -94,7 +94,8 @@ QUANTITY = re.compile(
     r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher|"
     r"\bstrateg(?:y|ies)\b|sharding")
 # RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
-RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|must (?:be|equal|match)|should (?:be|equal|match)|"
+RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|does(?: not|n't) divide\b|must (?:be|equal|match)|"
+                              r"should (?:be|equal|match)|"
                               r"does not match|mismatch|!=|" + REFUSAL)
 # Frames of argument checks and dataset building: a bare `AssertionError` raised there is a configuration error.
 CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "transformer_config.py",
@@ -149,7 +150,7 @@ CONFIG_TYPES = re.compile(r"\w{0,40}Config(?:uration)?Error|MisconfigurationExce
 ARGS_FIELD = re.compile(r"\b(?:args|cfg|hparams|training_args|neox_args|self\.args|self\.cfg)\.[a-z_]\w{1,60}")
 # A check that tells the user what to set ("Please specify `target_modules` in `peft_config`", "x must be provided",
 # "please install deepspeed"): the message is the fix, so the error is the run's configuration (not for RuntimeError).
-DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|use|install|upgrade|downgrade|"
+DIRECTIVE = re.compile(r"(?i)\bplease (?:either )?(?:set|specify|provide|pass|use|install|upgrade|downgrade|select|"
                        r"check your "
                        r"(?:config|arguments|settings))\b|\bmust be (?:set|provided|specified|given|passed)\b|"
                        r"\b(?:is|was) not (?:set|specified|provided)\b")
@@ -842,3 +843,90 @@ PLACEHOLDER_VALUE = rows(
      r"invalid literal for int\(\) with base \d{1,2}: " + _PLACEHOLDER),
     ("could not convert string to float: ", "ValueError: could not convert string to float: '${oc.env:LR}'",
      r"could not convert string to float: " + _PLACEHOLDER))
+
+# A path the configuration names that is not there, in any exception's words: the message names a file-system path
+# and says it does not exist ("AssertionError: /data/corpus/train does not exist", "ValueError: Path /data/x does not
+# exist", "RuntimeError: Directory '/ckpt/run3' does not exist"), the same cause as patterns.CONFIG's
+# "FileNotFoundError: [Errno 2] No such file or directory"; and the path of the wrong kind, a file where a directory
+# is read or the reverse (CPython's errno map: ENOTDIR -> NotADirectoryError "[Errno 20] Not a directory", EISDIR ->
+# IsADirectoryError "[Errno 21] Is a directory"). Only on an exception's own line. Not a path inside a step-numbered
+# checkpoint folder (".../step_2/policy/weights/model", "iter_0000500/...", "global_step40/...", "checkpoint-800/..."):
+# the run found that folder itself when it resumed, so what is missing is the content of its own save (an incomplete
+# save, a resume defect: NeMo-RL#1624, batch 14, labelled crashed), not a path the configuration names.
+_PATH_MISSING = "a path the configuration names does not exist or is not the kind of path it must be"
+_PATH = (r"""(?:['"`]|\s)(?![^\s'"`]{0,300}/(?:step|iter|global_step|checkpoint)[_-]?\d{1,12}/)"""
+         r"""(?:/|\./|\.\./|~/|[A-Za-z]:\\)[^\s'"`]{1,300}['"`]?""")
+_EXC_HEAD = r"(?:^|[\s\]:>])(?:[\w.]{0,120}\.)?\w{0,60}(?:Error|Exception)\s{0,4}:[^\n]{0,200}?"
+PATH_MISSING = rows(
+    FailureKind.CONFIG_ERROR, _PATH_MISSING, "frameworks' path checks (the shape); CPython OSError subclasses",
+    ("does not exist", "AssertionError: /data/corpus/train does not exist",
+     _EXC_HEAD + _PATH + r"[\s,:]{1,4}(?:does not exist|doesn't exist|is missing|not found|cannot be found|"
+                         r"could not be found)\b"),
+    ("Not a directory", "NotADirectoryError: [Errno 20] Not a directory: '/data/train.jsonl/shard0'",
+     r"NotADirectoryError: \[Errno 20\] Not a directory: "),
+    ("Is a directory", "IsADirectoryError: [Errno 21] Is a directory: '/models/llama-7b'",
+     r"IsADirectoryError: \[Errno 21\] Is a directory: "))
+
+# The job runs where no usable GPU or driver is: torch/cuda/__init__.py _lazy_init ("Found no NVIDIA driver on your
+# system. Please check that you have an NVIDIA GPU and installed a driver from ..."), c10/cuda ("No CUDA GPUs are
+# available": CUDA_VISIBLE_DEVICES empty or wrong), torch/serialization.py ("Attempting to deserialize object on a CUDA
+# device but torch.cuda.is_available() is False"), the CUDA runtime's cudaErrorInsufficientDriver ("CUDA driver version
+# is insufficient for CUDA runtime version") and cudaErrorUnsupportedPtxVersion ("the provided PTX was compiled with an
+# unsupported toolchain": a driver older than the toolkit the binaries were built with).
+NO_GPU = rows(
+    FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/cuda/__init__.py, c10/cuda, torch/serialization.py; CUDA runtime "
+    "error strings (cudaErrorInsufficientDriver, cudaErrorUnsupportedPtxVersion)",
+    ("Found no NVIDIA driver on your system", "RuntimeError: Found no NVIDIA driver on your system. Please check that "
+                                              "you have an NVIDIA GPU and installed a driver"),
+    ("No CUDA GPUs are available", "RuntimeError: No CUDA GPUs are available"),
+    ("torch.cuda.is_available() is False", "RuntimeError: Attempting to deserialize object on a CUDA device but "
+                                           "torch.cuda.is_available() is False."),
+    ("CUDA driver version is insufficient", "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA "
+                                            "runtime version"),
+    ("PTX was compiled with an unsupported toolchain", "RuntimeError: CUDA error: the provided PTX was compiled with "
+                                                       "an unsupported toolchain."))
+
+# flash-attn's own refusals of the inputs' precision, head size or GPU (csrc/flash_attn/flash_api.cpp TORCH_CHECKs):
+# the model's settings (dtype, head dim) or the GPU do not fit the kernel the configuration selects.
+FLASH_REFUSAL = rows(
+    FailureKind.CONFIG_ERROR, _REFUSAL, "flash-attn csrc/flash_attn/flash_api.cpp (TORCH_CHECK messages)",
+    ("FlashAttention only support fp16 and bf16", "RuntimeError: FlashAttention only support fp16 and bf16 data type"),
+    ("requires A100/A800 or H100/H800", "RuntimeError: FlashAttention backward for head dim > 192 requires A100/A800 "
+                                        "or H100/H800"),
+    ("only supports head dimension at most", "RuntimeError: FlashAttention forward only supports head dimension at "
+                                             "most 256"))
+
+# A package the code needs is not installed, said by the import guard that names the pip command (transformers
+# utils/import_utils.py requires_backends: "{} requires the {} library but it was not found in your environment. You
+# can install it with pip: `pip install {}`"; modeling_utils' "Using `bitsandbytes` 8-bit quantization requires
+# Accelerate: `pip install accelerate`"). On an exception's line, not a warning that suggests an optional install.
+PACKAGE_GUARD = rows(
+    FailureKind.CONFIG_ERROR, ENV_LABEL, "transformers utils/import_utils.py (requires_backends), modeling_utils.py",
+    ("library but it was not found in your environment", "ImportError: LlamaTokenizer requires the SentencePiece "
+                                                         "library but it was not found in your environment."),
+    ("pip install", "ImportError: Using `bitsandbytes` 8-bit quantization requires Accelerate: `pip install "
+                    "accelerate`", r"(?:ImportError|ModuleNotFoundError|PackageNotFoundError)\s{0,4}:[^\n]{0,300}"
+                                   r"\bpip install\b"))
+
+# The model the configuration names is not reachable with the run's credentials (huggingface_hub utils/_http.py
+# hf_raise_for_status: GatedRepoError "You are trying to access a gated repo.", RepositoryNotFoundError "Repository Not
+# Found for url: ..."): an access token or model id to set.
+HUB_ACCESS = rows(
+    FailureKind.CONFIG_ERROR, _MODEL_MISSING, "huggingface_hub utils/_http.py (hf_raise_for_status)",
+    ("access a gated repo", "OSError: You are trying to access a gated repo. Make sure to have access to it at "
+                            "https://huggingface.co/meta-llama/Llama-2-7b-hf."),
+    ("GatedRepoError", "huggingface_hub.errors.GatedRepoError: 401 Client Error.", r"GatedRepoError\b"),
+    ("RepositoryNotFoundError", "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. Repository "
+                                "Not Found for url: https://huggingface.co/api/models/acme/llama-9b.",
+     r"RepositoryNotFoundError\b"))
+
+# A version that the code does not run on, stated as "<package> <version> (is) not (yet) supported" (torch/_dynamo's
+# "Python 3.12+ not yet supported for torch.compile", "torch.compile is not supported on Python 3.12+", packages'
+# "transformers 4.36 is not supported, please install ..."). On an error line, with a version number.
+_UNSUPPORTED_VERSION = (r"(?i)(?:Error|Exception|assert|error:)\w{0,20}:?[^\n]{0,200}?\b(?:" + _PACKAGE
+                        + r"\s{0,2}(?:version\s{0,2})?v?\d{1,4}(?:\.\d{1,4}){0,3}\+?\s{0,2}(?:is |are )?not (?:yet )?"
+                          r"supported|not (?:yet )?supported (?:on|with|for|in|by) " + _PACKAGE
+                        + r"\s{0,2}(?:version\s{0,2})?v?\d{1,4}(?:\.\d{1,4}){0,3})")
+VERSION_UNSUPPORTED = rows(
+    FailureKind.CONFIG_ERROR, _REFUSAL, "torch/_dynamo (Python version guard); packages' version guards",
+    ("supported", "RuntimeError: Python 3.12+ not yet supported for torch.compile", _UNSUPPORTED_VERSION))
