@@ -62,8 +62,12 @@ def test_a_missing_keyword_only_setting_is_config(text):
     assert "signature" in failure.reason
 
 
-def test_a_missing_positional_argument_stays_a_crash():
-    failure = classify(f"{_TB}TypeError: on_step_end() missing 1 required positional argument: 'outputs'\n")
+@pytest.mark.parametrize("line", [
+    "TypeError: on_step_end() missing 1 required positional argument: 'outputs'",
+    "TypeError: forward() missing 1 required keyword-only argument: 'mask'",  # an input of the program's own call
+])
+def test_a_missing_positional_argument_or_forward_input_stays_a_crash(line):
+    failure = classify(f"{_TB}{line}\n")
     assert failure.kind == "crashed", failure.reason
 
 
@@ -144,6 +148,8 @@ def test_an_unknown_name_or_a_placeholder_setting_is_config(line):
     "ValueError: invalid literal for int() with base 10: 'n/a'",  # a data field the program parses
     "ValueError: could not convert string to float: '3.1.4'",
     "ValueError: unknown error while decoding a sample",  # 'unknown' without a setting it names
+    "ValueError: unrecognized data format in batch 17",  # no refused value named
+    "ValueError: Unknown format code 'd' for object of type 'float'",  # a format string, no setting
 ])
 def test_other_literals_and_unknown_errors_stay_crashes(line):
     failure = classify(f"{_TB}{line}\n")

@@ -62,9 +62,10 @@ RELATION = re.compile(
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data|"
     # a name the setting does not accept ("Unknown optimizer type: lion8bit", "unrecognized lr scheduler 'cosin'":
     # the registries of optimizers, schedulers, models and tokenizers in Megatron, NeMo, fairseq and HF refuse so)
-    # (not an "unknown error" / "unknown reason": that names no setting)
-    r"\bunknown\b(?!\s(?:\w{1,20}\s)?(?:error|exception|failure|reason|cause|issue|problem|state)s?\b)|"
-    r"\bunrecogni[sz]ed\b|\bnot (?:a )?(?:known|registered|recogni[sz]ed)\b|"
+    # with the value it refused after a colon or in quotes (not an "unknown error" / "unknown reason", nor "unrecognized
+    # data format in batch 17": those name no value of a setting)
+    r"\b(?:unknown|unrecogni[sz]ed)\b(?!\s(?:\w{1,20}\s)?(?:error|exception|failure|reason|cause|issue|problem|"
+    r"state)s?\b)[^\n]{0,40}?(?::\s{0,4}['\"`]?\w|['\"`]\w)|\bnot (?:a )?(?:known|registered|recogni[sz]ed)\b|"
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
@@ -783,14 +784,16 @@ UNMOUNTED = rows(
 # parameters without a default are how libraries add a required setting (megatron-core's tensor_parallel layers took
 # `config` and `init_method` keyword-only from 0.2 on; a model written for 0.1 calls them without: CoLLiE#69), so the
 # caller was written for another version of the package. The same family as patterns.CONFIG's "got an unexpected
-# keyword argument". A missing *positional* argument stays a crash: it is as often the program's own call.
+# keyword argument". Only a constructor or factory (__init__, from_*, create_*, build_*: where settings are passed);
+# a module's forward() missing an input, or a missing *positional* argument, is the program's own call: a crash.
 SIGNATURE = rows(
     FailureKind.CONFIG_ERROR, "a call does not fit the installed library's signature (a required keyword-only "
     "setting is not passed: the caller was written for another version)", "CPython Python/ceval.c "
     "(missing_arguments, keyword-only form); megatron-core tensor_parallel layers' keyword-only config",
     ("required keyword-only argument", "TypeError: ColumnParallelLinear.__init__() missing 2 required keyword-only "
                                        "arguments: 'config' and 'init_method'",
-     r"\w\(\) missing \d{1,2} required keyword-only arguments?:"))
+     r"\b(?:__init__|__new__|from_\w{1,40}|create_\w{1,40}|build_\w{1,40})\(\) missing \d{1,2} required keyword-only "
+     r"arguments?:"))
 
 # torch built without the backend the run asks for: torch/distributed/distributed_c10d.py ("Distributed package
 # doesn't have NCCL built in", raised when backend="nccl" on a CPU-only, macOS or Windows build; likewise MPI, UCC).
@@ -852,9 +855,11 @@ PLACEHOLDER_VALUE = rows(
 # IsADirectoryError "[Errno 21] Is a directory"). Only on an exception's own line. Not a path inside a step-numbered
 # checkpoint folder (".../step_2/policy/weights/model", "iter_0000500/...", "global_step40/...", "checkpoint-800/..."):
 # the run found that folder itself when it resumed, so what is missing is the content of its own save (an incomplete
-# save, a resume defect: NeMo-RL#1624, batch 14, labelled crashed), not a path the configuration names.
+# save, a resume defect: NeMo-RL#1624, batch 14, labelled crashed), not a path the configuration names; nor a file
+# of the system's own (/dev/shm segments, /proc, /sys).
 _PATH_MISSING = "a path the configuration names does not exist or is not the kind of path it must be"
 _PATH = (r"""(?:['"`]|\s)(?![^\s'"`]{0,300}/(?:step|iter|global_step|checkpoint)[_-]?\d{1,12}/)"""
+         r"(?!/(?:dev|proc|sys)/)"
          r"""(?:/|\./|\.\./|~/|[A-Za-z]:\\)[^\s'"`]{1,300}['"`]?""")
 _EXC_HEAD = r"(?:^|[\s\]:>])(?:[\w.]{0,120}\.)?\w{0,60}(?:Error|Exception)\s{0,4}:[^\n]{0,200}?"
 PATH_MISSING = rows(
