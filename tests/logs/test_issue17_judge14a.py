@@ -247,3 +247,26 @@ def test_other_runtimes_oom_wording_is_oom(line):
 def test_oom_look_alikes_are_not_oom_rows(line):
 
     assert first_match(f"{line}\n", memory.MEMORY) is None
+
+
+# ---- relations and guards in other words (made up in the sources' words: DeepSpeed engine.py's Amp/ZeRO check,
+# NeMo 2's strategy bound, import guards)
+
+@pytest.mark.parametrize("line", [
+    "AssertionError: Amp and ZeRO are not currently compatible",
+    "ValueError: Expected tensor_model_parallel_size * pipeline_model_parallel_size * context_parallel_size <= "
+    "world_size",
+    "RuntimeError: Failed to import transformer_engine. Make sure it is installed",
+])
+def test_relations_and_guards_in_other_words_are_config(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "config_error", failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    "RuntimeError: the tensor-parallel group has not been initialized",  # a group the program builds itself
+    "AssertionError: batch_size == labels.size(0)",  # an equality of the program's tensors
+])
+def test_program_objects_and_equalities_stay_crashes(line):
+    failure = classify(f"{_TB}{line}\n")
+    assert failure.kind == "crashed", failure.reason

@@ -56,7 +56,10 @@ RELATION = re.compile(
     r"(?i)divisib|divides?\b|multiple of|\bmust\b|\bshould\b|needs? to be|has to be|have to be|is required|requires?\b|"
     r"does not match|doesn't match|do not match|mismatch|not equal|!=|\bexpected\b[^\n]{0,80}\b(?:got|but|found)\b|"
     r"cannot (?:be )?(?:exceed|larger|greater|smaller|less|more|bigger)|exceed(?:s|ed)?\b|larger than|greater than|"
-    r"smaller than|less than|incompatible|not compatible|not supported|unsupported|only supported|"
+    r"smaller than|less than|incompatible|not (?:currently |yet )?compatible|not supported|unsupported|only supported|"
+    # a bound written as a comparison ("Expected tensor_model_parallel_size * pipeline_model_parallel_size <=
+    # world_size", NeMo 2's strategy checks)
+    r"\s(?:<=|>=)\s|"
     r"invalid (?:value|choice|argument|combination|configuration)|"
     r"\binvalid (?:\w{1,30} ){1,2}(?:name|value|choice|option)\b|out of range|not (?:a )?valid|but only|"
     r"only \d+ (?:are |is )?available|not enough|insufficient|unknown split|no data|"
@@ -909,6 +912,10 @@ PACKAGE_GUARD = rows(
     FailureKind.CONFIG_ERROR, ENV_LABEL, "transformers utils/import_utils.py (requires_backends), modeling_utils.py",
     ("library but it was not found in your environment", "ImportError: LlamaTokenizer requires the SentencePiece "
                                                          "library but it was not found in your environment."),
+    # a package import that failed, raised with the advice to install it ("RuntimeError: Failed to import
+    # transformer_engine. Make sure it is installed", NeMo/Megatron-Bridge import guards)
+    ("ailed to import", "RuntimeError: Failed to import transformer_engine. Make sure it is installed",
+     r"(?i)(?:Error|Exception)\s{0,4}:[^\n]{0,100}\bfailed to import\b[^\n]{0,200}\binstall"),
     ("pip install", "ImportError: Using `bitsandbytes` 8-bit quantization requires Accelerate: `pip install "
                     "accelerate`", r"(?:ImportError|ModuleNotFoundError|PackageNotFoundError)\s{0,4}:[^\n]{0,300}"
                                    r"\bpip install\b"))
