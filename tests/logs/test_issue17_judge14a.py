@@ -129,6 +129,13 @@ def test_an_assertion_whose_innermost_frame_is_not_a_validator_is_a_crash():
     assert not config.asserts_in_validator(text)
 
 
+def test_an_assertion_in_the_evaluation_loops_validate_is_a_crash():
+    # fairseq_cli/train.py's validate() runs the validation set: not a configuration module
+    text = ('Traceback (most recent call last):\n  File "/w/fairseq_cli/train.py", line 402, in validate\n'
+            "    assert len(itr) > 0\nAssertionError\n")
+    assert classify(text).kind == "crashed"
+
+
 # ---- a name the setting does not accept; a setting left as a placeholder string (made up in the sources' words)
 
 @pytest.mark.parametrize("line", [

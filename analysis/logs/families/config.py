@@ -822,18 +822,28 @@ VERSION_FLOOR = rows(
 
 
 # An assertion raised inside a configuration validator: the innermost frame of its traceback is a function whose
-# name says it validates the settings (Megatron-Bridge training/config.py ConfigContainer.validate, Megatron-LM
-# validate_args, dataclass configs' __post_init__, trainers' check_args / _check_config). Whatever its message says
-# (it may be cut, as an excerpt's "AssertionError: Pl"), what it checks is the run's configuration.
-_VALIDATOR_FN = re.compile(r"(?:_{0,2}validate\w{0,60}|__post_init__|_?check_\w{0,40}(?:args|arguments|config|cfg|"
-                           r"settings|params)\w{0,20})")
-_FRAME_FN = re.compile(r'(?:File "[^"\n]{1,400}", line \d{1,7}, in |\.py:\d{1,7} in )(?P<fn>[\w<>.]{1,120})')
+# name says it checks the settings (trainers' check_args / _check_config / validate_args, Megatron-LM validate_args),
+# or a `validate*` / `__post_init__` in a configuration module (Megatron-Bridge training/config.py
+# ConfigContainer.validate, dataclass configs' __post_init__ in *config*.py / *args*.py). A `validate` elsewhere is as
+# often the evaluation loop (fairseq_cli/train.py's validate runs the validation set) and a `__post_init__` elsewhere
+# any dataclass. Whatever its message says (it may be cut, as an excerpt's "AssertionError: Pl"), what it checks is
+# the run's configuration.
+_CHECKER_FN = re.compile(r"_?(?:check|validate)_\w{0,40}(?:args|arguments|config|cfg|settings|params|options)\w{0,20}")
+_VALIDATOR_FN = re.compile(r"_{0,2}validate\w{0,60}|__post_init__")
+_CONFIG_MODULE = re.compile(r"(?i)(?:config|conf|cfg|args|arguments|settings|options|params|schema)\w{0,30}\.py$")
+_FRAME_FN = re.compile(r'(?:File "(?P<path>[^"\n]{1,400})", line \d{1,7}, in |(?P<rich>\S{1,400}\.py):\d{1,7} in )'
+                       r'(?P<fn>[\w<>.]{1,120})')
 
 
 def asserts_in_validator(frames: str) -> bool:
     """Is the innermost frame quoted in `frames` (the traceback text above an AssertionError) a validator?"""
     found = list(_FRAME_FN.finditer(frames[-3000:]))
-    return bool(found) and _VALIDATOR_FN.fullmatch(found[-1].group("fn")) is not None
+    if not found:
+        return False
+    fn, path = found[-1].group("fn"), found[-1].group("path") or found[-1].group("rich") or ""
+    if _CHECKER_FN.fullmatch(fn) is not None:
+        return True
+    return _VALIDATOR_FN.fullmatch(fn) is not None and _CONFIG_MODULE.search(path.replace("\\", "/")) is not None
 
 # A setting left as a placeholder string where a number is read: Hugging Face's DeepSpeed integration fills the
 # value "auto" from the training arguments (transformers integrations/deepspeed.py, HfTrainerDeepSpeedConfig
