@@ -688,6 +688,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             by_key["cumulative:" + key[5:]] = by_key.pop(key)
     for key in sorted((k for k in by_key if k.startswith("step:")), key=_step_key_rank):
         if enough(by_key[key]):
+            per_step = _interval_costs(records, by_key[key])
+            if per_step is not None:
+                return f"stated step time ({key[5:]}, the interval's cost over its steps)", per_step
             return f"stated step time ({key[5:]})", by_key[key]
     for key, values in by_key.items():
         if key.startswith("cumulative:"):
@@ -752,6 +755,36 @@ def _rate_since_start(records: list[Record], inverse_rates: list[float | None]) 
     by_clock = statistics.median(abs(d - s) / s for d, s, _ in pairs)
     by_rate = statistics.median(abs(t - s) / s for _, s, t in pairs)
     return differenced if by_rate > 0.03 and by_clock < by_rate / 2 else None
+
+
+INTERVAL_MATCH = (0.8, 1.25)  # a stated time within this ratio of the clock's span between two records
+
+
+def _interval_costs(records: list[Record], values: list[float | None]) -> list[float | None] | None:
+    """A time stated once per logging interval of K > 1 steps is either the step's (Megatron's "elapsed time per
+    iteration", averaged over the interval) or the whole interval's cost (GluonNLP's scripts/question_answering
+    run_squad.py: log_interval batches, then "Time cost={:.2f}" = time.time() - log_start_time, reset each
+    interval). The key does not say which; the records' own timestamps do: an interval's cost matches the clock's
+    span between the records, a step's matches that span over K. The interval's costs divided by K when most
+    records with a timestamped predecessor K > 1 steps back read as interval costs; None otherwise (no
+    timestamps, records one step apart, or step times)."""
+    interval = step = 0
+    for i in range(1, len(records)):
+        rec, prev, value = records[i], records[i - 1], values[i]
+        steps = rec.counter - prev.counter
+        if (value is None or steps <= 1 or rec.epoch != prev.epoch or rec.timestamp_s is None
+                or prev.timestamp_s is None or rec.timestamp_s - prev.timestamp_s <= 0):
+            continue
+        span = rec.timestamp_s - prev.timestamp_s
+        if INTERVAL_MATCH[0] <= value / span <= INTERVAL_MATCH[1]:
+            interval += 1
+        elif INTERVAL_MATCH[0] <= value * steps / span <= INTERVAL_MATCH[1]:
+            step += 1
+    if interval < 2 or interval <= step:
+        return None
+    # every record's interval, the first's included (its start is not in the log): the usual steps between records
+    usual = statistics.median(b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter)
+    return [v / usual if v is not None else None for v in values]
 
 
 def _intervals(records: list[Record], values: list[float | None]) -> list[float | None]:
