@@ -567,11 +567,32 @@ def _candidate_lines(text: str) -> list[tuple[int, str]]:
 _BLOCK_LINES = 40
 
 
+WRAP_MIN_CHARS = 200  # a line this long that runs on into the next was wrapped (terminals wrap at 80 to 300)
+_RUNS_ON = re.compile(r"[\w/.-]{0,60}[:=]\s{0,2}-?[\d.]")  # the next line opens with a (cut) key: value
+
+
+def _unwrapped(text: str, pos: int, line: str) -> str:
+    """A long record line cut by a console or pager wrap (veRL's one-line "step:2 - ... - timing_s/step:96.551"
+    record of several hundred fields, ray's driver output wrapped mid-key) joined to the line that carries on
+    with its fields: a line that opens with a key: value fragment, no timestamp, no logger or process prefix, and
+    no counter of its own (then it is a record itself)."""
+    end = pos + len(line)
+    if len(line) < WRAP_MIN_CHARS or end >= len(text) or text[end] != "\n" or not line[-1:].strip():
+        return line
+    nxt_end = text.find("\n", end + 1, end + 1 + MAX_LINE_CHARS)
+    nxt = text[end + 1: len(text) if nxt_end < 0 else nxt_end]
+    if (not nxt[:1].isalnum() or _RUNS_ON.match(nxt) is None or _TIMESTAMP.search(nxt[:40]) is not None
+            or _parse_line(nxt[:MAX_LINE_CHARS]) is not None):
+        return line
+    return line + nxt
+
+
 def _with_block(text: str, pos: int, line: str) -> str:
     """A counter line that ends with ':' and is followed by indented 'key: value' lines (Composer's
-    "[batch=10/1000]:" block) is read as one record; any other line as itself."""
+    "[batch=10/1000]:" block) is read as one record; a long line wrapped onto the next, joined (_unwrapped); any
+    other line as itself."""
     if not line.rstrip().endswith(":") or len(line) > 200:
-        return line
+        return _unwrapped(text, pos, line)
     parts, end = [line.rstrip()], pos + len(line)
     for _ in range(_BLOCK_LINES):
         if end >= len(text) or text[end] != "\n":
@@ -934,6 +955,13 @@ _SUMMARY_STEPS = re.compile(r"(?i)(?:\bglobal_step|Total optimization steps)['\"
 # time)": the epoch's wall time over its steps, as weak as a run time over steps; the last summary is read.
 _SUMMARY_TRAINED = re.compile(r"\bTrained (?P<n>\d{1,9}) steps, (?:(?P<h>\d{1,4}):)?(?P<m>\d{1,2}):(?P<s>\d{2})"
                               r"(?:\.\d{1,6})? elapsed\b")
+# A run summary that states its step count in its heading and the run's wall clock below it: torchtitan's
+# experimental simple_rl (torchtitan/experiments/rl, PR #2398) prints "Training Summary (5 steps):" then
+# "  Total wall-clock:               196.29s" (and the cumulative phase times); the wall clock over the steps.
+_SUMMARY_WALL = re.compile(r"(?i)\b(?:training|run) summary \((?P<n>\d{1,9}) (?:steps|iterations|iters)\)\s{0,3}:?"
+                           r"[^\n]{0,80}\n(?:[^\n]{0,200}\n){0,6}?[^\n]{0,20}?\btotal wall[- ]?clock(?: time)?\s{0,3}"
+                           r"[:=]\s{0,30}" + _SUMMARY_NUM + r"\s{0,2}(?P<u>s|sec|secs|seconds|min|mins|minutes|h)?\b")
+_WALL_UNITS = {"min": 60.0, "mins": 60.0, "minutes": 60.0, "h": 3600.0}
 _SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
 
 
@@ -966,6 +994,11 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
         if runtime is not None and steps and int(steps[-1].group("n")) > 0 and float(runtime.group("v")) > 0:
             return "summary run time / steps", [(offset + runtime.start(),
                                                  float(runtime.group("v")) / int(steps[-1].group("n")))]
+        walls = list(_SUMMARY_WALL.finditer(part))
+        if walls and int(walls[-1].group("n")) > 0 and float(walls[-1].group("v")) > 0:
+            m = walls[-1]
+            wall_s = float(m.group("v")) * _WALL_UNITS.get((m.group("u") or "s").lower(), 1.0)
+            return "summary wall clock / steps", [(offset + m.start(), wall_s / int(m.group("n")))]
         trained = list(_SUMMARY_TRAINED.finditer(part))
         if trained and int(trained[-1].group("n")) > 0:
             m = trained[-1]

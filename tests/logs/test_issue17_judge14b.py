@@ -1,11 +1,13 @@
-"""Issue 17, batches 1-14 (helper judge14b): a time stated once per logging interval that is the interval's cost,
-... Each rule: real lines from a fixture (cited), a made-up look-alike, and lines that must not change."""
+"""Issue 17, batches 1-14 (helper judge14b): step times (an interval's cost, a run summary, a wrapped record), hangs and
+divergence. Each rule: real lines from a fixture (cited), a made-up look-alike, and lines that must not change."""
 
 from __future__ import annotations
 
 import pytest
 
-from analysis.logs.parse_generic import read_records
+from analysis.logs.classify import classify
+from analysis.logs.families import divergence
+from analysis.logs.parse_generic import WRAP_MIN_CHARS, read_records, summary_step_times
 
 # ---- a per-interval cost over N batches (GluonNLP run_squad.py's "Time cost=" is time.time() - log_start_time)
 # tests/fixtures/oos-batch14/other/gluonnlp_squad_finetune_block_api_time_cost_records_1.log (gluon-nlp#1261)
@@ -31,3 +33,90 @@ def test_a_step_time_stated_per_record_k_steps_apart_stays_a_step_time():
     reading = read_records(text)
     assert "interval's cost" not in reading.source
     assert [it.step_time_s for it in reading.iterations] == pytest.approx([1.5] * 4)
+
+
+# ---- a run summary: "Training Summary (N steps):" and its "Total wall-clock:" (torchtitan experiments/rl)
+# tests/fixtures/oos-batch14/torchtitan/torchtitan_simple_rl_vllm_compat_five_steps_summary_1.log (torchtitan#2398)
+_TITAN_SUMMARY = """\
+Step   0 | Loss: -0.0036 | Reward: +0.075 | Samples: 160
+  Phase                Time    Peak Mem
+  total:             41.44s
+================================================================================
+Training Summary (5 steps):
+  Total wall-clock:               196.29s
+  Cumul. rollout:                  31.32s  ( 16.0%)
+  Cumul. train:                   126.13s  ( 64.3%)
+"""
+
+
+def test_a_summary_wall_clock_over_its_stated_steps():
+    source, found = summary_step_times(_TITAN_SUMMARY)
+    assert source == "summary wall clock / steps"
+    assert [s for _, s in found] == pytest.approx([196.29 / 5])
+    # made up: the same summary in minutes; a wall clock without a step count in its heading is no step time
+    assert summary_step_times("Run summary (40 iterations)\n  total wall clock: 2.0 min\n")[1][0][1] == \
+        pytest.approx(3.0)
+    assert summary_step_times("Training Summary:\n  Total wall-clock: 196.29s\n") == ("", [])
+
+
+# ---- a record wrapped by the console (veRL's one-line metrics record, ray's driver output)
+# tests/fixtures/oos-batch14/other/verl_sglang_gh200_grpo_step2_timing_record_1.log (verl#1208), shortened: the
+# fixture's first line is cut at 1000 characters in the middle of "response_length/clip_ratio"
+_VERL = ("(TaskRunner pid=16292) step:2 - global_seqlen/min:538646.000 - actor/kl_loss:0.001 - "
+         + " - ".join(f"critic/score/m{i}:0.{i:03d}" for i in range(12)) + " - response_length/cl\n"
+         "ip_ratio:0.004 - prompt_length/mean:102.534 - timing_s/gen:74.020 - timing_s/update_actor:14.302 - "
+         "timing_s/step:96.551 - timing_per_token_ms/adv:0.001\n")
+
+
+def test_a_wrapped_record_line_is_joined_to_its_continuation():
+    assert len(_VERL.splitlines()[0]) >= WRAP_MIN_CHARS
+    reading = read_records(_VERL)
+    assert [it.step_time_s for it in reading.iterations] == pytest.approx([96.551])
+
+
+@pytest.mark.parametrize("nxt", [
+    "2020-07-11 00:37:18,464 - root - INFO - timing_s/step:96.551",  # a logger line of its own
+    "(TaskRunner pid=16292) timing_s/step:96.551",  # a process prefix: a new line
+    "step:3 - timing_s/step:96.551",  # a record itself
+    "  timing_s/step:96.551",  # indented: not a cut
+])
+def test_a_line_that_starts_a_line_of_its_own_is_not_a_continuation(nxt):
+    first = _VERL.splitlines()[0]
+    reading = read_records(first + "\n" + nxt + "\n")
+    assert all(it.step_time_s != pytest.approx(96.551) for it in reading.iterations if it.iteration == 2)
+
+
+# ---- Megatron prints a grad norm only for a step it applied: a NaN one is a NaN update
+# tests/fixtures/oos-batch14/nemo/bridge_dsv4_pro_fp8mx_gb300_grad_norm_nan_1.log (Megatron-Bridge#5306), the record
+# broken over lines as pasted, the next record cut
+_BRIDGE_NAN = """\
+iteration 5/50 | elapsed time per iteration: 21392.5 ms |
+learning rate: 1.350000E-04 | global batch size: 4096 |
+loss scale: 1.0 | grad norm: nan |
+number of skipped iterations: 0 | number of nan iterations: 0
+
+iteration 6/50 | elapsed time per iteration: 21313.4 ms |
+"""
+
+
+def test_a_nan_grad_norm_in_megatrons_last_record_is_divergence():
+    assert classify(_BRIDGE_NAN).kind == "diverged"
+    found = divergence.megatron_grad_norm_diverged(_BRIDGE_NAN)
+    assert found is not None and found[0] == 0
+
+
+def _megatron_line(i: int, rest: str) -> str:
+    return (f" iteration {i:8d}/    1000 | consumed samples: {i * 64:10d} | elapsed time per iteration (ms): 812.4 | "
+            f"learning rate: 1.0E-04 | global batch size: 64 | lm loss: 2.5E+00 | {rest}")
+
+
+@pytest.mark.parametrize("last", [
+    # a finite grad norm after a NaN one: the last printed decides (made up)
+    "loss scale: 1.0 | grad norm: 1.234 | number of skipped iterations: 0 | number of nan iterations: 0 |",
+    # fp16: the interval skipped iterations (the loss scaler's search), not an applied NaN (made up)
+    "loss scale: 65536.0 | grad norm: inf | number of skipped iterations: 2 | number of nan iterations: 0 |",
+])
+def test_a_grad_norm_later_finite_or_skipped_is_not_divergence(last):
+    text = "\n".join([_megatron_line(10, "loss scale: 1.0 | grad norm: nan | number of skipped iterations: 0 |"),
+                      _megatron_line(20, last)]) + "\n"
+    assert divergence.megatron_grad_norm_diverged(text) is None

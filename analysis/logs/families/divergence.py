@@ -164,6 +164,39 @@ def _record_losses(record: str) -> list[re.Match[str]]:
     return [m for m in _MEGATRON_LOSS.finditer(head + "|") if "scale" not in m.group(1)]
 
 
+# training_log prints "grad norm: {:.3f} |" only `if grad_norm is not None`, and the mixed-precision optimizer
+# returns no grad norm for a step it skipped on inf/NaN gradients (megatron/core/optimizer/optimizer.py
+# MixedPrecisionOptimizer.step: `if found_inf_flag: return False, None, None`). A printed NaN/inf grad norm is an
+# update that was applied with non-finite gradients (bf16/fp32 runs have no loss scaler to skip it): the weights
+# are NaN from there on, whatever the loss field still shows. The record's fields may be broken over lines when it
+# is pasted (Megatron-Bridge#5306), so the record is the text between its "iteration N/M |" and the next one.
+_GRAD_NORM = re.compile(r"\bgrad[ -]norm\s{0,4}:\s{0,4}([-+]?(?:nan|inf)|[-+]?\d[\d.eE+-]{0,30})", re.IGNORECASE)
+GRAD_NORM_NEEDLE = "grad norm:"
+RECORD_SPAN = 1500  # characters from a record's "iteration N/M |" to its last field
+
+
+def megatron_grad_norm_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when the log's last Megatron record that prints a grad norm prints NaN/inf and skipped no
+    iteration; None otherwise. Looked for in the whole text, not only after the last progress: records after it
+    that print no grad norm (a record cut by the excerpt) do not undo a NaN update; the last one printed decides."""
+    at = text.rfind(GRAD_NORM_NEEDLE)
+    if at < 0:
+        return None
+    heads = list(_RECORD_START.finditer(text, max(0, at - RECORD_SPAN), at))
+    if not heads:
+        return None
+    head = heads[-1].start()
+    nxt = _RECORD_START.search(text, at, at + RECORD_SPAN)
+    record = text[head: nxt.start() if nxt is not None else min(len(text), at + RECORD_SPAN)]
+    norm = _GRAD_NORM.search(record)
+    if norm is None or not norm.group(1).lower().lstrip("+-").startswith(("nan", "inf")):
+        return None
+    skipped = _SKIPPED.search(record)
+    if skipped is not None and int(skipped.group(1)) > 0:
+        return None
+    return head, f"Megatron's last record has grad norm {norm.group(1)} and skipped no iteration (a NaN update)"
+
+
 def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | None:
     """(position, why) when the log's last Megatron records (after `start`) show a run that diverged; None
     otherwise. training_log prints a loss only when its interval average is > 0, so a record without one had
@@ -172,7 +205,12 @@ def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | Non
     - a NaN/inf loss printed, or NaN iterations counted;
     - no loss and skipped iterations in each of the last KEEPS_SKIPPING_RECORDS records, after an earlier record
       had a loss: the run kept skipping (fp16's loss-scale search at the very start also skips every iteration,
-      but no loss has been printed before it)."""
+      but no loss has been printed before it);
+    - the last grad norm printed is NaN/inf with no iteration skipped (megatron_grad_norm_diverged)."""
+    return _last_records_diverged(text, start) or megatron_grad_norm_diverged(text)
+
+
+def _last_records_diverged(text: str, start: int) -> tuple[int, str] | None:
     records = _megatron_records(text, 0, KEEPS_SKIPPING_RECORDS)
     if not records or records[0][0] < start:  # the last record must be after `start`; earlier ones may not
         return None
