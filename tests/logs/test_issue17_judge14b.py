@@ -120,3 +120,65 @@ def test_a_grad_norm_later_finite_or_skipped_is_not_divergence(last):
     text = "\n".join([_megatron_line(10, "loss scale: 1.0 | grad norm: nan | number of skipped iterations: 0 |"),
                       _megatron_line(20, last)]) + "\n"
     assert divergence.megatron_grad_norm_diverged(text) is None
+
+
+# ---- loss scalers' overflow notes and DeepSpeed's optimizer timers are steps that ran
+@pytest.mark.parametrize("text", [
+    # tests/fixtures/oos-batch8/other/fairseq_wmt_en_fr_big_fp16_overflow_notes_1.log (fairseq), last lines
+    "2020-04-05 18:45:14 | INFO | fairseq.optim.adam | using FusedAdam\n"
+    "2020-04-05 18:47:19 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 64.0\n"
+    "2020-04-05 18:49:04 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: 32.0\n",
+    # tests/fixtures/oos-batch4/other/simpletransformers_lm_notebook_apex_overflow_1.log (apex amp in a notebook)
+    "HBox(children=(FloatProgress(value=0.0, max=9917241.0), HTML(value='')))\n\n"
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0\n\n"
+    "HBox(children=(FloatProgress(value=0.0, max=1266566.0), HTML(value='')))\n",
+    # tests/fixtures/oos-batch8/deepspeed/min_max_gpt_gradient_checkpointing_loss_and_timer_1.log (min-max-gpt)
+    "x.size() torch.Size([128, 512, 512])\n"
+    "[2024-03-08 16:52:38,294] [INFO] [run_trainer.py:68:train] loss : 10.528924942016602\n"
+    "[2024-03-08 16:52:55,712] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | optimizer_step: 147\n",
+])
+def test_overflow_notes_and_optimizer_timers_are_progress(text):
+    assert classify(text).kind == "ok"
+
+
+@pytest.mark.parametrize("text", [
+    # the scale collapsing below 1 is still divergence (fairseq's floor is 1e-4; made up)
+    "".join(f"2020-04-05 18:{40 + i}:00 | INFO | fairseq.trainer | NOTE: overflow detected, setting loss scale to: "
+            f"{2.0 ** -i}\n" for i in range(1, 6)),
+    # an overflow note followed by the framework's fatal error is not ok (made up)
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0\n"
+    "Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n"
+    "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+])
+def test_overflow_notes_do_not_hide_failures(text):
+    assert classify(text).kind != "ok"
+
+
+# ---- DeepSpeed lowering a loss scale that was already down to a few units
+# tests/fixtures/oos-batch8/deepspeed/fp16_model_does_not_learn_grad_overflow_loss_scale_1.log (DeepSpeed#697)
+_DS697 = """\
+[2021-01-26 22:04:03,811] [INFO] [timer.py:166:stop] 0/150, SamplesPerSec=29.515393227502443
+[2021-01-26 22:04:09,190] [INFO] [fused_optimizer.py:314:_update_scale] 
+Grad overflow on iteration 3
+[2021-01-26 22:04:09,191] [INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 8.0 to 4.0
+[2021-01-26 22:04:09,191] [INFO] [logging.py:60:log_dist] [Rank 0] Overflow detected. Skipping step. Attempted loss scale: 8.0, reducing to 4.0
+[2021-01-26 22:04:09,191] [INFO] [timer.py:166:stop] 0/160, SamplesPerSec=28.925970601141177
+"""  # noqa: W291, E501
+
+
+def test_an_overflow_lowering_a_scale_of_a_few_units_is_divergence():
+    found = divergence.loss_scale_collapsed(_DS697)
+    assert found is not None and "2^3" in found[1]
+    assert classify(_DS697).kind == "diverged"
+
+
+@pytest.mark.parametrize("line", [
+    # the start-up search and a healthy run's occasional overflow (DeepSpeed's wording; made up values)
+    "[INFO] [logging.py:60:log_dist] [Rank 0] Overflow detected. Skipping step. Attempted loss scale: 65536, "
+    "reducing to 32768",
+    "[INFO] [fused_optimizer.py:316:_update_scale] Reducing dynamic loss scale from 1024.0 to 512.0",
+    # a scale of 8 stated without the one before it (apex, fairseq) is not this rule's
+    "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 8.0",
+])
+def test_overflows_at_ordinary_scales_are_not_collapse(line):
+    assert divergence.loss_scale_collapsed(line + "\n") is None

@@ -445,7 +445,8 @@ def _scale_lines(text: str) -> list[tuple[int, str, float]]:
 
 
 def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
-    """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b))."""
+    """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b), and
+    (c) below)."""
     readings = _scale_lines(text)
     if not readings:
         return None
@@ -455,6 +456,15 @@ def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     if clamped and last <= math.log2(SCALE_FLOOR) and _OVERFLOW_WORDS.search(line) is not None:
         return pos, (f"an overflow with the fp16 loss scale at its floor (2^{last:g} <= {SCALE_FLOOR:g}): every step "
                      f"skipped")
+    # (c) an overflow that had to lower a scale already at or under COLLAPSED_SCALE, said with both scales
+    # (DeepSpeed's "Attempted loss scale: 8.0, reducing to 4.0", "Reducing dynamic loss scale from 8.0 to 4.0"):
+    # DeepSpeed starts at 2**initial_scale_power (16 by default) and raises the scale after every clean
+    # loss_scale_window (1000 steps), so a scale down to a few units is more than a dozen overflows the clean windows
+    # never made up: the run overflows nearly every step (DeepSpeed#697: "the model does not learn", down to 1)
+    if change is not None and change[0] is not None and change[1] < change[0] <= math.log2(COLLAPSED_SCALE) \
+            and _OVERFLOW_WORDS.search(line) is not None:
+        return pos, (f"an overflow lowered the fp16 loss scale from 2^{change[0]:g} (<= {COLLAPSED_SCALE:g}) to "
+                     f"2^{change[1]:g}: it overflows nearly every step")
     if len(readings) == COLLAPSE_OVERFLOWS and last <= math.log2(COLLAPSED_SCALE) \
             and all(newer[2] < older[2] for newer, older in zip(readings, readings[1:])):
         return pos, f"the fp16 loss scale fell on {COLLAPSE_OVERFLOWS} readings in a row to 2^{last:g}"
