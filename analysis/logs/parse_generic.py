@@ -752,6 +752,8 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
         times = _intervals(records, interval)
         if enough(times):
             return "bare duration per logging interval", times
+        if _bare_milliseconds(records) and not any(r.timestamp_s is not None for r in records):
+            return "bare millisecond duration per step", interval
     stamps = [r.timestamp_s for r in records]
     resolution = max((r.timestamp_res_s for r in records if r.timestamp_s is not None), default=1.0)
     deltas = _deltas(records, stamps, min_span=TIMESTAMP_MIN_SPAN * resolution)
@@ -806,6 +808,15 @@ def _interval_costs(records: list[Record], values: list[float | None]) -> list[f
     # every record's interval, the first's included (its start is not in the log): the usual steps between records
     usual = statistics.median(b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter)
     return [v / usual if v is not None else None for v in values]
+
+
+def _bare_milliseconds(records: list[Record]) -> bool:
+    """Are the records' bare durations printed in milliseconds? A loop that times each iteration prints it in ms
+    (llama2.c train.py: `dt = t1 - t0` per iteration, printed every log_interval as "{iter} | loss ... | lr ... |
+    {dt*1000:.2f}ms | mfu ..."); the interval durations of _intervals are printed in seconds (DeBERTa's "622.0s",
+    TF Estimator's "(54.605 sec)"). Without timestamps to tell, a bare millisecond duration is the step's."""
+    units = [f.unit for r in records for f in r.fields if not f.key and _role(f) == ("time", "interval")]
+    return bool(units) and all(u == "ms" for u in units)
 
 
 def _intervals(records: list[Record], values: list[float | None]) -> list[float | None]:
@@ -1098,7 +1109,8 @@ _SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average"
                  "running average of steps per second since the start, differenced": 3,
                  "samples per step / samples per second": 4, "tokens per step / tokens per second": 4,
                  "tokens per step / (tokens per GPU per second x world size)": 4,
-                 "bare duration per logging interval": 5, "timestamp difference": 6}
+                 "bare duration per logging interval": 5, "bare millisecond duration per step": 5,
+                 "timestamp difference": 6}
 
 
 # ---- tqdm progress bars
@@ -1176,6 +1188,9 @@ def _unknown_total_matches(text: str) -> list[tuple[int, re.Match[str]]]:
     return out[::-1]
 
 
+_POSTFIX_PAIRS = re.compile(r"^(?:[^,=\n]{0,80}=[^,=\n]{0,80},\s{0,4})+")
+
+
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
     """The first drawing of each step of the log's training progress bars, in step order."""
     if "it/s" not in text and "s/it" not in text and "/?" not in text:
@@ -1186,7 +1201,10 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
         matches = _unknown_total_matches(text)
     for ls, m in matches:
         head = text[ls:m.start() + 1]
-        desc = head.split("|")[0].strip().lower()[-80:]
+        # "key=value, " pairs before the description are the previous drawing's postfix on the same line (a bar
+        # redrawn without its closing "]" or newline: "..., consumed_samples=1.45e+5, throughput=19.00, Epoch 0:
+        # 3%|"), not words of this bar's description
+        desc = _POSTFIX_PAIRS.sub("", head.split("|")[0].strip()).lower()[-80:]
         if epoch_bars_only and "epoch" not in desc:
             continue
         if any(word in desc for word in _BAR_SKIP):

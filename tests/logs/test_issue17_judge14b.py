@@ -7,7 +7,7 @@ import pytest
 
 from analysis.logs.classify import classify
 from analysis.logs.families import divergence
-from analysis.logs.parse_generic import WRAP_MIN_CHARS, read_records, summary_step_times
+from analysis.logs.parse_generic import WRAP_MIN_CHARS, read_records, summary_step_times, training_bars
 
 # ---- a per-interval cost over N batches (GluonNLP run_squad.py's "Time cost=" is time.time() - log_start_time)
 # tests/fixtures/oos-batch14/other/gluonnlp_squad_finetune_block_api_time_cost_records_1.log (gluon-nlp#1261)
@@ -182,3 +182,63 @@ def test_an_overflow_lowering_a_scale_of_a_few_units_is_divergence():
 ])
 def test_overflows_at_ordinary_scales_are_not_collapse(line):
     assert divergence.loss_scale_collapsed(line + "\n") is None
+
+
+# ---- a bare millisecond duration with no timestamps is the step's (llama2.c train.py: dt per iteration)
+# tests/fixtures/oos-batch4/pytorch/modded_llama2_first_run_step_ms_1.log (a llama2.c-derived loop), lines 3-6
+_LLAMA2C = """\
+step 0: train loss 11.6275, val loss 11.6275
+0 | loss 11.6250 | lr 3.000000e-04 | 104573.61ms
+10 | loss 9.3750 | lr 3.000000e-04 | 13597.70ms
+20 | loss 7.5000 | lr 3.000000e-04 | 13614.83ms
+30 | loss 6.9062 | lr 3.000000e-04 | 13643.21ms
+"""
+
+
+def test_a_bare_millisecond_duration_is_a_step_time():
+    reading = read_records(_LLAMA2C)
+    assert reading.source == "bare millisecond duration per step"
+    assert [it.step_time_s for it in reading.iterations][1:] == pytest.approx([13.5977, 13.61483, 13.64321])
+
+
+def test_a_bare_duration_in_seconds_k_steps_apart_stays_unread():
+    # made up: the same loop printing seconds (an interval or a step: nothing tells without timestamps)
+    text = _LLAMA2C.replace("ms\n", "s\n")
+    assert read_records(text).source != "bare millisecond duration per step"
+    assert not read_records(text).iterations
+
+
+# ---- a bar's own running loss=nan beside a finite logged train loss (Lightning 1.x postfix, NeMo Megatron)
+# tests/fixtures/oos-batch4/nemo/neuron_nemo_megatron_bar_loss_nan_reduced_finite_1.log (neuronx-nemo-megatron#28):
+# drawings redrawn on one line, each without its closing "]"
+_NEURON = ("Loss=3.920, gradient_norm=1.070, parameter_norm=1536.0, global_step=563.0, consumed_samples=1.44e+5, "
+           "throughput=19.00, Epoch 0:   3%|▎         | 565/20101 [2:12:19<76:15:08, 14.05s/it, loss=nan, v_num=, "
+           "val_loss_step=11.30, reduced_train_loss=3.910, gradient_norm=1.010, parameter_norm=1552.0, "
+           "global_step=564.0, consumed_samples=1.45e+5, throughput=19.00, Epoch 0:   3%|▎         | 566/20101 "
+           "[2:12:32<76:14:33, 14.05s/it, loss=nan, v_num=, val_loss_step=11.30, reduced_train_loss=3.910, "
+           "gradient_norm=1.010, parameter_norm=1552.0, global_step=564.0, consumed_samples=1.45e+5, "
+           "throughput=19.00, Epoch 0:   3%|▎         | 567/20101 [2:12:45<76:14:00, 14.05s/it, loss=nan, v_num=, "
+           "val_loss_step=11.30, reduced_train_loss=4.000, gradient_norm=1.010, parameter_norm=1544.0, "
+           "global_step=565.0, consumed_samples=1.45e+5, throughput=19.00,\n")
+
+
+def test_a_bar_running_loss_nan_beside_a_finite_train_loss_is_healthy():
+    assert classify(_NEURON).kind == "ok"
+    # the previous drawing's postfix (consumed_samples=...) is not this bar's description: the bar is read
+    assert len(training_bars(_NEURON)) == 3
+
+
+@pytest.mark.parametrize("line", [
+    # the logged train loss itself NaN (Lightning, made up), and a bar with only its own loss=nan
+    "Epoch 2:  40%|████      | 40/100 [00:20<00:30,  2.00it/s, loss=nan, v_num=3, reduced_train_loss=nan]",
+    "Epoch 2:  40%|████      | 40/100 [00:20<00:30,  2.00it/s, loss=nan, v_num=3]",
+])
+def test_a_bar_whose_train_loss_is_nan_is_divergence(line):
+    assert classify(line + "\n").kind == "diverged"
+
+
+def test_postfix_pairs_do_not_hide_a_validation_bar():
+    # made up: a validation bar after a training postfix on the same line stays a validation bar (skipped)
+    text = ("Epoch 0:  50%|█████     | 5/10 [00:10<00:10,  2.00s/it, loss=2.1, v_num=1, Validation DataLoader 0:  "
+            "50%|█████     | 1/2 [00:01<00:01,  1.00s/it]\n")
+    assert [b.n for b in training_bars(text)] == [5]

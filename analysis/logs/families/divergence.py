@@ -59,11 +59,19 @@ _DIVERGED = "loss diverged"
 # "loss is nan", "Loss became NaN", "NaN loss detected"; not a record's own field ("| lm loss: nan |"), which the
 # series check judges by where it is (only the last records matter).
 # The loss word may end a field name (`train_mel_loss_before = nan`): underscores around it are part of the name.
+# (Not a bar postfix's own running `loss=nan` beside a finite logged train loss: see _FINITE_TRAIN_LOSS_AFTER.)
+_FINITE_TRAIN_LOSS_AFTER = r"(?![^\n|\]]{0,400}?(?<![\w.])[\w.]{0,40}train_loss\s{0,2}=\s{0,2}[-+]?\d)"
 _LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
-              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)"
+              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
-_BAR_LOSS = r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
+# Not where the same postfix then logs the training loss finite: Lightning 1.x puts its own `loss` first in the
+# postfix (the running mean of what training_step returned, trainer/progress.py get_progress_bar_dict), then the
+# metrics the module logged; NeMo's Megatron models log the real loss as `reduced_train_loss` (averaged over the
+# data-parallel ranks), and on pipeline ranks or after a skipped step the bar's own running `loss` can read nan
+# beside it (neuronx-nemo-megatron#28: `loss=nan, v_num=, ..., reduced_train_loss=3.910`).
+_BAR_LOSS = (r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
+             + _FINITE_TRAIN_LOSS_AFTER)
 _TRAIN_METRIC_NAN = (r"(?i)(?<![\w.])train(?:ing)?[ _](?:loss|mse|rmse|mae|nll|ppl|perplexity|error|objective)"
                      r"\s{0,2}[:=]\s{0,2}nan\b")
 DIVERGENCE = (
