@@ -408,6 +408,9 @@ _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
                         r"|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
+_ELAPSED_AFTER = re.compile(r"\s{0,3}elapsed\b")
+
+
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
     """(normalised key, value, unit, n/N total, per_gpu, parenthesised, bracketed) for every number of the
     line."""
@@ -440,6 +443,10 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
         if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
             unit, key = key, ""
+        if unit in _INTERVAL_UNITS and _ELAPSED_AFTER.match(line, after):
+            # the key after the value: OpenNMT-py's (legacy onmt/Trainer.py, pytorch/examples OpenNMT) report
+            # "Epoch  2,   150/  156 batches; ...; 2977 tokens/s;    153 s elapsed" (time.time() - start)
+            key = "elapsed"
         bracketed = gap.endswith("[") and line.startswith("]", after)
         out.append((key, value, unit, total, per_gpu, parenthesised, bracketed))
         prev_end = after

@@ -242,3 +242,21 @@ def test_postfix_pairs_do_not_hide_a_validation_bar():
     text = ("Epoch 0:  50%|█████     | 5/10 [00:10<00:10,  2.00s/it, loss=2.1, v_num=1, Validation DataLoader 0:  "
             "50%|█████     | 1/2 [00:01<00:01,  1.00s/it]\n")
     assert [b.n for b in training_bars(text)] == [5]
+
+
+# ---- a duration whose key follows it: "153 s elapsed" is a clock (OpenNMT's legacy report)
+# tests/fixtures/oos-batch12/pytorch/pytorch_examples_opennmt_multi_gpu_pr_epoch_records_1.log (pytorch/examples#80)
+_ONMT = """\
+Epoch  1,    50/  156 batches; perplexity: 1109740.55; 3038 tokens/s;     26 s elapsed
+Epoch  1,   100/  156 batches; perplexity: 14303.51; 3002 tokens/s;     49 s elapsed
+Epoch  1,   150/  156 batches; perplexity: 4059.63; 2937 tokens/s;     72 s elapsed
+Train perplexity: 43706.5
+"""
+
+
+def test_seconds_elapsed_after_the_value_is_a_clock():
+    reading = read_records(_ONMT)
+    assert reading.source.startswith("clock difference")
+    assert [it.step_time_s for it in reading.iterations] == pytest.approx([0.46, 0.46])
+    # made up: a bare duration with no "elapsed" after it is not a clock
+    assert not read_records(_ONMT.replace(" elapsed", "")).source.startswith("clock difference")
