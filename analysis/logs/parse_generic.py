@@ -408,6 +408,9 @@ _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
                         r"|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
+_ELAPSED_AFTER = re.compile(r"\s{0,3}elapsed\b")
+
+
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
     """(normalised key, value, unit, n/N total, per_gpu, parenthesised, bracketed) for every number of the
     line."""
@@ -440,6 +443,10 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
         if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
             unit, key = key, ""
+        if unit in _INTERVAL_UNITS and _ELAPSED_AFTER.match(line, after):
+            # the key after the value: OpenNMT-py's (legacy onmt/Trainer.py, pytorch/examples OpenNMT) report
+            # "Epoch  2,   150/  156 batches; ...; 2977 tokens/s;    153 s elapsed" (time.time() - start)
+            key = "elapsed"
         bracketed = gap.endswith("[") and line.startswith("]", after)
         out.append((key, value, unit, total, per_gpu, parenthesised, bracketed))
         prev_end = after
@@ -567,11 +574,32 @@ def _candidate_lines(text: str) -> list[tuple[int, str]]:
 _BLOCK_LINES = 40
 
 
+WRAP_MIN_CHARS = 200  # a line this long that runs on into the next was wrapped (terminals wrap at 80 to 300)
+_RUNS_ON = re.compile(r"[\w/.-]{0,60}[:=]\s{0,2}-?[\d.]")  # the next line opens with a (cut) key: value
+
+
+def _unwrapped(text: str, pos: int, line: str) -> str:
+    """A long record line cut by a console or pager wrap (veRL's one-line "step:2 - ... - timing_s/step:96.551"
+    record of several hundred fields, ray's driver output wrapped mid-key) joined to the line that carries on
+    with its fields: a line that opens with a key: value fragment, no timestamp, no logger or process prefix, and
+    no counter of its own (then it is a record itself)."""
+    end = pos + len(line)
+    if len(line) < WRAP_MIN_CHARS or end >= len(text) or text[end] != "\n" or not line[-1:].strip():
+        return line
+    nxt_end = text.find("\n", end + 1, end + 1 + MAX_LINE_CHARS)
+    nxt = text[end + 1: len(text) if nxt_end < 0 else nxt_end]
+    if (not nxt[:1].isalnum() or _RUNS_ON.match(nxt) is None or _TIMESTAMP.search(nxt[:40]) is not None
+            or _parse_line(nxt[:MAX_LINE_CHARS]) is not None):
+        return line
+    return line + nxt
+
+
 def _with_block(text: str, pos: int, line: str) -> str:
     """A counter line that ends with ':' and is followed by indented 'key: value' lines (Composer's
-    "[batch=10/1000]:" block) is read as one record; any other line as itself."""
+    "[batch=10/1000]:" block) is read as one record; a long line wrapped onto the next, joined (_unwrapped); any
+    other line as itself."""
     if not line.rstrip().endswith(":") or len(line) > 200:
-        return line
+        return _unwrapped(text, pos, line)
     parts, end = [line.rstrip()], pos + len(line)
     for _ in range(_BLOCK_LINES):
         if end >= len(text) or text[end] != "\n":
@@ -688,6 +716,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             by_key["cumulative:" + key[5:]] = by_key.pop(key)
     for key in sorted((k for k in by_key if k.startswith("step:")), key=_step_key_rank):
         if enough(by_key[key]):
+            per_step = _interval_costs(records, by_key[key])
+            if per_step is not None:
+                return f"stated step time ({key[5:]}, the interval's cost over its steps)", per_step
             return f"stated step time ({key[5:]})", by_key[key]
     for key, values in by_key.items():
         if key.startswith("cumulative:"):
@@ -728,6 +759,8 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
         times = _intervals(records, interval)
         if enough(times):
             return "bare duration per logging interval", times
+        if _bare_milliseconds(records) and not any(r.timestamp_s is not None for r in records):
+            return "bare millisecond duration per step", interval
     stamps = [r.timestamp_s for r in records]
     resolution = max((r.timestamp_res_s for r in records if r.timestamp_s is not None), default=1.0)
     deltas = _deltas(records, stamps, min_span=TIMESTAMP_MIN_SPAN * resolution)
@@ -752,6 +785,45 @@ def _rate_since_start(records: list[Record], inverse_rates: list[float | None]) 
     by_clock = statistics.median(abs(d - s) / s for d, s, _ in pairs)
     by_rate = statistics.median(abs(t - s) / s for _, s, t in pairs)
     return differenced if by_rate > 0.03 and by_clock < by_rate / 2 else None
+
+
+INTERVAL_MATCH = (0.8, 1.25)  # a stated time within this ratio of the clock's span between two records
+
+
+def _interval_costs(records: list[Record], values: list[float | None]) -> list[float | None] | None:
+    """A time stated once per logging interval of K > 1 steps is either the step's (Megatron's "elapsed time per
+    iteration", averaged over the interval) or the whole interval's cost (GluonNLP's scripts/question_answering
+    run_squad.py: log_interval batches, then "Time cost={:.2f}" = time.time() - log_start_time, reset each
+    interval). The key does not say which; the records' own timestamps do: an interval's cost matches the clock's
+    span between the records, a step's matches that span over K. The interval's costs divided by K when most
+    records with a timestamped predecessor K > 1 steps back read as interval costs; None otherwise (no
+    timestamps, records one step apart, or step times)."""
+    interval = step = 0
+    for i in range(1, len(records)):
+        rec, prev, value = records[i], records[i - 1], values[i]
+        steps = rec.counter - prev.counter
+        if (value is None or steps <= 1 or rec.epoch != prev.epoch or rec.timestamp_s is None
+                or prev.timestamp_s is None or rec.timestamp_s - prev.timestamp_s <= 0):
+            continue
+        span = rec.timestamp_s - prev.timestamp_s
+        if INTERVAL_MATCH[0] <= value / span <= INTERVAL_MATCH[1]:
+            interval += 1
+        elif INTERVAL_MATCH[0] <= value * steps / span <= INTERVAL_MATCH[1]:
+            step += 1
+    if interval < 2 or interval <= step:
+        return None
+    # every record's interval, the first's included (its start is not in the log): the usual steps between records
+    usual = statistics.median(b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter)
+    return [v / usual if v is not None else None for v in values]
+
+
+def _bare_milliseconds(records: list[Record]) -> bool:
+    """Are the records' bare durations printed in milliseconds? A loop that times each iteration prints it in ms
+    (llama2.c train.py: `dt = t1 - t0` per iteration, printed every log_interval as "{iter} | loss ... | lr ... |
+    {dt*1000:.2f}ms | mfu ..."); the interval durations of _intervals are printed in seconds (DeBERTa's "622.0s",
+    TF Estimator's "(54.605 sec)"). Without timestamps to tell, a bare millisecond duration is the step's."""
+    units = [f.unit for r in records for f in r.fields if not f.key and _role(f) == ("time", "interval")]
+    return bool(units) and all(u == "ms" for u in units)
 
 
 def _intervals(records: list[Record], values: list[float | None]) -> list[float | None]:
@@ -901,6 +973,13 @@ _SUMMARY_STEPS = re.compile(r"(?i)(?:\bglobal_step|Total optimization steps)['\"
 # time)": the epoch's wall time over its steps, as weak as a run time over steps; the last summary is read.
 _SUMMARY_TRAINED = re.compile(r"\bTrained (?P<n>\d{1,9}) steps, (?:(?P<h>\d{1,4}):)?(?P<m>\d{1,2}):(?P<s>\d{2})"
                               r"(?:\.\d{1,6})? elapsed\b")
+# A run summary that states its step count in its heading and the run's wall clock below it: torchtitan's
+# experimental simple_rl (torchtitan/experiments/rl, PR #2398) prints "Training Summary (5 steps):" then
+# "  Total wall-clock:               196.29s" (and the cumulative phase times); the wall clock over the steps.
+_SUMMARY_WALL = re.compile(r"(?i)\b(?:training|run) summary \((?P<n>\d{1,9}) (?:steps|iterations|iters)\)\s{0,3}:?"
+                           r"[^\n]{0,80}\n(?:[^\n]{0,200}\n){0,6}?[^\n]{0,20}?\btotal wall[- ]?clock(?: time)?\s{0,3}"
+                           r"[:=]\s{0,30}" + _SUMMARY_NUM + r"\s{0,2}(?P<u>s|sec|secs|seconds|min|mins|minutes|h)?\b")
+_WALL_UNITS = {"min": 60.0, "mins": 60.0, "minutes": 60.0, "h": 3600.0}
 _SUMMARY_SPAN = 256 * 1024  # summaries are printed at the end (or in short logs): the head and tail are enough
 
 
@@ -933,6 +1012,11 @@ def summary_step_times(text: str) -> tuple[str, list[tuple[int, float]]]:
         if runtime is not None and steps and int(steps[-1].group("n")) > 0 and float(runtime.group("v")) > 0:
             return "summary run time / steps", [(offset + runtime.start(),
                                                  float(runtime.group("v")) / int(steps[-1].group("n")))]
+        walls = list(_SUMMARY_WALL.finditer(part))
+        if walls and int(walls[-1].group("n")) > 0 and float(walls[-1].group("v")) > 0:
+            m = walls[-1]
+            wall_s = float(m.group("v")) * _WALL_UNITS.get((m.group("u") or "s").lower(), 1.0)
+            return "summary wall clock / steps", [(offset + m.start(), wall_s / int(m.group("n")))]
         trained = list(_SUMMARY_TRAINED.finditer(part))
         if trained and int(trained[-1].group("n")) > 0:
             m = trained[-1]
@@ -1032,7 +1116,8 @@ _SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average"
                  "running average of steps per second since the start, differenced": 3,
                  "samples per step / samples per second": 4, "tokens per step / tokens per second": 4,
                  "tokens per step / (tokens per GPU per second x world size)": 4,
-                 "bare duration per logging interval": 5, "timestamp difference": 6}
+                 "bare duration per logging interval": 5, "bare millisecond duration per step": 5,
+                 "timestamp difference": 6}
 
 
 # ---- tqdm progress bars
@@ -1110,6 +1195,9 @@ def _unknown_total_matches(text: str) -> list[tuple[int, re.Match[str]]]:
     return out[::-1]
 
 
+_POSTFIX_PAIRS = re.compile(r"^(?:[^,=\n]{0,80}=[^,=\n]{0,80},\s{0,4})+")
+
+
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
     """The first drawing of each step of the log's training progress bars, in step order."""
     if "it/s" not in text and "s/it" not in text and "/?" not in text:
@@ -1120,7 +1208,10 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
         matches = _unknown_total_matches(text)
     for ls, m in matches:
         head = text[ls:m.start() + 1]
-        desc = head.split("|")[0].strip().lower()[-80:]
+        # "key=value, " pairs before the description are the previous drawing's postfix on the same line (a bar
+        # redrawn without its closing "]" or newline: "..., consumed_samples=1.45e+5, throughput=19.00, Epoch 0:
+        # 3%|"), not words of this bar's description
+        desc = _POSTFIX_PAIRS.sub("", head.split("|")[0].strip()).lower()[-80:]
         if epoch_bars_only and "epoch" not in desc:
             continue
         if any(word in desc for word in _BAR_SKIP):

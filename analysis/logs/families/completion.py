@@ -116,6 +116,27 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("Skipping step. Attempted loss scale", "[2025-02-03 10:11:12,345] [INFO] [loss_scaler.py:183:"
                                                           "update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
                                                           "Attempted loss scale: 65536, reducing to 32768"))
+            # The other loss scalers' overflow notes, printed by an optimizer step that ran forward and backward
+            # and found inf/NaN gradients (a healthy fp16 run prints some while its scale settles; a scale that
+            # collapses is judged by families.divergence first): fairseq trainer.py train_step
+            # (logger.info("NOTE: overflow detected, " + str(e)), the message of optim/dynamic_loss_scaler.py's
+            # OverflowError "setting loss scale to: {}") and apex amp/scaler.py update_scale ("Gradient overflow.
+            # Skipping step, loss scaler {} reducing loss scale to {}").
+            + rows(FailureKind.OK, "training steps ran", "fairseq trainer.py train_step; apex amp/scaler.py "
+                                                         "update_scale",
+                   ("overflow detected, setting loss scale to", "2020-04-05 18:47:19 | INFO | fairseq.trainer | NOTE: "
+                                                                "overflow detected, setting loss scale to: 64.0"),
+                   ("Skipping step, loss scaler", "Gradient overflow.  Skipping step, loss scaler 0 reducing loss "
+                                                  "scale to 32768.0"))
+            # DeepSpeed's per-step optimizer timers (wall_clock_breakdown: fp16 fused_optimizer.py step's
+            # compute_norm | overflow_check | unscale_and_clip | basic_step | update_fp16; ZeRO stage_1_and_2.py's
+            # optimizer_allgather | optimizer_gradients | optimizer_step), logged once per optimizer step that ran
+            # (parse_generic.optimizer_timer_step_times reads their timestamps)
+            + rows(FailureKind.OK, "training steps ran", "DeepSpeed utils/timer.py log of the optimizer timers "
+                                                         "(fused_optimizer.py, zero/stage_1_and_2.py)",
+                   ("_step:", "[2024-03-08 16:52:55,712] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | "
+                              "optimizer_step: 147.32",
+                    r"time \(ms\) \|[^\n]{0,80}\b(?:optimizer_step|basic_step):\s{0,3}\d"))
             + rows(FailureKind.OK, "training steps ran", "DeepSpeed runtime/engine.py _report_progress (every "
                                                          "steps_per_print steps)",
                    ("skipped=", "[2024-01-01 10:00:01,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, "

@@ -59,11 +59,19 @@ _DIVERGED = "loss diverged"
 # "loss is nan", "Loss became NaN", "NaN loss detected"; not a record's own field ("| lm loss: nan |"), which the
 # series check judges by where it is (only the last records matter).
 # The loss word may end a field name (`train_mel_loss_before = nan`): underscores around it are part of the name.
+# (Not a bar postfix's own running `loss=nan` beside a finite logged train loss: see _FINITE_TRAIN_LOSS_AFTER.)
+_FINITE_TRAIN_LOSS_AFTER = r"(?![^\n|\]]{0,400}?(?<![\w.])[\w.]{0,40}train_loss\s{0,2}=\s{0,2}[-+]?\d)"
 _LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
-              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)"
+              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
-_BAR_LOSS = r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
+# Not where the same postfix then logs the training loss finite: Lightning 1.x puts its own `loss` first in the
+# postfix (the running mean of what training_step returned, trainer/progress.py get_progress_bar_dict), then the
+# metrics the module logged; NeMo's Megatron models log the real loss as `reduced_train_loss` (averaged over the
+# data-parallel ranks), and on pipeline ranks or after a skipped step the bar's own running `loss` can read nan
+# beside it (neuronx-nemo-megatron#28: `loss=nan, v_num=, ..., reduced_train_loss=3.910`).
+_BAR_LOSS = (r"(?<![\w.])(?![\w.]*val)[\w.]*loss\s{0,2}=\s{0,2}[-+]?(?:nan|NaN|inf|Inf)(?:\.0)?(?![\w.])"
+             + _FINITE_TRAIN_LOSS_AFTER)
 _TRAIN_METRIC_NAN = (r"(?i)(?<![\w.])train(?:ing)?[ _](?:loss|mse|rmse|mae|nll|ppl|perplexity|error|objective)"
                      r"\s{0,2}[:=]\s{0,2}nan\b")
 DIVERGENCE = (
@@ -164,6 +172,39 @@ def _record_losses(record: str) -> list[re.Match[str]]:
     return [m for m in _MEGATRON_LOSS.finditer(head + "|") if "scale" not in m.group(1)]
 
 
+# training_log prints "grad norm: {:.3f} |" only `if grad_norm is not None`, and the mixed-precision optimizer
+# returns no grad norm for a step it skipped on inf/NaN gradients (megatron/core/optimizer/optimizer.py
+# MixedPrecisionOptimizer.step: `if found_inf_flag: return False, None, None`). A printed NaN/inf grad norm is an
+# update that was applied with non-finite gradients (bf16/fp32 runs have no loss scaler to skip it): the weights
+# are NaN from there on, whatever the loss field still shows. The record's fields may be broken over lines when it
+# is pasted (Megatron-Bridge#5306), so the record is the text between its "iteration N/M |" and the next one.
+_GRAD_NORM = re.compile(r"\bgrad[ -]norm\s{0,4}:\s{0,4}([-+]?(?:nan|inf)|[-+]?\d[\d.eE+-]{0,30})", re.IGNORECASE)
+GRAD_NORM_NEEDLE = "grad norm:"
+RECORD_SPAN = 1500  # characters from a record's "iteration N/M |" to its last field
+
+
+def megatron_grad_norm_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when the log's last Megatron record that prints a grad norm prints NaN/inf and skipped no
+    iteration; None otherwise. Looked for in the whole text, not only after the last progress: records after it
+    that print no grad norm (a record cut by the excerpt) do not undo a NaN update; the last one printed decides."""
+    at = text.rfind(GRAD_NORM_NEEDLE)
+    if at < 0:
+        return None
+    heads = list(_RECORD_START.finditer(text, max(0, at - RECORD_SPAN), at))
+    if not heads:
+        return None
+    head = heads[-1].start()
+    nxt = _RECORD_START.search(text, at, at + RECORD_SPAN)
+    record = text[head: nxt.start() if nxt is not None else min(len(text), at + RECORD_SPAN)]
+    norm = _GRAD_NORM.search(record)
+    if norm is None or not norm.group(1).lower().lstrip("+-").startswith(("nan", "inf")):
+        return None
+    skipped = _SKIPPED.search(record)
+    if skipped is not None and int(skipped.group(1)) > 0:
+        return None
+    return head, f"Megatron's last record has grad norm {norm.group(1)} and skipped no iteration (a NaN update)"
+
+
 def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | None:
     """(position, why) when the log's last Megatron records (after `start`) show a run that diverged; None
     otherwise. training_log prints a loss only when its interval average is > 0, so a record without one had
@@ -172,7 +213,12 @@ def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | Non
     - a NaN/inf loss printed, or NaN iterations counted;
     - no loss and skipped iterations in each of the last KEEPS_SKIPPING_RECORDS records, after an earlier record
       had a loss: the run kept skipping (fp16's loss-scale search at the very start also skips every iteration,
-      but no loss has been printed before it)."""
+      but no loss has been printed before it);
+    - the last grad norm printed is NaN/inf with no iteration skipped (megatron_grad_norm_diverged)."""
+    return _last_records_diverged(text, start) or megatron_grad_norm_diverged(text)
+
+
+def _last_records_diverged(text: str, start: int) -> tuple[int, str] | None:
     records = _megatron_records(text, 0, KEEPS_SKIPPING_RECORDS)
     if not records or records[0][0] < start:  # the last record must be after `start`; earlier ones may not
         return None
@@ -407,7 +453,8 @@ def _scale_lines(text: str) -> list[tuple[int, str, float]]:
 
 
 def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
-    """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b))."""
+    """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b), and
+    (c) below)."""
     readings = _scale_lines(text)
     if not readings:
         return None
@@ -417,6 +464,15 @@ def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     if clamped and last <= math.log2(SCALE_FLOOR) and _OVERFLOW_WORDS.search(line) is not None:
         return pos, (f"an overflow with the fp16 loss scale at its floor (2^{last:g} <= {SCALE_FLOOR:g}): every step "
                      f"skipped")
+    # (c) an overflow that had to lower a scale already at or under COLLAPSED_SCALE, said with both scales
+    # (DeepSpeed's "Attempted loss scale: 8.0, reducing to 4.0", "Reducing dynamic loss scale from 8.0 to 4.0"):
+    # DeepSpeed starts at 2**initial_scale_power (16 by default) and raises the scale after every clean
+    # loss_scale_window (1000 steps), so a scale down to a few units is more than a dozen overflows the clean windows
+    # never made up: the run overflows nearly every step (DeepSpeed#697: "the model does not learn", down to 1)
+    if change is not None and change[0] is not None and change[1] < change[0] <= math.log2(COLLAPSED_SCALE) \
+            and _OVERFLOW_WORDS.search(line) is not None:
+        return pos, (f"an overflow lowered the fp16 loss scale from 2^{change[0]:g} (<= {COLLAPSED_SCALE:g}) to "
+                     f"2^{change[1]:g}: it overflows nearly every step")
     if len(readings) == COLLAPSE_OVERFLOWS and last <= math.log2(COLLAPSED_SCALE) \
             and all(newer[2] < older[2] for newer, older in zip(readings, readings[1:])):
         return pos, f"the fp16 loss scale fell on {COLLAPSE_OVERFLOWS} readings in a row to 2^{last:g}"
