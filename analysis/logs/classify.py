@@ -237,7 +237,8 @@ def _gpu_fault(text: str, start: int) -> Failure | None:
 
 
 def _config_assertion(text: str, start: int) -> Failure | None:
-    """An AssertionError raised in an argument check (patterns.CONFIG_ASSERT_FILES)."""
+    """An AssertionError raised in an argument check (patterns.CONFIG_ASSERT_FILES) or a config validator
+    (families.config.asserts_in_validator)."""
     idx = text.find("AssertionError", start)
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
