@@ -21,7 +21,9 @@ to the oracle: each group weighs the same, sweeps within a group the same). Swee
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,10 +33,40 @@ sys.path.insert(0, str(REPO))
 from launcher import replay_bench as rb  # noqa: E402
 from launcher.core.states import MEASURED, TrialState  # noqa: E402
 from launcher.replay import WITHIN, Step, replay_sweep  # noqa: E402
+from launcher.run import scheduler  # noqa: E402
 from launcher.run.scheduler import POLICY  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "replay"
 PHASES = ("a priori", "pre-fit", "fitted", "found - oracle")
+PICKS = ("first", "top mean", "explored")
+"""What a losing trial before the found one was, as the search picked it: its first pick (nothing measured), the
+unrun trial with the highest predicted throughput x chance to fit (the predictions' mean was wrong), or one ranked
+lower by that but picked for its spread or cost (exploration that lost)."""
+
+
+@contextlib.contextmanager
+def recorded_picks() -> Iterator[list]:
+    """Every scheduler.order decision of the replays inside, as (the pick, whether it had the highest predicted
+    throughput x chance to fit among the unrun trials): the replay calls scheduler.order through the module."""
+    log: list = []
+    order = scheduler.order
+
+    def spy(planned, finished, **kw):
+        picks = order(planned, finished, **kw)
+        rows = planned.rows() if isinstance(planned, scheduler.PlannedColumns) else list(planned)
+        done = {o.key for o in finished}
+        largest = scheduler.largest_fitted({p.key: p for p in rows}, finished)
+        unrun = [p for p in rows if p.key not in done]
+        top = max(unrun, key=lambda p: p.tokens_per_s * scheduler._fits(p, largest))
+        log.append((picks[0].key, top.tokens_per_s * scheduler._fits(top, largest) <= next(
+            p.tokens_per_s * scheduler._fits(p, largest) for p in unrun if p.key == picks[0].key) * (1 + 1e-12)))
+        return picks
+
+    scheduler.order = spy
+    try:
+        yield log
+    finally:
+        scheduler.order = order
 
 
 @dataclass
@@ -54,6 +86,7 @@ class Gap:
     informative: bool = True
     weight: float = 0.0                                  # in the group-balanced headline
     plan_rank: dict = field(default_factory=dict)        # key -> its place in plan order (1: the first)
+    picks: dict = field(default_factory=dict)            # PICKS -> GPU-hours share of the losers before found
 
     @property
     def excess(self) -> float:
@@ -66,8 +99,11 @@ def _found_index(steps: list[Step], found_tokens_per_s: float) -> int:
 
 
 def decompose(case: rb.Case, steady_stop: bool = True) -> Gap:
-    runs = {s: replay_sweep(case.sweep, s, costs=case.costs, prior=case.prior, until_found=s == "oracle",
-                            steady_stop=steady_stop, policy=POLICY) for s in ("adaptive", "oracle", "exhaustive")}
+    with recorded_picks() as log:
+        runs = {"adaptive": replay_sweep(case.sweep, "adaptive", costs=case.costs, prior=case.prior,
+                                         steady_stop=steady_stop, policy=POLICY)}
+    runs |= {s: replay_sweep(case.sweep, s, costs=case.costs, prior=case.prior, until_found=s == "oracle",
+                             steady_stop=steady_stop, policy=POLICY) for s in ("oracle", "exhaustive")}
     exhaustive = runs["exhaustive"].exhaustive_gpu_hours
     share = {s: (1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct / exhaustive)
              for s, r in runs.items()}
@@ -77,6 +113,8 @@ def decompose(case: rb.Case, steady_stop: bool = True) -> Gap:
     phases = dict.fromkeys(PHASES, 0.0)
     by_key = {f"line {r.line}: {r.request.layout.label()}": r for r in case.sweep.rows}
     measured, before, beyond = 0, 0.0, 0.0
+    picks = dict.fromkeys(PICKS, 0.0)
+    top_mean = dict(log)      # key -> whether it was the top mean when picked (a trial is picked once)
     for i, step in enumerate(steps[: k + 1]):
         cost = step.gpu_hours - before
         before = step.gpu_hours
@@ -85,6 +123,7 @@ def decompose(case: rb.Case, steady_stop: bool = True) -> Gap:
                 runs["oracle"].gpu_hours_to_within_2pct is not None else cost
         else:
             phases["a priori" if measured == 0 else "pre-fit" if measured < POLICY.min_fit_trials else "fitted"] += cost
+            picks["first" if i == 0 else "top mean" if top_mean.get(step.key, True) else "explored"] += cost
             row = by_key[step.key]
             if step.state is TrialState.OK and step.measured_iters > case.costs.min_measured_iters:
                 beyond += ((step.measured_iters - case.costs.min_measured_iters) * (row.step_time_s or 0.0)
@@ -95,6 +134,7 @@ def decompose(case: rb.Case, steady_stop: bool = True) -> Gap:
               (runs["adaptive"].gpu_hours - steps[k].gpu_hours) / exhaustive, k + 1, steps,
               runs["exhaustive"].steps[: _found_index(runs["exhaustive"].steps, found) + 1])
     gap.plan_rank = {s.key: i + 1 for i, s in enumerate(runs["exhaustive"].steps)}
+    gap.picks = {p: v / exhaustive for p, v in picks.items()}
     shares = [share[s] for s in share] + [rb.random_expected_gpu_hours(case.sweep, case.costs) / exhaustive]
     gap.informative = max(shares) - min(shares) > rb.UNINFORMATIVE and max(shares) > 1.1 * min(shares)
     return gap
@@ -136,7 +176,7 @@ def sweep_table(gaps: list[Gap], top: int) -> str:
 def phase_table(gaps: list[Gap]) -> str:
     """The headline's gap by phase, group-balanced like the headline, per group and in total."""
     used = [g for g in gaps if g.informative]
-    cols = PHASES + ("iters > min", "after found")
+    cols = PHASES + ("iters > min", "after found") + tuple(f"lost: {p}" for p in PICKS)
     lines = [f"{'group':<26} {'gap':>6} " + " ".join(f"{c[:14]:>14}" for c in cols)]
     for group in sorted({g.case.group for g in used}) + ["balanced"]:
         members = used if group == "balanced" else [g for g in used if g.case.group == group]
@@ -145,6 +185,7 @@ def phase_table(gaps: list[Gap]) -> str:
         cells = [sum(x.weight * x.phases[p] for x in members) * scale for p in PHASES]
         cells += [sum(x.weight * x.beyond_min_iters for x in members) * scale,
                   sum(x.weight * x.after_found for x in members) * scale]
+        cells += [sum(x.weight * x.picks[p] for x in members) * scale for p in PICKS]
         gap = sum(x.weight * x.excess for x in members) * scale
         lines.append(f"{group:<26} {gap:>6.1%} " + " ".join(f"{c:>14.1%}" for c in cells))
     return "\n".join(lines)
@@ -184,7 +225,8 @@ def main(argv=None) -> int:
     print(f"=== the adaptive search's excess over the oracle, by sweep (share of exhaustive GPU-hours; {len(cases)} "
           "sweeps)")
     print(sweep_table(gaps, args.top))
-    print("\n=== by phase (group-balanced as the headline; the first four add up to the gap)")
+    print("\n=== by phase (group-balanced as the headline; the first four add up to the gap; 'lost': the trials "
+          "before the found one by how they were picked, PICKS)")
     print(phase_table(gaps))
     worse = [g for g in gaps if g.informative and g.adaptive > g.plan * 1.0001]
     print(f"\n=== sweeps where the adaptive search needed more than plan order: {len(worse)}")
