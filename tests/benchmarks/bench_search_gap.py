@@ -15,7 +15,9 @@ and apart from the excess: `iters > min` (of the trials before the found one, th
 beyond the minimum an early stop needs: what a shorter measurement would have saved at most; inside the phases
 above), `after found` (GPU-hours spent after the within-2 % trial was measured, until the stop rule ended the sweep:
 its confirmation cost, not in the headline), and `contrib` (the sweep's share of the group-balanced headline's gap
-to the oracle: each group weighs the same, sweeps within a group the same). Sweeps sorted by contrib.
+to the oracle: each group weighs the same, sweeps within a group the same). Sweeps sorted by contrib. A sweep is
+informative as in launcher.replay_bench, over the strategies run here (adaptive, oracle, plan order, random): on the
+measured tables the same 105 of 106. About 2.5 min at --jobs 1 on the 2-core machine at load ~4.
 """
 
 from __future__ import annotations
