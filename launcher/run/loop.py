@@ -28,7 +28,7 @@ from launcher.core.layout import Layout
 from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
-from launcher.core.states import JobState, PruneReason, TrialState
+from launcher.core.states import MEASURED, JobState, PruneReason, TrialState
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
@@ -180,10 +180,10 @@ class SweepLoop:
                 self._collect()
                 self._learn()
                 submitted = self._submit()
-                records = self.view.trials()
-                self.progress.update(records, self._best(records))
+                self.progress.update(self.view.trials(), self._best(), counts=self.view.counts(),
+                                     ran=self.view.ran())
                 self.overhead_s += time.perf_counter() - busy_from
-                if not submitted and not any(r.is_live for r in records):
+                if not submitted and not self.view.count(_LIVE):
                     break
                 time.sleep(self.cfg.monitor.poll_interval_s)
         finally:
@@ -247,7 +247,7 @@ class SweepLoop:
         if r.repeat_of:
             return False
         if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
-            self._finished_best = (self._best(self.view.trials()),)
+            self._finished_best = (self._best(),)
         best = self._finished_best[0]
         paths = log_paths(Path(r.job_dir), r.job_id)
         plan, tolerance = self.cfg.plan, self.cfg.analysis.noise_tolerance
@@ -306,11 +306,12 @@ class SweepLoop:
         if not prune:
             return
         plan = self.cfg.plan  # the planner's rule (launcher.plan.band), judged by the fitted model
+        asked = self.view.trials((TrialState.PLANNED, *MEASURED))   # all that calibrated_ooms reads
         self._prune_each([(key, PruneReason.CALIBRATED_OOM, why) for key, why in
-                          calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
+                          calibrated_ooms(asked, predictions, self.cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
                                           plan.keep_borderline)
                           if key in self.allowed])
-        self._bring_back(records)
+        self._bring_back(self.view.trials((TrialState.PRUNED, TrialState.OOM)))   # all that bring_back reads
 
     def _bring_back(self, records: Sequence[TrialRecord]) -> None:
         """Planner-pruned trials the calibrated memory model now keeps go back to planned (launcher.run.bringback),
@@ -368,23 +369,20 @@ class SweepLoop:
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
-        records = self.view.trials()
-        live = sum(1 for r in records if r.is_live)
-        planned, retries, dominated = [], [], []
+        records, view, allowed = self.view.trials(), self.view, self.allowed
+        live = view.count(_LIVE)
+        dominated = []
         # once a poll: a scan of every record per planned trial is quadratic in the plan
-        dominating = OomIndex(records).dominated(records, self._shapes)
-        for r in records:
-            if r.config_hash not in self.allowed:
-                continue
-            if r.state is TrialState.PLANNED:
-                oom = dominating.get(r.config_hash)
-                if oom is not None:
-                    dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
-                                      f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))
-                    continue
-                planned.append(r)
-            elif should_retry(r, self.cfg.retry.max_attempts):
-                retries.append(r)
+        dominating = OomIndex(view.trials((TrialState.OOM,))).dominated(records, self._shapes)
+        planned = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash in allowed]
+        if dominating:
+            dominated = [(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
+                          f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
+                         for r in planned if (oom := dominating.get(r.config_hash)) is not None]
+            planned = [r for r in planned if r.config_hash not in dominating]
+        # what should_retry may say yes to: neither planned, live, pruned nor a final outcome
+        retries = [r for r in view.trials(_RETRYABLE) if r.config_hash in allowed
+                   and should_retry(r, self.cfg.retry.max_attempts)]
         self._prune_each(dominated)
         if not planned and not retries:
             return 0
@@ -440,14 +438,20 @@ class SweepLoop:
         predicted = self.search.predictions(records).keyset()   # once: `in` on it costs no Python call
         return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
 
-    def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
+    def _best(self, records: Optional[Sequence[TrialRecord]] = None) -> Optional[TrialRecord]:
+        """The best trial of `records` (None: of the view, read through its state index, not a pass over every
+        trial)."""
         # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
         # poll cost seconds at 50k planned trials.
-        rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
-        best = select_best(group_repeats([self._as_dict(r) for r in records
-                                          if (r.repeat_of or r.config_hash) in rankable]),
+        if records is None:
+            rankable = {r.repeat_of or r.config_hash for r in self.view.trials((TrialState.OK,))}
+            members = self.view.family(rankable)
+        else:
+            rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
+            members = [r for r in records if (r.repeat_of or r.config_hash) in rankable]
+        best = select_best(group_repeats([self._as_dict(r) for r in members]),
                            self.cfg.analysis.noise_tolerance, self.cfg.plan.objective)
-        return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
+        return next(r for r in members if r.config_hash == best["config_hash"]) if best else None
 
     def _as_dict(self, r: TrialRecord) -> dict:
         """asdict(r), once per record object (the view replaces a record when its row changes; the ranking only
@@ -458,6 +462,10 @@ class SweepLoop:
         return hit[1]
 
 
+_LIVE = (TrialState.SUBMITTED, TrialState.RUNNING)
+_RETRYABLE = tuple(s for s in TrialState if not s.live and s not in
+                   (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED, TrialState.STOPPED_EARLY))
+"""The states should_retry may say yes to (the others it always refuses)."""
 _PARTIAL_LINE_BYTES = 64 * 1024  # what is kept of a line cut between two chunks
 
 
