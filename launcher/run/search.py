@@ -24,10 +24,10 @@ import itertools
 import json
 import math
 import operator
-from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, cast
+from typing import TYPE_CHECKING, Optional, TypeVar, cast
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.cal
 FEATURE_CHUNK = 4096
 """Trials whose features are computed, then copied into the search's table, at a time."""
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
+T = TypeVar("T")
 
 
 def estimated(r: TrialRecord) -> bool:
@@ -99,6 +100,48 @@ class StopEarly:
     metrics: dict
 
 
+class RecordFlags:
+    """Per place in the records last asked about: the trial's config hash, and whether it is estimated(), measured
+    (state in MEASURED) and finished. Updated only at the places whose record object changed (the view replaces a
+    record when its row changes: 8 of 50k a poll), so that what the search reads of a few trials (the measured,
+    the finished) costs their number, and the estimated trials' keys a gather, not a pass over every record."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._records: list[TrialRecord] = []
+        self.key_version = 0
+        """Changes when the key at a place does (a new list of records, a place given another trial)."""
+        self.keys = np.empty(0, dtype=object)
+        self.estimated = self.measured = self.finished = np.zeros(0, dtype=bool)
+
+    def update(self, records: Sequence[TrialRecord]) -> None:
+        import numpy as np
+
+        n, old = len(records), self._records
+        if n != len(old):
+            self.key_version += 1
+            self.keys = np.array([r.config_hash for r in records] or [""], dtype=object)[:n]
+            self.estimated = np.fromiter(map(estimated, records), dtype=bool, count=n)
+            self.measured = np.fromiter((r.state in MEASURED for r in records), dtype=bool, count=n)
+            self.finished = np.fromiter((r.state in _FINISHED for r in records), dtype=bool, count=n)
+        else:
+            for i in np.flatnonzero(~np.fromiter(map(operator.is_, old, records), dtype=bool, count=n)).tolist():
+                r = records[i]
+                if self.keys[i] != r.config_hash:
+                    self.keys[i] = r.config_hash
+                    self.key_version += 1
+                self.estimated[i], self.measured[i], self.finished[i] = \
+                    estimated(r), r.state in MEASURED, r.state in _FINISHED
+        self._records = list(records)
+
+    def of(self, records: Sequence[TrialRecord], mask: np.ndarray) -> list[TrialRecord]:
+        """The records at the places `mask` holds, in order (`records`: those last given to update)."""
+        import numpy as np
+
+        return list(map(records.__getitem__, np.flatnonzero(mask).tolist()))
+
+
 class Search:
     """The sweep's current calibration and the features it predicts from (computed once per trial)."""
 
@@ -128,6 +171,14 @@ class Search:
         """The records last asked about (held: the same objects again mean the same answers, _memo)."""
         self._memo: dict[object, object] = {}
         """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
+        self._flags = RecordFlags()
+        """_asked's flags, updated where its records changed."""
+        self._keys_of: Optional[tuple[int, np.ndarray, tuple[str, ...]]] = None
+        """(the flags' key version, the places of the estimated trials, their keys): the same tuple object while
+        they stay, so that what is derived from it is looked up by identity (_by_keys)."""
+        self._by_keys: dict[str, tuple[tuple[str, ...], object]] = {}
+        """name -> (a keys tuple, what was derived from it): the rows in the feature table, the static rows, the
+        key -> row index of the predictions."""
         self._static: dict[str, tuple[dict, float]] = {}
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
@@ -161,18 +212,24 @@ class Search:
             dims = self._dims[r.config_hash] = r.layout.to_dict()
         return dims
 
-    def _prediction(self, trials: Sequence[TrialRecord]) -> tuple[np.ndarray, ...]:
+    def _prediction(self, trials: Sequence[TrialRecord], keys: Optional[tuple[str, ...]] = None
+                    ) -> tuple[np.ndarray, ...]:
         """The calibration's (step_time_s, step_sd, peak_mem_gb, mem_sd) of `trials`, from the features table
         (extended with the trials it lacks) and its prediction (made again only after a refit). With the residual
         model (Policy.residuals) the step sd is the model error alone: `corrected` gives the sd the search uses, so
         the fitted constants' spread (a gradient of every trial's step, ~0.8 s a refit at 50k trials) is not
-        priced."""
+        priced. `keys`: the trials' config hashes, as Search._keys gives them (what is derived from them is kept
+        while the same tuple comes back)."""
         import numpy as np
 
         spread = not self.policy.residuals   # the residual model replaces the calibration's step sd (predictions)
         rows = self._rows
-        missing = [] if all(map(rows.__contains__, (r.config_hash for r in trials))) else \
-            [r for r in trials if r.config_hash not in rows]
+        known = self._by_keys.get("rows")
+        if keys is not None and known is not None and known[0] is keys:   # rows were found for them: rows stay
+            missing = []
+        else:
+            missing = [] if all(map(rows.__contains__, (r.config_hash for r in trials))) else \
+                [r for r in trials if r.config_hash not in rows]
         if missing or self._table is None:
             fresh = self._feature_table(missing)
             old, cached = self._table, self._table_prediction
@@ -186,7 +243,10 @@ class Search:
         if cached is None or cached[0] is not self.calibration:
             cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table, spread))
         p = cached[1]
-        idx = np.fromiter(map(self._rows.__getitem__, [r.config_hash for r in trials]), dtype=int, count=len(trials))
+        def gather() -> np.ndarray:
+            return np.fromiter(map(self._rows.__getitem__, [r.config_hash for r in trials]), dtype=int,
+                               count=len(trials))
+        idx = gather() if keys is None else self._derived("rows", keys, gather)
         return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
 
     def _feature_table(self, trials: Sequence[TrialRecord]) -> ClassTable:
@@ -240,6 +300,8 @@ class Search:
 
     def refit(self, records: Sequence[TrialRecord]) -> bool:
         """Fit the calibration to the measured trials; False (and nothing done) when they did not change."""
+        self._records_memo(records)
+        records = self._flags.of(records, self._flags.measured)   # all that the fit reads: the measured trials
         key = tuple(sorted((r.config_hash, str(r.state), r.metrics.get("step_time_s"), r.metrics.get("peak_mem_gb"),
                             r.calibrated.get("step_time_s")) for r in records
                            if r.state in MEASURED and r.predicted.get("step_time_s")))
@@ -262,16 +324,16 @@ class Search:
         hit = memo.get("predictions")
         if isinstance(hit, tuple) and hit[0] is self.calibration:
             return cast(Predictions, hit[1])
-        # estimated(r), inline (a call per trial is most of this pass at 50k trials)
-        trials = memo["trials"] = [r for r in records if r.state is not _PRUNED and not r.repeat_of
-                                   and r.predicted.get("step_time_s")]
+        flags = self._flags   # updated by _records_memo for these records
+        places = np.flatnonzero(flags.estimated)
+        trials = memo["trials"] = list(map(records.__getitem__, places.tolist()))
         if not trials:
             none = np.zeros(0)
             return Predictions([], none, none, none, none, none, 0)
-        measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
-                    if r.state in MEASURED and r.metrics.get("step_time_s")}
-        checked = checks(records)
-        depends = (self.calibration, self.policy.residuals, tuple(r.config_hash for r in trials),
+        measured = {int(i): float(step) for i in np.flatnonzero(flags.measured[places]).tolist()
+                    if (step := trials[i].metrics.get("step_time_s"))}
+        checked = checks(flags.of(records, flags.measured))   # checks reads only the measured records
+        depends = (self.calibration, self.policy.residuals, self._keys(places),
                    tuple(measured.items()), tuple(checked))
         if cached is not None and _same(cached[0], depends):
             self._predicted = (depends, cached[1])
@@ -282,7 +344,7 @@ class Search:
         if fewer is not None:
             step, sd, peak, mem_sd = fewer
         else:
-            step_p, sd_p, peak, mem_sd = self._prediction(trials)
+            step_p, sd_p, peak, mem_sd = self._prediction(trials, depends[2])
             step, sd = step_p, sd_p
             if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
                 if self._dims_of[0] != depends[2]:
@@ -294,9 +356,11 @@ class Search:
                 step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
             self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
                           (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
-        at = memo["static rows"] = self._static_rows(trials, depends[2])
+        keys = depends[2]
+        at = memo["static rows"] = self._derived("static rows", keys, lambda: self._static_rows(trials, keys))
         tokens = self._static_columns_of[0][at]
-        out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
+        index = self._derived("index", keys, lambda: {k: i for i, k in enumerate(keys)})
+        out = Predictions(list(keys), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials, index)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
         return out
@@ -340,18 +404,40 @@ class Search:
 
     def _records_memo(self, records: Sequence[TrialRecord]) -> dict[object, object]:
         """What was derived from these records, empty unless they are the very objects asked about last (the
-        view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials."""
+        view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials. The
+        records' flags (RecordFlags) are brought up to date where they changed."""
         asked = self._asked
         if len(asked) != len(records) or not all(map(operator.is_, asked, records)):
+            self._flags.update(records)
             self._asked, self._memo = list(records), {}
         return self._memo
+
+    def _keys(self, places: np.ndarray) -> tuple[str, ...]:
+        """The config hashes at `places` of the records' flags: the tuple made last time when they are the same."""
+        import numpy as np
+
+        last, version = self._keys_of, self._flags.key_version
+        if last is not None and last[0] == version and np.array_equal(last[1], places):
+            return last[2]
+        keys = tuple(self._flags.keys[places].tolist())
+        if last is not None and last[2] == keys:   # the same trials at other places (a list grown): kept too
+            keys = last[2]
+        self._keys_of = (version, places, keys)
+        return keys
+
+    def _derived(self, name: str, keys: tuple[str, ...], make: Callable[[], T]) -> T:
+        """make(), once per keys tuple object (_keys gives the same one while the trials stay)."""
+        hit = self._by_keys.get(name)
+        if hit is None or hit[0] is not keys:
+            hit = self._by_keys[name] = (keys, make())
+        return cast(T, hit[1])
 
     def _outcomes(self, records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
         """outcomes(records, objective), once per set of records."""
         memo = self._records_memo(records)
         hit = memo.get(("outcomes", objective))
-        if hit is None:
-            hit = memo[("outcomes", objective)] = outcomes(records, objective)
+        if hit is None:   # outcomes reads only the finished trials
+            hit = memo[("outcomes", objective)] = outcomes(self._flags.of(records, self._flags.finished), objective)
         return cast(list[Outcome], hit)
 
     def learned(self, records: Sequence[TrialRecord]) -> bool:
@@ -446,12 +532,13 @@ class Predictions(MutableMapping[str, dict]):
     after it was made (the loop adds the trials the calibration brought back) come after the predicted ones."""
 
     def __init__(self, keys: list[str], step_time_s: np.ndarray, step_sd: np.ndarray, tokens_per_s: np.ndarray,
-                 peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int) -> None:
+                 peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int,
+                 index: Optional[dict[str, int]] = None) -> None:
+        """`index`: {key: its place in keys}, when the caller has it (it is shared, never changed here)."""
         self._keys = keys
-        self._index = {k: i for i, k in enumerate(keys)}
+        self._index = {k: i for i, k in enumerate(keys)} if index is None else index
         self._arrays = (step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd)
-        self._columns = (step_time_s.tolist(), step_sd.tolist(), tokens_per_s.tolist(), peak_mem_gb.tolist(),
-                         mem_sd.tolist())
+        self._lists: Optional[tuple[list[float], ...]] = None
         self._n_fit = n_fit
         self._made: dict[str, dict] = {}
         self._extra: list[str] = []     # keys set that were not predicted here, in the order they were set
@@ -487,6 +574,13 @@ class Predictions(MutableMapping[str, dict]):
         """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
         step, sd, _, peak, mem_sd = self._columns
         return step, sd, peak, mem_sd
+
+    @property
+    def _columns(self) -> tuple[list[float], ...]:
+        """The arrays as lists (made when first read: most predictions are read as arrays only)."""
+        if self._lists is None:
+            self._lists = tuple(a.tolist() for a in self._arrays)
+        return self._lists
 
     def __getitem__(self, key: str) -> dict:
         made = self._made.get(key)
