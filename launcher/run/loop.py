@@ -29,6 +29,7 @@ from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, JobState, PruneReason, TrialState
+from launcher.plan.calibrate import load_fitter
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
@@ -165,6 +166,8 @@ class SweepLoop:
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
         self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
+        self._warm = False
+        """Whether _warm_up was done."""
         self._shapes = ShapeIndex()
         """The records' places by layout shape (OomIndex.dominated reads only the shapes that ran out of memory)."""
         self._calibrated: MutableMapping[str, dict] = {}
@@ -182,6 +185,8 @@ class SweepLoop:
                 submitted = self._submit()
                 self.progress.update(self.view.trials(), self._best(), counts=self.view.counts(),
                                      ran=self.view.ran())
+                if not self._warm:
+                    self._warm_up()
                 self.overhead_s += time.perf_counter() - busy_from
                 if not submitted and not self.view.count(_LIVE):
                     break
@@ -189,6 +194,14 @@ class SweepLoop:
         finally:
             self._record_calibrated()
             self.progress.close()
+
+    def _warm_up(self) -> None:
+        """What the first polls with measured trials would otherwise pay once, done after the first progress line
+        (the first jobs are running): the calibration's solver imported, the records indexed by layout shape for
+        the first OOM (at 50k trials ~0.3 s each, which made those polls the slowest of a sweep)."""
+        self._warm = True
+        load_fitter()
+        self._shapes.build(self.view.trials())
 
     def _record_calibrated(self) -> None:
         """The planned trials' current predictions, into the ledger (one transaction)."""
