@@ -53,7 +53,7 @@ from launcher.plan.calibrate import (
 )
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
-from launcher.plan.residuals import corrected, same_columns
+from launcher.plan.residuals import corrected, id_generation, row_ids, same_columns
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -177,22 +177,23 @@ class Search:
         """(the flags' key version, the places of the estimated trials, their keys): the same tuple object while
         they stay, so that what is derived from it is looked up by identity (_by_keys)."""
         self._by_keys: dict[str, tuple[tuple[str, ...], object]] = {}
-        """name -> (a keys tuple, what was derived from it): the rows in the feature table, the static rows, the
-        key -> row index of the predictions."""
+        """name -> (a keys tuple, what was derived from it): the key -> row index of the predictions."""
         self._static: dict[str, tuple[dict, float]] = {}
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
-        """The last full prediction: (calibration, measured (key, step) pairs, checks, key -> row, (step, sd, peak,
-        mem_sd) arrays, the trials' dims), for a question about fewer of its trials (_fewer_of_last)."""
+        """The last full prediction: (calibration, measured (key, step) pairs, checks, (the flags' key version, the
+        trials' places), (step, sd, peak, mem_sd) arrays, the trials' residual row ids), for a question about fewer
+        of its trials (_fewer_of_last)."""
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
-        self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
+        self._place_cols: dict[str, tuple[int, np.ndarray]] = {}
+        """name -> (the flags' key version, a value per place of the records: -1 where not known yet): _per_place."""
+        self._ids_generation = id_generation()
         self._static_at: dict[str, int] = {}
         """config hash -> its row in _static_columns_of."""
         self._static_columns_of: tuple[np.ndarray, ...] = ()
         """What a trial's predictions and planned() read that never changes, one row per trial met (_static_at):
         its tokens per step (gbs x seq_len), the same in the objective's terms, and float(dims['gpus'] or 1)."""
-        """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
     def take_features(self, features: Mapping[Layout, TrialFeatures]) -> None:
@@ -212,24 +213,25 @@ class Search:
             dims = self._dims[r.config_hash] = r.layout.to_dict()
         return dims
 
-    def _prediction(self, trials: Sequence[TrialRecord], keys: Optional[tuple[str, ...]] = None
+    def _prediction(self, records: Sequence[TrialRecord], places: Optional[np.ndarray] = None
                     ) -> tuple[np.ndarray, ...]:
         """The calibration's (step_time_s, step_sd, peak_mem_gb, mem_sd) of `trials`, from the features table
         (extended with the trials it lacks) and its prediction (made again only after a refit). With the residual
         model (Policy.residuals) the step sd is the model error alone: `corrected` gives the sd the search uses, so
         the fitted constants' spread (a gradient of every trial's step, ~0.8 s a refit at 50k trials) is not
-        priced. `keys`: the trials' config hashes, as Search._keys gives them (what is derived from them is kept
-        while the same tuple comes back)."""
+        priced. The trials: the records at `places` of the records' flags (each trial's row in the table is then
+        kept per place), or all of `records`."""
         import numpy as np
 
         spread = not self.policy.residuals   # the residual model replaces the calibration's step sd (predictions)
         rows = self._rows
-        known = self._by_keys.get("rows")
-        if keys is not None and known is not None and known[0] is keys:   # rows were found for them: rows stay
-            missing = []
-        else:
-            missing = [] if all(map(rows.__contains__, (r.config_hash for r in trials))) else \
-                [r for r in trials if r.config_hash not in rows]
+        keep = places is not None
+        at = np.arange(len(records)) if places is None else places
+        col = self._per_place("table row", records, at, lambda new: np.full(len(new), -1, dtype=np.int64)) \
+            if keep else np.full(len(at), -1, dtype=np.int64)
+        unknown_at = at[col < 0]
+        unknown = [records[i] for i in unknown_at.tolist()]   # not met since their places were kept
+        missing = [r for r in unknown if r.config_hash not in rows]
         if missing or self._table is None:
             fresh = self._feature_table(missing)
             old, cached = self._table, self._table_prediction
@@ -243,11 +245,12 @@ class Search:
         if cached is None or cached[0] is not self.calibration:
             cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table, spread))
         p = cached[1]
-        def gather() -> np.ndarray:
-            return np.fromiter(map(self._rows.__getitem__, [r.config_hash for r in trials]), dtype=int,
-                               count=len(trials))
-        idx = gather() if keys is None else self._derived("rows", keys, gather)
-        return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
+        if unknown:
+            found = np.fromiter((rows[r.config_hash] for r in unknown), dtype=np.int64, count=len(unknown))
+            if keep:
+                self._place_cols["table row"][1][unknown_at] = found
+            col[col < 0] = found
+        return p.step_time_s[col], p.step_sd[col], p.peak_mem_gb[col], p.mem_sd[col]
 
     def _feature_table(self, trials: Sequence[TrialRecord]) -> ClassTable:
         """FeatureTable(features of `trials`) as a ClassTable: the features of each batch class
@@ -340,24 +343,21 @@ class Search:
             memo["predictions"] = (self.calibration, cached[1])
             return cached[1]
         by_key = tuple((trials[i].config_hash, s) for i, s in measured.items())
-        fewer = self._fewer_of_last(depends[2], by_key, depends[4])
+        fewer = self._fewer_of_last(places, by_key, depends[4])
         if fewer is not None:
             step, sd, peak, mem_sd = fewer
         else:
-            step_p, sd_p, peak, mem_sd = self._prediction(trials, depends[2])
+            step_p, sd_p, peak, mem_sd = self._prediction(records, places)
             step, sd = step_p, sd_p
+            ids = np.zeros(0, dtype=np.int64)
             if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
-                if self._dims_of[0] != depends[2]:
-                    known = self._dims   # self.dims(r) of every trial: a gather by key once all are known
-                    if not all(map(known.__contains__, depends[2])):
-                        for r in trials:
-                            self.dims(r)
-                    self._dims_of = (depends[2], tuple(map(known.__getitem__, depends[2])))
-                step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
-            self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
-                          (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
+                ids = self._row_ids(records, places)
+                step, sd = corrected(step_p, ids, measured, checks=checked)
+            self._last = (self.calibration, by_key, depends[4], (self._flags.key_version, places),
+                          (step, sd, peak, mem_sd), ids)
         keys = depends[2]
-        at = memo["static rows"] = self._derived("static rows", keys, lambda: self._static_rows(trials, keys))
+        at = memo["static rows"] = self._per_place(
+            "static row", records, places, lambda new: self._static_rows(new, [r.config_hash for r in new]))
         tokens = self._static_columns_of[0][at]
         index = self._derived("index", keys, lambda: {k: i for i, k in enumerate(keys)})
         out = Predictions(list(keys), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials, index)
@@ -382,7 +382,41 @@ class Search:
             self._static_columns_of = added if not old else tuple(np.concatenate([a, b]) for a, b in zip(old, added))
         return np.fromiter(map(at.__getitem__, keys), dtype=int, count=len(keys))
 
-    def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
+    def _row_ids(self, records: Sequence[TrialRecord], places: np.ndarray) -> np.ndarray:
+        """The residual design's row id (launcher.plan.residuals.row_ids) of the records at `places`, kept per
+        place (a trial's layout never changes): the design is then looked up by its ids, no trial's dict read."""
+        generation = id_generation()
+        if self._ids_generation != generation:   # the ids were renumbered: none kept stands for anything now
+            self._place_cols.pop("row id", None)
+            self._ids_generation = generation
+        dims = self.dims
+        ids = self._per_place("row id", records, places, lambda new: row_ids([dims(r) for r in new])[0])
+        if id_generation() != generation:   # renumbered while the new ones were read: all of them again
+            self._place_cols.pop("row id", None)
+            self._ids_generation = id_generation()
+            ids = self._per_place("row id", records, places, lambda new: row_ids([dims(r) for r in new])[0])
+        return ids
+
+    def _per_place(self, name: str, records: Sequence[TrialRecord], places: np.ndarray,
+                   make: Callable[[list[TrialRecord]], np.ndarray]) -> np.ndarray:
+        """A value of each record at `places` that never changes for its trial (a row in a table, an id), kept per
+        place of the records' flags while the trial there stays: make(records met for the first time) gives
+        theirs. 50k look-ups by key a poll become one numpy gather."""
+        import numpy as np
+
+        col = self._place_cols.get(name)
+        if col is None or col[0] != self._flags.key_version:
+            col = self._place_cols[name] = (self._flags.key_version,
+                                            np.full(len(self._flags.keys), -1, dtype=np.int64))
+        values = col[1]
+        got = values[places]
+        new = places[got < 0]
+        if len(new):
+            values[new] = make(list(map(records.__getitem__, new.tolist())))
+            got = values[places]
+        return got
+
+    def _fewer_of_last(self, places: np.ndarray, measured: tuple, checked: tuple
                        ) -> Optional[tuple[np.ndarray, ...]]:
         """The last full prediction's (step, sd, peak, mem_sd) of `keys`, when they are some of its trials under the
         same calibration, measurements and checks, and (with the residual model) their layouts still have every
@@ -394,9 +428,11 @@ class Search:
         last = self._last
         if last is None or last[0] is not self.calibration or last[1] != measured or last[2] != checked:
             return None
-        index = last[3]
-        idx = np.fromiter((index.get(k, -1) for k in keys), dtype=int, count=len(keys))
-        if len(idx) and idx.min() < 0:
+        version, last_places = last[3]
+        if version != self._flags.key_version:   # a place holds another trial now: places do not compare
+            return None
+        idx = np.searchsorted(last_places, places)   # both ascending: where each place was in the last ones
+        if len(idx) and (idx[-1] >= len(last_places) or not np.array_equal(last_places[idx], places)):
             return None
         if self.policy.residuals and not same_columns(last[5], idx):
             return None
