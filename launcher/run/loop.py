@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
+import operator
 import os
 import time
 import uuid
@@ -384,22 +386,20 @@ class SweepLoop:
     def _submit(self) -> int:
         records, view, allowed = self.view.trials(), self.view, self.allowed
         live = view.count(_LIVE)
-        dominated = []
         # once a poll: a scan of every record per planned trial is quadratic in the plan
         dominating = OomIndex(view.trials((TrialState.OOM,))).dominated(records, self._shapes)
-        planned = [r for r in view.trials((TrialState.PLANNED,)) if r.config_hash in allowed]
-        if dominating:
-            dominated = [(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
-                          f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
-                         for r in planned if (oom := dominating.get(r.config_hash)) is not None]
-            planned = [r for r in planned if r.config_hash not in dominating]
+        hits = sorted((view.get(key) for key in dominating), key=_POSITION)   # in ledger order, as planned's
+        dominated = [(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
+                      f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
+                     for r in hits if r.config_hash in allowed and (oom := dominating[r.config_hash])]
         # what should_retry may say yes to: neither planned, live, pruned nor a final outcome
         retries = [r for r in view.trials(_RETRYABLE) if r.config_hash in allowed
                    and should_retry(r, self.cfg.retry.max_attempts)]
         self._prune_each(dominated)
+        planned = self._planned_allowed()   # the dominated ones pruned now
         if not planned and not retries:
             return 0
-        ranks = max(r.layout.gpus for r in planned + retries)
+        ranks = max(max(map(_GPUS, planned), default=0), max(map(_GPUS, retries), default=0))
         room = max(0, self.runner.concurrency(ranks) - live)
         if not room:
             return 0
@@ -432,6 +432,14 @@ class SweepLoop:
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
 
+    def _planned_allowed(self) -> list[TrialRecord]:
+        """The planned trials this run may submit, in ledger order (all of them but an earlier plan's: the
+        filter is a pass over 50k trials, asked only when one is not allowed)."""
+        planned, allowed = self.view.trials((TrialState.PLANNED,)), self.allowed
+        if allowed.issuperset(map(_KEY, planned)):
+            return planned
+        return [r for r in planned if r.config_hash in allowed]
+
     def _stop_at_budget(self, why: str) -> None:
         """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
         left = [r for r in self.view.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
@@ -446,10 +454,12 @@ class SweepLoop:
         it, by the chance to beat the best). Trials the plan did not estimate follow in ledger order."""
         if not planned:
             return []
-        by_key = {r.config_hash: r for r in planned}
-        picks = self.search.order(records, candidates=by_key.keys(), head=head)
+        keys = list(map(_KEY, planned))
+        picks = self.search.order(records, candidates=frozenset(keys), head=head)
         predicted = self.search.predictions(records).keyset()   # once: `in` on it costs no Python call
-        return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
+        unpredicted = list(itertools.compress(planned, [k not in predicted for k in keys])) \
+            if not all(map(predicted.__contains__, keys)) else []
+        return [self.view.get(p.key) for p in picks] + unpredicted
 
     def _best(self, records: Optional[Sequence[TrialRecord]] = None) -> Optional[TrialRecord]:
         """The best trial of `records` (None: of the view, read through its state index, not a pass over every
@@ -475,6 +485,9 @@ class SweepLoop:
         return hit[1]
 
 
+_KEY = operator.attrgetter("config_hash")
+_GPUS = operator.attrgetter("layout.gpus")
+_POSITION = operator.attrgetter("position")
 _LIVE = (TrialState.SUBMITTED, TrialState.RUNNING)
 _RETRYABLE = tuple(s for s in TrialState if not s.live and s not in
                    (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED, TrialState.STOPPED_EARLY))

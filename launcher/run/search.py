@@ -56,6 +56,7 @@ from launcher.plan.inputs import constants_of, workload_for
 from launcher.plan.residuals import corrected, id_generation, row_ids, same_columns
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
+from launcher.run.view import Snapshot
 
 if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
     import numpy as np
@@ -171,6 +172,9 @@ class Search:
         """The records last asked about (held: the same objects again mean the same answers, _memo)."""
         self._memo: dict[object, object] = {}
         """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
+        self._asked_list: object = None
+        """The list object last asked about (the same read-only Snapshot of the view again: the same records,
+        without comparing them)."""
         self._flags = RecordFlags()
         """_asked's flags, updated where its records changed."""
         self._keys_of: Optional[tuple[int, np.ndarray, tuple[str, ...]]] = None
@@ -359,7 +363,7 @@ class Search:
         at = memo["static rows"] = self._per_place(
             "static row", records, places, lambda new: self._static_rows(new, [r.config_hash for r in new]))
         tokens = self._static_columns_of[0][at]
-        index = self._derived("index", keys, lambda: {k: i for i, k in enumerate(keys)})
+        index = self._derived("index", keys, lambda: dict(zip(keys, range(len(keys)))))
         out = Predictions(list(keys), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials, index)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
@@ -443,9 +447,12 @@ class Search:
         view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials. The
         records' flags (RecordFlags) are brought up to date where they changed."""
         asked = self._asked
+        if records is self._asked_list and isinstance(records, Snapshot):   # the view's, unchanged: the same
+            return self._memo
         if len(asked) != len(records) or not all(map(operator.is_, asked, records)):
             self._flags.update(records)
             self._asked, self._memo = list(records), {}
+        self._asked_list = records
         return self._memo
 
     def _keys(self, places: np.ndarray) -> tuple[str, ...]:

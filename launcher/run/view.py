@@ -24,6 +24,17 @@ from launcher.core.states import TrialState
 from launcher.run.ledger import Ledger
 
 
+class Snapshot(list):  # type: ignore[type-arg]
+    """A list of records that cannot be changed in place: the same Snapshot object again means the same records
+    (launcher.run.search then knows what it derived from them still holds without comparing them)."""
+
+    def _frozen(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a view's snapshot of the trials is read-only: copy it (list(...)) to change it")
+
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _frozen  # type: ignore[assignment]
+    append = extend = insert = pop = remove = clear = sort = reverse = _frozen  # type: ignore[assignment]
+
+
 class LedgerView:
     def __init__(self, ledger: Ledger, records: Optional[list[TrialRecord]] = None) -> None:
         """`records`: every trial the ledger holds, as it holds them (a new sweep's plan as Ledger.add_trials
@@ -35,6 +46,8 @@ class LedgerView:
         self._version: Optional[int] = None
         self._groups: dict[tuple[TrialState, bool], list[int]] = {}
         """(state, has run: attempts > 0) -> the places in _records of its trials, ascending."""
+        self._snapshot: Optional[Snapshot] = None
+        """trials() as last returned, until a record changes."""
         self._repeats: list[int] = []
         """The places of the repeats (a trial's repeat_of never changes; repeats come with a reload)."""
         if records is not None:
@@ -52,10 +65,14 @@ class LedgerView:
         self._version, self._mark = version, mark
 
     def trials(self, states: Optional[Iterable[TrialState]] = None) -> list[TrialRecord]:
-        """As Ledger.trials: every trial in position order, or those in `states`."""
+        """As Ledger.trials: every trial in position order, or those in `states`. Every trial: the same read-only
+        list (Snapshot) while nothing changed, so that what was derived from it is known to still hold by identity
+        (launcher.run.search)."""
         self.refresh()
         if states is None:
-            return list(self._records)
+            if self._snapshot is None:
+                self._snapshot = Snapshot(self._records)
+            return self._snapshot
         wanted = {TrialState(s) for s in states}
         return self._at([g for key, g in self._groups.items() if key[0] in wanted])
 
@@ -101,7 +118,7 @@ class LedgerView:
         return self._records[self._index[config_hash]]
 
     def _load(self, records: list[TrialRecord]) -> None:
-        self._records = records
+        self._records, self._snapshot = records, None
         self._index = {r.config_hash: i for i, r in enumerate(records)}
         groups: dict[tuple[TrialState, bool], list[int]] = {}
         for i, r in enumerate(records):
@@ -110,7 +127,7 @@ class LedgerView:
         self._repeats = [i for i, r in enumerate(records) if r.repeat_of]
 
     def _apply(self, records: list[TrialRecord]) -> None:
-        added = False
+        added, self._snapshot = False, None
         for r in records:
             i = self._index.get(r.config_hash)
             if i is None or self._records[i].position != r.position:
