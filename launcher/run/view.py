@@ -24,7 +24,7 @@ from launcher.core.states import TrialState
 from launcher.run.ledger import Ledger
 
 
-class Snapshot(list):  # type: ignore[type-arg]
+class Snapshot(list[TrialRecord]):
     """A list of records that cannot be changed in place: the same Snapshot object again means the same records
     (launcher.run.search then knows what it derived from them still holds without comparing them)."""
 

@@ -185,3 +185,22 @@ def test_a_table_grown_into_its_spare_room_is_the_stacked_table_and_never_overwr
     other = _grown(first, parts[3])                   # first's room is second's now: a copy, not an overwrite
     assert same(other, _stacked([parts[0], parts[1], parts[3]])) and same(second, _stacked(parts[:3]))
     assert same(_grown(second, parts[3]), _stacked(parts))
+
+
+def test_what_is_kept_per_place_follows_the_trials_when_the_places_change(plan):
+    """Search keeps each trial's table row, static row and residual row id per place of the records (RecordFlags):
+    other trials at the same places, a shorter list and a trial pruned must give a fresh Search's predictions."""
+    cfg, records = plan
+    records = measured(records)
+    search = Search(cfg)
+    search.refit(records)
+    search.predictions(records)
+    swapped = list(records)
+    swapped[0], swapped[-1] = swapped[-1], swapped[0]     # the same length, other trials at two places
+    pruned = [*swapped[1:4], replace(swapped[4], state=TrialState.PRUNED), *swapped[5:]]
+    for now in (swapped, swapped[1:], pruned):
+        search.refit(now)
+        fresh = Search(cfg)
+        fresh.refit(now)
+        got, want = search.predictions(now), fresh.predictions(now)
+        assert list(got) == list(want) and dict(got) == dict(want)

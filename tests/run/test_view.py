@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
+
 from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
 from launcher.run.ledger import Ledger
@@ -73,3 +75,18 @@ def test_the_view_reads_only_what_its_connection_changed(tmp_path):
         second = view.trials()
         assert second[3].state is TrialState.OK and second[3] is not first[3]
         assert all(a is b for i, (a, b) in enumerate(zip(first, second)) if i != 3)   # not decoded again
+
+
+def test_every_trial_is_one_read_only_snapshot_until_a_row_changes(tmp_path):
+    with Ledger(tmp_path / "ledger.sqlite") as led:
+        led.add_trials([rec(f"t{i}", i) for i in range(4)])
+        view = LedgerView(led)
+        snap = view.trials()
+        assert view.trials() is snap and snap == led.trials()
+        with pytest.raises(TypeError, match="read-only"):
+            snap.append(rec("x", 9))
+        with pytest.raises(TypeError, match="read-only"):
+            snap[0] = rec("x", 9)
+        led.update("t1", "x", state=TrialState.OK)
+        again = view.trials()
+        assert again is not snap and again == led.trials() and snap[1].state is TrialState.PLANNED
