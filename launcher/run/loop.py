@@ -39,7 +39,7 @@ from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import compute, network, plan_store, trial_files
-from launcher.run.bringback import BROUGHT_BACK, bring_back, may_come_back, predict_pruned
+from launcher.run.bringback import BROUGHT_BACK, bring_back, candidates, may_come_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
@@ -200,10 +200,15 @@ class SweepLoop:
     def _warm_up(self) -> None:
         """What the first polls with measured trials would otherwise pay once, done after the first progress line
         (the first jobs are running): the calibration's solver imported, the records indexed by layout shape for
-        the first OOM (at 50k trials ~0.3 s each, which made those polls the slowest of a sweep)."""
+        the first OOM, the features of the planner-pruned trials that bring-back prices at the first refit, and
+        spare rows in the search's features table for those it brings back (at 50k trials ~0.05-0.3 s each, which
+        made those polls the slowest of a sweep)."""
         self._warm = True
         load_fitter()
         self._shapes.build(self.view.trials())
+        for r in candidates(self.view.trials((TrialState.PRUNED,))):
+            self.search.features(r)
+        self.search.reserve_rows()
 
     def _record_calibrated(self) -> None:
         """The planned trials' current predictions, into the ledger (one transaction)."""

@@ -256,6 +256,13 @@ class Search:
             col[col < 0] = found
         return p.step_time_s[col], p.step_sd[col], p.peak_mem_gb[col], p.mem_sd[col]
 
+    def reserve_rows(self) -> None:
+        """Give the features table spare rows now (SPARE_SHARE), so that the classes of the trials the calibration
+        brings back are written into them, not into a copy of the table made in that poll (the sweep loop asks
+        after its first progress line)."""
+        if self._table is not None and self._table.classes.n:
+            self._table = self._table.with_room()
+
     def _feature_table(self, trials: Sequence[TrialRecord]) -> ClassTable:
         """FeatureTable(features of `trials`) as a ClassTable: the features of each batch class
         (launcher.plan.batch_class) computed once, FEATURE_CHUNK classes at a time, into a table of the classes, and
@@ -710,6 +717,11 @@ class ClassTable(FeatureTable):
 
         idx = np.asarray(index, dtype=int)
         return ClassTable(self.classes, self.of_class[idx], self.microbatches[idx], self.tokens_per_step[idx])
+
+    def with_room(self) -> ClassTable:
+        """The same table, its classes' arrays in buffers with spare rows (_grown writes the next classes there)."""
+        return ClassTable(_grown(self.classes, self.classes.subset([])), self.of_class, self.microbatches,
+                          self.tokens_per_step)
 
     def concat(self, other: ClassTable) -> ClassTable:
         """One table with this one's trials, then other's."""
