@@ -31,7 +31,7 @@ from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, JobState, PruneReason, TrialState
-from launcher.plan.calibrate import load_fitter
+from launcher.plan.calibrate import FeatureTable, load_fitter
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
@@ -168,6 +168,8 @@ class SweepLoop:
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
         self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
+        self._pruned_tables: dict[tuple[str, ...], FeatureTable] = {}
+        """The planner-pruned candidates' features table, by their keys (launcher.run.bringback.predict_pruned)."""
         self._warm = False
         """Whether _warm_up was done."""
         self._shapes = ShapeIndex()
@@ -340,7 +342,7 @@ class SweepLoop:
         cap_gb, margin, borderline = cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin, cfg.plan.keep_borderline
         predictions = predict_pruned(  # bring_back's own memory rule first: only what may come back is priced
             self.search.calibration, records, self.search.features, cfg.model.seq_len,
-            may_fit=lambda peak, sd: may_come_back(peak, sd, cap_gb, margin, borderline))
+            may_fit=lambda peak, sd: may_come_back(peak, sd, cap_gb, margin, borderline), tables=self._pruned_tables)
         back = bring_back(records, predictions, cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin,
                           cfg.plan.keep_borderline)
         if not back:
