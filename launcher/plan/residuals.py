@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from launcher.core.layout import DIMENSIONS as LAYOUT_DIMENSIONS
 from launcher.core.layout import NAMES
@@ -73,6 +73,22 @@ _ROW_IDS: dict[tuple[str, ...], int] = {}
 _ROW_TEXT: list[tuple[str, ...]] = []
 """row id -> its values as text."""
 _MAX_ROWS = 400_000
+_GENERATION = [0]
+"""Counts the times the row ids were cleared (an id kept from before stands for nothing now)."""
+
+Dims = Union[Sequence[Mapping[str, Any]], "np.ndarray"]
+"""The trials' layouts as dicts, or their row ids (row_ids) as an int64 array: a caller that keeps each trial's id
+(launcher.run.search, per place of its records) hands them in, and no trial's dict is read again."""
+
+
+def row_ids(dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, int]:
+    """(each trial's row id, the ids' generation): ids mean the same rows while id_generation() stays."""
+    ids = _row_ids(list(dims))
+    return ids, _GENERATION[0]
+
+
+def id_generation() -> int:
+    return _GENERATION[0]
 
 
 def _row_id(x: Mapping[str, Any]) -> int:
@@ -84,18 +100,22 @@ def _row_id(x: Mapping[str, Any]) -> int:
     return found
 
 
-def _row_ids(dims: Sequence[Mapping[str, Any]]) -> np.ndarray:
+def _row_ids(dims: Dims) -> np.ndarray:
     """Every trial's row id (equal ids: equal values of DIMENSIONS as text); those of a tuple's dicts kept. The
     ids stand for the text rows a design is built from: an array of ints is the design's cache key (a tuple of 50k
     tuples of text was hashed at every decision)."""
     import numpy as np
 
+    if isinstance(dims, np.ndarray):   # ids already (Dims)
+        return dims
     if len(_ROWS) > _MAX_ROWS or len(_ROW_TEXT) > _MAX_ROWS:  # new ids: the designs keyed by the old ones go too
         _ROWS.clear()
         _ROW_IDS.clear()
         _ROW_TEXT.clear()
         _DESIGNS.clear()
         _DISTINCT.clear()
+        _LAST_TUPLE.clear()
+        _GENERATION[0] += 1
     if not isinstance(dims, tuple):
         return np.fromiter((_row_id(x) for x in dims), dtype=np.int64, count=len(dims))
     out = []
@@ -112,7 +132,7 @@ _DISTINCT: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 a row's alone, so they are computed once per distinct row (a third of the rows of a 50k-trial grid)."""
 
 
-def _remember(dims: Sequence[Mapping[str, Any]], design: tuple[np.ndarray, tuple[str, ...]]) -> None:
+def _remember(dims: Dims, design: tuple[np.ndarray, tuple[str, ...]]) -> None:
     if isinstance(dims, tuple):
         _LAST_TUPLE[:] = [dims, design]
 
@@ -136,7 +156,7 @@ class ResidualModel:
     step_scale: float = 1.0
     """steps: the prior sd of a step column, as a share of the value sd."""
 
-    def design(self, dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
+    def design(self, dims: Dims) -> tuple[np.ndarray, tuple[str, ...]]:
         """Columns and their names: the offset, then one indicator per value of every dimension that varies
         among `dims` ('tp=4')."""
         import numpy as np
@@ -191,7 +211,7 @@ class ResidualModel:
         return np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n else value_sd ** 2
                          for n in names])
 
-    def fitted(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> ResidualModel:
+    def fitted(self, dims: Dims, measured: Mapping[int, float]) -> ResidualModel:
         """The scales the measured errors make likeliest (empirical Bayes: the log marginal likelihood over a grid
         of value and noise sds, never below this model's own): a sweep the estimator ranks badly, or a noisy
         machine, shows larger errors than the a-priori scales, and the search must then trust its predictions
@@ -215,7 +235,7 @@ class ResidualModel:
                     best, best_ll = replace(self, value_sd=value_sd, noise_sd=noise_sd), ll
         return best
 
-    def _weights(self, dims: Sequence[Mapping[str, Any]],
+    def _weights(self, dims: Dims,
                  measured: Mapping[int, float]) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
         """Posterior of the columns: (design, names, mean, covariance)."""
         import numpy as np
@@ -242,7 +262,7 @@ class ResidualModel:
             weight = (ROBUST_DOF + 1.0) / (ROBUST_DOF + z2)
         return design, names, mean_w, cov
 
-    def posterior(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> Residuals:
+    def posterior(self, dims: Dims, measured: Mapping[int, float]) -> Residuals:
         """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its
         measured log error (log measured / predicted step time)."""
         import numpy as np
@@ -273,7 +293,7 @@ def _step_columns(d: str, values: list[str], which: np.ndarray, columns: list[np
         names.append(f"{d}>={v}")
 
 
-def same_columns(dims: Sequence[Mapping[str, Any]], index: np.ndarray) -> bool:
+def same_columns(dims: Dims, index: np.ndarray) -> bool:
     """Whether the trials dims[index] have every value that the design of `dims` has a column for: their own design
     then has the same columns, and (the posterior of a row depending only on the measured rows and the columns)
     each trial's posterior is the one it has among `dims`."""
@@ -357,7 +377,7 @@ def miss_floor(checks: Sequence[tuple[float, float]]) -> float:
     return math.sqrt(sum(errors) / len(errors)) if errors else 0.0
 
 
-def corrected(step_time_s: np.ndarray, dims: Sequence[Mapping[str, Any]], measured_s: Mapping[int, float],
+def corrected(step_time_s: np.ndarray, dims: Dims, measured_s: Mapping[int, float],
               model: Optional[ResidualModel] = None,
               checks: Sequence[tuple[float, float]] = ()) -> tuple[np.ndarray, np.ndarray]:
     """Step times of every trial (as the current constants predict them) corrected by what the measured ones

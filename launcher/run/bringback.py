@@ -32,15 +32,24 @@ def candidates(records: Sequence[TrialRecord]) -> list[TrialRecord]:
 
 def predict_pruned(calibration: Calibration, records: Sequence[TrialRecord],
                    features: Callable[[TrialRecord], TrialFeatures], seq_len: int,
-                   may_fit: Optional[Callable[[float, float], bool]] = None) -> dict[str, dict]:
+                   may_fit: Optional[Callable[[float, float], bool]] = None,
+                   tables: Optional[dict[tuple[str, ...], FeatureTable]] = None) -> dict[str, dict]:
     """config hash -> the calibration's prediction of every candidate (launcher.run.search.PREDICTION_KEYS + n_fit:
     the search's own predictions leave pruned trials out). may_fit(peak GB, its log sd): only the candidates whose
     calibrated memory it accepts are predicted in full (the step time's spread prices every fitted constant: at
-    50k trials, thousands of pruned layouts a refit, nearly all still out of memory)."""
+    50k trials, thousands of pruned layouts a refit, nearly all still out of memory). `tables`: the candidates'
+    FeatureTable by their keys, kept by the caller between refits (the candidates change only when some come
+    back: the table of thousands of them was built again at every refit)."""
     pruned = candidates(records)
     if not pruned:
         return {}
-    table = FeatureTable([features(r) for r in pruned])
+    keys = tuple(r.config_hash for r in pruned)
+    table = tables.get(keys) if tables is not None else None
+    if table is None:
+        table = FeatureTable([features(r) for r in pruned])
+        if tables is not None:
+            tables.clear()   # the last candidates' only
+            tables[keys] = table
     if may_fit is not None:
         peak_gb, sd = table.peak_mem_gb(calibration.constants).tolist(), calibration.memory_residual_sd
         keep = [i for i, peak in enumerate(peak_gb) if may_fit(peak, sd)]

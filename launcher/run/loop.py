@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import itertools
+import operator
 import os
 import time
 import uuid
@@ -28,7 +30,8 @@ from launcher.core.layout import Layout
 from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
-from launcher.core.states import JobState, PruneReason, TrialState
+from launcher.core.states import MEASURED, JobState, PruneReason, TrialState
+from launcher.plan.calibrate import FeatureTable, load_fitter
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
 from launcher.plan.flops import one_flop_convention
@@ -36,7 +39,7 @@ from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
 from launcher.run import compute, network, plan_store, trial_files
-from launcher.run.bringback import BROUGHT_BACK, bring_back, may_come_back, predict_pruned
+from launcher.run.bringback import BROUGHT_BACK, bring_back, candidates, may_come_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
@@ -165,6 +168,10 @@ class SweepLoop:
         self.stop_decision: Optional[str] = None
         """Why plan.stop_when_converged ended the sweep (None: it did not)."""
         self._dicts: dict[str, tuple[TrialRecord, dict]] = {}
+        self._pruned_tables: dict[tuple[str, ...], FeatureTable] = {}
+        """The planner-pruned candidates' features table, by their keys (launcher.run.bringback.predict_pruned)."""
+        self._warm = False
+        """Whether _warm_up was done."""
         self._shapes = ShapeIndex()
         """The records' places by layout shape (OomIndex.dominated reads only the shapes that ran out of memory)."""
         self._calibrated: MutableMapping[str, dict] = {}
@@ -180,15 +187,30 @@ class SweepLoop:
                 self._collect()
                 self._learn()
                 submitted = self._submit()
-                records = self.view.trials()
-                self.progress.update(records, self._best(records))
+                self.progress.update(self.view.trials(), self._best(), counts=self.view.counts(),
+                                     ran=self.view.ran())
+                if not self._warm:
+                    self._warm_up()
                 self.overhead_s += time.perf_counter() - busy_from
-                if not submitted and not any(r.is_live for r in records):
+                if not submitted and not self.view.count(_LIVE):
                     break
                 time.sleep(self.cfg.monitor.poll_interval_s)
         finally:
             self._record_calibrated()
             self.progress.close()
+
+    def _warm_up(self) -> None:
+        """What the first polls with measured trials would otherwise pay once, done after the first progress line
+        (the first jobs are running): the calibration's solver imported, the records indexed by layout shape for
+        the first OOM, the features of the planner-pruned trials that bring-back prices at the first refit, and
+        spare rows in the search's features table for those it brings back (at 50k trials ~0.05-0.3 s each, which
+        made those polls the slowest of a sweep)."""
+        self._warm = True
+        load_fitter()
+        self._shapes.build(self.view.trials())
+        for r in candidates(self.view.trials((TrialState.PRUNED,))):
+            self.search.features(r)
+        self.search.reserve_rows()
 
     def _record_calibrated(self) -> None:
         """The planned trials' current predictions, into the ledger (one transaction)."""
@@ -247,7 +269,7 @@ class SweepLoop:
         if r.repeat_of:
             return False
         if self._finished_best is None:  # once per poll, and again after a finish (not once per running trial)
-            self._finished_best = (self._best(self.view.trials()),)
+            self._finished_best = (self._best(),)
         best = self._finished_best[0]
         paths = log_paths(Path(r.job_dir), r.job_id)
         plan, tolerance = self.cfg.plan, self.cfg.analysis.noise_tolerance
@@ -306,11 +328,12 @@ class SweepLoop:
         if not prune:
             return
         plan = self.cfg.plan  # the planner's rule (launcher.plan.band), judged by the fitted model
+        asked = self.view.trials((TrialState.PLANNED, *MEASURED))   # all that calibrated_ooms reads
         self._prune_each([(key, PruneReason.CALIBRATED_OOM, why) for key, why in
-                          calibrated_ooms(records, predictions, self.cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
+                          calibrated_ooms(asked, predictions, self.cfg.cluster.gpu_mem_gb, plan.mem_safety_margin,
                                           plan.keep_borderline)
                           if key in self.allowed])
-        self._bring_back(records)
+        self._bring_back(self.view.trials((TrialState.PRUNED, TrialState.OOM)))   # all that bring_back reads
 
     def _bring_back(self, records: Sequence[TrialRecord]) -> None:
         """Planner-pruned trials the calibrated memory model now keeps go back to planned (launcher.run.bringback),
@@ -319,7 +342,7 @@ class SweepLoop:
         cap_gb, margin, borderline = cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin, cfg.plan.keep_borderline
         predictions = predict_pruned(  # bring_back's own memory rule first: only what may come back is priced
             self.search.calibration, records, self.search.features, cfg.model.seq_len,
-            may_fit=lambda peak, sd: may_come_back(peak, sd, cap_gb, margin, borderline))
+            may_fit=lambda peak, sd: may_come_back(peak, sd, cap_gb, margin, borderline), tables=self._pruned_tables)
         back = bring_back(records, predictions, cfg.cluster.gpu_mem_gb, cfg.plan.mem_safety_margin,
                           cfg.plan.keep_borderline)
         if not back:
@@ -368,27 +391,22 @@ class SweepLoop:
 
     # -- submission -------------------------------------------------------------------------------------------
     def _submit(self) -> int:
-        records = self.view.trials()
-        live = sum(1 for r in records if r.is_live)
-        planned, retries, dominated = [], [], []
+        records, view, allowed = self.view.trials(), self.view, self.allowed
+        live = view.count(_LIVE)
         # once a poll: a scan of every record per planned trial is quadratic in the plan
-        dominating = OomIndex(records).dominated(records, self._shapes)
-        for r in records:
-            if r.config_hash not in self.allowed:
-                continue
-            if r.state is TrialState.PLANNED:
-                oom = dominating.get(r.config_hash)
-                if oom is not None:
-                    dominated.append((r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
-                                      f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory"))
-                    continue
-                planned.append(r)
-            elif should_retry(r, self.cfg.retry.max_attempts):
-                retries.append(r)
+        dominating = OomIndex(view.trials((TrialState.OOM,))).dominated(records, self._shapes)
+        hits = sorted((view.get(key) for key in dominating), key=_POSITION)   # in ledger order, as planned's
+        dominated = [(r.config_hash, PruneReason.OOM_DOMINATED, f"needs more memory than trial "
+                      f"{oom.config_hash} ({oom.layout.label()}), which ran out of memory")
+                     for r in hits if r.config_hash in allowed and (oom := dominating[r.config_hash])]
+        # what should_retry may say yes to: neither planned, live, pruned nor a final outcome
+        retries = [r for r in view.trials(_RETRYABLE) if r.config_hash in allowed
+                   and should_retry(r, self.cfg.retry.max_attempts)]
         self._prune_each(dominated)
+        planned = self._planned_allowed()   # the dominated ones pruned now
         if not planned and not retries:
             return 0
-        ranks = max(r.layout.gpus for r in planned + retries)
+        ranks = max(max(map(_GPUS, planned), default=0), max(map(_GPUS, retries), default=0))
         room = max(0, self.runner.concurrency(ranks) - live)
         if not room:
             return 0
@@ -421,6 +439,14 @@ class SweepLoop:
             self.tracking.sync(self.ledger.get(key))
         return len(batch)
 
+    def _planned_allowed(self) -> list[TrialRecord]:
+        """The planned trials this run may submit, in ledger order (all of them but an earlier plan's: the
+        filter is a pass over 50k trials, asked only when one is not allowed)."""
+        planned, allowed = self.view.trials((TrialState.PLANNED,)), self.allowed
+        if allowed.issuperset(map(_KEY, planned)):
+            return planned
+        return [r for r in planned if r.config_hash in allowed]
+
     def _stop_at_budget(self, why: str) -> None:
         """plan.max_gpu_hours: prune the planned trials that did not fit (planned again on a resume)."""
         left = [r for r in self.view.trials((TrialState.PLANNED,)) if r.config_hash in self.allowed]
@@ -435,19 +461,27 @@ class SweepLoop:
         it, by the chance to beat the best). Trials the plan did not estimate follow in ledger order."""
         if not planned:
             return []
-        by_key = {r.config_hash: r for r in planned}
-        picks = self.search.order(records, candidates=by_key.keys(), head=head)
+        keys = list(map(_KEY, planned))
+        picks = self.search.order(records, candidates=frozenset(keys), head=head)
         predicted = self.search.predictions(records).keyset()   # once: `in` on it costs no Python call
-        return [by_key[p.key] for p in picks] + [r for r in planned if r.config_hash not in predicted]
+        unpredicted = list(itertools.compress(planned, [k not in predicted for k in keys])) \
+            if not all(map(predicted.__contains__, keys)) else []
+        return [self.view.get(p.key) for p in picks] + unpredicted
 
-    def _best(self, records: Sequence[TrialRecord]) -> Optional[TrialRecord]:
+    def _best(self, records: Optional[Sequence[TrialRecord]] = None) -> Optional[TrialRecord]:
+        """The best trial of `records` (None: of the view, read through its state index, not a pass over every
+        trial)."""
         # Only groups of repeats with an ok member can be ranked: converting the whole plan to dicts on every
         # poll cost seconds at 50k planned trials.
-        rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
-        best = select_best(group_repeats([self._as_dict(r) for r in records
-                                          if (r.repeat_of or r.config_hash) in rankable]),
+        if records is None:
+            rankable = {r.repeat_of or r.config_hash for r in self.view.trials((TrialState.OK,))}
+            members = self.view.family(rankable)
+        else:
+            rankable = {r.repeat_of or r.config_hash for r in records if r.state is TrialState.OK}
+            members = [r for r in records if (r.repeat_of or r.config_hash) in rankable]
+        best = select_best(group_repeats([self._as_dict(r) for r in members]),
                            self.cfg.analysis.noise_tolerance, self.cfg.plan.objective)
-        return next(r for r in records if r.config_hash == best["config_hash"]) if best else None
+        return next(r for r in members if r.config_hash == best["config_hash"]) if best else None
 
     def _as_dict(self, r: TrialRecord) -> dict:
         """asdict(r), once per record object (the view replaces a record when its row changes; the ranking only
@@ -458,6 +492,13 @@ class SweepLoop:
         return hit[1]
 
 
+_KEY = operator.attrgetter("config_hash")
+_GPUS = operator.attrgetter("layout.gpus")
+_POSITION = operator.attrgetter("position")
+_LIVE = (TrialState.SUBMITTED, TrialState.RUNNING)
+_RETRYABLE = tuple(s for s in TrialState if not s.live and s not in
+                   (TrialState.OK, TrialState.OOM, TrialState.PRUNED, TrialState.PLANNED, TrialState.STOPPED_EARLY))
+"""The states should_retry may say yes to (the others it always refuses)."""
 _PARTIAL_LINE_BYTES = 64 * 1024  # what is kept of a line cut between two chunks
 
 

@@ -91,10 +91,17 @@ class ShapeIndex:
             places = self._places.get(shape, [])
         return places
 
+    def build(self, records: Sequence[TrialRecord]) -> None:
+        """Index `records` now (else at the first question about them: the sweep loop does it before its first
+        OOM, while its first jobs run)."""
+        if len(records) != len(self._keys):
+            self._build(records)
+
     def _build(self, records: Sequence[TrialRecord]) -> None:
-        self._places = {}
-        for i, r in enumerate(records):
-            self._places.setdefault(shape_of(r.layout), []).append(i)
+        places: dict[tuple[object, ...], list[int]] = {}
+        for i, shape in enumerate(map(_shape, [r.layout for r in records])):   # attrgetter: no frame a trial
+            places.setdefault(shape, []).append(i)
+        self._places = places
         self._keys = [r.config_hash for r in records]
 
 

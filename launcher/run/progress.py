@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from launcher.core.console import Reporter
@@ -36,10 +37,14 @@ def done_count(records: list[TrialRecord]) -> int:
 
 
 def summary_line(records: list[TrialRecord], started_at: float, best: Optional[TrialRecord],
-                 done_before: int = 0, budget_gpu_hours: float = 0.0) -> str:
+                 done_before: int = 0, budget_gpu_hours: float = 0.0, *,
+                 counts: Optional[Mapping[TrialState, int]] = None,
+                 ran: Optional[Sequence[TrialRecord]] = None) -> str:
     """One status line; the ETA extrapolates from the trials finished in THIS run (a resumed sweep's earlier
-    trials took none of its time). It ends with the GPU-hours spent (of plan.max_gpu_hours when there is one)."""
-    counts = Counter(r.state for r in records)
+    trials took none of its time). It ends with the GPU-hours spent (of plan.max_gpu_hours when there is one).
+    `counts` (state -> trials in it) and `ran` (the records with an attempt, in order), when the caller keeps
+    them (launcher.run.view), stand for the passes over `records` that would count them."""
+    counts = Counter(counts) if counts is not None else Counter(r.state for r in records)
     total = sum(n for s, n in counts.items() if s.counted)
     done = sum(n for s, n in counts.items() if s.finished)   # done_count, from the counts (one pass a poll)
     states = " ".join(f"{s}={counts[s]}" for s in TrialState if counts[s])
@@ -47,7 +52,8 @@ def summary_line(records: list[TrialRecord], started_at: float, best: Optional[T
     best_text = (f" | best {best.metrics.get('tokens_per_s', 0):,.0f} tok/s ({best.layout.label()})" if best
                  else "")
     eta = format_eta(done - done_before, total - done_before, elapsed)
-    spent = spent_gpu_hours([r for r in records if r.attempts], time.time())   # a trial never run held none
+    ran = [r for r in records if r.attempts] if ran is None else ran   # a trial never run held none
+    spent = spent_gpu_hours(ran, time.time())
     hours = f"{spent:.3g}/{budget_gpu_hours:g}" if budget_gpu_hours else f"{spent:.3g}"
     # after the eta: a plain log prints a line when the part before ' | eta' changes, not at every poll
     return f"[{_duration(elapsed)}] {done}/{total} done | {states}{best_text} | eta {eta} | {hours} GPU-h"
@@ -78,10 +84,13 @@ class Progress:
         self._live = None
         self._done_before: Optional[int] = None  # trials already finished when this run started (a resume)
 
-    def update(self, records: list[TrialRecord], best: Optional[TrialRecord]) -> None:
+    def update(self, records: list[TrialRecord], best: Optional[TrialRecord], *,
+               counts: Optional[Mapping[TrialState, int]] = None, ran: Optional[Sequence[TrialRecord]] = None) -> None:
+        """`counts` and `ran`: as summary_line's."""
         if self._done_before is None:
             self._done_before = done_count(records)
-        line = summary_line(records, self.started_at, best, self._done_before, self.budget_gpu_hours)
+        line = summary_line(records, self.started_at, best, self._done_before, self.budget_gpu_hours,
+                            counts=counts, ran=ran)
         if not self.interactive:
             # A line when a trial changes state, else a heartbeat every PLAIN_HEARTBEAT_S (CI logs stay short).
             key = line.split("] ", 1)[1].rsplit(" | eta", 1)[0]

@@ -24,10 +24,10 @@ import itertools
 import json
 import math
 import operator
-from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, cast
+from typing import TYPE_CHECKING, Optional, TypeVar, cast
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -53,9 +53,10 @@ from launcher.plan.calibrate import (
 )
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
-from launcher.plan.residuals import corrected, same_columns
+from launcher.plan.residuals import corrected, id_generation, row_ids, same_columns
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
+from launcher.run.view import Snapshot
 
 if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
     import numpy as np
@@ -63,6 +64,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.cal
 FEATURE_CHUNK = 4096
 """Trials whose features are computed, then copied into the search's table, at a time."""
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
+T = TypeVar("T")
 
 
 def estimated(r: TrialRecord) -> bool:
@@ -99,6 +101,48 @@ class StopEarly:
     metrics: dict
 
 
+class RecordFlags:
+    """Per place in the records last asked about: the trial's config hash, and whether it is estimated(), measured
+    (state in MEASURED) and finished. Updated only at the places whose record object changed (the view replaces a
+    record when its row changes: 8 of 50k a poll), so that what the search reads of a few trials (the measured,
+    the finished) costs their number, and the estimated trials' keys a gather, not a pass over every record."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self._records: list[TrialRecord] = []
+        self.key_version = 0
+        """Changes when the key at a place does (a new list of records, a place given another trial)."""
+        self.keys = np.empty(0, dtype=object)
+        self.estimated = self.measured = self.finished = np.zeros(0, dtype=bool)
+
+    def update(self, records: Sequence[TrialRecord]) -> None:
+        import numpy as np
+
+        n, old = len(records), self._records
+        if n != len(old):
+            self.key_version += 1
+            self.keys = np.array([r.config_hash for r in records] or [""], dtype=object)[:n]
+            self.estimated = np.fromiter(map(estimated, records), dtype=bool, count=n)
+            self.measured = np.fromiter((r.state in MEASURED for r in records), dtype=bool, count=n)
+            self.finished = np.fromiter((r.state in _FINISHED for r in records), dtype=bool, count=n)
+        else:
+            for i in np.flatnonzero(~np.fromiter(map(operator.is_, old, records), dtype=bool, count=n)).tolist():
+                r = records[i]
+                if self.keys[i] != r.config_hash:
+                    self.keys[i] = r.config_hash
+                    self.key_version += 1
+                self.estimated[i], self.measured[i], self.finished[i] = \
+                    estimated(r), r.state in MEASURED, r.state in _FINISHED
+        self._records = list(records)
+
+    def of(self, records: Sequence[TrialRecord], mask: np.ndarray) -> list[TrialRecord]:
+        """The records at the places `mask` holds, in order (`records`: those last given to update)."""
+        import numpy as np
+
+        return list(map(records.__getitem__, np.flatnonzero(mask).tolist()))
+
+
 class Search:
     """The sweep's current calibration and the features it predicts from (computed once per trial)."""
 
@@ -128,20 +172,32 @@ class Search:
         """The records last asked about (held: the same objects again mean the same answers, _memo)."""
         self._memo: dict[object, object] = {}
         """What was derived from _asked (predictions, outcomes): the loop asks several times a poll."""
+        self._asked_list: object = None
+        """The list object last asked about (the same read-only Snapshot of the view again: the same records,
+        without comparing them)."""
+        self._flags = RecordFlags()
+        """_asked's flags, updated where its records changed."""
+        self._keys_of: Optional[tuple[int, np.ndarray, tuple[str, ...]]] = None
+        """(the flags' key version, the places of the estimated trials, their keys): the same tuple object while
+        they stay, so that what is derived from it is looked up by identity (_by_keys)."""
+        self._by_keys: dict[str, tuple[tuple[str, ...], object]] = {}
+        """name -> (a keys tuple, what was derived from it): the key -> row index of the predictions."""
         self._static: dict[str, tuple[dict, float]] = {}
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
-        """The last full prediction: (calibration, measured (key, step) pairs, checks, key -> row, (step, sd, peak,
-        mem_sd) arrays, the trials' dims), for a question about fewer of its trials (_fewer_of_last)."""
+        """The last full prediction: (calibration, measured (key, step) pairs, checks, (the flags' key version, the
+        trials' places), (step, sd, peak, mem_sd) arrays, the trials' residual row ids), for a question about fewer
+        of its trials (_fewer_of_last)."""
         self._dims: dict[str, dict] = {}
         """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
-        self._dims_of: tuple[tuple[str, ...], tuple[dict, ...]] = ((), ())
+        self._place_cols: dict[str, tuple[int, np.ndarray]] = {}
+        """name -> (the flags' key version, a value per place of the records: -1 where not known yet): _per_place."""
+        self._ids_generation = id_generation()
         self._static_at: dict[str, int] = {}
         """config hash -> its row in _static_columns_of."""
         self._static_columns_of: tuple[np.ndarray, ...] = ()
         """What a trial's predictions and planned() read that never changes, one row per trial met (_static_at):
         its tokens per step (gbs x seq_len), the same in the objective's terms, and float(dims['gpus'] or 1)."""
-        """(config hashes, their dims): the same tuple while the estimated trials stay (residuals caches by it)."""
 
     # -- calibration --------------------------------------------------------------------------------------------
     def take_features(self, features: Mapping[Layout, TrialFeatures]) -> None:
@@ -161,18 +217,25 @@ class Search:
             dims = self._dims[r.config_hash] = r.layout.to_dict()
         return dims
 
-    def _prediction(self, trials: Sequence[TrialRecord]) -> tuple[np.ndarray, ...]:
+    def _prediction(self, records: Sequence[TrialRecord], places: Optional[np.ndarray] = None
+                    ) -> tuple[np.ndarray, ...]:
         """The calibration's (step_time_s, step_sd, peak_mem_gb, mem_sd) of `trials`, from the features table
         (extended with the trials it lacks) and its prediction (made again only after a refit). With the residual
         model (Policy.residuals) the step sd is the model error alone: `corrected` gives the sd the search uses, so
         the fitted constants' spread (a gradient of every trial's step, ~0.8 s a refit at 50k trials) is not
-        priced."""
+        priced. The trials: the records at `places` of the records' flags (each trial's row in the table is then
+        kept per place), or all of `records`."""
         import numpy as np
 
         spread = not self.policy.residuals   # the residual model replaces the calibration's step sd (predictions)
         rows = self._rows
-        missing = [] if all(map(rows.__contains__, (r.config_hash for r in trials))) else \
-            [r for r in trials if r.config_hash not in rows]
+        keep = places is not None
+        at = np.arange(len(records)) if places is None else places
+        col = self._per_place("table row", records, at, lambda new: np.full(len(new), -1, dtype=np.int64)) \
+            if keep else np.full(len(at), -1, dtype=np.int64)
+        unknown_at = at[col < 0]
+        unknown = [records[i] for i in unknown_at.tolist()]   # not met since their places were kept
+        missing = [r for r in unknown if r.config_hash not in rows]
         if missing or self._table is None:
             fresh = self._feature_table(missing)
             old, cached = self._table, self._table_prediction
@@ -186,8 +249,19 @@ class Search:
         if cached is None or cached[0] is not self.calibration:
             cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table, spread))
         p = cached[1]
-        idx = np.fromiter(map(self._rows.__getitem__, [r.config_hash for r in trials]), dtype=int, count=len(trials))
-        return p.step_time_s[idx], p.step_sd[idx], p.peak_mem_gb[idx], p.mem_sd[idx]
+        if unknown:
+            found = np.fromiter((rows[r.config_hash] for r in unknown), dtype=np.int64, count=len(unknown))
+            if keep:
+                self._place_cols["table row"][1][unknown_at] = found
+            col[col < 0] = found
+        return p.step_time_s[col], p.step_sd[col], p.peak_mem_gb[col], p.mem_sd[col]
+
+    def reserve_rows(self) -> None:
+        """Give the features table spare rows now (SPARE_SHARE), so that the classes of the trials the calibration
+        brings back are written into them, not into a copy of the table made in that poll (the sweep loop asks
+        after its first progress line)."""
+        if self._table is not None and self._table.classes.n:
+            self._table = self._table.with_room()
 
     def _feature_table(self, trials: Sequence[TrialRecord]) -> ClassTable:
         """FeatureTable(features of `trials`) as a ClassTable: the features of each batch class
@@ -240,6 +314,8 @@ class Search:
 
     def refit(self, records: Sequence[TrialRecord]) -> bool:
         """Fit the calibration to the measured trials; False (and nothing done) when they did not change."""
+        self._records_memo(records)
+        records = self._flags.of(records, self._flags.measured)   # all that the fit reads: the measured trials
         key = tuple(sorted((r.config_hash, str(r.state), r.metrics.get("step_time_s"), r.metrics.get("peak_mem_gb"),
                             r.calibrated.get("step_time_s")) for r in records
                            if r.state in MEASURED and r.predicted.get("step_time_s")))
@@ -262,41 +338,40 @@ class Search:
         hit = memo.get("predictions")
         if isinstance(hit, tuple) and hit[0] is self.calibration:
             return cast(Predictions, hit[1])
-        # estimated(r), inline (a call per trial is most of this pass at 50k trials)
-        trials = memo["trials"] = [r for r in records if r.state is not _PRUNED and not r.repeat_of
-                                   and r.predicted.get("step_time_s")]
+        flags = self._flags   # updated by _records_memo for these records
+        places = np.flatnonzero(flags.estimated)
+        trials = memo["trials"] = list(map(records.__getitem__, places.tolist()))
         if not trials:
             none = np.zeros(0)
             return Predictions([], none, none, none, none, none, 0)
-        measured = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials)
-                    if r.state in MEASURED and r.metrics.get("step_time_s")}
-        checked = checks(records)
-        depends = (self.calibration, self.policy.residuals, tuple(r.config_hash for r in trials),
+        measured = {int(i): float(step) for i in np.flatnonzero(flags.measured[places]).tolist()
+                    if (step := trials[i].metrics.get("step_time_s"))}
+        checked = checks(flags.of(records, flags.measured))   # checks reads only the measured records
+        depends = (self.calibration, self.policy.residuals, self._keys(places),
                    tuple(measured.items()), tuple(checked))
         if cached is not None and _same(cached[0], depends):
             self._predicted = (depends, cached[1])
             memo["predictions"] = (self.calibration, cached[1])
             return cached[1]
         by_key = tuple((trials[i].config_hash, s) for i, s in measured.items())
-        fewer = self._fewer_of_last(depends[2], by_key, depends[4])
+        fewer = self._fewer_of_last(places, by_key, depends[4])
         if fewer is not None:
             step, sd, peak, mem_sd = fewer
         else:
-            step_p, sd_p, peak, mem_sd = self._prediction(trials)
+            step_p, sd_p, peak, mem_sd = self._prediction(records, places)
             step, sd = step_p, sd_p
+            ids = np.zeros(0, dtype=np.int64)
             if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
-                if self._dims_of[0] != depends[2]:
-                    known = self._dims   # self.dims(r) of every trial: a gather by key once all are known
-                    if not all(map(known.__contains__, depends[2])):
-                        for r in trials:
-                            self.dims(r)
-                    self._dims_of = (depends[2], tuple(map(known.__getitem__, depends[2])))
-                step, sd = corrected(step_p, self._dims_of[1], measured, checks=checked)
-            self._last = (self.calibration, by_key, depends[4], {k: i for i, k in enumerate(depends[2])},
-                          (step, sd, peak, mem_sd), self._dims_of[1] if self.policy.residuals else ())
-        at = memo["static rows"] = self._static_rows(trials, depends[2])
+                ids = self._row_ids(records, places)
+                step, sd = corrected(step_p, ids, measured, checks=checked)
+            self._last = (self.calibration, by_key, depends[4], (self._flags.key_version, places),
+                          (step, sd, peak, mem_sd), ids)
+        keys = depends[2]
+        at = memo["static rows"] = self._per_place(
+            "static row", records, places, lambda new: self._static_rows(new, [r.config_hash for r in new]))
         tokens = self._static_columns_of[0][at]
-        out = Predictions(list(depends[2]), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials)
+        index = self._derived("index", keys, lambda: dict(zip(keys, range(len(keys)))))
+        out = Predictions(list(keys), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials, index)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
         return out
@@ -318,7 +393,41 @@ class Search:
             self._static_columns_of = added if not old else tuple(np.concatenate([a, b]) for a, b in zip(old, added))
         return np.fromiter(map(at.__getitem__, keys), dtype=int, count=len(keys))
 
-    def _fewer_of_last(self, keys: tuple[str, ...], measured: tuple, checked: tuple
+    def _row_ids(self, records: Sequence[TrialRecord], places: np.ndarray) -> np.ndarray:
+        """The residual design's row id (launcher.plan.residuals.row_ids) of the records at `places`, kept per
+        place (a trial's layout never changes): the design is then looked up by its ids, no trial's dict read."""
+        generation = id_generation()
+        if self._ids_generation != generation:   # the ids were renumbered: none kept stands for anything now
+            self._place_cols.pop("row id", None)
+            self._ids_generation = generation
+        dims = self.dims
+        ids = self._per_place("row id", records, places, lambda new: row_ids([dims(r) for r in new])[0])
+        if id_generation() != generation:   # renumbered while the new ones were read: all of them again
+            self._place_cols.pop("row id", None)
+            self._ids_generation = id_generation()
+            ids = self._per_place("row id", records, places, lambda new: row_ids([dims(r) for r in new])[0])
+        return ids
+
+    def _per_place(self, name: str, records: Sequence[TrialRecord], places: np.ndarray,
+                   make: Callable[[list[TrialRecord]], np.ndarray]) -> np.ndarray:
+        """A value of each record at `places` that never changes for its trial (a row in a table, an id), kept per
+        place of the records' flags while the trial there stays: make(records met for the first time) gives
+        theirs. 50k look-ups by key a poll become one numpy gather."""
+        import numpy as np
+
+        col = self._place_cols.get(name)
+        if col is None or col[0] != self._flags.key_version:
+            col = self._place_cols[name] = (self._flags.key_version,
+                                            np.full(len(self._flags.keys), -1, dtype=np.int64))
+        values = col[1]
+        got = values[places]
+        new = places[got < 0]
+        if len(new):
+            values[new] = make(list(map(records.__getitem__, new.tolist())))
+            got = values[places]
+        return got
+
+    def _fewer_of_last(self, places: np.ndarray, measured: tuple, checked: tuple
                        ) -> Optional[tuple[np.ndarray, ...]]:
         """The last full prediction's (step, sd, peak, mem_sd) of `keys`, when they are some of its trials under the
         same calibration, measurements and checks, and (with the residual model) their layouts still have every
@@ -330,9 +439,11 @@ class Search:
         last = self._last
         if last is None or last[0] is not self.calibration or last[1] != measured or last[2] != checked:
             return None
-        index = last[3]
-        idx = np.fromiter((index.get(k, -1) for k in keys), dtype=int, count=len(keys))
-        if len(idx) and idx.min() < 0:
+        version, last_places = last[3]
+        if version != self._flags.key_version:   # a place holds another trial now: places do not compare
+            return None
+        idx = np.searchsorted(last_places, places)   # both ascending: where each place was in the last ones
+        if len(idx) and (idx[-1] >= len(last_places) or not np.array_equal(last_places[idx], places)):
             return None
         if self.policy.residuals and not same_columns(last[5], idx):
             return None
@@ -340,18 +451,43 @@ class Search:
 
     def _records_memo(self, records: Sequence[TrialRecord]) -> dict[object, object]:
         """What was derived from these records, empty unless they are the very objects asked about last (the
-        view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials."""
+        view replaces a record when its row changes): a check in C instead of a Python pass over 50k trials. The
+        records' flags (RecordFlags) are brought up to date where they changed."""
         asked = self._asked
+        if records is self._asked_list and isinstance(records, Snapshot):   # the view's, unchanged: the same
+            return self._memo
         if len(asked) != len(records) or not all(map(operator.is_, asked, records)):
+            self._flags.update(records)
             self._asked, self._memo = list(records), {}
+        self._asked_list = records
         return self._memo
+
+    def _keys(self, places: np.ndarray) -> tuple[str, ...]:
+        """The config hashes at `places` of the records' flags: the tuple made last time when they are the same."""
+        import numpy as np
+
+        last, version = self._keys_of, self._flags.key_version
+        if last is not None and last[0] == version and np.array_equal(last[1], places):
+            return last[2]
+        keys = tuple(self._flags.keys[places].tolist())
+        if last is not None and last[2] == keys:   # the same trials at other places (a list grown): kept too
+            keys = last[2]
+        self._keys_of = (version, places, keys)
+        return keys
+
+    def _derived(self, name: str, keys: tuple[str, ...], make: Callable[[], T]) -> T:
+        """make(), once per keys tuple object (_keys gives the same one while the trials stay)."""
+        hit = self._by_keys.get(name)
+        if hit is None or hit[0] is not keys:
+            hit = self._by_keys[name] = (keys, make())
+        return cast(T, hit[1])
 
     def _outcomes(self, records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
         """outcomes(records, objective), once per set of records."""
         memo = self._records_memo(records)
         hit = memo.get(("outcomes", objective))
-        if hit is None:
-            hit = memo[("outcomes", objective)] = outcomes(records, objective)
+        if hit is None:   # outcomes reads only the finished trials
+            hit = memo[("outcomes", objective)] = outcomes(self._flags.of(records, self._flags.finished), objective)
         return cast(list[Outcome], hit)
 
     def learned(self, records: Sequence[TrialRecord]) -> bool:
@@ -446,12 +582,13 @@ class Predictions(MutableMapping[str, dict]):
     after it was made (the loop adds the trials the calibration brought back) come after the predicted ones."""
 
     def __init__(self, keys: list[str], step_time_s: np.ndarray, step_sd: np.ndarray, tokens_per_s: np.ndarray,
-                 peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int) -> None:
+                 peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int,
+                 index: Optional[dict[str, int]] = None) -> None:
+        """`index`: {key: its place in keys}, when the caller has it (it is shared, never changed here)."""
         self._keys = keys
-        self._index = {k: i for i, k in enumerate(keys)}
+        self._index = {k: i for i, k in enumerate(keys)} if index is None else index
         self._arrays = (step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd)
-        self._columns = (step_time_s.tolist(), step_sd.tolist(), tokens_per_s.tolist(), peak_mem_gb.tolist(),
-                         mem_sd.tolist())
+        self._lists: Optional[tuple[list[float], ...]] = None
         self._n_fit = n_fit
         self._made: dict[str, dict] = {}
         self._extra: list[str] = []     # keys set that were not predicted here, in the order they were set
@@ -487,6 +624,13 @@ class Predictions(MutableMapping[str, dict]):
         """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
         step, sd, _, peak, mem_sd = self._columns
         return step, sd, peak, mem_sd
+
+    @property
+    def _columns(self) -> tuple[list[float], ...]:
+        """The arrays as lists (made when first read: most predictions are read as arrays only)."""
+        if self._lists is None:
+            self._lists = tuple(a.tolist() for a in self._arrays)
+        return self._lists
 
     def __getitem__(self, key: str) -> dict:
         made = self._made.get(key)
@@ -574,11 +718,16 @@ class ClassTable(FeatureTable):
         idx = np.asarray(index, dtype=int)
         return ClassTable(self.classes, self.of_class[idx], self.microbatches[idx], self.tokens_per_step[idx])
 
+    def with_room(self) -> ClassTable:
+        """The same table, its classes' arrays in buffers with spare rows (_grown writes the next classes there)."""
+        return ClassTable(_grown(self.classes, self.classes.subset([])), self.of_class, self.microbatches,
+                          self.tokens_per_step)
+
     def concat(self, other: ClassTable) -> ClassTable:
         """One table with this one's trials, then other's."""
         import numpy as np
 
-        return ClassTable(_stacked([self.classes, other.classes]),
+        return ClassTable(_grown(self.classes, other.classes),
                           np.concatenate([self.of_class, other.of_class + self.classes.n]),
                           np.concatenate([self.microbatches, other.microbatches]),
                           np.concatenate([self.tokens_per_step, other.tokens_per_step]))
@@ -593,6 +742,56 @@ class ClassTable(FeatureTable):
         out = self.classes.subset(self.of_class.tolist())
         out.microbatches, out.tokens_per_step = self.microbatches, self.tokens_per_step
         return out
+
+
+class _Room:
+    """Arrays allocated with spare rows, and the table whose arrays are their first rows (the only one that may
+    grow into the rest: another table's rows there would be overwritten)."""
+
+    def __init__(self, buffers: dict[str, np.ndarray], table: FeatureTable) -> None:
+        self.buffers, self.table = buffers, table
+
+
+_ROOM: dict[int, tuple[FeatureTable, _Room]] = {}
+"""id(table) -> (the table, the room its arrays are views of): the last few tables grown."""
+SPARE_SHARE = 0.25
+"""_grown: the room a table's arrays get beyond their rows, as a share of them."""
+
+
+def _grown(a: FeatureTable, b: FeatureTable) -> FeatureTable:
+    """_stacked([a, b]), with b's rows written after a's into room a's arrays were allocated with (SPARE_SHARE more
+    rows than they held): the trials the calibration brings back add a few classes to a table of ~15k, and a
+    copy of the whole table (~0.05 s) for each of them was most of such a poll. The same arrays, to the bit."""
+    import numpy as np
+
+    n = a.n + b.n
+    arrays = {name: value for name, value in vars(a).items() if isinstance(value, np.ndarray)}
+    if any(value.shape[1:] != getattr(b, name).shape[1:] for name, value in arrays.items()):
+        return _stacked([a, b])
+    hit = _ROOM.get(id(a))
+    room = hit[1] if hit is not None and hit[0] is a and hit[1].table is a else None
+    if room is None or any(len(room.buffers[name]) < n or np.result_type(value, getattr(b, name)) != value.dtype
+                           for name, value in arrays.items()):
+        capacity = n + int(n * SPARE_SHARE)
+        buffers = {}
+        for name, value in arrays.items():
+            buf = np.empty((capacity, *value.shape[1:]), dtype=np.result_type(value, getattr(b, name)))
+            buf[:a.n] = value
+            buffers[name] = buf
+        room = _Room(buffers, a)
+    out = object.__new__(FeatureTable)
+    for name, value in vars(a).items():
+        if name in arrays:
+            buf = room.buffers[name]
+            buf[a.n:n] = getattr(b, name)
+            value = buf[:n]
+        setattr(out, name, value)
+    out.n = n
+    room.table = out
+    if len(_ROOM) > 8:
+        _ROOM.clear()
+    _ROOM[id(out)] = (out, room)
+    return out
 
 
 def _stacked(tables: Sequence[FeatureTable]) -> FeatureTable:

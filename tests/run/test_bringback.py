@@ -67,3 +67,19 @@ def test_only_what_may_fit_is_priced_in_full_and_its_prediction_is_unchanged():
     assert kept == {"small": everything["small"]}
     assert predict_pruned(search.calibration, records, search.features, cfg.model.seq_len,
                           may_fit=lambda peak, sd: False) == {}
+
+
+def test_the_candidates_table_kept_between_refits_predicts_as_a_new_one():
+    """predict_pruned(tables=...) keeps the candidates' features table while they stay; a refit's predictions are
+    the same as with a table built again, and a different set of candidates gets its own table."""
+    cfg = load_config(["+sweep=tiny", "tracking.enabled=false"])
+    search = Search(cfg)
+    records = [pruned("small", 2), pruned("large", 16)]
+    tables: dict = {}
+    first = predict_pruned(search.calibration, records, search.features, cfg.model.seq_len, tables=tables)
+    assert first == predict_pruned(search.calibration, records, search.features, cfg.model.seq_len)
+    kept = next(iter(tables.values()))
+    assert predict_pruned(search.calibration, records, search.features, cfg.model.seq_len, tables=tables) == first
+    assert next(iter(tables.values())) is kept      # not built again
+    fewer = predict_pruned(search.calibration, records[:1], search.features, cfg.model.seq_len, tables=tables)
+    assert fewer == {"small": first["small"]} and list(tables) == [("small",)]

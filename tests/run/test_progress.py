@@ -2,6 +2,7 @@ import time
 
 from launcher.core.console import Reporter
 from launcher.core.record import TrialRecord
+from launcher.core.states import TrialState
 from launcher.run.progress import LIVE_ROWS, Progress, _visible, format_eta, summary_line
 
 LAY = {"gpus": 4, "nodes": 1, "tp": 1, "pp": 2, "dp": 2, "mbs": 1, "gbs": 8}
@@ -55,3 +56,14 @@ def test_the_line_ends_with_the_gpu_hours_spent_of_the_budget():
             TrialRecord("c", 2, LAY, state="submitted", attempts=1, submitted_at=now - 900)]  # queued: no GPU
     assert summary_line(recs, now - 1800, None).endswith("| 2 GPU-h")  # 4 GPUs x (15 + 15 min)
     assert summary_line(recs, now - 1800, None, budget_gpu_hours=5).endswith("| 2/5 GPU-h")
+
+
+def test_the_line_from_kept_counts_is_the_line_from_the_records():
+    now = time.time()
+    recs = [TrialRecord("a", 0, LAY, state="ok", attempts=1, started_at=now - 1800, finished_at=now - 900),
+            TrialRecord("b", 1, LAY, state="planned", attempts=2, started_at=now - 900, finished_at=now - 600),
+            TrialRecord("c", 2, LAY, state="planned"), TrialRecord("d", 3, LAY, state="pruned")]
+    counts = {TrialState.OK: 1, TrialState.PLANNED: 2, TrialState.PRUNED: 1}
+    kept = summary_line(recs, now - 60, None, counts=counts, ran=recs[:2])
+    assert kept == summary_line(recs, now - 60, None) and "| 1.33 GPU-h" in kept   # 4 GPUs x (15 + 5 min)
+    assert summary_line(recs, now - 60, None, counts=counts, ran=recs[:1]) != kept  # `ran` is what is summed

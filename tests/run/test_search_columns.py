@@ -163,3 +163,44 @@ def test_fewer_trials_after_a_prune_are_the_last_prediction_gathered_or_a_new_on
     calls.clear()
     got = dict(search.predictions(gone))
     assert calls and got == fresh(gone)                                           # predicted again
+
+
+def test_a_table_grown_into_its_spare_room_is_the_stacked_table_and_never_overwrites_another(plan, monkeypatch):
+    from launcher.run import search as search_module
+    from launcher.run.search import _grown, _stacked
+
+    monkeypatch.setattr(search_module, "SPARE_SHARE", 4.0)   # room for every part after the first two
+    cfg, records = plan
+    search = Search(cfg)
+    parts = [search._feature_table(records[i:i + 2]).classes for i in range(0, 8, 2)]
+    assert all(p.n for p in parts)
+
+    def same(x, y) -> bool:
+        return x.n == y.n and all(np.array_equal(getattr(x, k), v) and getattr(x, k).dtype == v.dtype
+                                  for k, v in vars(y).items() if isinstance(v, np.ndarray))
+
+    first = _grown(parts[0], parts[1])
+    second = _grown(first, parts[2])                  # into first's room
+    assert same(second, _stacked(parts[:3])) and same(first, _stacked(parts[:2]))
+    other = _grown(first, parts[3])                   # first's room is second's now: a copy, not an overwrite
+    assert same(other, _stacked([parts[0], parts[1], parts[3]])) and same(second, _stacked(parts[:3]))
+    assert same(_grown(second, parts[3]), _stacked(parts))
+
+
+def test_what_is_kept_per_place_follows_the_trials_when_the_places_change(plan):
+    """Search keeps each trial's table row, static row and residual row id per place of the records (RecordFlags):
+    other trials at the same places, a shorter list and a trial pruned must give a fresh Search's predictions."""
+    cfg, records = plan
+    records = measured(records)
+    search = Search(cfg)
+    search.refit(records)
+    search.predictions(records)
+    swapped = list(records)
+    swapped[0], swapped[-1] = swapped[-1], swapped[0]     # the same length, other trials at two places
+    pruned = [*swapped[1:4], replace(swapped[4], state=TrialState.PRUNED), *swapped[5:]]
+    for now in (swapped, swapped[1:], pruned):
+        search.refit(now)
+        fresh = Search(cfg)
+        fresh.refit(now)
+        got, want = search.predictions(now), fresh.predictions(now)
+        assert list(got) == list(want) and dict(got) == dict(want)

@@ -4,6 +4,9 @@ writes, through its own connection (only the changed rows are read again) or ano
 from __future__ import annotations
 
 import random
+from dataclasses import replace
+
+import pytest
 
 from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
@@ -32,7 +35,8 @@ def random_write(rng: random.Random, led: Ledger, other: Ledger, keys: list[str]
         led.update_many({k: {"calibrated": {"step_time_s": rng.random()}} for k in rng.sample(keys, 5)})
     elif kind == 3:
         new = f"n{len(keys)}"
-        led.add_trials([rec(new, rng.randrange(-5, 60))])  # a repeat may sort anywhere by position
+        r = rec(new, rng.randrange(-5, 60))   # a repeat may sort anywhere by position
+        led.add_trials([replace(r, repeat_of=rng.choice(keys)) if rng.random() < 0.5 else r])
         keys.append(new)
     elif kind == 4:   # another connection (python -m analysis re-judging, a second launcher's ledger handle)
         other.update(key, "z", state=rng.choice(STATES), reason=f"r{rng.random()}")
@@ -54,6 +58,11 @@ def test_the_view_equals_a_full_read_after_random_writes(tmp_path):
             assert view.trials() == full, step
             wanted = {TrialState.PLANNED, TrialState.OOM}
             assert view.trials(wanted) == [r for r in full if r.state in wanted]
+            assert view.count(wanted) == len(view.trials(wanted))
+            assert view.ran() == [r for r in full if r.attempts]
+            family = set(rng.sample(keys, 3))
+            assert view.family(family) == [r for r in full if (r.repeat_of or r.config_hash) in family]
+            assert view.counts() == {s: n for s in TrialState if (n := sum(r.state is s for r in full))}
             assert view.get(key := rng.choice(keys)) == led.get(key)
 
 
@@ -66,3 +75,18 @@ def test_the_view_reads_only_what_its_connection_changed(tmp_path):
         second = view.trials()
         assert second[3].state is TrialState.OK and second[3] is not first[3]
         assert all(a is b for i, (a, b) in enumerate(zip(first, second)) if i != 3)   # not decoded again
+
+
+def test_every_trial_is_one_read_only_snapshot_until_a_row_changes(tmp_path):
+    with Ledger(tmp_path / "ledger.sqlite") as led:
+        led.add_trials([rec(f"t{i}", i) for i in range(4)])
+        view = LedgerView(led)
+        snap = view.trials()
+        assert view.trials() is snap and snap == led.trials()
+        with pytest.raises(TypeError, match="read-only"):
+            snap.append(rec("x", 9))
+        with pytest.raises(TypeError, match="read-only"):
+            snap[0] = rec("x", 9)
+        led.update("t1", "x", state=TrialState.OK)
+        again = view.trials()
+        assert again is not snap and again == led.trials() and snap[1].state is TrialState.PLANNED
