@@ -108,8 +108,10 @@ def _estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, peak_g
               step_s: float, times: dict[str, float]) -> Estimate:
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
-    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, layout.recompute_every) / per_gpu_s
-    model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
+    model_flops = flops.model_flops(model, layout.gbs, vocab)  # hardware_flops' first term: computed once
+    hw_tflops = (model_flops + flops.recompute_flops(model, layout.gbs, layout.recompute, layout.recompute_every)
+                 ) / per_gpu_s
+    model_tflops = model_flops / per_gpu_s
     return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
                     step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,
                     tflops_per_gpu=hw_tflops, model_tflops_per_gpu=model_tflops,
