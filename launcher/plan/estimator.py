@@ -23,7 +23,7 @@ from launcher.plan.constants import Constants, constants_for
 from launcher.plan.hardware import generation
 from launcher.plan.memory import peak_memory_gb, uses_flash_attention
 from launcher.plan.stack import stack_name
-from launcher.plan.step_time import StepPieces, rates, step_pieces, step_time_of, step_time_s
+from launcher.plan.step_time import ClassStep, StepPieces, class_step, rates, step_pieces, step_time_at, step_time_s
 from launcher.plan.workload import DEFAULT_WORKLOAD, Workload
 
 ESTIMATOR_PRECISIONS = PRECISIONS
@@ -92,17 +92,26 @@ def estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
 def of_class(model: ModelConfig, cluster: ClusterConfig, layout: Layout,
              parts: tuple[float, dict[str, float], StepPieces], constants: Constants) -> Estimate:
     """The estimate of `layout` from its batch class's (peak GB, memory breakdown, step pieces)."""
-    step_s, times = step_time_of(parts[2]._replace(microbatches=max(1, layout.microbatches)), constants,
-                                 is_cpu_standin(cluster.gpu))
-    return _estimate(model, cluster, layout, parts[0], dict(parts[1]), step_s, times)
+    return of_class_step(model, cluster, layout, parts[0], parts[1],
+                         class_step(parts[2], constants, is_cpu_standin(cluster.gpu)))
+
+
+def of_class_step(model: ModelConfig, cluster: ClusterConfig, layout: Layout, peak_gb: float, mem: dict[str, float],
+                  step: ClassStep) -> Estimate:
+    """of_class with the class's step time parts computed once (launcher.plan.step_time.class_step: a plan's
+    layouts of one class differ only in their micro-batch count)."""
+    step_s, times = step_time_at(step, max(1, layout.microbatches))
+    return _estimate(model, cluster, layout, peak_gb, dict(mem), step_s, times)
 
 
 def _estimate(model: ModelConfig, cluster: ClusterConfig, layout: Layout, peak_gb: float, mem: dict[str, float],
               step_s: float, times: dict[str, float]) -> Estimate:
     vocab = flops.padded_vocab(model.vocab, layout.tp)
     per_gpu_s = step_s * layout.gpus * 1e12
-    hw_tflops = flops.hardware_flops(model, layout.gbs, vocab, layout.recompute, layout.recompute_every) / per_gpu_s
-    model_tflops = flops.model_flops(model, layout.gbs, vocab) / per_gpu_s
+    model_flops = flops.model_flops(model, layout.gbs, vocab)  # hardware_flops' first term: computed once
+    hw_tflops = (model_flops + flops.recompute_flops(model, layout.gbs, layout.recompute, layout.recompute_every)
+                 ) / per_gpu_s
+    model_tflops = model_flops / per_gpu_s
     return Estimate(peak_mem_gb=peak_gb, headroom=1.0 - peak_gb / cluster.gpu_mem_gb, mem_breakdown_gb=mem,
                     step_time_s=step_s, tokens_per_s=layout.gbs * model.seq_len / step_s,
                     tflops_per_gpu=hw_tflops, model_tflops_per_gpu=model_tflops,

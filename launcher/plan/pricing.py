@@ -27,7 +27,7 @@ from launcher.core.names import is_cpu_standin
 from launcher.plan.batch_class import batch_class
 from launcher.plan.calibrate import TrialFeatures, amounts_of, bare_memory_constants, features_of, unit_rates
 from launcher.plan.constants import Constants, constants_for
-from launcher.plan.estimator import ESTIMATOR_PRECISIONS, Estimate, of_class
+from launcher.plan.estimator import ESTIMATOR_PRECISIONS, Estimate, of_class_step
 from launcher.plan.hardware import generation
 from launcher.plan.memory import (
     StageAmounts,
@@ -38,7 +38,7 @@ from launcher.plan.memory import (
     uses_flash_attention,
 )
 from launcher.plan.stack import stack_name
-from launcher.plan.step_time import MicrobatchTimes, Rates, StepPieces, rates, step_pieces
+from launcher.plan.step_time import ClassStep, MicrobatchTimes, Rates, StepPieces, class_step, rates, step_pieces
 from launcher.plan.workload import Workload
 
 if TYPE_CHECKING:
@@ -47,12 +47,13 @@ if TYPE_CHECKING:
 
 class ClassPrice(NamedTuple):
     """A batch class's memory (peak GB and breakdown under the constants, and each stage's amounts) and, once
-    priced, its step pieces under the constants."""
+    priced, its step pieces under the constants and the parts of its step time they give (step_time.class_step)."""
 
     peak_gb: float
     mem: dict[str, float]
     amounts: dict[int, StageAmounts]
     pieces: Optional[StepPieces] = None
+    step: Optional[ClassStep] = None
 
 
 class ClassPricer:
@@ -98,11 +99,12 @@ class ClassPricer:
                     features: bool = False) -> Estimate:
         """estimate() with the layout's class and price from price()."""
         cls, workload = key
-        if price.pieces is None or (features and cls not in self.features):
-            price = self.classes[key] = price._replace(pieces=self._pieces(cls, workload, price, features))
-        assert price.pieces is not None
-        return of_class(self.model, self.cluster, layout, (price.peak_gb, price.mem, price.pieces),
-                        self._of(workload)[0])
+        if price.step is None or (features and cls not in self.features):
+            pieces = self._pieces(cls, workload, price, features)
+            price = self.classes[key] = price._replace(pieces=pieces,
+                                                       step=class_step(pieces, self._of(workload)[0], self.cpu))
+        assert price.step is not None
+        return of_class_step(self.model, self.cluster, layout, price.peak_gb, price.mem, price.step)
 
     def _of(self, workload: Workload) -> tuple[Constants, Rates]:
         """The constants and rates of a workload (estimate's: the given constants, else its stack's)."""

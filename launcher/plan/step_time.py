@@ -656,25 +656,51 @@ def step_time_s(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
 def step_time_of(pc: StepPieces, constants: Constants, cpu: bool) -> tuple[float, dict[str, float]]:
     """step_time_s from the layout's pieces (priced with `constants`' rates): launcher.plan.estimator prices one
     layout of a batch class (launcher.plan.batch_class) and gives each of the others its micro-batch count."""
+    return step_time_at(class_step(pc, constants, cpu), pc.microbatches)
+
+
+class ClassStep(NamedTuple):
+    """What step_time_of computes before the micro-batch count enters (the pieces' stages, the DP and optimizer
+    time and the bubble do not depend on it): one per batch class, then step_time_at per layout."""
+
+    bottleneck: float
+    exposed: float
+    bubble: float
+    optimizer: float
+    mb: MicrobatchTimes   # the bottleneck stage's micro-batch
+    tp_hidden: float
+    gpu: float
+    work: float
+
+
+def class_step(pc: StepPieces, constants: Constants, cpu: bool) -> ClassStep:
+    """step_time_of's parts of pieces priced with `constants`' rates, for any micro-batch count."""
     pc = pc._replace(interference=constants.overlap_interference, tp_interference=constants.tp_overlap_interference)
-    step, bottleneck_s, exposed, bubble, totals = combine(pc)
+    _, bottleneck_s, exposed, bubble, totals = combine(pc)
     mb = pc.stages[totals.index(bottleneck_s)]
-    m = pc.microbatches
     tp_hidden = tp_exposed(mb, max, constants.tp_overlap_interference)
     gpu = mb.gpu + tp_hidden
     work = max(gpu, mb.dispatch) if not cpu else gpu + mb.dispatch
+    return ClassStep(bottleneck_s, exposed, bubble, pc.optimizer, mb, tp_hidden, gpu, work)
+
+
+def step_time_at(cs: ClassStep, m: Num) -> tuple[float, dict[str, float]]:
+    """(iteration seconds, breakdown) at `m` micro-batches per step: the same operations in the same order as
+    `combine`'s step and step_time_of's breakdown (to the last bit)."""
+    mb, gpu, work = cs.mb, cs.gpu, cs.work
+    step = m * cs.bottleneck + cs.exposed + cs.bubble + cs.optimizer
     breakdown = {
         "compute": m * mb.compute,
         "recompute": m * mb.recompute,
-        "tp_comm": m * (mb.tp_comm + tp_hidden),
+        "tp_comm": m * (mb.tp_comm + cs.tp_hidden),
         "pp_comm": m * mb.pp_comm,
         "cp_comm": m * mb.cp_comm,
         "ep_comm": m * mb.ep_comm,
         "fixed": m * mb.fixed,
         "dispatch": m * (work - gpu),              # CPU dispatch time not hidden behind GPU work
-        "shard_comm": m * (bottleneck_s - work),   # ZeRO-3/FSDP communication not hidden behind the work
-        "dp_comm": exposed,
-        "bubble": bubble,
-        "optimizer": pc.optimizer,
+        "shard_comm": m * (cs.bottleneck - work),  # ZeRO-3/FSDP communication not hidden behind the work
+        "dp_comm": cs.exposed,
+        "bubble": cs.bubble,
+        "optimizer": cs.optimizer,
     }
     return step, breakdown

@@ -86,10 +86,12 @@ class TimedReporter(Reporter):
     def __init__(self) -> None:
         super().__init__(io.StringIO(), io.StringIO(), interactive=False)
         self.first_progress: float | None = None
+        self.first_progress_cpu: float | None = None
+        """The process's CPU time then (the wall time varies with the machine's load)."""
 
     def info(self, message: str) -> None:
         if self.first_progress is None and message.startswith("[") and " done |" in message:
-            self.first_progress = time.perf_counter()
+            self.first_progress, self.first_progress_cpu = time.perf_counter(), time.process_time()
         super().info(message)
 
 
@@ -111,6 +113,7 @@ def run_once(overrides: list[str], polls: int) -> dict:
     gaps = [b - a - cfg.monitor.poll_interval_s for a, b in zip(clock[1:], clock[2:])]
     cpu_gaps = [b - a for a, b in zip(cpu_clock[1:], cpu_clock[2:])]
     return {"first_s": (reporter.first_progress or float("nan")) - started, "cpu_s": time.process_time() - cpu,
+            "first_cpu_s": (reporter.first_progress_cpu or float("nan")) - cpu,
             "poll_mean_s": sum(gaps) / len(gaps), "poll_max_s": max(gaps), "polls": len(gaps),
             "poll_cpu_s": sum(cpu_gaps) / len(cpu_gaps)}
 
@@ -125,7 +128,7 @@ def main() -> None:
         again = run_once(overrides, polls)
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"plan: {trials:,} trials in the ledger")
-    print(f"first progress line: {first['first_s']:.2f} s  target < 10 s")
+    print(f"first progress line: {first['first_s']:.2f} s (CPU {first['first_cpu_s']:.2f} s)  target < 10 s")
     print(f"per poll: mean {first['poll_mean_s']:.3f} s, max {first['poll_max_s']:.3f} s over {first['polls']} polls "
           f"(resumed run: mean {again['poll_mean_s']:.3f} s, max {again['poll_max_s']:.3f} s)  target < 0.5 s")
     print(f"resume to its first progress line: {again['first_s']:.2f} s  target < 10 s")

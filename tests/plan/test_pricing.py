@@ -17,6 +17,7 @@ from launcher.plan.estimator import estimate
 from launcher.plan.inputs import workload_for
 from launcher.plan.planner import make_plan
 from launcher.plan.pricing import ClassPricer
+from launcher.plan.step_time import class_step, combine, step_time_at
 
 GRIDS = {
     "torch-70b": ["+sweep=70b", "backend=torch", "cluster.nodes=8", "grid.nodes=[1,8]", "grid.tp=[2,8]",
@@ -73,3 +74,26 @@ def test_a_plan_with_the_features_is_the_plan_without(load):
                                                                     for t in priced.trials]
     assert set(priced.class_features) == {batch_class(t.layout) for t in priced.trials}
     assert plain.pruned_total and len(priced.pruned) <= sum(priced.pruned_total.values())
+
+
+@pytest.mark.parametrize("name", sorted(GRIDS))
+def test_a_class_s_step_time_parts_give_combine_s_step_at_every_micro_batch_count(load, name):
+    """step_time.class_step is computed once per class (the pricer keeps it) and step_time_at gives each layout's
+    step from it: the step `combine` computes with that micro-batch count, to the last bit, its breakdown summing
+    to it."""
+    cfg = load(*GRIDS[name])
+    b = cfg.backend
+    pricer = ClassPricer(cfg.model, cfg.cluster, b.precision, b.flash_attention, b.name)
+    for lay in valid_layouts(cfg)[::7]:
+        pricer.estimate(lay, workload_for(b, lay))
+    assert pricer.classes
+    for (_, workload), price in pricer.classes.items():
+        constants = pricer._of(workload)[0]
+        assert price.step is not None and price.pieces is not None
+        assert bits(price.step) == bits(class_step(price.pieces, constants, pricer.cpu))
+        pc = price.pieces._replace(interference=constants.overlap_interference,
+                                   tp_interference=constants.tp_overlap_interference)
+        for m in (1, 3, 8, 64):
+            step, breakdown = step_time_at(price.step, m)
+            assert bits(step) == bits(combine(pc._replace(microbatches=m))[0])
+            assert sum(breakdown.values()) == pytest.approx(step, rel=1e-9)

@@ -217,3 +217,20 @@ def test_a_bulk_add_and_a_read_by_state_match_the_trial_by_trial_ledger(tmp_path
         assert led.trials(["pruned"]) == [r for r in read if r.state is TrialState.PRUNED]
         assert led.get("h7") == read[7]
         assert sorted(led.get_many(["h2", "h1"]), key=lambda r: r.position) == read[1:3]
+
+
+def test_records_read_back_share_their_json_keys_and_equal_json_loads(tmp_path):
+    """Ledger._loads interns the decoded objects' keys: two trials' predictions share their key strings (a resumed
+    50k-trial sweep held a copy of every name per trial), nested ones too, and the values are json.loads' (a
+    repeated key: its first place, its last value)."""
+    predicted = {"peak_mem_gb": 50.5, "mem_breakdown_gb": {"weights": 1.0, "grads": 2.0}, "tokens_per_s": 10.0}
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([TrialRecord(h, i, rec(h).layout, dict(predicted)) for i, h in enumerate("ab")])
+        text = '{"x": 1, "y": [{"k": 2}], "x": 3}'
+        led._db.execute("UPDATE trials SET metrics = ? WHERE config_hash = 'b'", (text,))
+        a, b = led.trials()
+    assert a.predicted == b.predicted == predicted
+    assert list(b.metrics.items()) == list(json.loads(text).items())
+    for key_a, key_b in zip(a.predicted, b.predicted):
+        assert key_a is key_b
+    assert next(iter(a.predicted["mem_breakdown_gb"])) is next(iter(b.predicted["mem_breakdown_gb"]))
