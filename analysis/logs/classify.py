@@ -237,13 +237,14 @@ def _gpu_fault(text: str, start: int) -> Failure | None:
 
 
 def _config_assertion(text: str, start: int) -> Failure | None:
-    """An AssertionError raised in an argument check (patterns.CONFIG_ASSERT_FILES)."""
+    """An AssertionError raised in an argument check (patterns.CONFIG_ASSERT_FILES) or a config validator
+    (families.config.asserts_in_validator)."""
     idx = text.find("AssertionError", start)
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
         frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
         if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES) \
-                or F_CONFIG.asserts_arguments(_line_at(text, idx), frames):
+                or F_CONFIG.asserts_arguments(_line_at(text, idx), frames) or F_CONFIG.asserts_in_validator(frames):
             return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
                             _evidence(text, idx))
         idx = text.find("AssertionError", idx + 1)
@@ -863,7 +864,12 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.RESUME_LAYOUT
                       + F_CONFIG.EXTENSION_BUILD + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA
                       + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION
-                      + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL, start)
+                      + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL
+                      + F_CONFIG.UNMOUNTED + F_CONFIG.SIGNATURE + F_CONFIG.BACKEND_MISSING + F_CONFIG.VERSION_FLOOR
+                      + F_CONFIG.PLACEHOLDER_VALUE + F_CONFIG.PATH_MISSING + F_CONFIG.NO_GPU
+                      + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
+                      + F_CONFIG.VERSION_UNSUPPORTED,
+                      start)
         or _hydra_target(text, start)
         or _string_config_value(text, start)
         or _diverged(text, start, losses)

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional
 
+from launcher.core.layout import DIMENSIONS as LAYOUT_DIMENSIONS
 from launcher.core.layout import NAMES
 
 if TYPE_CHECKING:  # numpy is imported where it is used: planning and --help never need it (as in calibrate)
@@ -35,6 +36,10 @@ PER_SWEEP = ("gpus", "nodes", "gbs")
 """Layout dimensions a sweep usually holds fixed (and gpus/nodes follow from the others): no effect of their own."""
 DIMENSIONS = tuple(n for n in NAMES if n not in PER_SWEEP)
 """The dimensions whose values get an effect each (launcher.core.layout.NAMES, in its order)."""
+ORDERED = tuple(d.name for d in LAYOUT_DIMENSIONS if d.kind in ("split", "batch") and d.type is int
+                and d.name in DIMENSIONS)
+"""Sizes (tp, pp, dp, cp, vpp, ep, etp, mbs): besides an effect per value, one per step up between their values
+(ResidualModel.steps)."""
 OFFSET_SD = 0.5
 """The sweep's overall level (log): a-priori step times are off by ~40 % (median) before anything is measured."""
 VALUE_SD = 0.15
@@ -122,20 +127,29 @@ class ResidualModel:
     identified_only: bool = False
     """posterior: only the dimensions with at least two of their values measured get effects (an error seen at one
     value of a dimension cannot be told apart from the sweep's level)."""
+    steps: bool = False
+    """design: the sizes (ORDERED) also get one column per step up between their values ('tp>=4': 1 for tp 4, 8,
+    ...), so that an error measured at one size carries, in part, to the larger ones (a random walk along the
+    size): with an effect per value alone, tp=2 measured 2.6x slower than predicted says nothing about tp=4, and
+    the search ran it two trials later on the 8-rank CPU SLURM grid (tests/benchmarks/bench_search_gap.py). Not
+    adopted (docs/search.md: 6 sweeps worse than plan order instead of 5): an ablation option, off."""
+    step_scale: float = 1.0
+    """steps: the prior sd of a step column, as a share of the value sd."""
 
     def design(self, dims: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
         """Columns and their names: the offset, then one indicator per value of every dimension that varies
         among `dims` ('tp=4')."""
         import numpy as np
 
-        if isinstance(dims, tuple) and _LAST_TUPLE and _LAST_TUPLE[0] is dims:
+        if isinstance(dims, tuple) and _LAST_TUPLE and _LAST_TUPLE[0] is dims and not self.steps:
             last: tuple[np.ndarray, tuple[str, ...]] = _LAST_TUPLE[1]
             return last  # the same tuple again (a sweep of 50k trials asks twice a decision)
         ids = _row_ids(dims)
-        key = ids.tobytes()
+        key = ids.tobytes() + (b"steps" if self.steps else b"")     # the steps ablation's design is its own
         cached = _DESIGNS.get(key)
         if cached is not None:
-            _remember(dims, cached)
+            if not self.steps:
+                _remember(dims, cached)
             return cached
         # The distinct rows first, in the order first met (trials apart only in PER_SWEEP dimensions share one: a
         # 50k-trial grid has a third as many), then each trial's row of their design: the same columns, built from
@@ -156,6 +170,8 @@ class ResidualModel:
                 continue
             columns.append((which.reshape(-1, 1) == np.arange(len(values))).astype(float))
             names.extend(f"{d}={v}" for v in values.tolist())
+            if self.steps and d in ORDERED:
+                _step_columns(d, values.tolist(), which, columns, names)
         rows = np.concatenate(columns, axis=1)
         design = (rows[of_row], tuple(names))
         if len(_DESIGNS) > 64:      # a sweep asks for the same grid at every decision: keep the last few
@@ -163,14 +179,17 @@ class ResidualModel:
             _DISTINCT.clear()
         _DESIGNS[key] = design
         _DISTINCT[id(design[0])] = (design[0], rows, of_row)
-        _remember(dims, design)
+        if not self.steps:
+            _remember(dims, design)
         return design
 
     def _prior(self, names: Sequence[str], value_sd: float) -> np.ndarray:
         """Prior variance of every column."""
         import numpy as np
 
-        return np.array([self.offset_sd ** 2 if n == "offset" else value_sd ** 2 for n in names])
+        step_sd = self.step_scale * value_sd
+        return np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n else value_sd ** 2
+                         for n in names])
 
     def fitted(self, dims: Sequence[Mapping[str, Any]], measured: Mapping[int, float]) -> ResidualModel:
         """The scales the measured errors make likeliest (empirical Bayes: the log marginal likelihood over a grid
@@ -236,6 +255,22 @@ class ResidualModel:
             return Residuals((rows @ mean_w)[of_row], np.sqrt(var + self.noise_sd ** 2), len(measured))
         var = np.einsum("ij,jk,ik->i", design, cov, design)
         return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
+
+
+def _step_columns(d: str, values: list[str], which: np.ndarray, columns: list[np.ndarray], names: list[str]) -> None:
+    """ResidualModel.steps: the columns 'd>=v' for every value v of the size d but its smallest (1 where the trial's
+    value is at least v), after d's per-value columns. A value that is not a number (a size left unset) gets
+    none. Every value of d has a per-value column, so trials that have all of those (same_columns) have these."""
+    import numpy as np
+
+    sizes = np.array([int(v) if v.lstrip("-").isdigit() else -1 for v in values])
+    ladder = sorted({int(v) for v in sizes if v > 0})
+    if len(ladder) < 2:
+        return
+    of_trial = sizes[which.reshape(-1)]
+    for v in ladder[1:]:
+        columns.append((of_trial >= v).astype(float).reshape(-1, 1))
+        names.append(f"{d}>={v}")
 
 
 def same_columns(dims: Sequence[Mapping[str, Any]], index: np.ndarray) -> bool:

@@ -57,6 +57,9 @@ VARIANTS = {
     "+ stop rule t2": (replace(SEARCH5, stop_dof=2.0), True),
     "+ both (now)": (POLICY, True),
     "now, identified dims only": (POLICY, True, ResidualModel(identified_only=True)),
+    # search10 (issue 16, 27 Nov): a column per step up of every size besides the per-value effects (not adopted)
+    "now + size steps": (POLICY, True, ResidualModel(steps=True)),
+    "now + size steps, half sd": (POLICY, True, ResidualModel(steps=True, step_scale=0.5)),
 }
 
 

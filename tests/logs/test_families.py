@@ -28,6 +28,9 @@ FAILURE_TABLES = {
     "config file": config.CONFIG_FILE,
     "config helpers build": config.HELPERS_BUILD,
     "config version refusal": config.VERSION_REFUSAL,
+    "config judge14a": config.UNMOUNTED + config.SIGNATURE + config.BACKEND_MISSING + config.VERSION_FLOOR
+    + config.PLACEHOLDER_VALUE + config.PATH_MISSING + config.NO_GPU + config.FLASH_REFUSAL + config.PACKAGE_GUARD
+    + config.HUB_ACCESS + config.VERSION_UNSUPPORTED,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

@@ -187,3 +187,19 @@ def test_the_posterior_per_distinct_row_is_the_per_trial_one():
     slow = model.posterior(dims, measured)
     assert np.array_equal(fast.mean, slow.mean) and np.array_equal(fast.sd, slow.sd)
     assert not np.all(fast.mean == fast.mean[0])
+
+
+def test_steps_carry_an_error_measured_at_one_size_to_the_larger_ones():
+    """ResidualModel.steps (an ablation option, off by default): a column per step up of each size, so tp=2
+    measured slower than predicted moves tp=4 (which has the step to 2 too) and not tp=1."""
+    dims = grid()
+    x, names = ResidualModel(steps=True).design(dims)
+    assert "tp>=2" in names and "tp>=4" in names and "tp>=1" not in names and "pp>=2" in names
+    assert "recompute>=none" not in names and ResidualModel().design(dims)[0].shape == (12, 8)
+    assert [x[i, names.index("tp>=4")] for i in range(len(dims))] == [float(d["tp"] >= 4) for d in dims]
+    measured = {i: math.log(2.0) for i in range(len(dims)) if dims[i]["tp"] == 2 and dims[i]["mbs"] == 1}
+    measured[0] = 0.0                                                   # tp1 pp1 mbs1 as predicted
+    tp4 = [i for i in range(len(dims)) if dims[i]["tp"] == 4]
+    plain = ResidualModel().posterior(dims, measured).mean
+    steps = ResidualModel(steps=True).posterior(dims, measured).mean
+    assert min(steps[i] for i in tp4) > max(plain[i] for i in tp4) + 0.05

@@ -72,6 +72,10 @@ SIZED_ALLOCATION_FAILED = (_NOT_ADVICE + r"[^\n]*?\b(?:failed|unable|cannot|coul
                            r"(?:" + _SIZE + r"|memory\b[^\n]{0,30}?\b" + _SIZE + r")")
 # A CUDA driver/runtime status printed as its number: 2 is the out-of-memory code in both APIs (CUresult
 # CUDA_ERROR_OUT_OF_MEMORY, cudaError_t cudaErrorMemoryAllocation); with its name in brackets or not.
+# An allocation that failed on the device, without a size (an allocator's or a runtime's own words), not advice.
+DEVICE_ALLOCATION_FAILED = (_NOT_ADVICE + r"[^\n]*?\b(?:failed|unable|cannot|could not|couldn't) (?:to )?allocate "
+                            r"(?:(?:device|gpu|cuda|hbm|vram) memory\b|(?:\w{1,20} )?memory (?:on|in) (?:the )?"
+                            r"(?:gpu|device|cuda|hbm|vram)\b)")
 CU_RESULT_OOM = r"\bCUresult\b[^\n]{0,20}?(?:\b2\b|CUDA_ERROR_OUT_OF_MEMORY|\bout of memory\b)"
 DEVICE_MEMORY = (
     rows(FailureKind.OOM, _DEVICE, "TensorFlow errors_impl / bfc_allocator.cc / op_kernel.cc",
@@ -136,6 +140,16 @@ DEVICE_MEMORY = (
            "2147483648 bytes', 'unable to allocate 3.2 GiB of pinned memory'); not advice, which states no failed size",
            ("out of memory", "RuntimeError: out of memory", OOM_AS_MESSAGE),
            ("llocate", "RuntimeError: failed to allocate 2147483648 bytes", SIZED_ALLOCATION_FAILED))
+    # judge14a: ROCm's runtime status for a failed device allocation (ROCR-Runtime hsa_status_string:
+    # "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources."; the same status
+    # names other exhausted resources, so only with "allocate" on its line), and an allocator's failure without a
+    # size, said of the device ("Unable to allocate memory on the GPU", "failed to allocate device memory").
+    + rows(FailureKind.OOM, _DEVICE, "ROCR-Runtime hsa_status_string; allocators' unsized device-allocation failures",
+           ("HSA_STATUS_ERROR_OUT_OF_RESOURCES", "Callback: Queue 0x7f aborting with error : "
+                                                 "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate "
+                                                 "the necessary resources.",
+            r"HSA_STATUS_ERROR_OUT_OF_RESOURCES[^\n]{0,120}\ballocate"),
+           ("llocate", "ERROR: Unable to allocate memory on the GPU", DEVICE_ALLOCATION_FAILED))
     + rows(FailureKind.OOM, _DEVICE, "any runtime's 'out of memory' said of a device or an allocation",
            ("out of memory", "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/"
                              "THCCachingAllocator.cpp:510", DEVICE_OOM_SHAPE),
@@ -189,6 +203,13 @@ HOST_MEMORY = (
            ("due to memory pressure", "systemd-oomd[812]: Killed /user.slice/user-1000.slice/session-3.scope due to "
                                       "memory pressure for /user.slice being 92.1% > 80.0% for > 20s",
             r"(?i)\bkill(?:ed|ing)?\b"))
+    # judge14a: a process reported killed by the OOM killer in any tool's words ("Container killed by the OOM
+    # killer", container runtimes and batch systems; "Killed by the kernel OOM killer"), not a guess about it ("may
+    # have been killed by the OOM killer?", launchers' hints).
+    + rows(FailureKind.OOM, _HOST, "container runtimes' and schedulers' kill reports (OOM killer named as the sender)",
+           ("OOM killer", "ERROR: Container killed by the OOM killer",
+            r"(?i)\A(?![^\n]*(?:\b(?:may|might|maybe|possibly|perhaps|likely|probably|could|potential|if)\b|\?))"
+            r"[^\n]*\b(?:killed|terminated|reaped) by (?:the )?(?:kernel(?:'s)? |linux |host )?OOM[ _-]?killer\b"))
     + rows(FailureKind.OOM, _HOST, "LSF job exit reasons (TERM_MEMLIMIT), PBS/Torque resource limits",
            ("TERM_MEMLIMIT", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."),
            ("exceeded limit", "=>> PBS: job killed: mem 134217728kb exceeded limit 125829120kb",
