@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Optional
@@ -133,7 +134,7 @@ class Layout:
 
     def config_hash(self, context: str = "") -> str:
         """Stable identity of the trial: the layout plus the model/cluster/backend context."""
-        payload = json.dumps({"layout": _hashed(self), "context": context}, sort_keys=True)
+        payload = _SORTED_JSON.encode({"layout": _hashed(self), "context": context})
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
     def label(self) -> str:
@@ -236,8 +237,14 @@ def _part(d: Dimension, value: Any) -> str:
 
 
 def _hashed(layout: Layout) -> dict[str, Any]:
-    return {d.name: getattr(layout, d.name) for d in DIMENSIONS
-            if d.dim.hashed_at_default or getattr(layout, d.name) != d.default}
+    values = _ALL_VALUES(layout)
+    return {name: value for (name, always, default), value in zip(_HASHED, values) if always or value != default}
+
+
+_SORTED_JSON = json.JSONEncoder(sort_keys=True)
+"""json.dumps(..., sort_keys=True) without a new encoder per call (every trial of a 50k-trial plan is hashed)."""
+_HASHED = tuple((d.name, d.dim.hashed_at_default, d.default) for d in DIMENSIONS)
+_ALL_VALUES = operator.attrgetter(*(d.name for d in DIMENSIONS))
 
 
 def grid_defaults() -> Iterator[tuple[str, Optional[list[Any]]]]:

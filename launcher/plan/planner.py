@@ -194,7 +194,8 @@ def make_plan(cfg: RootConfig, progress: Optional[Callable[[int, int], None]] = 
             progress(n_points, total)
         verdict = checker.check(layout)
         if not verdict.ok:
-            first = verdict.reasons[0]  # the rejection first in the rules table
+            first = verdict.first_reason  # the rejection first in the rules table (not every merged reason)
+            assert first is not None
             rejected[first.code] += 1
             examples.setdefault(first.code, first.message)
             continue

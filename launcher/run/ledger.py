@@ -133,8 +133,10 @@ def _row_values(record: TrialRecord, now: float) -> tuple[Any, ...]:
         values[i] = int(values[i])
     values[_STATE_AT] = str(record.state)
     values[_UPDATED_AT] = now
-    dims = _DIMENSION_VALUES(record.layout)
-    return (*values, *(int(v) if isinstance(v, bool) else v for v in dims))
+    dims = list(_DIMENSION_VALUES(record.layout))
+    for i in _BOOL_DIMENSIONS_AT:
+        dims[i] = int(dims[i])
+    return (*values, *dims)
 
 
 def _as_stored(record: TrialRecord, now: float) -> TrialRecord:
@@ -151,6 +153,21 @@ def _as_stored(record: TrialRecord, now: float) -> TrialRecord:
     values = dict(zip(_FIELD_NAMES, _FIELD_VALUES(record)))
     values.update(changes)
     return TrialRecord(**values)  # made as any record is (a copied __dict__ slows every attribute read of it)
+
+
+def _store_in_place(record: TrialRecord, now: float) -> TrialRecord:
+    """_as_stored without the copy: the record itself, changed to what the ledger reads back (a 50k-trial plan made
+    two records per trial, issue 19)."""
+    record.updated_at = now
+    for name in _TEXT_FIELDS:
+        value = getattr(record, name)
+        if type(value) is not str:
+            setattr(record, name, str(value))
+    for name in _BOOL_FIELDS:
+        value = getattr(record, name)
+        if type(value) is not bool:
+            setattr(record, name, bool(value))
+    return record
 
 
 def _from_row(row: tuple) -> TrialRecord:
@@ -206,6 +223,7 @@ _RECORD_VALUES = operator.attrgetter(*_RECORD_ORDER)
 _DIMENSION_VALUES = operator.attrgetter(*_DIMENSION_NAMES)
 _JSON_AT = tuple(_RECORD_ORDER.index(name) for name in _JSON_FIELDS)
 _BOOL_AT = tuple(_RECORD_ORDER.index(name) for name in _BOOL_FIELDS)
+_BOOL_DIMENSIONS_AT = tuple(_DIMENSION_NAMES.index(name) for name in _BOOL_DIMENSIONS)
 _STATE_AT, _UPDATED_AT = _RECORD_ORDER.index("state"), _RECORD_ORDER.index("updated_at")
 _FIELD_NAMES = tuple(f.name for f in fields(TrialRecord))
 _FIELD_VALUES = operator.attrgetter(*_FIELD_NAMES)
@@ -318,15 +336,17 @@ class Ledger:
     # -- trials -----------------------------------------------------------------------------------------------
     @_guarded
     def add_trials(self, records: Iterable[TrialRecord], plan: Optional[tuple[str, Sequence[str]]] = None,
-                   inserted: Optional[list[TrialRecord]] = None) -> int:
+                   inserted: Optional[list[TrialRecord]] = None, adopt: bool = False) -> int:
         """Insert trials that are not in the ledger yet (existing ones keep their state). Returns how many were new.
         `plan`: (its key, the kept trials' config hashes in plan order), kept in the same transaction as the trials
         (launcher.run.plan_store): a resume that finds it reads it back instead of planning again. `inserted`: a list
         that gets the new trials as the ledger now holds them (_as_stored: what `trials()` would read back for
         records whose JSON fields hold JSON's own types, as a plan's do), in the order given, once they are
         committed: a caller that needs them need not read and decode them again (50k rows: seconds and ~100 MB of
-        decoded keys, issue 19)."""
+        decoded keys, issue 19). `adopt`: the records are the caller's to give away (a generator's, as the loop's):
+        `inserted` gets them themselves, changed in place to their stored form, instead of copies."""
         now = time.time()
+        keep = _store_in_place if adopt else _as_stored
         stored: list[TrialRecord] = []
         with self._transaction():
             known = self.config_hashes()  # in the transaction: what INSERT OR IGNORE would ignore, row by row
@@ -340,7 +360,7 @@ class Ledger:
                         known.add(r.config_hash)
                         fresh.append((r.config_hash, str(r.state)))
                         if inserted is not None:
-                            stored.append(_as_stored(r, now))
+                            stored.append(keep(r, now))
                         yield _row_values(r, now)
 
             # one statement for the whole plan (a 50k-trial plan row by row took seconds), the journal likewise

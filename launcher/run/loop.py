@@ -631,7 +631,8 @@ def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHoo
         inserted: Optional[list[TrialRecord]] = None if known else []  # a new sweep: the view starts from them
         with gc_paused():
             new = ledger.add_trials(_each_record(plan, known),
-                                    plan=(plan_store.stored_key(key, folder.plan_csv), kept), inserted=inserted)
+                                    plan=(plan_store.stored_key(key, folder.plan_csv), kept), inserted=inserted,
+                                    adopt=True)  # each record made once (issue 19)
             allowed = set(kept)
             del plan  # every grid point's estimate (hundreds of MB at 50k trials): the ledger holds the trials'
             view = LedgerView(ledger, inserted)  # one read of the ledger (none when new), then the rows that change

@@ -48,3 +48,14 @@ def test_only_the_new_trials_are_inserted(tmp_path):
         assert led.add_trials([dataclasses.replace(old, selection="other"), new], inserted=inserted) == 1
         assert [typed(r) for r in inserted] == [typed(led.get("b"))]
         assert new.pruned_by is PruneReason.PREDICTED_OOM and new.synced == 1   # the caller's record as it was
+
+
+def test_adopted_records_are_stored_in_place(tmp_path):
+    """adopt=True: `inserted` holds the given records themselves (one object per trial), in their stored form."""
+    new = TrialRecord("b", 1, dict(LAYOUT, mbs=2), {"step_time_s": 2.0}, state=TrialState.PRUNED,
+                      pruned_by=PruneReason.PREDICTED_OOM, synced=1)  # type: ignore[arg-type]
+    with Ledger(tmp_path / "ledger.sqlite") as led:
+        inserted: list[TrialRecord] = []
+        assert led.add_trials([new], inserted=inserted, adopt=True) == 1
+        assert inserted[0] is new
+        assert [typed(r) for r in inserted] == [typed(led.get("b"))]
