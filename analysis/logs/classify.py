@@ -506,6 +506,35 @@ def _without_dumps(text: str) -> str:
     return view
 
 
+# Ray's worker-died text lists possible causes ("There are some potential root causes. (1) The process is killed by
+# SIGKILL by OOM killer ... (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV or
+# other unexpected errors."): the causes after the first are blanked so that no crash signature (SIGSEGV) reads them
+# as evidence; the first stays for families.memory.RAY_WORKER_DIED, checked after every other family.
+_LISTED_CAUSES = "There are some potential root causes."
+_LATER_CAUSE = re.compile(r" ?\(2\) ")
+
+
+def _without_listed_causes(text: str) -> str:
+    idx = text.find(_LISTED_CAUSES)
+    if idx < 0:
+        return text
+    parts, done = [], 0
+    while idx >= 0:
+        end = text.find("\n", idx)
+        end = len(text) if end < 0 else end
+        later = _LATER_CAUSE.search(text, idx, end)
+        if later is not None:
+            parts += [text[done: later.start()], " " * (end - later.start())]
+            done = end
+        idx = text.find(_LISTED_CAUSES, end)
+    shown = "".join(parts) + text[done:]
+    if not isinstance(text, _Window):
+        return shown
+    view = _Window(shown)
+    view.head_chars, view.tail_from, view.skipped_lines = text.head_chars, text.tail_from, text.skipped_lines
+    return view
+
+
 _KILL_TYPES = ("KeyboardInterrupt", "SystemExit", "SIGTERM", "SignalException")
 
 
@@ -759,7 +788,8 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
     if exit_code in (None, 137, -9) and last.endswith("Killed"):  # the shell's report of a SIGKILLed child
         # A host or cgroup OOM kill reported anywhere in the log (a job's .err is often printed before its .out)
         # explains the SIGKILL.
-        host_oom = _by_log(text, FailureKind.OOM, P.HOST_OOM, 0) or _by_family(text, F_MEM.HOST_MEMORY, 0)
+        host_oom = (_by_log(text, FailureKind.OOM, P.HOST_OOM, 0)
+                    or _by_family(text, F_MEM.HOST_MEMORY + F_MEM.RAY_WORKER_DIED, 0))
         if host_oom is not None and host_oom.kind == FailureKind.OOM:
             return host_oom
         return _failure(FailureKind.CRASHED, f"killed (SIGKILL; the host OOM killer?): {last}",
@@ -889,6 +919,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_family(text, F_NET.NETWORK, start)
         or _nccl_warn(text, start)
         or _nccl_trace(text, start)
+        or _by_family(text, F_MEM.RAY_WORKER_DIED, start)  # possible causes only: when nothing else
     )
 
 
@@ -943,6 +974,21 @@ def _last_step_record(text: str) -> int:
     return best
 
 
+# Ray Jobs' verdict on the job (dashboard/modules/job/job_manager.py): "Job entrypoint command failed with exit code
+# N, last available logs (truncated to 20,000 chars):" then the job's last output, which `ray job submit` prints
+# after it. The lines quoted after it (a progress bar, a step record) are what the job printed before it failed, not
+# a sign it finished.
+_RAY_JOB_FAILED = re.compile(r"Job entrypoint command failed with exit code (-?[1-9]\d{0,3})\b")
+
+
+def _ray_job_failed(text: str) -> Failure | None:
+    idx = text.find("Job entrypoint command failed with exit code")
+    if idx < 0 or _RAY_JOB_FAILED.match(text, idx) is None:
+        return None
+    return _failure(FailureKind.CRASHED, f"crashed (Ray Jobs reports the entrypoint failed): "
+                                         f"{_line_at(text, idx)[-160:]}", _evidence(text, idx))
+
+
 def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | None = None,
              has_result: bool = False, seconds_since_progress: float | None = None,
              hang_timeout_s: float | None = None, progress_offset: int | None = None,
@@ -957,7 +1003,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
     text = log_text if isinstance(log_text, str) else str(log_text)
     full_length = len(text)
-    text = _without_dumps(_window(text))
+    text = _without_listed_causes(_without_dumps(_window(text)))
     state = _normal_state(slurm_state)
     exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
     losses = tuple(v for v in losses if isinstance(v, float)) if isinstance(losses, (tuple, list)) else ()
@@ -966,6 +1012,9 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
                    and 0 <= progress_offset <= full_length else None)
     if finished is not None and _summary_after_fatal(text, finished[0], progress_at or 0):
         finished = None
+    ray_failed = _ray_job_failed(text) if not has_result and exit_code is None and state is None else None
+    if ray_failed is not None:  # the job failed, whatever progress its quoted output shows
+        finished, progress_at = None, None
     if finished is not None:
         progress_at = max(progress_at or 0, finished[0])
     progressed = has_result or progress_at is not None
@@ -973,6 +1022,8 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     if not progressed:
         verdict = (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
                    or _fallback(text, 0, state, exit_code))
+        if ray_failed is not None and verdict.kind == FailureKind.UNKNOWN:
+            return ray_failed
         return _stalled(text, verdict) if log_alone else verdict
     start = max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1)
     if exit_code == 0 or state == "COMPLETED":

@@ -14,7 +14,7 @@ from launcher.core.states import TrialState, state_for_kind
 
 FAILURE_TABLES = {
     "hardware": hardware.GPU_HARDWARE + hardware.GPU_HARDWARE_SHAPES,
-    "memory": memory.MEMORY,
+    "memory": memory.MEMORY + memory.RAY_WORKER_DIED,
     "network": network.NETWORK,
     "orchestrator": orchestrator.NODE_LOST + orchestrator.PREEMPTION + orchestrator.DEADLINE
     + orchestrator.OUTSIDE_STOP + orchestrator.NODE_DIED,

@@ -175,16 +175,15 @@ HOST_MEMORY = (
            ("killed due to memory pressure", "(raylet) 2 Workers (tasks / actors) killed due to memory pressure (OOM), "
                                              "0 Workers crashed due to other reasons at node (ID: 6b3f, IP: 10.0.0.5)"),
            ("NODE_OUT_OF_MEMORY", "Reporting worker exit, worker id = 1c42, exit_type = NODE_OUT_OF_MEMORY"),
-           ("killed by SIGKILL by OOM killer", "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly "
-                                               "exits with a connection error code 2. End of file. There are some "
-                                               "potential root causes. (1) The process is killed by SIGKILL by OOM "
-                                               "killer due to high memory usage."),
-           ("The leased worker has unrecoverable failure", "Worker exit type: SYSTEM_ERROR Worker exit detail: The "
-                                                           "leased worker has unrecoverable failure. Worker is "
-                                                           "requested to be destroyed when it is returned."),
-           ("A worker died or was killed while executing a task by an unexpected system error",
-            "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
-            "troubleshoot the problem, check the logs for the dead worker."))
+           # judge15: the memory monitor's kill message (src/ray/raylet/node_manager.cc, CreateOomKillMessage*):
+           # "Memory on the node ... was X / Y GB, which exceeds the memory usage threshold of 0.95. Ray killed this
+           # worker ... Refer to the documentation on how to address the out of memory issue: ...ray-oom-prevention"
+           ("Refer to the documentation on how to address the out of memory issue",
+            "Refer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/"
+            "ray-core/scheduling/ray-oom-prevention.html."),
+           ("which exceeds the memory usage threshold", "Memory on the node (IP: 10.0.0.5, ID: 6b3f) where the task "
+                                                        "was running was 241.07GB / 251.55GB (0.958), which exceeds "
+                                                        "the memory usage threshold of 0.95."))
     + rows(FailureKind.OOM, _HOST, "CPython MemoryError, numpy _ArrayMemoryError, PyTorch's Windows allocator",
            # the exception's own line (a traceback's last line), not a name inside other words or frames
            ("MemoryError", "MemoryError: Unable to allocate 3.73 GiB for an array with shape (500000, 1000)",
@@ -215,3 +214,23 @@ HOST_MEMORY = (
            ("exceeded limit", "=>> PBS: job killed: mem 134217728kb exceeded limit 125829120kb",
             r"(?i)job killed: (?:v?mem|pmem|vmem)\b[^\n]{0,40}exceeded limit")))
 MEMORY = DEVICE_MEMORY + HOST_MEMORY
+
+# judge15: Ray's worker-died text is not evidence of an OOM: python/ray/_private and src/ray/core_worker print "A worker
+# died or was killed while executing a task by an unexpected system error" and "Worker unexpectedly exits with a
+# connection error code 2. End of file. There are some potential root causes. (1) The process is killed by SIGKILL by
+# OOM killer due to high memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to
+# SIGSEGV or other unexpected errors." for any worker that died without telling Ray why -- a list of possible causes.
+# classify checks these last, after every other family: a real cause anywhere in the log (an NCCL watchdog timeout,
+# a device OOM) wins; alone, the first cause Ray lists stays the best guess.
+RAY_WORKER_DIED = (
+    rows(FailureKind.OOM, _HOST, "Ray core worker's worker-died text (its first listed possible cause)",
+           ("killed by SIGKILL by OOM killer", "Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly "
+                                               "exits with a connection error code 2. End of file. There are some "
+                                               "potential root causes. (1) The process is killed by SIGKILL by OOM "
+                                               "killer due to high memory usage."),
+           ("The leased worker has unrecoverable failure", "Worker exit type: SYSTEM_ERROR Worker exit detail: The "
+                                                           "leased worker has unrecoverable failure. Worker is "
+                                                           "requested to be destroyed when it is returned."),
+           ("A worker died or was killed while executing a task by an unexpected system error",
+            "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+            "troubleshoot the problem, check the logs for the dead worker.")))

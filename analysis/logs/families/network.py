@@ -73,6 +73,19 @@ NETWORK = (
            ("RNR retry counter exceeded", "ibv_poll_cq: work completion status RNR retry counter exceeded"),
            ("remote access error", "NET/IB: completion error: remote access error (10)"),
            ("Work Request Flushed Error", "ibv_poll_cq returned Work Request Flushed Error for wr_id 17"))
+    # judge15: a verbs provider's own report of a failed work completion. rdma-core providers/mlx5/cq.c dumps an
+    # error CQE as "mlx5: <host>: got completion with error:" then the CQE's words; libibverbs names the statuses
+    # IBV_WC_* (every status but IBV_WC_SUCCESS is an error); "work completion error" is how verbs users (UCX,
+    # NCCL's net plugins, gloo's ibverbs transport) say the same. Not the device list NCCL prints at start-up
+    # (`NET/IB : Using [0]mlx5_0:1/IB`), not a status named as a counter or a setting.
+    + rows(FailureKind.COMM_ERROR, _COMM, "rdma-core providers/mlx5/cq.c (error CQE dump), libibverbs "
+           "enum ibv_wc_status (IBV_WC_*_ERR)",
+           ("got completion with error", "mlx5: node17: got completion with error:",
+            r"(?:\bmlx\d\w*|\bibv\w*|\bverbs|\bCQE?\b|NET/IB)[^\n]{0,120}got completion with error"),
+           ("IBV_WC_", "ibv_poll_cq: status IBV_WC_RETRY_EXC_ERR (12) for wr_id 4",
+            r"\bIBV_WC_(?!SUCCESS\b)(?:[A-Z]+_)*(?:ERR|EXC_ERR|FATAL_ERR)\b"),
+           ("completion error", "UCX ERROR ib_iface.c:742 work completion error: status=transport retry "
+                                  "counter exceeded", r"(?i)\bwork completion error\b(?![^\n]{0,40}\bcount)"))
     + rows(FailureKind.COMM_ERROR, _COMM, "UCX ucs_status_string (src/ucs/type/status.c)",
            ("UCX  ERROR", "[1717171717.123456] [node7:4242:0]   ucp_worker.c:1783 UCX  ERROR ep 0x7f3c: error "
                           "'Endpoint timeout' on rc_mlx5/mlx5_0:1 will not be handled since no error callback is "
@@ -157,6 +170,19 @@ NETWORK = (
            ("HCCL", "[ERROR] HCCL(1234,python):2024-01-01-12:00:00.000 [hccl_communicator.cc:88] HcclAllReduce "
                     "failed, error code 9",
             r"\bHCCL\b(?!_)[^\n]{0,200}(?:[Tt]imed? ?out|[Tt]imeout|\bfailed\b|error code|ERROR)"),
+           # judge15: torch_npu and HCCL's C API spell the call CamelCase ("HcclAllreduce ... error code is 6",
+           # hccl.h's HcclCommInitRootInfo); a failed HCCL call is the collective library's failure, as above.
+           ("Hccl", "RuntimeError: OPS function error: HcclAllreduce, error code is 9",
+            r"\bHccl[A-Z]\w{1,40}\b[^\n]{0,160}(?:error code|\bfailed\b|[Tt]imed? ?out|[Tt]imeout)"),
+           # Ascend's HCCL error-code table (hcomm docs/en/error_codes, CANN "HCCL Errors"): the EI codes it files as
+           # communication (EI0002 timeout, EI0006 get socket, EI0009 transport init, EI0010 P2P, EI0015 ranktable
+           # detect, EI0019/EI0020 bind IP/port) and the RoCE/UB completion errors (EI0013, EI0018), and the EJ codes
+           # of HCCP, the RoCE network process; not EI0001/EI0004/EI0014/EI0016/EI0017 (configuration), EI0008
+           # (package version), EI0003/EI0005 (arguments), EI0007/EI0011 (resources).
+           ("EI00", "EI0006: 2024-01-01-12:00:00.000.000 Getting socket times out. Reason: Remote Rank did not send "
+                    "the data in time.", r"\bEI00(?:02|06|09|10|13|15|18|19|20)\s{0,2}:"),
+           ("EJ00", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is "
+                    "running.", r"\bEJ\d{4}\s{0,2}:"),
            ("|CCL_ERROR|", "2024:01:01-12:00:00:(1234) |CCL_ERROR| atl_ofi.cpp:1207 atl_ofi_wait: "
                            "fi_cq_readerr: err: 5, prov_err: Input/output error (5)"),
            ("An error occurred in MPI_", "*** An error occurred in MPI_Allreduce\n*** reported by process "
