@@ -788,10 +788,15 @@ def _grown(a: FeatureTable, b: FeatureTable) -> FeatureTable:
         setattr(out, name, value)
     out.n = n
     room.table = out
-    if len(_ROOM) > 8:
+    if len(_ROOM) > 2:      # each room is a feature table's size (~60 MB at 50k trials)
         _ROOM.clear()
     _ROOM[id(out)] = (out, room)
     return out
+
+
+def forget() -> None:
+    """Drops the rooms kept (a finished sweep's feature tables: launcher.run.loop.run_sweep)."""
+    _ROOM.clear()
 
 
 def _stacked(tables: Sequence[FeatureTable]) -> FeatureTable:
