@@ -149,7 +149,8 @@ class Design:
 
     def at(self, index: np.ndarray) -> np.ndarray:
         """The dense design's rows `index` (the same numbers)."""
-        return self.rows[self.of_row[index]]
+        out: np.ndarray = self.rows[self.of_row[index]]
+        return out
 
 
 def _remember(dims: Dims, design: Design) -> None:
