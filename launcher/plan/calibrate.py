@@ -656,6 +656,11 @@ _FITS: dict[tuple[Any, ...], tuple[Calibration, tuple[TrialFeatures, ...]]] = {}
 FITS_CACHED = 256
 
 
+def forget() -> None:
+    """Drops the fits kept (a finished sweep's: launcher.run.loop.run_sweep)."""
+    _FITS.clear()
+
+
 def _calibrate(timed: Sequence[Observation], given: Prior, min_trials: int, x0: Optional[tuple[float, ...]]
                ) -> Calibration:
     """calibrate's fit of the measured trials `timed` (at least min_trials), from theta `x0` (None: the prior)."""

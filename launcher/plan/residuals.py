@@ -57,8 +57,11 @@ ROBUST_DOF = 4.0
 ROBUST_ITERATIONS = 3
 
 
-_DESIGNS: dict[bytes, tuple[np.ndarray, tuple[str, ...]]] = {}
-"""The trials' row ids (_row_ids, as bytes) -> their design."""
+_DESIGNS: dict[bytes, Design] = {}
+"""The trials' row ids (_row_ids, as bytes) -> their design, as distinct rows and an index (Design): a 50k-trial
+design as a dense float64 matrix is ~15 MB, and a sweep's process kept dozens of them."""
+_MAX_DESIGNS = 4
+"""Designs kept: a sweep asks for the same trials at every decision until they change (then for the new ones)."""
 _LAST_TUPLE: list[Any] = []
 """[dims, design] of the last tuple of dims asked about: building the cache key reads every trial's values, ~1 s
 at 50k trials; a caller that passes the same tuple again (launcher.run.search, between two changes of its trials)
@@ -112,10 +115,7 @@ def _row_ids(dims: Dims) -> np.ndarray:
         _ROWS.clear()
         _ROW_IDS.clear()
         _ROW_TEXT.clear()
-        _DESIGNS.clear()
-        _DISTINCT.clear()
-        _LAST_TUPLE.clear()
-        _GENERATION[0] += 1
+        forget()
     if not isinstance(dims, tuple):
         return np.fromiter((_row_id(x) for x in dims), dtype=np.int64, count=len(dims))
     out = []
@@ -127,12 +127,33 @@ def _row_ids(dims: Dims) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-_DISTINCT: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-"""id(a design of _DESIGNS) -> (it, its distinct rows, each trial's distinct row): the posterior's sd and mean are
-a row's alone, so they are computed once per distinct row (a third of the rows of a 50k-trial grid)."""
+def forget() -> None:
+    """Drops every cached design and row id (a finished sweep's trials: launcher.run.loop.run_sweep calls it, so
+    that a process running sweeps in sequence does not keep the last one's)."""
+    _ROWS.clear()
+    _ROW_IDS.clear()
+    _ROW_TEXT.clear()
+    _DESIGNS.clear()
+    _LAST_TUPLE.clear()
+    _GENERATION[0] += 1
 
 
-def _remember(dims: Dims, design: tuple[np.ndarray, tuple[str, ...]]) -> None:
+@dataclass(frozen=True, eq=False)
+class Design:
+    """A design as its distinct rows and each trial's row among them (rows[of_row] is the dense design): the
+    posterior's sd and mean are a row's alone, so they are computed once per distinct row (a third of the rows of a
+    50k-trial grid), and the dense matrix is never held."""
+    rows: np.ndarray           # distinct rows x columns (float64)
+    of_row: np.ndarray         # trial -> its row in rows
+    names: tuple[str, ...]     # the columns' names
+
+    def at(self, index: np.ndarray) -> np.ndarray:
+        """The dense design's rows `index` (the same numbers)."""
+        out: np.ndarray = self.rows[self.of_row[index]]
+        return out
+
+
+def _remember(dims: Dims, design: Design) -> None:
     if isinstance(dims, tuple):
         _LAST_TUPLE[:] = [dims, design]
 
@@ -158,11 +179,16 @@ class ResidualModel:
 
     def design(self, dims: Dims) -> tuple[np.ndarray, tuple[str, ...]]:
         """Columns and their names: the offset, then one indicator per value of every dimension that varies
-        among `dims` ('tp=4')."""
+        among `dims` ('tp=4'); a dense matrix, one row per trial (built for the caller, not kept)."""
+        parts = self.parts(dims)
+        return parts.rows[parts.of_row], parts.names
+
+    def parts(self, dims: Dims) -> Design:
+        """design(dims) as distinct rows and an index (cached: the search asks at every decision)."""
         import numpy as np
 
         if isinstance(dims, tuple) and _LAST_TUPLE and _LAST_TUPLE[0] is dims and not self.steps:
-            last: tuple[np.ndarray, tuple[str, ...]] = _LAST_TUPLE[1]
+            last: Design = _LAST_TUPLE[1]
             return last  # the same tuple again (a sweep of 50k trials asks twice a decision)
         ids = _row_ids(dims)
         key = ids.tobytes() + (b"steps" if self.steps else b"")     # the steps ablation's design is its own
@@ -192,13 +218,10 @@ class ResidualModel:
             names.extend(f"{d}={v}" for v in values.tolist())
             if self.steps and d in ORDERED:
                 _step_columns(d, values.tolist(), which, columns, names)
-        rows = np.concatenate(columns, axis=1)
-        design = (rows[of_row], tuple(names))
-        if len(_DESIGNS) > 64:      # a sweep asks for the same grid at every decision: keep the last few
-            _DESIGNS.clear()
-            _DISTINCT.clear()
+        design = Design(np.concatenate(columns, axis=1), of_row, tuple(names))
+        while len(_DESIGNS) >= _MAX_DESIGNS:     # the oldest goes (dicts keep their insertion order)
+            del _DESIGNS[next(iter(_DESIGNS))]
         _DESIGNS[key] = design
-        _DISTINCT[id(design[0])] = (design[0], rows, of_row)
         if not self.steps:
             _remember(dims, design)
         return design
@@ -220,10 +243,11 @@ class ResidualModel:
 
         if len(measured) < MIN_FIT:
             return self
-        design, names = self.design(dims)
+        design = self.parts(dims)
         if self.identified_only:
-            design, names = _identified(design, names, list(measured))
-        x = design[np.fromiter(measured.keys(), dtype=int)]
+            design = _identified(design, list(measured))
+        x = design.at(np.fromiter(measured.keys(), dtype=int))
+        names = design.names
         r = np.fromiter(measured.values(), dtype=float)
         best, best_ll = self, -math.inf
         gram, xr, rr = x.T @ x, x.T @ r, float(r @ r)
@@ -235,18 +259,17 @@ class ResidualModel:
                     best, best_ll = replace(self, value_sd=value_sd, noise_sd=noise_sd), ll
         return best
 
-    def _weights(self, dims: Dims,
-                 measured: Mapping[int, float]) -> tuple[np.ndarray, tuple[str, ...], np.ndarray, np.ndarray]:
-        """Posterior of the columns: (design, names, mean, covariance)."""
+    def _weights(self, dims: Dims, measured: Mapping[int, float]) -> tuple[Design, np.ndarray, np.ndarray]:
+        """Posterior of the columns: (design, mean, covariance)."""
         import numpy as np
 
-        design, names = self.design(dims)
+        design = self.parts(dims)
         if self.identified_only:
-            design, names = _identified(design, names, list(measured))
-        prior_var = self._prior(names, self.value_sd)
+            design = _identified(design, list(measured))
+        prior_var = self._prior(design.names, self.value_sd)
         if not measured:
-            return design, names, np.zeros(len(names)), np.diag(prior_var)
-        xs = design[np.fromiter(measured.keys(), dtype=int)]
+            return design, np.zeros(len(design.names)), np.diag(prior_var)
+        xs = design.at(np.fromiter(measured.keys(), dtype=int))
         r = np.fromiter(measured.values(), dtype=float)
         weight = np.ones(len(r))
         for _ in range(ROBUST_ITERATIONS):
@@ -260,21 +283,17 @@ class ResidualModel:
             fitted_var = np.einsum("ij,jk,ik->i", xs, cov, xs)
             z2 = (r - xs @ mean_w) ** 2 / (self.noise_sd ** 2 + fitted_var)
             weight = (ROBUST_DOF + 1.0) / (ROBUST_DOF + z2)
-        return design, names, mean_w, cov
+        return design, mean_w, cov
 
     def posterior(self, dims: Dims, measured: Mapping[int, float]) -> Residuals:
         """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its
         measured log error (log measured / predicted step time)."""
         import numpy as np
 
-        design, _, mean_w, cov = self._weights(dims, measured)
-        parts = _DISTINCT.get(id(design))
-        if parts is not None and parts[0] is design:   # per distinct row, then each trial's: the same numbers
-            rows, of_row = parts[1], parts[2]
-            var = np.einsum("ij,jk,ik->i", rows, cov, rows)[of_row]
-            return Residuals((rows @ mean_w)[of_row], np.sqrt(var + self.noise_sd ** 2), len(measured))
-        var = np.einsum("ij,jk,ik->i", design, cov, design)
-        return Residuals(design @ mean_w, np.sqrt(var + self.noise_sd ** 2), len(measured))
+        design, mean_w, cov = self._weights(dims, measured)
+        rows, of_row = design.rows, design.of_row   # per distinct row, then each trial's: the same numbers
+        var = np.einsum("ij,jk,ik->i", rows, cov, rows)[of_row]
+        return Residuals((rows @ mean_w)[of_row], np.sqrt(var + self.noise_sd ** 2), len(measured))
 
 
 def _step_columns(d: str, values: list[str], which: np.ndarray, columns: list[np.ndarray], names: list[str]) -> None:
@@ -299,25 +318,24 @@ def same_columns(dims: Dims, index: np.ndarray) -> bool:
     each trial's posterior is the one it has among `dims`."""
     import numpy as np
 
-    design, _ = MODEL.design(dims)     # the design does not depend on the model's scales
-    parts = _DISTINCT.get(id(design))
-    used = design[index] if parts is None or parts[0] is not design else parts[1][np.unique(parts[2][index])]
-    return bool(used.any(axis=0).all()) if len(used) else design.shape[1] == 0
+    design = MODEL.parts(dims)     # the design does not depend on the model's scales
+    used = design.rows[np.unique(design.of_row[index])]
+    return bool(used.any(axis=0).all()) if len(used) else design.rows.shape[1] == 0
 
 
-def _identified(design: np.ndarray, names: Sequence[str],
-                rows: Sequence[int]) -> tuple[np.ndarray, tuple[str, ...]]:
+def _identified(design: Design, rows: Sequence[int]) -> Design:
     """The columns of the offset and of the dimensions with at least two values among the measured rows."""
     import numpy as np
 
-    seen = design[np.asarray(rows, dtype=int)].sum(axis=0) > 0 if rows else np.zeros(len(names), dtype=bool)
+    names = design.names
+    seen = design.at(np.asarray(rows, dtype=int)).sum(axis=0) > 0 if rows else np.zeros(len(names), dtype=bool)
     varied: dict[str, int] = {}
     for name, hit in zip(names, seen.tolist()):
         if name != "offset" and hit:
             dim = name.split("=", 1)[0]
             varied[dim] = varied.get(dim, 0) + 1
     keep = [j for j, n in enumerate(names) if n == "offset" or varied.get(n.split("=", 1)[0], 0) >= 2]
-    return design[:, keep], tuple(names[j] for j in keep)
+    return Design(design.rows[:, keep], design.of_row, tuple(names[j] for j in keep))
 
 
 def log_likelihood(gram: np.ndarray, xr: np.ndarray, rr: float, n: int, prior_var: np.ndarray,

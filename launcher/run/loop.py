@@ -31,6 +31,7 @@ from launcher.core.logfile import CHUNK_BYTES, check_regular_file
 from launcher.core.ranking import finalists, group_repeats, select_best
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, JobState, PruneReason, TrialState
+from launcher.plan import calibrate, residuals
 from launcher.plan.calibrate import FeatureTable, load_fitter
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import Estimate
@@ -38,7 +39,7 @@ from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
-from launcher.run import compute, network, plan_store, trial_files
+from launcher.run import compute, network, plan_store, policy, search, trial_files
 from launcher.run.bringback import BROUGHT_BACK, bring_back, candidates, may_come_back, predict_pruned
 from launcher.run.budget import within_budget
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
@@ -609,6 +610,22 @@ def _check_same_setup(cfg: RootConfig, ledger: Ledger, folder: SweepFolder) -> N
 
 def run_sweep(cfg: RootConfig, overrides: Sequence[str] = (), *, hooks: SweepHooks, reporter: Reporter) -> int:
     """Plan, run every trial (resuming what a folder holds), then hand the sweep to hooks.finish; its exit status."""
+    try:
+        return _run_sweep(cfg, overrides, hooks=hooks, reporter=reporter)
+    finally:
+        forget_sweep()
+
+
+def forget_sweep() -> None:
+    """Drops what the modules cache about a sweep's trials (designs, shapes, feature rooms, fits): a process that
+    runs sweeps in sequence (tests, a notebook, the bench's resume) kept the last one's, ~100 MB at 50k trials."""
+    residuals.forget()
+    policy.forget()
+    search.forget()
+    calibrate.forget()
+
+
+def _run_sweep(cfg: RootConfig, overrides: Sequence[str], *, hooks: SweepHooks, reporter: Reporter) -> int:
     require_runnable(cfg.backend, cfg.model)  # before anything is created or submitted
     t_plan = time.perf_counter()
     stored = plan_store.load(cfg, reporter)  # a resume of the same sweep: the plan its ledger keeps

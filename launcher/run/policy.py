@@ -126,6 +126,11 @@ def shape_of(layout: Layout) -> tuple[object, ...]:
     return shape
 
 
+def forget() -> None:
+    """Drops the shapes kept (and their layouts): a finished sweep's (launcher.run.loop.run_sweep)."""
+    _SHAPES.clear()
+
+
 def should_retry(record: TrialRecord, max_attempts: int) -> bool:
     """Retry a finished trial? oom, stopped_early and config errors never; a hang once; others up to
     retry.max_attempts."""

@@ -274,8 +274,9 @@ class Search:
         of_class = np.fromiter((classes.setdefault(batch_class(r.layout), len(classes)) for r in trials), dtype=int,
                                count=len(trials))
         keys = list(classes)
-        table = _stacked([FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
-                          for start in range(0, len(keys), FEATURE_CHUNK)] or [FeatureTable([])])
+        table = _streamed((FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
+                           for start in range(0, len(keys), FEATURE_CHUNK)), len(keys)) if keys \
+            else FeatureTable([])
         self._planned = {}  # the plan's trials are in the first table: what it did not take is not asked for again
         seq_len = self.cfg.model.seq_len
         return ClassTable(table, of_class,
@@ -788,9 +789,50 @@ def _grown(a: FeatureTable, b: FeatureTable) -> FeatureTable:
         setattr(out, name, value)
     out.n = n
     room.table = out
-    if len(_ROOM) > 8:
+    if len(_ROOM) > 2:      # each room is a feature table's size (~60 MB at 50k trials)
         _ROOM.clear()
     _ROOM[id(out)] = (out, room)
+    return out
+
+
+def forget() -> None:
+    """Drops the rooms kept (a finished sweep's feature tables: launcher.run.loop.run_sweep)."""
+    _ROOM.clear()
+
+
+def _streamed(tables: Iterator[FeatureTable], n: int) -> FeatureTable:
+    """_stacked(list(tables)) of n rows in all (at least one table), each table copied into arrays allocated with
+    SPARE_SHARE more rows as it is made, and their room kept (_ROOM: with_room and _grown then write into it): the
+    chunks were all held with their copy, then that copy with its grown one (~60 MB each at 50k trials, the
+    first run's peak). The same arrays, to the bit."""
+    import numpy as np
+
+    first = next(tables)
+    if first.n == n:
+        return first
+    names = [name for name, value in vars(first).items() if isinstance(value, np.ndarray)]
+    capacity = n + int(n * SPARE_SHARE)
+    buffers = {name: np.empty((capacity, *getattr(first, name).shape[1:]), dtype=getattr(first, name).dtype)
+               for name in names}
+    at = 0
+    for table in itertools.chain([first], tables):
+        for name in names:
+            value, buf = getattr(table, name), buffers[name]
+            if value.shape[1:] != buf.shape[1:]:
+                raise ValueError(f"features table column {name}: rows of shape {value.shape[1:]} after "
+                                 f"{buf.shape[1:]}")   # as np.concatenate says
+            kind = np.result_type(buf, value)
+            if kind != buf.dtype:     # np.concatenate's type: the rows so far converted as it would
+                buf = buffers[name] = buf.astype(kind)
+            buf[at:at + table.n] = value
+        at += table.n
+    out = object.__new__(FeatureTable)
+    for name, value in vars(first).items():
+        setattr(out, name, buffers[name][:n] if name in buffers else value)
+    out.n = n
+    if len(_ROOM) > 2:
+        _ROOM.clear()
+    _ROOM[id(out)] = (out, _Room(buffers, out))
     return out
 
 

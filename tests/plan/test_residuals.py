@@ -171,7 +171,6 @@ def test_identified_only_learns_a_dimension_once_two_of_its_values_are_measured(
 def test_the_posterior_per_distinct_row_is_the_per_trial_one():
     """Trials apart only in gbs/nodes/gpus share a design row: the posterior's mean and sd are computed once per
     distinct row and given to each trial, the same numbers as a computation per trial."""
-    from launcher.plan import residuals
 
     rng = np.random.default_rng(11)
     dims = tuple({"tp": int(rng.choice([1, 2, 4, 8])), "pp": int(rng.choice([1, 2, 4])), "mbs": int(rng.choice([1, 2])),
@@ -179,13 +178,12 @@ def test_the_posterior_per_distinct_row_is_the_per_trial_one():
                   "nodes": int(rng.choice([1, 2]))} for _ in range(2000))
     measured = {int(i): float(rng.normal(0.0, 0.3)) for i in rng.choice(len(dims), 40, replace=False)}
     model = ResidualModel().fitted(dims, measured)
-    design, _ = model.design(dims)
-    distinct = residuals._DISTINCT[id(design)][1]
-    assert len(distinct) < len(dims)           # rows shared: the per-row path is exercised
+    assert len(model.parts(dims).rows) < len(dims)     # rows shared: the per-row path is exercised
     fast = model.posterior(dims, measured)
-    residuals._DISTINCT.clear()                # the design stays cached: the per-trial path runs on it
-    slow = model.posterior(dims, measured)
-    assert np.array_equal(fast.mean, slow.mean) and np.array_equal(fast.sd, slow.sd)
+    _, mean_w, cov = model._weights(dims, measured)
+    design, _ = model.design(dims)                     # dense: one row per trial
+    sd = np.sqrt(np.einsum("ij,jk,ik->i", design, cov, design) + model.noise_sd ** 2)
+    assert np.array_equal(fast.mean, design @ mean_w) and np.array_equal(fast.sd, sd)
     assert not np.all(fast.mean == fast.mean[0])
 
 
@@ -203,3 +201,16 @@ def test_steps_carry_an_error_measured_at_one_size_to_the_larger_ones():
     plain = ResidualModel().posterior(dims, measured).mean
     steps = ResidualModel(steps=True).posterior(dims, measured).mean
     assert min(steps[i] for i in tp4) > max(plain[i] for i in tp4) + 0.05
+
+
+def test_the_design_cache_is_bounded_and_forgotten_with_its_sweep():
+    """A process that plans sweeps in sequence keeps at most a few designs, and none once forget() is called (the
+    loop does at the end of a sweep): a design per decision at 50k trials was ~15 MB each."""
+    from launcher.plan import residuals
+
+    for n in range(residuals._MAX_DESIGNS + 3):
+        ResidualModel().posterior(grid()[: 4 + n], {0: 0.1})
+    assert len(residuals._DESIGNS) == residuals._MAX_DESIGNS
+    generation = residuals.id_generation()
+    residuals.forget()
+    assert not residuals._DESIGNS and not residuals._ROW_TEXT and residuals.id_generation() == generation + 1

@@ -187,6 +187,24 @@ def test_a_table_grown_into_its_spare_room_is_the_stacked_table_and_never_overwr
     assert same(_grown(second, parts[3]), _stacked(parts))
 
 
+def test_a_table_streamed_chunk_by_chunk_is_the_stacked_table_and_grows_in_its_room(plan):
+    """_streamed copies each chunk into arrays with spare rows as it is made (the chunks and their copy were all
+    held at once: the first run's peak at 50k trials); the same arrays as _stacked, and with_room then takes its
+    room as it is (no copy)."""
+    from launcher.run.search import _grown, _stacked, _streamed
+
+    cfg, records = plan
+    search = Search(cfg)
+    parts = [search._feature_table(records[i:i + 2]).classes for i in range(0, 8, 2)]
+    whole = _streamed(iter(parts), sum(p.n for p in parts))
+    want = _stacked(parts)
+    assert whole.n == want.n and all(np.array_equal(getattr(whole, k), v) and getattr(whole, k).dtype == v.dtype
+                                     for k, v in vars(want).items() if isinstance(v, np.ndarray))
+    roomy = _grown(whole, whole.subset([]))
+    assert all(np.shares_memory(getattr(roomy, k), v) for k, v in vars(whole).items() if isinstance(v, np.ndarray))
+    assert _streamed(iter(parts[:1]), parts[0].n) is parts[0]      # one chunk: the table itself
+
+
 def test_what_is_kept_per_place_follows_the_trials_when_the_places_change(plan):
     """Search keeps each trial's table row, static row and residual row id per place of the records (RecordFlags):
     other trials at the same places, a shorter list and a trial pruned must give a fresh Search's predictions."""
