@@ -463,6 +463,19 @@ def _last_line(text: str) -> str:
     return _line_at(stripped, len(stripped) - 1) if stripped else "(empty log)"
 
 
+def _compile_target(text: str, start: int) -> Failure | None:
+    """A GPU-architecture refusal (families.config.COMPILE_TARGET) in a run that had not started training: no
+    progress before `start` and none before the refusal (an iteration record or a result line)."""
+    if start > 0:
+        return None
+    found = first_match(text, F_CONFIG.COMPILE_TARGET, start)
+    if found is None or _PROGRESS.search(text, 0, found[0]) is not None \
+            or any(text.find(m, 0, found[0]) >= 0 for m in _RESULT_MARKERS):
+        return None
+    idx, row = found
+    return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+
+
 def _hydra_target(text: str, start: int) -> Failure | None:
     """Hydra's instantiate wrapping a configuration's error (families.config.hydra_target_error)."""
     pos = F_CONFIG.hydra_target_error(text, start)
@@ -900,6 +913,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
                       + F_CONFIG.VERSION_UNSUPPORTED,
                       start)
+        or _compile_target(text, start)
         or _hydra_target(text, start)
         or _string_config_value(text, start)
         or _diverged(text, start, losses)
