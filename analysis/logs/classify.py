@@ -463,6 +463,34 @@ def _last_line(text: str) -> str:
     return _line_at(stripped, len(stripped) - 1) if stripped else "(empty log)"
 
 
+_NO_EXIT_GAP_LINES = 3  # blank lines allowed between the line saying training finished and the time-limit line
+
+
+def _no_exit_after_training(text: str, start: int) -> Failure | None:
+    """A job that said its training finished (families.completion) and printed nothing more until the scheduler's
+    time limit ended it: the program never exited (a profiler's or a process group's shutdown that waits forever;
+    Megatron-Bridge#1656, #3427 "[after training is done]" then minutes of silence and "CANCELLED AT ... DUE TO TIME
+    LIMIT"). Not when anything else comes between (a final evaluation, a checkpoint save: work the limit cut)."""
+    idx = text.find(P.TIME_LIMIT[0].needle, start)
+    if idx < 0:
+        return None
+    end = text.rfind("\n", 0, idx)
+    for _ in range(_NO_EXIT_GAP_LINES + 1):
+        if end < 0:
+            return None
+        line_start = text.rfind("\n", 0, end) + 1
+        line = text[line_start:end]
+        if line.strip():
+            break
+        end = line_start - 1
+    else:
+        return None
+    if not any(row.needle in line and row.matches(line) for row in F_DONE.COMPLETION):
+        return None
+    return _failure(FailureKind.HANG, f"training finished but the job did not exit until the time limit: "
+                                      f"{line.strip()[:160]}; then {_line_at(text, idx)[:160]}", _evidence(text, idx))
+
+
 def _compile_target(text: str, start: int) -> Failure | None:
     """A GPU-architecture refusal (families.config.COMPILE_TARGET) in a run that had not started training: no
     progress before `start` and none before the refusal (an iteration record or a result line)."""
@@ -922,6 +950,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_log(text, FailureKind.PREEMPTED, P.PREEMPTED, start, state, "preempted")
         or _by_family(text, F_ORCH.PREEMPTION, start)
         or _hang(text, start, state, exit_code, seconds_since_progress, hang_timeout_s)
+        or _no_exit_after_training(text, start)
         or _by_log(text, FailureKind.TIME_LIMIT, P.TIME_LIMIT, start, state, "time limit")
         or _by_family(text, F_ORCH.DEADLINE, start)
         or _cancelled(text, start, state)

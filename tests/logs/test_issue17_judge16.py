@@ -166,3 +166,43 @@ def test_other_logger_errors_after_progress_stay_weaker_than_the_progress():
     for tail in ("[2024-04-18 19:10:41] ERROR [wandb] upload failed, retrying later\n",
                  "[2024-04-18 19:10:41] ERROR [olmo.util] uncaught warnings were suppressed\n"):
         assert trial_outcome(_OLMO_552.rsplit("[2024-04-18 19:10:41]", 1)[0] + tail).failure_kind == "ok", tail
+
+
+# A job that said training finished and then only the scheduler's time limit; tests/fixtures/oos-batch15/nemo/
+# bridge_qwen3_30b_nsys_no_exit_after_training_slurm_time_limit_1.log (Megatron-Bridge#1656)
+_DONE = "[after training is done] datetime: 2025-12-03 14:45:03\n"
+_LIMIT = "slurmstepd: error: *** STEP 4226796.2 ON eos0117 CANCELLED AT 2025-12-03T14:53:02 DUE TO TIME LIMIT ***\n"
+_NSYS = "No transition in N5Agent6Client3FSM8Profiler8ShutdownE (1) for N5Agent6Client3FSM9InterruptE.\n"
+
+
+def test_no_exit_after_training_until_the_time_limit_is_a_hang():
+    assert classify(_DONE + _LIMIT + _NSYS * 3).kind == FailureKind.HANG
+    assert classify(_DONE + "\n" + _LIMIT).kind == FailureKind.HANG
+
+
+def test_a_time_limit_that_cut_work_after_training_stays_a_time_limit():
+    # made up: a final checkpoint save or evaluation between the two lines, or no line saying training finished
+    save = "saving checkpoint at iteration      50 to /ckpt in torch_dist format\n"
+    assert classify(_DONE + save + _LIMIT).kind == FailureKind.TIME_LIMIT
+    assert classify(" iteration       50/     100 | lm loss: 2.1 |\n" + _LIMIT).kind == FailureKind.TIME_LIMIT
+
+
+# DeepSpeed's comms logger (utils/comms_logging.py, verbose); tests/fixtures/oos-batch15/deepspeed/
+# ds_comms_logging_verbose_reduce_scatter_allgather_records_1.log (DeepSpeed's comms-logging tutorial)
+_COMMS = ("[2022-06-26 01:39:55,722] [INFO] [logging.py:69:log_dist] [Rank 0] rank=0 | comm op: reduce_scatter_tensor "
+          "| time (ms): 9.46 | msg size: 678.86 MB | algbw (Gbps): 1204.52  | busbw (Gbps): 1129.23\n"
+          "[2022-06-26 01:39:56,470] [INFO] [logging.py:69:log_dist] [Rank 0] rank=0 | comm op: all_gather_into_tensor "
+          "| time (ms): 0.11 | msg size: 6.0 MB | algbw (Gbps): 954.41  | busbw (Gbps): 894.76\n")
+
+
+def test_the_steps_collectives_in_the_comms_logger_show_training_ran():
+    assert classify(_COMMS).kind == FailureKind.OK
+    assert classify(_COMMS + "RuntimeError: CUDA error: an illegal memory access was encountered\n").kind \
+        == FailureKind.CRASHED
+
+
+def test_set_up_collectives_in_the_comms_logger_are_no_progress():
+    # made up: a broadcast and a barrier (set-up runs them too), and the summary table's header
+    broadcast = _COMMS.replace("reduce_scatter_tensor", "broadcast").replace("all_gather_into_tensor", "barrier")
+    assert classify(broadcast).kind != FailureKind.OK
+    assert classify("Comm. Op            Message Size        Count     Total Latency(ms)\n").kind != FailureKind.OK
