@@ -56,7 +56,7 @@ from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.families import raised as F_RAISED
 from analysis.logs.families import stall as F_STALL
 from analysis.logs.logtext import message_of, split_prefix
-from analysis.logs.parse_generic import is_step_record, timestamp_of
+from analysis.logs.parse_generic import is_step_record, read_records, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
 
@@ -493,12 +493,15 @@ def _no_exit_after_training(text: str, start: int) -> Failure | None:
 
 def _compile_target(text: str, start: int) -> Failure | None:
     """A GPU-architecture refusal (families.config.COMPILE_TARGET) in a run that had not started training: no
-    progress before `start` and none before the refusal (an iteration record or a result line)."""
+    progress before `start` and none before the refusal (an iteration record, a result line, or any step record or
+    training bar the generic reader finds there: with an exit code or a SLURM state the signatures are searched
+    from the log's start)."""
     if start > 0:
         return None
     found = first_match(text, F_CONFIG.COMPILE_TARGET, start)
     if found is None or _PROGRESS.search(text, 0, found[0]) is not None \
-            or any(text.find(m, 0, found[0]) >= 0 for m in _RESULT_MARKERS):
+            or any(text.find(m, 0, found[0]) >= 0 for m in _RESULT_MARKERS) \
+            or read_records(text[:found[0]]).n_records > 0:  # only when a refusal is found: rare, and bounded
         return None
     idx, row = found
     return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))

@@ -106,6 +106,9 @@ def test_an_architecture_refusal_after_training_ran_is_not_a_config_error():
     steps = "".join(f" iteration {i}/100 | elapsed time per iteration (ms): 1200.0 | lm loss: 2.1 |\n"
                     for i in range(1, 4))
     assert classify(steps + _NVRTC).kind != FailureKind.CONFIG_ERROR
+    # with an exit code the signatures are searched from the start: OLMo's step records before it count too
+    assert classify(_olmo_block(970, "0.2136") + _NVRTC, exit_code=1).kind != FailureKind.CONFIG_ERROR
+    assert classify(_NVRTC, exit_code=1).kind == FailureKind.CONFIG_ERROR
 
 
 def test_architecture_look_alikes_are_not_refusals():
