@@ -466,12 +466,32 @@ def _last_line(text: str) -> str:
 _NO_EXIT_GAP_LINES = 3  # blank lines allowed between the line saying training finished and the time-limit line
 
 
+# slurmstepd's step-end line; the reason, when there is one, follows "CANCELLED AT <time>" as " DUE TO <reason>".
+_SLURM_STEP_END = re.compile(r"\*\*\* (?:STEP|JOB) [\w.+]+ ON\b")
+
+
+def _scheduler_end(text: str, start: int) -> int:
+    """Position of the first time-limit line or reasonless (or cut) slurmstepd step-end line at or after `start`;
+    -1 when none."""
+    first = text.find(P.TIME_LIMIT[0].needle, start)
+    for match in _SLURM_STEP_END.finditer(text, start):
+        if first >= 0 and match.start() > first:
+            break
+        if "DUE TO" not in _line_at(text, match.start()):
+            return match.start()
+    return first
+
+
 def _no_exit_after_training(text: str, start: int) -> Failure | None:
     """A job that said its training finished (families.completion) and printed nothing more until the scheduler's
     time limit ended it: the program never exited (a profiler's or a process group's shutdown that waits forever;
     Megatron-Bridge#1656, #3427 "[after training is done]" then minutes of silence and "CANCELLED AT ... DUE TO TIME
-    LIMIT"). Not when anything else comes between (a final evaluation, a checkpoint save: work the limit cut)."""
-    idx = text.find(P.TIME_LIMIT[0].needle, start)
+    LIMIT"). Not when anything else comes between (a final evaluation, a checkpoint save: work the limit cut).
+    judge17: slurmstepd ends a step with one line, "*** STEP|JOB <id> ON <node> CANCELLED AT <time>[ DUE TO
+    <reason>] ***" (Slurm's slurmstepd/req.c and mgr.c); after training finished, that line without a reason (a
+    scancel of the job that would not exit) or cut before its reason ends the job the same way; a stated reason
+    other than the time limit (preemption, node failure) is that reason, not a hang."""
+    idx = _scheduler_end(text, start)
     if idx < 0:
         return None
     end = text.rfind("\n", 0, idx)
@@ -487,7 +507,7 @@ def _no_exit_after_training(text: str, start: int) -> Failure | None:
         return None
     if not any(row.needle in line and row.matches(line) for row in F_DONE.COMPLETION):
         return None
-    return _failure(FailureKind.HANG, f"training finished but the job did not exit until the time limit: "
+    return _failure(FailureKind.HANG, f"training finished but the job did not exit until the scheduler ended it: "
                                       f"{line.strip()[:160]}; then {_line_at(text, idx)[:160]}", _evidence(text, idx))
 
 

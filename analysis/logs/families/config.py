@@ -455,8 +455,6 @@ ENVIRONMENT = (
             r"ImportError: (?:/|~/)[^\s:'\"]{2,400}"),
            ("DLL load failed", "ImportError: DLL load failed while importing _C: The specified module could not be "
                                "found.", r"ImportError: DLL load failed"),
-           ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available "
-                                                          "for execution on the device"),
            ("mismatches the version that was used to compile", "RuntimeError: The detected CUDA version (12.1) "
                                                                "mismatches the version that was used to compile "
                                                                "PyTorch (11.8). Please make sure to use the same "
@@ -955,7 +953,8 @@ _UNSUPPORTED_VERSION = (r"(?i)(?:Error|Exception|assert|error:)\w{0,20}:?[^\n]{0
 # for --gpu-architecture (-arch)", NVRTC's option parser; torch raises it as a RuntimeError followed by the kernel's
 # source). torch/cuda/__init__.py (_check_capability) warns "<GPU> with CUDA capability sm_90 is not compatible with
 # the current PyTorch installation." and the first kernel then fails with the CUDA runtime's
-# cudaErrorNoKernelImageForDevice ("no kernel image is available", a row of ENVIRONMENT and patterns.CONFIG, as before).
+# cudaErrorNoKernelImageForDevice ("no kernel image is available for execution on the device", cudaGetErrorString's
+# text; judge17 moved it here from ENVIRONMENT and patterns.CONFIG so that it is gated the same way).
 # A set-up error only before training ran: the same words after step records are a kernel that only a later phase
 # needs (classify._compile_target gates this family on progress).
 COMPILE_TARGET = rows(
@@ -965,7 +964,9 @@ COMPILE_TARGET = rows(
      r"(?i)\binvalid value for --gpu-architecture\b"),
     ("is not compatible with the current PyTorch installation",
      "UserWarning: NVIDIA H100 80GB HBM3 with CUDA capability sm_90 is not compatible with the current PyTorch "
-     "installation.", r"\bsm_\d{2,3}[a-z]? is not compatible with the current PyTorch installation"))
+     "installation.", r"\bsm_\d{2,3}[a-z]? is not compatible with the current PyTorch installation"),
+    ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available for "
+                                                   "execution on the device"))
 
 VERSION_UNSUPPORTED = rows(
     FailureKind.CONFIG_ERROR, _REFUSAL, "torch/_dynamo (Python version guard); packages' version guards",
