@@ -405,13 +405,25 @@ def corrected(step_time_s: np.ndarray, dims: Dims, measured_s: Mapping[int, floa
     The fitted constants' own uncertainty is not added: the residual model already stands for everything the
     constants get wrong, and on the few trials of a young sweep that uncertainty is the prior's, inflated by the
     misfit (launcher.plan.calibrate), which made every spread meaningless (step sds of 4-25 in log space)."""
+    step, sd, _ = corrected_for_pick(step_time_s, dims, measured_s, model, checks)
+    return step, sd
+
+
+def corrected_for_pick(step_time_s: np.ndarray, dims: Dims, measured_s: Mapping[int, float],
+                       model: Optional[ResidualModel] = None, checks: Sequence[tuple[float, float]] = ()
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """corrected's step times and sds, and the sds the pick reads (scheduler.order's pick_sd): the same without the
+    miss floor. Why: after one trial that missed its prediction badly the floor sets every unrun trial's spread to
+    that miss, and the pick (expected gain per GPU-hour) then reads the predicted mean alone; the stop rule and the
+    checks keep the floor (it is what keeps the stop rule from skipping the best, miss_floor)."""
     import numpy as np
 
     errors = log_errors(step_time_s, measured_s)
     model = model or MODEL
     post = model.fitted(dims, errors).posterior(dims, errors)
     sd = post.sd * spread_factor(checks)
-    return step_time_s * np.exp(post.mean), np.maximum(sd, miss_floor(checks)) if model.miss_floor else sd
+    floored = np.maximum(sd, miss_floor(checks)) if model.miss_floor else sd
+    return step_time_s * np.exp(post.mean), floored, sd
 
 
 def log_errors(step_time_s: np.ndarray, measured_s: Mapping[int, float]) -> dict[int, float]:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from launcher.plan.residuals import ResidualModel, corrected, miss_floor, spread_factor
+from launcher.plan.residuals import ResidualModel, corrected, corrected_for_pick, miss_floor, spread_factor
 
 
 def grid():
@@ -77,6 +77,9 @@ def test_no_spread_is_narrower_than_the_sweeps_own_out_of_sample_misses():
     assert np.all(floored >= 0.5 - 1e-12) and np.all(tight < 0.5)
     unfloored = corrected(predicted, dims, measured, ResidualModel(miss_floor=False), checks=checks)[1]
     assert np.allclose(unfloored, tight)
+    step, both, pick = corrected_for_pick(predicted, dims, measured, checks=checks)   # the pick's: unfloored
+    assert np.array_equal(both, floored) and np.array_equal(pick, unfloored)
+    assert np.array_equal(step, corrected(predicted, dims, measured, checks=checks)[0])
 
 
 def test_an_outlier_counts_less_than_the_trials_that_agree():
