@@ -431,9 +431,9 @@ class Search:
 
     def _fewer_of_last(self, places: np.ndarray, measured: tuple, checked: tuple
                        ) -> Optional[tuple[np.ndarray, ...]]:
-        """The last full prediction's (step, sd, peak, mem_sd, pick_sd) of `keys`, when they are some of its trials under the
-        same calibration, measurements and checks, and (with the residual model) their layouts still have every
-        value its design has a column for: each trial's prediction is then its own, whatever the others (the
+        """The last full prediction's (step, sd, peak, mem_sd, pick_sd) of `keys`, when they are some of its trials
+        under the same calibration, measurements and checks, and (with the residual model) their layouts still have
+        every value its design has a column for: each trial's prediction is then its own, whatever the others (the
         residual posterior depends on the measured rows and the design's columns alone), so the trials pruned
         since (the loop prunes between two questions of a poll) cost a gather, not a new prediction. None: not."""
         import numpy as np

@@ -60,6 +60,8 @@ VARIANTS = {
     # search10 (issue 16, 27 Nov): a column per step up of every size besides the per-value effects (not adopted)
     "now + size steps": (POLICY, True, ResidualModel(steps=True)),
     "now + size steps, half sd": (POLICY, True, ResidualModel(steps=True, step_scale=0.5)),
+    # search11 (issue 16, 27 Nov): the pick reads the spreads without the miss floor (Policy.pick_floor=False, now)
+    "now, pick on floored spreads": (replace(POLICY, pick_floor=True), True),
 }
 
 
