@@ -38,7 +38,16 @@ from launcher.plan.memory import (
     uses_flash_attention,
 )
 from launcher.plan.stack import stack_name
-from launcher.plan.step_time import ClassStep, MicrobatchTimes, Rates, StepPieces, class_step, rates, step_pieces
+from launcher.plan.step_time import (
+    ClassStep,
+    MicrobatchTimes,
+    Rates,
+    StageMemo,
+    StepPieces,
+    class_step,
+    rates,
+    step_pieces,
+)
 from launcher.plan.workload import Workload
 
 if TYPE_CHECKING:
@@ -70,6 +79,8 @@ class ClassPricer:
         self._given = constants
         self._constants: dict[Workload, tuple[Constants, Rates]] = {}
         self.cpu = is_cpu_standin(cluster.gpu)
+        self._memos: dict[int, tuple[Rates, StageMemo]] = {}
+        """id(rates) -> (the rates, step_pieces' memo of the stages priced with them)."""
         self.classes: dict[tuple[Layout, Workload], ClassPrice] = {}
         self.features: dict[Layout, TrialFeatures] = {}
         """batch class -> its calibration features (launcher.plan.calibrate), for the classes estimated with
@@ -114,13 +125,21 @@ class ClassPricer:
             got = self._constants[workload] = (constants, rates(constants, self.cpu, generation(self.cluster)))
         return got
 
+    def _memo(self, r: Rates) -> StageMemo:
+        """step_pieces' memo for the rates `r` (kept with them: the key is their identity)."""
+        got = self._memos.get(id(r))
+        if got is None:
+            got = self._memos[id(r)] = (r, {})
+        return got[1]
+
     def _pieces(self, cls: Layout, workload: Workload, price: ClassPrice, features: bool) -> StepPieces:
         own = self._of(workload)[1]
         if not features:
             return step_pieces(self.model, self.cluster, cls, self.precision, self.flash, own, self.cpu,
-                               workload=workload, backend=self.backend)
-        both = step_pieces(self.model, self.cluster, cls, self.precision, self.flash, with_units(own),
-                           self.cpu, workload=workload, backend=self.backend)
+                               workload=workload, backend=self.backend, memo=self._memo(own))
+        units = with_units(own)
+        both = step_pieces(self.model, self.cluster, cls, self.precision, self.flash, units,
+                           self.cpu, workload=workload, backend=self.backend, memo=self._memo(units))
         amounts = amounts_of(both)   # (stage, field, the units' components then the own rate's)
         bare = bare_memory_constants()
         memory = [stage_parts_gb(price.amounts[stage], bare, self.cpu) for stage in (0, cls.pp - 1)]

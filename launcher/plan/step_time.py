@@ -57,7 +57,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
@@ -576,19 +576,42 @@ def _context(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
                 spans_nodes(cluster, layout.tp, 1))
 
 
+StageMemo = dict[tuple[Any, ...], MicrobatchTimes]
+"""step_pieces' `memo`: a stage's micro-batch times by what they depend on (_stage_key)."""
+
+
 def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
-                r: Rates, cpu: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> StepPieces:
+                r: Rates, cpu: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "",
+                memo: Optional[StageMemo] = None) -> StepPieces:
+    """`memo`: a dict kept across calls with the same model, cluster, precision, flash, rates (the same object),
+    cpu and backend (a plan's batch classes, launcher.plan.pricing): a stage's micro-batch times are computed once
+    for all the layouts that give them the same inputs (_stage_key), e.g. those apart only in dp, the node count
+    beyond one or ZeRO-1 (a 50k-trial plan's ~32k stages are ~2.4k distinct ones, issue 19). The same function of
+    the same values: the pieces are those of a call without it, to the last bit."""
     c = _context(model, cluster, layout, precision, flash, r, cpu, workload, backend)
     p = layout.pp
     first_params = stage_params(model, layout, 0)
     last_params = stage_params(model, layout, p - 1) if p > 1 else first_params
     params = max(first_params, last_params)   # the most loaded stage sets the DP traffic and the optimizer step
-    layer = _layer_times(c)
+    layer: list[tuple[Num, Num, Num, float, float, float]] = []   # _layer_times(c), once a stage needs it
+
+    def times(stage: int, stage_params_: float) -> MicrobatchTimes:
+        key = None if memo is None else _stage_key(c, stage, stage_params_)
+        if key is not None:
+            hit = memo.get(key)    # type: ignore[union-attr]
+            if hit is not None:
+                return hit
+        if not layer:
+            layer.append(_layer_times(c))
+        out = microbatch_times(c, cluster, stage, stage_params_, layer[0])
+        if key is not None:
+            memo[key] = out        # type: ignore[index]
+        return out
+
     experts = moe.expert_params(model, layout)    # the same on every stage: every layer is an MoE layer
-    first = microbatch_times(c, cluster, 0, first_params + experts, layer)
-    last = microbatch_times(c, cluster, p - 1, last_params + experts, layer) if p > 1 else first
-    middle = (microbatch_times(c, cluster, 1, stage_params(model, layout, 1) + experts, layer) if p > 2
-              else first)
+    first = times(0, first_params + experts)
+    last = times(p - 1, last_params + experts) if p > 1 else first
+    middle = times(1, stage_params(model, layout, 1) + experts) if p > 2 else first
     weights = (1.0, 1.0 if p > 1 else 0.0, float(max(0, p - 2)))
     reduce, gather = _dp_collectives(c, cluster, precision, params)
     e_reduce, e_gather, e_optimizer = _expert_states(c, cluster, precision, experts)
@@ -596,6 +619,19 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
     return StepPieces((first, last, middle), weights, max(1, layout.microbatches), p, layout.vpp, overlap,
                       int(cpu), reduce + e_reduce, gather + e_gather,
                       _optimizer_s(c, cluster, precision, params) + e_optimizer)
+
+
+def _stage_key(c: _Ctx, stage: int, params: float) -> Optional[tuple[Any, ...]]:
+    """What microbatch_times(c, _, stage, params, _layer_times(c)) reads that varies within one plan (step_pieces'
+    `memo`): of the layout tp, pp, vpp, mbs, cp, the recomputation and sequence parallelism (and through _Ctx
+    whether it spans nodes: the p2p link); not dp, gbs, the node count beyond that or ZeRO-0/1 and the distributed
+    optimizer. None (not memoised) where it reads more: ZeRO-2/3 (the shard group, the micro-batch count) and MoE
+    models (the expert groups)."""
+    lay = c.layout
+    if lay.zero_stage >= 2 or c.model.is_moe:
+        return None
+    return (stage, params, lay.tp, lay.pp, lay.vpp, lay.mbs, lay.cp, lay.recompute, lay.recompute_every,
+            lay.sequence_parallel, c.pp_inter, c.workload)
 
 
 def _expert_states(c: _Ctx, cluster: ClusterConfig, precision: str, experts: float) -> tuple[Num, Num, Num]:
