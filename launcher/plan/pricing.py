@@ -81,8 +81,6 @@ class ClassPricer:
         self.cpu = is_cpu_standin(cluster.gpu)
         self._memos: dict[int, tuple[Rates, StageMemo]] = {}
         """id(rates) -> (the rates, step_pieces' memo of the stages priced with them)."""
-        self._splits: dict[int, tuple[MicrobatchTimes, np.ndarray, MicrobatchTimes]] = {}
-        """id(stage) -> (the stage priced with_units, its units' amounts, its own times): _split's."""
         self.classes: dict[tuple[Layout, Workload], ClassPrice] = {}
         self.features: dict[Layout, TrialFeatures] = {}
         """batch class -> its calibration features (launcher.plan.calibrate), for the classes estimated with
@@ -131,25 +129,19 @@ class ClassPricer:
         """step_pieces' memo for the rates `r` (kept with them: the key is their identity)."""
         got = self._memos.get(id(r))
         if got is None:
-            got = self._memos[id(r)] = (r, {})
+            got = self._memos[id(r)] = (r, StageMemo())
         return got[1]
 
-    def _split(self, mb: MicrobatchTimes, width: int, shared: bool) -> tuple[np.ndarray, MicrobatchTimes]:
+    @staticmethod
+    def _split(mb: MicrobatchTimes, width: int) -> tuple[np.ndarray, MicrobatchTimes]:
         """A stage priced with_units as (its units' amounts: field x component, its times at the own rates): the
-        rows calibrate.amounts_of gives it (a number fills its row). `shared`: kept by the stage's identity (the
-        stage kept with it, so that the identity stays its own), for the other classes whose memo gives it."""
-        got = self._splits.get(id(mb)) if shared else None
-        if got is not None:
-            return got[1], got[2]
+        rows calibrate.amounts_of gives it (a number fills its row)."""
         import numpy as np
 
         rows = np.empty((len(mb), width))
         for i, amount in enumerate(mb):
             rows[i] = amount
-        split = (mb, rows[:, :-1].copy(), MicrobatchTimes(*rows[:, -1].tolist()))
-        if shared:
-            self._splits[id(mb)] = split
-        return split[1], split[2]
+        return rows[:, :-1].copy(), MicrobatchTimes(*rows[:, -1].tolist())
 
     def _pieces(self, cls: Layout, workload: Workload, price: ClassPrice, features: bool) -> StepPieces:
         own = self._of(workload)[1]
@@ -161,11 +153,9 @@ class ClassPricer:
         units = with_units(own)
         both = step_pieces(self.model, self.cluster, cls, self.precision, self.flash, units,
                            self.cpu, workload=workload, backend=self.backend, memo=self._memo(units))
-        # calibrate.amounts_of(both) split into the units' components and the own rate's, stage by stage: a stage
-        # the memo shares between classes is split once
-        shared = cls.zero_stage < 2 and not self.model.is_moe   # as step_time._stage_key: only bounds memory
+        # calibrate.amounts_of(both) split into the units' components and the own rate's, stage by stage
         width = len(units.gemm)
-        (units0, own0), (units1, own1), (units2, own2) = (self._split(mb, width, shared) for mb in both.stages)
+        (units0, own0), (units1, own1), (units2, own2) = (self._split(mb, width) for mb in both.stages)
         bare = bare_memory_constants()
         memory = [stage_parts_gb(price.amounts[stage], bare, self.cpu) for stage in (0, cls.pp - 1)]
         self.features[cls] = features_of(np.stack((units0, units1, units2)), _component(both, _units), memory, cls,

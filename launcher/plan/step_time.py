@@ -576,14 +576,60 @@ def _context(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
                 spans_nodes(cluster, layout.tp, 1))
 
 
-StageMemo = dict[tuple[Any, ...], MicrobatchTimes]
-"""step_pieces' `memo`: a stage's micro-batch times by what they depend on (_stage_key)."""
+class StageMemo:
+    """step_pieces' `memo`: a stage's micro-batch times by what they depend on (_stage_key).
+
+    Times priced with unit-vector rates (numpy vectors) are kept as rows of a few large arrays, not as the
+    evaluation's own small arrays (13 per stage, each an object, its shape and its data): held through a plan's
+    walk between its long-lived objects, ~100k small allocations left the heap fragmented when they were freed
+    (a resumed sweep in the same process then peaked ~20 MB higher). A hit gives the times again as views of their
+    rows, a number as the number: the same values, types and shapes, to the last bit."""
+
+    CHUNK = 1024   # stages per array (~1.7 MB at 13 fields x 16 components)
+
+    def __init__(self) -> None:
+        self._at: dict[tuple[Any, ...], Any] = {}   # key -> the times (numbers only), or (chunk, row, numbers)
+        self._chunks: list[Any] = []
+        self._used = 0   # rows of the last chunk taken
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def get(self, key: tuple[Any, ...]) -> Optional[MicrobatchTimes]:
+        got = self._at.get(key)
+        if got is None or type(got) is MicrobatchTimes:
+            return got
+        chunk, row, numbers = got
+        fields = list(chunk[row])   # a view per row
+        for i, x in numbers.items():
+            fields[i] = x
+        return MicrobatchTimes(*fields)
+
+    def put(self, key: tuple[Any, ...], times: MicrobatchTimes) -> None:
+        import numpy as np
+
+        width = next((len(x) for x in times if isinstance(x, np.ndarray)), 0)
+        if not width:
+            self._at[key] = times
+            return
+        if not self._chunks or self._used == self.CHUNK or self._chunks[-1].shape[2] != width:
+            self._chunks.append(np.empty((self.CHUNK, len(times), width)))
+            self._used = 0
+        chunk, row = self._chunks[-1], self._used
+        self._used += 1
+        numbers = {}
+        for i, x in enumerate(times):
+            if isinstance(x, np.ndarray):
+                chunk[row, i] = x
+            else:
+                numbers[i] = x
+        self._at[key] = (chunk, row, numbers)
 
 
 def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
                 r: Rates, cpu: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "",
                 memo: Optional[StageMemo] = None) -> StepPieces:
-    """`memo`: a dict kept across calls with the same model, cluster, precision, flash, rates (the same object),
+    """`memo`: a StageMemo kept across calls with the same model, cluster, precision, flash, rates (the same object),
     cpu and backend (a plan's batch classes, launcher.plan.pricing): a stage's micro-batch times are computed once
     for all the layouts that give them the same inputs (_stage_key), e.g. those apart only in dp, the node count
     beyond one or ZeRO-1 (a 50k-trial plan's ~32k stages are ~2.4k distinct ones, issue 19). The same function of
@@ -605,7 +651,7 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
             layer.append(_layer_times(c))
         out = microbatch_times(c, cluster, stage, stage_params_, layer[0])
         if key is not None:
-            memo[key] = out        # type: ignore[index]
+            memo.put(key, out)     # type: ignore[union-attr]
         return out
 
     experts = moe.expert_params(model, layout)    # the same on every stage: every layer is an MoE layer

@@ -17,7 +17,7 @@ from launcher.plan.estimator import estimate
 from launcher.plan.inputs import workload_for
 from launcher.plan.planner import make_plan
 from launcher.plan.pricing import ClassPricer, with_units
-from launcher.plan.step_time import class_step, combine, step_pieces, step_time_at
+from launcher.plan.step_time import StageMemo, class_step, combine, step_pieces, step_time_at
 
 GRIDS = {
     "torch-70b": ["+sweep=70b", "backend=torch", "cluster.nodes=8", "grid.nodes=[1,8]", "grid.tp=[2,8]",
@@ -119,7 +119,7 @@ def test_step_pieces_with_a_memo_shared_by_a_plan_are_those_without(load, name):
         wl = workload_for(b, lay)
         own = pricer._of(wl)[1]
         for r in (own, with_units(own)):
-            memo = memos.setdefault(id(r), (r, {}))[1]
+            memo = memos.setdefault(id(r), (r, StageMemo()))[1]
             args = (cfg.model, cfg.cluster, lay, b.precision, pricer.flash, r, pricer.cpu)
             shared = step_pieces(*args, workload=wl, backend=b.name, memo=memo)
             alone = step_pieces(*args, workload=wl, backend=b.name)
