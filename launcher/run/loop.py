@@ -132,12 +132,14 @@ def _predicted(t: PlannedTrial) -> dict:
 
 def _estimate_dict(estimate: Estimate) -> dict:
     """asdict(estimate) without its deep copies (seconds for a 50k-trial plan): an Estimate holds numbers and
-    dicts of numbers; anything else goes through asdict."""
+    dicts of numbers, kept as they are (its dicts are the record's: the plan's estimates are dropped once the
+    ledger has the records, and a batch class's memory breakdown is one dict for all its layouts); anything else
+    goes through asdict."""
     out: dict = {}
     for name in _ESTIMATE_FIELDS:
         value = getattr(estimate, name)
         if type(value) is dict and _PLAIN_TYPES.issuperset(map(type, value.values())):
-            value = dict(value)
+            pass
         elif not isinstance(value, _PLAIN):
             return asdict(estimate)
         out[name] = value
