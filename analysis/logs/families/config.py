@@ -938,7 +938,17 @@ HUB_ACCESS = rows(
     ("GatedRepoError", "huggingface_hub.errors.GatedRepoError: 401 Client Error.", r"GatedRepoError\b"),
     ("RepositoryNotFoundError", "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. Repository "
                                 "Not Found for url: https://huggingface.co/api/models/acme/llama-9b.",
-     r"RepositoryNotFoundError\b"))
+     r"RepositoryNotFoundError\b"),
+    # judge18a: the model's files asked for offline (HF_HUB_OFFLINE / local_files_only) and not in the local cache:
+    # huggingface_hub file_download.py raises LocalEntryNotFoundError("Cannot find the requested files in the disk
+    # cache and outgoing traffic has been disabled. ..."), transformers utils/hub.py re-raises it as OSError("We
+    # couldn't connect to '{endpoint}' to load the files, and couldn't find them in the cached files. ...").
+    ("outgoing traffic has been disabled", "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested "
+                                           "files in the disk cache and outgoing traffic has been disabled.",
+     r"LocalEntryNotFoundError\b"),
+    ("couldn't find them in the cached files", "OSError: We couldn't connect to 'https://huggingface.co' to load the "
+                                               "files, and couldn't find them in the cached files.",
+     r"(?:OSError|EnvironmentError): We couldn't connect to '[^'\n]{1,200}' to load the files"))
 
 # A version that the code does not run on, stated as "<package> <version> (is) not (yet) supported" (torch/_dynamo's
 # "Python 3.12+ not yet supported for torch.compile", "torch.compile is not supported on Python 3.12+", packages'
