@@ -140,3 +140,62 @@ def test_offline_look_alikes_do_not_match():
     # made up: the wording in prose, not as the exception
     assert classify("INFO: outgoing traffic has been disabled by HF_HUB_OFFLINE=1\n").kind != FailureKind.CONFIG_ERROR
     assert classify("We couldn't find them in the cached files yet, downloading\n").kind != FailureKind.CONFIG_ERROR
+
+
+# ---- error wordings that are families (judge18a): each with the fixture line and look-alikes that must not match
+
+def _kind(line: str) -> FailureKind:
+    return classify(line + "\n").kind
+
+
+def test_components_whose_versions_must_agree():
+    # tests/fixtures/oos-batch17/nemo/mbridge_nemotron3_omni_stale_flashinfer_version_mismatch_1.log (line 2), and
+    # flashinfer's older wording without the versions
+    assert _kind("RuntimeError: flashinfer-cubin version (0.6.8.post1) does not match flashinfer version (X).") \
+        == FailureKind.CONFIG_ERROR
+    assert _kind("RuntimeError: flashinfer-jit-cache version does not match flashinfer version") \
+        == FailureKind.CONFIG_ERROR
+    # made up: not an exception line; a tensor's sizes, not versions
+    assert _kind("INFO: flashinfer-cubin version does not match flashinfer version, check disabled") \
+        != FailureKind.CONFIG_ERROR
+    assert _kind("RuntimeError: The size of tensor a (4) must match the size of tensor b (8) at non-singleton "
+                 "dimension 1") != FailureKind.CONFIG_ERROR
+
+
+def test_an_import_guard_saying_not_installed():
+    # tests/fixtures/oos-batch17/nemo/automodel_dspark_v4_flash_drafter_hybridep_not_installed_1.log (line 2)
+    assert _kind("ImportError: HybridEP is not installed") == FailureKind.CONFIG_ERROR
+    # made up: a warning that falls back is not a failure
+    assert _kind("WARNING: apex is not installed, falling back to torch's fused Adam") != FailureKind.CONFIG_ERROR
+
+
+def test_a_parallel_degree_larger_than_the_world():
+    # tests/fixtures/oos-batch17/deepspeed/ulysses_toy_world_size_less_than_sp_size_1.log, and DeepSpeed's other
+    # rendering of the same check (the size in parentheses)
+    assert _kind("[rank0]: RuntimeError: world_size (4) is less than sequence_parallel_size 8") \
+        == FailureKind.CONFIG_ERROR
+    assert _kind("RuntimeError: world_size (4) is less than sequence_parallel_size (8)") == FailureKind.CONFIG_ERROR
+    # made up: a comparison of other sizes (an index, a tensor) stays a crash
+    assert _kind("RuntimeError: index 9 is larger than the batch size 4") == FailureKind.CRASHED
+    assert _kind("RuntimeError: the output is larger than the input tensor") == FailureKind.CRASHED
+
+
+def test_a_tokenizer_file_that_is_not_there():
+    # tests/fixtures/oos-batch17/megatron_lm/attn_bench_tokenizer_metadata_file_missing_assertion_1.log (line 16)
+    assert _kind("AssertionError: Tokenizer metadata file doesn't exist. Please, use MegatronTokenizer."
+                 "write_metadata() method to generate metadata file.") == FailureKind.CONFIG_ERROR
+    assert _kind("FileNotFoundError: tokenizer model file /models/llama/tokenizer.model not found") \
+        == FailureKind.CONFIG_ERROR
+    # made up: a log line, not an exception; an unrelated missing key
+    assert _kind("INFO: tokenizer metadata file does not exist yet, writing it") != FailureKind.CONFIG_ERROR
+
+
+def test_deepeps_communication_timeouts():
+    # tests/fixtures/oos-batch17/nemo/mbridge_deepseek_v3_h100_deepep_dispatch_timeout_1.log (line 2), and the kernels'
+    # device-side timeout (DeepEP csrc/kernels)
+    assert _kind("RuntimeError: DeepEP error: timeout (dispatch CPU)") == FailureKind.COMM_ERROR
+    assert _kind("DeepEP timeout for dispatch receivers, rank 3, responsible_channel = 2, tokens remained: 17") \
+        == FailureKind.COMM_ERROR
+    # made up / DeepEP's low-latency masking warning: the rank is masked and the run goes on
+    assert _kind("Warning: DeepEP timeout for dispatch receive, rank 3, dst_rank 5") != FailureKind.COMM_ERROR
+    assert _kind("DeepEP error: timeout value must be positive") != FailureKind.COMM_ERROR
