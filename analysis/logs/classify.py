@@ -591,6 +591,8 @@ def _without_dumps(text: str) -> str:
 _GLOG_SOFT_LEVEL = re.compile(r"^\s{0,4}\[?[WI]\d{3,4} \d\d:\d\d:\d\d[.\d]{0,12} ")
 _ASIDE_EXCEPTION = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b")
 _MAX_ASIDE_LINES = 60  # lines of an ignored traceback looked at for its exception line
+_ASIDE_NEEDLE = re.compile(r"(?:Error|Exception)\b")
+_MAX_ASIDE_MATCHES = 20_000
 
 
 def _aside_spans(text: str) -> list[tuple[int, int]]:
@@ -616,7 +618,9 @@ def _aside_spans(text: str) -> list[tuple[int, int]]:
         if end > 0 and others:
             spans.append((start, end))
         idx = text.find(_IGNORED, max(end, idx + 1))
-    for match in re.finditer(r"(?:Error|Exception)\b", text):
+    for n, match in enumerate(_ASIDE_NEEDLE.finditer(text)):
+        if n >= _MAX_ASIDE_MATCHES:  # a log of a million error lines stays fast; the first ones are the ones that rank
+            break
         start, end = _line_bounds(text, match.start())
         if spans and spans[-1][0] <= start < spans[-1][1]:
             continue
