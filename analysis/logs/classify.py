@@ -1188,6 +1188,8 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         return _diverged(text, start, losses) or _ok(has_result, finished)
     if exit_code is None and state is None:
         found = _signatures(text, start, None, None, None, None, losses)
+        if found is not None and _shutdown_noise(text, start, found):
+            found = None
         if found is None and (_job_traceback(text, start) >= 0 or _reported_exit_code(text, start)
                               or _last_line(text).endswith("Killed")
                               or _first(text, _CRASH_MARKERS, start) is not None
@@ -1202,6 +1204,19 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
             or _fallback(text, 0, state, exit_code))
+
+
+def _shutdown_noise(text: str, start: int, found: Failure) -> bool:
+    """Is `found` (a communication error after the last step record of a log alone) noise printed while a finished run
+    shut down (families.completion.teardown_noise_line)? Only when the run says it finished (a completion line or its
+    last `iteration N/N`), the evidence is not a timeout, watchdog or abort, and nothing after the last step says the
+    job failed: no traceback of its own, no launcher's non-zero exit status."""
+    if found.kind != FailureKind.COMM_ERROR or not found.evidence:
+        return False
+    if not all(F_DONE.teardown_noise_line(line) for _, line in found.evidence):
+        return False
+    return (F_DONE.says_finished(text) and _job_traceback(text, start) < 0
+            and _reported_exit_code(text, start) is None)
 
 
 def _stalled(text: str, verdict: Failure) -> Failure:
