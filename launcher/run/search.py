@@ -27,7 +27,7 @@ import operator
 from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, cast
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
@@ -143,7 +143,7 @@ class RecordFlags:
         return list(map(records.__getitem__, np.flatnonzero(mask).tolist()))
 
 
-class LayoutDims(Mapping[str, object]):
+class LayoutDims(Mapping[str, Any]):
     """Layout.to_dict() read from the Layout itself: what the scheduler and the residual design read of a trial's
     layout, kept per trial without a dict (a 16-key dict per trial was ~20 MB of a resumed 50k-trial sweep, issue
     19). Equal to the dict (==, keys in its order, get, in); read-only, as the Layout is."""
@@ -153,12 +153,12 @@ class LayoutDims(Mapping[str, object]):
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
 
-    def __getitem__(self, name: str) -> object:
+    def __getitem__(self, name: str) -> Any:
         if name in _LAYOUT_NAMES:
             return getattr(self.layout, name)
         raise KeyError(name)
 
-    def get(self, name: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, name: str, default: Any = None) -> Any:
         return getattr(self.layout, name) if name in _LAYOUT_NAMES else default
 
     def __contains__(self, name: object) -> bool:
@@ -216,7 +216,7 @@ class Search:
         they stay, so that what is derived from it is looked up by identity (_by_keys)."""
         self._by_keys: dict[str, tuple[tuple[str, ...], object]] = {}
         """name -> (a keys tuple, what was derived from it): the key -> row index of the predictions."""
-        self._static: dict[str, tuple[dict, float]] = {}
+        self._static: dict[str, tuple[Mapping[str, Any], float]] = {}
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
         """The last full prediction: (calibration, measured (key, step) pairs, checks, (the flags' key version, the
@@ -244,7 +244,7 @@ class Search:
             self._features[r.config_hash] = self._trial_features(r)
         return self._features[r.config_hash]
 
-    def dims(self, r: TrialRecord) -> Mapping[str, object]:
+    def dims(self, r: TrialRecord) -> Mapping[str, Any]:
         """The trial's layout as a read-only mapping (LayoutDims), made once."""
         dims = self._dims.get(r.config_hash)
         if dims is None:
