@@ -61,7 +61,7 @@ from launcher.run.view import Snapshot
 if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
     import numpy as np
 
-FEATURE_CHUNK = 4096
+FEATURE_CHUNK = 1024
 """Trials whose features are computed, then copied into the search's table, at a time."""
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 T = TypeVar("T")
@@ -671,7 +671,7 @@ class Predictions(MutableMapping[str, dict]):
         made = self._made.get(key)
         if made is None:
             i = self._index[key]
-            step, sd, tokens, peak, mem_sd = (c[i] for c in self._columns)
+            step, sd, tokens, peak, mem_sd = (a.item(i) for a in self._arrays)   # the floats tolist() gives
             made = self._made[key] = {"step_time_s": step, "step_sd": sd, "tokens_per_s": tokens,
                                       "peak_mem_gb": peak, "mem_sd": mem_sd, "n_fit": self._n_fit}
         return made
@@ -907,20 +907,23 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, di
     """Planned trials the calibrated memory model rules out (launcher.plan.band: the lower end of the calibrated
     peak's 90 % interval over the device's memory, and not within plan.keep_borderline), with the reason. Never one
     that a measured trial predicted to need at least as much memory shows to fit (the model errs, not the device)."""
+    import numpy as np
+
     fitted = [predictions[r.config_hash]["peak_mem_gb"] for r in records
               if r.state in MEASURED and r.config_hash in predictions]
     largest_fitted = max(fitted, default=0.0)
     # The search's Predictions: a peak under the margin fits (band.memory_fit's first test, the same product) and
     # one a measured trial covers is kept, read from the column without making the trial's dict.
     rows = predictions.rows() if isinstance(predictions, Predictions) else {}
-    _, _, peaks, mem_sds = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
+    # a few rows read from the arrays (.item: the floats the lists of columns() hold), not 50k made into lists
+    peaks, mem_sds = predictions.arrays()[3:] if isinstance(predictions, Predictions) else (np.zeros(0), np.zeros(0))
     fits_gb = margin * capacity_gb
     out = []
     for r, i in _may_not_fit(records, rows, predictions, max(fits_gb, largest_fitted), capacity_gb,
                              (margin + keep_borderline) * capacity_gb):
         if i is not None:
-            peak = peaks[i]
-            low = calibrated_low_gb(peak, mem_sds[i])
+            peak = peaks.item(i)
+            low = calibrated_low_gb(peak, mem_sds.item(i))
         elif (p := predictions.get(r.config_hash)) is not None:
             peak = p["peak_mem_gb"]
             low = calibrated_low_gb(peak, p.get("mem_sd", 0.0))
