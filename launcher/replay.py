@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from launcher.core import strict_json
 from launcher.core.errors import ParasweepError
 from launcher.core.states import TrialState
@@ -52,7 +54,7 @@ from launcher.plan.calibrate import (
 )
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import uses_flash_attention
-from launcher.plan.residuals import corrected
+from launcher.plan.residuals import corrected_for_pick
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -180,16 +182,21 @@ class _Replay:
         """(log measured / predicted step time, predicted log sd) of trials measured after a learned prediction."""
 
     def planned(self, cal: Calibration, residuals: bool = False) -> list[Planned]:
+        return self.predicted(cal, residuals)[0]
+
+    def predicted(self, cal: Calibration, residuals: bool = False) -> tuple[list[Planned], Optional[np.ndarray]]:
+        """Every row as the scheduler reads it, and (with the residual model) the log sds the pick reads instead
+        of their step_sd (launcher.plan.residuals.corrected_for_pick, as the sweep loop's Search.predictions)."""
         p = cal.predict(self.table)
-        step, sd = p.step_time_s, p.step_sd
+        step, sd, pick_sd = p.step_time_s, p.step_sd, None
         if residuals:
             measured = {self.index[o.key]: float(self.by_key[o.key].step_time_s or 0.0) for o in self.finished
                         if o.state in scheduler.MEASURED}
-            step, sd = corrected(p.step_time_s, self.dims, measured, checks=self.checks)
+            step, sd, pick_sd = corrected_for_pick(p.step_time_s, self.dims, measured, checks=self.checks)
         return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
                         float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb,
                         self.costs.startup(r))
-                for i, (k, r) in enumerate(zip(self.keys, self.rows))]
+                for i, (k, r) in enumerate(zip(self.keys, self.rows))], pick_sd
 
     def run(self, key: str, reason: str, early_stopping: bool, noise_tolerance: float,
             predicted_s: Optional[float] = None, steady: bool = False,
@@ -321,7 +328,7 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
             else a_priori
         previous = cal
-        planned = rp.planned(cal, residuals=learns and policy.residuals)
+        planned, pick_sd = rp.predicted(cal, residuals=learns and policy.residuals)
         n_measured = sum(1 for o in rp.finished if o.state in scheduler.MEASURED)
         learned = scheduler.learned(policy, cal.applied, n_measured) if learns else False
         if strategy != "calibrated":
@@ -336,7 +343,7 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         else:
             pick = scheduler.order(planned, rp.finished, calibrated=learned, noise_tolerance=noise_tolerance,
                                    span=policy.span, rule=policy.rule,
-                                   explore=policy.explore,
+                                   explore=policy.explore, pick_sd=None if policy.pick_floor else pick_sd,
                                    iterations=costs.warmup_iters + costs.measure_iters)[0]
             key, reason = pick.key, pick.reason
         predicted = (float(cal.predict(rp.table.subset([rp.index[key]])).step_time_s[0])

@@ -56,7 +56,7 @@ from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.families import raised as F_RAISED
 from analysis.logs.families import stall as F_STALL
 from analysis.logs.logtext import message_of, split_prefix
-from analysis.logs.parse_generic import is_step_record, timestamp_of
+from analysis.logs.parse_generic import is_step_record, read_records, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
 
@@ -461,6 +461,70 @@ def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
 def _last_line(text: str) -> str:
     stripped = text.rstrip()
     return _line_at(stripped, len(stripped) - 1) if stripped else "(empty log)"
+
+
+_NO_EXIT_GAP_LINES = 3  # blank lines allowed between the line saying training finished and the time-limit line
+
+
+# slurmstepd's step-end line; the reason, when there is one, follows "CANCELLED AT <time>" as " DUE TO <reason>".
+_SLURM_STEP_END = re.compile(r"\*\*\* (?:STEP|JOB) [\w.+]+ ON\b")
+
+
+def _scheduler_end(text: str, start: int) -> int:
+    """Position of the first time-limit line or reasonless (or cut) slurmstepd step-end line at or after `start`;
+    -1 when none."""
+    first = text.find(P.TIME_LIMIT[0].needle, start)
+    for match in _SLURM_STEP_END.finditer(text, start):
+        if first >= 0 and match.start() > first:
+            break
+        if "DUE TO" not in _line_at(text, match.start()):
+            return match.start()
+    return first
+
+
+def _no_exit_after_training(text: str, start: int) -> Failure | None:
+    """A job that said its training finished (families.completion) and printed nothing more until the scheduler's
+    time limit ended it: the program never exited (a profiler's or a process group's shutdown that waits forever;
+    Megatron-Bridge#1656, #3427 "[after training is done]" then minutes of silence and "CANCELLED AT ... DUE TO TIME
+    LIMIT"). Not when anything else comes between (a final evaluation, a checkpoint save: work the limit cut).
+    judge17: slurmstepd ends a step with one line, "*** STEP|JOB <id> ON <node> CANCELLED AT <time>[ DUE TO
+    <reason>] ***" (Slurm's slurmstepd/req.c and mgr.c); after training finished, that line without a reason (a
+    scancel of the job that would not exit) or cut before its reason ends the job the same way; a stated reason
+    other than the time limit (preemption, node failure) is that reason, not a hang."""
+    idx = _scheduler_end(text, start)
+    if idx < 0:
+        return None
+    end = text.rfind("\n", 0, idx)
+    for _ in range(_NO_EXIT_GAP_LINES + 1):
+        if end < 0:
+            return None
+        line_start = text.rfind("\n", 0, end) + 1
+        line = text[line_start:end]
+        if line.strip():
+            break
+        end = line_start - 1
+    else:
+        return None
+    if not any(row.needle in line and row.matches(line) for row in F_DONE.COMPLETION):
+        return None
+    return _failure(FailureKind.HANG, f"training finished but the job did not exit until the scheduler ended it: "
+                                      f"{line.strip()[:160]}; then {_line_at(text, idx)[:160]}", _evidence(text, idx))
+
+
+def _compile_target(text: str, start: int) -> Failure | None:
+    """A GPU-architecture refusal (families.config.COMPILE_TARGET) in a run that had not started training: no
+    progress before `start` and none before the refusal (an iteration record, a result line, or any step record or
+    training bar the generic reader finds there: with an exit code or a SLURM state the signatures are searched
+    from the log's start)."""
+    if start > 0:
+        return None
+    found = first_match(text, F_CONFIG.COMPILE_TARGET, start)
+    if found is None or _PROGRESS.search(text, 0, found[0]) is not None \
+            or any(text.find(m, 0, found[0]) >= 0 for m in _RESULT_MARKERS) \
+            or read_records(text[:found[0]]).n_records > 0:  # only when a refusal is found: rare, and bounded
+        return None
+    idx, row = found
+    return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
 
 
 def _hydra_target(text: str, start: int) -> Failure | None:
@@ -900,6 +964,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
                       + F_CONFIG.VERSION_UNSUPPORTED,
                       start)
+        or _compile_target(text, start)
         or _hydra_target(text, start)
         or _string_config_value(text, start)
         or _diverged(text, start, losses)
@@ -908,6 +973,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_log(text, FailureKind.PREEMPTED, P.PREEMPTED, start, state, "preempted")
         or _by_family(text, F_ORCH.PREEMPTION, start)
         or _hang(text, start, state, exit_code, seconds_since_progress, hang_timeout_s)
+        or _no_exit_after_training(text, start)
         or _by_log(text, FailureKind.TIME_LIMIT, P.TIME_LIMIT, start, state, "time limit")
         or _by_family(text, F_ORCH.DEADLINE, start)
         or _cancelled(text, start, state)

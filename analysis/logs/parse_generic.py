@@ -50,6 +50,7 @@ tail, and a 20 MB log is read in a fraction of a second. Nothing here raises, wh
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -69,8 +70,9 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=", "Epoch",
-            "epoch", "loss", "Loss")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115]
-# [1298/1299]" (timm); "[10/500] loss: 2.3 time: 1.39" (a script's unnamed counter)
+            "epoch", "loss", "Loss", "{\n")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115]
+# [1298/1299]" (timm); "[10/500] loss: 2.3 time: 1.39" (a script's unnamed counter); "{\n": a line that opens a JSON
+# record spread over the lines after it (DLLogger's "DLLL {", _json_block)
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
@@ -594,10 +596,60 @@ def _unwrapped(text: str, pos: int, line: str) -> str:
     return line + nxt
 
 
+_JSON_BLOCK_LINES = 80
+_JSON_BLOCK_CHARS = 8000
+_BRACKET_HEAD = re.compile(r"\[[^\[\]\n]{1,80}\]\s{0,3}$")  # "... INFO [step=970/1000,epoch=0]"
+_NAME_VALUE = re.compile(r"\s{2,8}[^\s=:][^=\n]{0,100}=\s{0,2}[-+]?[\d.]")  # "    train/CrossEntropyLoss=4.011"
+
+
+def _next_line(text: str, end: int) -> tuple[str, int] | None:
+    """The line after the one ending at `end` (a newline there) and where it ends; None at the text's end."""
+    if end >= len(text) or text[end] != "\n":
+        return None
+    nxt_end = text.find("\n", end + 1, end + 1 + MAX_LINE_CHARS)
+    return text[end + 1: len(text) if nxt_end < 0 else nxt_end], (len(text) if nxt_end < 0 else nxt_end)
+
+
+def _json_block(text: str, pos: int, line: str) -> str | None:
+    """A JSON object printed over several lines after a prefix, read as one line: DLLogger's record
+    `DLLL {"timestamp": ..., "elapsedtime": ..., "type": "LOG", "step": N, "data": {...}}` (NVIDIA/dllogger's
+    JSONStreamBackend, NeMo's DLLogger callback; pretty-printed with an indent in NVIDIA's recipes). The prefix line
+    opens the object at column 0 (an inner '"data": {' is part of the record, never a record of its own); the
+    lines up to the matching brace must parse as one JSON object. None for any other line."""
+    head = line.rstrip()
+    if not head.endswith("{") or head.count("{") != 1 or line[:1].isspace():
+        return None
+    parts, depth, end, size = [head], 1, pos + len(line), len(head)
+    for _ in range(_JSON_BLOCK_LINES):
+        got = _next_line(text, end)
+        if got is None:
+            return None
+        nxt, end = got
+        parts.append(nxt.strip())
+        size += len(nxt)
+        depth += nxt.count("{") - nxt.count("}")
+        if depth <= 0 or size > _JSON_BLOCK_CHARS:
+            break
+    if depth != 0:
+        return None
+    joined = " ".join(parts)
+    try:
+        record = json.loads(joined[joined.index("{"):])
+    except ValueError:
+        return None
+    return joined if isinstance(record, dict) else None
+
+
 def _with_block(text: str, pos: int, line: str) -> str:
-    """A counter line that ends with ':' and is followed by indented 'key: value' lines (Composer's
-    "[batch=10/1000]:" block) is read as one record; a long line wrapped onto the next, joined (_unwrapped); any
-    other line as itself."""
+    """A record spread over lines read as one: a counter line that ends with ':' and is followed by indented
+    'key: value' lines (Composer's "[batch=10/1000]:" block); a line that ends with a bracketed counter followed
+    by indented 'name=value' lines (OLMo's console logger: "[step=970/1000,epoch=0]" then "    name=value", one
+    metric a line); a JSON object over lines (_json_block). A long line wrapped onto the next, joined
+    (_unwrapped); any other line as itself."""
+    if (joined := _json_block(text, pos, line)) is not None:
+        return joined
+    if _BRACKET_HEAD.search(line) is not None and len(line) <= 300:
+        return _name_value_block(text, pos, line)
     if not line.rstrip().endswith(":") or len(line) > 200:
         return _unwrapped(text, pos, line)
     parts, end = [line.rstrip()], pos + len(line)
@@ -613,6 +665,20 @@ def _with_block(text: str, pos: int, line: str) -> str:
             break
         end = nxt_end
     return " | ".join(parts) if len(parts) > 1 else line
+
+
+def _name_value_block(text: str, pos: int, line: str) -> str:
+    """A bracketed counter line followed by indented 'name=value' lines (OLMo's log_metrics_to_console:
+    f"[step={global_step}/{max_steps},epoch={epoch}]" then one f"    {name}={value}" a line), joined into one
+    record; the line itself when no such line follows."""
+    parts, end = [line.rstrip()], pos + len(line)
+    for _ in range(_BLOCK_LINES):
+        got = _next_line(text, end)
+        if got is None or _NAME_VALUE.match(got[0]) is None:
+            break
+        parts.append(got[0].strip())
+        end = got[1]
+    return " | ".join(parts) if len(parts) > 1 else _unwrapped(text, pos, line)
 
 
 # ---- records -> iterations

@@ -137,8 +137,6 @@ CONFIG = _rows(
                                            "'evaluation_strategy'"),
     ("ImportError: cannot import name", "ImportError: cannot import name 'get_num_microbatches' from "
                                         "'megatron' (/workspace/megatron/__init__.py)"),
-    ("no kernel image is available for execution on the device",
-     "RuntimeError: CUDA error: no kernel image is available for execution on the device"),
     ("Torch not compiled with CUDA enabled", "AssertionError: Torch not compiled with CUDA enabled"),
     ("The NVIDIA driver on your system is too old",
      "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."),

@@ -31,6 +31,7 @@ mlcommons/training_results_v5.0 */systems/*.json 'accelerator_memory_capacity');
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Optional
 
@@ -77,6 +78,7 @@ SPECS = (
 _BY_NAME = {s.name: s for s in SPECS}
 
 
+@functools.lru_cache(maxsize=64)   # the planner asks per batch class (generation(cluster): ~26k at 50k trials)
 def find_spec(name: str) -> Optional[GpuSpec]:
     """The entry whose name or an alias occurs in `name` (case-insensitive; the longest match wins, so that
     'h100-pcie' is not read as 'h100')."""

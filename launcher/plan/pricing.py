@@ -25,7 +25,7 @@ from launcher.core.errors import ConfigError
 from launcher.core.layout import Layout
 from launcher.core.names import is_cpu_standin
 from launcher.plan.batch_class import batch_class
-from launcher.plan.calibrate import TrialFeatures, amounts_of, bare_memory_constants, features_of, unit_rates
+from launcher.plan.calibrate import TrialFeatures, bare_memory_constants, features_of, unit_rates
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.estimator import ESTIMATOR_PRECISIONS, Estimate, of_class_step
 from launcher.plan.hardware import generation
@@ -38,7 +38,16 @@ from launcher.plan.memory import (
     uses_flash_attention,
 )
 from launcher.plan.stack import stack_name
-from launcher.plan.step_time import ClassStep, MicrobatchTimes, Rates, StepPieces, class_step, rates, step_pieces
+from launcher.plan.step_time import (
+    ClassStep,
+    MicrobatchTimes,
+    Rates,
+    StageMemo,
+    StepPieces,
+    class_step,
+    rates,
+    step_pieces,
+)
 from launcher.plan.workload import Workload
 
 if TYPE_CHECKING:
@@ -70,6 +79,8 @@ class ClassPricer:
         self._given = constants
         self._constants: dict[Workload, tuple[Constants, Rates]] = {}
         self.cpu = is_cpu_standin(cluster.gpu)
+        self._memos: dict[int, tuple[Rates, StageMemo]] = {}
+        """id(rates) -> (the rates, step_pieces' memo of the stages priced with them)."""
         self.classes: dict[tuple[Layout, Workload], ClassPrice] = {}
         self.features: dict[Layout, TrialFeatures] = {}
         """batch class -> its calibration features (launcher.plan.calibrate), for the classes estimated with
@@ -114,19 +125,42 @@ class ClassPricer:
             got = self._constants[workload] = (constants, rates(constants, self.cpu, generation(self.cluster)))
         return got
 
+    def _memo(self, r: Rates) -> StageMemo:
+        """step_pieces' memo for the rates `r` (kept with them: the key is their identity)."""
+        got = self._memos.get(id(r))
+        if got is None:
+            got = self._memos[id(r)] = (r, StageMemo())
+        return got[1]
+
+    @staticmethod
+    def _split(mb: MicrobatchTimes, width: int) -> tuple[np.ndarray, MicrobatchTimes]:
+        """A stage priced with_units as (its units' amounts: field x component, its times at the own rates): the
+        rows calibrate.amounts_of gives it (a number fills its row)."""
+        import numpy as np
+
+        rows = np.empty((len(mb), width))
+        for i, amount in enumerate(mb):
+            rows[i] = amount
+        return rows[:, :-1].copy(), MicrobatchTimes(*rows[:, -1].tolist())
+
     def _pieces(self, cls: Layout, workload: Workload, price: ClassPrice, features: bool) -> StepPieces:
         own = self._of(workload)[1]
         if not features:
             return step_pieces(self.model, self.cluster, cls, self.precision, self.flash, own, self.cpu,
-                               workload=workload, backend=self.backend)
-        both = step_pieces(self.model, self.cluster, cls, self.precision, self.flash, with_units(own),
-                           self.cpu, workload=workload, backend=self.backend)
-        amounts = amounts_of(both)   # (stage, field, the units' components then the own rate's)
+                               workload=workload, backend=self.backend, memo=self._memo(own))
+        import numpy as np
+
+        units = with_units(own)
+        both = step_pieces(self.model, self.cluster, cls, self.precision, self.flash, units,
+                           self.cpu, workload=workload, backend=self.backend, memo=self._memo(units))
+        # calibrate.amounts_of(both) split into the units' components and the own rate's, stage by stage
+        width = len(units.gemm)
+        (units0, own0), (units1, own1), (units2, own2) = (self._split(mb, width) for mb in both.stages)
         bare = bare_memory_constants()
         memory = [stage_parts_gb(price.amounts[stage], bare, self.cpu) for stage in (0, cls.pp - 1)]
-        self.features[cls] = features_of(amounts[..., :-1].copy(), _component(both, _units), memory, cls,
+        self.features[cls] = features_of(np.stack((units0, units1, units2)), _component(both, _units), memory, cls,
                                          self.model, self.cluster)
-        own_stages = [MicrobatchTimes(*row) for row in amounts[..., -1].tolist()]
+        own_stages = (own0, own1, own2)
         first, last, middle = both.stages   # the same object repeated where pp < 3: kept so
         return _component(both, _own)._replace(stages=(
             own_stages[0], own_stages[0] if last is first else own_stages[1],

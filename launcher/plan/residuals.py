@@ -176,6 +176,16 @@ class ResidualModel:
     adopted (docs/search.md: 6 sweeps worse than plan order instead of 5): an ablation option, off."""
     step_scale: float = 1.0
     """steps: the prior sd of a step column, as a share of the value sd."""
+    unidentified_scale: float = 1.0
+    """The prior sd of the effects of a dimension with fewer than two of its values measured, as a share of the
+    value sd (identified_only is 0): an error seen at one value of a dimension cannot be told apart from the
+    sweep's level, and with the whole sd a measured loser's miss went in part to each of its values, so a layout
+    sharing them ranked below one unlike it on no evidence. Not adopted (docs/search.md, search11: 7 sweeps
+    worse than plan order instead of 5 at 0.3): an ablation option, off."""
+
+    def __post_init__(self) -> None:
+        if not self.unidentified_scale > 0:   # a prior variance of 0 has no precision: identified_only drops them
+            raise ValueError(f"unidentified_scale {self.unidentified_scale}: use a share > 0 (or identified_only)")
 
     def design(self, dims: Dims) -> tuple[np.ndarray, tuple[str, ...]]:
         """Columns and their names: the offset, then one indicator per value of every dimension that varies
@@ -226,13 +236,17 @@ class ResidualModel:
             _remember(dims, design)
         return design
 
-    def _prior(self, names: Sequence[str], value_sd: float) -> np.ndarray:
-        """Prior variance of every column."""
+    def _prior(self, names: Sequence[str], value_sd: float, design: Optional[Design] = None,
+               rows: Sequence[int] = ()) -> np.ndarray:
+        """Prior variance of every column (`design` and the measured `rows`: unidentified_scale applies)."""
         import numpy as np
 
         step_sd = self.step_scale * value_sd
-        return np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n else value_sd ** 2
-                         for n in names])
+        var = np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n else value_sd ** 2
+                        for n in names])
+        if design is not None and self.unidentified_scale != 1.0:
+            var[~_identified_columns(design, rows)] *= self.unidentified_scale ** 2
+        return var
 
     def fitted(self, dims: Dims, measured: Mapping[int, float]) -> ResidualModel:
         """The scales the measured errors make likeliest (empirical Bayes: the log marginal likelihood over a grid
@@ -252,7 +266,7 @@ class ResidualModel:
         best, best_ll = self, -math.inf
         gram, xr, rr = x.T @ x, x.T @ r, float(r @ r)
         for value_sd in sorted({self.value_sd, *(v for v in VALUE_GRID if v > self.value_sd)}):
-            prior_var = self._prior(names, value_sd)
+            prior_var = self._prior(names, value_sd, design, list(measured))
             for noise_sd in sorted({self.noise_sd, *(v for v in NOISE_GRID if v > self.noise_sd)}):
                 ll = log_likelihood(gram, xr, rr, len(r), prior_var, noise_sd ** 2)
                 if ll > best_ll + 1e-9:
@@ -266,7 +280,7 @@ class ResidualModel:
         design = self.parts(dims)
         if self.identified_only:
             design = _identified(design, list(measured))
-        prior_var = self._prior(design.names, self.value_sd)
+        prior_var = self._prior(design.names, self.value_sd, design, list(measured))
         if not measured:
             return design, np.zeros(len(design.names)), np.diag(prior_var)
         xs = design.at(np.fromiter(measured.keys(), dtype=int))
@@ -327,15 +341,24 @@ def _identified(design: Design, rows: Sequence[int]) -> Design:
     """The columns of the offset and of the dimensions with at least two values among the measured rows."""
     import numpy as np
 
+    keep = np.flatnonzero(_identified_columns(design, rows)).tolist()
+    return Design(design.rows[:, keep], design.of_row, tuple(design.names[j] for j in keep))
+
+
+def _identified_columns(design: Design, rows: Sequence[int]) -> np.ndarray:
+    """Whether each column is the offset or belongs to a dimension with at least two values among the measured
+    rows (a step column 'tp>=4' counts as tp's)."""
+    import numpy as np
+
     names = design.names
     seen = design.at(np.asarray(rows, dtype=int)).sum(axis=0) > 0 if rows else np.zeros(len(names), dtype=bool)
     varied: dict[str, int] = {}
     for name, hit in zip(names, seen.tolist()):
-        if name != "offset" and hit:
+        if name != "offset" and "=" in name and ">=" not in name and hit:
             dim = name.split("=", 1)[0]
             varied[dim] = varied.get(dim, 0) + 1
-    keep = [j for j, n in enumerate(names) if n == "offset" or varied.get(n.split("=", 1)[0], 0) >= 2]
-    return Design(design.rows[:, keep], design.of_row, tuple(names[j] for j in keep))
+    return np.array([n == "offset" or varied.get(n.split(">=" if ">=" in n else "=", 1)[0], 0) >= 2
+                     for n in names], dtype=bool)
 
 
 def log_likelihood(gram: np.ndarray, xr: np.ndarray, rr: float, n: int, prior_var: np.ndarray,
@@ -405,13 +428,25 @@ def corrected(step_time_s: np.ndarray, dims: Dims, measured_s: Mapping[int, floa
     The fitted constants' own uncertainty is not added: the residual model already stands for everything the
     constants get wrong, and on the few trials of a young sweep that uncertainty is the prior's, inflated by the
     misfit (launcher.plan.calibrate), which made every spread meaningless (step sds of 4-25 in log space)."""
+    step, sd, _ = corrected_for_pick(step_time_s, dims, measured_s, model, checks)
+    return step, sd
+
+
+def corrected_for_pick(step_time_s: np.ndarray, dims: Dims, measured_s: Mapping[int, float],
+                       model: Optional[ResidualModel] = None, checks: Sequence[tuple[float, float]] = ()
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """corrected's step times and sds, and the sds the pick reads (scheduler.order's pick_sd): the same without the
+    miss floor. Why: after one trial that missed its prediction badly the floor sets every unrun trial's spread to
+    that miss, and the pick (expected gain per GPU-hour) then reads the predicted mean alone; the stop rule and the
+    checks keep the floor (it is what keeps the stop rule from skipping the best, miss_floor)."""
     import numpy as np
 
     errors = log_errors(step_time_s, measured_s)
     model = model or MODEL
     post = model.fitted(dims, errors).posterior(dims, errors)
     sd = post.sd * spread_factor(checks)
-    return step_time_s * np.exp(post.mean), np.maximum(sd, miss_floor(checks)) if model.miss_floor else sd
+    floored = np.maximum(sd, miss_floor(checks)) if model.miss_floor else sd
+    return step_time_s * np.exp(post.mean), floored, sd
 
 
 def log_errors(step_time_s: np.ndarray, measured_s: Mapping[int, float]) -> dict[int, float]:

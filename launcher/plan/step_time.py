@@ -57,7 +57,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 from launcher.config.schema import ClusterConfig, ModelConfig
 from launcher.core.layout import Layout
@@ -576,19 +576,88 @@ def _context(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precisi
                 spans_nodes(cluster, layout.tp, 1))
 
 
+class StageMemo:
+    """step_pieces' `memo`: a stage's micro-batch times by what they depend on (_stage_key).
+
+    Times priced with unit-vector rates (numpy vectors) are kept as rows of a few large arrays, not as the
+    evaluation's own small arrays (13 per stage, each an object, its shape and its data): held through a plan's
+    walk between its long-lived objects, ~100k small allocations left the heap fragmented when they were freed
+    (a resumed sweep in the same process then peaked ~20 MB higher). A hit gives the times again as views of their
+    rows, a number as the number: the same values, types and shapes, to the last bit."""
+
+    CHUNK = 1024   # stages per array (~1.7 MB at 13 fields x 16 components)
+
+    def __init__(self) -> None:
+        self._at: dict[tuple[Any, ...], Any] = {}   # key -> the times (numbers only), or (chunk, row, numbers)
+        self._chunks: list[Any] = []
+        self._used = 0   # rows of the last chunk taken
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def get(self, key: tuple[Any, ...]) -> Optional[MicrobatchTimes]:
+        got = self._at.get(key)
+        if got is None or type(got) is MicrobatchTimes:
+            return got
+        chunk, row, numbers = got
+        fields = list(chunk[row])   # a view per row
+        for i, x in numbers.items():
+            fields[i] = x
+        return MicrobatchTimes(*fields)
+
+    def put(self, key: tuple[Any, ...], times: MicrobatchTimes) -> None:
+        import numpy as np
+
+        width = next((len(x) for x in times if isinstance(x, np.ndarray)), 0)
+        if not width:
+            self._at[key] = times
+            return
+        if not self._chunks or self._used == self.CHUNK or self._chunks[-1].shape[2] != width:
+            self._chunks.append(np.empty((self.CHUNK, len(times), width)))
+            self._used = 0
+        chunk, row = self._chunks[-1], self._used
+        self._used += 1
+        numbers = {}
+        for i, x in enumerate(times):
+            if isinstance(x, np.ndarray):
+                chunk[row, i] = x
+            else:
+                numbers[i] = x
+        self._at[key] = (chunk, row, numbers)
+
+
 def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, precision: str, flash: bool,
-                r: Rates, cpu: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "") -> StepPieces:
+                r: Rates, cpu: bool, *, workload: Workload = DEFAULT_WORKLOAD, backend: str = "",
+                memo: Optional[StageMemo] = None) -> StepPieces:
+    """`memo`: a StageMemo kept across calls with the same model, cluster, precision, flash, rates (the same object),
+    cpu and backend (a plan's batch classes, launcher.plan.pricing): a stage's micro-batch times are computed once
+    for all the layouts that give them the same inputs (_stage_key), e.g. those apart only in dp, the node count
+    beyond one or ZeRO-1 (a 50k-trial plan's ~32k stages are ~2.4k distinct ones, issue 19). The same function of
+    the same values: the pieces are those of a call without it, to the last bit."""
     c = _context(model, cluster, layout, precision, flash, r, cpu, workload, backend)
     p = layout.pp
     first_params = stage_params(model, layout, 0)
     last_params = stage_params(model, layout, p - 1) if p > 1 else first_params
     params = max(first_params, last_params)   # the most loaded stage sets the DP traffic and the optimizer step
-    layer = _layer_times(c)
+    layer: list[tuple[Num, Num, Num, float, float, float]] = []   # _layer_times(c), once a stage needs it
+
+    def times(stage: int, stage_params_: float) -> MicrobatchTimes:
+        key = None if memo is None else _stage_key(c, stage, stage_params_)
+        if key is not None:
+            hit = memo.get(key)    # type: ignore[union-attr]
+            if hit is not None:
+                return hit
+        if not layer:
+            layer.append(_layer_times(c))
+        out = microbatch_times(c, cluster, stage, stage_params_, layer[0])
+        if key is not None:
+            memo.put(key, out)     # type: ignore[union-attr]
+        return out
+
     experts = moe.expert_params(model, layout)    # the same on every stage: every layer is an MoE layer
-    first = microbatch_times(c, cluster, 0, first_params + experts, layer)
-    last = microbatch_times(c, cluster, p - 1, last_params + experts, layer) if p > 1 else first
-    middle = (microbatch_times(c, cluster, 1, stage_params(model, layout, 1) + experts, layer) if p > 2
-              else first)
+    first = times(0, first_params + experts)
+    last = times(p - 1, last_params + experts) if p > 1 else first
+    middle = times(1, stage_params(model, layout, 1) + experts) if p > 2 else first
     weights = (1.0, 1.0 if p > 1 else 0.0, float(max(0, p - 2)))
     reduce, gather = _dp_collectives(c, cluster, precision, params)
     e_reduce, e_gather, e_optimizer = _expert_states(c, cluster, precision, experts)
@@ -596,6 +665,19 @@ def step_pieces(model: ModelConfig, cluster: ClusterConfig, layout: Layout, prec
     return StepPieces((first, last, middle), weights, max(1, layout.microbatches), p, layout.vpp, overlap,
                       int(cpu), reduce + e_reduce, gather + e_gather,
                       _optimizer_s(c, cluster, precision, params) + e_optimizer)
+
+
+def _stage_key(c: _Ctx, stage: int, params: float) -> Optional[tuple[Any, ...]]:
+    """What microbatch_times(c, _, stage, params, _layer_times(c)) reads that varies within one plan (step_pieces'
+    `memo`): of the layout tp, pp, vpp, mbs, cp, the recomputation and sequence parallelism (and through _Ctx
+    whether it spans nodes: the p2p link); not dp, gbs, the node count beyond that or ZeRO-0/1 and the distributed
+    optimizer. None (not memoised) where it reads more: ZeRO-2/3 (the shard group, the micro-batch count) and MoE
+    models (the expert groups)."""
+    lay = c.layout
+    if lay.zero_stage >= 2 or c.model.is_moe:
+        return None
+    return (stage, params, lay.tp, lay.pp, lay.vpp, lay.mbs, lay.cp, lay.recompute, lay.recompute_every,
+            lay.sequence_parallel, c.pp_inter, c.workload)
 
 
 def _expert_states(c: _Ctx, cluster: ClusterConfig, precision: str, experts: float) -> tuple[Num, Num, Num]:

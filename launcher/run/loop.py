@@ -47,7 +47,7 @@ from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.identity import check_same_setup
 from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
-from launcher.run.ledger import SHARED_PARTS, Ledger
+from launcher.run.ledger import Ledger
 from launcher.run.plan_store import StoredPlan, plan_key
 from launcher.run.policy import OomIndex, ShapeIndex, repeat_records, should_retry
 from launcher.run.progress import Progress
@@ -132,14 +132,14 @@ def _predicted(t: PlannedTrial) -> dict:
 
 def _estimate_dict(estimate: Estimate) -> dict:
     """asdict(estimate) without its deep copies (seconds for a 50k-trial plan): an Estimate holds numbers and
-    dicts of numbers; anything else goes through asdict."""
+    dicts of numbers, kept as they are (its dicts are the record's: the plan's estimates are dropped once the
+    ledger has the records, and a batch class's memory breakdown is one dict for all its layouts); anything else
+    goes through asdict."""
     out: dict = {}
     for name in _ESTIMATE_FIELDS:
         value = getattr(estimate, name)
-        if name in SHARED_PARTS and type(value) is dict:
-            pass   # the batch class's dict, as its layouts' estimates share it (read-only, as a read shares it)
-        elif type(value) is dict and _PLAIN_TYPES.issuperset(map(type, value.values())):
-            value = dict(value)
+        if type(value) is dict and _PLAIN_TYPES.issuperset(map(type, value.values())):
+            pass
         elif not isinstance(value, _PLAIN):
             return asdict(estimate)
         out[name] = value

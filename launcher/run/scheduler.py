@@ -76,6 +76,10 @@ class Policy:
     (residual scales, miss floor), sized for the stop rule's safety, and taken whole they buy trials of layouts
     unlike the measured ones that mostly lose (bench_search_ablation.py, issue 16 round 4: measured 21.4 % -> 20.1 %
     of exhaustive GPU-hours, sweeps worse than plan order 7 -> 6). The stop rule keeps the whole spreads."""
+    pick_floor: bool = False
+    """order: read the spreads with the sweep's miss floor (launcher.plan.residuals.miss_floor) as the stop rule
+    does (True), or without it (False: order's pick_sd). After one trial that missed badly the floor sets every unrun
+    trial's spread to that miss, so the pick read the predicted mean alone (issue 16, search11: docs/search.md)."""
 
 
 POLICY = Policy()
@@ -159,6 +163,13 @@ class PlannedColumns:
                               self.step_sd[index], self.peak_mem_gb[index], self.mem_sd[index],
                               self.capacity_gb[index], self.startup_s[index], self.gpus[index],
                               lambda i: dims(at[i]))
+
+    def with_step_sd(self, step_sd: np.ndarray) -> PlannedColumns:
+        """The same rows with these log sds (order's pick_sd)."""
+        if len(step_sd) != len(self.keys):
+            raise ValueError(f"{len(step_sd)} spreads for {len(self.keys)} planned trials")
+        return PlannedColumns(self.keys, self.tokens_per_step, self.step_time_s, np.asarray(step_sd, dtype=float),
+                              self.peak_mem_gb, self.mem_sd, self.capacity_gb, self.startup_s, self.gpus, self.dims)
 
     def tokens_per_s(self) -> np.ndarray:
         return self.tokens_per_step / self.step_time_s
@@ -317,14 +328,17 @@ def trial_cost(trial: Planned, fits: float, iterations: int) -> float:
 def order(planned: Sequence[Planned] | PlannedColumns, finished: Sequence[Outcome], *, calibrated: bool,
           noise_tolerance: float = 0.02, span: int = SPAN_TRIALS, rule: str = "gain",
           iterations: int = 8, candidates: Optional[Collection[str]] = None,
-          head: Optional[int] = None, explore: float = 1.0) -> list[Pick]:
+          head: Optional[int] = None, explore: float = 1.0, pick_sd: Optional[np.ndarray] = None) -> list[Pick]:
     """Every unrun trial, the one to run next first. calibrated: the predictions have learned from the measured
     trials (their spreads are the posterior's). rule 'gain': by expected gain over the best per expected GPU-second
     (`iterations` steps per trial); 'chance': by the chance to beat the best. `candidates`: only these trials are
     picked (the others still count: what fitted, the best); `head`: only the first `head` picks (the sweep loop
     submits a few a poll: scoring is vectorised on columns (PlannedColumns), Planned objects and reasons are made
-    for the picks returned)."""
+    for the picks returned). `pick_sd`: the log sds the pick reads instead of the planned trials' step_sd, one per
+    row of `planned` (Policy.pick_floor: the spreads without the miss floor; the stop rule keeps step_sd)."""
     columns = _columns_of(planned)
+    if pick_sd is not None:
+        columns = columns.with_step_sd(pick_sd)
     done = {o.key for o in finished}
     best = best_measured(finished)
     learned = calibrated and best is not None

@@ -53,7 +53,7 @@ from launcher.plan.calibrate import (
 )
 from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
-from launcher.plan.residuals import corrected, id_generation, row_ids, same_columns
+from launcher.plan.residuals import corrected_for_pick, id_generation, row_ids, same_columns
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 from launcher.run.view import Snapshot
@@ -220,8 +220,8 @@ class Search:
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
         """The last full prediction: (calibration, measured (key, step) pairs, checks, (the flags' key version, the
-        trials' places), (step, sd, peak, mem_sd) arrays, the trials' residual row ids), for a question about fewer
-        of its trials (_fewer_of_last)."""
+        trials' places), (step, sd, peak, mem_sd, pick_sd) arrays, the trials' residual row ids), for a question
+        about fewer of its trials (_fewer_of_last)."""
         self._dims: dict[str, LayoutDims] = {}
         """config hash -> its layout as a mapping (dims)."""
         self._place_cols: dict[str, tuple[int, np.ndarray]] = {}
@@ -391,22 +391,23 @@ class Search:
         by_key = tuple((trials[i].config_hash, s) for i, s in measured.items())
         fewer = self._fewer_of_last(places, by_key, depends[4])
         if fewer is not None:
-            step, sd, peak, mem_sd = fewer
+            step, sd, peak, mem_sd, pick_sd = fewer
         else:
             step_p, sd_p, peak, mem_sd = self._prediction(records, places)
-            step, sd = step_p, sd_p
+            step, sd, pick_sd = step_p, sd_p, sd_p
             ids = np.zeros(0, dtype=np.int64)
             if self.policy.residuals:   # what the measured trials show, shared by trials with layout values in common
                 ids = self._row_ids(records, places)
-                step, sd = corrected(step_p, ids, measured, checks=checked)
+                step, sd, pick_sd = corrected_for_pick(step_p, ids, measured, checks=checked)
             self._last = (self.calibration, by_key, depends[4], (self._flags.key_version, places),
-                          (step, sd, peak, mem_sd), ids)
+                          (step, sd, peak, mem_sd, pick_sd), ids)
         keys = depends[2]
         at = memo["static rows"] = self._per_place(
             "static row", records, places, lambda new: self._static_rows(new, [r.config_hash for r in new]))
         tokens = self._static_columns_of[0][at]
         index = self._derived("index", keys, lambda: dict(zip(keys, range(len(keys)))))
-        out = Predictions(list(keys), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials, index)
+        out = Predictions(list(keys), step, sd, tokens / step, peak, mem_sd, self.calibration.n_trials, index,
+                          pick_sd=pick_sd)
         self._predicted = (depends, out)
         memo["predictions"] = (self.calibration, out)
         return out
@@ -464,9 +465,9 @@ class Search:
 
     def _fewer_of_last(self, places: np.ndarray, measured: tuple, checked: tuple
                        ) -> Optional[tuple[np.ndarray, ...]]:
-        """The last full prediction's (step, sd, peak, mem_sd) of `keys`, when they are some of its trials under the
-        same calibration, measurements and checks, and (with the residual model) their layouts still have every
-        value its design has a column for: each trial's prediction is then its own, whatever the others (the
+        """The last full prediction's (step, sd, peak, mem_sd, pick_sd) of `keys`, when they are some of its trials
+        under the same calibration, measurements and checks, and (with the residual model) their layouts still have
+        every value its design has a column for: each trial's prediction is then its own, whatever the others (the
         residual posterior depends on the measured rows and the design's columns alone), so the trials pruned
         since (the loop prunes between two questions of a poll) cost a gather, not a new prediction. None: not."""
         import numpy as np
@@ -590,13 +591,15 @@ class Search:
     def order(self, records: Sequence[TrialRecord], candidates: Optional[Collection[str]] = None,
               head: Optional[int] = None) -> list[scheduler.Pick]:
         """Every unrun trial of the search, the one to run next first (scheduler.order's candidates and head)."""
-        planned = self.planned_columns(records, self.predictions(records))
+        predictions = self.predictions(records)
+        planned = self.planned_columns(records, predictions)
         finished = self._outcomes(records, self.cfg.plan.objective)
         b, policy = self.cfg.backend, self.policy
         learned = scheduler.learned(policy, self.calibration.applied, _measured(finished))
         return scheduler.order(planned, finished, calibrated=learned, noise_tolerance=self.cfg.analysis.noise_tolerance,
                                span=policy.span, rule=policy.rule, iterations=b.warmup_iters + b.measure_iters,
-                               explore=policy.explore,
+                               explore=policy.explore, pick_sd=None if policy.pick_floor else
+                               pick_spreads(planned, predictions),
                                candidates=candidates, head=head)
 
     def converged(self, records: Sequence[TrialRecord]) -> scheduler.StopDecision:
@@ -618,11 +621,13 @@ class Predictions(MutableMapping[str, dict]):
 
     def __init__(self, keys: list[str], step_time_s: np.ndarray, step_sd: np.ndarray, tokens_per_s: np.ndarray,
                  peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int,
-                 index: Optional[dict[str, int]] = None) -> None:
-        """`index`: {key: its place in keys}, when the caller has it (it is shared, never changed here)."""
+                 index: Optional[dict[str, int]] = None, pick_sd: Optional[np.ndarray] = None) -> None:
+        """`index`: {key: its place in keys}, when the caller has it (it is shared, never changed here). `pick_sd`:
+        the log sds the pick reads (residuals.corrected_for_pick: without the miss floor); None: step_sd."""
         self._keys = keys
         self._index = {k: i for i, k in enumerate(keys)} if index is None else index
         self._arrays = (step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd)
+        self._pick_sd = step_sd if pick_sd is None else pick_sd
         self._lists: Optional[tuple[list[float], ...]] = None
         self._n_fit = n_fit
         self._made: dict[str, dict] = {}
@@ -654,6 +659,10 @@ class Predictions(MutableMapping[str, dict]):
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd) of every row, as numpy arrays."""
         return self._arrays
+
+    def pick_sd(self) -> np.ndarray:
+        """The log sd the pick reads of every row (the ledger's step_sd is the floored one: the stop rule's)."""
+        return self._pick_sd
 
     def columns(self) -> tuple[list[float], list[float], list[float], list[float]]:
         """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
@@ -700,6 +709,20 @@ class Predictions(MutableMapping[str, dict]):
 
     def __len__(self) -> int:
         return len(self._keys) + len(self._extra)
+
+
+def pick_spreads(planned: scheduler.PlannedColumns, predictions: Mapping[str, dict]) -> np.ndarray:
+    """The log sd the pick reads (Predictions.pick_sd) of each row of `planned`: its predicted row's, or step_sd
+    where the row was not read from the predictions' columns (a prediction the loop set: brought back)."""
+    import numpy as np
+
+    if not isinstance(predictions, Predictions):
+        return planned.step_sd
+    if planned.keys is predictions.row_keys():   # planned_columns' rows are the predictions' columns
+        return predictions.pick_sd()
+    pick, rows = predictions.pick_sd(), predictions.rows()
+    return np.fromiter((pick[i] if (i := rows.get(k)) is not None else planned.step_sd[j]
+                        for j, k in enumerate(planned.keys)), dtype=float, count=len(planned.keys))
 
 
 def _joined(a: Prediction, b: Prediction) -> Prediction:

@@ -60,6 +60,12 @@ VARIANTS = {
     # search10 (issue 16, 27 Nov): a column per step up of every size besides the per-value effects (not adopted)
     "now + size steps": (POLICY, True, ResidualModel(steps=True)),
     "now + size steps, half sd": (POLICY, True, ResidualModel(steps=True, step_scale=0.5)),
+    # search11 (issue 16, 27 Nov): the pick reads the spreads without the miss floor (Policy.pick_floor=False, now)
+    "now, pick on floored spreads": (replace(POLICY, pick_floor=True), True),
+    # search11: the effects of a dimension with one value measured at a share of the value sd (not adopted)
+    "now, unidentified sd x0.5": (POLICY, True, ResidualModel(unidentified_scale=0.5)),
+    "now, unidentified sd x0.3": (POLICY, True, ResidualModel(unidentified_scale=0.3)),
+    "now, unidentified sd x0.15": (POLICY, True, ResidualModel(unidentified_scale=0.15)),
 }
 
 

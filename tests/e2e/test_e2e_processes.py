@@ -58,15 +58,18 @@ def test_a_hanging_trial_is_stopped_at_its_time_limit_with_every_process(tmp_pat
 def test_real_workload_survives_a_killed_launcher_and_is_reattached(tmp_path):
     """killpg(SIGKILL) of the launcher while torchrun's ranks run: the trial keeps running under its keeper, the new
     launcher follows it to its end (one attempt, one copy), and nothing is left afterwards."""
-    args = ONE_TRIAL
+    # 40 measured steps (~20 s on this CPU): the kill lands while the ranks train, however late the launcher's poll
+    # marks the trial running (a 4-step trial can end within seconds of that under a loaded machine).
+    args = [*ONE_TRIAL, "backend.measure_iters=40"]
     launcher = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=tmp_path, start_new_session=True,
                                 env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
     with Sampler(tmp_path / "sweeps") as sampler:
         deadline = time.time() + 300
-        while time.time() < deadline and not any(r["state"] == "running" for r in rows(tmp_path)):
+        while time.time() < deadline and not (any(r["state"] == "running" for r in rows(tmp_path))
+                                              and ranks_up(tmp_path / "sweeps")):
             time.sleep(0.2)
-        time.sleep(3)  # torchrun and its ranks are up
+        assert ranks_up(tmp_path / "sweeps"), "the trial's ranks did not start"
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
         assert trial_processes(tmp_path / "sweeps"), "the trial died with the launcher"
@@ -75,6 +78,13 @@ def test_real_workload_survives_a_killed_launcher_and_is_reattached(tmp_path):
     (row,) = rows(tmp_path)
     assert row["state"] == "ok" and row["attempts"] == 1, row
     assert not sampler.doubles and trial_processes(tmp_path / "sweeps") == {}
+
+
+def ranks_up(root: Path, ranks: int = 2) -> bool:
+    """The trial's script, torchrun and its ranks carry the trial marker (its environment): `ranks` more than the
+    script and torchrun means ranks have started, and the keeper, which left the launcher's session before it started
+    the script, is up."""
+    return len(sum(trial_processes(root).values(), [])) >= 2 + ranks
 
 
 # -- SLURM: what the job step does, and what the keeper adds ---------------------------------------------------

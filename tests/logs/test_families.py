@@ -31,6 +31,7 @@ FAILURE_TABLES = {
     "config judge14a": config.UNMOUNTED + config.SIGNATURE + config.BACKEND_MISSING + config.VERSION_FLOOR
     + config.PLACEHOLDER_VALUE + config.PATH_MISSING + config.NO_GPU + config.FLASH_REFUSAL + config.PACKAGE_GUARD
     + config.HUB_ACCESS + config.VERSION_UNSUPPORTED,
+    "config judge16": config.COMPILE_TARGET,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

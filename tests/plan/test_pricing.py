@@ -16,8 +16,8 @@ from launcher.plan.batch_class import batch_class
 from launcher.plan.estimator import estimate
 from launcher.plan.inputs import workload_for
 from launcher.plan.planner import make_plan
-from launcher.plan.pricing import ClassPricer
-from launcher.plan.step_time import class_step, combine, step_time_at
+from launcher.plan.pricing import ClassPricer, with_units
+from launcher.plan.step_time import StageMemo, class_step, combine, step_pieces, step_time_at
 
 GRIDS = {
     "torch-70b": ["+sweep=70b", "backend=torch", "cluster.nodes=8", "grid.nodes=[1,8]", "grid.tp=[2,8]",
@@ -97,3 +97,35 @@ def test_a_class_s_step_time_parts_give_combine_s_step_at_every_micro_batch_coun
             step, breakdown = step_time_at(price.step, m)
             assert bits(step) == bits(combine(pc._replace(microbatches=m))[0])
             assert sum(breakdown.values()) == pytest.approx(step, rel=1e-9)
+
+
+MEMO_GRIDS = {**GRIDS, "cp-every": ["+sweep=70b", "backend=megatron_lm", "cluster.nodes=8", "grid.nodes=[1,2,8]",
+                                     "grid.tp=[2,4,8]", "grid.pp=[1,2,4]", "grid.cp=[1,2]", "grid.mbs=[1,2]",
+                                     "grid.gbs=[64,512]", "grid.recompute=[none,full]",
+                                     "grid.recompute_every=[1,2]", "grid.zero_stage=[0,1]",
+                                     "grid.sequence_parallel=[false,true]", "grid.distributed_optimizer=[false,true]"]}
+
+
+@pytest.mark.parametrize("name", sorted(MEMO_GRIDS))
+def test_step_pieces_with_a_memo_shared_by_a_plan_are_those_without(load, name):
+    """step_pieces' memo (one per rates, kept across a plan's layouts) gives each layout the pieces of a call of
+    its own, with float rates and with unit vectors, to the last bit; and it is used (stages shared)."""
+    cfg = load(*MEMO_GRIDS[name])
+    b = cfg.backend
+    pricer = ClassPricer(cfg.model, cfg.cluster, b.precision, b.flash_attention, b.name)
+    memos: dict = {}
+    layouts = valid_layouts(cfg)
+    for lay in layouts:
+        wl = workload_for(b, lay)
+        own = pricer._of(wl)[1]
+        for r in (own, with_units(own)):
+            memo = memos.setdefault(id(r), (r, StageMemo()))[1]
+            args = (cfg.model, cfg.cluster, lay, b.precision, pricer.flash, r, pricer.cpu)
+            shared = step_pieces(*args, workload=wl, backend=b.name, memo=memo)
+            alone = step_pieces(*args, workload=wl, backend=b.name)
+            assert bits(shared) == bits(alone), lay.label()
+    stored = sum(len(memo) for _, memo in memos.values())
+    if cfg.model.is_moe:   # MoE stages read the expert groups: not memoised
+        assert stored == 0
+    else:   # without sharing, at least one stage per layout and rates
+        assert 0 < stored < 2 * len(layouts)

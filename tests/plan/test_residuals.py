@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from launcher.plan.residuals import ResidualModel, corrected, miss_floor, spread_factor
+from launcher.plan.residuals import ResidualModel, corrected, corrected_for_pick, miss_floor, spread_factor
 
 
 def grid():
@@ -77,6 +77,9 @@ def test_no_spread_is_narrower_than_the_sweeps_own_out_of_sample_misses():
     assert np.all(floored >= 0.5 - 1e-12) and np.all(tight < 0.5)
     unfloored = corrected(predicted, dims, measured, ResidualModel(miss_floor=False), checks=checks)[1]
     assert np.allclose(unfloored, tight)
+    step, both, pick = corrected_for_pick(predicted, dims, measured, checks=checks)   # the pick's: unfloored
+    assert np.array_equal(both, floored) and np.array_equal(pick, unfloored)
+    assert np.array_equal(step, corrected(predicted, dims, measured, checks=checks)[0])
 
 
 def test_an_outlier_counts_less_than_the_trials_that_agree():
@@ -166,6 +169,25 @@ def test_identified_only_learns_a_dimension_once_two_of_its_values_are_measured(
     tp1 = [i for i, d in enumerate(dims) if d["tp"] == 1]
     tp4 = [i for i, d in enumerate(dims) if d["tp"] == 4]
     assert min(two.mean[tp1]) > max(two.mean[tp4])
+
+
+def test_unidentified_scale_shrinks_what_one_measured_value_says_between_the_whole_and_identified_only():
+    """One trial measured 35 % slow: the spread of the other trials' means (sharing its values or not) narrows as
+    the unidentified dimensions' prior sd shrinks, towards identified_only's single level; a dimension with two
+    values measured keeps its whole sd (tp=1 against tp=4 as in the test above)."""
+    dims = grid()
+    width = [np.ptp(ResidualModel(unidentified_scale=k).posterior(dims, {0: 0.3}).mean) for k in (1.0, 0.5, 0.1)]
+    assert width[0] > width[1] > width[2] > 0.0
+    assert np.allclose(ResidualModel(unidentified_scale=1.0).posterior(dims, {0: 0.3}).mean,
+                       ResidualModel().posterior(dims, {0: 0.3}).mean)
+    two = {0: 0.3, 8: 0.0}                                       # tp identified, pp and mbs not
+    whole, scaled = ResidualModel().posterior(dims, two), ResidualModel(unidentified_scale=0.1).posterior(dims, two)
+    tp1 = [i for i, d in enumerate(dims) if d["tp"] == 1]
+    tp4 = [i for i, d in enumerate(dims) if d["tp"] == 4]
+    gap = [np.mean(p.mean[tp1]) - np.mean(p.mean[tp4]) for p in (whole, scaled)]
+    assert gap[1] > 0.2 and gap[1] == pytest.approx(gap[0], rel=1e-3)      # tp keeps its whole sd
+    with pytest.raises(ValueError):
+        ResidualModel(unidentified_scale=0.0)
 
 
 def test_the_posterior_per_distinct_row_is_the_per_trial_one():

@@ -57,6 +57,24 @@ def test_less_exploration_prefers_the_higher_predicted_mean_over_the_wider_sprea
     assert sch.expected_gain(grid[1], 95, 0.02, explore=0.5) < sch.expected_gain(grid[1], 95, 0.02)
 
 
+def test_the_pick_reads_its_own_spreads_when_given_them():
+    """pick_sd (Policy.pick_floor off: the spreads without the sweep's miss floor) replaces step_sd in the pick:
+    with both trials floored at +-50 % the one predicted above the best goes first; with their own spreads the
+    unsure one (93 +- 50 %) does, as in test_less_exploration_... at explore 1."""
+    import numpy as np
+
+    finished = [Outcome("a", "ok", 95.0)]
+    grid = [GRID[0], planned("unsure", 93, sd=0.5, tp=4, dp=2), planned("better", 99, sd=0.5, mbs=2)]
+    assert [p.key for p in sch.order(grid, finished, calibrated=True)] == ["better", "unsure"]
+    own = np.array([0.05, 0.5, 0.05])
+    picks = sch.order(grid, finished, calibrated=True, pick_sd=own)
+    assert [p.key for p in picks] == ["unsure", "better"]
+    assert picks[0].reason == sch.order([grid[0], grid[1], planned("better", 99, sd=0.05, mbs=2)], finished,
+                                        calibrated=True)[0].reason
+    with pytest.raises(ValueError):
+        sch.order(grid, finished, calibrated=True, pick_sd=own[:2])
+
+
 def test_of_two_equally_promising_trials_the_cheaper_runs_first():
     finished = [Outcome("a", "ok", 95.0)]
     fast = planned("fast", 100, sd=0.1, mbs=2)

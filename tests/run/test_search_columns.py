@@ -138,8 +138,8 @@ def test_fewer_trials_after_a_prune_are_the_last_prediction_gathered_or_a_new_on
     search.predictions(records)
     planned = [i for i, r in enumerate(records) if r.state is TrialState.PLANNED]
     calls = []
-    real = search_module.corrected
-    monkeypatch.setattr(search_module, "corrected", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = search_module.corrected_for_pick
+    monkeypatch.setattr(search_module, "corrected_for_pick", lambda *a, **k: calls.append(1) or real(*a, **k))
 
     def pruned(indices):
         return [replace(r, state=TrialState.PRUNED) if i in indices else r for i, r in enumerate(records)]
@@ -163,6 +163,44 @@ def test_fewer_trials_after_a_prune_are_the_last_prediction_gathered_or_a_new_on
     calls.clear()
     got = dict(search.predictions(gone))
     assert calls and got == fresh(gone)                                           # predicted again
+
+
+@pytest.mark.parametrize("pick_floor", [False, True])
+def test_the_pick_reads_the_spreads_without_the_miss_floor_the_rest_keeps_them(plan, monkeypatch, pick_floor):
+    """Trials measured 1.5x slower than the search predicted them at +-5 %: the sweep's miss floor (log 1.5) is
+    under every spread the ledger and the stop rule read; the pick (Policy.pick_floor False) reads the residual
+    spreads without it, on the columns' path and on the per-trial path (a prediction the loop set keeps its own)."""
+    from launcher.plan.residuals import ResidualModel, corrected
+    from launcher.run import scheduler
+    from launcher.run.search import checks
+
+    cfg, records = plan
+    records = [replace(r, calibrated={"step_time_s": r.predicted["step_time_s"], "step_sd": 0.05})
+               if r.state is TrialState.OK else r for r in measured(records)]
+    search = Search(cfg, policy=replace(POLICY, pick_floor=pick_floor))
+    search.refit(records)
+    got = search.predictions(records)
+    step, sd, _, _, _ = got.arrays()
+    assert np.all(sd >= np.log(1.5) - 1e-12) and np.all(got.pick_sd() <= sd)
+    assert np.any(got.pick_sd() < np.log(1.5) - 0.1)                               # the floor decided some sds
+    trials = [r for r in records if estimated(r)]
+    raw, _, _, _ = search._prediction(trials)
+    measured_s = {i: float(r.metrics["step_time_s"]) for i, r in enumerate(trials) if r.state is TrialState.OK}
+    assert np.allclose(got.pick_sd(), corrected(raw, [r.layout.to_dict() for r in trials], measured_s,
+                                                ResidualModel(miss_floor=False), checks=checks(records))[1])
+    asked = []
+    real = scheduler.order
+    monkeypatch.setattr(scheduler, "order", lambda *a, **k: asked.append(k["pick_sd"]) or real(*a, **k))
+    search.order(records)
+    assert asked[-1] is None if pick_floor else asked[-1] is got.pick_sd()
+    key = next(k for k in got.row_keys() if k not in {r.config_hash for r in records if r.state.finished})
+    got[key] = {**got[key]}                                  # set by the loop: the per-trial path, its own sd
+    search.order(records)
+    if not pick_floor:
+        rows = search.planned_columns(records, got)
+        expect = [sd[got.row_keys().index(k)] if k == key else got.pick_sd()[got.row_keys().index(k)]
+                  for k in rows.keys]
+        assert np.allclose(asked[-1], expect)
 
 
 def test_a_table_grown_into_its_spare_room_is_the_stacked_table_and_never_overwrites_another(plan, monkeypatch):

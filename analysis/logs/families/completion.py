@@ -137,6 +137,16 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("_step:", "[2024-03-08 16:52:55,712] [INFO] [logging.py:96:log_dist] [Rank 0] time (ms) | "
                               "optimizer_step: 147.32",
                     r"time \(ms\) \|[^\n]{0,80}\b(?:optimizer_step|basic_step):\s{0,3}\d"))
+            # judge16: DeepSpeed's communication logger (deepspeed/utils/comms_logging.py, comms_logger verbose:
+            # log_dist of "comm op: <op> | time (ms): t | msg size: s | algbw (Gbps): a | busbw (Gbps): b", one
+            # record per collective the engine runs). The step's collectives only: ZeRO's gradient reduce-scatter and
+            # all-reduce and its parameter all-gather; not a broadcast or barrier, which set-up runs too.
+            + rows(FailureKind.OK, "training steps ran", "DeepSpeed utils/comms_logging.py (comms_logger, verbose)",
+                   ("comm op: ", "[2024-03-08 16:52:55,712] [INFO] [logging.py:69:log_dist] [Rank 0] rank=0 | comm "
+                                 "op: reduce_scatter_tensor | time (ms): 9.46 | msg size: 678.86 MB | algbw (Gbps): "
+                                 "1204.52  | busbw (Gbps): 1129.23",
+                    r"\bcomm op: (?:reduce_scatter|all_reduce|allreduce|all_gather|allgather)\w{0,30} \| time \(ms\): "
+                    r"\d[\d.]{0,12} \| msg size: "))
             + rows(FailureKind.OK, "training steps ran", "DeepSpeed runtime/engine.py _report_progress (every "
                                                          "steps_per_print steps)",
                    ("skipped=", "[2024-01-01 10:00:01,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, "

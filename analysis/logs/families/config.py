@@ -455,8 +455,6 @@ ENVIRONMENT = (
             r"ImportError: (?:/|~/)[^\s:'\"]{2,400}"),
            ("DLL load failed", "ImportError: DLL load failed while importing _C: The specified module could not be "
                                "found.", r"ImportError: DLL load failed"),
-           ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available "
-                                                          "for execution on the device"),
            ("mismatches the version that was used to compile", "RuntimeError: The detected CUDA version (12.1) "
                                                                "mismatches the version that was used to compile "
                                                                "PyTorch (11.8). Please make sure to use the same "
@@ -949,6 +947,27 @@ _UNSUPPORTED_VERSION = (r"(?i)(?:Error|Exception|assert|error:)\w{0,20}:?[^\n]{0
                         + r"\s{0,2}(?:version\s{0,2})?v?\d{1,4}(?:\.\d{1,4}){0,3}\+?\s{0,2}(?:is |are )?not (?:yet )?"
                           r"supported|not (?:yet )?supported (?:on|with|for|in|by) " + _PACKAGE
                         + r"\s{0,2}(?:version\s{0,2})?v?\d{1,4}(?:\.\d{1,4}){0,3})")
+# judge16: binaries or a runtime compiler without the GPU's architecture (a torch build, or an extension built, for
+# other compute capabilities). torch's jiterator and NVRTC-compiled kernels call nvrtcCompileProgram with
+# `--gpu-architecture=sm_XX` for the device; an NVRTC older than the GPU refuses the value ("nvrtc: error: invalid value
+# for --gpu-architecture (-arch)", NVRTC's option parser; torch raises it as a RuntimeError followed by the kernel's
+# source). torch/cuda/__init__.py (_check_capability) warns "<GPU> with CUDA capability sm_90 is not compatible with
+# the current PyTorch installation." and the first kernel then fails with the CUDA runtime's
+# cudaErrorNoKernelImageForDevice ("no kernel image is available for execution on the device", cudaGetErrorString's
+# text; judge17 moved it here from ENVIRONMENT and patterns.CONFIG so that it is gated the same way).
+# A set-up error only before training ran: the same words after step records are a kernel that only a later phase
+# needs (classify._compile_target gates this family on progress).
+COMPILE_TARGET = rows(
+    FailureKind.CONFIG_ERROR, ENV_LABEL, "NVRTC's option parser (nvrtcCompileProgram, --gpu-architecture), "
+    "torch/cuda/__init__.py (_check_capability), CUDA runtime cudaErrorNoKernelImageForDevice",
+    ("--gpu-architecture", "nvrtc: error: invalid value for --gpu-architecture (-arch)",
+     r"(?i)\binvalid value for --gpu-architecture\b"),
+    ("is not compatible with the current PyTorch installation",
+     "UserWarning: NVIDIA H100 80GB HBM3 with CUDA capability sm_90 is not compatible with the current PyTorch "
+     "installation.", r"\bsm_\d{2,3}[a-z]? is not compatible with the current PyTorch installation"),
+    ("no kernel image is available for execution", "RuntimeError: CUDA error: no kernel image is available for "
+                                                   "execution on the device"))
+
 VERSION_UNSUPPORTED = rows(
     FailureKind.CONFIG_ERROR, _REFUSAL, "torch/_dynamo (Python version guard); packages' version guards",
     ("supported", "RuntimeError: Python 3.12+ not yet supported for torch.compile", _UNSUPPORTED_VERSION))

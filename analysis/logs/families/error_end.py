@@ -72,6 +72,12 @@ LOGGER_ERROR = re.compile(
     r"^\s{0,8}(?:\[?\d{4}-\d\d-\d\d[ T][\d:.,]{8,15}\]?\s{0,4}(?:\|\s{0,4})?)?"  # an optional timestamp
     r"(?:\[\s{0,2}(?:ERROR|FATAL|CRITICAL)\s{0,2}\]|(?:ERROR|FATAL|CRITICAL)(?::|\s{1,4}\|\s{0,4}|\s{1,4}-\s{1,4}"
     r"|\s{1,4}(?=[A-Z\[]))|[FE]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,8}\d{1,9} [\w.-]{1,120}:\d{1,7}\])\s{0,4}\S")
+# judge16: a logger record of an exception nothing caught: an excepthook that logs instead of printing the traceback
+# (OLMo's olmo/util.py excepthook: log.critical("Uncaught %s: %s", exctype.__name__, value), "CRITICAL ...
+# Uncaught OLMoThreadError: generator thread data thread 3 failed"). The program ended on it, whatever progress came
+# before: unlike other logger error records, it stands after a run's progress too (classify._error_ending).
+UNCAUGHT_RECORD = "logger record of an uncaught exception"
+UNCAUGHT = re.compile(r"\bUncaught (?:exception\b|(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception)\b)")
 # The message may stand on the next line ("megatron.core.dist_checkpointing.core.CheckpointingException:" then
 # "ShardedTensor.flattened_range is not supported.": an exception whose str() starts with a newline).
 EXCEPTION_LINE = re.compile(
@@ -207,7 +213,7 @@ def error_record(line: str) -> str | None:
     if TERMINATE.search(line) is not None:
         return "uncaught C++ exception"
     if LOGGER_ERROR.search(line) is not None:
-        return LOGGER_RECORD
+        return UNCAUGHT_RECORD if UNCAUGHT.search(line) is not None else LOGGER_RECORD
     if STATE_DICT.search(line) is not None or STATE_DICT_ANYWHERE.search(line) is not None:
         return "checkpoint does not fit the model (load_state_dict)"
     if CUDA_LIBRARY.search(line) is not None:

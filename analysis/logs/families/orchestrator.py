@@ -78,6 +78,28 @@ NODE_LOST = (
 NODE_LOST = NODE_LOST + rows(
     FailureKind.NODE_FAILURE, "node failure", "slurmctld (node_mgr.c)",
     ("not responding, setting DOWN", "slurmctld: error: Nodes gpu-node-7 not responding, setting DOWN"))
+# judge16: a cluster's own automatic replacement of a failed node, which ends or interrupts the step it ran.
+# SageMaker HyperPod's auto-resume (its Slurm plugin, `srun --auto-resume=1`; the HyperPod guide's "auto-resume"
+# section) prints "[Auto Resume] Info: JobID: N StepID: M ..." records: after the cluster agent's health diagnosis,
+# "Job failed - replacing nodes" / "Job failed - Droping unhealthy nodes" (its spelling) before the step is requeued
+# on healthy nodes. slurmctld (job_mgr.c) logs "requeue job JobId=N due to failure of node X" when a node goes down
+# under a requeueable job. Kubernetes' node lifecycle controller taints a node that stops reporting with
+# node.kubernetes.io/not-ready:NoExecute and the taint manager evicts its pods (event reason NodeNotReady, "Node is
+# not ready"). Not a health check that passed (ResumeAction without a failed node), nor a pod merely scheduled around
+# a NotReady node ("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }": a
+# pending pod, the scheduler's wording, no taint effect).
+NODE_LOST = NODE_LOST + rows(
+    FailureKind.NODE_FAILURE, "node failure (the cluster replaced it)",
+    "SageMaker HyperPod auto-resume (Slurm plugin), slurmctld job_mgr.c, Kubernetes node lifecycle controller",
+    ("[Auto Resume]", "[Auto Resume] Info: JobID: 7 StepID: 0 Job failed - replacing nodes",
+     r"\[Auto Resume\][^\n]{0,200}?(?:replacing nodes|unhealthy nodes?|faulty nodes?|node (?:failure|replacement))"),
+    ("due to failure of node", "slurmctld: requeue job JobId=412 due to failure of node gpu-node-7",
+     r"(?i)requeu\w{0,4} (?:job\b[^\n]{0,40}?)?due to failure of node"),
+    ("node.kubernetes.io/not-ready", "Warning  TaintManagerEviction  pod/trainer-1  Marking for deletion Pod "
+                                     "default/trainer-1 (taint node.kubernetes.io/not-ready:NoExecute)",
+     r"node\.kubernetes\.io/not-ready:NoExecute"),
+    ("NodeNotReady", "Warning  NodeNotReady  pod/trainer-1  Node is not ready", r"\bNodeNotReady\b[^\n]{0,40}"
+                                                                               r"Node is not ready"))
 # The actor's node died, with no qualifier that makes it a preemption or an expected stop (checked after those).
 NODE_DIED = rows(FailureKind.NODE_FAILURE, "node failure", _RAY,
                  ("NodeDiedError", "ray.exceptions.NodeDiedError: Task failed due to the node (node ID: 5c1e) "
