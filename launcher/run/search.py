@@ -27,11 +27,11 @@ import operator
 from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, cast
 
 from launcher.config.schema import RootConfig
 from launcher.core.errors import ConfigError
-from launcher.core.layout import Layout
+from launcher.core.layout import NAMES, Layout
 from launcher.core.objective import Objective
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, TrialState
@@ -61,7 +61,7 @@ from launcher.run.view import Snapshot
 if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
     import numpy as np
 
-FEATURE_CHUNK = 4096
+FEATURE_CHUNK = 1024
 """Trials whose features are computed, then copied into the search's table, at a time."""
 PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 T = TypeVar("T")
@@ -143,6 +143,40 @@ class RecordFlags:
         return list(map(records.__getitem__, np.flatnonzero(mask).tolist()))
 
 
+class LayoutDims(Mapping[str, Any]):
+    """Layout.to_dict() read from the Layout itself: what the scheduler and the residual design read of a trial's
+    layout, kept per trial without a dict (a 16-key dict per trial was ~20 MB of a resumed 50k-trial sweep, issue
+    19). Equal to the dict (==, keys in its order, get, in); read-only, as the Layout is."""
+
+    __slots__ = ("layout",)
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def __getitem__(self, name: str) -> Any:
+        if name in _LAYOUT_NAMES:
+            return getattr(self.layout, name)
+        raise KeyError(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self.layout, name) if name in _LAYOUT_NAMES else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in _LAYOUT_NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(NAMES)
+
+    def __len__(self) -> int:
+        return len(NAMES)
+
+    def __repr__(self) -> str:
+        return f"LayoutDims({self.layout!r})"
+
+
+_LAYOUT_NAMES = frozenset(NAMES)
+
+
 class Search:
     """The sweep's current calibration and the features it predicts from (computed once per trial)."""
 
@@ -182,14 +216,14 @@ class Search:
         they stay, so that what is derived from it is looked up by identity (_by_keys)."""
         self._by_keys: dict[str, tuple[tuple[str, ...], object]] = {}
         """name -> (a keys tuple, what was derived from it): the key -> row index of the predictions."""
-        self._static: dict[str, tuple[dict, float]] = {}
+        self._static: dict[str, tuple[Mapping[str, Any], float]] = {}
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
         """The last full prediction: (calibration, measured (key, step) pairs, checks, (the flags' key version, the
         trials' places), (step, sd, peak, mem_sd, pick_sd) arrays, the trials' residual row ids), for a question
         about fewer of its trials (_fewer_of_last)."""
-        self._dims: dict[str, dict] = {}
-        """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
+        self._dims: dict[str, LayoutDims] = {}
+        """config hash -> its layout as a mapping (dims)."""
         self._place_cols: dict[str, tuple[int, np.ndarray]] = {}
         """name -> (the flags' key version, a value per place of the records: -1 where not known yet): _per_place."""
         self._ids_generation = id_generation()
@@ -210,11 +244,11 @@ class Search:
             self._features[r.config_hash] = self._trial_features(r)
         return self._features[r.config_hash]
 
-    def dims(self, r: TrialRecord) -> dict:
-        """The trial's layout as a dict, computed once (callers must not change it)."""
+    def dims(self, r: TrialRecord) -> Mapping[str, Any]:
+        """The trial's layout as a read-only mapping (LayoutDims), made once."""
         dims = self._dims.get(r.config_hash)
         if dims is None:
-            dims = self._dims[r.config_hash] = r.layout.to_dict()
+            dims = self._dims[r.config_hash] = LayoutDims(r.layout)
         return dims
 
     def _prediction(self, records: Sequence[TrialRecord], places: Optional[np.ndarray] = None
@@ -646,7 +680,7 @@ class Predictions(MutableMapping[str, dict]):
         made = self._made.get(key)
         if made is None:
             i = self._index[key]
-            step, sd, tokens, peak, mem_sd = (c[i] for c in self._columns)
+            step, sd, tokens, peak, mem_sd = (a.item(i) for a in self._arrays)   # the floats tolist() gives
             made = self._made[key] = {"step_time_s": step, "step_sd": sd, "tokens_per_s": tokens,
                                       "peak_mem_gb": peak, "mem_sd": mem_sd, "n_fit": self._n_fit}
         return made
@@ -896,20 +930,23 @@ def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, di
     """Planned trials the calibrated memory model rules out (launcher.plan.band: the lower end of the calibrated
     peak's 90 % interval over the device's memory, and not within plan.keep_borderline), with the reason. Never one
     that a measured trial predicted to need at least as much memory shows to fit (the model errs, not the device)."""
+    import numpy as np
+
     fitted = [predictions[r.config_hash]["peak_mem_gb"] for r in records
               if r.state in MEASURED and r.config_hash in predictions]
     largest_fitted = max(fitted, default=0.0)
     # The search's Predictions: a peak under the margin fits (band.memory_fit's first test, the same product) and
     # one a measured trial covers is kept, read from the column without making the trial's dict.
     rows = predictions.rows() if isinstance(predictions, Predictions) else {}
-    _, _, peaks, mem_sds = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
+    # a few rows read from the arrays (.item: the floats the lists of columns() hold), not 50k made into lists
+    peaks, mem_sds = predictions.arrays()[3:] if isinstance(predictions, Predictions) else (np.zeros(0), np.zeros(0))
     fits_gb = margin * capacity_gb
     out = []
     for r, i in _may_not_fit(records, rows, predictions, max(fits_gb, largest_fitted), capacity_gb,
                              (margin + keep_borderline) * capacity_gb):
         if i is not None:
-            peak = peaks[i]
-            low = calibrated_low_gb(peak, mem_sds[i])
+            peak = peaks.item(i)
+            low = calibrated_low_gb(peak, mem_sds.item(i))
         elif (p := predictions.get(r.config_hash)) is not None:
             peak = p["peak_mem_gb"]
             low = calibrated_low_gb(peak, p.get("mem_sd", 0.0))

@@ -418,3 +418,20 @@ def test_the_feature_table_by_batch_class_equals_the_trial_by_trial_one(load, mo
         assert all(np.array_equal(getattr(got, k), getattr(want, k)) for k in ("step_time_s", "step_sd",
                                                                                "peak_mem_gb", "mem_sd"))
     assert np.array_equal(table.subset([3, 1]).step_time_s(cal.constants), whole.step_time_s(cal.constants)[[3, 1]])
+
+
+def test_the_loop_changes_no_shared_prediction_part_in_place(load, tmp_path, in_tmp):
+    """The ledger's reads share one memory breakdown dict between the trials that hold the same (Ledger reads,
+    `SHARED_PARTS`): after a sweep, and after a resume that reads every trial again, every trial's prediction as the
+    loop holds it is still its row's JSON text (nothing wrote into a dict that other trials share)."""
+    loop, _ = sweep(load, tmp_path, slower(2.0), "grid.gbs=[8,16]")   # two trials per batch class
+    again = SweepLoop(loop.cfg, loop.folder, loop.ledger, loop.tracking, loop.allowed, hooks=loop.hooks,
+                      reporter=loop.reporter)
+    again.runner = loop.runner
+    again.run()
+    rows = dict(loop.ledger._db.execute("SELECT config_hash, predicted FROM trials").fetchall())
+    for view in (loop.view, again.view):
+        held = view.trials()
+        parts = [r.predicted["mem_breakdown_gb"] for r in held]
+        assert len({id(p) for p in parts}) < len(parts)     # shared: what this test is about
+        assert {r.config_hash: json.dumps(r.predicted) for r in held} == rows
