@@ -111,13 +111,16 @@ def _grown(a: FeatureTable, b: FeatureTable) -> FeatureTable:
             buf[:a.n] = value
             buffers[name] = buf
         room = _Room(buffers, a)
+    for name in arrays:
+        room.buffers[name][a.n:n] = getattr(b, name)
+    return _in_room(a, room, n)
+
+
+def _in_room(like: FeatureTable, room: _Room, n: int) -> FeatureTable:
+    """A table like `like` whose arrays are the first n rows of the room's buffers, the room kept for it (_ROOM)."""
     out = object.__new__(FeatureTable)
-    for name, value in vars(a).items():
-        if name in arrays:
-            buf = room.buffers[name]
-            buf[a.n:n] = getattr(b, name)
-            value = buf[:n]
-        setattr(out, name, value)
+    for name, value in vars(like).items():
+        setattr(out, name, room.buffers[name][:n] if name in room.buffers else value)
     out.n = n
     room.table = out
     if len(_ROOM) > 2:      # each room is a feature table's size (~60 MB at 50k trials)
@@ -157,14 +160,7 @@ def streamed(tables: Iterator[FeatureTable], n: int) -> FeatureTable:
                 buf = buffers[name] = buf.astype(kind)
             buf[at:at + table.n] = value
         at += table.n
-    out = object.__new__(FeatureTable)
-    for name, value in vars(first).items():
-        setattr(out, name, buffers[name][:n] if name in buffers else value)
-    out.n = n
-    if len(_ROOM) > 2:
-        _ROOM.clear()
-    _ROOM[id(out)] = (out, _Room(buffers, out))
-    return out
+    return _in_room(first, _Room(buffers, first), n)
 
 
 def _stacked(tables: Sequence[FeatureTable]) -> FeatureTable:
