@@ -421,13 +421,23 @@ def _lone_zero_beside_comm_failure(text: str, start: int, losses: tuple[float, .
     return (_by_log(text, FailureKind.COMM_ERROR, P.COMM, start) or _by_family(text, F_NET.NETWORK, start)) is not None
 
 
+# judge18a: newer srun (Slurm 22.05+) says "srun: Terminating StepId=2611400.1" where older ones said "srun:
+# Terminating job step", and slurmstepd's line then reads "*** STEP 2611400.1 ON nid006687 CANCELLED AT ... DUE TO
+# TASK FAILURE ***": the step was ended because a task failed (srun --kill-on-bad-exit), so that task's error is the
+# cause (fixture oos-batch17/megatron_lm/attn_bench_nccl_init_failed_to_initialize_any_net_plugin_1.log).
+_SRUN_TERMINATING = (P.SRUN_TERMINATING, "srun: Terminating StepId=")
+_TASK_FAILURE_CANCEL = "DUE TO TASK FAILURE"
+
+
 def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
     """A cancellation, unless srun cancelled the step itself because a task had failed ("srun: Terminating job
     step" before the CANCELLED line): then the failure of that task is the cause, looked for further on."""
     failure = _by_log(text, FailureKind.CANCELLED, P.CANCELLED, start, state, "cancelled")
     if failure is not None and failure.evidence:
         idx = text.find(P.CANCELLED[0].needle, start)
-        if text.rfind(P.SRUN_TERMINATING, start, idx) >= 0:
+        ends_at = _line_bounds(text, idx)[1]
+        if (any(text.rfind(line, start, idx) >= 0 for line in _SRUN_TERMINATING)
+                or text.find(_TASK_FAILURE_CANCEL, idx, ends_at) >= 0):
             return None
     return failure
 
@@ -563,6 +573,76 @@ def _without_dumps(text: str) -> str:
     if not dumps:
         return text
     shown = F_DUMP.masked(text, dumps)
+    if not isinstance(text, _Window):
+        return shown
+    view = _Window(shown)
+    view.head_chars, view.tail_from, view.skipped_lines = text.head_chars, text.tail_from, text.skipped_lines
+    return view
+
+
+# Errors a program reports and then goes on from are not what ended the run, however they are worded: Python's
+# sys.unraisablehook prints "Exception ignored in: <object>" (or "Exception ignored in atexit callback: <f>") and
+# then a traceback for an exception raised in __del__, a weakref callback or an atexit handler, i.e. at exit, after
+# whatever ended the run (DeepSpeed's Triton autotune cache `os.replace(...pickle.tmp...)` FileNotFoundError at exit
+# after a rank's NameError); and a glog/c10 line at warning or info level ("W0527 00:19:08.340000 50695
+# torch/_inductor/codecache.py:1052] ... FileNotFoundError: ...", "[W313 14:19:33 ...] ..."), which c10's and
+# torch's loggers use for an exception caught and handled (torch inductor's cache miss) -- the failure is logged at
+# E level or raised. Both are blanked (length kept, so positions stay) before any family reads the text.
+_GLOG_SOFT_LEVEL = re.compile(r"^\s{0,4}\[?[WI]\d{3,4} \d\d:\d\d:\d\d[.\d]{0,12} ")
+_ASIDE_EXCEPTION = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b")
+_MAX_ASIDE_LINES = 60  # lines of an ignored traceback looked at for its exception line
+_ASIDE_NEEDLE = re.compile(r"(?:Error|Exception)\b")
+_MAX_ASIDE_MATCHES = 20_000
+
+
+def _aside_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each ignored traceback (its "Exception ignored in" line through its exception line) and each
+    warning-level log line that carries an exception."""
+    spans: list[tuple[int, int]] = []
+    # an ignored traceback is only set aside for another one: alone it is all the log says (DeepSpeedCPUAdam.__del__'s
+    # AttributeError is how a CPU Adam op that never built shows)
+    others = text.count(_TRACEBACK) > text.count(_IGNORED) or _headerless_exception(text, 0) is not None
+    idx = text.find(_IGNORED)
+    while idx >= 0 and len(spans) < _MAX_TRACEBACKS:
+        start = text.rfind("\n", 0, idx) + 1
+        pos, end = _line_bounds(text, idx)[1] + 1, -1
+        for _ in range(_MAX_ASIDE_LINES):
+            if pos >= len(text):
+                break
+            stop = text.find("\n", pos)
+            stop = len(text) if stop < 0 else stop
+            if _EXCEPTION.match(split_prefix(text[pos:stop])[1].strip()):
+                end = stop
+                break
+            pos = stop + 1
+        if end > 0 and others:
+            spans.append((start, end))
+        idx = text.find(_IGNORED, max(end, idx + 1))
+    for n, match in enumerate(_ASIDE_NEEDLE.finditer(text)):
+        if n >= _MAX_ASIDE_MATCHES:  # a log of a million error lines stays fast; the first ones are the ones that rank
+            break
+        start, end = _line_bounds(text, match.start())
+        if spans and spans[-1][0] <= start < spans[-1][1]:
+            continue
+        body = message_of(text[start:end])
+        if _GLOG_SOFT_LEVEL.match(body) is not None and _ASIDE_EXCEPTION.search(body) is not None:
+            spans.append((start, end))
+        if len(spans) > 4 * _MAX_TRACEBACKS:
+            break
+    return sorted(spans)
+
+
+def _without_asides(text: str) -> str:
+    spans = _aside_spans(text) if (_IGNORED in text or "Error" in text or "Exception" in text) else []
+    if not spans:
+        return text
+    parts, done = [], 0
+    for start, end in spans:
+        if start < done:
+            continue
+        parts += [text[done:start], " " * (end - start)]
+        done = end
+    shown = "".join(parts) + text[done:]
     if not isinstance(text, _Window):
         return shown
     view = _Window(shown)
@@ -793,6 +873,16 @@ def _reported_exit_code(text: str, start: int) -> tuple[int, int] | None:
 _OWN_CRASH = tuple(row for row in P.CRASH if row.needle != _TRACEBACK and not is_wrapper_exception(row.needle))
 # Crash markers other than a traceback (a traceback is looked for with _job_traceback, which skips ignored ones).
 _CRASH_MARKERS = tuple(row for row in P.CRASH if row.needle != _TRACEBACK)
+
+
+def _failure_report(text: str, offset: int) -> bool:
+    """Is the line at `offset` a launcher's report of a child's non-zero exit (the DeepSpeed launcher's
+    "[ERROR] [launch.py:341:sigkill_handler] ['python', 'pretrain_gpt.py', ..., '--train-iters', '20', ...] exits with
+    return code = 1")? The command line it quotes holds the run's arguments, which a reader may take for a step
+    record; a failure report is never the run's progress."""
+    start, end = _line_bounds(text, offset)
+    match = _REPORTED_EXIT.search(text, start, end)
+    return match is not None and int(match.group(1)) != 0
 
 
 def _crashed_by_report(text: str, start: int) -> Failure | None:
@@ -1069,13 +1159,15 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
     text = log_text if isinstance(log_text, str) else str(log_text)
     full_length = len(text)
-    text = _without_listed_causes(_without_dumps(_window(text)))
+    text = _without_asides(_without_listed_causes(_without_dumps(_window(text))))
     state = _normal_state(slurm_state)
     exit_code = exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None
     losses = tuple(v for v in losses if isinstance(v, float)) if isinstance(losses, (tuple, list)) else ()
     finished = _finished_evidence(text) if not has_result else None
     progress_at = (_in_window(text, progress_offset) if isinstance(progress_offset, int)
                    and 0 <= progress_offset <= full_length else None)
+    if progress_at is not None and _failure_report(text, progress_at):
+        progress_at = None
     if finished is not None and _summary_after_fatal(text, finished[0], progress_at or 0):
         finished = None
     ray_failed = _ray_job_failed(text) if not has_result and exit_code is None and state is None else None
@@ -1096,6 +1188,8 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         return _diverged(text, start, losses) or _ok(has_result, finished)
     if exit_code is None and state is None:
         found = _signatures(text, start, None, None, None, None, losses)
+        if found is not None and _shutdown_noise(text, start, found):
+            found = None
         if found is None and (_job_traceback(text, start) >= 0 or _reported_exit_code(text, start)
                               or _last_line(text).endswith("Killed")
                               or _first(text, _CRASH_MARKERS, start) is not None
@@ -1110,6 +1204,19 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         return _stalled(text, verdict) if log_alone else verdict
     return (_signatures(text, 0, state, exit_code, seconds_since_progress, hang_timeout_s, losses)
             or _fallback(text, 0, state, exit_code))
+
+
+def _shutdown_noise(text: str, start: int, found: Failure) -> bool:
+    """Is `found` (a communication error after the last step record of a log alone) noise printed while a finished run
+    shut down (families.completion.teardown_noise_line)? Only when the run says it finished (a completion line or its
+    last `iteration N/N`), the evidence is not a timeout, watchdog or abort, and nothing after the last step says the
+    job failed: no traceback of its own, no launcher's non-zero exit status."""
+    if found.kind != FailureKind.COMM_ERROR or not found.evidence:
+        return False
+    if not all(F_DONE.teardown_noise_line(line) for _, line in found.evidence):
+        return False
+    return (F_DONE.says_finished(text) and _job_traceback(text, start) < 0
+            and _reported_exit_code(text, start) is None)
 
 
 def _stalled(text: str, verdict: Failure) -> Failure:

@@ -539,7 +539,10 @@ def _parse_line(line: str) -> _RecordContent | None:
         return None  # a counter without a metric ('epoch=3-step=400.ckpt') is not a step record
     counters.sort(key=lambda c: c[0])
     rank, key, value = counters[0]
-    micro = next((c[2] for c in counters[1:] if c[0] > rank and c[1] != key), None)
+    # An inner counter is a named one ('iter 12 step 6'); the unnamed number opening the line is not one when a named
+    # counter follows: it is the launcher's rank label (srun --label, `torchrun --tee` ranks "2: [Rank 2] Step 90:
+    # ... time=0.85s"), and the ranks' copies of one step are one step (_dedupe), not its parts (_accumulate).
+    micro = next((c[2] for c in counters[1:] if c[0] > rank and c[1] not in (key, "n")), None)
     return (key, value, rank, tuple(fields), epoch, micro, stamp[0] if stamp else None,
             stamp[1] if stamp else 1.0)
 

@@ -157,6 +157,15 @@ def _with_generic_memory(memory: tuple[MemoryReport, ...], generic: GenericReadi
                          max_reserved_mb=mib, kind="generic"),)
 
 
+def _bar_times_steps(generic: GenericReading) -> bool:
+    """Do the generic reader's step times come from a training progress bar? The Trainer's train_runtime spans the
+    whole train() call (its evaluations, its checkpoint saves, the final save: transformers trainer.py speed_metrics is
+    taken after them), and so does tqdm's closing drawing of the bar ("100/100 [07:05<00:00, 4.25s/it]": elapsed / n),
+    so a bar's per-step drawings are the loop's step time and the whole-run mean is read only where no bar times the
+    steps."""
+    return bool(generic.iterations) and generic.source.startswith("progress bar")
+
+
 def read_log(text: str, *, source: str | None = None, tokens_per_step: int | None = None) -> LogReading:
     """What `text` (already normalised: analysis.logs.logtext.normalize) measures, from whichever format it is in.
     `tokens_per_step` (global batch x sequence length, when the caller knows it) lets the generic reader turn a
@@ -182,13 +191,15 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
             return LogReading(fmt, iterations=tuple(iterations), notes=tuple(notes), **common,
                               losses=tuple(it.loss for it in iterations if it.loss is not None))
     final = parse_final_metrics(text)
-    if final is not None and final.step_time_s is not None:
+    generic_notes = list(notes)  # the notes as the generic reader leaves them, kept only where its reading is used
+    generic = read_records(text, samples_per_step=dumped_int(text, _BATCH_KEYS) if "batch_size" in text else None,
+                           tokens_per_step=tokens_per_step or common["tokens_per_step"],
+                           world_size=common["world_size"], notes=generic_notes)
+    if final is not None and final.step_time_s is not None and not _bar_times_steps(generic):
         return LogReading("hf_trainer", final=final, notes=tuple(notes), **common, losses=hf_losses(text))
     if any(IMPOSSIBLE_STEP in n for n in notes):  # a framework's records, every one with an impossible time
         return LogReading("", notes=tuple(notes), **common)
-    generic = read_records(text, samples_per_step=dumped_int(text, _BATCH_KEYS) if "batch_size" in text else None,
-                           tokens_per_step=tokens_per_step or common["tokens_per_step"],
-                           world_size=common["world_size"], notes=notes)
+    notes = generic_notes
     common["memory"] = _with_generic_memory(memory, generic)
     if not generic.n_records and "SamplesPerSec=" in text:  # DeepSpeed timer lines without a step time: progress
         timer_lines = lines_with(text, ("SamplesPerSec=",))

@@ -45,7 +45,8 @@ from launcher.plan.rules import check
 from launcher.run import compute, network
 from launcher.run.folder import SweepFolder
 from launcher.run.ledger import Ledger
-from launcher.run.search import Search, prior_from
+from launcher.run.prior import prior_from
+from launcher.run.search import Search
 from launcher.run.trial_files import spec_for
 
 TOP_PRINTED = 30

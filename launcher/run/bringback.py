@@ -34,10 +34,10 @@ def predict_pruned(calibration: Calibration, records: Sequence[TrialRecord],
                    features: Callable[[TrialRecord], TrialFeatures], seq_len: int,
                    may_fit: Optional[Callable[[float, float], bool]] = None,
                    tables: Optional[dict[tuple[str, ...], FeatureTable]] = None) -> dict[str, dict]:
-    """config hash -> the calibration's prediction of every candidate (launcher.run.search.PREDICTION_KEYS + n_fit:
-    the search's own predictions leave pruned trials out). may_fit(peak GB, its log sd): only the candidates whose
-    calibrated memory it accepts are predicted in full (the step time's spread prices every fitted constant: at
-    50k trials, thousands of pruned layouts a refit, nearly all still out of memory). `tables`: the candidates'
+    """config hash -> the calibration's prediction of every candidate (launcher.run.predictions.PREDICTION_KEYS +
+    n_fit: the search's own predictions leave pruned trials out). may_fit(peak GB, its log sd): only the candidates
+    whose calibrated memory it accepts are predicted in full (the step time's spread prices every fitted constant:
+    at 50k trials, thousands of pruned layouts a refit, nearly all still out of memory). `tables`: the candidates'
     FeatureTable by their keys, kept by the caller between refits (the candidates change only when some come
     back: the table of thousands of them was built again at every refit)."""
     pruned = candidates(records)

@@ -39,20 +39,23 @@ from launcher.plan.flops import one_flop_convention
 from launcher.plan.planner import Plan, PlannedTrial, make_plan
 from launcher.plan.planning_progress import PlanningProgress
 from launcher.plan.table import write_plan_csv
-from launcher.run import compute, network, plan_store, policy, search, trial_files
+from launcher.run import compute, feature_tables, network, plan_store, policy, trial_files
 from launcher.run.bringback import BROUGHT_BACK, bring_back, candidates, may_come_back, predict_pruned
 from launcher.run.budget import within_budget
+from launcher.run.early_stop import comparable_best, stop_early, stop_steady
 from launcher.run.executor import JobRequest, JobStatus, log_paths, make_runner, read_logs
 from launcher.run.folder import SweepFolder
 from launcher.run.hooks import LogProgress, SweepHooks, TrialSink
 from launcher.run.identity import check_same_setup
 from launcher.run.interruption import Terminated, interrupted_changes, stop_live_trials, unrecorded_submission_changes
 from launcher.run.ledger import Ledger
+from launcher.run.memory_prune import calibrated_ooms
 from launcher.run.plan_store import StoredPlan, plan_key
 from launcher.run.policy import OomIndex, ShapeIndex, repeat_records, should_retry
+from launcher.run.prior import prior_from
 from launcher.run.progress import Progress
 from launcher.run.refusal import plan_refused_again, refused_changes, refused_note
-from launcher.run.search import Search, calibrated_ooms, comparable_best, prior_from, stop_early, stop_steady
+from launcher.run.search import Search
 from launcher.run.slurm_preflight import check_slurm
 from launcher.run.view import LedgerView
 
@@ -623,7 +626,7 @@ def forget_sweep() -> None:
     runs sweeps in sequence (tests, a notebook, the bench's resume) kept the last one's, ~100 MB at 50k trials."""
     residuals.forget()
     policy.forget()
-    search.forget()
+    feature_tables.forget()
     calibrate.forget()
 
 

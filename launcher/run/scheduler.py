@@ -106,7 +106,7 @@ class Planned:
 
     key: str
     dims: Mapping[str, Any]     # the layout (Layout.to_dict()): what spanning picks differ in
-    tokens_per_step: float     # per GPU for a per-GPU objective (launcher.run.search.objective_share)
+    tokens_per_step: float     # per GPU for a per-GPU objective (launcher.run.search_records.objective_share)
     step_time_s: float
     step_sd: float              # log-space sd of step_time_s
     peak_mem_gb: float

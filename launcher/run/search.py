@@ -9,10 +9,12 @@ tables. This module turns the ledger's records into their inputs and their answe
   it from the ledger; a refit happens only when that set changes.
 - `Search.predictions`: every planned trial under the current calibration (a-priori constants until it applies).
 - `Search.order`: the planned trials, the one to run next first (launcher.run.scheduler.order).
-- `calibrated_ooms` and `converged`: what the calibrated memory model and the stop rule take out of the queue.
-- `stop_early` (fed with analysis.logs.progress's step times through the loop's hooks): whether a running
-  trial's partial measurement is known worse than the best; `stop_steady`: whether it is already known to the
-  noise tolerance (then it ends ok, with fewer iterations).
+- `Search.converged`: what the stop rule takes out of the queue (launcher.run.memory_prune.calibrated_ooms: what
+  the calibrated memory model does).
+
+What it reads of the records is launcher.run.search_records, its features table launcher.run.feature_tables, its
+predictions launcher.run.predictions; early stop of a running trial is launcher.run.early_stop, plan.prior_from
+launcher.run.prior.
 
 Trials the plan did not estimate (a hand-made or first-release ledger: no predicted step time) keep the ledger
 order and are never re-predicted: there is nothing to compare their prediction with.
@@ -20,22 +22,16 @@ order and are never re-predicted: there is nothing to compare their prediction w
 
 from __future__ import annotations
 
-import itertools
-import json
 import math
 import operator
-from collections.abc import Callable, Collection, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Optional, TypeVar, cast
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, cast
 
 from launcher.config.schema import RootConfig
-from launcher.core.errors import ConfigError
 from launcher.core.layout import Layout
 from launcher.core.objective import Objective
 from launcher.core.record import TrialRecord
 from launcher.core.states import MEASURED, TrialState
-from launcher.plan.band import Z_90, calibrated_low_gb, memory_fit
 from launcher.plan.batch_class import batch_class
 from launcher.plan.calibrate import (
     Calibration,
@@ -46,8 +42,6 @@ from launcher.plan.calibrate import (
     TrialFeatures,
     calibrate,
     for_layout,
-    log_step_gradient_of,
-    step_of_classes,
     trial_features,
     uncalibrated,
 )
@@ -55,92 +49,19 @@ from launcher.plan.constants import Constants
 from launcher.plan.inputs import constants_of, workload_for
 from launcher.plan.residuals import corrected_for_pick, id_generation, row_ids, same_columns
 from launcher.run import scheduler
+from launcher.run.feature_tables import ClassTable, streamed
+from launcher.run.predictions import Predictions, joined, pick_spreads, same_inputs
+from launcher.run.prior import setup
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
+from launcher.run.search_records import LayoutDims, RecordFlags, outcomes
 from launcher.run.view import Snapshot
 
 if TYPE_CHECKING:  # numpy is imported where it is used (as in launcher.plan.calibrate)
     import numpy as np
 
-FEATURE_CHUNK = 4096
+FEATURE_CHUNK = 1024
 """Trials whose features are computed, then copied into the search's table, at a time."""
-PREDICTION_KEYS = ("step_time_s", "step_sd", "tokens_per_s", "peak_mem_gb", "mem_sd")
 T = TypeVar("T")
-
-
-def estimated(r: TrialRecord) -> bool:
-    """A trial of the search: the plan estimated it, it is not a repeat and it was not pruned."""
-    return r.state is not _PRUNED and not r.repeat_of and bool(r.predicted.get("step_time_s"))
-
-
-_PRUNED = TrialState.PRUNED  # estimated() runs several times a poll on every trial: no attribute look-up each
-_FINISHED = frozenset(s for s in TrialState if s.finished)
-_PLANNED = TrialState.PLANNED
-
-
-def objective_share(r: TrialRecord, objective: Objective | str) -> float:
-    """What one token/s of this trial is worth under plan.objective: the scheduler compares tokens/s, so for the
-    per-GPU objective every throughput it sees is divided by the trial's GPUs (Objective.share)."""
-    return Objective(objective).share(r.layout.gpus)
-
-
-def outcomes(records: Sequence[TrialRecord], objective: str = "tokens_per_s") -> list[Outcome]:
-    """The finished trials of the search, as the scheduler reads them (throughput only when measured, in the
-    objective's units)."""
-    out = []
-    for r in records:
-        if r.state not in _FINISHED or not estimated(r):   # finished first: few are, and the test is a set's
-            continue
-        speed = r.metrics.get("tokens_per_s") if r.state in MEASURED else None
-        out.append(Outcome(r.config_hash, r.state, speed * objective_share(r, objective) if speed else None))
-    return out
-
-
-@dataclass(frozen=True)
-class StopEarly:
-    reason: str
-    metrics: dict
-
-
-class RecordFlags:
-    """Per place in the records last asked about: the trial's config hash, and whether it is estimated(), measured
-    (state in MEASURED) and finished. Updated only at the places whose record object changed (the view replaces a
-    record when its row changes: 8 of 50k a poll), so that what the search reads of a few trials (the measured,
-    the finished) costs their number, and the estimated trials' keys a gather, not a pass over every record."""
-
-    def __init__(self) -> None:
-        import numpy as np
-
-        self._records: list[TrialRecord] = []
-        self.key_version = 0
-        """Changes when the key at a place does (a new list of records, a place given another trial)."""
-        self.keys = np.empty(0, dtype=object)
-        self.estimated = self.measured = self.finished = np.zeros(0, dtype=bool)
-
-    def update(self, records: Sequence[TrialRecord]) -> None:
-        import numpy as np
-
-        n, old = len(records), self._records
-        if n != len(old):
-            self.key_version += 1
-            self.keys = np.array([r.config_hash for r in records] or [""], dtype=object)[:n]
-            self.estimated = np.fromiter(map(estimated, records), dtype=bool, count=n)
-            self.measured = np.fromiter((r.state in MEASURED for r in records), dtype=bool, count=n)
-            self.finished = np.fromiter((r.state in _FINISHED for r in records), dtype=bool, count=n)
-        else:
-            for i in np.flatnonzero(~np.fromiter(map(operator.is_, old, records), dtype=bool, count=n)).tolist():
-                r = records[i]
-                if self.keys[i] != r.config_hash:
-                    self.keys[i] = r.config_hash
-                    self.key_version += 1
-                self.estimated[i], self.measured[i], self.finished[i] = \
-                    estimated(r), r.state in MEASURED, r.state in _FINISHED
-        self._records = list(records)
-
-    def of(self, records: Sequence[TrialRecord], mask: np.ndarray) -> list[TrialRecord]:
-        """The records at the places `mask` holds, in order (`records`: those last given to update)."""
-        import numpy as np
-
-        return list(map(records.__getitem__, np.flatnonzero(mask).tolist()))
 
 
 class Search:
@@ -182,14 +103,14 @@ class Search:
         they stay, so that what is derived from it is looked up by identity (_by_keys)."""
         self._by_keys: dict[str, tuple[tuple[str, ...], object]] = {}
         """name -> (a keys tuple, what was derived from it): the key -> row index of the predictions."""
-        self._static: dict[str, tuple[dict, float]] = {}
+        self._static: dict[str, tuple[Mapping[str, Any], float]] = {}
         """config hash -> (dims, tokens per step in the objective's terms): planned()'s inputs that do not change."""
         self._last: Optional[tuple] = None
         """The last full prediction: (calibration, measured (key, step) pairs, checks, (the flags' key version, the
         trials' places), (step, sd, peak, mem_sd, pick_sd) arrays, the trials' residual row ids), for a question
         about fewer of its trials (_fewer_of_last)."""
-        self._dims: dict[str, dict] = {}
-        """config hash -> Layout.to_dict() (a deep copy each call: seconds a poll at 50k trials)."""
+        self._dims: dict[str, LayoutDims] = {}
+        """config hash -> its layout as a mapping (dims)."""
         self._place_cols: dict[str, tuple[int, np.ndarray]] = {}
         """name -> (the flags' key version, a value per place of the records: -1 where not known yet): _per_place."""
         self._ids_generation = id_generation()
@@ -210,11 +131,11 @@ class Search:
             self._features[r.config_hash] = self._trial_features(r)
         return self._features[r.config_hash]
 
-    def dims(self, r: TrialRecord) -> dict:
-        """The trial's layout as a dict, computed once (callers must not change it)."""
+    def dims(self, r: TrialRecord) -> Mapping[str, Any]:
+        """The trial's layout as a read-only mapping (LayoutDims), made once."""
         dims = self._dims.get(r.config_hash)
         if dims is None:
-            dims = self._dims[r.config_hash] = r.layout.to_dict()
+            dims = self._dims[r.config_hash] = LayoutDims(r.layout)
         return dims
 
     def _prediction(self, records: Sequence[TrialRecord], places: Optional[np.ndarray] = None
@@ -244,7 +165,7 @@ class Search:
             # Rows are predicted independently: the new ones join the current prediction (a refit at 50k trials
             # costs ~1 s, and trials brought back after it would have paid it again).
             self._table_prediction = None if cached is None or cached[0] is not self.calibration or old is None \
-                else (cached[0], _joined(cached[1], self.calibration.predict(fresh, spread)))
+                else (cached[0], joined(cached[1], self.calibration.predict(fresh, spread)))
         cached = self._table_prediction
         if cached is None or cached[0] is not self.calibration:
             cached = self._table_prediction = (self.calibration, self.calibration.predict(self._table, spread))
@@ -257,9 +178,9 @@ class Search:
         return p.step_time_s[col], p.step_sd[col], p.peak_mem_gb[col], p.mem_sd[col]
 
     def reserve_rows(self) -> None:
-        """Give the features table spare rows now (SPARE_SHARE), so that the classes of the trials the calibration
-        brings back are written into them, not into a copy of the table made in that poll (the sweep loop asks
-        after its first progress line)."""
+        """Give the features table spare rows now (feature_tables.SPARE_SHARE), so that the classes of the trials
+        the calibration brings back are written into them, not into a copy of the table made in that poll (the
+        sweep loop asks after its first progress line)."""
         if self._table is not None and self._table.classes.n:
             self._table = self._table.with_room()
 
@@ -274,7 +195,7 @@ class Search:
         of_class = np.fromiter((classes.setdefault(batch_class(r.layout), len(classes)) for r in trials), dtype=int,
                                count=len(trials))
         keys = list(classes)
-        table = _streamed((FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
+        table = streamed((FeatureTable([self._class_features(k) for k in keys[start:start + FEATURE_CHUNK]])
                            for start in range(0, len(keys), FEATURE_CHUNK)), len(keys)) if keys \
             else FeatureTable([])
         self._planned = {}  # the plan's trials are in the first table: what it did not take is not asked for again
@@ -332,7 +253,8 @@ class Search:
 
     # -- predictions --------------------------------------------------------------------------------------------
     def predictions(self, records: Sequence[TrialRecord]) -> Predictions:
-        """config hash -> the current calibration's prediction (PREDICTION_KEYS + n_fit) of every estimated trial."""
+        """config hash -> the current calibration's prediction (predictions.PREDICTION_KEYS + n_fit) of every
+        estimated trial."""
         import numpy as np
 
         memo, cached = self._records_memo(records), self._predicted
@@ -350,7 +272,7 @@ class Search:
         checked = checks(flags.of(records, flags.measured))   # checks reads only the measured records
         depends = (self.calibration, self.policy.residuals, self._keys(places),
                    tuple(measured.items()), tuple(checked))
-        if cached is not None and _same(cached[0], depends):
+        if cached is not None and same_inputs(cached[0], depends):
             self._predicted = (depends, cached[1])
             memo["predictions"] = (self.calibration, cached[1])
             return cached[1]
@@ -579,300 +501,6 @@ class Search:
                                    dof=policy.stop_dof)
 
 
-class Predictions(MutableMapping[str, dict]):
-    """config hash -> the search's prediction of a trial (PREDICTION_KEYS + n_fit), kept as columns: a dict is
-    made for a trial only when it is asked for (what is submitted, pruned or recorded); the scheduler's inputs read
-    the columns (Search.planned, calibrated_ooms). A dict of 50k dicts cost ~0.2 s a refit (issue 19). Keys set
-    after it was made (the loop adds the trials the calibration brought back) come after the predicted ones."""
-
-    def __init__(self, keys: list[str], step_time_s: np.ndarray, step_sd: np.ndarray, tokens_per_s: np.ndarray,
-                 peak_mem_gb: np.ndarray, mem_sd: np.ndarray, n_fit: int,
-                 index: Optional[dict[str, int]] = None, pick_sd: Optional[np.ndarray] = None) -> None:
-        """`index`: {key: its place in keys}, when the caller has it (it is shared, never changed here). `pick_sd`:
-        the log sds the pick reads (residuals.corrected_for_pick: without the miss floor); None: step_sd."""
-        self._keys = keys
-        self._index = {k: i for i, k in enumerate(keys)} if index is None else index
-        self._arrays = (step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd)
-        self._pick_sd = step_sd if pick_sd is None else pick_sd
-        self._lists: Optional[tuple[list[float], ...]] = None
-        self._n_fit = n_fit
-        self._made: dict[str, dict] = {}
-        self._extra: list[str] = []     # keys set that were not predicted here, in the order they were set
-        self._set: set[str] = set()     # keys whose dict was set (it, not the columns, is their prediction)
-
-    def row(self, key: str) -> Optional[int]:
-        """The key's place in the columns (None: not predicted here, or its prediction set later)."""
-        return None if key in self._set else self._index.get(key)
-
-    def rows(self) -> Mapping[str, int]:
-        """key -> its place in the columns, for every key read from them (row() without a call per trial)."""
-        if not self._set:
-            return self._index
-        return {k: i for k, i in self._index.items() if k not in self._set}
-
-    def changed(self) -> bool:
-        """Whether a key was set since it was made (its rows then no longer say every prediction)."""
-        return bool(self._set)
-
-    def keyset(self) -> Mapping[str, object]:
-        """What `key in self` answers, as a mapping whose `in` costs no Python call (a test per planned trial)."""
-        return self._index if not self._extra else {**self._index, **dict.fromkeys(self._extra)}
-
-    def row_keys(self) -> list[str]:
-        """The predicted keys, in the columns' order (callers must not change the list)."""
-        return self._keys
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(step_time_s, step_sd, tokens_per_s, peak_mem_gb, mem_sd) of every row, as numpy arrays."""
-        return self._arrays
-
-    def pick_sd(self) -> np.ndarray:
-        """The log sd the pick reads of every row (the ledger's step_sd is the floored one: the stop rule's)."""
-        return self._pick_sd
-
-    def columns(self) -> tuple[list[float], list[float], list[float], list[float]]:
-        """(step_time_s, step_sd, peak_mem_gb, mem_sd) of every row."""
-        step, sd, _, peak, mem_sd = self._columns
-        return step, sd, peak, mem_sd
-
-    @property
-    def _columns(self) -> tuple[list[float], ...]:
-        """The arrays as lists (made when first read: most predictions are read as arrays only)."""
-        if self._lists is None:
-            self._lists = tuple(a.tolist() for a in self._arrays)
-        return self._lists
-
-    def __getitem__(self, key: str) -> dict:
-        made = self._made.get(key)
-        if made is None:
-            i = self._index[key]
-            step, sd, tokens, peak, mem_sd = (c[i] for c in self._columns)
-            made = self._made[key] = {"step_time_s": step, "step_sd": sd, "tokens_per_s": tokens,
-                                      "peak_mem_gb": peak, "mem_sd": mem_sd, "n_fit": self._n_fit}
-        return made
-
-    def __setitem__(self, key: str, value: dict) -> None:
-        if key not in self:
-            self._extra.append(key)
-        self._made[key] = value
-        self._set.add(key)
-
-    def __delitem__(self, key: str) -> None:
-        raise TypeError("the search's predictions are not deleted from (a new refit makes new ones)")
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._index or key in self._made
-
-    def get(self, key: str, default: Optional[dict] = None) -> Optional[dict]:  # type: ignore[override]
-        """Mapping.get without raising and catching a KeyError for every trial not predicted (pruned ones)."""
-        if key not in self:
-            return default
-        return self.__getitem__(key)
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._keys
-        yield from self._extra
-
-    def __len__(self) -> int:
-        return len(self._keys) + len(self._extra)
-
-
-def pick_spreads(planned: scheduler.PlannedColumns, predictions: Mapping[str, dict]) -> np.ndarray:
-    """The log sd the pick reads (Predictions.pick_sd) of each row of `planned`: its predicted row's, or step_sd
-    where the row was not read from the predictions' columns (a prediction the loop set: brought back)."""
-    import numpy as np
-
-    if not isinstance(predictions, Predictions):
-        return planned.step_sd
-    if planned.keys is predictions.row_keys():   # planned_columns' rows are the predictions' columns
-        return predictions.pick_sd()
-    pick, rows = predictions.pick_sd(), predictions.rows()
-    return np.fromiter((pick[i] if (i := rows.get(k)) is not None else planned.step_sd[j]
-                        for j, k in enumerate(planned.keys)), dtype=float, count=len(planned.keys))
-
-
-def _joined(a: Prediction, b: Prediction) -> Prediction:
-    """The prediction of a table's rows, then another's (each row's prediction depends on its row alone)."""
-    import numpy as np
-
-    def cat(x: Optional[np.ndarray], y: Optional[np.ndarray]) -> Optional[np.ndarray]:
-        return None if x is None or y is None else np.concatenate([x, y])
-
-    return Prediction(np.concatenate([a.step_time_s, b.step_time_s]), np.concatenate([a.step_sd, b.step_sd]),
-                      np.concatenate([a.peak_mem_gb, b.peak_mem_gb]), np.concatenate([a.mem_sd, b.mem_sd]),
-                      cat(a.step_param_sd, b.step_param_sd))
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    """Whether two prediction inputs are equal (the calibration compared by identity: a refit makes a new one)."""
-    return a[0] is b[0] and a[1:] == b[1:]
-
-
-class ClassTable(FeatureTable):
-    """Trials' features as the table of their batch classes and, per trial, its class (a row of that table), its
-    micro-batch count and its tokens per step: predicts what FeatureTable of every trial's own features does, to
-    the last bit, with each class's amounts computed once (a 50k-trial plan has ~17k classes: a third of the
-    memory, ~250 MB less, and of the work at every prediction of the calibration)."""
-
-    def __init__(self, classes: FeatureTable, of_class: np.ndarray, microbatches: np.ndarray,
-                 tokens_per_step: np.ndarray) -> None:  # FeatureTable's columns are the classes' (not set here)
-        self.classes, self.of_class = classes, of_class
-        self.microbatches, self.tokens_per_step = microbatches, tokens_per_step
-        self.n = len(of_class)
-
-    def step_time_s(self, constants: Constants) -> np.ndarray:
-        """FeatureTable.step_time_s: the rates times the amounts, and `combine`, once per class; then the step per
-        trial from its class's parts and its micro-batch count (calibrate.step_of_classes)."""
-        import numpy as np
-
-        c = self.classes
-        r = c._rates(constants)
-        return step_of_classes(np.einsum("nsfg,ng->nsf", c.stages, r), np.einsum("nkg,ng->nk", c.dp, r), c.weights,
-                               c.pp, c.vpp, c.overlap_gather, c.cpu, constants.overlap_interference,
-                               constants.tp_overlap_interference, self.of_class, self.microbatches)
-
-    def peak_mem_quantities_gb(self, constants: Constants) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The memory does not depend on the micro-batch count: the classes', per trial."""
-        allocated, reserved, device = self.classes.peak_mem_quantities_gb(constants)
-        return allocated[self.of_class], reserved[self.of_class], device[self.of_class]
-
-    def subset(self, index: Sequence[int]) -> ClassTable:
-        import numpy as np
-
-        idx = np.asarray(index, dtype=int)
-        return ClassTable(self.classes, self.of_class[idx], self.microbatches[idx], self.tokens_per_step[idx])
-
-    def with_room(self) -> ClassTable:
-        """The same table, its classes' arrays in buffers with spare rows (_grown writes the next classes there)."""
-        return ClassTable(_grown(self.classes, self.classes.subset([])), self.of_class, self.microbatches,
-                          self.tokens_per_step)
-
-    def concat(self, other: ClassTable) -> ClassTable:
-        """One table with this one's trials, then other's."""
-        import numpy as np
-
-        return ClassTable(_grown(self.classes, other.classes),
-                          np.concatenate([self.of_class, other.of_class + self.classes.n]),
-                          np.concatenate([self.microbatches, other.microbatches]),
-                          np.concatenate([self.tokens_per_step, other.tokens_per_step]))
-
-    def log_step_gradient(self, prior: Constants, theta: np.ndarray) -> np.ndarray:
-        """FeatureTable.log_step_gradient with each class's amounts priced once (the calibration's spread of
-        every trial after each refit: ~1 s a refit at 50k trials when priced per trial)."""
-        return log_step_gradient_of(self.classes, prior, theta, trials=(self.of_class, self.microbatches))
-
-    def expanded(self) -> FeatureTable:
-        """The same trials as a FeatureTable of one row each (what this table stands for)."""
-        out = self.classes.subset(self.of_class.tolist())
-        out.microbatches, out.tokens_per_step = self.microbatches, self.tokens_per_step
-        return out
-
-
-class _Room:
-    """Arrays allocated with spare rows, and the table whose arrays are their first rows (the only one that may
-    grow into the rest: another table's rows there would be overwritten)."""
-
-    def __init__(self, buffers: dict[str, np.ndarray], table: FeatureTable) -> None:
-        self.buffers, self.table = buffers, table
-
-
-_ROOM: dict[int, tuple[FeatureTable, _Room]] = {}
-"""id(table) -> (the table, the room its arrays are views of): the last few tables grown."""
-SPARE_SHARE = 0.25
-"""_grown: the room a table's arrays get beyond their rows, as a share of them."""
-
-
-def _grown(a: FeatureTable, b: FeatureTable) -> FeatureTable:
-    """_stacked([a, b]), with b's rows written after a's into room a's arrays were allocated with (SPARE_SHARE more
-    rows than they held): the trials the calibration brings back add a few classes to a table of ~15k, and a
-    copy of the whole table (~0.05 s) for each of them was most of such a poll. The same arrays, to the bit."""
-    import numpy as np
-
-    n = a.n + b.n
-    arrays = {name: value for name, value in vars(a).items() if isinstance(value, np.ndarray)}
-    if any(value.shape[1:] != getattr(b, name).shape[1:] for name, value in arrays.items()):
-        return _stacked([a, b])
-    hit = _ROOM.get(id(a))
-    room = hit[1] if hit is not None and hit[0] is a and hit[1].table is a else None
-    if room is None or any(len(room.buffers[name]) < n or np.result_type(value, getattr(b, name)) != value.dtype
-                           for name, value in arrays.items()):
-        capacity = n + int(n * SPARE_SHARE)
-        buffers = {}
-        for name, value in arrays.items():
-            buf = np.empty((capacity, *value.shape[1:]), dtype=np.result_type(value, getattr(b, name)))
-            buf[:a.n] = value
-            buffers[name] = buf
-        room = _Room(buffers, a)
-    out = object.__new__(FeatureTable)
-    for name, value in vars(a).items():
-        if name in arrays:
-            buf = room.buffers[name]
-            buf[a.n:n] = getattr(b, name)
-            value = buf[:n]
-        setattr(out, name, value)
-    out.n = n
-    room.table = out
-    if len(_ROOM) > 2:      # each room is a feature table's size (~60 MB at 50k trials)
-        _ROOM.clear()
-    _ROOM[id(out)] = (out, room)
-    return out
-
-
-def forget() -> None:
-    """Drops the rooms kept (a finished sweep's feature tables: launcher.run.loop.run_sweep)."""
-    _ROOM.clear()
-
-
-def _streamed(tables: Iterator[FeatureTable], n: int) -> FeatureTable:
-    """_stacked(list(tables)) of n rows in all (at least one table), each table copied into arrays allocated with
-    SPARE_SHARE more rows as it is made, and their room kept (_ROOM: with_room and _grown then write into it): the
-    chunks were all held with their copy, then that copy with its grown one (~60 MB each at 50k trials, the
-    first run's peak). The same arrays, to the bit."""
-    import numpy as np
-
-    first = next(tables)
-    if first.n == n:
-        return first
-    names = [name for name, value in vars(first).items() if isinstance(value, np.ndarray)]
-    capacity = n + int(n * SPARE_SHARE)
-    buffers = {name: np.empty((capacity, *getattr(first, name).shape[1:]), dtype=getattr(first, name).dtype)
-               for name in names}
-    at = 0
-    for table in itertools.chain([first], tables):
-        for name in names:
-            value, buf = getattr(table, name), buffers[name]
-            if value.shape[1:] != buf.shape[1:]:
-                raise ValueError(f"features table column {name}: rows of shape {value.shape[1:]} after "
-                                 f"{buf.shape[1:]}")   # as np.concatenate says
-            kind = np.result_type(buf, value)
-            if kind != buf.dtype:     # np.concatenate's type: the rows so far converted as it would
-                buf = buffers[name] = buf.astype(kind)
-            buf[at:at + table.n] = value
-        at += table.n
-    out = object.__new__(FeatureTable)
-    for name, value in vars(first).items():
-        setattr(out, name, buffers[name][:n] if name in buffers else value)
-    out.n = n
-    if len(_ROOM) > 2:
-        _ROOM.clear()
-    _ROOM[id(out)] = (out, _Room(buffers, out))
-    return out
-
-
-def _stacked(tables: Sequence[FeatureTable]) -> FeatureTable:
-    """One table with the rows of `tables` in order (at least one)."""
-    import numpy as np
-
-    if len(tables) == 1:
-        return tables[0]
-    out = object.__new__(FeatureTable)
-    for name, value in vars(tables[0]).items():
-        setattr(out, name, np.concatenate([getattr(t, name) for t in tables]) if isinstance(value, np.ndarray)
-                else value)
-    out.n = sum(t.n for t in tables)
-    return out
-
-
 def _measured(finished: Sequence[Outcome]) -> int:
     return sum(1 for o in finished if o.state in scheduler.MEASURED)
 
@@ -889,138 +517,3 @@ def checks(records: Sequence[TrialRecord]) -> list[tuple[float, float]]:
         if measured and c.get("step_time_s") and c.get("step_sd"):
             out.append((math.log(float(measured) / float(c["step_time_s"])), float(c["step_sd"])))
     return out
-
-
-def calibrated_ooms(records: Sequence[TrialRecord], predictions: Mapping[str, dict], capacity_gb: float,
-                    margin: float, keep_borderline: float = 0.0) -> list[tuple[str, str]]:
-    """Planned trials the calibrated memory model rules out (launcher.plan.band: the lower end of the calibrated
-    peak's 90 % interval over the device's memory, and not within plan.keep_borderline), with the reason. Never one
-    that a measured trial predicted to need at least as much memory shows to fit (the model errs, not the device)."""
-    fitted = [predictions[r.config_hash]["peak_mem_gb"] for r in records
-              if r.state in MEASURED and r.config_hash in predictions]
-    largest_fitted = max(fitted, default=0.0)
-    # The search's Predictions: a peak under the margin fits (band.memory_fit's first test, the same product) and
-    # one a measured trial covers is kept, read from the column without making the trial's dict.
-    rows = predictions.rows() if isinstance(predictions, Predictions) else {}
-    _, _, peaks, mem_sds = predictions.columns() if isinstance(predictions, Predictions) else ([], [], [], [])
-    fits_gb = margin * capacity_gb
-    out = []
-    for r, i in _may_not_fit(records, rows, predictions, max(fits_gb, largest_fitted), capacity_gb,
-                             (margin + keep_borderline) * capacity_gb):
-        if i is not None:
-            peak = peaks[i]
-            low = calibrated_low_gb(peak, mem_sds[i])
-        elif (p := predictions.get(r.config_hash)) is not None:
-            peak = p["peak_mem_gb"]
-            low = calibrated_low_gb(peak, p.get("mem_sd", 0.0))
-        else:
-            continue
-        if memory_fit(peak, low, capacity_gb, margin, keep_borderline).kept or peak <= largest_fitted:
-            continue
-        p = predictions[r.config_hash]
-        out.append((r.config_hash, f"calibrated prediction {peak:.3g} GB (90 % interval from {low:.3g} GB) > "
-                                   f"{capacity_gb:g} GB (a-priori {r.predicted.get('peak_mem_gb', 0):.3g} GB; "
-                                   f"fitted on {p['n_fit']} measured trials)"))
-    return out
-
-
-def _may_not_fit(records: Sequence[TrialRecord], rows: Mapping[str, int], predictions: Mapping[str, dict],
-                 fits_gb: float, capacity_gb: float, borderline_gb: float) -> list[tuple[TrialRecord, Optional[int]]]:
-    """The planned records, in order, with their row in the columns (None: not there), less the rows the memory
-    rule keeps for sure: a column peak at most `fits_gb` or `borderline_gb` (the same products as band.memory_fit's,
-    compared as it does), or an interval's lower end clearly under the capacity (numpy's exp may differ from math's
-    in the last bit: a lower end within 1e-9 of the capacity is left to the rule itself). numpy on the planned rows:
-    the rule is asked of every planned trial at every refit; what is left is judged trial by trial as before."""
-    import numpy as np
-
-    planned = [r for r in records if r.state is _PLANNED]
-    at = np.fromiter(map(rows.get, [r.config_hash for r in planned], itertools.repeat(-1)), dtype=int,
-                     count=len(planned))
-    peak_all, sd_all = (predictions.arrays()[3], predictions.arrays()[4]) if isinstance(predictions, Predictions) \
-        else (np.zeros(0), np.zeros(0))
-    if not len(at) or not len(peak_all):
-        return [(r, None if i < 0 else i) for r, i in zip(planned, at.tolist())]
-    row = np.maximum(at, 0)
-    peak, sd = peak_all[row], sd_all[row]
-    with np.errstate(invalid="ignore", over="ignore"):
-        low = peak * np.exp(-Z_90 * np.maximum(sd, 0.0))
-        kept = (peak <= fits_gb) | (peak <= borderline_gb) | (low <= capacity_gb * (1.0 - 1e-9))
-    left = np.flatnonzero((at < 0) | ~kept).tolist()
-    where = at.tolist()
-    return [(planned[j], None if where[j] < 0 else where[j]) for j in left]
-
-
-# -- early stop -----------------------------------------------------------------------------------------------------
-def stop_early(step_times_s: Sequence[float], tokens_per_step: int, best_tokens_per_s: Optional[float], *,
-               noise_tolerance: float, min_measured_iters: int, measure_iters: int) -> Optional[StopEarly]:
-    """scheduler.early_stop, with the partial measurement the ledger keeps for a stopped trial. A trial that has
-    logged all its `measure_iters` is about to report its result (peak memory included): it runs to the end."""
-    if len(step_times_s) >= measure_iters:
-        return None
-    why = scheduler.early_stop(step_times_s, tokens_per_step, best_tokens_per_s, noise_tolerance=noise_tolerance,
-                               min_measured_iters=min_measured_iters)
-    return None if why is None else StopEarly(why, partial_metrics(step_times_s, tokens_per_step))
-
-
-def stop_steady(step_times_s: Sequence[float], tokens_per_step: int, *, noise_tolerance: float,
-                min_measured_iters: int, measure_iters: int) -> Optional[StopEarly]:
-    """scheduler.steady, with the measurement the ledger keeps: the trial is recorded ok with fewer measured
-    iterations (its figure is known to the noise tolerance). A trial that has logged all its `measure_iters` is
-    about to report its full result: it runs to the end."""
-    if len(step_times_s) >= measure_iters:
-        return None
-    why = scheduler.steady(step_times_s, noise_tolerance=noise_tolerance, min_measured_iters=min_measured_iters)
-    return None if why is None else StopEarly(why, partial_metrics(step_times_s, tokens_per_step))
-
-
-def partial_metrics(step_times_s: Sequence[float], tokens_per_step: int) -> dict:
-    """A running trial's measurement so far: median step time and its throughput, spread, iterations."""
-    times = sorted(step_times_s)
-    n = len(times)
-    median_s = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-    mean_s = sum(times) / n
-    std_s = math.sqrt(sum((t - mean_s) ** 2 for t in times) / (n - 1)) if n > 1 else 0.0
-    return {"step_time_s": median_s, "tokens_per_s": tokens_per_step / median_s, "step_time_std_s": std_s,
-            "n_measured": n}
-
-
-def comparable_best(best_tokens_per_s: float, best_gpus: int, trial_gpus: int, objective: Objective | str) -> float:
-    """The best trial's throughput in the running trial's terms: per GPU objectives compare per GPU."""
-    return Objective(objective).comparable(best_tokens_per_s, best_gpus, trial_gpus)
-
-
-# -- plan.prior_from ------------------------------------------------------------------------------------------------
-def setup(cfg: RootConfig) -> dict:
-    """What must match for one sweep's calibration to start another's: the cluster and the software stack."""
-    return {"cluster": cfg.cluster.name, "gpu": cfg.cluster.gpu, "backend": cfg.backend.name,
-            "precision": cfg.backend.precision}
-
-
-def prior_from(cfg: RootConfig, constants: Constants) -> Constants | Prior:
-    """The calibration's starting point: `constants` (the backend's, measured network applied), or with
-    plan.prior_from the calibration.json of that finished sweep, checked to be of the same setup."""
-    where = cfg.plan.prior_from
-    if not where:
-        return constants
-    path = Path(where)
-    path = path if path.suffix == ".json" else path / "calibration.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError("plan.prior_from", where, f"cannot read {path} ({exc.__class__.__name__}): point it at a "
-                          "finished sweep's folder, e.g. plan.prior_from=sweeps/NAME") from None
-    theirs, ours = data.get("setup") or {}, setup(cfg)
-    if theirs != ours:
-        raise ConfigError("plan.prior_from", where, f"that sweep ran on {_setup_text(theirs)}, this one on "
-                          f"{_setup_text(ours)}: a calibration carries over only on the same cluster and stack")
-    if not data.get("applied"):
-        raise ConfigError("plan.prior_from", where, f"its calibration was never applied ({data.get('note', '')}): "
-                          "start from the a-priori constants (plan.prior_from='') or from a sweep with more "
-                          "measured trials")
-    return Prior.from_json(data, constants, source=str(where))
-
-
-def _setup_text(s: dict) -> str:
-    if not s:
-        return "an unknown setup (no 'setup' in its calibration.json)"
-    return f"cluster {s.get('cluster')} ({s.get('gpu')}), backend {s.get('backend')}, precision {s.get('precision')}"

@@ -234,3 +234,28 @@ def test_records_read_back_share_their_json_keys_and_equal_json_loads(tmp_path):
     for key_a, key_b in zip(a.predicted, b.predicted):
         assert key_a is key_b
     assert next(iter(a.predicted["mem_breakdown_gb"])) is next(iter(b.predicted["mem_breakdown_gb"]))
+
+
+def test_a_read_shares_one_memory_breakdown_per_exact_content(tmp_path):
+    """Ledger reads keep one `mem_breakdown_gb` dict per distinct content (trials of a batch class hold the same:
+    ~25 MB of a resumed 50k-trial sweep) and give it to every record holding it, and one float object for the time
+    breakdown's 0.0 terms; exact: 1, 1.0 and True, 0.0 and -0.0 never merge, and every prediction writes back as
+    its row's JSON text."""
+    parts = [{"weights": 1.0, "gathered": 0.0}, {"weights": 1.0, "gathered": 0.0}, {"weights": 1.0, "gathered": -0.0},
+             {"weights": 1, "gathered": 0.0}, {"weights": True, "gathered": 0.0}, {"gathered": 0.0, "weights": 1.0}]
+    with Ledger(tmp_path / "l.sqlite") as led:
+        led.add_trials([TrialRecord(f"h{i}", i, rec(f"h{i}").layout, {
+            "step_time_s": 1.0, "mem_breakdown_gb": p, "time_breakdown_s": {"bubble": 0.0, "cp": -0.0, "dp": 0}})
+            for i, p in enumerate(parts)])
+        texts = [row[0] for row in led._db.execute("SELECT predicted FROM trials ORDER BY position")]
+        read = led.trials()
+        again = led.trials()
+    got = [r.predicted["mem_breakdown_gb"] for r in read]
+    assert got[0] is got[1] is again[0].predicted["mem_breakdown_gb"]
+    assert len({id(p) for p in got}) == 5
+    assert [json.dumps(r.predicted) for r in read] == texts
+    assert [list(map(type, p.values())) for p in got] == [list(map(type, p.values())) for p in parts]
+    assert read[0].predicted is not read[1].predicted       # only the part is shared, the prediction is the trial's
+    times = [r.predicted["time_breakdown_s"] for r in read]
+    assert times[0] is not times[1] and times[0]["bubble"] is times[1]["bubble"]   # a zero term: one float object
+    assert [list(map(type, t.values())) for t in times] == [[float, float, int]] * len(parts)

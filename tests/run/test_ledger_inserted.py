@@ -59,3 +59,24 @@ def test_adopted_records_are_stored_in_place(tmp_path):
         assert led.add_trials([new], inserted=inserted, adopt=True) == 1
         assert inserted[0] is new
         assert [typed(r) for r in inserted] == [typed(led.get("b"))]
+
+
+def test_a_plans_records_share_their_batch_class_memory_breakdown(tmp_path, load):
+    """A plan's records hold their batch class's memory breakdown dict (its layouts' estimates share it; a copy per
+    trial was ~17 MB of a 50k-trial plan), as a ledger read shares it: a new sweep and a resumed one hold alike,
+    and the rows hold each trial's own breakdown."""
+    from launcher.plan.batch_class import batch_class
+
+    cfg = load("+sweep=70b", "backend=torch", "cluster.nodes=8", "grid.nodes=[1,8]", "grid.tp=[2,8]",
+               "grid.pp=[1,2,4]", "grid.mbs=[1,2]", "grid.gbs=[64,512]", "plan.keep_borderline=0.05",
+               "plan.max_trials=0")
+    plan = make_plan(cfg, features=True)
+    records = list(_each_record(plan))
+    by_class: dict = {}
+    for r in records:
+        by_class.setdefault(batch_class(r.layout), []).append(r.predicted["mem_breakdown_gb"])
+    assert any(len(parts) > 1 for parts in by_class.values())
+    assert all(p is parts[0] for parts in by_class.values() for p in parts)
+    with Ledger(tmp_path / "ledger.sqlite") as led:
+        led.add_trials(records)
+        assert [r.predicted for r in led.trials()] == [r.predicted for r in records]

@@ -16,8 +16,10 @@ from launcher.core.states import TrialState
 from launcher.plan.planner import make_plan
 from launcher.run import scheduler as sch
 from launcher.run.loop import _records
+from launcher.run.memory_prune import calibrated_ooms
+from launcher.run.predictions import Predictions
 from launcher.run.scheduler import Outcome, Planned, PlannedColumns
-from launcher.run.search import Predictions, Search, calibrated_ooms
+from launcher.run.search import Search
 
 
 def generated(n: int, seed: int) -> list[Planned]:

@@ -1,8 +1,8 @@
-"""The search's per-poll work on columns (issue 19: a poll of a 50k-trial plan under 0.5 s): the step times priced
-once per batch class, the predictions kept as columns (Predictions) with a dict made only for a trial asked for,
-the scheduler's inputs and the calibrated memory rule read from those columns, and a repeated question answered
-without a pass over the trials. Each is checked against the per-trial path it replaces, on the tiny sweep's real
-plan with several global batch sizes (so batch classes hold several trials)."""
+"""The search's per-poll work on columns (issue 19: a poll of a 50k-trial plan under 0.5 s): the predictions kept as
+columns (Predictions) with a dict made only for a trial asked for, the scheduler's inputs and the calibrated memory
+rule read from those columns, and a repeated question answered without a pass over the trials. Each is checked
+against the per-trial path it replaces, on the tiny sweep's real plan with several global batch sizes (so batch
+classes hold several trials). The step times priced once per batch class: tests/run/test_feature_tables.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 
 from launcher.core.states import TrialState
-from launcher.plan.calibrate import STEP_PARAMETERS, FeatureTable, log_step_gradient_of
 from launcher.plan.planner import make_plan
 from launcher.run.loop import _records
+from launcher.run.memory_prune import calibrated_ooms
+from launcher.run.predictions import Predictions
 from launcher.run.scheduler import POLICY
-from launcher.run.search import Predictions, Search, calibrated_ooms, estimated, outcomes
+from launcher.run.search import Search
+from launcher.run.search_records import estimated, outcomes
 
 
 @pytest.fixture
@@ -50,18 +52,6 @@ def per_trial_dicts(search: Search, records) -> dict[str, dict]:
     return {r.config_hash: {"step_time_s": s, "step_sd": d, "tokens_per_s": r.layout.gbs * seq_len / s,
                             "peak_mem_gb": p, "mem_sd": m, "n_fit": search.calibration.n_trials}
             for r, s, d, p, m in zip(trials, step.tolist(), sd.tolist(), peak.tolist(), mem_sd.tolist())}
-
-
-def test_the_class_table_prices_step_times_and_gradients_per_class_to_the_last_bit(plan):
-    cfg, records = plan
-    search = Search(cfg)
-    table = search._feature_table(records)
-    assert table.classes.n < table.n                    # classes of several trials: the per-class path is used
-    whole = FeatureTable([search._trial_features(r) for r in records])
-    constants = search.calibration.constants
-    assert np.array_equal(table.step_time_s(constants), whole.step_time_s(constants))
-    theta = np.random.default_rng(3).normal(0.0, 0.3, len(STEP_PARAMETERS))
-    assert np.array_equal(table.log_step_gradient(constants, theta), log_step_gradient_of(whole, constants, theta))
 
 
 def test_the_predictions_as_columns_are_the_per_trial_dicts(plan):
@@ -201,46 +191,6 @@ def test_the_pick_reads_the_spreads_without_the_miss_floor_the_rest_keeps_them(p
         expect = [sd[got.row_keys().index(k)] if k == key else got.pick_sd()[got.row_keys().index(k)]
                   for k in rows.keys]
         assert np.allclose(asked[-1], expect)
-
-
-def test_a_table_grown_into_its_spare_room_is_the_stacked_table_and_never_overwrites_another(plan, monkeypatch):
-    from launcher.run import search as search_module
-    from launcher.run.search import _grown, _stacked
-
-    monkeypatch.setattr(search_module, "SPARE_SHARE", 4.0)   # room for every part after the first two
-    cfg, records = plan
-    search = Search(cfg)
-    parts = [search._feature_table(records[i:i + 2]).classes for i in range(0, 8, 2)]
-    assert all(p.n for p in parts)
-
-    def same(x, y) -> bool:
-        return x.n == y.n and all(np.array_equal(getattr(x, k), v) and getattr(x, k).dtype == v.dtype
-                                  for k, v in vars(y).items() if isinstance(v, np.ndarray))
-
-    first = _grown(parts[0], parts[1])
-    second = _grown(first, parts[2])                  # into first's room
-    assert same(second, _stacked(parts[:3])) and same(first, _stacked(parts[:2]))
-    other = _grown(first, parts[3])                   # first's room is second's now: a copy, not an overwrite
-    assert same(other, _stacked([parts[0], parts[1], parts[3]])) and same(second, _stacked(parts[:3]))
-    assert same(_grown(second, parts[3]), _stacked(parts))
-
-
-def test_a_table_streamed_chunk_by_chunk_is_the_stacked_table_and_grows_in_its_room(plan):
-    """_streamed copies each chunk into arrays with spare rows as it is made (the chunks and their copy were all
-    held at once: the first run's peak at 50k trials); the same arrays as _stacked, and with_room then takes its
-    room as it is (no copy)."""
-    from launcher.run.search import _grown, _stacked, _streamed
-
-    cfg, records = plan
-    search = Search(cfg)
-    parts = [search._feature_table(records[i:i + 2]).classes for i in range(0, 8, 2)]
-    whole = _streamed(iter(parts), sum(p.n for p in parts))
-    want = _stacked(parts)
-    assert whole.n == want.n and all(np.array_equal(getattr(whole, k), v) and getattr(whole, k).dtype == v.dtype
-                                     for k, v in vars(want).items() if isinstance(v, np.ndarray))
-    roomy = _grown(whole, whole.subset([]))
-    assert all(np.shares_memory(getattr(roomy, k), v) for k, v in vars(whole).items() if isinstance(v, np.ndarray))
-    assert _streamed(iter(parts[:1]), parts[0].n) is parts[0]      # one chunk: the table itself
 
 
 def test_what_is_kept_per_place_follows_the_trials_when_the_places_change(plan):

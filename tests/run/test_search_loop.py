@@ -16,14 +16,14 @@ from analysis.report.tracking_link import TrackingLink
 from launcher.__main__ import sweep_hooks
 from launcher.core.console import Reporter
 from launcher.core.errors import ConfigError
-from launcher.core.record import TrialRecord
 from launcher.core.states import TrialState
 from launcher.plan.planner import make_plan
 from launcher.run.executor import JobStatus, Submitted
 from launcher.run.folder import SweepFolder
 from launcher.run.ledger import Ledger
 from launcher.run.loop import SweepLoop, _records
-from launcher.run.search import Search, calibrated_ooms, prior_from, stop_early
+from launcher.run.prior import prior_from
+from launcher.run.search import Search
 
 
 def workload_log(step_times_s, tokens_per_step: int, peak_gb=None) -> str:
@@ -155,18 +155,6 @@ def test_the_calibrated_memory_model_prunes_what_it_puts_over_the_margin(load, t
                for r in fitted if r.calibrated)
 
 
-def test_calibrated_ooms_never_prune_what_a_measured_trial_needing_as_much_shows_to_fit():
-    lay = {"gpus": 2, "nodes": 1, "tp": 1, "pp": 1, "dp": 2, "vpp": 1, "mbs": 1, "gbs": 8, "recompute": "none",
-           "sequence_parallel": False, "zero_stage": 0, "distributed_optimizer": False}
-    ran = TrialRecord("ran", 0, lay, {"step_time_s": 1.0, "peak_mem_gb": 0.3}, state="ok")
-    big = TrialRecord("big", 1, lay | {"mbs": 2}, {"step_time_s": 1.0, "peak_mem_gb": 0.3})
-    bigger = TrialRecord("bigger", 2, lay | {"mbs": 4}, {"step_time_s": 1.0, "peak_mem_gb": 0.4})
-    predictions = {"ran": {"peak_mem_gb": 0.7, "n_fit": 3}, "big": {"peak_mem_gb": 0.6, "n_fit": 3},
-                   "bigger": {"peak_mem_gb": 0.8, "n_fit": 3}}
-    out = dict(calibrated_ooms([ran, big, bigger], predictions, capacity_gb=0.5, margin=0.9))
-    assert list(out) == ["bigger"] and "0.8 GB (90 % interval from 0.8 GB) > 0.5 GB" in out["bigger"]
-
-
 def test_a_running_trial_known_worse_than_the_best_is_stopped_early_and_kept(load, tmp_path, in_tmp):
     def measure(r):
         if r.layout.label() == "tp2 pp2 dp1 mbs1 gbs8":       # 3 measured steps, 5x slower than it should be
@@ -247,15 +235,6 @@ def test_running_step_times_are_the_measured_steps_or_those_after_the_warm_up():
     megatron = "".join(f" iteration {i}/ 100 | elapsed time per iteration (ms): {ms} | lm loss: 1.0E+01 |\n"
                        for i, ms in enumerate([9000.0, 3000.0, 1000.0, 1010.0, 990.0, 1000.0], 1))
     assert running_step_times(megatron, warmup_iters=1) == pytest.approx([1.0, 1.01, 0.99, 1.0])
-
-
-def test_stop_early_needs_the_minimum_iterations_and_keeps_the_partial_measurement():
-    args = dict(noise_tolerance=0.02, min_measured_iters=3, measure_iters=5)
-    assert stop_early([2.0, 2.0], 1000, 1000.0, **args) is None                 # too few steps to judge
-    assert stop_early([1.0, 1.0, 1.0], 1000, 1000.0, **args) is None            # as fast as the best
-    assert stop_early([2.0] * 5, 1000, 1000.0, **args) is None                  # done measuring: let it report
-    stopped = stop_early([2.0, 2.1, 1.9], 1000, 1000.0, **args)
-    assert stopped.metrics["tokens_per_s"] == pytest.approx(500.0) and stopped.metrics["n_measured"] == 3
 
 
 def test_a_steady_running_trial_ends_ok_with_fewer_measured_iterations(load, tmp_path, in_tmp):
@@ -418,3 +397,20 @@ def test_the_feature_table_by_batch_class_equals_the_trial_by_trial_one(load, mo
         assert all(np.array_equal(getattr(got, k), getattr(want, k)) for k in ("step_time_s", "step_sd",
                                                                                "peak_mem_gb", "mem_sd"))
     assert np.array_equal(table.subset([3, 1]).step_time_s(cal.constants), whole.step_time_s(cal.constants)[[3, 1]])
+
+
+def test_the_loop_changes_no_shared_prediction_part_in_place(load, tmp_path, in_tmp):
+    """The ledger's reads share one memory breakdown dict between the trials that hold the same (Ledger reads,
+    `SHARED_PARTS`): after a sweep, and after a resume that reads every trial again, every trial's prediction as the
+    loop holds it is still its row's JSON text (nothing wrote into a dict that other trials share)."""
+    loop, _ = sweep(load, tmp_path, slower(2.0), "grid.gbs=[8,16]")   # two trials per batch class
+    again = SweepLoop(loop.cfg, loop.folder, loop.ledger, loop.tracking, loop.allowed, hooks=loop.hooks,
+                      reporter=loop.reporter)
+    again.runner = loop.runner
+    again.run()
+    rows = dict(loop.ledger._db.execute("SELECT config_hash, predicted FROM trials").fetchall())
+    for view in (loop.view, again.view):
+        held = view.trials()
+        parts = [r.predicted["mem_breakdown_gb"] for r in held]
+        assert len({id(p) for p in parts}) < len(parts)     # shared: what this test is about
+        assert {r.config_hash: json.dumps(r.predicted) for r in held} == rows

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-from analysis.logs.families import rows
+from analysis.logs.families import line_around, rows
 from launcher.core.kinds import FailureKind
 
 _DONE = "training finished"
@@ -272,3 +272,44 @@ def epoch_records(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
               if len(seen) >= (EPOCHS_MIN if t not in bare else BARE_EPOCHS_MIN)
               and all(a > b for a, b in zip(seen, seen[1:]))]  # last first: falling
     return max(rising) if rising else None
+
+
+# The run's own last step record names its planned length and has reached it: Megatron-LM / Megatron-DeepSpeed
+# training.py training_log ("iteration       20/      20 | consumed samples: ..."), the shape `iteration|step N/N`.
+_FINAL_STEP = re.compile(r"(?i)\b(?:iteration|iter|step)\s{0,3}[:=]?\s{0,8}(\d{1,9})\s{0,3}/\s{0,8}(\d{1,9})\b")
+
+
+def planned_steps_reached(text: str) -> bool:
+    """Does the log's last `iteration N/M` record have N == M (the run reached the step count it planned)? Not an
+    epoch's count (NeMo 2's "Training epoch 0, iteration 19/19", a bar's "Epoch 0: ... 19/19"): an epoch's end is not
+    the run's."""
+    last = None
+    for match in _FINAL_STEP.finditer(text):
+        if "epoch" not in line_around(text, match.start()).lower():
+            last = match
+    return last is not None and int(last.group(1)) == int(last.group(2)) > 0
+
+
+# Teardown noise (torch.distributed, NCCL): when a finished job's processes exit, the rank that hosts the TCPStore
+# (rank 0) may exit first, and the other ranks' background threads then print, as warnings, that the store went away:
+# c10d TCPStore.cpp "[W...] recvValue failed on SocketImpl(...): Connection reset by peer" (Broken pipe) and
+# ProcessGroupNCCL.cpp's HeartbeatMonitor "Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server
+# has shut down too early)". NCCL's proxy service thread likewise warns "proxy.cc NCCL WARN [Service thread] Accept
+# failed" / "[Proxy Service N] Failed to execute operation Close" while communicators are destroyed (or never
+# destroyed: "destroy_process_group() was not called before program exit"). None of these changes the exit status.
+# A timeout or a watchdog is not noise: a collective that never completes keeps the job from exiting.
+_NOT_NOISE = re.compile(r"(?i)time(?:d)?[ _-]?out|watchdog|abort|terminate called|SIG[A-Z]{2,5}\b")
+
+
+def teardown_noise_line(line: str) -> bool:
+    """May this communication error line be shutdown noise (not a timeout, watchdog or abort)?"""
+    return _NOT_NOISE.search(line) is None
+
+
+def says_finished(text: str) -> bool:
+    """Does the run say it finished: a completion line (COMPLETION) or its last `iteration N/N` record?"""
+    for row in COMPLETION:
+        idx = text.rfind(row.needle)
+        if idx >= 0 and row.matches(line_around(text, idx)):
+            return True
+    return planned_steps_reached(text)

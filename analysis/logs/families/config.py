@@ -101,6 +101,14 @@ QUANTITY = re.compile(
 RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|does(?: not|n't) divide\b|must (?:be|equal|match)|"
                               r"should (?:be|equal|match)|"
                               r"does not match|mismatch|!=|" + REFUSAL)
+# judge18a: a parallel degree or the world size compared with another size by "is less/greater than" (DeepSpeed's
+# Ulysses sequence parallelism, deepspeed/runtime/sequence_parallel/ulysses_sp.py: "world_size ({}) is less than
+# sequence_parallel_size {}"; the same comparison form in process-group set-up checks): a RuntimeError stating that
+# the layout does not fit the job's ranks. Both sides must name a size, one of them the world or a parallel degree.
+PARALLEL_COMPARISON = re.compile(
+    r"(?i)(?:world[ _-]?size|parallel[ _-]?(?:size|degree)|\b(?:" + "|".join(DEGREES) + r")[ _-]?(?:size|degree))"
+    r"\W{0,4}(?:\(?\d{1,7}\)?)?\s{0,2}(?:is|are) (?:less|smaller|greater|larger|bigger) than\b[^\n]{0,40}?"
+    r"(?:size|degree|ranks?|gpus?|devices?)\b")
 # Frames of argument checks and dataset building: a bare `AssertionError` raised there is a configuration error.
 CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "transformer_config.py",
                        "parallel_state.py", "model_parallel_config.py", "training_args.py", "/datasets/",
@@ -200,6 +208,8 @@ def is_config_message(exc_type: str, message: str) -> bool:
     if CONFIG_TYPES.fullmatch(exc_type) is not None:
         return True
     if exc_type == "RuntimeError":
+        if PARALLEL_COMPARISON.search(message) is not None:
+            return True
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
     if FLAG.search(message) or ARGS_FIELD.search(message) or DIRECTIVE.search(message):
@@ -290,6 +300,20 @@ MODEL_MISSING = rows(
                     "'https://huggingface.co/models', make sure you don't have a local directory with the same name.",
      r"Can't load (?:the )?(?:tokenizer|config(?:uration)?|model|weights|feature extractor|(?:image )?processor) "
      r"for '"))
+# judge18a: a tokenizer's own file missing, stated on an exception line as "<tokenizer ...> file doesn't exist / not
+# found" (megatron-core tokenizers/megatron_tokenizer.py: "Tokenizer metadata file doesn't exist. Please, use
+# MegatronTokenizer.write_metadata() ..."; Megatron's and NeMo's tokenizer builders for a vocab, merges or model
+# file that is not at the configured path). The run's inputs, named by the configuration.
+MODEL_MISSING += rows(
+    FailureKind.CONFIG_ERROR, _MODEL_MISSING, "megatron-core tokenizers/megatron_tokenizer.py, Megatron/NeMo tokenizer "
+    "builders (the shape)",
+    ("exist", "AssertionError: Tokenizer metadata file doesn't exist. Please, use MegatronTokenizer.write_metadata() "
+              "method to generate metadata file.",
+     r"(?i)(?:Error|Exception)\s{0,4}:\s{0,4}[^\n]{0,60}\btokenizer[ _-]?(?:metadata|model|vocab(?:ulary)?|merges?|"
+     r"config)?[ _-]?file\b[^\n]{0,120}?(?:does not exist|doesn't exist|do not exist)"),
+    ("found", "FileNotFoundError: tokenizer model file /models/llama/tokenizer.model not found",
+     r"(?i)(?:Error|Exception)\s{0,4}:\s{0,4}[^\n]{0,60}\btokenizer[ _-]?(?:metadata|model|vocab(?:ulary)?|merges?|"
+     r"config)?[ _-]?file\b[^\n]{0,120}?(?:not found|could not be found|cannot be found|is missing)"))
 
 _BUILD_FAILED = "a JIT-built extension failed to compile in this environment (compiler, CUDA toolkit, headers)"
 EXTENSION_BUILD = rows(
@@ -726,7 +750,16 @@ VERSION_REFUSAL = rows(
      r"(?i)(?:Error|Exception|assert)\w{0,20}:?[^\n]{0,100}\bplease (?:re)?launch [^\n]{0,80}(?:torchrun|"
      r"torch\.distributed\.(?:run|launch)|deepspeed|accelerate launch|\w{1,30}-cli|mpirun|srun)"),
     ("recipe '", "ValueError: No perf recipe 'llama3_70b_pretrain_64gpu_h100_bf16_config' found in perf recipe "
-                 "packages", r"\bNo (?:perf )?recipe '[^'\n]{1,200}' found"))
+                 "packages", r"\bNo (?:perf )?recipe '[^'\n]{1,200}' found"),
+    # judge18a: two installed components whose versions must agree, raised as "<a> version [(<v>)] does not match <b>
+    # version [(<w>)]" (flashinfer's import-time check of its flashinfer-cubin and flashinfer-jit-cache wheels against
+    # its own version: "RuntimeError: flashinfer-cubin version does not match flashinfer version", later releases
+    # with the versions in parentheses; the same form as DeepSpeed's op-builder row above). On an exception line,
+    # a version on both sides.
+    ("does not match", "RuntimeError: flashinfer-cubin version (0.6.8.post1) does not match flashinfer version "
+                       "(0.6.9).",
+     r"(?i)(?:Error|Exception)\s{0,4}:[^\n]{0,100}\b[\w.-]{2,40} version\s{0,2}(?:\(?v?\d{1,4}(?:\.[\w]{1,10}){1,4}\)?"
+     r"\s{0,2})?does not match [^\n]{0,60}\bversion\b"))
 
 
 # ---- a DeepSpeed config value left as a string (HF's "auto", a quoted number) and compared with a number inside
@@ -926,7 +959,13 @@ PACKAGE_GUARD = rows(
      r"(?i)(?:Error|Exception)\s{0,4}:[^\n]{0,100}\bfailed to import\b[^\n]{0,200}\binstall"),
     ("pip install", "ImportError: Using `bitsandbytes` 8-bit quantization requires Accelerate: `pip install "
                     "accelerate`", r"(?:ImportError|ModuleNotFoundError|PackageNotFoundError)\s{0,4}:[^\n]{0,300}"
-                                   r"\bpip install\b"))
+                                   r"\bpip install\b"),
+    # judge18a: an optional package's import guard raising "<package> is not installed" (NeMo Automodel's
+    # `ImportError: HybridEP is not installed`, megatron-core's and transformers' `... is not installed. Please
+    # install it with ...`): the environment lacks what the configuration enabled. Only as an ImportError (a warning
+    # saying the same and falling back is not a failure).
+    ("not installed", "ImportError: HybridEP is not installed",
+     r"(?:ImportError|ModuleNotFoundError)\s{0,4}:[^\n]{0,200}\b(?:is|are) not installed\b"))
 
 # The model the configuration names is not reachable with the run's credentials (huggingface_hub utils/_http.py
 # hf_raise_for_status: GatedRepoError "You are trying to access a gated repo.", RepositoryNotFoundError "Repository Not
@@ -938,7 +977,17 @@ HUB_ACCESS = rows(
     ("GatedRepoError", "huggingface_hub.errors.GatedRepoError: 401 Client Error.", r"GatedRepoError\b"),
     ("RepositoryNotFoundError", "huggingface_hub.utils._errors.RepositoryNotFoundError: 401 Client Error. Repository "
                                 "Not Found for url: https://huggingface.co/api/models/acme/llama-9b.",
-     r"RepositoryNotFoundError\b"))
+     r"RepositoryNotFoundError\b"),
+    # judge18a: the model's files asked for offline (HF_HUB_OFFLINE / local_files_only) and not in the local cache:
+    # huggingface_hub file_download.py raises LocalEntryNotFoundError("Cannot find the requested files in the disk
+    # cache and outgoing traffic has been disabled. ..."), transformers utils/hub.py re-raises it as OSError("We
+    # couldn't connect to '{endpoint}' to load the files, and couldn't find them in the cached files. ...").
+    ("outgoing traffic has been disabled", "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested "
+                                           "files in the disk cache and outgoing traffic has been disabled.",
+     r"LocalEntryNotFoundError\b"),
+    ("couldn't find them in the cached files", "OSError: We couldn't connect to 'https://huggingface.co' to load the "
+                                               "files, and couldn't find them in the cached files.",
+     r"(?:OSError|EnvironmentError): We couldn't connect to '[^'\n]{1,200}' to load the files"))
 
 # A version that the code does not run on, stated as "<package> <version> (is) not (yet) supported" (torch/_dynamo's
 # "Python 3.12+ not yet supported for torch.compile", "torch.compile is not supported on Python 3.12+", packages'

@@ -139,6 +139,16 @@ NETWORK = (
             r"(?i)(?:collective|NCCL|operation)\s+time(?:d\s+)?out\b|\btimed out\b|\btiming out\b"),
            ("collective timeout", "[rank3]: NCCL collective timeout on the pipeline-parallel group after 600 s",
             r"(?i)\b(?:NCCL|c10d|WorkNCCL|ProcessGroup\w*|collective)\b[^\n]{0,40}\bcollective timeout\b"))
+    # judge18a: DeepEP's expert-parallel all-to-all (dispatch / combine over NVLink and RDMA) waits for its peers'
+    # tokens; csrc/deep_ep.cpp throws "DeepEP error: timeout (dispatch CPU)" / "(combine CPU)" when the host-side wait
+    # for the receive counts runs out, and the kernels print "DeepEP timeout for dispatch receivers ..." /
+    # "DeepEP timeout for combine senders ...": a peer that never sent, like a collective timeout.
+    + rows(FailureKind.COMM_ERROR, _COMM, "DeepEP csrc/deep_ep.cpp (host wait) and csrc/kernels (device timeouts)",
+           ("DeepEP error: timeout", "RuntimeError: DeepEP error: timeout (dispatch CPU)",
+            r"DeepEP error: timeout \((?:dispatch|combine)\b"),
+           ("DeepEP timeout for", "DeepEP timeout for dispatch receivers, rank 3, responsible_channel = 2, tokens "
+                                  "remained: 17",
+            r"(?<!Warning: )DeepEP timeout for (?:dispatch|combine|notify)"))
     + rows(FailureKind.COMM_ERROR, _COMM, "torch c10d TCPStore / rendezvous / store-based barrier (torch 1.x-2.x)",
            ("connect() timed out", "RuntimeError: connect() timed out."),
            ("store based barrier", "RuntimeError: Timed out initializing process group in store based barrier on "
