@@ -537,6 +537,21 @@ def _compile_target(text: str, start: int) -> Failure | None:
     return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
 
 
+def _shell_script(text: str, start: int) -> Failure | None:
+    """The job script's own shell error (families.config.SHELL_SCRIPT) that ended the script
+    (families.config.script_stopped) before any training progress: the same no-progress test as _compile_target."""
+    if start > 0:
+        return None
+    found = first_match(text, F_CONFIG.SHELL_SCRIPT, start)
+    if found is None or _PROGRESS.search(text, 0, found[0]) is not None \
+            or any(text.find(m, 0, found[0]) >= 0 for m in _RESULT_MARKERS) \
+            or read_records(text[:found[0]]).n_records > 0 \
+            or not F_CONFIG.script_stopped(text, found[0]):  # only when a shell error is found: rare, and bounded
+        return None
+    idx, row = found
+    return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+
+
 def _hydra_target(text: str, start: int) -> Failure | None:
     """Hydra's instantiate wrapping a configuration's error (families.config.hydra_target_error)."""
     pos = F_CONFIG.hydra_target_error(text, start)
@@ -1055,6 +1070,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.VERSION_UNSUPPORTED,
                       start)
         or _compile_target(text, start)
+        or _shell_script(text, start)
         or _hydra_target(text, start)
         or _string_config_value(text, start)
         or _diverged(text, start, losses)

@@ -193,6 +193,14 @@ DIVISIBILITY = re.compile(r"(?i)\bdivisible by\b|\bnot divisible\b|\b(?:a |an )?
 REQUIREMENT_TYPES = ("AssertionError", "ValueError")
 
 
+# judge19: a library naming the value the run chose (quoted) and refusing an option with it ("Template `gemma4` does not
+# support padding free or packing.", ms-swift's argument check; "Model 'xyz' does not support flash attention") is a
+# refused option combination, whatever the option is called: only ValueError / NotImplementedError, the types set-up
+# checks raise (REFUSED_TYPES). An unquoted subject ("this tensor does not support ...") is the program's own object.
+NAMED_REFUSAL = re.compile(r"""[`'"][\w.:/-]{1,80}[`'"] (?:does not|doesn't|do not|don't) support \w""")
+REFUSED_TYPES = ("ValueError", "NotImplementedError")
+
+
 def is_config_message(exc_type: str, message: str) -> bool:
     """Does an exception of this type with this message state a configuration rule that was broken?"""
     exc_type = exc_type[:1].upper() + exc_type[1:]  # a reporter's "valueError" is still a ValueError
@@ -213,6 +221,8 @@ def is_config_message(exc_type: str, message: str) -> bool:
         return RUNTIME_RELATION.search(message) is not None and QUANTITY.search(message) is not None \
             and "CUDA" not in message and "NCCL" not in message
     if FLAG.search(message) or ARGS_FIELD.search(message) or DIRECTIVE.search(message):
+        return True
+    if exc_type in REFUSED_TYPES and NAMED_REFUSAL.search(message) is not None:
         return True
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
 
@@ -1020,3 +1030,35 @@ COMPILE_TARGET = rows(
 VERSION_UNSUPPORTED = rows(
     FailureKind.CONFIG_ERROR, _REFUSAL, "torch/_dynamo (Python version guard); packages' version guards",
     ("supported", "RuntimeError: Python 3.12+ not yet supported for torch.compile", _UNSUPPORTED_VERSION))
+
+# judge19: the job script's own shell errors, which stop a run before it starts. bash prints them as
+# `<script>: line N: <what>` (bash's error.c: report_error / internal_error with the script name and line number;
+# execute_cmd.c "command not found", variables.c / subst.c "unbound variable" under `set -u`, parse.y "syntax error
+# near unexpected token"; the kernel's ENOENT text for a command path that does not exist). The launch environment
+# or the script is wrong, not the training program: config_error, but only when no training progress came before
+# (classify._shell_script), since a script line failing after training is a teardown problem.
+_SHELL_LINE = r"(?m)^(?:[\w.-]{1,60}: )?[^\s:]{1,300}: line \d{1,7}: "
+SHELL_SCRIPT = rows(
+    FailureKind.CONFIG_ERROR, "the job script stopped on a shell error before training", "bash (error.c, "
+    "execute_cmd.c, variables.c, parse.y)",
+    ("unbound variable", "run_pretrain.sh: line 11: LD_LIBRARY_PATH: unbound variable",
+     _SHELL_LINE + r"[A-Za-z_]\w{0,80}(?:\[[^\]\n]{0,40}\])?: unbound variable\s*$"),
+    ("command not found", "/var/spool/slurmd/job4711/slurm_script: line 23: torchrun: command not found",
+     _SHELL_LINE + r"[^\n:]{1,200}: command not found\s*$"),
+    ("No such file or directory", "launch.sh: line 7: /opt/venvs/train/bin/activate: No such file or directory",
+     _SHELL_LINE + r"[^\n:]{1,300}: No such file or directory\s*$"),
+    ("syntax error near unexpected token", "train.sbatch: line 40: syntax error near unexpected token `fi'",
+     _SHELL_LINE + r"syntax error near unexpected token "))
+# After a shell error that stopped the script only the shell's and the scheduler's own lines may follow (bash exits;
+# srun / slurmstepd report the step). A script without `set -e` goes on after its error ("python: command not found"
+# on one line, then the real training's output): then the error did not stop the run and is not its cause.
+_AFTER_STOP = re.compile(_SHELL_LINE[5:] + r"|(?:srun|slurmstepd|sbatch|salloc)(?:\[\d+\])?: |error: |\s*$")
+
+
+def script_stopped(text: str, idx: int) -> bool:
+    """Is the shell error at text[idx] the script's end: every later line the shell's or the scheduler's?"""
+    end = text.find("\n", idx)
+    if end < 0:
+        return True
+    return all(_AFTER_STOP.match(line) is not None for line in text[end + 1:].splitlines()[:200]) \
+        and text.count("\n", end + 1) <= 200
