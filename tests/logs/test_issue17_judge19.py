@@ -61,3 +61,10 @@ def test_a_shell_error_the_script_went_on_after_is_not_the_cause():
     assert _kind(went_on) != "config_error"
     stopped = _UNBOUND + "srun: error: node01: task 0: Exited with exit code 1\n"  # the scheduler's lines may follow
     assert _kind(stopped) == "config_error"
+
+
+def test_each_shell_row_example_alone_is_a_configuration_error():
+    # test_families' harness prints "more output" after each example, which this family reads as the script going on
+    for row in SHELL_SCRIPT:
+        assert row.needle in row.example and _kind(f"start-up output\n{row.example}\n") == "config_error", row.example
+        assert _kind(f"start-up output\n{row.example}\nmore output\n") != "config_error", row.example
