@@ -649,8 +649,12 @@ def _aside_spans(text: str) -> list[tuple[int, int]]:
 
 def _without_asides(text: str) -> str:
     spans = _aside_spans(text) if (_IGNORED in text or "Error" in text or "Exception" in text) else []
-    if not spans:
-        return text
+    return _blanked(text, spans) if spans else text
+
+
+def _blanked(text: str, spans: list[tuple[int, int]]) -> str:
+    """`text` with each (start, end) span of the sorted `spans` turned to spaces (offsets stay where they were); an
+    overlapping span is skipped. A `_Window` stays a window over the same head and tail."""
     parts, done = [], 0
     for start, end in spans:
         if start < done:
@@ -677,21 +681,15 @@ def _without_listed_causes(text: str) -> str:
     idx = text.find(_LISTED_CAUSES)
     if idx < 0:
         return text
-    parts, done = [], 0
+    spans = []
     while idx >= 0:
         end = text.find("\n", idx)
         end = len(text) if end < 0 else end
         later = _LATER_CAUSE.search(text, idx, end)
         if later is not None:
-            parts += [text[done: later.start()], " " * (end - later.start())]
-            done = end
+            spans.append((later.start(), end))
         idx = text.find(_LISTED_CAUSES, end)
-    shown = "".join(parts) + text[done:]
-    if not isinstance(text, _Window):
-        return shown
-    view = _Window(shown)
-    view.head_chars, view.tail_from, view.skipped_lines = text.head_chars, text.tail_from, text.skipped_lines
-    return view
+    return _blanked(text, spans)
 
 
 _KILL_TYPES = ("KeyboardInterrupt", "SystemExit", "SIGTERM", "SignalException")
