@@ -126,3 +126,17 @@ def test_a_new_row_is_a_config_error_on_the_line_the_framework_prints(framework:
 ])
 def test_look_alikes_do_not_match(text: str) -> None:
     assert R.first_raised(text) is None
+
+
+@pytest.mark.parametrize("glue", [("", ""), ("[rank0]: AssertionError: ", " (see docs)"), ("x", "y")])
+def test_a_window_holding_a_templates_anchor_or_lead_tries_that_template(glue: tuple[str, str]) -> None:
+    before, after = glue  # the anchor glued to letters on either side still offers its inner words
+    for tpl in R.templates():
+        for fragment in (tpl.anchor, tpl.lead):
+            if fragment:
+                assert tpl in R._candidates(before + fragment + after), (tpl.text, fragment)
+
+
+def test_a_window_without_a_templates_words_does_not_try_it() -> None:
+    tried = R._candidates("RuntimeError: CUDA error: an illegal memory access was encountered")
+    assert len(tried) < len(R.templates()) // 10

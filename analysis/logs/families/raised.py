@@ -128,7 +128,8 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
     """The earliest error line at or after start that states one of the table's validation messages. Only the
     neighbourhood of error lines is searched (the line before, the line and the two after: a message continued from a
     bare `XError:` line, or wrapped over lines), so a 20 MB log costs one pass for its error lines, not one pass per
-    template (535 templates: ~4 s on 20 MB of binary junk)."""
+    template (535 templates: ~4 s on 20 MB of binary junk). In a window only the templates whose key word it holds
+    are tried (_candidates), so the cost does not grow with the table."""
     for line_start in _error_line_starts(text, start):
         prev_start = text.rfind("\n", max(0, line_start - 2000), max(0, line_start - 1)) + 1 if line_start else 0
         end = line_start
@@ -136,7 +137,7 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
             nxt = text.find("\n", end, end + 2000)
             end = len(text) if nxt < 0 else nxt + 1
         window = text[prev_start:end]
-        for tpl in templates():
+        for tpl in _candidates(window):
             if tpl.anchor in window:
                 hit = _error_hit(text, window, prev_start, tpl)
                 if hit is not None:
@@ -146,6 +147,40 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
                 if hit is not None:
                     return hit, tpl
     return None
+
+
+def _inner_words(fragment: str) -> list[str]:
+    """The words (as _WORD reads them) of a fragment that do not touch its ends: a window that holds the fragment
+    holds each of them as a whole word (a word at an end may be glued to the text beside it)."""
+    return [m.group(0) for m in _WORD.finditer(fragment) if m.start() > 0 and m.end() < len(fragment)]
+
+
+@cache
+def _index() -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """Template numbers by key word (the longest inner word of the anchor, and of the cut-message lead), and the
+    numbers of the templates without one (tried in every window)."""
+    by_word: dict[str, list[int]] = {}
+    always = []
+    for i, tpl in enumerate(templates()):
+        for fragment in (tpl.anchor, tpl.lead):
+            if not fragment:
+                continue
+            words = _inner_words(fragment)
+            if words:
+                by_word.setdefault(max(words, key=len), []).append(i)
+            else:
+                always.append(i)
+    return {w: tuple(v) for w, v in by_word.items()}, tuple(always)
+
+
+def _candidates(window: str) -> list[Template]:
+    """The templates, in table order, whose anchor or lead may be in `window` (every one whose anchor or lead is)."""
+    by_word, always = _index()
+    numbers = set(always)
+    for word in set(_WORD.findall(window)):
+        numbers.update(by_word.get(word, ()))
+    rows = templates()
+    return [rows[i] for i in sorted(numbers)]
 
 
 _ERROR_NEEDLES = ("Error", "Exception", "assert", "ERROR", "FATAL", "CRITICAL", "failed")
