@@ -259,7 +259,9 @@ def _rate_role(key: str, unit: str) -> str | None:
     role = None
     last = key.split()[-1] if key else ""
     per_unit = last.split("/")
-    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "it/s", "its", "steps/s", "step/s", "updates/s") or (
+    # "bps": batches (optimizer steps) per second (OLMo-core's speed monitor: 1 / step time)
+    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "bps", "it/s", "its", "steps/s", "step/s",
+                                                    "updates/s") or (
             len(per_unit) == 2 and per_unit[0] in _STEP_NOUNS and per_unit[1] in ("s", "sec", "second")) or (
             ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
         role = "steps"
@@ -312,6 +314,10 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
         return "batch", "samples"
     if _is(key, "wpb", "tokens per batch", "tokens per step", "tpb"):
         return "batch", "tokens"
+    if "/" in key.strip("/"):  # a metric path (OLMo's "throughput/device/TPS", "train/CE loss"): segments are words
+        role = _role_of(key.replace("/", " "), unit)
+        # not a time: a path's time has no unit (Composer's "time/train" is in hours) or counts ("time/batch: 12")
+        return role if role[0] in ("rate", "tflops", "mfu", "loss", "mem") else ("", None)
     return "", None
 
 
