@@ -128,6 +128,15 @@ CASES = (
     Case("accelerate nlp_example", "huggingface/accelerate examples/nlp_example.py@16cb6eb80dd9 line 188 (one "
          "metrics line per epoch, no step record: healthy, no step time)",
          "".join(f"epoch {e}: {{'accuracy': 0.{78 + e}, 'f1': 0.{85 + e}}}\n" for e in range(3)), "ok", None),
+    Case("Composer progress bar", "mosaicml/composer composer/loggers/progress_bar_logger.py@6405188805a0 lines "
+         "222-265 (bar_format desc + l_bar + r_bar; unit 'ba', batches: a training step)",
+         "".join(f"\rtrain          Epoch   0:  {n}%|#####                    | {n}/100 [00:{n * 2 // 5:02d}<00:36,  "
+                 f"2.50ba/s, loss/train/total=2.3100]" for n in range(10, 100, 10)) + "\n", "ok", 0.4),
+    Case("Composer progress bar, s/ba", "mosaicml/composer composer/loggers/progress_bar_logger.py@6405188805a0 "
+         "(tqdm turns the rate to seconds per unit below 1 per second)",
+         "".join(f"\rtrain                         Batch   {n}:  {n}%|#####                    | {n}/100 "
+                 f"[{n * 3 // 60:02d}:{n * 3 % 60:02d}<04:30,  3.00s/ba, loss/train/total=2.3100]"
+                 for n in range(10, 100, 10)) + "\n", "ok", 3.0),
     Case("NeMo-RL GRPO", "NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py@7ea279abfbeb lines 2818, 3721-3734",
          _lines(_NEMO_RL, range(1, 6)), "ok", 45.03),
 )
