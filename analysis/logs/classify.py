@@ -1248,7 +1248,7 @@ def _stalled(text: str, verdict: Failure) -> Failure:
                  or _ends_with_config_rule(text)
                  or _liveness_only_tail(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
-        found = _interrupted_while_stalled(text, verdict) or _stopped_by_hand(text, verdict)
+        found = _stopped_by_hand(text, verdict) or _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
         found = (_liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
                  or _stopped_by_hand(text, verdict))
@@ -1423,7 +1423,7 @@ def _stopped_by_hand(text: str, verdict: Failure) -> Failure | None:
     line_start = text.rfind("\n", 0, idx) + 1
     if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:
         return None  # the failure stands above the interrupt: it is the cause
-    before = text[max(0, line_start - 20_000): line_start].rstrip().rsplit("\n", 1)[-1].strip()
+    before = _line_before_interrupt(text, line_start)
     if not before or not (is_step_record(before) or _has_progress(before, 0)):
         return None
     total = _STEP_OF_TOTAL.search(before)
@@ -1431,6 +1431,25 @@ def _stopped_by_hand(text: str, verdict: Failure) -> Failure | None:
         return None  # the last step was the planned last one: interrupted at teardown
     return _failure(FailureKind.CANCELLED, f"stopped by hand (an interrupt right after a step record, no line saying "
                                            f"training finished): {before[:140]}", _evidence(text, line_start))
+
+
+_TRACEBACK_BODY = ("Traceback (most recent call last)", "During handling of the above exception",
+                   "The above exception was the direct cause")
+
+
+def _line_before_interrupt(text: str, line_start: int) -> str:
+    """The last non-blank line above the interrupt's line (at `line_start`), above the traceback that the interrupt
+    ends when there is one (a KeyboardInterrupt raised in the training loop: the frames are where Python was, the line
+    above them what the run was doing)."""
+    window = text[max(0, line_start - 20_000): line_start]
+    header = window.rfind(_TRACEBACK_BODY[0])
+    if header >= 0:
+        cut = window.rfind("\n", 0, header) + 1
+        body = window[cut:].splitlines()
+        if all(not ln.strip() or ln[0] in " \t" or ln.lstrip("^C").startswith(_TRACEBACK_BODY)
+               or _EXCEPTION.match(ln) for ln in body):
+            window = window[:cut]
+    return window.rstrip().rsplit("\n", 1)[-1].strip()
 
 
 def _ctrl_c_echo(text: str) -> int:

@@ -37,6 +37,7 @@ def test_the_batch18_run_stopped_by_hand_while_healthy_is_cancelled():
 
 def test_an_interrupt_right_after_a_step_before_the_planned_end_is_cancelled():
     assert _kind(_steps(10) + _ZSH_EXIT) == "cancelled"
+    assert _kind(_steps(10) + _KEYBOARD) == "cancelled"  # the frames of the loop it stopped are skipped back over
     assert _kind(_steps(10)) == "ok"  # the same steps without the interrupt: a healthy log
 
 
@@ -55,3 +56,7 @@ def test_an_interrupt_far_above_the_end_is_not_this_rule():
     early = _steps(10, last=2) + "KeyboardInterrupt\n" + "".join(
         _STEP.format(n=n, total=100_000, c=16 * n) for n in range(3, 400))
     assert _kind(early) == "ok"
+
+
+def test_a_keyboard_interrupt_traceback_after_a_line_that_is_not_a_step_stays_a_hang():
+    assert _kind("building datasets ...\n" + _KEYBOARD) == "hang"
