@@ -1446,7 +1446,7 @@ def _line_before_interrupt(text: str, line_start: int) -> str:
     if header >= 0:
         cut = window.rfind("\n", 0, header) + 1
         body = window[cut:].splitlines()
-        if all(not ln.strip() or ln[0] in " \t" or ln.lstrip("^C").startswith(_TRACEBACK_BODY)
+        if all(not ln.strip() or ln[0] in " \t" or ln.removeprefix("^C").startswith(_TRACEBACK_BODY)
                or _EXCEPTION.match(ln) for ln in body):
             window = window[:cut]
     return window.rstrip().rsplit("\n", 1)[-1].strip()
