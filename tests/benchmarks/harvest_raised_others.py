@@ -12,8 +12,8 @@ in them only the validation paths: functions whose name the source's pattern acc
 level code counts as `<module>`, an argparse script's checks). Each `raise XError(<message>)` and
 `assert cond, <message>` whose message is a string, an f-string, a `"...".format(...)` or a `"..." % (...)` becomes a
 template: its literal text, `{}` for every field. Left out: import/file errors (an environment's, not a
-configuration's), templates with fewer than raised.MIN_WORDS fixed words, those already in another table, and those
-found in a healthy fixture log (tests/fixtures INDEX.tsv rows of kind ok). Each row records `path@commit` (12 hex).
+configuration's), templates with fewer than raised.MIN_WORDS fixed words or without a distinctive word (GENERIC),
+those already in another table, and those found in a healthy fixture log (tests/fixtures INDEX.tsv rows of kind ok). Each row records `path@commit` (12 hex).
 """
 
 from __future__ import annotations
@@ -215,8 +215,21 @@ def healthy_texts(fixtures: Path = FIXTURES) -> list[str]:
     return out
 
 
+# Words of any validation message: a template needs an identifier (a word with `_`) or two words besides these, or it
+# reads on a crash's line as well ("dtype {} not supported", "precision {} is not supported").
+GENERIC = {"not", "supported", "support", "supports", "must", "one", "got", "the", "and", "for", "with", "only",
+           "requires", "require", "range", "out", "positive", "negative", "cannot", "Please", "please", "specify",
+           "provide", "instance", "Model", "model", "precision", "strategy", "dtype", "are", "has", "was", "least",
+           "greater", "than", "less", "should", "value", "invalid", "Invalid", "type", "set", "use", "when", "can"}
+
+
+def distinctive(text: str) -> bool:
+    words = [w for part in text.split("{}") for w in re.findall(r"[A-Za-z_]{3,}", part)]
+    return any("_" in w.strip("_") for w in words) or sum(w not in GENERIC for w in words) >= 2
+
+
 def keep(text: str, known: set[str], healthy: list[str]) -> bool:
-    if R.fixed_words(text) < R.MIN_WORDS or text in known:
+    if R.fixed_words(text) < R.MIN_WORDS or text in known or not distinctive(text):
         return False
     anchor, pattern = R._anchor(text), R.compile_template(text)
     return not any(anchor in log and pattern.search(log) for log in healthy)

@@ -57,6 +57,8 @@ class Args:
             raise ImportError("please install the flash attention package first")
         if self.d:
             raise ValueError("bad value")
+        if self.f:
+            raise ValueError(f"dtype {self.dtype} is not supported")
         if self.e:
             raise Boom("the " + self.name + " plugin cannot be combined with zero stage three")
 
@@ -79,8 +81,8 @@ def test_the_harvester_reads_validation_paths_of_a_made_up_tree(tmp_path: Path) 
         ("Acme", "acme/args.py@0123456789ab", "tensor_parallel_size ({}) cannot exceed the world size {}"),
         ("Acme", "acme/args.py@0123456789ab", "micro batch {} does not divide global batch {}"),
         ("Acme", "acme/args.py@0123456789ab", "optimizer {} is not supported with offload {}"),
-    ]  # not: the known assert, ImportError (the environment), "bad value" (2 words), the healthy log's words,
-    #      the forward pass's runtime assert
+    ]  # not: the known assert, ImportError (the environment), "bad value" (2 words), "dtype {} is not supported"
+    #      (no distinctive word: a crash's line says as much), the healthy log's words, the forward pass's assert
 
 
 def test_template_of_turns_fields_into_braces() -> None:
@@ -116,3 +118,16 @@ def test_a_new_row_is_a_config_error_on_an_error_line(line: str) -> None:
 ])
 def test_look_alikes_do_not_match(line: str) -> None:
     assert R.first_raised("loading\n" + line + "\n") is None
+
+
+@pytest.mark.parametrize("text", [
+    "x\nValueError: train_batch_size (8) must be >= actor.ppo_mini_batch_size (16)\n",
+    "AssertionError: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+    "gradient_acc_step * world_size 96 != 4 * 2 * 8\n",
+    "ERROR: `use_llama_pro` is only valid for Freeze or LoRA\n",  # cut: the lead's words only
+    "RuntimeError: precision bf16-mixed is not supported on this device\n",
+])
+def test_the_word_index_tries_what_every_template_would(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    indexed = R.first_raised(text)
+    monkeypatch.setattr(R, "_candidates", lambda window: list(R.templates()))
+    assert R.first_raised(text) == indexed

@@ -150,7 +150,7 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
             nxt = text.find("\n", end, end + 2000)
             end = len(text) if nxt < 0 else nxt + 1
         window = text[prev_start:end]
-        for tpl in templates():
+        for tpl in _candidates(window):
             if tpl.anchor in window:
                 hit = _error_hit(text, window, prev_start, tpl)
                 if hit is not None:
@@ -160,6 +160,44 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
                 if hit is not None:
                     return hit, tpl
     return None
+
+
+# A template's key: the longest word (3+ letters) standing whole inside its anchor, or inside its lead for a cut
+# message. A window where the template can hit holds that word as one of its own words (_TOKEN's runs are maximal), so
+# only the templates keyed by the window's words are tried: with two tables (1,300+ templates), trying each anchor on
+# every window cost 5.0 -> 6.7 s on 20 MB of binary junk.
+_TOKEN = re.compile(r"[A-Za-z_]{3,}")
+
+
+def _inner_word(fragment: str) -> str:
+    """The longest _TOKEN run of `fragment` not at its edges (an edge word may be part of a longer word in a log)."""
+    words = [m.group() for m in _TOKEN.finditer(fragment) if m.start() > 0 and m.end() < len(fragment)]
+    return max(words, key=len, default="")
+
+
+@cache
+def _index() -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """Templates by key word (their positions in templates()), and those with no key: always tried."""
+    by_word: dict[str, list[int]] = {}
+    always = []
+    for i, tpl in enumerate(templates()):
+        keys = {_inner_word(tpl.anchor)} | ({_inner_word(tpl.lead)} if tpl.lead else set())
+        if "" in keys:
+            always.append(i)
+            continue
+        for key in keys:
+            by_word.setdefault(key, []).append(i)
+    return {k: tuple(v) for k, v in by_word.items()}, tuple(always)
+
+
+def _candidates(window: str) -> list[Template]:
+    """The templates that can hit in `window`, in table order."""
+    by_word, always = _index()
+    found = set(always)
+    for word in set(_TOKEN.findall(window)):
+        found.update(by_word.get(word, ()))
+    rows = templates()
+    return [rows[i] for i in sorted(found)]
 
 
 _ERROR_NEEDLES = ("Error", "Exception", "assert", "ERROR", "FATAL", "CRITICAL", "failed")
