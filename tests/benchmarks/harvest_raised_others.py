@@ -83,6 +83,7 @@ SOURCES = (
     Source("ms-swift", "modelscope/ms-swift",
            ("swift/arguments/*.py", "swift/arguments/*/*.py", "swift/megatron/arguments/*.py",
             "swift/trainers/arguments.py", "swift/rlhf_trainers/arguments.py"), r".*"),
+    Source("ms-swift", "modelscope/ms-swift", ("swift/pipelines/train/*.py",), r"__init__|_prepare"),  # set-up
     Source("ColossalAI", "hpcaitech/ColossalAI",
            ("colossalai/booster/plugin/*.py", "colossalai/booster/booster.py"),
            r"__init__|configure|_check|check|validate|setup"),
