@@ -6,6 +6,9 @@ Megatron-LM validate_args and megatron/core `*_config.py` __post_init__ checks, 
 DeepSpeed runtime/config.py, zero/config.py, offload_config.py and engine.py optimizer checks,
 Megatron-DeepSpeed arguments.py and Transformer Engine's attention-backend refusal, not from the logs it is tested
 on. Templates with fewer than MIN_WORDS fixed words, or that occur in a healthy fixture log, were left out.
+Every raised_messages*.tsv beside this module is read (in name order, same columns): raised_messages_others.tsv holds
+the checks of the trainers run beside them (transformers, accelerate, TRL, PEFT, Lightning, torchtitan, veRL,
+OpenRLHF, LLaMA-Factory, ms-swift, ColossalAI), written by tests/benchmarks/harvest_raised_others.py.
 
 Matching: each template compiles once into a regex of its fixed words (whitespace-tolerant, fields as short
 wildcards); the longest fixed fragment is its anchor. Only the neighbourhood of error lines (an exception, an assert,
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-TABLE = Path(__file__).with_name("raised_messages.tsv")
+TABLE = Path(__file__).with_name("raised_messages.tsv")  # the first table; every raised_messages*.tsv beside it is read
 MIN_WORDS = 3  # fixed words (3+ letters) a template needs to be evidence
 _FIELD = "{}"
 _WORD = re.compile(r"[A-Za-z_]{3,}")
@@ -72,17 +75,28 @@ def _anchor(text: str) -> str:
     return max((p.strip() for p in text.split(_FIELD)), key=len)
 
 
+def tables(folder: Path = TABLE.parent) -> list[Path]:
+    """Every raised_messages*.tsv in `folder`, sorted by name: one table per harvest (the four frameworks',
+    the other trainers'), same columns, so each can be regenerated on its own."""
+    return sorted(folder.glob("raised_messages*.tsv"))
+
+
+def read_tables(paths: list[Path]) -> tuple[Template, ...]:
+    out = []
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line or line.startswith("#") or line.startswith("framework\t"):
+                continue
+            framework, source, text = line.split("\t")
+            lead = _lead(text)
+            out.append(Template(framework, source, text, _anchor(text), compile_template(text), lead,
+                                max(lead.split(), key=len) if lead else ""))
+    return tuple(out)
+
+
 @cache
 def templates() -> tuple[Template, ...]:
-    out = []
-    for line in TABLE.read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith("#") or line.startswith("framework\t"):
-            continue
-        framework, source, text = line.split("\t")
-        lead = _lead(text)
-        out.append(Template(framework, source, text, _anchor(text), compile_template(text), lead,
-                            max(lead.split(), key=len) if lead else ""))
-    return tuple(out)
+    return read_tables(tables())
 
 
 def _lead(text: str) -> str:
