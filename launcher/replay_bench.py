@@ -76,6 +76,8 @@ class Case:
     draw: int = -1            # perturbed truths: the draw number (-1: measured)
     residual_model: Optional[ResidualModel] = None
     """The search's residual model (None: launcher.plan.residuals.MODEL); with_prior_sds sets it."""
+    pick_only: bool = False
+    """residual_model for the pick alone; the stop rule and the checks keep launcher.plan.residuals.MODEL."""
 
 
 @dataclass
@@ -214,11 +216,11 @@ def residual_sets(cases: Sequence[Case]) -> list[ResidualSet]:
     return out
 
 
-PRIOR_SDS_MODES = ("flat", "logo", "all", "logo-shape", "all-shape")
+PRIOR_SDS_MODES = ("flat", "logo", "all", "logo-shape", "all-shape", "logo-pick", "all-pick")
 """with_prior_sds: the residual model's a-priori sds as they are (flat: launcher.plan.residuals.MODEL), fitted
 without the case's own source group (logo), or fitted on every group (all: in sample for measured tables);
 '-shape': the fitted per-dimension sds rescaled to the flat value sd on average, the flat offset sd
-(PriorSds.model's shape_only)."""
+(PriorSds.model's shape_only); '-pick': for the pick alone (the stop rule keeps the flat sds)."""
 
 
 def with_prior_sds(cases: Sequence[Case], mode: str, fits: Optional[dict[str, PriorSds]] = None,
@@ -242,7 +244,8 @@ def with_prior_sds(cases: Sequence[Case], mode: str, fits: Optional[dict[str, Pr
     out = []
     for c in cases:
         fit = fits.get(c.group, everything) if mode.startswith("logo") else everything
-        out.append(replace(c, residual_model=fit.model(base, shape_only=mode.endswith("-shape"))))
+        out.append(replace(c, residual_model=fit.model(base, shape_only=mode.endswith("-shape")),
+                           pick_only=mode.endswith("-pick")))
     return out
 
 
@@ -357,8 +360,9 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             result.trials[strategy] = len(case.sweep.rows)
             continue
         runs_all = strategy in ("oracle", "exhaustive", "calibrated")
+        model, pick_model = _models(case)
         r = replay_sweep(case.sweep, strategy, costs=case.costs, prior=case.prior, until_found=runs_all,
-                         steady_stop=steady_stop, policy=policy, residual_model=case.residual_model)
+                         steady_stop=steady_stop, policy=policy, residual_model=model, pick_model=pick_model)
         result.to_within[strategy] = r.gpu_hours_to_within_2pct
         result.spent[strategy] = r.gpu_hours_to_within_2pct if strategy == "oracle" else (
             exhaustive if runs_all else r.gpu_hours)
@@ -368,6 +372,12 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             result.calibration = r.calibration
             result.gaps = gaps(r.steps, _within_of(case.sweep))
     return result
+
+
+def _models(case: Case) -> tuple[Optional[ResidualModel], Optional[ResidualModel]]:
+    """replay_sweep's residual_model and pick_model for a case: its own model for the pick and the stop rule, or
+    for the pick alone."""
+    return (None, case.residual_model) if case.pick_only else (case.residual_model, None)
 
 
 GAP_KINDS = ("first pick", "out of memory", "stopped early", "measured, not within 2 %", "the within-2 % one")
@@ -552,9 +562,10 @@ def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLIC
     """The calibration a finished adaptive search of `small` leaves (as plan.prior_from reads calibration.json);
     `calibration`: that search's, already replayed (evaluate keeps it), else it is replayed here."""
     if calibration is None:
+        model, pick_model = _models(small)
         calibration = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior,
-                                   steady_stop=steady_stop, policy=policy,
-                                   residual_model=small.residual_model).calibration
+                                   steady_stop=steady_stop, policy=policy, residual_model=model,
+                                   pick_model=pick_model).calibration
     base = (small.prior or prior_for(small.sweep)).constants
     if calibration is None:
         raise ValueError(f"{small.sweep.name}: the adaptive replay left no calibration to transfer")
@@ -583,8 +594,9 @@ def evaluate_transfer(small: Case, large: Case, steady_stop: bool = True, policy
         shares.append(known[1].share("adaptive"))
         regrets.append(known[1].regret["adaptive"])
     for start in ((prior,) if known else (large.prior, prior)):
+        model, pick_model = _models(large)
         r = replay_sweep(large.sweep, "adaptive", costs=large.costs, prior=start, steady_stop=steady_stop,
-                         policy=policy, residual_model=large.residual_model)
+                         policy=policy, residual_model=model, pick_model=pick_model)
         shares.append(1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct /
                       r.exhaustive_gpu_hours)
         regrets.append(r.final_regret)

@@ -10,6 +10,7 @@ import pytest
 from launcher import replay_bench as rb
 from launcher.plan.prior_sds import PriorSds
 from launcher.plan.residuals import ResidualModel
+from launcher.replay import replay_sweep
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "replay"
 TABLES = ("cpu_tiny_r1.csv", "h100_gpu2_g17.csv")
@@ -53,3 +54,17 @@ def test_the_replay_uses_the_cases_residual_model():
                                                                                       ("tp", "pp", "mbs", "dp")})})[0],
                        ("adaptive",))
     assert flat.trials["adaptive"] != wide.trials["adaptive"] or flat.to_within != wide.to_within
+
+
+def test_pick_only_leaves_the_stop_rule_on_the_flat_model():
+    case = rb.corpus([DATA / TABLES[0]])[0]
+    picked = rb.with_prior_sds([case], "logo-pick", fits())[0]
+    assert picked.pick_only and rb._models(picked) == (None, picked.residual_model)
+    both = rb.with_prior_sds([case], "logo", fits())[0]
+    assert rb._models(both) == (both.residual_model, None)
+    plain = replay_sweep(case.sweep, costs=case.costs)
+    same = replay_sweep(case.sweep, costs=case.costs, pick_model=ResidualModel())   # the flat model for the pick
+    assert [s.key for s in same.steps] == [s.key for s in plain.steps]
+    wide = ResidualModel(offset_sd=3.0, dimension_sds=tuple((d, 3.0) for d in ("tp", "pp", "dp", "mbs")))
+    assert [s.key for s in replay_sweep(case.sweep, costs=case.costs, pick_model=wide).steps] != \
+        [s.key for s in plain.steps]
