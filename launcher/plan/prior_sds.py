@@ -15,6 +15,7 @@ replays a group's sweeps with those sds (launcher.replay_bench.with_prior_sds), 
 
     {"generated_by": ..., "definition": ..., "sweeps": {group: [sweep names]},
      "all": FIT, "leave_one_group_out": {group: FIT fitted without that group}}
+    and "one_group": {group: FIT on that group alone}
     FIT = {"offset_sd": s, "noise_sd": s, "value_sds": {dimension: s}, "log_likelihood": ll, "n_sweeps": n,
            "n_trials": n}
 
@@ -203,18 +204,24 @@ def shipped(group: Optional[str] = None, path: Path = PRIOR_SDS_FILE) -> Optiona
 
 
 def summary(data: Mapping[str, Any]) -> str:
-    """The fits side by side: one row per sd, one column for all groups and one per group left out."""
-    fits = {"all": PriorSds.from_json(data["all"])}
-    fits.update({f"w/o {g}": PriorSds.from_json(f) for g, f in data["leave_one_group_out"].items()})
+    """The fits side by side: on all groups and each group left out, then each group alone (which dimensions the
+    estimator misses most, source by source); one row per sd."""
+    left = {"all": PriorSds.from_json(data["all"])}
+    left.update({f"w/o {g}": PriorSds.from_json(f) for g, f in data["leave_one_group_out"].items()})
+    alone = {f"only {g}": PriorSds.from_json(f) for g, f in data.get("one_group", {}).items()}
+    return "\n\n".join(_table(fits) for fits in (left, alone) if fits)
+
+
+def _table(fits: Mapping[str, PriorSds]) -> str:
     dims = [d for d in DIMENSIONS if any(d in f.value_sds for f in fits.values())]
     heads = [k.replace("published/", "") for k in fits]
-    lines = [f"{'sd (log)':<22}" + "".join(f"{h[:16]:>17}" for h in heads)]
+    lines = [f"{'sd (log)':<18}" + "".join(f"{h[:15]:>16}" for h in heads)]
     rows: list[tuple[str, list[Optional[float]]]] = [("offset", [f.offset_sd for f in fits.values()]),
                                                      ("noise", [f.noise_sd for f in fits.values()])]
     rows += [(d, [f.value_sds.get(d) for f in fits.values()]) for d in dims]
     for label, cells in rows:
-        lines.append(f"{label:<22}" + "".join(f"{'-':>17}" if c is None else f"{c:>17.3f}" for c in cells))
-    lines.append(f"{'sweeps / trials':<22}" + "".join(f"{f'{f.n_sweeps} / {f.n_trials}':>17}" for f in fits.values()))
+        lines.append(f"{label:<18}" + "".join(f"{'-':>16}" if c is None else f"{c:>16.3f}" for c in cells))
+    lines.append(f"{'sweeps / trials':<18}" + "".join(f"{f'{f.n_sweeps} / {f.n_trials}':>16}" for f in fits.values()))
     return "\n".join(lines)
 
 
@@ -227,4 +234,5 @@ def build(sets: Sequence[ResidualSet], balance: bool = BALANCE) -> dict[str, Any
                           "launcher.plan.residuals' additive model, one draw of the offset and effects per sweep; "
                           "leave_one_group_out[g] is fitted without group g's sweeps",
             "balance": balance, "sweeps": sweeps, "all": fit(sets, balance=balance).to_json(),
-            "leave_one_group_out": {g: f.to_json() for g, f in leave_one_group_out(sets, balance).items()}}
+            "leave_one_group_out": {g: f.to_json() for g, f in leave_one_group_out(sets, balance).items()},
+            "one_group": {g: fit([s for s in sets if s.group == g]).to_json() for g in sorted(sweeps)}}

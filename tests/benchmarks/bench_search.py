@@ -4,6 +4,7 @@ the best, against its baselines in the same run, on every measured replay table 
     python tests/benchmarks/bench_search.py             # everything, 3 perturbed draws per grid (95 % CIs printed)
     python tests/benchmarks/bench_search.py --quick     # 2 draws per grid
     python tests/benchmarks/bench_search.py --list      # and every sweep's shares
+    python tests/benchmarks/bench_search.py --prior-sds logo   # search12's per-dimension prior sds (not adopted)
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the

@@ -70,6 +70,8 @@ VARIANTS = {
     # measured table replayed with the sds fitted without its own source group; perturbed truths with the fit on all
     "now, prior sds per dimension (LOGO)": (POLICY, True, "logo"),
     "now, prior sds per dimension (all groups, in sample)": (POLICY, True, "all"),
+    "now, prior sds per dimension (LOGO), pick only": (POLICY, True, "logo-pick"),
+    "now, prior sds per dimension (LOGO), shape only": (POLICY, True, "logo-shape"),
 }
 
 
@@ -108,7 +110,7 @@ def main(argv=None) -> int:
         mode = model[0] if model and isinstance(model[0], str) else "flat"    # prior sds (rb.with_prior_sds)
         residuals.MODEL = model[0] if model and mode == "flat" else ResidualModel()    # the workers fork with it
         ms = rb.with_prior_sds(cases, mode, path=args.prior_sds_file)
-        ts = rb.with_prior_sds(truths, "flat" if mode == "flat" else "all", path=args.prior_sds_file)
+        ts = rb.with_prior_sds(truths, mode.replace("logo", "all"), path=args.prior_sds_file)   # no measured error
         with multiprocessing.Pool(args.jobs) as pool:
             started = time.perf_counter()
             m = headline(pool.map(_one, [(c, policy, steady) for c in ms], chunksize=1))

@@ -95,10 +95,11 @@ def test_per_dimension_sds_set_the_prior_and_empirical_bayes_scales_them_togethe
 def test_shipped_table_has_a_leave_out_fit_per_group_and_a_fit_on_all():
     data = prior_sds.load()
     assert data["generated_by"] == prior_sds.GENERATED_BY
-    assert set(data["leave_one_group_out"]) == set(data["sweeps"])
+    assert set(data["leave_one_group_out"]) == set(data["sweeps"]) == set(data["one_group"])
     every = prior_sds.shipped()
     assert every is not None and every.n_sweeps == sum(len(v) for v in data["sweeps"].values())
     for group, names in data["sweeps"].items():
         left = prior_sds.shipped(group)
         assert left is not None and left.n_sweeps == every.n_sweeps - len(names)
+        assert data["one_group"][group]["n_sweeps"] == len(names)
     assert isinstance(PriorSds.from_json(data["all"]).model(), ResidualModel)
