@@ -185,7 +185,8 @@ class ResidualModel:
     dimension_sds: tuple[tuple[str, float], ...] = ()
     """(dimension, prior sd of one of its values' effects) at value_sd = VALUE_SD, learned across sweeps
     (launcher.plan.prior_sds); a dimension not listed has value_sd. The empirical Bayes refit (fitted) scales them
-    all by one factor, value_sd / VALUE_SD."""
+    all by one factor, value_sd / VALUE_SD. Not adopted (docs/search.md, search12: fitted without the replayed
+    table's own source group, 8 sweeps worse than plan order instead of 5): an option, empty."""
 
     def __post_init__(self) -> None:
         if not self.unidentified_scale > 0:   # a prior variance of 0 has no precision: identified_only drops them
