@@ -1,93 +1,14 @@
-"""families.harvest: raised_messages.tsv rows harvested from the validation code of Megatron-LM, DeepSpeed,
-Megatron-DeepSpeed, NeMo (with Megatron-Bridge, NeMo-RL, Automodel); the new rows matched on the lines the frameworks
-print, and not on look-alikes."""
+"""raised_messages.tsv rows harvested (families.harvest; its own tests are in test_harvest.py) from the validation
+code of Megatron-LM, DeepSpeed, Megatron-DeepSpeed, NeMo (with Megatron-Bridge, NeMo-RL, Automodel): matched on the
+lines the frameworks print, and not on look-alikes."""
 
 from __future__ import annotations
-
-import fnmatch
-import subprocess
-from pathlib import Path
 
 import pytest
 
 from analysis.logs.classify import classify
-from analysis.logs.families import harvest as H
 from analysis.logs.families import raised as R
 from launcher.core.kinds import FailureKind
-
-# A made-up framework: a config module, a module whose set-up function validates and whose step function asserts at
-# run time, and a file outside the listed sources.
-_CONFIG = '''
-from dataclasses import dataclass
-
-@dataclass
-class ParallelConfig:
-    tp: int = 1
-    def __post_init__(self):
-        assert self.world % self.tp == 0, f"world size ({self.world}) is not divisible by tp ({self.tp})"
-        if self.pp < 1:
-            raise ValueError("pipeline parallel size must be at least %d, got %s" % (1, self.pp))
-        if self.ep:
-            raise NotImplementedError("expert parallelism with {} is not supported for {name}".format(1, name=2))
-        if self.cp:
-            raise ValueError("context parallel " + "requires sequence packing, got " + str(self.cp))
-        assert self.ok, "bad"  # too few words to be evidence
-        assert self.ok, msg  # a message that is all field
-'''
-_ENGINE = '''
-class Engine:
-    def _configure_optimizer(self):
-        raise RuntimeError(f"ZeRO offload requires a CPU optimizer, got {self.opt}")
-    def step(self):
-        assert self.buffer.numel() == self.size, "flat buffer size does not match the partition size"
-'''
-
-
-def _repo(tmp_path: Path) -> Path:
-    files = {"fw/config.py": _CONFIG, "fw/engine.py": _ENGINE, "fw/kernels.py": _ENGINE}
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
-    subprocess.run([*git[:3], "init", "-q"], check=True)
-    subprocess.run([*git, "add", "."], check=True)
-    subprocess.run([*git, "commit", "-qm", "x"], check=True)
-    return tmp_path
-
-
-def test_the_harvester_reads_only_the_validation_code_and_writes_templates(tmp_path: Path) -> None:
-    repo = _repo(tmp_path)
-    rows = H.harvest_repo("Toy", repo, sources=[("fw/*config.py", None), ("fw/engine.py", r"_configure\w*")])
-    commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"], check=True,
-                            capture_output=True, text=True).stdout.strip()
-    assert [(r.source, r.template, r.function) for r in rows] == [
-        (f"fw/config.py@{commit}", "world size ({}) is not divisible by tp ({})", "__post_init__"),
-        (f"fw/config.py@{commit}", "pipeline parallel size must be at least {}, got", "__post_init__"),
-        (f"fw/config.py@{commit}", "expert parallelism with {} is not supported for", "__post_init__"),
-        (f"fw/config.py@{commit}", "context parallel requires sequence packing, got", "__post_init__"),
-        (f"fw/engine.py@{commit}", "ZeRO offload requires a CPU optimizer, got", "_configure_optimizer"),
-    ]  # not the run-time assert in step(), nor kernels.py, nor the short or all-field messages
-
-
-def test_new_rows_leave_out_tabled_templates_and_words_a_healthy_log_prints(tmp_path: Path) -> None:
-    rows = H.harvest_repo("Toy", _repo(tmp_path), sources=[("fw/config.py", None)])
-    healthy = ["step 10 | loss 2.3\n[INFO] context parallel requires sequence packing, got 2 (packing on)\n"]
-    kept = H.new_rows(rows, {"world size ({}) is not divisible by tp ({})"}, healthy)
-    assert [r.template for r in kept] == ["pipeline parallel size must be at least {}, got",
-                                          "expert parallelism with {} is not supported for"]
-
-
-def test_every_harvested_row_of_a_listed_framework_comes_from_a_listed_validation_file() -> None:
-    for tpl in R.templates():
-        if tpl.framework in H.SOURCES:
-            path = tpl.source.rsplit("@", 1)[0]
-            assert any(fnmatch.fnmatch(path, glob) for glob, _ in H.SOURCES[tpl.framework]), tpl.source
-            assert not path.endswith(H.EXCLUDED_PATHS), tpl.source
-
-
-def test_the_table_holds_each_template_once() -> None:
-    texts = [tpl.text for tpl in R.templates()]
-    assert len(texts) == len(set(texts))
 
 
 @pytest.mark.parametrize(("framework", "line"), [

@@ -1,13 +1,12 @@
 """families.raised reads every raised_messages*.tsv; raised_messages_others.tsv holds the configuration checks of the
 trainers run beside Megatron/DeepSpeed (transformers' neighbours, TRL, PEFT, Lightning, torchtitan, veRL, OpenRLHF,
-LLaMA-Factory, ms-swift, ColossalAI), harvested from their source by tests/benchmarks/harvest_raised_others.py."""
+LLaMA-Factory, ms-swift, ColossalAI), harvested from their source by families.harvest (its tests: test_harvest.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from benchmarks.harvest_raised_others import Source, harvest, template_of
 
 from analysis.logs.classify import classify
 from analysis.logs.families import raised as R
@@ -35,61 +34,6 @@ def test_the_shipped_tables_are_both_read() -> None:
     assert {"veRL", "LLaMA-Factory", "ms-swift", "TRL", "accelerate", "Lightning"} <= frameworks  # the others
     others = R.read_tables([R.TABLE.with_name("raised_messages_others.tsv")])
     assert others and all("@" in t.source and R.fixed_words(t.text) >= R.MIN_WORDS for t in others)
-
-
-MADE_UP = '''
-from dataclasses import dataclass
-
-class Boom(Exception):
-    pass
-
-@dataclass
-class Args:
-    def __post_init__(self):
-        if self.tp > self.world:
-            raise ValueError(f"tensor_parallel_size ({self.tp}) cannot exceed the world size {self.world}")
-        if self.a:
-            raise ValueError("micro batch {} does not divide global batch {}".format(self.mb, self.gb))
-        if self.b:
-            raise TypeError("optimizer %s is not supported with offload %r" % (self.o, self.off))
-        assert self.pp >= 1, "pipeline_model_parallel_size must be at least one"
-        if self.c:
-            raise ImportError("please install the flash attention package first")
-        if self.d:
-            raise ValueError("bad value")
-        if self.f:
-            raise ValueError(f"dtype {self.dtype} is not supported")
-        if self.e:
-            raise Boom("the " + self.name + " plugin cannot be combined with zero stage three")
-
-    def forward(self, x):
-        assert x.dim() == 3, "the input tensor must have three dimensions here"
-'''
-
-
-def test_the_harvester_reads_validation_paths_of_a_made_up_tree(tmp_path: Path) -> None:
-    tree = tmp_path / "acme+trainer" / "tree"
-    (tree / "acme").mkdir(parents=True)
-    (tree / "COMMIT").write_text("0123456789abcdef0123\n", encoding="utf-8")
-    (tree / "acme" / "args.py").write_text(MADE_UP, encoding="utf-8")
-    (tree / "acme" / "model.py").write_text(MADE_UP, encoding="utf-8")  # not named by the glob
-    known = {"pipeline_model_parallel_size must be at least one"}  # in another table already
-    healthy = ["step 10 loss 2.3\nthe {} plugin cannot be combined with zero stage three is fine\n"]
-    rows = harvest([tmp_path], (Source("Acme", "acme/trainer", ("acme/args.py",), r"__post_init__"),), known,
-                   healthy)
-    assert rows == [
-        ("Acme", "acme/args.py@0123456789ab", "tensor_parallel_size ({}) cannot exceed the world size {}"),
-        ("Acme", "acme/args.py@0123456789ab", "micro batch {} does not divide global batch {}"),
-        ("Acme", "acme/args.py@0123456789ab", "optimizer {} is not supported with offload {}"),
-    ]  # not: the known assert, ImportError (the environment), "bad value" (2 words), "dtype {} is not supported"
-    #      (no distinctive word: a crash's line says as much), the healthy log's words, the forward pass's assert
-
-
-def test_template_of_turns_fields_into_braces() -> None:
-    import ast
-    expr = ast.parse('f"a {x}{y} b {{literal}}: {z!r}"', mode="eval").body
-    assert template_of(expr) == "a {} b {literal}: {}"
-    assert template_of(ast.parse("message", mode="eval").body) is None  # a variable: no literal to match
 
 
 @pytest.mark.parametrize("line", [

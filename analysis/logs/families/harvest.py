@@ -1,18 +1,34 @@
-"""Harvest raised_messages.tsv rows from a framework's source: the messages its argument/config validation raises.
+"""Harvest raised_messages*.tsv rows from the trainers' source: the messages their argument/config validation raises.
 
-    python -m analysis.logs.families.harvest FRAMEWORK GIT_DIR [--healthy tests/fixtures] [--functions]
+    python -m analysis.logs.families.harvest --mirror /work/.mirror [--mirror DIR ...] [--framework NAME ...]
+        [--healthy tests/fixtures] [--functions] [--append | --rewrite]
 
-(run once per framework, appending to raised_messages.tsv after review: a template already in the table, from an
-earlier framework too, is not printed again).
+One harvester for both tables. SOURCES is the data: for each framework its repository, the table its rows go to
+(raised_messages.tsv: Megatron-LM, DeepSpeed, Megatron-DeepSpeed, NeMo and the NeMo family; raised_messages_others.tsv:
+the trainers run beside them) and its validation code, as (path globs, function pattern) pairs. A glob's `*` stays
+inside one folder, `**/` spans any number of folders; the pattern must match the enclosing function's whole name
+(module-level code is `<module>`: an argparse script's checks), None reads the whole file, so a kernel's or a step's
+runtime assert never becomes a config_error. Tests folders are never read.
 
-GIT_DIR is a clone or a bare mirror (read with `git ls-tree` / `git show` at HEAD, no work tree needed). Only the
-validation code paths listed in SOURCES are read (a file, and where the file also holds run-time code, the functions
-whose name says they check or set up: `validate_args`, `__post_init__`, `_configure_*`), so a kernel's runtime
-assert never becomes a config_error. Each `raise XError(<message>)` and `assert <cond>, <message>` there becomes a
-template: an f-string field, a `%s` or a `.format` field, or any part that is not a literal becomes `{}`. Rows are
-printed as `framework<TAB>path@commit<TAB>template`; a template with fewer than raised.MIN_WORDS fixed words, one
-already in a raised_messages*.tsv table, or one whose words occur in a healthy fixture log (--healthy) is left out,
-as raised.py's docstring asks. The output is for review: a human appends the rows to the table.
+A repository is read from the first --mirror that has it: `MIRROR/<owner>+<name>/repo`, a bare git directory (or a
+clone) read at HEAD with `git ls-tree` / `git show`, or else the plain folder `MIRROR/<owner>+<name>/tree` with its
+commit or release tag in a COMMIT file. transformers' repository is too large to fetch whole, so its released wheel
+stands in: `pip download transformers --no-deps`, unzip it into `DIR/huggingface+transformers/tree/src` and write the
+version (v5.24.0) to its COMMIT.
+
+Each `raise XError(<message>)` and `assert <cond>, <message>` there becomes a template (template_of): an f-string
+field, a `%s` or a `.format` field, or any part that is not a literal becomes `{}`, runs of fields are one field and
+a field at either end is dropped (it matches anything and anchors nothing). Left out (one set of filters for every
+framework): environment errors (ENVIRONMENT: an import or file error, not a configuration's), templates with fewer
+than raised.MIN_WORDS fixed words or without a distinctive word (GENERIC), the EXCLUDED_PATHS and EXCLUDED_WORDS read
+by hand (internal invariants), templates already in a raised_messages*.tsv table or harvested earlier in this run,
+and those whose words occur in a healthy fixture log (--healthy: tests/fixtures INDEX.tsv rows of kind ok), as
+raised.py's docstring asks. Each row records `path@commit` (12 characters).
+
+Output: the new rows, `framework<TAB>path@commit<TAB>template` under a `# TABLE` line per table, for review;
+--append adds them to their tables. --rewrite writes each table whose header says it is written by this harvester
+(raised_messages_others.tsv) anew from the harvest alone (the other tables' templates count as known), so rows whose
+check left the source go; raised_messages.tsv also holds rows read by hand and is only appended to.
 """
 
 from __future__ import annotations
@@ -20,7 +36,6 @@ from __future__ import annotations
 import argparse
 import ast
 import csv
-import fnmatch
 import re
 import subprocess
 import sys
@@ -28,16 +43,51 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.logs.families.raised import MIN_WORDS, TABLE, compile_template, fixed_words
+from analysis.logs.families.raised import MIN_WORDS, TABLE, _anchor, compile_template, fixed_words, read_tables
 
 FIELD = "{}"
-# Validation code: (path glob, regex of the enclosing function's name or None for the whole file). A file in which
-# run-time code sits beside the checks is narrowed to its set-up functions.
+MAIN, OTHERS = TABLE.name, "raised_messages_others.tsv"
+GENERATED = "# written by python -m analysis.logs.families.harvest --rewrite (see its docstring); do not edit by hand"
+
+# --- what is read: the validation code of each framework -----------------------------------------------------------
+
+Files = tuple[tuple[str, ...], str | None]  # (path globs, whole-name pattern of the enclosing function or None)
+
+
+@dataclass(frozen=True)
+class Source:
+    framework: str
+    repo: str  # owner/name
+    table: str  # the raised_messages*.tsv its rows go to
+    files: tuple[Files, ...]
+
+
+def _one(*pairs: tuple[str, str | None]) -> tuple[Files, ...]:
+    """One glob per pair (the four frameworks' lists)."""
+    return tuple(((glob,), function) for glob, function in pairs)
+
+
+# Set-up functions by exact name (a file in which run-time code sits beside the checks is narrowed to them).
 _SETUP = r"__init__|__post_init__|validate|_validate|check|_check|configure|_configure|sanity|setup|_setup|init_"
-SOURCES: dict[str, tuple[tuple[str, str | None], ...]] = {
-    "Megatron-LM": (
+# The other trainers' set-up and validation functions: any name holding one of these words ...
+_SETUP_WORDS = (r"__post_init__|__init__|validat|verify|check(?!point)|setup|set_up|configur|config|_init|init_|parse"
+                r"|select|choose|<module>")
+# ... and none of these: checkpoint saving/loading and state restoring refuse files on disk, not the layout's settings;
+# a forward pass or a step asserts at run time.
+_RUNTIME_WORDS = r"checkpoint|load|save|restore|state_dict|forward|step"
+
+
+def _named(words: str) -> str:
+    """A whole-name pattern for the names that hold one of `words` and none of _RUNTIME_WORDS."""
+    return rf"(?!.*(?:{_RUNTIME_WORDS})).*(?:{words}).*"
+
+
+_TRANSFORMERS_SETUP = (r"__post_init__|__init__|_validate_args|_build_accelerator_args"
+                       r"|create_accelerator_and_postprocess|_wrap_model|get_optimizer_cls_and_kwargs|_setup_devices")
+SOURCES: tuple[Source, ...] = (
+    Source("Megatron-LM", "NVIDIA/Megatron-LM", MAIN, _one(
         ("megatron/training/arguments.py", None),
-        ("megatron/core/*config.py", None),  # fnmatch: * spans folders
+        ("megatron/core/**/*config.py", None),
         ("megatron/core/parallel_state.py", r"initialize_model_parallel|RankGenerator|generate_masked"),
         ("megatron/core/num_microbatches_calculator.py", None),
         ("megatron/training/initialize.py", None),
@@ -51,8 +101,8 @@ SOURCES: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("megatron/core/models/gpt/gpt_model.py", r"__init__"),
         ("megatron/core/models/gpt/gpt_layer_specs.py", r"get_\w+spec\w*"),
         ("megatron/core/extensions/transformer_engine.py", r"__init__"),
-    ),
-    "DeepSpeed": (
+    )),
+    Source("DeepSpeed", "deepspeedai/DeepSpeed", MAIN, _one(
         ("deepspeed/__init__.py", r"initialize|_parse_version|add_config_arguments"),
         ("deepspeed/runtime/config.py", None),
         ("deepspeed/runtime/config_utils.py", None),
@@ -71,22 +121,22 @@ SOURCES: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("deepspeed/utils/groups.py", r"_create_\w+|initialize\w*"),
         ("deepspeed/runtime/sequence_parallel/*.py", r"__init__"),
         ("deepspeed/sequence/layer.py", r"__init__"),
-    ),
-    "Megatron-DeepSpeed": (
+    )),
+    Source("Megatron-DeepSpeed", "deepspeedai/Megatron-DeepSpeed", MAIN, _one(
         ("megatron/arguments.py", None),
         ("megatron/initialize.py", None),
         ("megatron/global_vars.py", None),
         ("megatron/microbatches.py", None),
         ("megatron/core/parallel_state.py", r"initialize_model_parallel"),
         ("megatron/training.py", r"setup_model_and_optimizer|get_model|pretrain"),
-    ),
-    "NeMo": (
+    )),
+    Source("NeMo", "NVIDIA/NeMo", MAIN, _one(
         ("nemo/lightning/pytorch/strategies/megatron_strategy.py", _SETUP),
         ("nemo/lightning/megatron_parallel.py", _SETUP),
         ("nemo/lightning/_strategy_lib.py", None),
         ("nemo/lightning/pytorch/plugins/mixed_precision.py", _SETUP),
         ("nemo/collections/llm/gpt/model/base.py", r"configure_model|__post_init__|__init__"),
-        ("nemo/collections/llm/recipes/*.py", None),
+        ("nemo/collections/llm/recipes/**/*.py", None),
         ("nemo/collections/llm/api.py", r"_validate\w*|_setup\w*"),
         ("nemo/utils/exp_manager.py", r"check\w*|error_checks|exp_manager"),
         ("nemo/collections/nlp/parts/nlp_overrides.py", _SETUP),
@@ -94,8 +144,8 @@ SOURCES: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("nemo/collections/nlp/models/language_modeling/megatron_gpt_model.py", r"__init__|_validate\w*|setup\w*"),
         ("nemo/collections/nlp/modules/common/megatron/megatron_init.py", None),
         ("nemo/collections/llm/gpt/data/pre_training.py", _SETUP),
-    ),
-    "Megatron-Bridge": (
+    )),
+    Source("Megatron-Bridge", "NVIDIA-NeMo/Megatron-Bridge", MAIN, _one(
         ("src/megatron/bridge/training/config.py", None),
         ("src/megatron/bridge/training/initialize.py", None),
         ("src/megatron/bridge/training/setup.py", None),
@@ -106,25 +156,69 @@ SOURCES: dict[str, tuple[tuple[str, str | None], ...]] = {
         ("src/megatron/bridge/models/model_provider.py", r"provide\w*|finalize|initialize\w*"),
         ("src/megatron/bridge/recipes/utils/*.py", None),
         ("src/megatron/bridge/peft/*.py", r"__post_init__|__init__"),
-    ),
-    "NeMo-RL": (
-        ("nemo_rl/models/policy/*.py", r"__init__|_validate\w*|validate\w*|check\w*|configure\w*"),
+    )),
+    Source("NeMo-RL", "NVIDIA-NeMo/RL", MAIN, _one(
         ("nemo_rl/models/policy/**/*.py", r"__init__|_validate\w*|validate\w*|check\w*|configure\w*"),
-        ("nemo_rl/algorithms/*.py", r"setup|validate\w*|_validate\w*|check\w*"),
+        ("nemo_rl/algorithms/**/*.py", r"setup|validate\w*|_validate\w*|check\w*"),
         ("nemo_rl/distributed/virtual_cluster.py", r"__init__|init_ray|_init\w*"),
         ("nemo_rl/models/generation/vllm/config.py", None),
         ("nemo_rl/models/generation/vllm/vllm_generation.py", r"__init__"),
         ("nemo_rl/utils/config.py", None),
-    ),
-    "Automodel": (
+    )),
+    Source("Automodel", "NVIDIA-NeMo/Automodel", MAIN, _one(
         ("nemo_automodel/components/config/*.py", None),
-        ("nemo_automodel/components/distributed/*.py", _SETUP + r"|\w*parallel\w*|create\w*|get_\w*mesh\w*"),
-        ("nemo_automodel/_transformers/*.py", r"__init__|_validate\w*|validate\w*|check\w*"),
+        ("nemo_automodel/components/distributed/**/*.py", _SETUP + r"|\w*parallel\w*|create\w*|get_\w*mesh\w*"),
+        ("nemo_automodel/_transformers/**/*.py", r"__init__|_validate\w*|validate\w*|check\w*"),
         ("nemo_automodel/recipes/llm/train_ft.py", r"setup|build_\w+|_validate\w*|validate\w*"),
         ("nemo_automodel/components/moe/config.py", None),
-    ),
-}
+    )),
+    Source("transformers", "huggingface/transformers", OTHERS, (
+        (("src/transformers/training_args.py", "src/transformers/trainer.py"), _named(_TRANSFORMERS_SETUP)),
+        (("src/transformers/integrations/deepspeed.py", "src/transformers/integrations/fsdp.py"), _named(".")),
+    )),
+    Source("accelerate", "huggingface/accelerate", OTHERS, (
+        (("src/accelerate/utils/dataclasses.py", "src/accelerate/parallelism_config.py"), _named(_SETUP_WORDS)),
+        (("src/accelerate/accelerator.py",), _named(r"__init__|_prepare_deepspeed|_prepare_fsdp|_prepare_tp|_prepare_cp"
+                                                    r"|_prepare_megatron|prepare_model")),
+    )),
+    Source("TRL", "huggingface/trl", OTHERS, (
+        (("trl/trainer/*_config.py", "trl/experimental/*/*_config.py"), _named(_SETUP_WORDS)),
+        (("trl/trainer/*_trainer.py",), _named("__init__")),
+    )),
+    Source("PEFT", "huggingface/peft", OTHERS, (
+        (("src/peft/tuners/*/config.py", "src/peft/config.py"), _named(_SETUP_WORDS)),
+    )),
+    Source("Lightning", "Lightning-AI/pytorch-lightning", OTHERS, (
+        (("src/lightning/pytorch/trainer/connectors/*.py", "src/lightning/pytorch/trainer/configuration_validator.py",
+          "src/lightning/fabric/connector.py"), _named(".")),
+        (("src/lightning/pytorch/strategies/*.py", "src/lightning/fabric/strategies/*.py"), _named(_SETUP_WORDS)),
+    )),
+    Source("torchtitan", "pytorch/torchtitan", OTHERS, (
+        (("torchtitan/config/*.py", "torchtitan/distributed/parallel_dims.py"), _named(".")),
+    )),
+    Source("veRL", "verl-project/verl", OTHERS, (
+        (("verl/workers/config/*.py", "verl/trainer/config/*.py", "verl/utils/config.py", "verl/base_config.py"),
+         _named(".")),
+        (("verl/trainer/ppo/ray_trainer.py", "verl/trainer/main_ppo.py"), _named(_SETUP_WORDS)),
+    )),
+    Source("OpenRLHF", "OpenRLHF/OpenRLHF", OTHERS, (
+        (("openrlhf/cli/train_*.py", "openrlhf/utils/config.py"), _named(".")),
+    )),
+    Source("LLaMA-Factory", "hiyouga/LLaMA-Factory", OTHERS, (
+        (("src/llamafactory/hparams/*.py",), _named(".")),
+    )),
+    Source("ms-swift", "modelscope/ms-swift", OTHERS, (
+        (("swift/arguments/*.py", "swift/arguments/*/*.py", "swift/megatron/arguments/*.py",
+          "swift/trainers/arguments.py", "swift/rlhf_trainers/arguments.py"), _named(".")),
+        (("swift/pipelines/train/*.py",), _named(r"__init__|_prepare")),  # set-up
+    )),
+    Source("ColossalAI", "hpcaitech/ColossalAI", OTHERS, (
+        (("colossalai/booster/plugin/*.py", "colossalai/booster/booster.py"),
+         _named(r"__init__|configure|_check|check|validate|setup")),
+    )),
+)
 
+# --- what is left out -----------------------------------------------------------------------------------------------
 
 # Read by hand and left out: checks that live in validation files but test the program's own state, not the user's
 # configuration (an internal invariant, a runtime handle, a parser of file names), or that name a missing device or
@@ -156,16 +250,35 @@ EXCLUDED_WORDS = (
 )
 
 
-@dataclass(frozen=True)
-class Row:
-    framework: str
-    source: str  # path@commit
-    template: str
-    function: str  # the enclosing function (for review; not written to the table)
+# Exceptions that say the environment lacks something (a package, a file, a key of its own), not that the
+# configuration is wrong.
+ENVIRONMENT = frozenset({"ImportError", "ModuleNotFoundError", "FileNotFoundError", "OSError", "MemoryError",
+                         "KeyError", "StopIteration", "AttributeError"})
+# Words of any validation message: a template needs an identifier (a word with `_`) or two words besides these, or it
+# reads on a crash's line as well ("dtype {} not supported", "precision {} is not supported").
+GENERIC = frozenset({
+    "not", "supported", "support", "supports", "must", "one", "got", "the", "and", "for", "with", "only", "requires",
+    "require", "range", "out", "positive", "negative", "cannot", "Please", "please", "specify", "provide", "instance",
+    "Model", "model", "precision", "strategy", "dtype", "are", "has", "was", "least", "greater", "than", "less",
+    "should", "value", "invalid", "Invalid", "type", "set", "use", "when", "can"})
 
-    def tsv(self) -> str:
-        return f"{self.framework}\t{self.source}\t{self.template}"
 
+def distinctive(text: str) -> bool:
+    words = [w for part in text.split(FIELD) for w in re.findall(r"[A-Za-z_]{3,}", part)]
+    return any("_" in w.strip("_") for w in words) or sum(w not in GENERIC for w in words) >= 2
+
+
+def evidence(text: str) -> bool:
+    """Can the template be evidence at all: enough fixed words, a distinctive one, none of the internal checks?"""
+    return fixed_words(text) >= MIN_WORDS and distinctive(text) and not any(w in text for w in EXCLUDED_WORDS)
+
+
+def in_healthy_log(text: str, healthy: Sequence[str]) -> bool:
+    pattern, anchor = compile_template(text), _anchor(text)
+    return any(anchor in log and pattern.search(log) is not None for log in healthy)
+
+
+# --- messages to templates ------------------------------------------------------------------------------------------
 
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\d+|\*)?(?:\.\d+)?[sdrfgiuxXeEc]")
 _BRACES = re.compile(r"\{[^{}]*\}")
@@ -182,7 +295,7 @@ def message_of(node: ast.expr) -> str:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return message_of(node.left) + message_of(node.right)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and _is_text(node.left):
-        return _PERCENT.sub(FIELD, message_of(node.left).replace("%%", "%"))
+        return _PERCENT.sub(FIELD, message_of(node.left).replace("%%", "\0")).replace("\0", "%")  # `%% d` is no field
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format" \
             and _is_text(node.func.value):
         raw = message_of(node.func.value).replace("{{", "\0").replace("}}", "\1")
@@ -205,102 +318,194 @@ def template_of(message: str) -> str:
     return text.replace("\t", " ")
 
 
-def _raised_messages(tree: ast.AST, function: re.Pattern[str] | None) -> Iterator[tuple[str, str]]:
-    """(function name, message) of each raise/assert in a function whose name matches (any, with None)."""
+def raised_messages(source: str, function: str | None) -> Iterator[tuple[str, str]]:
+    """(enclosing function, message) of each raise/assert of a configuration error in the functions whose whole name
+    matches `function` (every one with None; module-level code is `<module>`). A file that does not parse gives
+    none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return
+    wanted = None if function is None else re.compile(function)
+
     def visit(node: ast.AST, fn: str) -> Iterator[tuple[str, str]]:
         for child in ast.iter_child_nodes(node):
             name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
-            wanted = function is None or (name and function.fullmatch(name))
-            if wanted and isinstance(child, ast.Assert) and child.msg is not None:
-                yield name, message_of(child.msg)
-            elif wanted and isinstance(child, ast.Raise) and isinstance(child.exc, ast.Call) and child.exc.args \
-                    and _exception_name(child.exc.func).endswith(("Error", "Exception")):
-                yield name, message_of(child.exc.args[0])
+            message = _message_node(child)
+            if message is not None and (wanted is None or wanted.fullmatch(name)):
+                yield name, message_of(message)
             yield from visit(child, name)
-    yield from visit(tree, "")
+    yield from visit(tree, "<module>")
+
+
+def _message_node(node: ast.AST) -> ast.expr | None:
+    if isinstance(node, ast.Assert):
+        return node.msg
+    if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+        name = _exception_name(node.exc.func)
+        if name.endswith(("Error", "Exception")) and name not in ENVIRONMENT:
+            return node.exc.args[0]
+    return None
 
 
 def _exception_name(func: ast.expr) -> str:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
-def harvest_source(framework: str, path: str, commit: str, source: str,
-                   function: str | None) -> list[Row]:
-    """Rows for one file's text (a file that does not parse gives none)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    pattern = re.compile(function) if function else None
-    rows, seen = [], set()
-    for fn, message in _raised_messages(tree, pattern):
-        text = template_of(message)
-        if fixed_words(text) >= MIN_WORDS and text not in seen and not any(w in text for w in EXCLUDED_WORDS):
-            seen.add(text)
-            rows.append(Row(framework, f"{path}@{commit}", text, fn))
+# --- reading a repository -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Checkout:
+    """A repository's files at one commit: a git directory read at HEAD, or a plain folder with a COMMIT file."""
+    where: Path
+    is_git: bool
+
+    def commit(self) -> str:
+        if self.is_git:
+            return self._git("rev-parse", "HEAD").strip()[:12]
+        return (self.where / "COMMIT").read_text(encoding="utf-8").strip()[:12]
+
+    def paths(self) -> list[str]:
+        if self.is_git:
+            return sorted(self._git("ls-tree", "-r", "--name-only", "HEAD").splitlines())
+        return sorted(p.relative_to(self.where).as_posix() for p in self.where.rglob("*.py"))
+
+    def read(self, path: str) -> str:
+        if self.is_git:
+            return self._git("show", f"HEAD:{path}")
+        return (self.where / path).read_text(encoding="utf-8")
+
+    def _git(self, *args: str) -> str:
+        return subprocess.run(["git", "-C", str(self.where), *args], check=True, capture_output=True,
+                              text=True).stdout
+
+
+def checkout(mirrors: Sequence[Path], repo: str) -> Checkout | None:
+    """The repository in the first mirror that has it (`repo`, a git directory, before `tree`, a plain folder)."""
+    for mirror in mirrors:
+        base = mirror / repo.replace("/", "+")
+        if (base / "repo").is_dir():
+            return Checkout(base / "repo", True)
+        if (base / "tree").is_dir():
+            return Checkout(base / "tree", False)
+    return None
+
+
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """A path glob as a regex on the whole path: `*` and `?` inside one folder, `**/` any number of folders."""
+    out = []
+    for part in re.split(r"(\*\*/|\*|\?)", glob):
+        out.append({"**/": "(?:[^/]+/)*", "*": "[^/]*", "?": "[^/]"}.get(part, re.escape(part)))
+    return re.compile("".join(out))
+
+
+def read_files(path: str, globs: Sequence[str]) -> bool:
+    """Is `path` one of the validation files the globs name (Python, outside tests, not excluded by hand)?"""
+    return path.endswith(".py") and "/tests/" not in path and not path.startswith("tests/") \
+        and not path.endswith(EXCLUDED_PATHS) and any(glob_pattern(g).fullmatch(path) for g in globs)
+
+
+# --- the harvest ----------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Row:
+    table: str
+    framework: str
+    source: str  # path@commit
+    template: str
+    function: str  # the enclosing function (for review; not written to the table)
+
+    def tsv(self) -> str:
+        return f"{self.framework}\t{self.source}\t{self.template}"
+
+
+def candidates(src: Source, files: Checkout) -> Iterator[Row]:
+    """Every template the source's validation code raises, in file order (before the known/healthy filters)."""
+    commit, paths = files.commit(), files.paths()
+    for globs, function in src.files:
+        for path in (p for p in paths if read_files(p, globs)):
+            for fn, message in raised_messages(files.read(path), function):
+                text = template_of(message)
+                if evidence(text):
+                    yield Row(src.table, src.framework, f"{path}@{commit}", text, fn)
+
+
+def harvest(mirrors: Sequence[Path], sources: Sequence[Source], known: set[str],
+            healthy: Sequence[str]) -> list[Row]:
+    """The rows of the sources found in a mirror: each template once, none of `known`, none a healthy log holds."""
+    rows, seen = [], set(known)
+    for src in sources:
+        files = checkout(mirrors, src.repo)
+        if files is None:
+            print(f"skipped {src.repo}: in no mirror", file=sys.stderr)
+            continue
+        for row in candidates(src, files):
+            if row.template not in seen and not in_healthy_log(row.template, healthy):
+                rows.append(row)
+            seen.add(row.template)
     return rows
 
 
-def _git(git_dir: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(git_dir), *args], check=True, capture_output=True, text=True).stdout
+# --- the tables -----------------------------------------------------------------------------------------------------
 
-
-def harvest_repo(framework: str, git_dir: Path, sources: Sequence[tuple[str, str | None]] | None = None) -> list[Row]:
-    """Rows from the validation files of a repository at HEAD (SOURCES[framework] unless `sources` is given)."""
-    commit = _git(git_dir, "rev-parse", "--short=12", "HEAD").strip()
-    files = _git(git_dir, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
-    rows: list[Row] = []
-    for glob, function in SOURCES[framework] if sources is None else sources:
-        for path in sorted(p for p in files if p.endswith(".py") and fnmatch.fnmatch(p, glob)
-                           and "/tests/" not in p and not p.startswith("tests/")
-                           and not p.endswith(EXCLUDED_PATHS)):
-            rows += harvest_source(framework, path, commit, _git(git_dir, "show", f"HEAD:{path}"), function)
-    return rows
-
-
-def tabled_templates(folder: Path = TABLE.parent) -> set[str]:
-    """Templates already in a raised_messages*.tsv table."""
-    out = set()
-    for table in sorted(folder.glob("raised_messages*.tsv")):
-        for line in table.read_text(encoding="utf-8").splitlines():
-            if line and not line.startswith(("#", "framework\t")):
-                out.add(line.split("\t")[2])
-    return out
+def tabled_templates(tables: Sequence[Path]) -> set[str]:
+    return {tpl.text for tpl in read_tables(list(tables))}
 
 
 def healthy_texts(fixtures: Path) -> list[str]:
     """The text of every log labelled `ok` in fixtures/INDEX.tsv and fixtures/oos-batch*/INDEX.tsv."""
     texts = []
     for index in [fixtures / "INDEX.tsv", *sorted(fixtures.glob("oos-batch*/INDEX.tsv"))]:
-        with index.open(encoding="utf-8") as fh:
-            texts += [(index.parent / row["path"]).read_text(encoding="utf-8", errors="replace")
-                      for row in csv.DictReader(fh, delimiter="\t") if row["kind"] == "ok"]
+        if index.is_file():
+            with index.open(encoding="utf-8") as fh:
+                texts += [(index.parent / row["path"]).read_text(encoding="utf-8", errors="replace")
+                          for row in csv.DictReader(fh, delimiter="\t") if row["kind"] == "ok"]
     return texts
 
 
-def new_rows(rows: Sequence[Row], known: set[str], healthy: Sequence[str]) -> list[Row]:
-    """Rows whose template is neither tabled already (nor repeated) nor found anywhere in a healthy log."""
-    out, seen = [], set(known)
-    for row in rows:
-        if row.template in seen:
-            continue
-        seen.add(row.template)
-        pattern, anchor = compile_template(row.template), max(row.template.split(FIELD), key=len).strip()
-        if not any(anchor in text and pattern.search(text) for text in healthy):
-            out.append(row)
-    return out
+def is_generated(table: Path) -> bool:
+    return table.is_file() and GENERATED in table.read_text(encoding="utf-8").splitlines()[:2]
+
+
+def write_table(table: Path, rows: Sequence[Row]) -> None:
+    with table.open("w", encoding="utf-8") as fh:
+        fh.write(f"framework\tsource\ttemplate\n{GENERATED}\n")
+        fh.writelines(row.tsv() + "\n" for row in rows)
+
+
+def append_rows(table: Path, rows: Sequence[Row]) -> None:
+    with table.open("a", encoding="utf-8") as fh:
+        fh.writelines(row.tsv() + "\n" for row in rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("framework", choices=sorted(SOURCES))
-    parser.add_argument("git_dir", type=Path)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--mirror", type=Path, action="append", required=True,
+                        help="folder of <owner>+<name>/repo (git) or /tree (plain, with COMMIT)")
+    parser.add_argument("--framework", action="append", choices=sorted({s.framework for s in SOURCES}),
+                        help="only these frameworks (all by default)")
     parser.add_argument("--healthy", type=Path, help="fixtures folder whose ok logs no row may match")
     parser.add_argument("--functions", action="store_true", help="print the enclosing function as a 4th column")
+    parser.add_argument("--tables", type=Path, default=TABLE.parent, help="folder of the raised_messages*.tsv")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--append", action="store_true", help="append the new rows to their tables")
+    mode.add_argument("--rewrite", action="store_true", help="write the generated tables anew, append to the rest")
     args = parser.parse_args(argv)
-    healthy = healthy_texts(args.healthy) if args.healthy else []
-    for row in new_rows(harvest_repo(args.framework, args.git_dir), tabled_templates(), healthy):
-        print(row.tsv() + (f"\t{row.function}" if args.functions else ""))
+    sources = [s for s in SOURCES if not args.framework or s.framework in args.framework]
+    tables = sorted(args.tables.glob("raised_messages*.tsv"))
+    rewritten = {t.name for t in tables if args.rewrite and is_generated(t)}
+    known = tabled_templates([t for t in tables if t.name not in rewritten])
+    rows = harvest(args.mirror, sources, known, healthy_texts(args.healthy) if args.healthy else [])
+    for name in sorted({s.table for s in sources} | rewritten):
+        mine = [row for row in rows if row.table == name]
+        if name in rewritten:
+            write_table(args.tables / name, mine)
+        elif args.append or args.rewrite:
+            append_rows(args.tables / name, mine)
+        else:
+            print(f"# {name}")
+            print("".join(row.tsv() + (f"\t{row.function}" if args.functions else "") + "\n" for row in mine), end="")
+        print(f"{len(mine)} rows -> {name}", file=sys.stderr)
     return 0
 
 
