@@ -196,3 +196,11 @@ def test_rewrite_writes_a_generated_table_anew_and_appends_to_the_others(tmp_pat
     assert main[1] == "Hand\th.py@1\tread by hand and kept here" and len(main) == 2 + 5
     assert others[:2] == ["framework\tsource\ttemplate", H.GENERATED] and len(others) == 2 + 4
     assert not any("left the source" in line for line in others)
+
+
+def test_rewrite_refuses_to_write_a_table_from_part_of_its_sources(tmp_path: Path) -> None:
+    _tree_mirror(tmp_path)  # acme/fw is in no mirror
+    with pytest.raises(SystemExit):
+        H.main(["--mirror", str(tmp_path), "--rewrite"])
+    with pytest.raises(SystemExit):
+        H.main(["--mirror", str(tmp_path), "--framework", "TRL", "--rewrite"])

@@ -28,7 +28,8 @@ raised.py's docstring asks. Each row records `path@commit` (12 characters).
 Output: the new rows, `framework<TAB>path@commit<TAB>template` under a `# TABLE` line per table, for review;
 --append adds them to their tables. --rewrite writes each table whose header says it is written by this harvester
 (raised_messages_others.tsv) anew from the harvest alone (the other tables' templates count as known), so rows whose
-check left the source go; raised_messages.tsv also holds rows read by hand and is only appended to.
+check left the source go; it refuses --framework and a source in no mirror. raised_messages.tsv also holds rows read
+by hand (and 17 reviewed rows that today's filters would not harvest) and is only appended to.
 """
 
 from __future__ import annotations
@@ -492,6 +493,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--rewrite", action="store_true", help="write the generated tables anew, append to the rest")
     args = parser.parse_args(argv)
     sources = [s for s in SOURCES if not args.framework or s.framework in args.framework]
+    missing = sorted({s.repo for s in sources if checkout(args.mirror, s.repo) is None})
+    if args.rewrite and (args.framework or missing):  # a table written anew from part of its sources loses rows
+        parser.error(f"--rewrite needs every framework in a mirror (missing: {', '.join(missing) or 'none'})")
     tables = sorted(args.tables.glob("raised_messages*.tsv"))
     rewritten = {t.name for t in tables if args.rewrite and is_generated(t)}
     known = tabled_templates([t for t in tables if t.name not in rewritten])

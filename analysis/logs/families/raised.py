@@ -8,7 +8,9 @@ Megatron-DeepSpeed arguments.py and Transformer Engine's attention-backend refus
 on. Templates with fewer than MIN_WORDS fixed words, or that occur in a healthy fixture log, were left out.
 Every raised_messages*.tsv beside this module is read (in name order, same columns): raised_messages_others.tsv holds
 the checks of the trainers run beside them (transformers, accelerate, TRL, PEFT, Lightning, torchtitan, veRL,
-OpenRLHF, LLaMA-Factory, ms-swift, ColossalAI), written by tests/benchmarks/harvest_raised_others.py.
+OpenRLHF, LLaMA-Factory, ms-swift, ColossalAI). One harvester writes both from the frameworks' source:
+`python -m analysis.logs.families.harvest --mirror DIR` (families/harvest.py; which files go to which table is its
+SOURCES); raised_messages_others.tsv is written whole by it, raised_messages.tsv also holds rows read by hand.
 
 Matching: each template compiles once into a regex of its fixed words (whitespace-tolerant, fields as short
 wildcards); the longest fixed fragment is its anchor. Only the neighbourhood of error lines (an exception, an assert,
