@@ -107,7 +107,8 @@ _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[
 # tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
 _BAR = re.compile(
     r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
-    r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)(?P<unit>s/it|it/s)"
+    r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)"
+    r"(?P<unit>s/it|it/s|s/batch|batch/s|s/ba|ba/s)"
     r"(?P<postfix>[^\]\n]{0,400})")
 # A bar of unknown length and no rate yet (Lightning/NeMo with max_steps=-1: "Epoch 0: :   0%|  | 614/?
 # [23:53<00:00, v_num=, ...]"): only the count and the elapsed column; the step time is elapsed / count.
@@ -259,7 +260,9 @@ def _rate_role(key: str, unit: str) -> str | None:
     role = None
     last = key.split()[-1] if key else ""
     per_unit = last.split("/")
-    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "it/s", "its", "steps/s", "step/s", "updates/s") or (
+    # "bps": batches (optimizer steps) per second (OLMo-core's speed monitor: 1 / step time)
+    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "bps", "it/s", "its", "steps/s", "step/s",
+                                                    "updates/s") or (
             len(per_unit) == 2 and per_unit[0] in _STEP_NOUNS and per_unit[1] in ("s", "sec", "second")) or (
             ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
         role = "steps"
@@ -312,6 +315,10 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
         return "batch", "samples"
     if _is(key, "wpb", "tokens per batch", "tokens per step", "tpb"):
         return "batch", "tokens"
+    if "/" in key.strip("/"):  # a metric path (OLMo's "throughput/device/TPS", "train/CE loss"): segments are words
+        role = _role_of(key.replace("/", " "), unit)
+        # not a time: a path's time has no unit (Composer's "time/train" is in hours) or counts ("time/batch: 12")
+        return role if role[0] in ("rate", "tflops", "mfu", "loss", "mem") else ("", None)
     return "", None
 
 
@@ -1219,7 +1226,11 @@ def _postfix_step_s(postfix: str) -> float | None:
     return None
 
 
-_BAR_RATES = ("it/s", "s/it")
+# tqdm prints a rate in the bar's `unit` (default "it"): here a training step's ("ba": Composer's batches, "batch"),
+# not a sample's or token's. Not "step/s": NeMo Automodel glues its step records to such bars on one line
+# (oos-batch4 automodel_ling_mini_lora_ep2_last_steps_finished_1.log), whose records time the steps better than the
+# bar's whole-second elapsed column
+_BAR_RATES = ("it/s", "s/it", "ba/s", "s/ba", "batch/s", "s/batch")
 _BAR_SPAN = 160  # a bar's counter and elapsed column sit within this many characters before its rate
 
 
@@ -1269,10 +1280,11 @@ _POSTFIX_PAIRS = re.compile(r"^(?:[^,=\n]{0,80}=[^,=\n]{0,80},\s{0,4})+")
 
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
     """The first drawing of each step of the log's training progress bars, in step order."""
-    if "it/s" not in text and "s/it" not in text and "/?" not in text:
+    rated = any(unit in text for unit in _BAR_RATES)
+    if not rated and "/?" not in text:
         return []
     by_series: dict[str, dict[tuple[int, int], BarDrawing]] = {}
-    matches = _bar_matches(text) if "it/s" in text or "s/it" in text else []
+    matches = _bar_matches(text) if rated else []
     if not matches and "/?" in text:
         matches = _unknown_total_matches(text)
     for ls, m in matches:
@@ -1289,7 +1301,7 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
         rate_s = None
         if rate is not None:
             value = float(rate)
-            rate_s = value if m.group("unit") == "s/it" else (1.0 / value if value > 0 else None)
+            rate_s = value if m.group("unit").startswith("s/") else (1.0 / value if value > 0 else None)
         elapsed = _clock_s(m.group("elapsed"))
         n = int(m.group("n"))
         if elapsed is None or n == 0 and rate_s is None:
