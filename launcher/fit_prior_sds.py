@@ -8,12 +8,12 @@ launcher/plan/prior_sds.json, which the search benchmark's `--prior-sds logo` re
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Optional
 
 from launcher import replay_bench as rb
+from launcher.core import strict_json
 from launcher.plan.corpus import REPLAY_DIR
 from launcher.plan.prior_sds import PRIOR_SDS_FILE, build, load, summary
 
@@ -30,7 +30,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     data = build(rb.residual_sets(rb.corpus(tables)), balance=args.balance_groups)
     print(summary(data))
     if args.write:
-        args.out.write_text(json.dumps(data, indent=1) + "\n")
+        args.out.write_text(strict_json.dumps(data, indent=1) + "\n")
         load.cache_clear()
         print(f"wrote {args.out}")
     return 0
