@@ -232,6 +232,8 @@ def _time_role(key: str, unit: str) -> str | None:
                                               "ran in")))
     if not timely or "per token" in key or "per sample" in key or unit in ("%",) or unit.lower() in _MEM_UNITS:
         return None
+    if not unit and "loss" in words:  # a bare loss named after what it scores (TensorFlowTTS's FastSpeech2
+        return None  # "train_duration_loss = 0.0353": the duration predictor's loss) is a loss, not a time
     if _has_word(key, _AVERAGE):
         return "average"
     if any(f" {w} " in f" {key} " for w in _CUMULATIVE) and "per" not in key.split():
@@ -481,13 +483,32 @@ _RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None,
 """Record's fields after `pos`."""
 
 
+# tqdm redraws its bar with a carriage return and no newline, so a logger line printed while the bar is on screen
+# lands on the bar's line (ALCF wordplay: "  4%|▍  | 4/100 [00:04<01:12,  1.32it/s][2024-04-02 01:59:46][INFO]
+# [trainer:837] - step=5 loss=3.6606 dt=108.1093 ..."): the record is the logger's line after the bar's closing
+# bracket, opened by its own date-time stamp (judge21). A bar's own postfix ("loss=2.1]") stays the bar's.
+_LOGGER_AFTER_BAR = re.compile(r"\s{0,4}\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+
+
+def _after_bar(line: str, bar: re.Match[str]) -> str | None:
+    """The logger line printed after a bar on the same line (opened by a date-time stamp), or None."""
+    close = line.find("]", bar.end())
+    if close < 0 or _LOGGER_AFTER_BAR.match(line, close + 1) is None:
+        return None
+    return line[close + 1:]
+
+
 @lru_cache(maxsize=4096)  # ranks print the same line; a hostile log repeats one
 def _parse_line(line: str) -> _RecordContent | None:
     """A record's content (Record's fields after `pos`), or None."""
     if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
         return None
-    if _BAR.search(line) is not None or "SamplesPerSec=" in line:  # bars; DeepSpeed's timer (read_log reads it)
+    if "SamplesPerSec=" in line:  # DeepSpeed's timer (read_log reads it)
         return None
+    bar = _BAR.search(line)
+    if bar is not None:  # a bar (training_bars reads it), or a bar with a logger's record printed after it
+        after = _after_bar(line, bar)
+        return None if after is None else _parse_line(after)
     stamp = timestamp_of(line)
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
@@ -1147,6 +1168,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     local_notes: list[str] = []
     records = [r for pos, line in _candidate_lines(text) if (r := _record(_with_block(text, pos, line), pos))
                is not None]
+    records = _with_declared_units(records, declared_units(text))
     bars = _bar_reading(text, local_notes)
     if not records:
         return bars
@@ -1186,6 +1208,35 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     return GenericReading(iterations=tuple(iterations), source=source, n_records=n_records,
                           last_record_pos=last_pos, losses=losses, peak_mem_gb=_peak_mem_gb(group),
                           notes=tuple(local_notes))
+
+
+# A log that declares its own fields' units in a legend (ezpz/wordplay's "Training Legend" table: "│ dt │ Elapsed
+# time per training step (measured in **ms**) │") and then prints "dt=88.8" bare: the bare value is in the
+# declared unit, not seconds (judge21). Only a row that names a time (time, elapsed, duration, latency) and a time
+# unit in "(measured in X)" / "(in X)"; "Tokens per second, measured in MEGA ... tokens / sec" is not one.
+_LEGEND_ROW = re.compile(
+    r"(?im)^[\s│┃|]{0,8}(?P<key>[A-Za-z_][\w./-]{0,30})\s{0,30}[│┃|:]\s{0,4}(?P<desc>[^\n│┃|]{0,120}?"
+    r"\b(?:time|elapsed|duration|latency)\b[^\n│┃|]{0,80}?)\(\s{0,2}(?:measured\s)?in\s{1,2}\*{0,2}"
+    r"(?P<unit>ms|milliseconds|s|sec|secs|seconds)\*{0,2}\s{0,2}\)")
+_LEGEND_UNITS = {"ms": "ms", "milliseconds": "ms", "s": "s", "sec": "s", "secs": "s", "seconds": "s"}
+
+
+def declared_units(text: str) -> dict[str, str]:
+    """{normalised key: unit} of the time fields the log's own legend declares (first declaration wins)."""
+    out: dict[str, str] = {}
+    if "in " not in text:
+        return out
+    for m in _LEGEND_ROW.finditer(text):
+        out.setdefault(normalise_key(m.group("key")), _LEGEND_UNITS[m.group("unit").lower()])
+    return out
+
+
+def _with_declared_units(records: list[Record], units: dict[str, str]) -> list[Record]:
+    """Records whose bare fields named in units carry the declared unit."""
+    if not units:
+        return records
+    return [replace(rec, fields=tuple(replace(f, unit=units[f.key]) if not f.unit and f.key in units else f
+                                      for f in rec.fields)) for rec in records]
 
 
 _SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average": 2, "1 / steps per second": 3,
