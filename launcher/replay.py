@@ -54,7 +54,7 @@ from launcher.plan.calibrate import (
 )
 from launcher.plan.constants import Constants, constants_for
 from launcher.plan.memory import uses_flash_attention
-from launcher.plan.residuals import corrected_for_pick
+from launcher.plan.residuals import ResidualModel, corrected_for_pick
 from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Outcome, Planned, Policy
 
@@ -164,7 +164,8 @@ def _key(row: MeasuredRow) -> str:
 class _Replay:
     """The state of one replayed sweep: features of every row, what ran, what it cost."""
 
-    def __init__(self, sweep: MeasuredSweep, costs: Costs, prior: Prior) -> None:
+    def __init__(self, sweep: MeasuredSweep, costs: Costs, prior: Prior,
+                 residual_model: Optional[ResidualModel] = None, pick_model: Optional[ResidualModel] = None) -> None:
         self.rows = list(sweep.rows)
         self.costs = costs
         self.keys = [_key(r) for r in self.rows]
@@ -174,6 +175,8 @@ class _Replay:
         self.table = FeatureTable(self.features)
         self.dims = [r.request.layout.to_dict() for r in self.rows]
         self.prior = prior
+        self.residual_model = residual_model
+        self.pick_model = pick_model
         self.finished: list[Outcome] = []
         self.observations: list[Observation] = []
         self.steps: list[Step] = []
@@ -184,15 +187,18 @@ class _Replay:
     def planned(self, cal: Calibration, residuals: bool = False) -> list[Planned]:
         return self.predicted(cal, residuals)[0]
 
-    def predicted(self, cal: Calibration, residuals: bool = False) -> tuple[list[Planned], Optional[np.ndarray]]:
-        """Every row as the scheduler reads it, and (with the residual model) the log sds the pick reads instead
-        of their step_sd (launcher.plan.residuals.corrected_for_pick, as the sweep loop's Search.predictions)."""
+    def predicted(self, cal: Calibration, residuals: bool = False, model: Optional[ResidualModel] = None
+                  ) -> tuple[list[Planned], Optional[np.ndarray]]:
+        """Every row as the scheduler reads it, and (with the residual model: `model`, default the replay's) the log
+        sds the pick reads instead of their step_sd (launcher.plan.residuals.corrected_for_pick, as the sweep loop's
+        Search.predictions)."""
         p = cal.predict(self.table)
         step, sd, pick_sd = p.step_time_s, p.step_sd, None
         if residuals:
             measured = {self.index[o.key]: float(self.by_key[o.key].step_time_s or 0.0) for o in self.finished
                         if o.state in scheduler.MEASURED}
-            step, sd, pick_sd = corrected_for_pick(p.step_time_s, self.dims, measured, checks=self.checks)
+            step, sd, pick_sd = corrected_for_pick(p.step_time_s, self.dims, measured,
+                                                  model or self.residual_model, checks=self.checks)
         return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
                         float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb,
                         self.costs.startup(r))
@@ -291,14 +297,18 @@ def random_expected_gpu_hours(sweep: MeasuredSweep, costs: Costs = Costs()) -> f
 def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int = 0, costs: Costs = Costs(),
                  noise_tolerance: float = 0.02, threshold: float = scheduler.STOP_THRESHOLD,
                  max_trials: int = 0, prior: Prior | Constants | None = None, until_found: bool = False,
-                 steady_stop: bool = True, policy: Policy = POLICY) -> SweepResult:
+                 steady_stop: bool = True, policy: Policy = POLICY,
+                 residual_model: Optional[ResidualModel] = None,
+                 pick_model: Optional[ResidualModel] = None) -> SweepResult:
     """Replay one sweep. prior: the calibration's starting point (default `prior_for(sweep)`); until_found: end as
     soon as a configuration within 2 % of the best was measured (the benchmark's baselines, whose GPU-hours spent
     are known without running on); steady_stop: the adaptive strategy (and the oracle) stop a trial once its figure
-    is steady (scheduler.steady)."""
+    is steady (scheduler.steady); residual_model: the search's (default launcher.plan.residuals.MODEL, the loop's;
+    the benchmark passes prior sds fitted without the sweep's own source group, launcher.plan.prior_sds);
+    pick_model: another residual model for the pick alone (the stop rule and the checks keep residual_model's)."""
     if strategy not in STRATEGIES:
         raise ParasweepError(f"--strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
-    rp = _Replay(sweep, costs, _as_prior(prior, sweep))
+    rp = _Replay(sweep, costs, _as_prior(prior, sweep), residual_model, pick_model)
     speeds = [r.tokens_per_s for r in rp.rows if r.tokens_per_s]
     if not speeds:
         raise ParasweepError(f"sweep {sweep.name!r} has no ok row: nothing to find")
@@ -329,6 +339,9 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
             else a_priori
         previous = cal
         planned, pick_sd = rp.predicted(cal, residuals=learns and policy.residuals)
+        for_pick = planned
+        if pick_model is not None and learns and policy.residuals:
+            for_pick, pick_sd = rp.predicted(cal, residuals=True, model=pick_model)
         n_measured = sum(1 for o in rp.finished if o.state in scheduler.MEASURED)
         learned = scheduler.learned(policy, cal.applied, n_measured) if learns else False
         if strategy != "calibrated":
@@ -341,7 +354,7 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
             done = {o.key for o in rp.finished}
             key, reason = next(k for k in static if k not in done), "a-priori order"
         else:
-            pick = scheduler.order(planned, rp.finished, calibrated=learned, noise_tolerance=noise_tolerance,
+            pick = scheduler.order(for_pick, rp.finished, calibrated=learned, noise_tolerance=noise_tolerance,
                                    span=policy.span, rule=policy.rule,
                                    explore=policy.explore, pick_sd=None if policy.pick_floor else pick_sd,
                                    iterations=costs.warmup_iters + costs.measure_iters)[0]

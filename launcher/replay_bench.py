@@ -31,9 +31,20 @@ import numpy as np
 from launcher.core.states import TrialState
 from launcher.measured import MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
-from launcher.plan.calibrate import Calibration, FeatureTable, Prior, trial_features
-from launcher.plan.residuals import DIMENSIONS
-from launcher.replay import WITHIN, Costs, Step, _flash, prior_for, random_expected_gpu_hours, replay_sweep
+from launcher.plan import prior_sds
+from launcher.plan.calibrate import Calibration, FeatureTable, Prior, trial_features, uncalibrated
+from launcher.plan.prior_sds import PriorSds, ResidualSet
+from launcher.plan.residuals import DIMENSIONS, ResidualModel
+from launcher.replay import (
+    WITHIN,
+    Costs,
+    Step,
+    _features,
+    _flash,
+    prior_for,
+    random_expected_gpu_hours,
+    replay_sweep,
+)
 from launcher.run.scheduler import POLICY, Policy
 
 BASELINES = ("oracle", "exhaustive", "predicted", "calibrated", "random")
@@ -63,6 +74,10 @@ class Case:
     costs: Costs
     prior: Optional[Prior] = None
     draw: int = -1            # perturbed truths: the draw number (-1: measured)
+    residual_model: Optional[ResidualModel] = None
+    """The search's residual model (None: launcher.plan.residuals.MODEL); with_prior_sds sets it."""
+    pick_only: bool = False
+    """residual_model for the pick alone; the stop rule and the checks keep launcher.plan.residuals.MODEL."""
 
 
 @dataclass
@@ -184,6 +199,56 @@ def corpus(paths: Iterable[Path], cpu_cv: float = CPU_ITERATION_CV) -> list[Case
     return cases
 
 
+# ------------------------------------------------------------------------------------------------ prior sds
+
+def residual_sets(cases: Sequence[Case]) -> list[ResidualSet]:
+    """Each measured sweep's a-priori log errors (log measured / a-priori step time of its ok rows, the constants
+    its replay starts from), for launcher.plan.prior_sds."""
+    out = []
+    for case in cases:
+        ok = [r for r in case.sweep.rows if r.state is TrialState.OK and r.step_time_s]
+        if not ok:
+            continue
+        prior = case.prior or prior_for(case.sweep)
+        predicted = uncalibrated(prior).predict(FeatureTable([_features(r) for r in ok])).step_time_s
+        out.append(ResidualSet(case.group, case.sweep.name, tuple(r.request.layout.to_dict() for r in ok),
+                               tuple(math.log((r.step_time_s or 0.0) / float(p)) for r, p in zip(ok, predicted))))
+    return out
+
+
+PRIOR_SDS_MODES = ("flat", "logo", "all", "logo-shape", "all-shape", "logo-pick", "all-pick")
+"""with_prior_sds: the residual model's a-priori sds as they are (flat: launcher.plan.residuals.MODEL), fitted
+without the case's own source group (logo), or fitted on every group (all: in sample for measured tables);
+'-shape': the fitted per-dimension sds rescaled to the flat value sd on average, the flat offset sd
+(PriorSds.model's shape_only); '-pick': for the pick alone (the stop rule keeps the flat sds)."""
+
+
+def with_prior_sds(cases: Sequence[Case], mode: str, fits: Optional[dict[str, PriorSds]] = None,
+                   base: Optional[ResidualModel] = None, path: Optional[Path] = None) -> list[Case]:
+    """The cases with their residual model's prior sds per dimension (launcher.plan.prior_sds): `fits` maps a group
+    to the sds fitted without it, and "all" to those fitted on every group (default: the shipped table). A group the
+    table has no leave-out fit for (a table added since) gets the fit on every group, which never saw it either.
+    path: another table than the shipped one (launcher.fit_prior_sds --write --out)."""
+    if mode not in PRIOR_SDS_MODES:
+        raise ValueError(f"prior sds mode {mode!r}: use one of {', '.join(PRIOR_SDS_MODES)}")
+    if mode == "flat":
+        return [replace(c, residual_model=base) for c in cases]
+    if fits is None:
+        path = path or prior_sds.PRIOR_SDS_FILE
+        data = prior_sds.load(path)
+        if not data:
+            raise ValueError(f"{path} is missing: run {prior_sds.GENERATED_BY}")
+        fits = {g: PriorSds.from_json(f) for g, f in data["leave_one_group_out"].items()}
+        fits["all"] = PriorSds.from_json(data["all"])
+    everything = fits["all"]
+    out = []
+    for c in cases:
+        fit = fits.get(c.group, everything) if mode.startswith("logo") else everything
+        out.append(replace(c, residual_model=fit.model(base, shape_only=mode.endswith("-shape")),
+                           pick_only=mode.endswith("-pick")))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------ perturbed truths
 
 @dataclass(frozen=True)
@@ -257,7 +322,7 @@ def perturbed(cases: Sequence[Case], draws: int, seed: int = 16, spread: Spread 
     for case in cases:
         for k in range(draws):
             out.append(Case(perturb(case.sweep, rng, spread, case.prior), "perturbed/" + case.group.split("/")[-1],
-                            case.costs, case.prior, k))
+                            case.costs, case.prior, k, case.residual_model))
     return out
 
 
@@ -295,8 +360,9 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             result.trials[strategy] = len(case.sweep.rows)
             continue
         runs_all = strategy in ("oracle", "exhaustive", "calibrated")
+        model, pick_model = _models(case)
         r = replay_sweep(case.sweep, strategy, costs=case.costs, prior=case.prior, until_found=runs_all,
-                         steady_stop=steady_stop, policy=policy)
+                         steady_stop=steady_stop, policy=policy, residual_model=model, pick_model=pick_model)
         result.to_within[strategy] = r.gpu_hours_to_within_2pct
         result.spent[strategy] = r.gpu_hours_to_within_2pct if strategy == "oracle" else (
             exhaustive if runs_all else r.gpu_hours)
@@ -306,6 +372,12 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             result.calibration = r.calibration
             result.gaps = gaps(r.steps, _within_of(case.sweep))
     return result
+
+
+def _models(case: Case) -> tuple[Optional[ResidualModel], Optional[ResidualModel]]:
+    """replay_sweep's residual_model and pick_model for a case: its own model for the pick and the stop rule, or
+    for the pick alone."""
+    return (None, case.residual_model) if case.pick_only else (case.residual_model, None)
 
 
 GAP_KINDS = ("first pick", "out of memory", "stopped early", "measured, not within 2 %", "the within-2 % one")
@@ -490,8 +562,10 @@ def transfer_prior(small: Case, steady_stop: bool = True, policy: Policy = POLIC
     """The calibration a finished adaptive search of `small` leaves (as plan.prior_from reads calibration.json);
     `calibration`: that search's, already replayed (evaluate keeps it), else it is replayed here."""
     if calibration is None:
+        model, pick_model = _models(small)
         calibration = replay_sweep(small.sweep, "adaptive", costs=small.costs, prior=small.prior,
-                                   steady_stop=steady_stop, policy=policy).calibration
+                                   steady_stop=steady_stop, policy=policy, residual_model=model,
+                                   pick_model=pick_model).calibration
     base = (small.prior or prior_for(small.sweep)).constants
     if calibration is None:
         raise ValueError(f"{small.sweep.name}: the adaptive replay left no calibration to transfer")
@@ -520,8 +594,9 @@ def evaluate_transfer(small: Case, large: Case, steady_stop: bool = True, policy
         shares.append(known[1].share("adaptive"))
         regrets.append(known[1].regret["adaptive"])
     for start in ((prior,) if known else (large.prior, prior)):
+        model, pick_model = _models(large)
         r = replay_sweep(large.sweep, "adaptive", costs=large.costs, prior=start, steady_stop=steady_stop,
-                         policy=policy)
+                         policy=policy, residual_model=model, pick_model=pick_model)
         shares.append(1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct /
                       r.exhaustive_gpu_hours)
         regrets.append(r.final_regret)
@@ -542,6 +617,7 @@ def perturbed_pairs(pairs: Sequence[tuple[Case, Case]], draws: int, seed: int = 
             for c in (small, large):
                 shared = np.random.default_rng(state)     # same constants and biases for both scales
                 truth = perturb(c.sweep, shared, spread, c.prior, noise_rng=rng)
-                truths.append(Case(truth, "perturbed/" + c.group.split("/")[-1], c.costs, c.prior, k))
+                truths.append(Case(truth, "perturbed/" + c.group.split("/")[-1], c.costs, c.prior, k,
+                                   c.residual_model))
             out.append((truths[0], truths[1]))
     return out

@@ -1248,9 +1248,10 @@ def _stalled(text: str, verdict: Failure) -> Failure:
                  or _ends_with_config_rule(text)
                  or _liveness_only_tail(text))
     elif verdict.kind in (FailureKind.CRASHED, FailureKind.CANCELLED):
-        found = _interrupted_while_stalled(text, verdict)
+        found = _stopped_by_hand(text, verdict) or _interrupted_while_stalled(text, verdict)
     elif verdict.kind == FailureKind.OK and not _completed(text):
-        found = _liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
+        found = (_liveness_only_tail(text) or _ends_waiting(text, F_STALL.COLLECTIVE_WAITS)
+                 or _stopped_by_hand(text, verdict))
     return found or verdict
 
 
@@ -1395,6 +1396,60 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
         return None  # nothing before it, or a running job stopped by hand
     return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
                                       f"not a step): {before[:140]}", _evidence(text, line_start))
+
+
+def _first_interrupt(text: str) -> int:
+    """Position of the log's first interrupt (F_STALL.INTERRUPT, a Ctrl-C echo); -1 if none."""
+    hits = [i for i in (text.find(n) for n in F_STALL.INTERRUPT) if i >= 0]
+    echo = _ctrl_c_echo(text)
+    return min(hits + [echo] if echo >= 0 else hits, default=-1)
+
+
+# A step counter with its planned total on the last step record: "step 100/100", "[step=970/1000", "iter: 5 / 5"
+_STEP_OF_TOTAL = re.compile(r"(?i)\b(?:step|iter\w{0,5}|update)\s{0,3}[=:#]?\s{0,3}(\d{1,12})\s{0,3}/\s{0,3}"
+                            r"(\d{1,12})\b")
+_INTERRUPT_TAIL_CHARS = 20_000  # a run stopped by hand ends within this much text after its interrupt
+
+
+def _stopped_by_hand(text: str, verdict: Failure) -> Failure | None:
+    """A running job the user stopped by hand: the log's first interrupt (Ctrl-C's echo, KeyboardInterrupt, SIGINT)
+    comes right after a step record, near the end of the log, and nothing says the run finished (no completion line,
+    no `iteration N/N`, no `step N/N` on that last record), nor is the verdict's evidence above the interrupt. The
+    stopped run is cancelled, not `ok`: a run that completed and was then interrupted at teardown says so first.
+    (An interrupt after a non-step line is _interrupted_while_stalled's: a job stopped because it stopped moving.)"""
+    idx = _first_interrupt(text)
+    if idx < 0 or len(text) - idx > _INTERRUPT_TAIL_CHARS or F_DONE.says_finished(text):
+        return None
+    line_start = text.rfind("\n", 0, idx) + 1
+    if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:
+        return None  # the failure stands above the interrupt: it is the cause
+    before = _line_before_interrupt(text, line_start)
+    if not before or not (is_step_record(before) or _has_progress(before, 0)):
+        return None
+    total = _STEP_OF_TOTAL.search(before)
+    if total is not None and int(total.group(1)) >= int(total.group(2)) > 0:
+        return None  # the last step was the planned last one: interrupted at teardown
+    return _failure(FailureKind.CANCELLED, f"stopped by hand (an interrupt right after a step record, no line saying "
+                                           f"training finished): {before[:140]}", _evidence(text, line_start))
+
+
+_TRACEBACK_BODY = ("Traceback (most recent call last)", "During handling of the above exception",
+                   "The above exception was the direct cause")
+
+
+def _line_before_interrupt(text: str, line_start: int) -> str:
+    """The last non-blank line above the interrupt's line (at `line_start`), above the traceback that the interrupt
+    ends when there is one (a KeyboardInterrupt raised in the training loop: the frames are where Python was, the line
+    above them what the run was doing)."""
+    window = text[max(0, line_start - 20_000): line_start]
+    header = window.rfind(_TRACEBACK_BODY[0])
+    if header >= 0:
+        cut = window.rfind("\n", 0, header) + 1
+        body = window[cut:].splitlines()
+        if all(not ln.strip() or ln[0] in " \t" or ln.removeprefix("^C").startswith(_TRACEBACK_BODY)
+               or _EXCEPTION.match(ln) for ln in body):
+            window = window[:cut]
+    return window.rstrip().rsplit("\n", 1)[-1].strip()
 
 
 def _ctrl_c_echo(text: str) -> int:

@@ -107,7 +107,8 @@ _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[
 # tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
 _BAR = re.compile(
     r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
-    r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)(?P<unit>s/it|it/s)"
+    r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)"
+    r"(?P<unit>s/it|it/s|s/batch|batch/s|s/ba|ba/s)"
     r"(?P<postfix>[^\]\n]{0,400})")
 # A bar of unknown length and no rate yet (Lightning/NeMo with max_steps=-1: "Epoch 0: :   0%|  | 614/?
 # [23:53<00:00, v_num=, ...]"): only the count and the elapsed column; the step time is elapsed / count.
@@ -231,6 +232,8 @@ def _time_role(key: str, unit: str) -> str | None:
                                               "ran in")))
     if not timely or "per token" in key or "per sample" in key or unit in ("%",) or unit.lower() in _MEM_UNITS:
         return None
+    if not unit and "loss" in words:  # a bare loss named after what it scores (TensorFlowTTS's FastSpeech2
+        return None  # "train_duration_loss = 0.0353": the duration predictor's loss) is a loss, not a time
     if _has_word(key, _AVERAGE):
         return "average"
     if any(f" {w} " in f" {key} " for w in _CUMULATIVE) and "per" not in key.split():
@@ -259,7 +262,9 @@ def _rate_role(key: str, unit: str) -> str | None:
     role = None
     last = key.split()[-1] if key else ""
     per_unit = last.split("/")
-    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "it/s", "its", "steps/s", "step/s", "updates/s") or (
+    # "bps": batches (optimizer steps) per second (OLMo-core's speed monitor: 1 / step time)
+    if unit in ("it/s", "steps/s", "step/s") or _is(key, "ups", "bps", "it/s", "its", "steps/s", "step/s",
+                                                    "updates/s") or (
             len(per_unit) == 2 and per_unit[0] in _STEP_NOUNS and per_unit[1] in ("s", "sec", "second")) or (
             ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
         role = "steps"
@@ -312,6 +317,10 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
         return "batch", "samples"
     if _is(key, "wpb", "tokens per batch", "tokens per step", "tpb"):
         return "batch", "tokens"
+    if "/" in key.strip("/"):  # a metric path (OLMo's "throughput/device/TPS", "train/CE loss"): segments are words
+        role = _role_of(key.replace("/", " "), unit)
+        # not a time: a path's time has no unit (Composer's "time/train" is in hours) or counts ("time/batch: 12")
+        return role if role[0] in ("rate", "tflops", "mfu", "loss", "mem") else ("", None)
     return "", None
 
 
@@ -474,13 +483,32 @@ _RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None,
 """Record's fields after `pos`."""
 
 
+# tqdm redraws its bar with a carriage return and no newline, so a logger line printed while the bar is on screen
+# lands on the bar's line (ALCF wordplay: "  4%|▍  | 4/100 [00:04<01:12,  1.32it/s][2024-04-02 01:59:46][INFO]
+# [trainer:837] - step=5 loss=3.6606 dt=108.1093 ..."): the record is the logger's line after the bar's closing
+# bracket, opened by its own date-time stamp (judge21). A bar's own postfix ("loss=2.1]") stays the bar's.
+_LOGGER_AFTER_BAR = re.compile(r"\s{0,4}\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}")
+
+
+def _after_bar(line: str, bar: re.Match[str]) -> str | None:
+    """The logger line printed after a bar on the same line (opened by a date-time stamp), or None."""
+    close = line.find("]", bar.end())
+    if close < 0 or _LOGGER_AFTER_BAR.match(line, close + 1) is None:
+        return None
+    return line[close + 1:]
+
+
 @lru_cache(maxsize=4096)  # ranks print the same line; a hostile log repeats one
 def _parse_line(line: str) -> _RecordContent | None:
     """A record's content (Record's fields after `pos`), or None."""
     if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
         return None
-    if _BAR.search(line) is not None or "SamplesPerSec=" in line:  # bars; DeepSpeed's timer (read_log reads it)
+    if "SamplesPerSec=" in line:  # DeepSpeed's timer (read_log reads it)
         return None
+    bar = _BAR.search(line)
+    if bar is not None:  # a bar (training_bars reads it), or a bar with a logger's record printed after it
+        after = _after_bar(line, bar)
+        return None if after is None else _parse_line(after)
     stamp = timestamp_of(line)
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
@@ -1140,6 +1168,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     local_notes: list[str] = []
     records = [r for pos, line in _candidate_lines(text) if (r := _record(_with_block(text, pos, line), pos))
                is not None]
+    records = _with_declared_units(records, declared_units(text))
     bars = _bar_reading(text, local_notes)
     if not records:
         return bars
@@ -1181,6 +1210,35 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
                           notes=tuple(local_notes))
 
 
+# A log that declares its own fields' units in a legend (ezpz/wordplay's "Training Legend" table: "│ dt │ Elapsed
+# time per training step (measured in **ms**) │") and then prints "dt=88.8" bare: the bare value is in the
+# declared unit, not seconds (judge21). Only a row that names a time (time, elapsed, duration, latency) and a time
+# unit in "(measured in X)" / "(in X)"; "Tokens per second, measured in MEGA ... tokens / sec" is not one.
+_LEGEND_ROW = re.compile(
+    r"(?im)^[\s│┃|]{0,8}(?P<key>[A-Za-z_][\w./-]{0,30})\s{0,30}[│┃|:]\s{0,4}(?P<desc>[^\n│┃|]{0,120}?"
+    r"\b(?:time|elapsed|duration|latency)\b[^\n│┃|]{0,80}?)\(\s{0,2}(?:measured\s)?in\s{1,2}\*{0,2}"
+    r"(?P<unit>ms|milliseconds|s|sec|secs|seconds)\*{0,2}\s{0,2}\)")
+_LEGEND_UNITS = {"ms": "ms", "milliseconds": "ms", "s": "s", "sec": "s", "secs": "s", "seconds": "s"}
+
+
+def declared_units(text: str) -> dict[str, str]:
+    """{normalised key: unit} of the time fields the log's own legend declares (first declaration wins)."""
+    out: dict[str, str] = {}
+    if "in " not in text:
+        return out
+    for m in _LEGEND_ROW.finditer(text):
+        out.setdefault(normalise_key(m.group("key")), _LEGEND_UNITS[m.group("unit").lower()])
+    return out
+
+
+def _with_declared_units(records: list[Record], units: dict[str, str]) -> list[Record]:
+    """Records whose bare fields named in units carry the declared unit."""
+    if not units:
+        return records
+    return [replace(rec, fields=tuple(replace(f, unit=units[f.key]) if not f.unit and f.key in units else f
+                                      for f in rec.fields)) for rec in records]
+
+
 _SOURCE_ORDER = {"stated step time": 0, "clock difference": 1, "running average": 2, "1 / steps per second": 3,
                  "running average of steps per second since the start, differenced": 3,
                  "samples per step / samples per second": 4, "tokens per step / tokens per second": 4,
@@ -1219,7 +1277,11 @@ def _postfix_step_s(postfix: str) -> float | None:
     return None
 
 
-_BAR_RATES = ("it/s", "s/it")
+# tqdm prints a rate in the bar's `unit` (default "it"): here a training step's ("ba": Composer's batches, "batch"),
+# not a sample's or token's. Not "step/s": NeMo Automodel glues its step records to such bars on one line
+# (oos-batch4 automodel_ling_mini_lora_ep2_last_steps_finished_1.log), whose records time the steps better than the
+# bar's whole-second elapsed column
+_BAR_RATES = ("it/s", "s/it", "ba/s", "s/ba", "batch/s", "s/batch")
 _BAR_SPAN = 160  # a bar's counter and elapsed column sit within this many characters before its rate
 
 
@@ -1269,10 +1331,11 @@ _POSTFIX_PAIRS = re.compile(r"^(?:[^,=\n]{0,80}=[^,=\n]{0,80},\s{0,4})+")
 
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
     """The first drawing of each step of the log's training progress bars, in step order."""
-    if "it/s" not in text and "s/it" not in text and "/?" not in text:
+    rated = any(unit in text for unit in _BAR_RATES)
+    if not rated and "/?" not in text:
         return []
     by_series: dict[str, dict[tuple[int, int], BarDrawing]] = {}
-    matches = _bar_matches(text) if "it/s" in text or "s/it" in text else []
+    matches = _bar_matches(text) if rated else []
     if not matches and "/?" in text:
         matches = _unknown_total_matches(text)
     for ls, m in matches:
@@ -1289,7 +1352,7 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
         rate_s = None
         if rate is not None:
             value = float(rate)
-            rate_s = value if m.group("unit") == "s/it" else (1.0 / value if value > 0 else None)
+            rate_s = value if m.group("unit").startswith("s/") else (1.0 / value if value > 0 else None)
         elapsed = _clock_s(m.group("elapsed"))
         n = int(m.group("n"))
         if elapsed is None or n == 0 and rate_s is None:

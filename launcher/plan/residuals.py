@@ -182,6 +182,11 @@ class ResidualModel:
     sweep's level, and with the whole sd a measured loser's miss went in part to each of its values, so a layout
     sharing them ranked below one unlike it on no evidence. Not adopted (docs/search.md, search11: 7 sweeps
     worse than plan order instead of 5 at 0.3): an ablation option, off."""
+    dimension_sds: tuple[tuple[str, float], ...] = ()
+    """(dimension, prior sd of one of its values' effects) at value_sd = VALUE_SD, learned across sweeps
+    (launcher.plan.prior_sds); a dimension not listed has value_sd. The empirical Bayes refit (fitted) scales them
+    all by one factor, value_sd / VALUE_SD. Not adopted (docs/search.md, search12: fitted without the replayed
+    table's own source group, 8 sweeps worse than plan order instead of 5): an option, empty."""
 
     def __post_init__(self) -> None:
         if not self.unidentified_scale > 0:   # a prior variance of 0 has no precision: identified_only drops them
@@ -242,8 +247,9 @@ class ResidualModel:
         import numpy as np
 
         step_sd = self.step_scale * value_sd
-        var = np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n else value_sd ** 2
-                        for n in names])
+        own = {d: s * value_sd / VALUE_SD for d, s in self.dimension_sds}
+        var = np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n
+                        else own.get(n.split("=", 1)[0], value_sd) ** 2 for n in names])
         if design is not None and self.unidentified_scale != 1.0:
             var[~_identified_columns(design, rows)] *= self.unidentified_scale ** 2
         return var

@@ -4,6 +4,7 @@ the best, against its baselines in the same run, on every measured replay table 
     python tests/benchmarks/bench_search.py             # everything, 3 perturbed draws per grid (95 % CIs printed)
     python tests/benchmarks/bench_search.py --quick     # 2 draws per grid
     python tests/benchmarks/bench_search.py --list      # and every sweep's shares
+    python tests/benchmarks/bench_search.py --prior-sds logo   # search12's per-dimension prior sds (not adopted)
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
@@ -121,6 +122,12 @@ def main(argv=None) -> int:
     parser.add_argument("--measured-only", action="store_true")
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
+    parser.add_argument("--prior-sds", choices=rb.PRIOR_SDS_MODES, default="flat",
+                        help="the residual model's prior sds: flat (residuals.MODEL), per dimension fitted without "
+                             "the sweep's own source group (logo, launcher/plan/prior_sds.json), or on every group "
+                             "(all: in sample); perturbed truths get the fit on every group")
+    parser.add_argument("--prior-sds-file", type=Path, default=None,
+                        help="another table than launcher/plan/prior_sds.json (launcher.fit_prior_sds --write --out)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     with rb.Workers(args.jobs) as workers:
@@ -136,7 +143,8 @@ def main(argv=None) -> int:
 def _main(args, workers: rb.Workers) -> None:
     draws = args.draws if args.draws is not None else (2 if args.quick else 3)
     tables = args.tables or sorted(DATA.glob("*.csv"))
-    cases = rb.corpus(tables)
+    cases = rb.with_prior_sds(rb.corpus(tables), args.prior_sds, path=args.prior_sds_file)
+    every = args.prior_sds.replace("logo", "all")   # perturbed truths hold no measured error: the fit on every group
     steady = not args.no_steady_stop
     measured = run(cases, workers, steady)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
@@ -150,7 +158,8 @@ def _main(args, workers: rb.Workers) -> None:
     print("\n=== where the adaptive search's GPU-hours to within 2 % went (mean share of exhaustive, measured)")
     print(rb.gap_table(measured))
     if not args.measured_only and draws:
-        grids = grids_for_perturbation(cases)
+        grids = rb.with_prior_sds(grids_for_perturbation(cases), every,
+                                  path=args.prior_sds_file)
         truths = rb.perturbed(grids, draws, args.seed)
         err, rho = rb.prior_error(truths)
         print(f"\nperturbed truths: {len(grids)} grids x {draws} draws (seed {args.seed}); a-priori step time error "
@@ -164,7 +173,9 @@ def _main(args, workers: rb.Workers) -> None:
                         "starting the large one; share of the large sweep's exhaustive GPU-hours to within 2 %",
                         known={r.case.sweep.name: r for r in measured})
         if not args.measured_only and draws:
-            ppairs = rb.perturbed_pairs([p for p in pairs if p[0].group == "published/ultrascale"], max(2, draws // 4))
+            ppairs = rb.perturbed_pairs([(rb.with_prior_sds([s], every, path=args.prior_sds_file)[0],
+                                          rb.with_prior_sds([g], every, path=args.prior_sds_file)[0])
+                                         for s, g in pairs if s.group == "published/ultrascale"], max(2, draws // 4))
             transfer_report(ppairs, workers, steady, "=== transfer on perturbed truths (both scales share the "
                             "drawn constants and per-value biases)")
 

@@ -66,6 +66,12 @@ VARIANTS = {
     "now, unidentified sd x0.5": (POLICY, True, ResidualModel(unidentified_scale=0.5)),
     "now, unidentified sd x0.3": (POLICY, True, ResidualModel(unidentified_scale=0.3)),
     "now, unidentified sd x0.15": (POLICY, True, ResidualModel(unidentified_scale=0.15)),
+    # search12 (issue 16, 27 Nov): per-dimension prior sds learned across sweeps (launcher.plan.prior_sds), each
+    # measured table replayed with the sds fitted without its own source group; perturbed truths with the fit on all
+    "now, prior sds per dimension (LOGO)": (POLICY, True, "logo"),
+    "now, prior sds per dimension (all groups, in sample)": (POLICY, True, "all"),
+    "now, prior sds per dimension (LOGO), pick only": (POLICY, True, "logo-pick"),
+    "now, prior sds per dimension (LOGO), shape only": (POLICY, True, "logo-shape"),
 }
 
 
@@ -91,6 +97,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--tables", type=Path, nargs="*", default=None)
+    parser.add_argument("--prior-sds-file", type=Path, default=None,
+                        help="the prior sds variants' table (default launcher/plan/prior_sds.json)")
     args = parser.parse_args(argv)
     cases = rb.corpus(args.tables or sorted(DATA.glob("*.csv")))
     truths = rb.perturbed(grids_for_perturbation(cases), args.draws, 16) if args.draws else []
@@ -99,11 +107,14 @@ def main(argv=None) -> int:
     for name, (policy, steady, *model) in VARIANTS.items():
         if args.only and name not in args.only:
             continue
-        residuals.MODEL = model[0] if model else ResidualModel()    # the workers fork with it
+        mode = model[0] if model and isinstance(model[0], str) else "flat"    # prior sds (rb.with_prior_sds)
+        residuals.MODEL = model[0] if model and mode == "flat" else ResidualModel()    # the workers fork with it
+        ms = rb.with_prior_sds(cases, mode, path=args.prior_sds_file)
+        ts = rb.with_prior_sds(truths, mode.replace("logo", "all"), path=args.prior_sds_file)   # no measured error
         with multiprocessing.Pool(args.jobs) as pool:
             started = time.perf_counter()
-            m = headline(pool.map(_one, [(c, policy, steady) for c in cases], chunksize=1))
-            p = headline(pool.map(_one, [(c, policy, steady) for c in truths], chunksize=1)) if truths else None
+            m = headline(pool.map(_one, [(c, policy, steady) for c in ms], chunksize=1))
+            p = headline(pool.map(_one, [(c, policy, steady) for c in ts], chunksize=1)) if ts else None
             cells = f"{m[0]:>9.1%} {m[1]:>3} / {m[2]:<3} {m[3]:>4} / {m[4]:<3} {m[5]:>6.0%}"
             if p:
                 cells += f"   {p[0]:>9.1%} {p[1]:>3} / {p[2]:<3} {p[3]:>4} / {p[4]:<3} {p[5]:>6.0%}"

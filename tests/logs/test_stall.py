@@ -98,7 +98,7 @@ def test_interrupt_while_not_at_a_step_is_a_hang(text):
 
 @pytest.mark.parametrize("text, kind", [
     (f"{MEGATRON_STEP}\n^CTraceback (most recent call last):\n  File \"pretrain_gpt.py\", line 149\nKeyboardInterrupt\n",
-     "crashed"),  # a running job stopped by hand at a step
+     "cancelled"),  # a running job stopped by hand at a step, before its planned end (judge20c: was crashed)
     ("building datasets ...\nWARNING:torch.distributed.elastic.agent.server.api:Received 15 death signal, shutting "
      "down workers\n", "cancelled"),  # SIGTERM: stopped from outside, not the user's interrupt
     ("Traceback (most recent call last):\n  File \"train.py\", line 3\nRuntimeError: CUDA error: an illegal memory "

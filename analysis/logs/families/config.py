@@ -434,6 +434,8 @@ _LOAD_FAILED = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping))[
 # error.
 _MODULE_LACKS = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping|[Ii]gnor))[^\n]*?"
                  r"\bmodule '[A-Za-z_][\w.]{0,120}' has no attribute '[A-Za-z_]\w{0,120}'")
+_CUDNN_INSTALL = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping|[Ii]gnor))[^\n]*?"
+                  r"\bCUDNN_STATUS_(?:SUBLIBRARY_LOADING_FAILED|SUBLIBRARY_VERSION_MISMATCH|VERSION_MISMATCH)\b")
 ENVIRONMENT = (
     rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "CPython's module __getattr__ error (Objects/moduleobject.c), as "
          "ImportError's 'cannot import name' for the same version mismatch",
@@ -496,6 +498,17 @@ ENVIRONMENT = (
            ("CUDA_HOME", "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install "
                          "root.", r"CUDA_HOME\b[^\n]{0,60}(?:not set|does not exist|is None)"),
            ("nvcc fatal", "nvcc fatal   : Unsupported gpu architecture 'compute_90'"))
+    # judge21: cuDNN's own status codes for an installation that cannot serve the call (cudnnStatus_t, cudnn_graph.h /
+    # cudnn_ops_infer.h; cudnnGetErrorString): SUBLIBRARY_LOADING_FAILED (a sub-library, libcudnn_engines_*.so, could
+    # not be loaded), SUBLIBRARY_VERSION_MISMATCH and cuDNN 8's VERSION_MISMATCH (its sub-libraries come from different
+    # versions): the same environment fault as ld.so's "cannot open shared object file" above, whichever op (TE's
+    # fused attention, a convolution) reaches cuDNN first. Other CUDNN_STATUS_* codes (EXECUTION_FAILED, BAD_PARAM,
+    # NOT_SUPPORTED) stay crashed (error_end); a warning or a fallback to another backend is not the job's end.
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "cuDNN cudnnStatus_t (cudnn_graph.h): the library's sub-libraries "
+           "failed to load or come from different versions (an installation fault)",
+           ("CUDNN_STATUS_", "RuntimeError: .../fused_attn_f16_arbitrary_seqlen.cu:405 in function operator(): cuDNN "
+                             "Error: CUDNN_BACKEND_TENSOR_DESCRIPTOR cudnnFinalize failedptrDesc->finalize() "
+                             "cudnn_status: CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED.", _CUDNN_INSTALL))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "pdsh's ssh module (the DeepSpeed launcher's multi-node default)",
            ("ssh exited with exit code 255", "pdsh@node1: node2: ssh exited with exit code 255"))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "transformers models/auto (configuration_auto.py, "

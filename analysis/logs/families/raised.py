@@ -6,6 +6,11 @@ Megatron-LM validate_args and megatron/core `*_config.py` __post_init__ checks, 
 DeepSpeed runtime/config.py, zero/config.py, offload_config.py and engine.py optimizer checks,
 Megatron-DeepSpeed arguments.py and Transformer Engine's attention-backend refusal, not from the logs it is tested
 on. Templates with fewer than MIN_WORDS fixed words, or that occur in a healthy fixture log, were left out.
+Every raised_messages*.tsv beside this module is read (in name order, same columns): raised_messages_others.tsv holds
+the checks of the trainers run beside them (transformers, accelerate, TRL, PEFT, Lightning, torchtitan, veRL,
+OpenRLHF, LLaMA-Factory, ms-swift, ColossalAI). One harvester writes both from the frameworks' source:
+`python -m analysis.logs.families.harvest --mirror DIR` (families/harvest.py; which files go to which table is its
+SOURCES); raised_messages_others.tsv is written whole by it, raised_messages.tsv also holds rows read by hand.
 
 Matching: each template compiles once into a regex of its fixed words (whitespace-tolerant, fields as short
 wildcards); the longest fixed fragment is its anchor. Only the neighbourhood of error lines (an exception, an assert,
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-TABLE = Path(__file__).with_name("raised_messages.tsv")
+TABLE = Path(__file__).with_name("raised_messages.tsv")  # the first table; every raised_messages*.tsv beside it is read
 MIN_WORDS = 3  # fixed words (3+ letters) a template needs to be evidence
 _FIELD = "{}"
 _WORD = re.compile(r"[A-Za-z_]{3,}")
@@ -72,17 +77,28 @@ def _anchor(text: str) -> str:
     return max((p.strip() for p in text.split(_FIELD)), key=len)
 
 
+def tables(folder: Path = TABLE.parent) -> list[Path]:
+    """Every raised_messages*.tsv in `folder`, sorted by name: one table per harvest (the four frameworks',
+    the other trainers'), same columns, so each can be regenerated on its own."""
+    return sorted(folder.glob("raised_messages*.tsv"))
+
+
+def read_tables(paths: list[Path]) -> tuple[Template, ...]:
+    out = []
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if not line or line.startswith("#") or line.startswith("framework\t"):
+                continue
+            framework, source, text = line.split("\t")
+            lead = _lead(text)
+            out.append(Template(framework, source, text, _anchor(text), compile_template(text), lead,
+                                max(lead.split(), key=len) if lead else ""))
+    return tuple(out)
+
+
 @cache
 def templates() -> tuple[Template, ...]:
-    out = []
-    for line in TABLE.read_text(encoding="utf-8").splitlines():
-        if not line or line.startswith("#") or line.startswith("framework\t"):
-            continue
-        framework, source, text = line.split("\t")
-        lead = _lead(text)
-        out.append(Template(framework, source, text, _anchor(text), compile_template(text), lead,
-                            max(lead.split(), key=len) if lead else ""))
-    return tuple(out)
+    return read_tables(tables())
 
 
 def _lead(text: str) -> str:
@@ -128,7 +144,8 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
     """The earliest error line at or after start that states one of the table's validation messages. Only the
     neighbourhood of error lines is searched (the line before, the line and the two after: a message continued from a
     bare `XError:` line, or wrapped over lines), so a 20 MB log costs one pass for its error lines, not one pass per
-    template (535 templates: ~4 s on 20 MB of binary junk)."""
+    template (535 templates: ~4 s on 20 MB of binary junk). In a window only the templates whose key word it holds
+    are tried (_candidates), so the cost does not grow with the table."""
     for line_start in _error_line_starts(text, start):
         prev_start = text.rfind("\n", max(0, line_start - 2000), max(0, line_start - 1)) + 1 if line_start else 0
         end = line_start
@@ -136,7 +153,7 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
             nxt = text.find("\n", end, end + 2000)
             end = len(text) if nxt < 0 else nxt + 1
         window = text[prev_start:end]
-        for tpl in templates():
+        for tpl in _candidates(window):
             if tpl.anchor in window:
                 hit = _error_hit(text, window, prev_start, tpl)
                 if hit is not None:
@@ -146,6 +163,40 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
                 if hit is not None:
                     return hit, tpl
     return None
+
+
+def _inner_words(fragment: str) -> list[str]:
+    """The words (as _WORD reads them) of a fragment that do not touch its ends: a window that holds the fragment
+    holds each of them as a whole word (a word at an end may be glued to the text beside it)."""
+    return [m.group(0) for m in _WORD.finditer(fragment) if m.start() > 0 and m.end() < len(fragment)]
+
+
+@cache
+def _index() -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+    """Template numbers by key word (the longest inner word of the anchor, and of the cut-message lead), and the
+    numbers of the templates without one (tried in every window)."""
+    by_word: dict[str, list[int]] = {}
+    always = []
+    for i, tpl in enumerate(templates()):
+        for fragment in (tpl.anchor, tpl.lead):
+            if not fragment:
+                continue
+            words = _inner_words(fragment)
+            if words:
+                by_word.setdefault(max(words, key=len), []).append(i)
+            else:
+                always.append(i)
+    return {w: tuple(v) for w, v in by_word.items()}, tuple(always)
+
+
+def _candidates(window: str) -> list[Template]:
+    """The templates, in table order, whose anchor or lead may be in `window` (every one whose anchor or lead is)."""
+    by_word, always = _index()
+    numbers = set(always)
+    for word in set(_WORD.findall(window)):
+        numbers.update(by_word.get(word, ()))
+    rows = templates()
+    return [rows[i] for i in sorted(numbers)]
 
 
 _ERROR_NEEDLES = ("Error", "Exception", "assert", "ERROR", "FATAL", "CRITICAL", "failed")
