@@ -10,7 +10,7 @@ Sources:
 - Hugging Face transformers trainer.py: "Training completed. Do not forget to share your model on
   huggingface.co/models =)"
 - Megatron-LM training.py: print_datetime("after training is done"), and "exiting program after N minutes" /
-  "exiting program at iteration N" (--exit-duration-in-mins, --exit-interval).
+  "exiting program at iteration N" (--exit-duration-in-mins, --exit-interval); tasks/finetune_utils.py: "done :-)".
 - torchtitan train.py: "Training completed"; LSF's job report "Successfully completed."
 - the shape `training (is) done|finished|complete(d)` / `finished training`.
 - a configured training budget reached, the shape `max(imum) (training) steps|iterations|epochs ... reached` /
@@ -64,6 +64,10 @@ COMPLETION = (
     + rows(FailureKind.OK, _DONE, "Megatron-LM training.py",
            ("after training is done", "[after training is done] datetime: 2025-03-02 10:44:12"),
            ("exiting program", "exiting program after 240.0 minutes", r"exiting program (?:after|at iteration)"))
+    # (judge22) Megatron-LM tasks/finetune_utils.py finetune() ends with print_rank_0('done :-)') after the last
+    # epoch (or the evaluation-only pass); the line alone, behind launcher prefixes at most.
+    + rows(FailureKind.OK, _DONE, "Megatron-LM tasks/finetune_utils.py (finetune)",
+           ("done :-)", "done :-)", r"^\s{0,8}done :-\)\s*$"))
     + rows(FailureKind.OK, _DONE, "torchtitan train.py; LSF job report",
            # not "Training completed or interrupted" (verl's fully-async runner prints it on either outcome)
            ("Training completed", "[titan] 2025-06-01 12:00:00,000 - root - INFO - Training completed",

@@ -376,6 +376,21 @@ PRECISION = rows(FailureKind.CONFIG_ERROR, "fp16 mixed precision with fp16 train
                  "master weights: load the trainable weights in fp32, or train in bf16)",
                  "torch torch/amp/grad_scaler.py (_unscale_grads_: allow_fp16=False)",
                  ("Attempting to unscale FP16 gradients", "ValueError: Attempting to unscale FP16 gradients."))
+# (judge22) ATen's dispatch (c10/core/Dispatch.h / ATen/Dispatch.h AT_DISPATCH_*: AT_ERROR, now
+# TORCH_CHECK_NOT_IMPLEMENTED, '"', at_dispatch_name, "\" not implemented for '", toString(scalar_type), "'") raises
+# `"<kernel>" not implemented for '<ScalarType>'` when the op has no kernel for that dtype on that device: fp16 on CPU
+# (`"LayerNormKernelImpl" not implemented for 'Half'`), an op without bf16 or fp8. For a reduced-precision dtype
+# (c10's names Half, BFloat16, ComplexHalf, Float8_*) that is the run's precision/device choice, fixed by choosing
+# another (disable fp16, use bf16, run on the GPU). Not an integer or fp32 dtype (a tensor of the wrong type the
+# program built: a code bug), not a warning or a fallback notice, only the raised error's line.
+_NO_KERNEL_DTYPE = r"(?:Half|BFloat16|ComplexHalf|Float8_\w{1,16})"
+_NO_KERNEL = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipp))[^\n]*?(?:Error|Exception)\s{0,4}:\s{0,4}"
+              rf'"[^"\n]{{1,120}}" not implemented for \'{_NO_KERNEL_DTYPE}\'')
+PRECISION += rows(FailureKind.CONFIG_ERROR, "the chosen precision has no kernel for this op on this device (ATen "
+                  "dispatch: choose another dtype or device, e.g. bf16 instead of fp16, fp16 only on the GPU)",
+                  "PyTorch ATen Dispatch.h (AT_DISPATCH_* default case)",
+                  ("\" not implemented for '", "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
+                   _NO_KERNEL))
 
 # ---- the job's environment lacks what its configuration asks for (a rule, decided for issue 17)
 # An installation, build or launcher pre-check that fails before the model runs is a configuration error of the job,
