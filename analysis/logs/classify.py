@@ -340,6 +340,19 @@ def _config_shape(text: str, start: int) -> Failure | None:
     return None
 
 
+def _empty_data(text: str, start: int) -> Failure | None:
+    """The run's data yields nothing (families.config.EMPTY_DATA) before any step: after steps an empty loader is
+    not the configuration's fault alone (a later epoch, an evaluation set), so the failure stays the crash's."""
+    found = first_match(text, F_CONFIG.EMPTY_DATA, start)
+    if found is None:
+        return None
+    idx, row = found
+    before = text[:idx]
+    if _has_progress(before, 0) or _last_step_record(before) > 0:
+        return None
+    return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+
+
 def _raised_config(text: str, start: int) -> Failure | None:
     """An error line stating a message that Megatron/DeepSpeed/TE raise in their own config validation
     (families.raised, a table of those messages with their source)."""
@@ -1067,6 +1080,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
                       + F_CONFIG.VERSION_UNSUPPORTED,
                       start)
+        or _empty_data(text, start)
         or _compile_target(text, start)
         or _shell_script(text, start)
         or _hydra_target(text, start)

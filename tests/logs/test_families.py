@@ -32,6 +32,7 @@ FAILURE_TABLES = {
     + config.PLACEHOLDER_VALUE + config.PATH_MISSING + config.NO_GPU + config.FLASH_REFUSAL + config.PACKAGE_GUARD
     + config.HUB_ACCESS + config.VERSION_UNSUPPORTED,
     "config judge16": config.COMPILE_TARGET,
+    "config judge23": config.EMPTY_DATA,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

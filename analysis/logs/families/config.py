@@ -260,6 +260,32 @@ DATA_MISSING = (
            ("o such file", "FileNotFoundError: [Errno 2] No such file or directory: dataset file 'train.jsonl'",
             _DATA_SHAPE)))
 
+# ---- the data the run was configured with yields nothing: its files exist, but the filters, the corpus list or the
+# batch size leave no sample or batch, and the trainer's (or torch's) own check says so before the first step:
+# - torch/utils/data/sampler.py RandomSampler.__init__: "num_samples should be a positive integer value, but got
+#   num_samples=0" (a DataLoader with shuffle=True over an empty dataset);
+# - trainers' own checks of an empty dataset or loader: "Training dataset is empty (after filtering)" (the shape many
+#   training scripts raise, e.g. TRL/DPO scripts after length filtering), ETU's etu/unlearn.py run_etu "No training
+#   batches. Check forget_corpora / filters / batch_size.", "dataset has 0 samples".
+# Only on an error line (an exception's message) and only before any step (classify checks the latter): a
+# validation or test set found empty, a warning about an empty shard, or an epoch's empty loader after steps is not
+# the run's configuration yielding nothing.
+_EMPTY_DATA = "the data the run was configured with yields no sample or batch (filters, corpus list, batch size)"
+_EMPTY_SHAPE = (r"(?:Error|Exception)\s{0,4}:\s{0,4}(?:"
+                r"num_samples should be a positive integer value, but got num_samples=0\b"
+                r"|No training batches\s{0,2}(?:[.!:;]|$)"  # not "No training batches left in the queue ..."
+                r"|(?:[Tt]he )?(?:[Tt]rain(?:ing)? )?(?:data ?set|Dataset) is empty\b"
+                r"|(?:[Tt]he )?(?:[Tt]rain(?:ing)? )?(?:data ?set|Dataset) (?:has|contains) 0 (?:samples|examples)\b)")
+EMPTY_DATA = rows(
+    FailureKind.CONFIG_ERROR, _EMPTY_DATA, "torch/utils/data/sampler.py RandomSampler; trainers' empty-data checks",
+    ("num_samples should be a positive integer value, but got num_samples=0",
+     "ValueError: num_samples should be a positive integer value, but got num_samples=0", _EMPTY_SHAPE),
+    ("No training batches", "RuntimeError: No training batches. Check forget_corpora / filters / batch_size.",
+     _EMPTY_SHAPE),
+    ("et is empty", "ValueError: Training dataset is empty after filtering. Please adjust the filtering conditions.",
+     _EMPTY_SHAPE),
+    (" 0 samples", "ValueError: dataset has 0 samples", _EMPTY_SHAPE))
+
 _RESUME_MISSING = "resuming from a checkpoint the configuration names, which does not exist"
 # The configuration asks to resume (resume_if_exists, ckpt_path="last", --load) and there is nothing to resume from.
 RESUME_MISSING = (

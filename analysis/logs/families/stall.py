@@ -17,6 +17,9 @@ Sources of the wordings:
 - NCCL src/init.cc, src/transport/*.cc, src/graph/*.cc: the INFO lines of communicator set-up ("NCCL INFO
   Channel 00/32 :", "Connected all rings", "comm 0x... rank 0 nranks 8 ... - Init COMPLETE", "Bootstrap :",
   "NET/IB", "Using network"); every NCCL INFO line is printed before or between collectives, never as a step.
+  Not a wait: NCCL's teardown ("comm 0x... rank 1 nranks 2 ... - Abort COMPLETE" / "- Destroy COMPLETE", src/init.cc
+  ncclCommAbort / ncclCommDestroy finishing): the communicator is gone, the job is ending, not waiting on it (a
+  watchdog's abort after a stuck collective is judged by its timeout lines first).
 - torch/distributed/distributed_c10d.py `_store_based_barrier`: "Added key: store_based_barrier_key:1 to store for
   rank: 0" and "Waiting in store based barrier to initialize process group for rank: 0, key: ...".
 - torch/distributed/elastic/agent/server/api.py: "[default] Rendezvous'ing worker group" (the agent waits for the
@@ -51,7 +54,7 @@ COLLECTIVE_WAITS = (
     rows(FailureKind.HANG, _WAIT + " (NCCL communicator set-up or a collective)",
          "NCCL src/init.cc, src/transport/*.cc",
          ("NCCL INFO", "node1:12880:13786 [0] NCCL INFO Channel 31/32 :    0",
-          r"NCCL INFO(?![^\n]*\.(?:cc|h|cu|cpp):\d+ -> \d)"))
+          r"NCCL INFO(?![^\n]*\.(?:cc|h|cu|cpp):\d+ -> \d)(?![^\n]*- (?:Abort|Destroy) COMPLETE)"))
     + rows(FailureKind.HANG, _WAIT + " (a store-based barrier or rendezvous)",
            "torch/distributed/distributed_c10d.py _store_based_barrier; torch elastic agent/server/api.py",
            ("store based barrier", "INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to "
