@@ -28,11 +28,18 @@ def context(row: dict) -> dict:
     return out
 
 
-def body(name: str) -> str:
+def body(name: str | Path) -> str:
     """The log without the fixture's leading '# SOURCE ...' comment lines (they describe the errors they contain).
-    `name` is a file of megatron-logs/ or a path relative to tests/fixtures."""
-    path = ROOT / name if "/" in name else FIXTURES / name
+    `name` is a file of megatron-logs/, a path relative to tests/fixtures, or a Path."""
+    path = name if isinstance(name, Path) else ROOT / name if "/" in name else FIXTURES / name
     lines = path.read_text().splitlines(keepends=True)
     while lines and lines[0].startswith("#"):
         lines.pop(0)
     return "".join(lines)
+
+
+def kind_of(text: str) -> str:
+    """The failure kind the sweep records for a log alone (the verdict with the log's own measurements)."""
+    from analysis.logs.outcome import measurements, trial_outcome
+
+    return trial_outcome(text, measured=measurements(text)).failure_kind

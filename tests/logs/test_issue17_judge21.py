@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from log_fixtures import body, kind_of
 
 from analysis.logs import parse_generic
-from analysis.logs.outcome import measurements, trial_outcome
+from analysis.logs.outcome import trial_outcome
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 # tests/fixtures/oos-batch19/megatron_lm/study_pretrain_gpt_te_cudnn_fused_attention_sublibrary_loading_failed_1.log
@@ -27,29 +28,21 @@ _TE = ("[rank0]: RuntimeError: /TransformerEngine/transformer_engine/common/fuse
        "finalize() cudnn_status: {status}. For more information, enable cuDNN error logging.\n")
 
 
-def _body(path: Path) -> str:
-    return path.read_text().split("\n", 1)[1]  # without the fixture's `# SOURCE:` note
-
-
-def _kind(text: str) -> str:
-    return trial_outcome(text, measured=measurements(text)).failure_kind
-
-
 def test_the_batch19_cudnn_sublibrary_failure_is_config_error():
-    outcome = trial_outcome(_body(_CUDNN))
+    outcome = trial_outcome(body(_CUDNN))
     assert outcome.failure_kind == "config_error", outcome.reason
 
 
 @pytest.mark.parametrize("status", ["CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED", "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH",
                                     "CUDNN_STATUS_VERSION_MISMATCH"])
 def test_cudnn_installation_statuses_are_config_error(status):
-    assert _kind(_TE.format(status=status)) == "config_error"
+    assert kind_of(_TE.format(status=status)) == "config_error"
 
 
 @pytest.mark.parametrize("status", ["CUDNN_STATUS_EXECUTION_FAILED", "CUDNN_STATUS_BAD_PARAM",
                                     "CUDNN_STATUS_NOT_SUPPORTED", "CUDNN_STATUS_INTERNAL_ERROR"])
 def test_other_cudnn_statuses_are_not_this_rule(status):
-    assert _kind(_TE.format(status=status)) != "config_error"
+    assert kind_of(_TE.format(status=status)) != "config_error"
 
 
 def test_a_warning_about_a_cudnn_sublibrary_is_not_the_end():
@@ -57,11 +50,11 @@ def test_a_warning_about_a_cudnn_sublibrary_is_not_the_end():
               "falling back to another engine\n"
               + "".join(f"step={n} loss=2.{n} dt={0.3 + n / 1000:.4f}\n" for n in range(1, 30))
               + "Training completed successfully!\n")
-    assert _kind(warned) != "config_error"
+    assert kind_of(warned) != "config_error"
 
 
 def test_the_batch19_wordplay_records_after_the_bar_are_read_in_the_legends_ms():
-    reading = parse_generic.read_records(_body(_WORDPLAY))
+    reading = parse_generic.read_records(body(_WORDPLAY))
     assert reading.source.startswith("stated step time (dt"), reading.source
     assert len(reading.iterations) == 20
     times = sorted(i.step_time_s for i in reading.iterations)
@@ -96,7 +89,7 @@ def test_a_bar_with_its_own_postfix_is_still_only_a_bar():
 
 
 def test_a_bare_loss_named_after_a_duration_is_not_a_step_time():
-    reading = parse_generic.read_records(_body(_TTS))
+    reading = parse_generic.read_records(body(_TTS))
     assert all(abs(i.step_time_s - 0.0353) > 1e-6 for i in reading.iterations)  # train_duration_loss = 0.0353
     timed = parse_generic.read_records("".join(f"step {n}: duration_loss = 0.0353, step duration = 0.4 s\n"
                                                for n in range(1, 12)))

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from log_fixtures import body, kind_of
 
-from analysis.logs.outcome import measurements, trial_outcome
+from analysis.logs.outcome import trial_outcome
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 # tests/fixtures/oos-batch20/deepspeed/deepspeed_course_fp16_layernorm_kernel_not_implemented_for_half_1.log
@@ -20,16 +21,8 @@ _RACE = FIXTURES / "oos-batch20/megatron_lm/lumi_porting_amd_a100_bert_race_fine
 _DONE = "done :-)\n"  # from-amd/README.md line 34; Megatron-LM tasks/finetune_utils.py finetune()'s last print
 
 
-def _body(path: Path) -> str:
-    return path.read_text().split("\n", 1)[1]  # without the fixture's `# SOURCE:` note
-
-
-def _kind(text: str) -> str:
-    return trial_outcome(text, measured=measurements(text)).failure_kind
-
-
 def test_the_batch20_layernorm_half_kernel_is_config_error():
-    outcome = trial_outcome(_body(_HALF))
+    outcome = trial_outcome(body(_HALF))
     assert outcome.failure_kind == "config_error", outcome.reason
 
 
@@ -44,7 +37,7 @@ _TRACE = ('Traceback (most recent call last):\n  File "train.py", line 88, in <m
     "torch.AcceleratorError: \"fill_cuda\" not implemented for 'Float8_e5m2'",
 ])
 def test_a_reduced_precision_dtype_without_a_kernel_is_config_error(line):
-    assert _kind(_TRACE.format(line=line)) == "config_error"
+    assert kind_of(_TRACE.format(line=line)) == "config_error"
 
 
 @pytest.mark.parametrize("line", [
@@ -54,25 +47,27 @@ def test_a_reduced_precision_dtype_without_a_kernel_is_config_error(line):
     "RuntimeError: fused kernel not implemented for Half on this path",  # not ATen's dispatch wording
 ])
 def test_other_dtypes_or_wordings_are_not_this_rule(line):
-    assert _kind(_TRACE.format(line=line)) != "config_error"
+    assert kind_of(_TRACE.format(line=line)) != "config_error"
 
 
 def test_a_warning_about_a_missing_half_kernel_is_not_the_end():
     warned = ("UserWarning: \"LayerNormKernelImpl\" not implemented for 'Half', falling back to float32\n"
               + "".join(f"step={n} loss=2.{n} dt={0.3 + n / 1000:.4f}\n" for n in range(1, 30))
               + "Training completed successfully!\n")
-    assert _kind(warned) != "config_error"
+    assert kind_of(warned) != "config_error"
 
 
 def test_the_batch20_race_finetune_end_with_its_done_line_is_ok():
-    body = _body(_RACE)
-    assert _kind(body + _DONE) == "ok"
-    assert _kind(body + _DONE + "```\n") == "ok"  # the README's closing fence after it
+    text = body(_RACE)  # README lines 24-34: its `done :-)` restored after the score (OUT_OF_SAMPLE.md)
+    assert text.endswith(_DONE)
+    assert kind_of(text) == "ok"
+    assert kind_of(text + "```\n") == "ok"  # the README's closing fence after it
+    assert kind_of(text.removesuffix(_DONE)) != "ok"  # as collected, cut before its last line: no completion line
 
 
 @pytest.mark.parametrize("prefix", ["", "0: ", "[rank0]: ", "[2023-01-05 10:11:12] "])
 def test_done_smiley_alone_on_its_line_is_a_completion(prefix):
-    assert _kind(f"training ...\n{prefix}done :-)\n") == "ok"
+    assert kind_of(f"training ...\n{prefix}done :-)\n") == "ok"
 
 
 @pytest.mark.parametrize("text", [
@@ -80,9 +75,9 @@ def test_done_smiley_alone_on_its_line_is_a_completion(prefix):
     "done :-) but see the errors above\n",
 ])
 def test_done_smiley_inside_another_line_is_not_a_completion(text):
-    assert _kind(text) != "ok"
+    assert kind_of(text) != "ok"
 
 
 def test_a_failure_after_done_smiley_still_fails():
     text = "done :-)\nTraceback (most recent call last):\nRuntimeError: CUDA error: an illegal memory access\n"
-    assert _kind(text) != "ok"
+    assert kind_of(text) != "ok"

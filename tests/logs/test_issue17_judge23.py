@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from log_fixtures import body, kind_of
 
-from analysis.logs.outcome import measurements, trial_outcome
+from analysis.logs.outcome import trial_outcome
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 # tests/fixtures/oos-batch21/nemo/...: healthy NeMo steps, the -last.ckpt saved, then rank 1's NCCL teardown
@@ -29,34 +30,26 @@ _STEPS = "".join(f"0: Training epoch 0, iteration {n}/99 | global_step: {n} | re
                  f"train_step_timing in s: 0.19\n" for n in range(1, 40))
 
 
-def _body(path: Path) -> str:
-    return path.read_text().split("\n", 1)[1]  # without the fixture's `# SOURCE:` note
-
-
-def _kind(text: str) -> str:
-    return trial_outcome(text, measured=measurements(text)).failure_kind
-
-
 def test_the_batch21_bionemo_run_ending_in_nccl_teardown_is_ok():
-    assert _kind(_body(_BIONEMO)) == "ok"
+    assert kind_of(body(_BIONEMO)) == "ok"
 
 
 @pytest.mark.parametrize("tail", [_ABORT, _DESTROY, _ABORT + _DESTROY])
 def test_nccl_teardown_after_steps_is_not_a_wait(tail):
-    assert _kind(_STEPS + tail) == "ok"
+    assert kind_of(_STEPS + tail) == "ok"
 
 
 @pytest.mark.parametrize("tail", [_INIT, _CHANNEL, _ABORT + _CHANNEL])  # a communicator set up (again): a wait
 def test_nccl_set_up_after_steps_still_reads_as_a_wait(tail):
-    assert _kind(_STEPS + tail) == "hang"
+    assert kind_of(_STEPS + tail) == "hang"
 
 
 def test_a_watchdog_abort_ending_in_abort_complete_stays_comm_error():
-    assert _kind(_body(_WATCHDOG)) == "comm_error"
+    assert kind_of(body(_WATCHDOG)) == "comm_error"
 
 
 def test_the_batch21_no_training_batches_is_config_error():
-    outcome = trial_outcome(_body(_ETU))
+    outcome = trial_outcome(body(_ETU))
     assert outcome.failure_kind == "config_error", outcome.reason
 
 
@@ -72,7 +65,7 @@ _TRACE = 'loading model\nTraceback (most recent call last):\n  File "train.py", 
     "ValueError: training dataset has 0 samples",
 ])
 def test_data_that_yields_nothing_before_any_step_is_config_error(line):
-    assert _kind(_TRACE.format(line=line)) == "config_error"
+    assert kind_of(_TRACE.format(line=line)) == "config_error"
 
 
 @pytest.mark.parametrize("line", [
@@ -83,13 +76,13 @@ def test_data_that_yields_nothing_before_any_step_is_config_error(line):
     "ValueError: the cache is empty",
 ])
 def test_look_alikes_stay_crashed(line):
-    assert _kind(_TRACE.format(line=line)) == "crashed"
+    assert kind_of(_TRACE.format(line=line)) == "crashed"
 
 
 def test_an_empty_loader_after_steps_stays_crashed():
     line = "ValueError: num_samples should be a positive integer value, but got num_samples=0"
-    assert _kind(_STEPS + _TRACE.format(line=line)) == "crashed"
+    assert kind_of(_STEPS + _TRACE.format(line=line)) == "crashed"
 
 
 def test_a_warning_about_an_empty_shard_is_not_the_end():
-    assert _kind("WARNING: dataset is empty, skipping shard 3\n" + _STEPS + "Training completed successfully\n") == "ok"
+    assert kind_of("WARNING: dataset is empty, skipping shard 3\n" + _STEPS + "Training completed successfully\n") == "ok"
