@@ -33,3 +33,11 @@ def read_file(path: Path | str, error: type[Exception]) -> Any:
         raise error(f"{path}: cannot read ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
         raise error(f"{path}: not JSON ({exc.msg})") from None
+
+
+def read_table(path: Path) -> dict[str, Any]:
+    """A data table the project ships as JSON ({} when the file is missing: the caller's defaults stay)."""
+    if not path.exists():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

@@ -25,13 +25,13 @@ A dimension that no fitted sweep varies is not in value_sds: it keeps residuals.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from launcher.core import strict_json
 from launcher.plan.residuals import DIMENSIONS, OFFSET_SD, VALUE_SD, ResidualModel, log_likelihood
 
 if TYPE_CHECKING:
@@ -190,10 +190,7 @@ def leave_one_group_out(sets: Sequence[ResidualSet], balance: bool = BALANCE) ->
 @functools.lru_cache(maxsize=4)
 def load(path: Path = PRIOR_SDS_FILE) -> dict[str, Any]:
     """The shipped fits ({} when the file is missing: the flat a-priori sds stay)."""
-    if not path.exists():
-        return {}
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    return strict_json.read_table(path)
 
 
 def shipped(group: Optional[str] = None, path: Path = PRIOR_SDS_FILE) -> Optional[PriorSds]:

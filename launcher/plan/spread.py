@@ -23,10 +23,11 @@ Stacks are launcher.plan.stack names; a stack with fewer than MIN_ROWS rows fall
 from __future__ import annotations
 
 import functools
-import json
 import math
 from pathlib import Path
 from typing import Any, Optional, TypedDict
+
+from launcher.core import strict_json
 
 SPREAD_FILE = Path(__file__).resolve().parent / "spread.json"
 MIN_ROWS = 8
@@ -43,10 +44,7 @@ class SpreadSummary(TypedDict):
 @functools.lru_cache(maxsize=4)
 def load_spread(path: Path = SPREAD_FILE) -> dict[str, Any]:
     """The spread data ({} when the file is missing: no interval can be given)."""
-    if not path.exists():
-        return {}
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
+    return strict_json.read_table(path)
 
 
 def _summary(quantity: str, stack: str = "", data: Optional[dict[str, Any]] = None) -> Optional[SpreadSummary]:
