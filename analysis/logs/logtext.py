@@ -73,7 +73,8 @@ _UNIFORM_PREFIXES = (  # (pattern, the fewest non-empty lines it must front: a b
     (re.compile(r"(?:^|(?<=\r))\[(?:default|rank)(?P<o>\d{1,6})\]: ?", re.M), 1),
     (re.compile(r"(?:^|(?<=\r))\[\d{1,6},(?P<o>\d{1,6})\]<std(?:out|err)>:", re.M), 1),  # mpirun --tag-output
     (re.compile(r"(?:^|(?<=\r)) {0,5}(?P<o>\d{1,6}): ", re.M), 2),  # srun --label
-    (re.compile(r"(?:^|(?<=\r))(?P<o>[A-Za-z][\w.-]{0,62}\d[\w.-]{0,62}): ", re.M), 2),  # pdsh: a host name holds a digit
+    # pdsh: `node012: `, a host name with a digit in it
+    (re.compile(r"(?:^|(?<=\r))(?P<o>[A-Za-z][\w.-]{0,62}\d[\w.-]{0,62}): ", re.M), 2),
 )
 _NONEMPTY = re.compile(r"^[ \t]*\S", re.M)
 _UNIFORM_SHARE = 0.95  # of the non-empty lines: a few lines (a shell's own message, a blank) come unprefixed
@@ -93,21 +94,22 @@ def strip_uniform_prefix(text: str) -> str:
             continue
         stripped = pattern.sub("", text)
         # several origins: kept (which rank said what matters), unless every rank printed the same lines
-        if pattern.groups and len(set(found)) > 1 and not _doubled_lines(stripped.split("\n"), lines):
+        if pattern.groups and len(set(found)) > 1 and not _doubled_lines(stripped.split("\n"), lines, _ALL_DOUBLED):
             continue
         return strip_uniform_prefix(stripped)  # a host prefix in front of a rank prefix: both go
     return text
 
 
 _DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines
+_ALL_DOUBLED = 0.45  # ranks' prefixes are dropped only where nearly every line comes twice (one copy per rank)
 
 
-def _doubled_lines(lines: list[str], nonempty: int) -> list[int]:
-    """The indexes of the second copies of lines printed twice in a row, when such copies are at least
-    _DOUBLED_SHARE of the `nonempty` lines (else none)."""
+def _doubled_lines(lines: list[str], nonempty: int, share: float = _DOUBLED_SHARE) -> list[int]:
+    """The indexes of the second copies of lines printed twice in a row, when such copies are at least `share` of
+    the `nonempty` lines (else none)."""
     doubled = [i for i in range(1, len(lines)) if lines[i] == lines[i - 1] and lines[i].strip()
                and (i < 2 or lines[i - 1] != lines[i - 2])]
-    return doubled if len(doubled) >= _DOUBLED_SHARE * nonempty else []
+    return doubled if len(doubled) >= share * nonempty else []
 
 
 def undouble(text: str) -> str:
