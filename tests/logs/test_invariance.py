@@ -132,3 +132,14 @@ def test_every_rank_printing_the_same_lines_loses_the_copies_but_keeps_line_numb
 def test_a_line_repeated_now_and_then_is_the_logs_own():
     text = "step 1\nOVERFLOW! skipping\nOVERFLOW! skipping\nstep 2\nstep 3\nstep 4\nstep 5\nstep 6\nstep 7\n"
     assert undouble(text) == text
+
+
+def test_an_ignored_traceback_stays_ignored_when_every_rank_printed_it():
+    """undouble leaves an empty line between `Exception ignored in:` and its traceback; it is still the line above."""
+    from analysis.logs.classify import _ignored_traceback
+
+    text = normalize("Exception ignored in: <x>\nException ignored in: <x>\nTraceback (most recent call last):\n"
+                     "Traceback (most recent call last):\n  File \"a.py\", line 1\n  File \"a.py\", line 1\n")
+    assert _ignored_traceback(text, text.find("Traceback"))
+    far = "Exception ignored in: <x>\n\n\n\nTraceback (most recent call last):\n"  # three empty lines: another block
+    assert not _ignored_traceback(far, far.find("Traceback"))
