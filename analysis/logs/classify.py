@@ -764,7 +764,11 @@ _IGNORED = "Exception ignored in"
 def _ignored_traceback(text: str, idx: int) -> bool:
     """Is the traceback at text[idx] one that Python reports as ignored (the line above says so)?"""
     line_start = text.rfind("\n", 0, idx) + 1
-    above = max(text.rfind("\n", 0, max(0, line_start - 1)) + 1, line_start - 2000)  # a giant line stays cheap
+    end_above = line_start - 1
+    # empty lines between do not separate them (logtext.undouble leaves one where a second rank's copy was)
+    while end_above > 0 and text[end_above - 1] == "\n" and line_start - end_above < 3:
+        end_above -= 1
+    above = max(text.rfind("\n", 0, max(0, end_above)) + 1, line_start - 2000)  # a giant line stays cheap
     return text.find(_IGNORED, above, idx) >= 0
 
 

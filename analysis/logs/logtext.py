@@ -28,7 +28,8 @@ _PREFIX = re.compile(
 
 
 def decode(data: bytes | str) -> str:
-    """Bytes -> str (invalid UTF-8 replaced, never an error); NULs dropped; CR LF and lone CR become LF (a
+    """Bytes -> str (invalid UTF-8 replaced, never an error); NULs dropped; a prefix fronting every line dropped
+    (strip_uniform_prefix); CR LF and lone CR become LF (a
     progress bar's redraws become lines, so the last one is not glued to the next log line); terminal escape
     sequences (colours, cursor moves) and other control characters dropped (launcher.core.logfile.strip_controls:
     what the tools quote from a log must not drive the reader's terminal)."""
@@ -36,7 +37,11 @@ def decode(data: bytes | str) -> str:
     if "\x00" in text:
         text = text.replace("\x00", "")
     if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        text = text.replace("\r\n", "\n")
+    # before the lone CRs become lines: a collector prefixes physical lines, not a progress bar's redraws
+    text = strip_uniform_prefix(text)
+    if "\r" in text:
+        text = text.replace("\r", "\n")
     return strip_controls(text)
 
 
@@ -52,9 +57,78 @@ def unmerge(text: str) -> str:
     return _MIDLINE_RANK.sub(split, text)
 
 
+# A prefix that a collector or launcher puts in front of every line of a capture (issue 17, judge24's invariance
+# audit: a verdict must not depend on how a log was captured). Where one shape fronts (nearly) every line and names
+# a single origin, it says nothing about any one line and is dropped before any reader sees the text; a log that
+# merges several ranks keeps its prefixes (split_prefix / message_of read them line by line).
+_UNIFORM_PREFIXES = (  # (pattern, the fewest non-empty lines it must front: a bare `0: ` or `host1: ` on one line
+    # may be the log's own text; the other shapes are never written by a training process)
+    # `kubectl logs --timestamps` / containerd's CRI log: RFC 3339 with nanoseconds and Z. Python loggers never
+    # write nine fraction digits, so no record's own time is taken: the stamp is the collector's receive time,
+    # which a timestamp reader would otherwise take for the record's (1 ms apart -> a 1 ms "step").
+    (re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", re.M), 1),
+    # Ray: every worker's stdout reaches the driver as `(RayTrainWorker pid=1234, ip=10.0.0.1) text`
+    (re.compile(r"(?:^|(?<=\r))\((?P<o>[A-Za-z_][\w.:-]{0,80} pid=\d{1,9}(?:, ip=[\d.:a-f]{3,45})?)\) ", re.M), 1),
+    # torchrun --tee and torch's [rankN]: (its separator too)
+    (re.compile(r"(?:^|(?<=\r))\[(?:default|rank)(?P<o>\d{1,6})\]: ?", re.M), 1),
+    (re.compile(r"(?:^|(?<=\r))\[\d{1,6},(?P<o>\d{1,6})\]<std(?:out|err)>:", re.M), 1),  # mpirun --tag-output
+    (re.compile(r"(?:^|(?<=\r)) {0,5}(?P<o>\d{1,6}): ", re.M), 2),  # srun --label
+    # pdsh: `node012: `, a host name with a digit in it
+    (re.compile(r"(?:^|(?<=\r))(?P<o>[A-Za-z][\w.-]{0,62}\d[\w.-]{0,62}): ", re.M), 2),
+)
+_NONEMPTY = re.compile(r"^[ \t]*\S", re.M)
+_UNIFORM_SHARE = 0.95  # of the non-empty lines: a few lines (a shell's own message, a blank) come unprefixed
+
+
+def strip_uniform_prefix(text: str) -> str:
+    """`text` without the one launcher / collector prefix that fronts (nearly) every line, when it names a single
+    origin; else unchanged."""
+    lines = len(_NONEMPTY.findall(text))
+    for pattern, min_lines in _UNIFORM_PREFIXES:
+        if lines < min_lines:
+            continue
+        if pattern.search(text, 0, 20000) is None:  # not in front of the first lines: not in front of every line
+            continue
+        found = pattern.findall(text)
+        if len(found) < _UNIFORM_SHARE * lines:
+            continue
+        stripped = pattern.sub("", text)
+        # several origins: kept (which rank said what matters), unless every rank printed the same lines
+        if pattern.groups and len(set(found)) > 1 and not _doubled_lines(stripped.split("\n"), lines, _ALL_DOUBLED):
+            continue
+        return strip_uniform_prefix(stripped)  # a host prefix in front of a rank prefix: both go
+    return text
+
+
+_DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines
+_ALL_DOUBLED = 0.45  # ranks' prefixes are dropped only where nearly every line comes twice (one copy per rank)
+
+
+def _doubled_lines(lines: list[str], nonempty: int, share: float = _DOUBLED_SHARE) -> list[int]:
+    """The indexes of the second copies of lines printed twice in a row, when such copies are at least `share` of
+    the `nonempty` lines (else none)."""
+    doubled = [i for i in range(1, len(lines)) if lines[i] == lines[i - 1] and lines[i].strip()
+               and (i < 2 or lines[i - 1] != lines[i - 2])]
+    return doubled if len(doubled) >= share * nonempty else []
+
+
+def undouble(text: str) -> str:
+    """Two ranks that both print every line (no rank-0-only logging) leave each line twice in a row in the job's
+    output, a traceback's lines interleaved with its copy's. Where that doubling runs through the log, the second
+    copy of each line becomes an empty line (the line numbers the evidence quotes stay the file's); a line that
+    repeats now and then (the same warning every step) is the log's own and is kept."""
+    if text.count("\n") < 4:
+        return text
+    lines = text.split("\n")
+    doubled = _doubled_lines(lines, len(_NONEMPTY.findall(text)))
+    for i in doubled:
+        lines[i] = ""
+    return "\n".join(lines)
+
+
 def normalize(data: bytes | str) -> str:
-    """decode + unmerge: what every reader of a raw log should start from."""
-    return unmerge(decode(data))
+    """decode + unmerge + undouble: what every reader of a raw log should start from."""
+    return undouble(unmerge(decode(data)))
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
