@@ -55,7 +55,7 @@ from analysis.logs.families import network as F_NET
 from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.families import raised as F_RAISED
 from analysis.logs.families import stall as F_STALL
-from analysis.logs.logtext import message_of, split_prefix
+from analysis.logs.logtext import message_of, split_prefix, without_footer
 from analysis.logs.parse_generic import is_step_record, read_records, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
@@ -1189,7 +1189,9 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
     usable step time (analysis.logs.parse_generic), and `losses` the logged loss series (for `diverged`): a log with
     step records, or a line saying training finished, and no failure after them is ok even without a step time.
     `diverged` (a loss that ends NaN/inf) beats `ok`: its step time measures a broken run."""
-    text = log_text if isinstance(log_text, str) else str(log_text)
+    # the footers a batch script prints after the job's own last line (W&B, seff, an epilogue, nvidia-smi, date) are
+    # not the job's last words: the tail rules read the line before them (judge25's invariance audit)
+    text = without_footer(log_text if isinstance(log_text, str) else str(log_text))
     full_length = len(text)
     text = _without_asides(_without_listed_causes(_without_dumps(_window(text))))
     state = _normal_state(slurm_state)
