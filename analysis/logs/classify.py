@@ -236,6 +236,10 @@ def _gpu_fault(text: str, start: int) -> Failure | None:
             or _by_family(text, F_HW.GPU_HARDWARE_SHAPES, start))
 
 
+# warnings.showwarning's first line (`path.py:123: FutureWarning: message`), a launcher prefix allowed in front
+_WARNING_LINE = re.compile(r"^[^\n]{0,400}?\.py:\d{1,7}: \w{0,60}Warning: [^\n]*$", re.MULTILINE)
+
+
 def _config_assertion(text: str, start: int) -> Failure | None:
     """An AssertionError raised in an argument check (patterns.CONFIG_ASSERT_FILES) or a config validator
     (families.config.asserts_in_validator)."""
@@ -243,6 +247,9 @@ def _config_assertion(text: str, start: int) -> Failure | None:
     while idx >= 0:
         tb = text.rfind("Traceback (most recent call last)", max(start, idx - 20_000), idx)
         frames = text[tb if tb >= 0 else max(start, idx - 3000) : idx]
+        # a Python warning printed above the assertion names the file that warned, not a frame of the raise
+        # (transformers' training_args.py FutureWarning at start-up is no argument check; judge25)
+        frames = _WARNING_LINE.sub("", frames)
         if any(f in frames for f in P.CONFIG_ASSERT_FILES + F_CONFIG.CONFIG_ASSERT_FILES) \
                 or F_CONFIG.asserts_arguments(_line_at(text, idx), frames) or F_CONFIG.asserts_in_validator(frames):
             return _failure(FailureKind.CONFIG_ERROR, f"argument check failed: {_line_at(text, idx)}",
