@@ -397,7 +397,11 @@ _MEGATRON_ARGS = [  # megatron/training/arguments.py _print_args: `  name ......
 
 
 def megatron_args(text: str) -> str:
-    """Megatron's argument dump at the start (megatron/training/arguments.py _print_args)."""
+    """Megatron's argument dump at the start (megatron/training/arguments.py _print_args), in front of a Megatron
+    log (one with its `elapsed time per iteration` records): another framework's log would not print it, and its
+    batch and sequence length would be another run's."""
+    if "elapsed time per iteration" not in text:
+        return text
     pairs = zip(_MEGATRON_ARGS[::2], _MEGATRON_ARGS[1::2])
     return "\n".join(
         ["using world size: 16, data-parallel size: 4, context-parallel size: 1 tensor-model-parallel size: 2, "

@@ -23,9 +23,7 @@ _spec.loader.exec_module(bench)
 # Transformations a fixture's verdict is not yet invariant under for a few logs (the rest of the corpus is):
 # bench_invariance.py lists them. Two ranks' tracebacks and multi-line records interleaved line by line still
 # change a verdict here and there (undouble leaves an empty line where the copy was, to keep the line numbers).
-_KNOWN_OPEN = ("two_ranks", "two_ranks_tagged",
-               # judge25: chatter between the lines and header material still move a few verdicts (bench lists them)
-               "megatron_args", "hydra_config")
+_KNOWN_OPEN = ("two_ranks", "two_ranks_tagged")
 # The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict.
 _PER_LINE = ("torchrun_tee", "srun_label", "mpirun_tag", "ray_worker", "pdsh_host", "kubectl_timestamps", "crlf")
 
