@@ -201,36 +201,40 @@ _FOOTERS = (  # (a line of the block, the line that names the tool: the block mu
      re.compile(r"^\| NVIDIA-SMI \d")),
     (_WEEKDAY_DATE, _WEEKDAY_DATE),  # `date` at the end of the script
 )
-_MAX_FOOTER_LINES = 400
+_MAX_FOOTER_LINES = 400  # per block
+_MAX_FOOTER_BLOCKS = 8  # a log ending in thousands of `wandb: Synced` lines costs 8 blocks' work, not quadratic
 
 
 def footer_start(text: str) -> int:
     """The offset where the footers that end `text` start (len(text) when it ends in none)."""
     end = len(text)
-    while True:
-        body = text[:end].rstrip()
-        if not body:
+    for _ in range(_MAX_FOOTER_BLOCKS):
+        body_end = end
+        while body_end > 0 and text[body_end - 1].isspace():
+            body_end -= 1
+        if body_end == 0:
             return end
-        start = _footer_block(body)
+        start = _footer_block(text, body_end)
         if start is None:
             return end
         end = start
+    return end
 
 
-def _footer_block(body: str) -> int | None:
-    """The start of the one footer block that ends `body` (no trailing blank), or None."""
+def _footer_block(text: str, body_end: int) -> int | None:
+    """The start of the one footer block that ends text[:body_end] (its last character not blank), or None."""
     for line_re, names_re in _FOOTERS:
-        start, named, n = len(body), False, 0
-        while start > 0 and n < _MAX_FOOTER_LINES:
-            prev = body.rfind("\n", 0, start - 1) + 1 if start < len(body) else body.rfind("\n") + 1
-            line = body[prev:start].rstrip("\n")
+        start, named = body_end, False
+        for _ in range(_MAX_FOOTER_LINES):
+            prev = text.rfind("\n", 0, start - 1) + 1 if start < body_end else text.rfind("\n", 0, body_end) + 1
+            line = text[prev:start].rstrip("\n")
             if line.strip() and not line_re.match(line):
                 break
             named = named or names_re.match(line) is not None
-            start, n = prev, n + 1
+            start = prev
             if prev == 0:
                 break
-        if named and start < len(body):
+        if named and start < body_end:
             return start
     return None
 

@@ -203,3 +203,12 @@ def test_nccl_lines_at_the_tail_of_a_hang_still_mean_waiting():
     lines = bench._nccl_init_lines(bench.random.Random(1))
     stuck = "iteration 1 | elapsed time per iteration (ms): 1000.0\n" + "\n".join(lines[:8]) + "\n"
     assert bench.judge("h.log", stuck).kind == "hang"
+
+
+def test_a_log_of_endless_footer_lines_is_trimmed_a_bounded_amount():
+    """A hostile log ending in a million W&B lines costs a few blocks' work, not one pass per block (quadratic)."""
+    from analysis.logs.logtext import footer_start
+
+    line = "wandb: Synced 1 W&B file(s)\n"
+    text = "x\n" + line * 1_000_000
+    assert len(text) - 8 * 400 * len(line) <= footer_start(text) < len(text)
