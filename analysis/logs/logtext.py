@@ -175,3 +175,71 @@ def last_line_starts(text: str, needles: tuple[str, ...], per_needle: int) -> se
             starts.add(text.rfind("\n", 0, idx) + 1)
             idx, looked = text.rfind(needle, 0, idx), looked + 1
     return starts
+
+
+# What a batch script prints after the training process's own last line (issue 17, judge25's invariance audit: a
+# healthy run's footer must not make it `unknown` or a hang, nor a failure's footer hide the failure). Each footer is
+# recognised as a whole block ending the log, by a line only that tool prints, so a framework's own table or
+# `Key: value` lines that end a log are never taken for one. Lines that say how the job ended (W&B's `(failed 1)`,
+# an ERROR, seff's State other than RUNNING/COMPLETED, nvidia-smi's ERR!) are not footer: trimming stops there.
+_WEEKDAY_DATE = re.compile(r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                           r"[ \d]\d \d\d:\d\d:\d\d (?:[A-Z]{2,5} )?\d{4}\s*$")  # coreutils `date`, nvidia-smi's top
+_FOOTERS = (  # (a line of the block, the line that names the tool: the block must hold one)
+    # W&B's run footer (wandb/sdk/wandb_run.py _footer: history, summary, `View run`, `Synced`, `Find logs at`)
+    (re.compile(r"^wandb:(?:$| (?!.*(?:ERROR|\(failed -?\d+\))))"),
+     re.compile(r"^wandb: (?:Synced|Find logs at|🚀 View run|Run summary|Run history)")),
+    # slurm contribs seff
+    (re.compile(r"^(?:Job ID|Array Job ID|Cluster|User/Group|State: (?:RUNNING|COMPLETED \(exit code 0\))|Nodes|"
+                r"Cores(?: per node)?|CPU Utilized|CPU Efficiency|Job Wall-clock time|Memory Utilized|"
+                r"Memory Efficiency|WARNING: Efficiency statistics may be misleading for RUNNING jobs)\b"),
+     re.compile(r"^(?:CPU|Memory) Efficiency: ")),
+    # a cluster's Slurm epilogue (`Begin Slurm Epilog ... End Slurm Epilog`, Georgia Tech PACE and others)
+    (re.compile(r"^(?:-{5,}\s*$|(?:Begin|End) Slurm Epilog\b|(?:Job ID|User ID|Account|Job name|Resources|"
+                r"Rsrc Used|Partition|QOS|Queue|Nodes):\s)"), re.compile(r"^(?:Begin|End) Slurm Epilog\b")),
+    # nvidia-smi's default table (its top line is the date)
+    (re.compile(r"^(?!.*ERR!)(?:[|+][^\n]*[|+]\s*$|\s+$)|" + _WEEKDAY_DATE.pattern[1:]),
+     re.compile(r"^\| NVIDIA-SMI \d")),
+    (_WEEKDAY_DATE, _WEEKDAY_DATE),  # `date` at the end of the script
+)
+_MAX_FOOTER_LINES = 400  # per block
+_MAX_FOOTER_BLOCKS = 8  # a log ending in thousands of `wandb: Synced` lines costs 8 blocks' work, not quadratic
+
+
+def footer_start(text: str) -> int:
+    """The offset where the footers that end `text` start (len(text) when it ends in none)."""
+    end = len(text)
+    for _ in range(_MAX_FOOTER_BLOCKS):
+        body_end = end
+        while body_end > 0 and text[body_end - 1].isspace():
+            body_end -= 1
+        if body_end == 0:
+            return end
+        start = _footer_block(text, body_end)
+        if start is None:
+            return end
+        end = start
+    return end
+
+
+def _footer_block(text: str, body_end: int) -> int | None:
+    """The start of the one footer block that ends text[:body_end] (its last character not blank), or None."""
+    for line_re, names_re in _FOOTERS:
+        start, named = body_end, False
+        for _ in range(_MAX_FOOTER_LINES):
+            prev = text.rfind("\n", 0, start - 1) + 1 if start < body_end else text.rfind("\n", 0, body_end) + 1
+            line = text[prev:start].rstrip("\n")
+            if line.strip() and not line_re.match(line):
+                break
+            named = named or names_re.match(line) is not None
+            start = prev
+            if prev == 0:
+                break
+        if named and start < body_end:
+            return start
+    return None
+
+
+def without_footer(text: str) -> str:
+    """`text` without the footers (W&B, seff, a Slurm epilogue, nvidia-smi, `date`) that end it: the job's own last
+    line is what the tail rules read. Only the end goes, so every line number stays the file's."""
+    return text[:footer_start(text)]

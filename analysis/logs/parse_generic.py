@@ -232,6 +232,10 @@ def _time_role(key: str, unit: str) -> str | None:
                                               "ran in")))
     if not timely or "per token" in key or "per sample" in key or unit in ("%",) or unit.lower() in _MEM_UNITS:
         return None
+    # a limit is not a duration: a printed config's `timeout_s=1800` / `time_limit: 3600` (argparse Namespace,
+    # Hydra YAML at the start of a run) is no step's time (judge25's invariance audit)
+    if "timeout" in key or "time limit" in key or "time out" in key:
+        return None
     if not unit and "loss" in words:  # a bare loss named after what it scores (TensorFlowTTS's FastSpeech2
         return None  # "train_duration_loss = 0.0353": the duration predictor's loss) is a loss, not a time
     if _has_word(key, _AVERAGE):

@@ -143,3 +143,72 @@ def test_an_ignored_traceback_stays_ignored_when_every_rank_printed_it():
     assert _ignored_traceback(text, text.find("Traceback"))
     far = "Exception ignored in: <x>\n\n\n\nTraceback (most recent call last):\n"  # three empty lines: another block
     assert not _ignored_traceback(far, far.find("Traceback"))
+
+
+# --- judge25: footers after the job's own last line, and chatter that must keep its meaning ------------------------
+
+_TRACEBACK = "step 1 loss 2.0\nTraceback (most recent call last):\n  File \"t.py\", line 3\nValueError: bad batch\n"
+
+
+_FOOTERS = ("wandb_footer", "seff_footer", "slurm_epilog", "nvidia_smi_footer", "date_lines")
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+# real logs whose verdict each footer moved before judge25 (a hang / watchdog / OOM / crash -> unknown or ok)
+_ENDED_BADLY = ("hf-logs/openrlhf_dpo_zero3_hang_first_step_1.log", "nemo-logs/bionemo_bar_merged_watchdog_1.log",
+                "oos-batch4/deepspeed/pipe_zero_batch_size_mismatch_recursion_error_1.log",
+                "torch-logs/litgpt_adapter_single_gpu_oom_after_3436_iters_1.log")
+
+
+@pytest.mark.parametrize("footer", _FOOTERS)
+@pytest.mark.parametrize("rel", _ENDED_BADLY)
+def test_a_footer_after_a_failure_or_a_hang_does_not_hide_it(rel, footer):
+    text = bench.raw_text(_FIXTURES / rel)
+    before = bench.judge(rel, text)
+    after = bench.judge(rel, bench.TRANSFORMS[footer](text))
+    assert before.kind not in ("ok", "unknown")
+    assert after.kind == before.kind, after.reason
+
+
+def test_footers_are_trimmed_block_by_block_and_only_at_the_end():
+    from analysis.logs.logtext import footer_start, without_footer
+
+    text = bench.date_lines(bench.nvidia_smi_footer(bench.wandb_footer(_TRACEBACK)))
+    assert without_footer(text).rstrip().endswith("ValueError: bad batch")
+    assert footer_start(_TRACEBACK) == len(_TRACEBACK)
+    # the same W&B lines in the middle of the log are the log's own: only the end goes
+    middle = bench.wandb_footer("a\n") + _TRACEBACK
+    assert without_footer(middle) == middle
+
+
+@pytest.mark.parametrize("tail", [
+    # a framework's own table ending the log (Lightning's model summary) is not nvidia-smi's
+    "  | Name  | Type   | Params\n---------------------------------\n0 | model | GPT    | 124 M\n",
+    # lines that say how the job ended stay: W&B's exit status, seff's final state, nvidia-smi's ERR!
+    "wandb: Waiting for W&B process to finish... (failed 1).\nwandb: Synced 5 W&B file(s)\n",
+    "Job ID: 1\nState: OUT_OF_MEMORY (exit code 0)\nCPU Efficiency: 1.00% of 10:00:00 core-walltime\n",
+    "| NVIDIA-SMI 535.161.08 |\n| ERR!  GPU 0 |\n",
+    "wandb: ERROR Run initialization has timed out after 90.0 sec.\nwandb: Find logs at: ./wandb/debug.log\n",
+])
+def test_a_tail_that_says_something_is_not_a_footer(tail):
+    from analysis.logs.logtext import without_footer
+
+    kept = without_footer("step 1\n" + tail)
+    last_meaningful = [line for line in tail.splitlines() if "ERR!" in line or "failed 1" in line
+                       or "OUT_OF_MEMORY" in line or "ERROR" in line or "| 124 M" in line]
+    assert all(line in kept for line in last_meaningful)
+
+
+def test_nccl_lines_at_the_tail_of_a_hang_still_mean_waiting():
+    """The set-up lines bench_invariance.nccl_init puts near the start are chatter; the same lines ending the log
+    are the job's last words: it hangs in communicator set-up."""
+    lines = bench._nccl_init_lines(bench.random.Random(1))
+    stuck = "iteration 1 | elapsed time per iteration (ms): 1000.0\n" + "\n".join(lines[:8]) + "\n"
+    assert bench.judge("h.log", stuck).kind == "hang"
+
+
+def test_a_log_of_endless_footer_lines_is_trimmed_a_bounded_amount():
+    """A hostile log ending in a million W&B lines costs a few blocks' work, not one pass per block (quadratic)."""
+    from analysis.logs.logtext import footer_start
+
+    line = "wandb: Synced 1 W&B file(s)\n"
+    text = "x\n" + line * 1_000_000
+    assert len(text) - 8 * 400 * len(line) <= footer_start(text) < len(text)
