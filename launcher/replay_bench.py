@@ -621,3 +621,169 @@ def perturbed_pairs(pairs: Sequence[tuple[Case, Case]], draws: int, seed: int = 
                                    c.residual_model))
             out.append((truths[0], truths[1]))
     return out
+
+
+# ------------------------------------------------------------------------------------------------ history
+
+HISTORY_MIN_SWEEPS = 3
+"""A source group's sweeps of one setup are replayed from each other when it holds at least this many."""
+ONE_OTHER = 3
+"""'From one other sweep': that many of the others, drawn per held-out sweep from a seeded generator, each replayed
+as plan.prior_from=sweeps/ONE would start it, and their shares averaged (every other sweep of a 40-sweep group
+would be 1,560 replays)."""
+REPEAT_OVERLAP = 0.5
+"""Two sweeps are repeats of one grid when they have the same model shape and GPU count and at least this share
+of the smaller one's layouts in common (the `_r2` tables and the tables they repeat; nothing else on 27 Nov)."""
+
+
+def setup_key(case: Case) -> tuple[str, str, str, str]:
+    """What plan.prior_from checks (launcher.run.prior.setup): cluster, GPU, backend, precision."""
+    r = case.sweep.rows[0].request
+    return (r.cluster.name, r.cluster.gpu, r.backend, r.precision)
+
+
+def _shape(case: Case) -> tuple:
+    m = case.sweep.rows[0].request.model
+    return tuple((k, v) for k, v in sorted(vars(m).items()) if k not in ("name", "source", "_sealed"))
+
+
+def repeats(a: Case, b: Case) -> bool:
+    """Whether sweeps a and b are the same grid measured twice (REPEAT_OVERLAP): a sweep's history never holds
+    its own grid."""
+    if a.sweep.rows[0].gpus != b.sweep.rows[0].gpus or _shape(a) != _shape(b):
+        return False
+    la = {r.request.layout.label() for r in a.sweep.rows}
+    lb = {r.request.layout.label() for r in b.sweep.rows}
+    return len(la & lb) >= REPEAT_OVERLAP * min(len(la), len(lb))
+
+
+def history_groups(cases: Sequence[Case], min_sweeps: int = HISTORY_MIN_SWEEPS) -> dict[tuple, list[Case]]:
+    """(source group, setup) -> its sweeps, for those with at least min_sweeps (measured sweeps only)."""
+    out: dict[tuple, list[Case]] = {}
+    for c in cases:
+        if c.draw < 0:
+            out.setdefault((c.group, setup_key(c)), []).append(c)
+    return {k: v for k, v in out.items() if len(v) >= min_sweeps}
+
+
+def history_of(case: Case, members: Sequence[Case]) -> list[Case]:
+    """The other sweeps of `case`'s group and setup: never itself, never a repeat of its grid."""
+    return [m for m in members if m is not case and m.sweep.name != case.sweep.name and not repeats(case, m)]
+
+
+def history_prior(case: Case, calibrations: Sequence[Calibration]) -> Prior:
+    """What plan.prior_from would start `case` from, given the finished sweeps' final calibrations: one as it is
+    (Prior.from_json), several pooled (launcher.plan.pooling)."""
+    from launcher.plan.pooling import pooled
+
+    base = (case.prior or prior_for(case.sweep)).constants
+    data = [c.to_json() for c in calibrations]
+    if len(data) == 1:
+        return Prior.from_json(data[0], base, source="one other")
+    return pooled(data, base, source=f"pool of {len(data)}")[0]
+
+
+def one_others(case: Case, history: Sequence[Case], k: int = ONE_OTHER) -> list[Case]:
+    """The `k` other sweeps 'from one other' uses for `case` (seeded by its name: the same every run)."""
+    if len(history) <= k:
+        return list(history)
+    return random.Random(case.sweep.name).sample(list(history), k)
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """One held-out sweep: cold (its evaluate result) and warm from its history."""
+
+    cold: Result
+    warm_all: float             # share, from every other sweep of its group and setup (pooled)
+    warm_all_regret: float
+    warm_one: float             # share, from one other (mean over one_others)
+    warm_one_regret: float      # worst over one_others
+    n_history: int
+
+    @property
+    def group(self) -> str:
+        return self.cold.case.group
+
+    def share(self, strategy: str) -> float:
+        if strategy == "warm (all)":
+            return self.warm_all
+        return self.warm_one if strategy == "warm (one)" else self.cold.share(strategy)
+
+
+HISTORY_COLUMNS = ("adaptive", "warm (all)", "warm (one)", "oracle", "exhaustive", "random")
+
+
+def _warm(case: Case, prior: Prior, steady_stop: bool, policy: Policy) -> tuple[float, float]:
+    model, pick_model = _models(case)
+    r = replay_sweep(case.sweep, "adaptive", costs=case.costs, prior=prior, steady_stop=steady_stop, policy=policy,
+                     residual_model=model, pick_model=pick_model)
+    share = 1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct / r.exhaustive_gpu_hours
+    return share, r.final_regret
+
+
+def warm_replays(case: Case, priors: Sequence[Prior], steady_stop: bool = True,
+                 policy: Policy = POLICY) -> list[tuple[float, float]]:
+    """(share, regret) of `case`'s adaptive search from each prior."""
+    return [_warm(case, p, steady_stop, policy) for p in priors]
+
+
+def history_work(cold: Sequence[Result], one: int = ONE_OTHER) -> list[tuple[Result, list[Prior], int]]:
+    """For every measured sweep in a history group (cold: every sweep's evaluate result, each with its final
+    calibration): (its result, [the pooled prior, then one prior per one_others], the size of its history)."""
+    by_name = {r.case.sweep.name: r for r in cold}
+    fitted = {r.case.sweep.name: r.calibration for r in cold if r.calibration is not None and r.calibration.applied}
+    out = []
+    for members in history_groups([r.case for r in cold]).values():
+        for case in members:
+            # a finished sweep whose calibration was never applied is skipped, as plan.prior_from=sweeps/ skips it
+            history = [h for h in history_of(case, members) if h.sweep.name in fitted]
+            if not history:
+                continue
+            priors = [history_prior(case, [fitted[h.sweep.name] for h in history])]
+            priors += [history_prior(case, [fitted[h.sweep.name]]) for h in one_others(case, history, one)]
+            out.append((by_name[case.sweep.name], priors, len(history)))
+    return out
+
+
+def history_result(cold: Result, warm: Sequence[tuple[float, float]], n_history: int) -> HistoryResult:
+    ones = warm[1:]
+    return HistoryResult(cold, warm[0][0], warm[0][1], sum(s for s, _ in ones) / len(ones),
+                         max(r for _, r in ones), n_history)
+
+
+def history_table(results: Sequence[HistoryResult]) -> str:
+    """Per group and group-balanced: the mean share (informative sweeps) of each HISTORY_COLUMNS, then the sweeps
+    where cold and warm searches needed more than plan order and had a final regret above 1 %."""
+    cols = "  ".join(f"{c:>10}" for c in HISTORY_COLUMNS)
+    lines = [f"{'group':<26} {'sweeps':>6}  {'hist.':>5}  {cols}   worse than plan order (cold/all/one)  "
+             f"regret>1% (cold/all/one)"]
+    groups = sorted({r.group for r in results})
+    means: list[dict[str, float]] = []
+    worse_total = [0, 0, 0]
+    for g in groups + ["HEADLINE (group-balanced)"]:
+        used = [r for r in results if r.cold.informative and (r.group == g)]
+        if g.startswith("HEADLINE"):
+            if not means:
+                continue
+            cells = "  ".join(f"{sum(m[c] for m in means) / len(means):>10.1%}" for c in HISTORY_COLUMNS)
+            n = sum(1 for r in results if r.cold.informative)
+            lines.append(f"{g:<26} {n:>6}  {'':>5}  {cells}   {worse_total[0]:>8} / {worse_total[1]} / "
+                         f"{worse_total[2]} of {n}")
+            continue
+        if not used:
+            continue
+        mean = {c: sum(r.share(c) for r in used) / len(used) for c in HISTORY_COLUMNS}
+        means.append(mean)
+        plan = [r.share("exhaustive") * 1.0001 for r in used]
+        worse = [sum(1 for r, p in zip(used, plan) if r.share(c) > p) for c in ("adaptive", "warm (all)",
+                                                                                "warm (one)")]
+        worse_total = [a + b for a, b in zip(worse_total, worse)]
+        every = [r for r in results if r.group == g]
+        regret = (sum(1 for r in every if r.cold.regret["adaptive"] > 0.01),
+                  sum(1 for r in every if r.warm_all_regret > 0.01), sum(1 for r in every if r.warm_one_regret > 0.01))
+        hist = sum(r.n_history for r in used) / len(used)
+        cells = "  ".join(f"{mean[c]:>10.1%}" for c in HISTORY_COLUMNS)
+        lines.append(f"{g:<26} {len(used):>6}  {hist:>5.1f}  {cells}   {worse[0]:>8} / {worse[1]} / {worse[2]} of "
+                     f"{len(used):<12} {regret[0]} / {regret[1]} / {regret[2]}")
+    return "\n".join(lines)

@@ -95,6 +95,30 @@ def transfer_report(pairs, workers: rb.Workers, steady, title, known=None):
     return results
 
 
+def _history(args):
+    cold, priors, n, steady = args
+    return rb.history_result(cold, rb.warm_replays(cold.case, priors, steady), n)
+
+
+def history_report(cold, workers: rb.Workers, steady: bool, one: int, listing: bool):
+    """Every measured sweep whose source group holds >= 3 sweeps of one setup, replayed cold and warm from the
+    other sweeps of its group (never itself, never a repeat of its grid: launcher.replay_bench.history_of)."""
+    work = [(r, priors, n, steady) for r, priors, n in rb.history_work(cold, one)]
+    results = workers.map(_history, work, cost=lambda item: len(item[1]) * rb.replay_cost(item[0].case))
+    print(f"\n=== history (plan.prior_from=sweeps/): each sweep of a source group with >= {rb.HISTORY_MIN_SWEEPS} "
+          f"sweeps of one setup, warm from its group's other sweeps' final calibrations, pooled ('all') or one "
+          f"at a time ('one': {one} of them, mean share); share of exhaustive GPU-hours to within 2 %, informative "
+          "sweeps; out of sample (the held-out sweep's own measurements and its repeats never reach its prior)")
+    if listing:
+        for h in results:
+            print(f"  {h.group:<24} {h.cold.name:<36} hist={h.n_history:<3} cold={h.share('adaptive'):.0%} "
+                  f"all={h.warm_all:.0%} one={h.warm_one:.0%} plan={h.share('exhaustive'):.0%} "
+                  f"oracle={h.share('oracle'):.0%} regret all/one={h.warm_all_regret:.1%}/{h.warm_one_regret:.1%}"
+                  + ("" if h.cold.informative else " UNI"))
+    print(rb.history_table(results))
+    return results
+
+
 def report(results, title, bootstrap=0):
     groups = sorted({r.case.group for r in results})
     strategies = list(rb.STRATEGIES)
@@ -122,6 +146,11 @@ def main(argv=None) -> int:
     parser.add_argument("--measured-only", action="store_true")
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
+    parser.add_argument("--no-history", action="store_true", help="leave out the history section")
+    parser.add_argument("--history-only", action="store_true",
+                        help="the history groups' sweeps cold, then the history section alone (for iterating)")
+    parser.add_argument("--history-one", type=int, default=rb.ONE_OTHER,
+                        help="'from one other': how many of the others per held-out sweep (their mean is printed)")
     parser.add_argument("--prior-sds", choices=rb.PRIOR_SDS_MODES, default="flat",
                         help="the residual model's prior sds: flat (residuals.MODEL), per dimension fitted without "
                              "the sweep's own source group (logo, launcher/plan/prior_sds.json), or on every group "
@@ -146,6 +175,11 @@ def _main(args, workers: rb.Workers) -> None:
     cases = rb.with_prior_sds(rb.corpus(tables), args.prior_sds, path=args.prior_sds_file)
     every = args.prior_sds.replace("logo", "all")   # perturbed truths hold no measured error: the fit on every group
     steady = not args.no_steady_stop
+    if args.history_only:
+        members = {c.sweep.name for cs in rb.history_groups(cases).values() for c in cs}
+        history_report(run([c for c in cases if c.sweep.name in members], workers, steady), workers, steady,
+                       args.history_one, args.list)
+        return
     measured = run(cases, workers, steady)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
           f"{sum(len(c.sweep.rows) for c in cases)} configurations")
@@ -167,6 +201,8 @@ def _main(args, workers: rb.Workers) -> None:
         results = run(truths, workers, steady)
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
+    if not args.no_history:
+        history_report(measured, workers, steady, args.history_one, args.list)
     if not args.no_transfer:
         pairs = rb.scale_pairs(cases)
         transfer_report(pairs, workers, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "
