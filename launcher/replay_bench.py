@@ -89,6 +89,8 @@ class Result:
     regret: dict = field(default_factory=dict)       # strategy -> final regret
     trials: dict = field(default_factory=dict)       # strategy -> trials run
     calibration: Optional[Calibration] = None        # the adaptive search's final one (what plan.prior_from reads)
+    effects: dict = field(default_factory=dict)      # its residual model's final effects (ResidualModel.effects)
+    effects_a_priori: dict = field(default_factory=dict)   # the same against the a-priori constants
     gaps: dict = field(default_factory=dict)         # the adaptive search's GPU-hours to within 2 %, by kind (gaps)
 
     def share(self, strategy: str) -> float:
@@ -370,8 +372,32 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
         result.trials[strategy] = r.trials_run
         if strategy == "adaptive":
             result.calibration = r.calibration
+            result.effects = final_effects(case, r, r.calibration)
+            result.effects_a_priori = final_effects(case, r, uncalibrated(case.prior or prior_for(case.sweep)))
             result.gaps = gaps(r.steps, _within_of(case.sweep))
     return result
+
+
+def final_effects(case: Case, r: Any, calibration: Optional[Calibration]) -> dict:
+    """What the residual model learned by the end of a replayed search (r: its SweepResult): the effects of the
+    layout values, given the measured trials' log errors against `calibration` (its final one, or the a-priori
+    constants)."""
+    from launcher.plan.residuals import MODEL
+    from launcher.replay import _key
+
+    if calibration is None:
+        return {}
+    keys = {_key(row): i for i, row in enumerate(case.sweep.rows)}
+    measured = {keys[s.key]: float(case.sweep.rows[keys[s.key]].step_time_s or 0.0) for s in r.steps
+                if s.state in (TrialState.OK, TrialState.STOPPED_EARLY) and case.sweep.rows[keys[s.key]].step_time_s}
+    if not measured:
+        return {}
+    rows = [case.sweep.rows[i] for i in measured]
+    predicted = calibration.predict(FeatureTable([_features(row) for row in rows]), spread=False).step_time_s
+    dims = [row.request.layout.to_dict() for row in case.sweep.rows]
+    errors = {i: math.log(s / float(p)) for (i, s), p in zip(measured.items(), predicted)}
+    model = case.residual_model or MODEL
+    return model.fitted(dims, errors).effects(dims, errors)
 
 
 def _models(case: Case) -> tuple[Optional[ResidualModel], Optional[ResidualModel]]:
@@ -714,7 +740,39 @@ class HistoryResult:
 HISTORY_COLUMNS = ("adaptive", "warm (all)", "warm (one)", "oracle", "exhaustive", "random")
 
 
-def _warm(case: Case, prior: Prior, steady_stop: bool, policy: Policy) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Start:
+    """Where a warm replay starts: the calibration's prior and the residual model's prior means (empty: none)."""
+
+    prior: Prior
+    effects: tuple[tuple[str, float], ...] = ()
+
+
+HISTORY_MODES = ("constants", "constants+effects", "a-priori effects")
+"""What a sweep takes from its history: the pooled calibrations (plan.prior_from), with the residual effects its
+history learned against their final calibrations as the prior means of its own, or the a-priori constants with the
+effects its history measured against them (the setup's a-priori miss per layout value) as the prior means."""
+
+
+def history_start(case: Case, history: Sequence[Result], mode: str = "constants") -> Start:
+    """plan.prior_from=sweeps/ for `case` from the finished sweeps `history` (their evaluate results), HISTORY_MODES."""
+    from launcher.plan.pooling import pooled_effects
+
+    if mode == "a-priori effects":
+        effects = pooled_effects([r.effects_a_priori for r in history if r.effects_a_priori])
+        return Start(case.prior or prior_for(case.sweep), tuple(sorted(effects.items())))
+    prior = history_prior(case, [r.calibration for r in history if r.calibration is not None])
+    if mode == "constants":
+        return Start(prior)
+    return Start(prior, tuple(sorted(pooled_effects([r.effects for r in history if r.effects]).items())))
+
+
+def _warm(case: Case, start: Start, steady_stop: bool, policy: Policy) -> tuple[float, float]:
+    prior = start.prior
+    if start.effects:
+        from launcher.plan.residuals import MODEL
+
+        case = replace(case, residual_model=replace(case.residual_model or MODEL, prior_mean=start.effects))
     model, pick_model = _models(case)
     r = replay_sweep(case.sweep, "adaptive", costs=case.costs, prior=prior, steady_stop=steady_stop, policy=policy,
                      residual_model=model, pick_model=pick_model)
@@ -722,27 +780,30 @@ def _warm(case: Case, prior: Prior, steady_stop: bool, policy: Policy) -> tuple[
     return share, r.final_regret
 
 
-def warm_replays(case: Case, priors: Sequence[Prior], steady_stop: bool = True,
+def warm_replays(case: Case, starts: Sequence[Start], steady_stop: bool = True,
                  policy: Policy = POLICY) -> list[tuple[float, float]]:
-    """(share, regret) of `case`'s adaptive search from each prior."""
-    return [_warm(case, p, steady_stop, policy) for p in priors]
+    """(share, regret) of `case`'s adaptive search from each start."""
+    return [_warm(case, s, steady_stop, policy) for s in starts]
 
 
-def history_work(cold: Sequence[Result], one: int = ONE_OTHER) -> list[tuple[Result, list[Prior], int]]:
+def history_work(cold: Sequence[Result], one: int = ONE_OTHER, mode: str = "constants"
+                 ) -> list[tuple[Result, list[Start], int]]:
     """For every measured sweep in a history group (cold: every sweep's evaluate result, each with its final
-    calibration): (its result, [the pooled prior, then one prior per one_others], the size of its history)."""
+    calibration): (its result, [the start from all the others, then one per one_others], the size of its
+    history)."""
     by_name = {r.case.sweep.name: r for r in cold}
-    fitted = {r.case.sweep.name: r.calibration for r in cold if r.calibration is not None and r.calibration.applied}
+    fitted = {r.case.sweep.name for r in cold if r.calibration is not None and r.calibration.applied}
     out = []
     for members in history_groups([r.case for r in cold]).values():
         for case in members:
             # a finished sweep whose calibration was never applied is skipped, as plan.prior_from=sweeps/ skips it
-            history = [h for h in history_of(case, members) if h.sweep.name in fitted]
+            history = [by_name[h.sweep.name] for h in history_of(case, members) if h.sweep.name in fitted]
             if not history:
                 continue
-            priors = [history_prior(case, [fitted[h.sweep.name] for h in history])]
-            priors += [history_prior(case, [fitted[h.sweep.name]]) for h in one_others(case, history, one)]
-            out.append((by_name[case.sweep.name], priors, len(history)))
+            starts = [history_start(case, history, mode)]
+            starts += [history_start(case, [by_name[h.sweep.name]], mode)
+                       for h in one_others(case, [h.case for h in history], one)]
+            out.append((by_name[case.sweep.name], starts, len(history)))
     return out
 
 

@@ -104,3 +104,18 @@ def pooled(calibrations: Sequence[Mapping[str, Any]], base: Constants, source: s
 
 def _rms(xs: Sequence[float]) -> float:
     return math.sqrt(sum(x * x for x in xs) / len(xs))
+
+
+def pooled_effects(effects: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, float]:
+    """The residual model's prior means from finished sweeps' effects (each 'tp=2' -> (posterior mean, sd, prior
+    sd), as ResidualModel.effects gives them): per column, the random-effects mean (pool_estimates) of the sweeps
+    whose data moved it (posterior sd under 0.9 x its prior sd: a column none of a sweep's measured trials had
+    keeps its prior there and says nothing)."""
+    names = sorted({n for e in effects for n in e})
+    out = {}
+    for name in names:
+        used = [(float(e[name][0]), float(e[name][1])) for e in effects if name in e and
+                0 < float(e[name][1]) < 0.9 * float(e[name][2])]
+        if used:
+            out[name] = pool_estimates([m for m, _ in used], [s for _, s in used])[0]
+    return out

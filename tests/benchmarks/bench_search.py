@@ -100,12 +100,12 @@ def _history(args):
     return rb.history_result(cold, rb.warm_replays(cold.case, priors, steady), n)
 
 
-def history_report(cold, workers: rb.Workers, steady: bool, one: int, listing: bool):
+def history_report(cold, workers: rb.Workers, steady: bool, one: int, listing: bool, mode: str = "constants"):
     """Every measured sweep whose source group holds >= 3 sweeps of one setup, replayed cold and warm from the
     other sweeps of its group (never itself, never a repeat of its grid: launcher.replay_bench.history_of)."""
-    work = [(r, priors, n, steady) for r, priors, n in rb.history_work(cold, one)]
+    work = [(r, starts, n, steady) for r, starts, n in rb.history_work(cold, one, mode)]
     results = workers.map(_history, work, cost=lambda item: len(item[1]) * rb.replay_cost(item[0].case))
-    print(f"\n=== history (plan.prior_from=sweeps/): each sweep of a source group with >= {rb.HISTORY_MIN_SWEEPS} "
+    print(f"\n=== history (plan.prior_from=sweeps/; takes: {mode}): each sweep of a source group with >= {rb.HISTORY_MIN_SWEEPS} "
           f"sweeps of one setup, warm from its group's other sweeps' final calibrations, pooled ('all') or one "
           f"at a time ('one': {one} of them, mean share); share of exhaustive GPU-hours to within 2 %, informative "
           "sweeps; out of sample (the held-out sweep's own measurements and its repeats never reach its prior)")
@@ -149,6 +149,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-history", action="store_true", help="leave out the history section")
     parser.add_argument("--history-only", action="store_true",
                         help="the history groups' sweeps cold, then the history section alone (for iterating)")
+    parser.add_argument("--history-mode", choices=rb.HISTORY_MODES, default="constants",
+                        help="what a sweep takes from its history (launcher.replay_bench.HISTORY_MODES)")
     parser.add_argument("--history-one", type=int, default=rb.ONE_OTHER,
                         help="'from one other': how many of the others per held-out sweep (their mean is printed)")
     parser.add_argument("--prior-sds", choices=rb.PRIOR_SDS_MODES, default="flat",
@@ -178,7 +180,7 @@ def _main(args, workers: rb.Workers) -> None:
     if args.history_only:
         members = {c.sweep.name for cs in rb.history_groups(cases).values() for c in cs}
         history_report(run([c for c in cases if c.sweep.name in members], workers, steady), workers, steady,
-                       args.history_one, args.list)
+                       args.history_one, args.list, args.history_mode)
         return
     measured = run(cases, workers, steady)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
@@ -202,7 +204,7 @@ def _main(args, workers: rb.Workers) -> None:
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
     if not args.no_history:
-        history_report(measured, workers, steady, args.history_one, args.list)
+        history_report(measured, workers, steady, args.history_one, args.list, args.history_mode)
     if not args.no_transfer:
         pairs = rb.scale_pairs(cases)
         transfer_report(pairs, workers, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "

@@ -44,10 +44,10 @@ def test_each_sweep_is_replayed_from_the_others_final_calibrations():
     for result, priors, n in work:
         others = [r.calibration for r in cold if r is not result and r.calibration and r.calibration.applied]
         assert n == len(others) >= 1 and len(priors) == 2
-        assert priors[0].constants == rb.history_prior(result.case, others).constants
+        assert priors[0].prior.constants == rb.history_prior(result.case, others).constants
         if result.calibration and result.calibration.applied:     # its own calibration is not in its pool
             own_ones += 1
-            assert priors[0].constants != rb.history_prior(result.case, others + [result.calibration]).constants
+            assert priors[0].prior.constants != rb.history_prior(result.case, others + [result.calibration]).constants
     assert own_ones >= 2
     history = [rb.history_result(r, rb.warm_replays(r.case, priors), n) for r, priors, n in work]
     assert all(0 < h.warm_all <= 1 and 0 < h.warm_one <= 1 for h in history)
