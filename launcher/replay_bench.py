@@ -9,6 +9,8 @@ of measured sweeps and on perturbed truths, grouped by source, with the baseline
   fixed seed, never written to disk, reported apart from the measured tables.
 - `evaluate(case)`: one sweep under every strategy: the share of exhaustive GPU-hours until a configuration within
   2 % of the best was measured, the GPU-hours spent and the final regret; random order as its exact expectation.
+- `history_work(results)`: each sweep of a source group with >= 3 sweeps of one setup, started from the others'
+  final calibrations (plan.prior_from=sweeps/), never from itself or a repeat of its grid (`repeats`).
 - `summarise(results)`: per group and in total. A sweep where every strategy ties (within UNINFORMATIVE of each
   other) says nothing about the search: it is flagged and left out of the headline.
 """
@@ -748,18 +750,33 @@ class Start:
     effects: tuple[tuple[str, float], ...] = ()
 
 
-HISTORY_MODES = ("constants", "constants+effects", "a-priori effects")
+HISTORY_MODES = ("constants", "constants+effects", "a-priori effects", "a-priori effects, centred")
 """What a sweep takes from its history: the pooled calibrations (plan.prior_from), with the residual effects its
 history learned against their final calibrations as the prior means of its own, or the a-priori constants with the
 effects its history measured against them (the setup's a-priori miss per layout value) as the prior means."""
+
+
+def centred(effects: dict) -> dict:
+    """A sweep's effects without its level: each dimension's values about their mean (what ranks its layouts; the
+    level of one dimension's effects cannot be told from the offset)."""
+    by_dim: dict[str, list[str]] = {}
+    for name in effects:
+        if name != "offset":
+            by_dim.setdefault(name.split("=", 1)[0], []).append(name)
+    out = {}
+    for names in by_dim.values():
+        mean = sum(effects[n][0] for n in names) / len(names)
+        out.update({n: (effects[n][0] - mean, *effects[n][1:]) for n in names})
+    return out
 
 
 def history_start(case: Case, history: Sequence[Result], mode: str = "constants") -> Start:
     """plan.prior_from=sweeps/ for `case` from the finished sweeps `history` (their evaluate results), HISTORY_MODES."""
     from launcher.plan.pooling import pooled_effects
 
-    if mode == "a-priori effects":
-        effects = pooled_effects([r.effects_a_priori for r in history if r.effects_a_priori])
+    if mode.startswith("a-priori effects"):
+        measured = [r.effects_a_priori for r in history if r.effects_a_priori]
+        effects = pooled_effects([centred(e) for e in measured] if mode.endswith("centred") else measured)
         return Start(case.prior or prior_for(case.sweep), tuple(sorted(effects.items())))
     prior = history_prior(case, [r.calibration for r in history if r.calibration is not None])
     if mode == "constants":
@@ -848,3 +865,35 @@ def history_table(results: Sequence[HistoryResult]) -> str:
         lines.append(f"{g:<26} {len(used):>6}  {hist:>5.1f}  {cells}   {worse[0]:>8} / {worse[1]} / {worse[2]} of "
                      f"{len(used):<12} {regret[0]} / {regret[1]} / {regret[2]}")
     return "\n".join(lines)
+
+
+def effect_consistency(cases: Sequence[Case]) -> dict[str, tuple[int, float, float, float]]:
+    """How alike the setup's a-priori misses per layout value are between the sweeps of a history group, when a
+    whole table is measured: each sweep's residual effects (ResidualModel.effects on every ok row, against the
+    a-priori constants) centred per dimension, and their correlation between two sweeps over the values both have
+    (at least 4). Group -> (pairs, median, lower and upper quartile)."""
+    from launcher.plan.residuals import MODEL
+
+    out = {}
+    for (group, _), members in history_groups(cases).items():
+        effects = []
+        for c in members:
+            ok = [i for i, r in enumerate(c.sweep.rows) if r.state is TrialState.OK and r.step_time_s]
+            if len(ok) < 4:
+                continue
+            table = FeatureTable([_features(c.sweep.rows[i]) for i in ok])
+            predicted = uncalibrated(c.prior or prior_for(c.sweep)).predict(table, spread=False).step_time_s
+            dims = [r.request.layout.to_dict() for r in c.sweep.rows]
+            errors = {i: math.log((c.sweep.rows[i].step_time_s or 0.0) / float(p)) for i, p in zip(ok, predicted)}
+            effects.append(centred(MODEL.fitted(dims, errors).effects(dims, errors)))
+        rs = []
+        for i, a in enumerate(effects):
+            for b in effects[i + 1:]:
+                shared = sorted(set(a) & set(b))
+                x, y = np.array([a[n][0] for n in shared]), np.array([b[n][0] for n in shared])
+                if len(shared) >= 4 and x.std() > 0 and y.std() > 0:
+                    rs.append(float(np.corrcoef(x, y)[0, 1]))
+        if rs:
+            q1, med, q3 = np.percentile(rs, [25, 50, 75])
+            out[group] = (len(rs), float(med), float(q1), float(q3))
+    return out

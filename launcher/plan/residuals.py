@@ -190,8 +190,10 @@ class ResidualModel:
 
     prior_mean: tuple[tuple[str, float], ...] = ()
     """(column name, e.g. 'tp=2' or 'offset', its prior mean): the effects other sweeps of the same setup showed
-    (plan.prior_from, launcher.plan.pooling.pooled_effects); a column not listed has mean 0. The prior sds stay;
-    the within-sweep empirical Bayes refits the scales around these means."""
+    (launcher.plan.pooling.pooled_effects); a column not listed has mean 0. The prior sds stay; the within-sweep
+    empirical Bayes refits the scales around these means. Not adopted (docs/search.md, search13: from a sweep's
+    history, more sweeps worse than plan order than the pooled constants alone): a replay option
+    (bench_search.py --history-mode), empty in the sweep loop."""
 
     def _mean(self, names: Sequence[str]) -> np.ndarray:
         import numpy as np

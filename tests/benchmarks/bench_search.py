@@ -5,6 +5,7 @@ the best, against its baselines in the same run, on every measured replay table 
     python tests/benchmarks/bench_search.py --quick     # 2 draws per grid
     python tests/benchmarks/bench_search.py --list      # and every sweep's shares
     python tests/benchmarks/bench_search.py --prior-sds logo   # search12's per-dimension prior sds (not adopted)
+    python tests/benchmarks/bench_search.py --history-only --list   # the history section alone (for iterating)
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
@@ -16,6 +17,12 @@ HEADLINE: the group-balanced mean share: each source group weighs the same, swee
 sweeps where every strategy ties (launcher.replay_bench.UNINFORMATIVE) are left out. Why: the GPU-hour-weighted
 total is decided by a handful of 512-GPU sweeps, and the per-sweep median by the 40 correlated single-node vTrain
 sweeps; both are printed too.
+
+History (plan.prior_from=sweeps/, launcher.replay_bench.history_work): every measured sweep of a source group with
+at least 3 sweeps of one setup, replayed warm from the final calibrations of the other sweeps of its group and setup
+(never itself, never a repeat of its grid: launcher.replay_bench.repeats), pooled ("all") and one at a time ("one":
+--history-one of them, their mean); --history-mode adds the residual effects those sweeps learned (not adopted).
+Out of sample by construction: the held-out sweep's own measurements never reach its prior.
 
 Perturbed truths (launcher.replay_bench.perturbed): the estimator with constants drawn from a spread, a bias per
 value of every layout dimension and noise between repeats, on the grids of the measured sweeps, DRAWS per grid from
@@ -181,6 +188,10 @@ def _main(args, workers: rb.Workers) -> None:
         members = {c.sweep.name for cs in rb.history_groups(cases).values() for c in cs}
         history_report(run([c for c in cases if c.sweep.name in members], workers, steady), workers, steady,
                        args.history_one, args.list, args.history_mode)
+        print("\nhow alike the a-priori misses per layout value are between two sweeps of a group (whole tables; "
+              "launcher.replay_bench.effect_consistency): correlation of the per-dimension-centred effects")
+        for group, (pairs, med, q1, q3) in rb.effect_consistency(cases).items():
+            print(f"{group:<26} {pairs:>4} pairs  median {med:+.2f}  quartiles {q1:+.2f} .. {q3:+.2f}")
         return
     measured = run(cases, workers, steady)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "

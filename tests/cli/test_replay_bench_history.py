@@ -53,3 +53,11 @@ def test_each_sweep_is_replayed_from_the_others_final_calibrations():
     assert all(0 < h.warm_all <= 1 and 0 < h.warm_one <= 1 for h in history)
     table = rb.history_table(history)
     assert "own-gpu" in table and "warm (all)" in table
+
+
+def test_the_cpu_grids_a_priori_misses_per_layout_value_are_alike():
+    """The premise of a setup's history: the CPU stand-in's per-value misses (tp above all) recur from grid to
+    grid."""
+    cases = rb.corpus(sorted(DATA.glob("cpu_*.csv")) + [DATA / "tiny_cpu.csv"])
+    pairs, median, low, high = rb.effect_consistency(cases)["cpu-local"]
+    assert pairs >= 50 and low <= median <= high and median > 0.3
