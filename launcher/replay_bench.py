@@ -9,6 +9,8 @@ of measured sweeps and on perturbed truths, grouped by source, with the baseline
   fixed seed, never written to disk, reported apart from the measured tables.
 - `evaluate(case)`: one sweep under every strategy: the share of exhaustive GPU-hours until a configuration within
   2 % of the best was measured, the GPU-hours spent and the final regret; random order as its exact expectation.
+- `history_work(results)`: each sweep of a source group with >= 3 sweeps of one setup, started from the others'
+  final calibrations (plan.prior_from=sweeps/), never from itself or a repeat of its grid (`repeats`).
 - `summarise(results)`: per group and in total. A sweep where every strategy ties (within UNINFORMATIVE of each
   other) says nothing about the search: it is flagged and left out of the headline.
 """
@@ -89,6 +91,8 @@ class Result:
     regret: dict = field(default_factory=dict)       # strategy -> final regret
     trials: dict = field(default_factory=dict)       # strategy -> trials run
     calibration: Optional[Calibration] = None        # the adaptive search's final one (what plan.prior_from reads)
+    effects: dict = field(default_factory=dict)      # its residual model's final effects (ResidualModel.effects)
+    effects_a_priori: dict = field(default_factory=dict)   # the same against the a-priori constants
     gaps: dict = field(default_factory=dict)         # the adaptive search's GPU-hours to within 2 %, by kind (gaps)
 
     def share(self, strategy: str) -> float:
@@ -370,8 +374,32 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
         result.trials[strategy] = r.trials_run
         if strategy == "adaptive":
             result.calibration = r.calibration
+            result.effects = final_effects(case, r, r.calibration)
+            result.effects_a_priori = final_effects(case, r, uncalibrated(case.prior or prior_for(case.sweep)))
             result.gaps = gaps(r.steps, _within_of(case.sweep))
     return result
+
+
+def final_effects(case: Case, r: Any, calibration: Optional[Calibration]) -> dict:
+    """What the residual model learned by the end of a replayed search (r: its SweepResult): the effects of the
+    layout values, given the measured trials' log errors against `calibration` (its final one, or the a-priori
+    constants)."""
+    from launcher.plan.residuals import MODEL
+    from launcher.replay import _key
+
+    if calibration is None:
+        return {}
+    keys = {_key(row): i for i, row in enumerate(case.sweep.rows)}
+    measured = {keys[s.key]: float(case.sweep.rows[keys[s.key]].step_time_s or 0.0) for s in r.steps
+                if s.state in (TrialState.OK, TrialState.STOPPED_EARLY) and case.sweep.rows[keys[s.key]].step_time_s}
+    if not measured:
+        return {}
+    rows = [case.sweep.rows[i] for i in measured]
+    predicted = calibration.predict(FeatureTable([_features(row) for row in rows]), spread=False).step_time_s
+    dims = [row.request.layout.to_dict() for row in case.sweep.rows]
+    errors = {i: math.log(s / float(p)) for (i, s), p in zip(measured.items(), predicted)}
+    model = case.residual_model or MODEL
+    return model.fitted(dims, errors).effects(dims, errors)
 
 
 def _models(case: Case) -> tuple[Optional[ResidualModel], Optional[ResidualModel]]:
@@ -620,4 +648,252 @@ def perturbed_pairs(pairs: Sequence[tuple[Case, Case]], draws: int, seed: int = 
                 truths.append(Case(truth, "perturbed/" + c.group.split("/")[-1], c.costs, c.prior, k,
                                    c.residual_model))
             out.append((truths[0], truths[1]))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ history
+
+HISTORY_MIN_SWEEPS = 3
+"""A source group's sweeps of one setup are replayed from each other when it holds at least this many."""
+ONE_OTHER = 3
+"""'From one other sweep': that many of the others, drawn per held-out sweep from a seeded generator, each replayed
+as plan.prior_from=sweeps/ONE would start it, and their shares averaged (every other sweep of a 40-sweep group
+would be 1,560 replays)."""
+REPEAT_OVERLAP = 0.5
+"""Two sweeps are repeats of one grid when they have the same model shape and GPU count and at least this share
+of the smaller one's layouts in common (the `_r2` tables and the tables they repeat; nothing else on 27 Nov)."""
+
+
+def setup_key(case: Case) -> tuple[str, str, str, str]:
+    """What plan.prior_from checks (launcher.run.prior.setup): cluster, GPU, backend, precision."""
+    r = case.sweep.rows[0].request
+    return (r.cluster.name, r.cluster.gpu, r.backend, r.precision)
+
+
+def _shape(case: Case) -> tuple:
+    m = case.sweep.rows[0].request.model
+    return tuple((k, v) for k, v in sorted(vars(m).items()) if k not in ("name", "source", "_sealed"))
+
+
+def repeats(a: Case, b: Case) -> bool:
+    """Whether sweeps a and b are the same grid measured twice (REPEAT_OVERLAP): a sweep's history never holds
+    its own grid."""
+    if a.sweep.rows[0].gpus != b.sweep.rows[0].gpus or _shape(a) != _shape(b):
+        return False
+    la = {r.request.layout.label() for r in a.sweep.rows}
+    lb = {r.request.layout.label() for r in b.sweep.rows}
+    return len(la & lb) >= REPEAT_OVERLAP * min(len(la), len(lb))
+
+
+def history_groups(cases: Sequence[Case], min_sweeps: int = HISTORY_MIN_SWEEPS) -> dict[tuple, list[Case]]:
+    """(source group, setup) -> its sweeps, for those with at least min_sweeps (measured sweeps only)."""
+    out: dict[tuple, list[Case]] = {}
+    for c in cases:
+        if c.draw < 0:
+            out.setdefault((c.group, setup_key(c)), []).append(c)
+    return {k: v for k, v in out.items() if len(v) >= min_sweeps}
+
+
+def history_of(case: Case, members: Sequence[Case]) -> list[Case]:
+    """The other sweeps of `case`'s group and setup: never itself, never a repeat of its grid."""
+    return [m for m in members if m is not case and m.sweep.name != case.sweep.name and not repeats(case, m)]
+
+
+def history_prior(case: Case, calibrations: Sequence[Calibration]) -> Prior:
+    """What plan.prior_from would start `case` from, given the finished sweeps' final calibrations: one as it is
+    (Prior.from_json), several pooled (launcher.plan.pooling)."""
+    from launcher.plan.pooling import pooled
+
+    base = (case.prior or prior_for(case.sweep)).constants
+    data = [c.to_json() for c in calibrations]
+    if len(data) == 1:
+        return Prior.from_json(data[0], base, source="one other")
+    return pooled(data, base, source=f"pool of {len(data)}")[0]
+
+
+def one_others(case: Case, history: Sequence[Case], k: int = ONE_OTHER) -> list[Case]:
+    """The `k` other sweeps 'from one other' uses for `case` (seeded by its name: the same every run)."""
+    if len(history) <= k:
+        return list(history)
+    return random.Random(case.sweep.name).sample(list(history), k)
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """One held-out sweep: cold (its evaluate result) and warm from its history."""
+
+    cold: Result
+    warm_all: float             # share, from every other sweep of its group and setup (pooled)
+    warm_all_regret: float
+    warm_one: float             # share, from one other (mean over one_others)
+    warm_one_regret: float      # worst over one_others
+    n_history: int
+
+    @property
+    def group(self) -> str:
+        return self.cold.case.group
+
+    def share(self, strategy: str) -> float:
+        if strategy == "warm (all)":
+            return self.warm_all
+        return self.warm_one if strategy == "warm (one)" else self.cold.share(strategy)
+
+
+HISTORY_COLUMNS = ("adaptive", "warm (all)", "warm (one)", "oracle", "exhaustive", "random")
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a warm replay starts: the calibration's prior and the residual model's prior means (empty: none)."""
+
+    prior: Prior
+    effects: tuple[tuple[str, float], ...] = ()
+
+
+HISTORY_MODES = ("constants", "constants+effects", "a-priori effects", "a-priori effects, centred")
+"""What a sweep takes from its history: the pooled calibrations (plan.prior_from), with the residual effects its
+history learned against their final calibrations as the prior means of its own, or the a-priori constants with the
+effects its history measured against them (the setup's a-priori miss per layout value) as the prior means."""
+
+
+def centred(effects: dict) -> dict:
+    """A sweep's effects without its level: each dimension's values about their mean (what ranks its layouts; the
+    level of one dimension's effects cannot be told from the offset)."""
+    by_dim: dict[str, list[str]] = {}
+    for name in effects:
+        if name != "offset":
+            by_dim.setdefault(name.split("=", 1)[0], []).append(name)
+    out = {}
+    for names in by_dim.values():
+        mean = sum(effects[n][0] for n in names) / len(names)
+        out.update({n: (effects[n][0] - mean, *effects[n][1:]) for n in names})
+    return out
+
+
+def history_start(case: Case, history: Sequence[Result], mode: str = "constants") -> Start:
+    """plan.prior_from=sweeps/ for `case` from the finished sweeps `history` (their evaluate results), HISTORY_MODES."""
+    from launcher.plan.pooling import pooled_effects
+
+    if mode.startswith("a-priori effects"):
+        measured = [r.effects_a_priori for r in history if r.effects_a_priori]
+        effects = pooled_effects([centred(e) for e in measured] if mode.endswith("centred") else measured)
+        return Start(case.prior or prior_for(case.sweep), tuple(sorted(effects.items())))
+    prior = history_prior(case, [r.calibration for r in history if r.calibration is not None])
+    if mode == "constants":
+        return Start(prior)
+    return Start(prior, tuple(sorted(pooled_effects([r.effects for r in history if r.effects]).items())))
+
+
+def _warm(case: Case, start: Start, steady_stop: bool, policy: Policy) -> tuple[float, float]:
+    prior = start.prior
+    if start.effects:
+        from launcher.plan.residuals import MODEL
+
+        case = replace(case, residual_model=replace(case.residual_model or MODEL, prior_mean=start.effects))
+    model, pick_model = _models(case)
+    r = replay_sweep(case.sweep, "adaptive", costs=case.costs, prior=prior, steady_stop=steady_stop, policy=policy,
+                     residual_model=model, pick_model=pick_model)
+    share = 1.0 if r.gpu_hours_to_within_2pct is None else r.gpu_hours_to_within_2pct / r.exhaustive_gpu_hours
+    return share, r.final_regret
+
+
+def warm_replays(case: Case, starts: Sequence[Start], steady_stop: bool = True,
+                 policy: Policy = POLICY) -> list[tuple[float, float]]:
+    """(share, regret) of `case`'s adaptive search from each start."""
+    return [_warm(case, s, steady_stop, policy) for s in starts]
+
+
+def history_work(cold: Sequence[Result], one: int = ONE_OTHER, mode: str = "constants"
+                 ) -> list[tuple[Result, list[Start], int]]:
+    """For every measured sweep in a history group (cold: every sweep's evaluate result, each with its final
+    calibration): (its result, [the start from all the others, then one per one_others], the size of its
+    history)."""
+    by_name = {r.case.sweep.name: r for r in cold}
+    fitted = {r.case.sweep.name for r in cold if r.calibration is not None and r.calibration.applied}
+    out = []
+    for members in history_groups([r.case for r in cold]).values():
+        for case in members:
+            # a finished sweep whose calibration was never applied is skipped, as plan.prior_from=sweeps/ skips it
+            history = [by_name[h.sweep.name] for h in history_of(case, members) if h.sweep.name in fitted]
+            if not history:
+                continue
+            starts = [history_start(case, history, mode)]
+            starts += [history_start(case, [by_name[h.sweep.name]], mode)
+                       for h in one_others(case, [h.case for h in history], one)]
+            out.append((by_name[case.sweep.name], starts, len(history)))
+    return out
+
+
+def history_result(cold: Result, warm: Sequence[tuple[float, float]], n_history: int) -> HistoryResult:
+    ones = warm[1:]
+    return HistoryResult(cold, warm[0][0], warm[0][1], sum(s for s, _ in ones) / len(ones),
+                         max(r for _, r in ones), n_history)
+
+
+def history_table(results: Sequence[HistoryResult]) -> str:
+    """Per group and group-balanced: the mean share (informative sweeps) of each HISTORY_COLUMNS, then the sweeps
+    where cold and warm searches needed more than plan order and had a final regret above 1 %."""
+    cols = "  ".join(f"{c:>10}" for c in HISTORY_COLUMNS)
+    lines = [f"{'group':<26} {'sweeps':>6}  {'hist.':>5}  {cols}   worse than plan order (cold/all/one)  "
+             f"regret>1% (cold/all/one)"]
+    groups = sorted({r.group for r in results})
+    means: list[dict[str, float]] = []
+    worse_total = [0, 0, 0]
+    for g in groups + ["HEADLINE (group-balanced)"]:
+        used = [r for r in results if r.cold.informative and (r.group == g)]
+        if g.startswith("HEADLINE"):
+            if not means:
+                continue
+            cells = "  ".join(f"{sum(m[c] for m in means) / len(means):>10.1%}" for c in HISTORY_COLUMNS)
+            n = sum(1 for r in results if r.cold.informative)
+            lines.append(f"{g:<26} {n:>6}  {'':>5}  {cells}   {worse_total[0]:>8} / {worse_total[1]} / "
+                         f"{worse_total[2]} of {n}")
+            continue
+        if not used:
+            continue
+        mean = {c: sum(r.share(c) for r in used) / len(used) for c in HISTORY_COLUMNS}
+        means.append(mean)
+        plan = [r.share("exhaustive") * 1.0001 for r in used]
+        worse = [sum(1 for r, p in zip(used, plan) if r.share(c) > p) for c in ("adaptive", "warm (all)",
+                                                                                "warm (one)")]
+        worse_total = [a + b for a, b in zip(worse_total, worse)]
+        every = [r for r in results if r.group == g]
+        regret = (sum(1 for r in every if r.cold.regret["adaptive"] > 0.01),
+                  sum(1 for r in every if r.warm_all_regret > 0.01), sum(1 for r in every if r.warm_one_regret > 0.01))
+        hist = sum(r.n_history for r in used) / len(used)
+        cells = "  ".join(f"{mean[c]:>10.1%}" for c in HISTORY_COLUMNS)
+        lines.append(f"{g:<26} {len(used):>6}  {hist:>5.1f}  {cells}   {worse[0]:>8} / {worse[1]} / {worse[2]} of "
+                     f"{len(used):<12} {regret[0]} / {regret[1]} / {regret[2]}")
+    return "\n".join(lines)
+
+
+def effect_consistency(cases: Sequence[Case]) -> dict[str, tuple[int, float, float, float]]:
+    """How alike the setup's a-priori misses per layout value are between the sweeps of a history group, when a
+    whole table is measured: each sweep's residual effects (ResidualModel.effects on every ok row, against the
+    a-priori constants) centred per dimension, and their correlation between two sweeps over the values both have
+    (at least 4). Group -> (pairs, median, lower and upper quartile)."""
+    from launcher.plan.residuals import MODEL
+
+    out = {}
+    for (group, _), members in history_groups(cases).items():
+        effects = []
+        for c in members:
+            ok = [i for i, r in enumerate(c.sweep.rows) if r.state is TrialState.OK and r.step_time_s]
+            if len(ok) < 4:
+                continue
+            table = FeatureTable([_features(c.sweep.rows[i]) for i in ok])
+            predicted = uncalibrated(c.prior or prior_for(c.sweep)).predict(table, spread=False).step_time_s
+            dims = [r.request.layout.to_dict() for r in c.sweep.rows]
+            errors = {i: math.log((c.sweep.rows[i].step_time_s or 0.0) / float(p)) for i, p in zip(ok, predicted)}
+            effects.append(centred(MODEL.fitted(dims, errors).effects(dims, errors)))
+        rs = []
+        for i, a in enumerate(effects):
+            for b in effects[i + 1:]:
+                shared = sorted(set(a) & set(b))
+                x, y = np.array([a[n][0] for n in shared]), np.array([b[n][0] for n in shared])
+                if len(shared) >= 4 and x.std() > 0 and y.std() > 0:
+                    rs.append(float(np.corrcoef(x, y)[0, 1]))
+        if rs:
+            q1, med, q3 = np.percentile(rs, [25, 50, 75])
+            out[group] = (len(rs), float(med), float(q1), float(q3))
     return out

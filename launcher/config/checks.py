@@ -261,9 +261,23 @@ def check_plan(plan: PlanConfig) -> None:
     if plan.max_gpu_hours < 0:
         raise ConfigError("plan.max_gpu_hours", plan.max_gpu_hours, "use 0 (no budget) or a number of GPU-hours; "
                           "the dry run prints what the plan is expected to cost")
+    check_prior_from(plan.prior_from)
     if plan.early_stop_min_iters < 2:  # one step has no spread: a single slow step would stop a trial
         raise ConfigError("plan.early_stop_min_iters", plan.early_stop_min_iters, "use 2 or more measured "
                           "iterations (or plan.early_stop=false to never stop a trial early)")
+
+
+def check_prior_from(value: object) -> None:
+    """plan.prior_from: a string or a list of non-empty strings, each named once (the folders are read when the
+    sweep starts, launcher.run.prior)."""
+    if isinstance(value, str):
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise ConfigError("plan.prior_from", value, "use a finished sweep's folder (plan.prior_from=sweeps/NAME), a "
+                          "list of them (plan.prior_from=[sweeps/a,sweeps/b]) or a folder of sweeps "
+                          "(plan.prior_from=sweeps/)")
+    if len(set(value)) < len(value):
+        raise ConfigError("plan.prior_from", value, "name each finished sweep once")
 
 
 def check_retry(retry: RetryConfig) -> None:

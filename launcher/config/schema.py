@@ -345,11 +345,13 @@ class PlanConfig(Sealed):
     GEMM efficiency instead of the a-priori one (launcher.run.compute). null (default): on the SLURM executor yes;
     on the local one on a GPU, not on the CPU stand-in. Reused on resume and by later sweeps of the same cluster and
     GPU in the same precision, unless sweep.fresh."""
-    prior_from: str = ""
-    """A finished sweep's folder (e.g. sweeps/llama-16gpu) whose calibration.json starts this sweep's calibration:
-    its fitted constants and their uncertainty become the prior (launcher.plan.calibrate.Prior.from_json), so a
-    sweep at a new scale starts from what an earlier one learned. It must be of the same cluster, GPU, backend and
-    precision. '' = the backend's a-priori constants."""
+    prior_from: Any = ""
+    """Finished sweeps whose calibration.json starts this sweep's calibration (launcher.run.prior): one sweep's
+    folder (e.g. sweeps/llama-16gpu: its fitted constants and their uncertainty become the prior,
+    launcher.plan.calibrate.Prior.from_json), a list of them ([sweeps/a,sweeps/b]) or a folder of sweeps (sweeps/:
+    every finished sweep there of this setup; others are skipped with a note), pooled (launcher.plan.pooling). A
+    sweep named must be of the same cluster, GPU, backend and precision. A string or a list of strings (Any:
+    OmegaConf 2.3 has no union of the two); '' = the backend's a-priori constants."""
     stop_when_converged: bool = False
     """End the sweep when the calibrated model gives no unrun trial a real chance (launcher.run.scheduler's
     stop_rule) to beat the best by more than analysis.noise_tolerance: the remaining planned trials are pruned as

@@ -188,6 +188,19 @@ class ResidualModel:
     all by one factor, value_sd / VALUE_SD. Not adopted (docs/search.md, search12: fitted without the replayed
     table's own source group, 8 sweeps worse than plan order instead of 5): an option, empty."""
 
+    prior_mean: tuple[tuple[str, float], ...] = ()
+    """(column name, e.g. 'tp=2' or 'offset', its prior mean): the effects other sweeps of the same setup showed
+    (launcher.plan.pooling.pooled_effects); a column not listed has mean 0. The prior sds stay; the within-sweep
+    empirical Bayes refits the scales around these means. Not adopted (docs/search.md, search13: from a sweep's
+    history, more sweeps worse than plan order than the pooled constants alone): a replay option
+    (bench_search.py --history-mode), empty in the sweep loop."""
+
+    def _mean(self, names: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        means = dict(self.prior_mean)
+        return np.array([means.get(n, 0.0) for n in names])
+
     def __post_init__(self) -> None:
         if not self.unidentified_scale > 0:   # a prior variance of 0 has no precision: identified_only drops them
             raise ValueError(f"unidentified_scale {self.unidentified_scale}: use a share > 0 (or identified_only)")
@@ -268,7 +281,7 @@ class ResidualModel:
             design = _identified(design, list(measured))
         x = design.at(np.fromiter(measured.keys(), dtype=int))
         names = design.names
-        r = np.fromiter(measured.values(), dtype=float)
+        r = np.fromiter(measured.values(), dtype=float) - x @ self._mean(names)   # about the prior mean
         best, best_ll = self, -math.inf
         gram, xr, rr = x.T @ x, x.T @ r, float(r @ r)
         for value_sd in sorted({self.value_sd, *(v for v in VALUE_GRID if v > self.value_sd)}):
@@ -288,9 +301,10 @@ class ResidualModel:
             design = _identified(design, list(measured))
         prior_var = self._prior(design.names, self.value_sd, design, list(measured))
         if not measured:
-            return design, np.zeros(len(design.names)), np.diag(prior_var)
+            return design, self._mean(design.names), np.diag(prior_var)
         xs = design.at(np.fromiter(measured.keys(), dtype=int))
-        r = np.fromiter(measured.values(), dtype=float)
+        prior_mean = self._mean(design.names)
+        r = np.fromiter(measured.values(), dtype=float) - xs @ prior_mean      # about the prior mean
         weight = np.ones(len(r))
         for _ in range(ROBUST_ITERATIONS):
             # Student-t noise (iteratively reweighted): a measurement far from what the others say about its
@@ -303,7 +317,18 @@ class ResidualModel:
             fitted_var = np.einsum("ij,jk,ik->i", xs, cov, xs)
             z2 = (r - xs @ mean_w) ** 2 / (self.noise_sd ** 2 + fitted_var)
             weight = (ROBUST_DOF + 1.0) / (ROBUST_DOF + z2)
-        return design, mean_w, cov
+        return design, mean_w + prior_mean, cov
+
+    def effects(self, dims: Dims, measured: Mapping[int, float]) -> dict[str, tuple[float, float, float]]:
+        """Every column's posterior mean and sd and its prior sd ('tp=2' -> (mean, sd, prior sd)), given
+        `measured` (as posterior): what a finished sweep learned about its layout values
+        (launcher.plan.pooling.pooled_effects)."""
+        import numpy as np
+
+        design, mean_w, cov = self._weights(dims, measured)
+        prior_sd = np.sqrt(self._prior(design.names, self.value_sd, design, list(measured)))
+        return {n: (float(m), float(s), float(s0))
+                for n, m, s, s0 in zip(design.names, mean_w, np.sqrt(np.diag(cov)), prior_sd)}
 
     def posterior(self, dims: Dims, measured: Mapping[int, float]) -> Residuals:
         """Posterior mean and sd of the log error of every trial in `dims`, given `measured`: index in dims -> its

@@ -168,7 +168,8 @@ class SweepLoop:
         self._progress: dict[str, tuple[dict, float]] = {}  # hash -> (bytes read per log, last iteration seen at)
         self.overhead_s = 0.0
         """Launcher time spent on polling, judging, recording and submitting (not waiting for jobs)."""
-        self.search = Search(cfg, prior_from(cfg, constants or constants_for(cfg.backend.name)))
+        prior = prior_from(cfg, constants or constants_for(cfg.backend.name), folder.root, reporter.info)
+        self.search = Search(cfg, prior)
         self._finished_best: Optional[tuple[Optional[TrialRecord]]] = None
         """The best finished trial for early stop, boxed (None: not read yet this poll)."""
         self.stop_decision: Optional[str] = None

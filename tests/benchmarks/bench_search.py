@@ -5,6 +5,7 @@ the best, against its baselines in the same run, on every measured replay table 
     python tests/benchmarks/bench_search.py --quick     # 2 draws per grid
     python tests/benchmarks/bench_search.py --list      # and every sweep's shares
     python tests/benchmarks/bench_search.py --prior-sds logo   # search12's per-dimension prior sds (not adopted)
+    python tests/benchmarks/bench_search.py --history-only --list   # the history section alone (for iterating)
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
@@ -16,6 +17,12 @@ HEADLINE: the group-balanced mean share: each source group weighs the same, swee
 sweeps where every strategy ties (launcher.replay_bench.UNINFORMATIVE) are left out. Why: the GPU-hour-weighted
 total is decided by a handful of 512-GPU sweeps, and the per-sweep median by the 40 correlated single-node vTrain
 sweeps; both are printed too.
+
+History (plan.prior_from=sweeps/, launcher.replay_bench.history_work): every measured sweep of a source group with
+at least 3 sweeps of one setup, replayed warm from the final calibrations of the other sweeps of its group and setup
+(never itself, never a repeat of its grid: launcher.replay_bench.repeats), pooled ("all") and one at a time ("one":
+--history-one of them, their mean); --history-mode adds the residual effects those sweeps learned (not adopted).
+Out of sample by construction: the held-out sweep's own measurements never reach its prior.
 
 Perturbed truths (launcher.replay_bench.perturbed): the estimator with constants drawn from a spread, a bias per
 value of every layout dimension and noise between repeats, on the grids of the measured sweeps, DRAWS per grid from
@@ -95,6 +102,30 @@ def transfer_report(pairs, workers: rb.Workers, steady, title, known=None):
     return results
 
 
+def _history(args):
+    cold, priors, n, steady = args
+    return rb.history_result(cold, rb.warm_replays(cold.case, priors, steady), n)
+
+
+def history_report(cold, workers: rb.Workers, steady: bool, one: int, listing: bool, mode: str = "constants"):
+    """Every measured sweep whose source group holds >= 3 sweeps of one setup, replayed cold and warm from the
+    other sweeps of its group (never itself, never a repeat of its grid: launcher.replay_bench.history_of)."""
+    work = [(r, starts, n, steady) for r, starts, n in rb.history_work(cold, one, mode)]
+    results = workers.map(_history, work, cost=lambda item: len(item[1]) * rb.replay_cost(item[0].case))
+    print(f"\n=== history (plan.prior_from=sweeps/; takes: {mode}): each sweep of a source group with >= {rb.HISTORY_MIN_SWEEPS} "
+          f"sweeps of one setup, warm from its group's other sweeps' final calibrations, pooled ('all') or one "
+          f"at a time ('one': {one} of them, mean share); share of exhaustive GPU-hours to within 2 %, informative "
+          "sweeps; out of sample (the held-out sweep's own measurements and its repeats never reach its prior)")
+    if listing:
+        for h in results:
+            print(f"  {h.group:<24} {h.cold.name:<36} hist={h.n_history:<3} cold={h.share('adaptive'):.0%} "
+                  f"all={h.warm_all:.0%} one={h.warm_one:.0%} plan={h.share('exhaustive'):.0%} "
+                  f"oracle={h.share('oracle'):.0%} regret all/one={h.warm_all_regret:.1%}/{h.warm_one_regret:.1%}"
+                  + ("" if h.cold.informative else " UNI"))
+    print(rb.history_table(results))
+    return results
+
+
 def report(results, title, bootstrap=0):
     groups = sorted({r.case.group for r in results})
     strategies = list(rb.STRATEGIES)
@@ -122,6 +153,13 @@ def main(argv=None) -> int:
     parser.add_argument("--measured-only", action="store_true")
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
+    parser.add_argument("--no-history", action="store_true", help="leave out the history section")
+    parser.add_argument("--history-only", action="store_true",
+                        help="the history groups' sweeps cold, then the history section alone (for iterating)")
+    parser.add_argument("--history-mode", choices=rb.HISTORY_MODES, default="constants",
+                        help="what a sweep takes from its history (launcher.replay_bench.HISTORY_MODES)")
+    parser.add_argument("--history-one", type=int, default=rb.ONE_OTHER,
+                        help="'from one other': how many of the others per held-out sweep (their mean is printed)")
     parser.add_argument("--prior-sds", choices=rb.PRIOR_SDS_MODES, default="flat",
                         help="the residual model's prior sds: flat (residuals.MODEL), per dimension fitted without "
                              "the sweep's own source group (logo, launcher/plan/prior_sds.json), or on every group "
@@ -146,6 +184,15 @@ def _main(args, workers: rb.Workers) -> None:
     cases = rb.with_prior_sds(rb.corpus(tables), args.prior_sds, path=args.prior_sds_file)
     every = args.prior_sds.replace("logo", "all")   # perturbed truths hold no measured error: the fit on every group
     steady = not args.no_steady_stop
+    if args.history_only:
+        members = {c.sweep.name for cs in rb.history_groups(cases).values() for c in cs}
+        history_report(run([c for c in cases if c.sweep.name in members], workers, steady), workers, steady,
+                       args.history_one, args.list, args.history_mode)
+        print("\nhow alike the a-priori misses per layout value are between two sweeps of a group (whole tables; "
+              "launcher.replay_bench.effect_consistency): correlation of the per-dimension-centred effects")
+        for group, (pairs, med, q1, q3) in rb.effect_consistency(cases).items():
+            print(f"{group:<26} {pairs:>4} pairs  median {med:+.2f}  quartiles {q1:+.2f} .. {q3:+.2f}")
+        return
     measured = run(cases, workers, steady)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
           f"{sum(len(c.sweep.rows) for c in cases)} configurations")
@@ -167,6 +214,8 @@ def _main(args, workers: rb.Workers) -> None:
         results = run(truths, workers, steady)
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
+    if not args.no_history:
+        history_report(measured, workers, steady, args.history_one, args.list, args.history_mode)
     if not args.no_transfer:
         pairs = rb.scale_pairs(cases)
         transfer_report(pairs, workers, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "

@@ -236,3 +236,20 @@ def test_the_design_cache_is_bounded_and_forgotten_with_its_sweep():
     generation = residuals.id_generation()
     residuals.forget()
     assert not residuals._DESIGNS and not residuals._ROW_TEXT and residuals.id_generation() == generation + 1
+
+
+def test_prior_means_shift_the_predictions_until_measurements_say_otherwise():
+    """plan.prior_from's effects of earlier sweeps (ResidualModel.prior_mean): tp=4 was 40 % slow on them."""
+    dims, slow = grid(), math.log(1.4)
+    model = ResidualModel(prior_mean=(("tp=4", slow),))
+    before = model.posterior(dims, {})
+    assert all(before.mean[i] == pytest.approx(slow if d["tp"] == 4 else 0.0) for i, d in enumerate(dims))
+    assert np.allclose(before.sd, ResidualModel().posterior(dims, {}).sd)        # the spreads stay
+    # this sweep measures its tp=4 trials as predicted a priori: the prior mean gives way
+    measured = {i: 0.0 for i, d in enumerate(dims) if d["tp"] == 4}
+    after = model.posterior(dims, measured)
+    assert all(abs(after.mean[i]) < 0.25 * slow for i in measured)
+    # and what a finished sweep learned comes back as its effects, the prior sd with each
+    effects = ResidualModel().effects(dims, {i: slow if d["tp"] == 4 else 0.0 for i, d in enumerate(dims)})
+    assert effects["tp=4"][0] > 0.05 and effects["tp=4"][1] < effects["tp=4"][2] == pytest.approx(0.15)
+    assert effects["tp=1"][0] < effects["tp=4"][0]

@@ -17,7 +17,9 @@ from launcher.__main__ import sweep_hooks
 from launcher.core.console import Reporter
 from launcher.core.errors import ConfigError
 from launcher.core.states import TrialState
+from launcher.plan.constants import constants_for
 from launcher.plan.planner import make_plan
+from launcher.plan.pooling import pooled
 from launcher.run.executor import JobStatus, Submitted
 from launcher.run.folder import SweepFolder
 from launcher.run.ledger import Ledger
@@ -414,3 +416,58 @@ def test_the_loop_changes_no_shared_prediction_part_in_place(load, tmp_path, in_
         parts = [r.predicted["mem_breakdown_gb"] for r in held]
         assert len({id(p) for p in parts}) < len(parts)     # shared: what this test is about
         assert {r.config_hash: json.dumps(r.predicted) for r in held} == rows
+
+
+def test_a_folder_of_sweeps_starts_the_calibration_from_their_pool(load, tmp_path, in_tmp, capsys):
+    """plan.prior_from=<folder of sweeps>: every finished sweep there of this setup, pooled; one of another setup
+    and the sweep's own folder (an earlier, interrupted run of it) never reach its prior."""
+    history = tmp_path / "h" / "sweeps"
+    for name, factor in (("a", 2.0), ("b", 3.0)):
+        done, _ = sweep(load, tmp_path / name, slower(factor))
+        (history / name).mkdir(parents=True)
+        (history / name / "calibration.json").write_text(done.folder.calibration.read_text())
+    data = json.loads((history / "a" / "calibration.json").read_text())
+    (history / "elsewhere").mkdir()
+    (history / "elsewhere" / "calibration.json").write_text(json.dumps({**data, "setup": {**data["setup"],
+                                                                                           "cluster": "dgx-h100"}}))
+    (history / "tiny").mkdir()      # this sweep's own folder, with a calibration 10x off
+    (history / "tiny" / "calibration.json").write_text(json.dumps(
+        {**data, "constants": {**data["constants"], "gemm_eff_max": data["constants"]["gemm_eff_max"] / 10}}))
+    capsys.readouterr()
+    loop, _ = sweep(load, tmp_path / "h", slower(2.5), f"plan.prior_from={history}")
+    said = capsys.readouterr().out
+    assert "2 finished sweeps" in said and "skipped" in said and "dgx-h100" in said and "this sweep itself" in said
+    prior = loop.search.prior
+    assert prior.source.startswith("pool of") and str(history / "tiny") not in prior.source
+    expected, _ = pooled([json.loads((history / n / "calibration.json").read_text()) for n in ("a", "b")],
+                         constants_for(loop.cfg.backend.name))
+    assert prior.constants == expected.constants
+    # before anything is measured the sweep predicts as the pool says: between the earlier sweeps' 2x and 3x
+    records = _records(make_plan(loop.cfg))
+    cold, warm = Search(loop.cfg).predictions(records), Search(loop.cfg, prior).predictions(records)
+    ratios = [warm[k]["step_time_s"] / cold[k]["step_time_s"] for k in warm]
+    assert min(ratios) > 2.0 and max(ratios) < 3.0
+
+
+def test_prior_from_a_folder_with_no_sweep_of_this_setup_names_the_field(load, tmp_path, in_tmp):
+    first, _ = sweep(load, tmp_path / "a", slower(2.0))
+    data = json.loads(first.folder.calibration.read_text())
+    history = tmp_path / "history"
+    (history / "other").mkdir(parents=True)
+    (history / "other" / "calibration.json").write_text(json.dumps({**data, "setup": {**data["setup"],
+                                                                                      "precision": "bf16"}}))
+    with pytest.raises(ConfigError) as err:
+        prior_from(load("+sweep=tiny", f"plan.prior_from={history}"), first.search.prior.constants)
+    assert "plan.prior_from" in str(err.value) and "no finished sweep of this setup" in str(err.value)
+    assert "precision bf16" in str(err.value)
+    with pytest.raises(ConfigError, match="never starts from itself"):
+        prior_from(load("+sweep=tiny", f"plan.prior_from={first.folder.root}"), first.search.prior.constants,
+                   own=first.folder.root)
+
+
+def test_prior_from_takes_a_list_checked_at_load(load, tmp_path, in_tmp):
+    assert load("+sweep=tiny", "plan.prior_from=[sweeps/a,sweeps/b]").plan.prior_from == ["sweeps/a", "sweeps/b"]
+    with pytest.raises(ConfigError, match="name each finished sweep once"):
+        load("+sweep=tiny", "plan.prior_from=[sweeps/a,sweeps/a]")
+    with pytest.raises(ConfigError, match="plan.prior_from"):
+        load("+sweep=tiny", "plan.prior_from=[sweeps/a,3]")
