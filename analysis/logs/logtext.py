@@ -28,7 +28,8 @@ _PREFIX = re.compile(
 
 
 def decode(data: bytes | str) -> str:
-    """Bytes -> str (invalid UTF-8 replaced, never an error); NULs dropped; CR LF and lone CR become LF (a
+    """Bytes -> str (invalid UTF-8 replaced, never an error); NULs dropped; a prefix fronting every line dropped
+    (strip_uniform_prefix); CR LF and lone CR become LF (a
     progress bar's redraws become lines, so the last one is not glued to the next log line); terminal escape
     sequences (colours, cursor moves) and other control characters dropped (launcher.core.logfile.strip_controls:
     what the tools quote from a log must not drive the reader's terminal)."""
@@ -36,7 +37,11 @@ def decode(data: bytes | str) -> str:
     if "\x00" in text:
         text = text.replace("\x00", "")
     if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        text = text.replace("\r\n", "\n")
+    # before the lone CRs become lines: a collector prefixes physical lines, not a progress bar's redraws
+    text = strip_uniform_prefix(text)
+    if "\r" in text:
+        text = text.replace("\r", "\n")
     return strip_controls(text)
 
 
@@ -52,9 +57,78 @@ def unmerge(text: str) -> str:
     return _MIDLINE_RANK.sub(split, text)
 
 
+# A prefix that a collector or launcher puts in front of every line of a capture (issue 17, judge24's invariance
+# audit: a verdict must not depend on how a log was captured). Where one shape fronts (nearly) every line and names
+# a single origin, it says nothing about any one line and is dropped before any reader sees the text; a log that
+# merges several ranks keeps its prefixes (split_prefix / message_of read them line by line).
+_UNIFORM_PREFIXES = (  # (pattern, the fewest non-empty lines it must front: a bare `0: ` or `host1: ` on one line
+    # may be the log's own text; the other shapes are never written by a training process)
+    # `kubectl logs --timestamps` / containerd's CRI log: RFC 3339 with nanoseconds and Z. Python loggers never
+    # write nine fraction digits, so no record's own time is taken: the stamp is the collector's receive time,
+    # which a timestamp reader would otherwise take for the record's (1 ms apart -> a 1 ms "step").
+    (re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", re.M), 1),
+    # Ray: every worker's stdout reaches the driver as `(RayTrainWorker pid=1234, ip=10.0.0.1) text`
+    (re.compile(r"(?:^|(?<=\r))\((?P<o>[A-Za-z_][\w.:-]{0,80} pid=\d{1,9}(?:, ip=[\d.:a-f]{3,45})?)\) ", re.M), 1),
+    # torchrun --tee and torch's [rankN]: (its separator too)
+    (re.compile(r"(?:^|(?<=\r))\[(?:default|rank)(?P<o>\d{1,6})\]: ?", re.M), 1),
+    (re.compile(r"(?:^|(?<=\r))\[\d{1,6},(?P<o>\d{1,6})\]<std(?:out|err)>:", re.M), 1),  # mpirun --tag-output
+    (re.compile(r"(?:^|(?<=\r)) {0,5}(?P<o>\d{1,6}): ", re.M), 2),  # srun --label
+    # pdsh: `node012: `, a host name with a digit in it
+    (re.compile(r"(?:^|(?<=\r))(?P<o>[A-Za-z][\w.-]{0,62}\d[\w.-]{0,62}): ", re.M), 2),
+)
+_NONEMPTY = re.compile(r"^[ \t]*\S", re.M)
+_UNIFORM_SHARE = 0.95  # of the non-empty lines: a few lines (a shell's own message, a blank) come unprefixed
+
+
+def strip_uniform_prefix(text: str) -> str:
+    """`text` without the one launcher / collector prefix that fronts (nearly) every line, when it names a single
+    origin; else unchanged."""
+    lines = len(_NONEMPTY.findall(text))
+    for pattern, min_lines in _UNIFORM_PREFIXES:
+        if lines < min_lines:
+            continue
+        if pattern.search(text, 0, 20000) is None:  # not in front of the first lines: not in front of every line
+            continue
+        found = pattern.findall(text)
+        if len(found) < _UNIFORM_SHARE * lines:
+            continue
+        stripped = pattern.sub("", text)
+        # several origins: kept (which rank said what matters), unless every rank printed the same lines
+        if pattern.groups and len(set(found)) > 1 and not _doubled_lines(stripped.split("\n"), lines, _ALL_DOUBLED):
+            continue
+        return strip_uniform_prefix(stripped)  # a host prefix in front of a rank prefix: both go
+    return text
+
+
+_DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines
+_ALL_DOUBLED = 0.45  # ranks' prefixes are dropped only where nearly every line comes twice (one copy per rank)
+
+
+def _doubled_lines(lines: list[str], nonempty: int, share: float = _DOUBLED_SHARE) -> list[int]:
+    """The indexes of the second copies of lines printed twice in a row, when such copies are at least `share` of
+    the `nonempty` lines (else none)."""
+    doubled = [i for i in range(1, len(lines)) if lines[i] == lines[i - 1] and lines[i].strip()
+               and (i < 2 or lines[i - 1] != lines[i - 2])]
+    return doubled if len(doubled) >= share * nonempty else []
+
+
+def undouble(text: str) -> str:
+    """Two ranks that both print every line (no rank-0-only logging) leave each line twice in a row in the job's
+    output, a traceback's lines interleaved with its copy's. Where that doubling runs through the log, the second
+    copy of each line becomes an empty line (the line numbers the evidence quotes stay the file's); a line that
+    repeats now and then (the same warning every step) is the log's own and is kept."""
+    if text.count("\n") < 4:
+        return text
+    lines = text.split("\n")
+    doubled = _doubled_lines(lines, len(_NONEMPTY.findall(text)))
+    for i in doubled:
+        lines[i] = ""
+    return "\n".join(lines)
+
+
 def normalize(data: bytes | str) -> str:
-    """decode + unmerge: what every reader of a raw log should start from."""
-    return unmerge(decode(data))
+    """decode + unmerge + undouble: what every reader of a raw log should start from."""
+    return undouble(unmerge(decode(data)))
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:
@@ -101,3 +175,71 @@ def last_line_starts(text: str, needles: tuple[str, ...], per_needle: int) -> se
             starts.add(text.rfind("\n", 0, idx) + 1)
             idx, looked = text.rfind(needle, 0, idx), looked + 1
     return starts
+
+
+# What a batch script prints after the training process's own last line (issue 17, judge25's invariance audit: a
+# healthy run's footer must not make it `unknown` or a hang, nor a failure's footer hide the failure). Each footer is
+# recognised as a whole block ending the log, by a line only that tool prints, so a framework's own table or
+# `Key: value` lines that end a log are never taken for one. Lines that say how the job ended (W&B's `(failed 1)`,
+# an ERROR, seff's State other than RUNNING/COMPLETED, nvidia-smi's ERR!) are not footer: trimming stops there.
+_WEEKDAY_DATE = re.compile(r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) "
+                           r"[ \d]\d \d\d:\d\d:\d\d (?:[A-Z]{2,5} )?\d{4}\s*$")  # coreutils `date`, nvidia-smi's top
+_FOOTERS = (  # (a line of the block, the line that names the tool: the block must hold one)
+    # W&B's run footer (wandb/sdk/wandb_run.py _footer: history, summary, `View run`, `Synced`, `Find logs at`)
+    (re.compile(r"^wandb:(?:$| (?!.*(?:ERROR|\(failed -?\d+\))))"),
+     re.compile(r"^wandb: (?:Synced|Find logs at|🚀 View run|Run summary|Run history)")),
+    # slurm contribs seff
+    (re.compile(r"^(?:Job ID|Array Job ID|Cluster|User/Group|State: (?:RUNNING|COMPLETED \(exit code 0\))|Nodes|"
+                r"Cores(?: per node)?|CPU Utilized|CPU Efficiency|Job Wall-clock time|Memory Utilized|"
+                r"Memory Efficiency|WARNING: Efficiency statistics may be misleading for RUNNING jobs)\b"),
+     re.compile(r"^(?:CPU|Memory) Efficiency: ")),
+    # a cluster's Slurm epilogue (`Begin Slurm Epilog ... End Slurm Epilog`, Georgia Tech PACE and others)
+    (re.compile(r"^(?:-{5,}\s*$|(?:Begin|End) Slurm Epilog\b|(?:Job ID|User ID|Account|Job name|Resources|"
+                r"Rsrc Used|Partition|QOS|Queue|Nodes):\s)"), re.compile(r"^(?:Begin|End) Slurm Epilog\b")),
+    # nvidia-smi's default table (its top line is the date)
+    (re.compile(r"^(?!.*ERR!)(?:[|+][^\n]*[|+]\s*$|\s+$)|" + _WEEKDAY_DATE.pattern[1:]),
+     re.compile(r"^\| NVIDIA-SMI \d")),
+    (_WEEKDAY_DATE, _WEEKDAY_DATE),  # `date` at the end of the script
+)
+_MAX_FOOTER_LINES = 400  # per block
+_MAX_FOOTER_BLOCKS = 8  # a log ending in thousands of `wandb: Synced` lines costs 8 blocks' work, not quadratic
+
+
+def footer_start(text: str) -> int:
+    """The offset where the footers that end `text` start (len(text) when it ends in none)."""
+    end = len(text)
+    for _ in range(_MAX_FOOTER_BLOCKS):
+        body_end = end
+        while body_end > 0 and text[body_end - 1].isspace():
+            body_end -= 1
+        if body_end == 0:
+            return end
+        start = _footer_block(text, body_end)
+        if start is None:
+            return end
+        end = start
+    return end
+
+
+def _footer_block(text: str, body_end: int) -> int | None:
+    """The start of the one footer block that ends text[:body_end] (its last character not blank), or None."""
+    for line_re, names_re in _FOOTERS:
+        start, named = body_end, False
+        for _ in range(_MAX_FOOTER_LINES):
+            prev = text.rfind("\n", 0, start - 1) + 1 if start < body_end else text.rfind("\n", 0, body_end) + 1
+            line = text[prev:start].rstrip("\n")
+            if line.strip() and not line_re.match(line):
+                break
+            named = named or names_re.match(line) is not None
+            start = prev
+            if prev == 0:
+                break
+        if named and start < body_end:
+            return start
+    return None
+
+
+def without_footer(text: str) -> str:
+    """`text` without the footers (W&B, seff, a Slurm epilogue, nvidia-smi, `date`) that end it: the job's own last
+    line is what the tail rules read. Only the end goes, so every line number stays the file's."""
+    return text[:footer_start(text)]

@@ -8,7 +8,10 @@ One harvester for both tables. SOURCES is the data: for each framework its repos
 the trainers run beside them) and its validation code, as (path globs, function pattern) pairs. A glob's `*` stays
 inside one folder, `**/` spans any number of folders; the pattern must match the enclosing function's whole name
 (module-level code is `<module>`: an argparse script's checks), None reads the whole file, so a kernel's or a step's
-runtime assert never becomes a config_error. Tests folders are never read.
+runtime assert never becomes a config_error. In a file of the four frameworks' lists narrowed to some functions, those
+named as checks (_CHECKS: `*sanity_check*`, `_check_*`, `_validate_*`, `verify_*`, `_assert_*`, `finalize`) are read
+too, except the names read as runtime checks (_RUNTIME_CHECK_WORDS: a tensor, a buffer, a step's data, the program's
+own state). Tests folders are never read.
 
 A repository is read from the first --mirror that has it: `MIRROR/<owner>+<name>/repo`, a bare git directory (or a
 clone) read at HEAD with `git ls-tree` / `git show`, or else the plain folder `MIRROR/<owner>+<name>/tree` with its
@@ -64,18 +67,34 @@ class Source:
 
 
 def _one(*pairs: tuple[str, str | None]) -> tuple[Files, ...]:
-    """One glob per pair (the four frameworks' lists)."""
-    return tuple(((glob,), function) for glob, function in pairs)
+    """One glob per pair (the four frameworks' lists); a narrowed file's check functions (_CHECKS) are read too."""
+    return tuple(((glob,), function if function is None else rf"(?:{function})|{_CHECKS}") for glob, function in pairs)
 
 
 # Set-up functions by exact name (a file in which run-time code sits beside the checks is narrowed to them).
 _SETUP = r"__init__|__post_init__|validate|_validate|check|_check|configure|_configure|sanity|setup|_setup|init_"
+# ... and, in any narrowed file, the functions named as checks. Read in the frameworks' sources (judge26): DeepSpeed
+# engine.py `_do_optimizer_sanity_check` ("config based assertions": the untested ZeRO optimizer, Amp with ZeRO),
+# `_do_sanity_check`, `_validate_zero3_moe_compatibility`, `_assert_valid_mixed_precision_config`; Megatron-LM
+# `check_config_overrides_consistency`; NeMo `_validate_and_override_config`; NeMo-RL `_check_consistent`,
+# `_check_port_range`, `assert_teacher_student_batch_grid`, `assert_xtoken_ipc_node_local`; Automodel
+# `validate_tp_mesh`, `_validate_mesh_spec`, `_verify_sdpa_support` all test the user's settings before the first step.
+_CHECK_NAMES = r"\w*sanity_check\w*|_?check_\w+|_?validate_\w+|_?verify_\w+|_?assert_\w+|finalize"
+# Names of that shape whose checks test the run, not the settings (read in the same sources): a tensor, a shape or a
+# buffer; the data a step got (`broadcast_and_check`, `validate_generate_data`); the program's own state
+# (`_assert_step_open`, `_assert_same_partition_group`, `_assert_same_signature`, `_validate_te_ops_adapter_module`);
+# the user's model or optimizer objects (`_check_for_duplicates`, `_validate_qwen_transformer_blocks`); the file
+# system (`validate_dataset_asset_accessibility`); free memory (`_check_fp8_dequantize_will_fit`).
+_RUNTIME_CHECK_WORDS = (r"tensors?(?!_?(?:parallel|model))|shape|numel|_nan|nan_|finite|overflow|buffer|bucket"
+                        r"|broadcast|generate_data|inputs|step_open|partition_group|signature|adapter_module|duplicate"
+                        r"|transformer_blocks|accessib|will_fit")
 # The other trainers' set-up and validation functions: any name holding one of these words ...
-_SETUP_WORDS = (r"__post_init__|__init__|validat|verify|check(?!point)|setup|set_up|configur|config|_init|init_|parse"
-                r"|select|choose|<module>")
-# ... and none of these: checkpoint saving/loading and state restoring refuse files on disk, not the layout's settings;
-# a forward pass or a step asserts at run time.
-_RUNTIME_WORDS = r"checkpoint|load|save|restore|state_dict|forward|step"
+_SETUP_WORDS = (r"__post_init__|__init__|validat|verify|check(?!point)|_assert_|^assert_|finalize|setup|set_up|configur"
+                r"|config|_init|init_|parse|select|choose|<module>")
+# ... and none of these: checkpoint saving/loading and state restoring refuse files on disk, not the layout's settings
+# (`offload` is a setting: accelerate's `validate_cpu_offload`); a forward pass or a step asserts at run time.
+_RUNTIME_WORDS = r"checkpoint|(?<!off)load|save|restore|state_dict|forward|step"
+_CHECKS = rf"(?!.*(?:{_RUNTIME_WORDS}|{_RUNTIME_CHECK_WORDS}))(?:{_CHECK_NAMES})"
 
 
 def _named(words: str) -> str:
@@ -248,6 +267,7 @@ EXCLUDED_WORDS = (
     "Key {} not found", "Left side of", "Access to private", "Cannot resolve target", "Module '{}' loaded",
     "Environment variable names must be non-empty", "must have a scalar value",
     "vocab_size must be configured before calling provide", "Megatron Core TransformerConfig does not expose",
+    "Unable to import apex", "to be an int, but got",
 )
 
 
@@ -450,7 +470,10 @@ def harvest(mirrors: Sequence[Path], sources: Sequence[Source], known: set[str],
 # --- the tables -----------------------------------------------------------------------------------------------------
 
 def tabled_templates(tables: Sequence[Path]) -> set[str]:
-    return {tpl.text for tpl in read_tables(list(tables))}
+    """The tables' templates, each also as the harvester would write it (a row read by hand may keep a field at an end:
+    "{} is not a supported DeepSpeed Optimizer" is the harvested "is not a supported DeepSpeed Optimizer")."""
+    texts = {tpl.text for tpl in read_tables(list(tables))}
+    return texts | {template_of(text) for text in texts}
 
 
 def healthy_texts(fixtures: Path) -> list[str]:
