@@ -893,6 +893,30 @@ SIGNATURE = rows(
      r"\b(?:__init__|__new__|from_\w{1,40}|create_\w{1,40}|build_\w{1,40})\(\) missing \d{1,2} required keyword-only "
      r"arguments?:"))
 
+# The launch names a program that does not exist: CPython's own message when the script it is given cannot be opened
+# (Modules/main.c, pymain_run_file: "%S: can't open file %R: [Errno %d] %s", the interpreter's name first; Python 2's
+# "%s: can't open file '%s': [Errno %d] %s"), printed before any of the program runs. ENOENT only ([Errno 2]): the
+# path in the launch line (a launcher's script argument, a job script's cd) is wrong. Not another tool's "can't open
+# file" (ld, tar, an image library): the shape wants the interpreter's name before it.
+LAUNCH_TARGET = rows(
+    FailureKind.CONFIG_ERROR, "the launch names a program file that does not exist", "CPython Modules/main.c "
+    "(pymain_run_file)",
+    ("can't open file", "/opt/conda/bin/python3: can't open file '/workspace/Megatron-LM/pretrain_gpt.py': [Errno 2] "
+                        "No such file or directory",
+     r"""(?:^|[\s/])python[\d.]{0,6}(?:\.exe)?: can't open file """
+     r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}"): \[Errno 2\] No such file"""))
+
+# NCCL's duplicate-GPU check at communicator init (src/init.cc, initTransportsRank: WARN("Duplicate GPU detected :
+# rank %d and rank %d both on CUDA device %lx", ...), returning ncclInvalidUsage): two ranks were given the same
+# device, a launch or device-ordering setting. patterns.CONFIG matches the message by its head; a log that quotes
+# only its tail ("Error: rank 27 and rank 19 both on CUDA device 53000", a wrapper's or a write-up's wording) is the
+# same check, matched by the two ranks and the device it names.
+DUPLICATE_GPU = rows(
+    FailureKind.CONFIG_ERROR, "two ranks on the same GPU (NCCL's duplicate-GPU check)", "NCCL src/init.cc "
+    "(initTransportsRank)",
+    ("both on CUDA device", "Error: rank 27 and rank 19 both on CUDA device 53000 (PCI 53:00.0)",
+     r"\brank \d{1,6} and rank \d{1,6} both on CUDA device [0-9a-fA-F]{1,16}\b"))
+
 # torch built without the backend the run asks for: torch/distributed/distributed_c10d.py ("Distributed package
 # doesn't have NCCL built in", raised when backend="nccl" on a CPU-only, macOS or Windows build; likewise MPI, UCC).
 BACKEND_MISSING = rows(

@@ -1,0 +1,73 @@
+"""Issue 17 (helper judge27): batch 23's misses as families. A launch whose program file does not exist (CPython's
+own `python: can't open file '...': [Errno 2] No such file or directory`, Modules/main.c) is config_error
+(families.config.LAUNCH_TARGET); NCCL's duplicate-GPU check (src/init.cc) is config_error by its tail too, `rank N
+and rank M both on CUDA device X`, when a log quotes it without its `Duplicate GPU detected :` head
+(families.config.DUPLICATE_GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from log_fixtures import body, kind_of
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+# tests/fixtures/oos-batch23/megatron_deepspeed/...: the DeepSpeed launcher starts python on a wrong script path
+_UCLLM = FIXTURES / "oos-batch23/megatron_deepspeed/ucllm_gpt_0p125b_deepspeed_launcher_pretrain_gpt_py_not_found_1.log"
+# tests/fixtures/oos-batch23/deepspeed/...: a blog quotes NCCL's message without its head
+_DEEPSEEK = FIXTURES / "oos-batch23/deepspeed/deepseek_v3_lora_zero3_24_a100_duplicate_gpu_rank_mapping_across_nodes_1.log"
+_LAUNCHER_END = ("[2024-03-31 10:17:17,380] [ERROR] [launch.py:321:sigkill_handler] ['python', '-u', 'pretrain_gpt.py'] "
+                 "exits with return code = 2\n")
+_STEPS = "".join(f" iteration {n:8d}/ 1000 | elapsed time per iteration (ms): 250.1 | lm loss: 5.{n:02d}E+00 |\n"
+                 for n in range(1, 30))
+
+
+def test_the_batch23_wrong_script_path_is_config_error():
+    assert kind_of(body(_UCLLM)) == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    # the fixture's line 11 (CPython 3, %R of the path)
+    "/home/u/miniconda3/envs/.venv/bin/python: can't open file '/home/u/Megatron-DeepSpeed-MoE/pretrain_gpt.py': "
+    "[Errno 2] No such file or directory",
+    "python3.11: can't open file '/workspace/train.py': [Errno 2] No such file or directory",
+    "python: can't open file 'pretrain_gpt.py': [Errno 2] No such file or directory",  # Python 2's form
+    "[rank0]: /usr/bin/python3: can't open file \"/ws/it's.py\": [Errno 2] No such file or directory",
+])
+def test_python_cannot_open_the_launched_script(line):
+    assert kind_of(f"launching 8 processes\n{line}\n{_LAUNCHER_END}") == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    "ld: can't open file 'libfoo.so': [Errno 2] No such file or directory",  # another tool, not the interpreter
+    "python: can't open file '/workspace/train.py': [Errno 13] Permission denied",  # not a missing file
+    "WARNING: tokenizer can't open file '/cache/vocab.json', downloading it",
+])
+def test_look_alikes_are_not_a_missing_program(line):
+    assert kind_of(f"launching 8 processes\n{line}\n{_LAUNCHER_END}") != "config_error"
+
+
+def test_the_batch23_headless_duplicate_gpu_quote_is_config_error():
+    assert kind_of(body(_DEEPSEEK)) == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    "Error: rank 27 and rank 19 both on CUDA device 53000 (PCI 53:00.0)",  # the fixture's line 2
+    "[rank3]: ncclInvalidUsage: rank 3 and rank 0 both on CUDA device ac000",
+    "node1:1:1 [1] init.cc:1136 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1000",
+])
+def test_nccl_duplicate_gpu_by_its_tail(line):
+    assert kind_of(f"{line}\n") == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    "Error: tensors a and b both on CUDA device 0 expected on cpu",  # names no two ranks
+    "RuntimeError: rank 3 and rank 0 disagree on the CUDA device count",
+])
+def test_look_alikes_are_not_the_duplicate_gpu_check(line):
+    assert kind_of(f"{line}\n") != "config_error"
+
+
+def test_a_duplicate_gpu_tail_after_healthy_steps_still_decides():
+    # NCCL runs the check when a communicator is made; a sub-group made mid-run fails the same way
+    assert kind_of(_STEPS + "Error: rank 5 and rank 1 both on CUDA device 1a000\n") == "config_error"
