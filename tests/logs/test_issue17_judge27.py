@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from log_fixtures import body, kind_of
 
+from analysis.logs.outcome import measurements
+
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 # tests/fixtures/oos-batch23/megatron_deepspeed/...: the DeepSpeed launcher starts python on a wrong script path
 _UCLLM = FIXTURES / "oos-batch23/megatron_deepspeed/ucllm_gpt_0p125b_deepspeed_launcher_pretrain_gpt_py_not_found_1.log"
@@ -71,3 +73,35 @@ def test_look_alikes_are_not_the_duplicate_gpu_check(line):
 def test_a_duplicate_gpu_tail_after_healthy_steps_still_decides():
     # NCCL runs the check when a communicator is made; a sub-group made mid-run fails the same way
     assert kind_of(_STEPS + "Error: rank 5 and rank 1 both on CUDA device 1a000\n") == "config_error"
+
+
+# ---- Keras' Progbar at an epoch's end, verbose=2 before tf.keras added the per-step time (families.completion)
+# tests/fixtures/oos-batch23/other/...: 650 epochs of ` - 15s - loss: ...` lines, the script's messages, `Done!`
+_KERAS = FIXTURES / "oos-batch23/other/keras_gate_detector_650_epochs_completed_kfold_1.log"
+_TRACEBACK = 'Traceback (most recent call last):\n  File "train.py", line 88, in <module>\nKeyError: \'labels\'\n'
+
+
+def test_the_batch23_keras_run_is_ok_without_a_step_time():
+    text = body(_KERAS)
+    assert kind_of(text) == "ok"
+    assert measurements(text)[0].get("step_time_s") is None  # an epoch's seconds are not a step's
+
+
+@pytest.mark.parametrize("line", [
+    " - 15s - loss: 4.1070e-04 - acc: 0.5884 - val_loss: 9.4085e-04 - val_acc: 0.6114",  # the fixture's form
+    "15s - loss: 0.2123 - acc: 0.9312",  # Keras 2.0: '%ds' without the leading ' - '
+    "1875/1875 - 3s - loss: 0.2934 - accuracy: 0.9151",  # tf.keras 2.2-2.3 prefixes the count
+])
+def test_keras_verbose2_epoch_lines_are_progress(line):
+    epochs = "".join(f"Epoch {e}/5\n{line}\n" for e in range(1, 6))
+    assert kind_of(epochs) == "ok"
+    assert kind_of(epochs + _TRACEBACK) == "crashed"  # a failure after them still decides
+
+
+@pytest.mark.parametrize("line", [
+    " 12s - eta: 30s",  # a timer that names no loss
+    "retrying in 15s - loss: connection dropped",  # not at the line's start, no value
+    " - 15s - loss: nanometre scale",  # no number after the key
+])
+def test_look_alikes_are_not_keras_epochs(line):
+    assert kind_of("".join(f"{line}\n" for _ in range(5))) != "ok"
