@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from log_fixtures import body, kind_of
 
+from analysis.logs.classify import classify
 from analysis.logs.outcome import measurements
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -105,3 +106,37 @@ def test_keras_verbose2_epoch_lines_are_progress(line):
 ])
 def test_look_alikes_are_not_keras_epochs(line):
     assert kind_of("".join(f"{line}\n" for _ in range(5))) != "ok"
+
+
+# ---- a resume whose checkpoint was saved with other settings than the run's (families.config.RESUME_SETTINGS)
+# tests/fixtures/oos-batch23/megatron_lm/...: every rank raises the fork's recipe check in load_checkpoint
+_PIER = FIXTURES / "oos-batch23/megatron_lm/pier_toy_gpt_resume_refused_checkpoint_recipe_differs_num_query_groups_1.log"
+_LOAD = ('Traceback (most recent call last):\n  File "/ws/megatron/training/checkpointing.py", line 1301, in '
+         'load_checkpoint\n{line}\n')
+
+
+def test_the_batch23_recipe_check_is_config_error():
+    assert kind_of(body(_PIER)) == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    "[rank2]: ValueError: checkpoint recipe differs: ['num_query_groups']",  # the fixture's line 23
+    # Megatron-LM checkpointing.py check_checkpoint_args (_compare)
+    "AssertionError: num_layers value from checkpoint (24) is not equal to the input argument value (12).",
+    "RuntimeError: Checkpoint args mismatch: {'hidden_size': (4096, 2048)}",
+    "ValueError: checkpoint config does not match the model config: ['num_attention_heads']",
+])
+def test_a_checkpoint_saved_with_other_settings_is_config_error(line):
+    assert kind_of(_LOAD.format(line=line)) == "config_error"
+
+
+@pytest.mark.parametrize("line", [
+    # a tensor that differs from the checkpoint's names no setting
+    "RuntimeError: Error(s) in loading state_dict for GPTModel: size mismatch for checkpoint tensor "
+    "'embedding.weight'",
+    "ValueError: checkpoint file is corrupted: header differs",  # the file, not its settings
+    "INFO: checkpoint config differs from the run's (ignored: use_checkpoint_args is off)",  # not an exception
+])
+def test_look_alikes_are_not_a_settings_mismatch(line):
+    # other rules may judge these lines; this family must not be the one that does
+    assert "saved with other model or training settings" not in classify(_LOAD.format(line=line)).reason

@@ -318,6 +318,24 @@ RESUME_LAYOUT = rows(
      "the current world size is 16. Automatic adjustment of ZeRO's optimizer state partitioning with a new world "
      "size is not currently supported."))
 
+_RESUME_SETTINGS = "resuming from a checkpoint saved with other model or training settings than the run's"
+# The checkpoint's saved arguments are compared with the run's and refused: Megatron-LM's check_checkpoint_args
+# (megatron/training/checkpointing.py _compare: "{} value from checkpoint ({}) is not equal to the input argument
+# value ({})."), and the same check in a fork or trainer that names the checkpoint's settings as a whole (its args,
+# arguments, config, recipe, settings or hyperparameters) and says they differ ("checkpoint recipe differs:
+# ['num_query_groups']", batch 23's PIER). Only on an exception's line, and only the settings: a tensor's shape that
+# differs from the checkpoint's (load_state_dict's "size mismatch for ...") names no setting and stays as it is.
+RESUME_SETTINGS = rows(
+    FailureKind.CONFIG_ERROR, _RESUME_SETTINGS, "Megatron-LM megatron/training/checkpointing.py check_checkpoint_args "
+    "(_compare); the shape for forks' checks of a checkpoint's saved settings",
+    ("value from checkpoint", "AssertionError: num_layers value from checkpoint (24) is not equal to the input "
+                              "argument value (12).",
+     r"\bvalue from checkpoint \([^\n]{0,200}?\) is not equal to the input argument value\b"),
+    ("checkpoint", "ValueError: checkpoint recipe differs: ['num_query_groups']",
+     r"(?i)(?:Error|Exception)\s{0,4}:\s{0,4}[^\n]{0,80}?\bcheckpoint(?:'s)?\s(?:args|arguments|config(?:uration)?|"
+     r"recipe|settings|hyper-?param(?:eter)?s)\s(?:differ|differs|mismatch(?:es)?|(?:do|does) not match|are not "
+     r"equal)\b"))
+
 
 # ---- the model or tokenizer the configuration names cannot be found (a path or a model id that is not one):
 # transformers' from_pretrained (configuration_utils.py, modeling_utils.py, tokenization_utils_base.py) and
