@@ -35,14 +35,16 @@ from launcher.measured import MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
 from launcher.plan import prior_sds
 from launcher.plan.calibrate import Calibration, FeatureTable, Prior, trial_features, uncalibrated
+from launcher.plan.pooling import pooled, pooled_effects
 from launcher.plan.prior_sds import PriorSds, ResidualSet
-from launcher.plan.residuals import DIMENSIONS, ResidualModel
+from launcher.plan.residuals import DIMENSIONS, MODEL, ResidualModel
 from launcher.replay import (
     WITHIN,
     Costs,
     Step,
     _features,
     _flash,
+    _key,
     prior_for,
     random_expected_gpu_hours,
     replay_sweep,
@@ -384,8 +386,6 @@ def final_effects(case: Case, r: Any, calibration: Optional[Calibration]) -> dic
     """What the residual model learned by the end of a replayed search (r: its SweepResult): the effects of the
     layout values, given the measured trials' log errors against `calibration` (its final one, or the a-priori
     constants)."""
-    from launcher.plan.residuals import MODEL
-    from launcher.replay import _key
 
     if calibration is None:
         return {}
@@ -702,7 +702,6 @@ def history_of(case: Case, members: Sequence[Case]) -> list[Case]:
 def history_prior(case: Case, calibrations: Sequence[Calibration]) -> Prior:
     """What plan.prior_from would start `case` from, given the finished sweeps' final calibrations: one as it is
     (Prior.from_json), several pooled (launcher.plan.pooling)."""
-    from launcher.plan.pooling import pooled
 
     base = (case.prior or prior_for(case.sweep)).constants
     data = [c.to_json() for c in calibrations]
@@ -772,7 +771,6 @@ def centred(effects: dict) -> dict:
 
 def history_start(case: Case, history: Sequence[Result], mode: str = "constants") -> Start:
     """plan.prior_from=sweeps/ for `case` from the finished sweeps `history` (their evaluate results), HISTORY_MODES."""
-    from launcher.plan.pooling import pooled_effects
 
     if mode.startswith("a-priori effects"):
         measured = [r.effects_a_priori for r in history if r.effects_a_priori]
@@ -787,8 +785,6 @@ def history_start(case: Case, history: Sequence[Result], mode: str = "constants"
 def _warm(case: Case, start: Start, steady_stop: bool, policy: Policy) -> tuple[float, float]:
     prior = start.prior
     if start.effects:
-        from launcher.plan.residuals import MODEL
-
         case = replace(case, residual_model=replace(case.residual_model or MODEL, prior_mean=start.effects))
     model, pick_model = _models(case)
     r = replay_sweep(case.sweep, "adaptive", costs=case.costs, prior=prior, steady_stop=steady_stop, policy=policy,
@@ -872,7 +868,6 @@ def effect_consistency(cases: Sequence[Case]) -> dict[str, tuple[int, float, flo
     whole table is measured: each sweep's residual effects (ResidualModel.effects on every ok row, against the
     a-priori constants) centred per dimension, and their correlation between two sweeps over the values both have
     (at least 4). Group -> (pairs, median, lower and upper quartile)."""
-    from launcher.plan.residuals import MODEL
 
     out = {}
     for (group, _), members in history_groups(cases).items():

@@ -1089,7 +1089,8 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.UNMOUNTED + F_CONFIG.SIGNATURE + F_CONFIG.BACKEND_MISSING + F_CONFIG.VERSION_FLOOR
                       + F_CONFIG.PLACEHOLDER_VALUE + F_CONFIG.PATH_MISSING + F_CONFIG.NO_GPU
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
-                      + F_CONFIG.VERSION_UNSUPPORTED,
+                      + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET + F_CONFIG.DUPLICATE_GPU
+                      + F_CONFIG.RESUME_SETTINGS,
                       start)
         or _empty_data(text, start)
         or _compile_target(text, start)

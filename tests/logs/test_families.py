@@ -33,6 +33,7 @@ FAILURE_TABLES = {
     + config.HUB_ACCESS + config.VERSION_UNSUPPORTED,
     "config judge16": config.COMPILE_TARGET,
     "config judge23": config.EMPTY_DATA,
+    "config judge27": config.LAUNCH_TARGET + config.DUPLICATE_GPU + config.RESUME_SETTINGS,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

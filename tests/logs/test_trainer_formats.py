@@ -137,6 +137,22 @@ CASES = (
          "".join(f"\rtrain                         Batch   {n}:  {n}%|#####                    | {n}/100 "
                  f"[{n * 3 // 60:02d}:{n * 3 % 60:02d}<04:30,  3.00s/ba, loss/train/total=2.3100]"
                  for n in range(10, 100, 10)) + "\n", "ok", 3.0),
+    Case("Keras 2.0 fit, verbose=2", "keras-team/keras keras/utils/generic_utils.py@90f2691ad83b (Progbar.update, "
+         "verbose == 2: '%ds' % elapsed, then ' - %s: %.4f' per metric; an epoch's seconds, no step time)",
+         "".join(f"Epoch {e}/5\n{14 + e}s - loss: 0.{9 - e}123 - acc: 0.{80 + e}\n" for e in range(1, 6)), "ok", None),
+    Case("Keras 2.2 fit, verbose=2", "keras-team/keras keras/utils/generic_utils.py (Keras 2.1-2.2 Progbar.update: "
+         "info = ' - %.0fs' % elapsed; the form of tests/fixtures/oos-batch23/other/keras_gate_detector_650_epochs_"
+         "completed_kfold_1.log)",
+         "".join(f"Epoch {e}/650\n - 15s - loss: {4 + e / 10:.4f}e-04 - acc: 0.58{e} - val_loss: 9.4085e-04 - "
+                 f"val_acc: 0.6114\n" for e in range(1, 6)) + "Done!\n", "ok", None),
+    Case("Keras 3 fit, verbose=1", "keras-team/keras keras/src/utils/progbar.py@5e71260df59c (Progbar.update: "
+         "'%d/%d' count, the bar, ' %.0fs' elapsed and the per-step time in s, ms or us)",
+         "".join(f"Epoch {e}/5\n1875/1875 \u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501\u2501 56s 30ms/step - "
+                 f"accuracy: 0.9{e} - loss: 0.{9 - e}234\n" for e in range(1, 6)), "ok", 0.03),
+    Case("Keras 2 fit, verbose=1", "keras-team/keras keras/utils/generic_utils.py (Keras 2.1+ Progbar.update: the "
+         "'N/N [====]' bar, ' - %.0fs' elapsed and ' %.0fms/step')",
+         "".join(f"Epoch {e}/5\n1875/1875 [==============================] - 56s 30ms/step - loss: 0.{9 - e}234 - "
+                 f"accuracy: 0.9{e}\n" for e in range(1, 6)), "ok", 0.03),
     Case("NeMo-RL GRPO", "NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py@7ea279abfbeb lines 2818, 3721-3734",
          _lines(_NEMO_RL, range(1, 6)), "ok", 45.03),
 )

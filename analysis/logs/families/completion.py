@@ -173,6 +173,16 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    (" loss, ", "9.8271 loss, 0.000050067902 LR, 124.27 GB used, 5.15 s", _VALUE_FIRST_LOSS),
                    (" loss, ", "   10 4.40 s run, 11.8750 loss, 0.000000000005 LR, 1454.57 GB used",
                     _VALUE_FIRST_LOSS))
+            # Keras' Progbar at an epoch's end with verbose=2 as Keras 2.0-2.2 print it (keras-team/keras
+            # keras/utils/generic_utils.py Progbar.update: '%ds' % (now - self.start) at 90f2691ad83b (Keras 2.0),
+            # ' - %.0fs' % (now - self._start) from Keras 2.1; then ' - %s:' and ' %.4f' or ' %.4e' per metric, fit's
+            # loss first, after fit's "Epoch N/M" line): the epoch's seconds,
+            # no step count and no per-step time, so progress only. The later forms, "N/N [====] - 56s 30ms/step"
+            # (verbose=1), tf.keras's "N/N - 56s - ... - 30ms/step" and Keras 3's "N/N ━━━━ 56s 30ms/step", carry
+            # the step time and are step records (parse_generic._KERAS_EPOCH).
+            + rows(FailureKind.OK, "training steps ran", "Keras 2.0-2.2 Progbar (verbose=2)",
+                   ("s - loss: ", " - 15s - loss: 4.1070e-04 - acc: 0.5884 - val_loss: 9.4085e-04 - val_acc: 0.6114",
+                    r"^\s{0,4}(?:\d{1,9}/\d{1,9}\s{1,3})?(?:-\s)?\d{1,7}s\s-\sloss:\s(?:-?\d|nan\b|inf\b)"))
             # A line with a named step counter and a throughput is a step's record whatever else it says (swiss-ai's
             # progress.txt "Saving async checkpoint  Iteration: 100  Job throughput: 364.8 TFLOP/s/GPU"): the
             # record reader rejects a counter whose key also names a phase ("saving checkpoint iteration"), which

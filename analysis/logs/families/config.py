@@ -318,6 +318,24 @@ RESUME_LAYOUT = rows(
      "the current world size is 16. Automatic adjustment of ZeRO's optimizer state partitioning with a new world "
      "size is not currently supported."))
 
+_RESUME_SETTINGS = "resuming from a checkpoint saved with other model or training settings than the run's"
+# The checkpoint's saved arguments are compared with the run's and refused: Megatron-LM's check_checkpoint_args
+# (megatron/training/checkpointing.py _compare: "{} value from checkpoint ({}) is not equal to the input argument
+# value ({})."), and the same check in a fork or trainer that names the checkpoint's settings as a whole (its args,
+# arguments, config, recipe, settings or hyperparameters) and says they differ ("checkpoint recipe differs:
+# ['num_query_groups']", batch 23's PIER). Only on an exception's line, and only the settings: a tensor's shape that
+# differs from the checkpoint's (load_state_dict's "size mismatch for ...") names no setting and stays as it is.
+RESUME_SETTINGS = rows(
+    FailureKind.CONFIG_ERROR, _RESUME_SETTINGS, "Megatron-LM megatron/training/checkpointing.py check_checkpoint_args "
+    "(_compare); the shape for forks' checks of a checkpoint's saved settings",
+    ("value from checkpoint", "AssertionError: num_layers value from checkpoint (24) is not equal to the input "
+                              "argument value (12).",
+     r"\bvalue from checkpoint \([^\n]{0,200}?\) is not equal to the input argument value\b"),
+    ("checkpoint", "ValueError: checkpoint recipe differs: ['num_query_groups']",
+     r"(?i)(?:Error|Exception)\s{0,4}:\s{0,4}[^\n]{0,80}?\bcheckpoint(?:'s)?\s(?:args|arguments|config(?:uration)?|"
+     r"recipe|settings|hyper-?param(?:eter)?s)\s(?:differ|differs|mismatch(?:es)?|(?:do|does) not match|are not "
+     r"equal)\b"))
+
 
 # ---- the model or tokenizer the configuration names cannot be found (a path or a model id that is not one):
 # transformers' from_pretrained (configuration_utils.py, modeling_utils.py, tokenization_utils_base.py) and
@@ -892,6 +910,30 @@ SIGNATURE = rows(
                                        "arguments: 'config' and 'init_method'",
      r"\b(?:__init__|__new__|from_\w{1,40}|create_\w{1,40}|build_\w{1,40})\(\) missing \d{1,2} required keyword-only "
      r"arguments?:"))
+
+# The launch names a program that does not exist: CPython's own message when the script it is given cannot be opened
+# (Modules/main.c, pymain_run_file: "%S: can't open file %R: [Errno %d] %s", the interpreter's name first; Python 2's
+# "%s: can't open file '%s': [Errno %d] %s"), printed before any of the program runs. ENOENT only ([Errno 2]): the
+# path in the launch line (a launcher's script argument, a job script's cd) is wrong. Not another tool's "can't open
+# file" (ld, tar, an image library): the shape wants the interpreter's name before it.
+LAUNCH_TARGET = rows(
+    FailureKind.CONFIG_ERROR, "the launch names a program file that does not exist", "CPython Modules/main.c "
+    "(pymain_run_file)",
+    ("can't open file", "/opt/conda/bin/python3: can't open file '/workspace/Megatron-LM/pretrain_gpt.py': [Errno 2] "
+                        "No such file or directory",
+     r"""(?:^|[\s/])python[\d.]{0,6}(?:\.exe)?: can't open file """
+     r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}"): \[Errno 2\] No such file"""))
+
+# NCCL's duplicate-GPU check at communicator init (src/init.cc, initTransportsRank: WARN("Duplicate GPU detected :
+# rank %d and rank %d both on CUDA device %lx", ...), returning ncclInvalidUsage): two ranks were given the same
+# device, a launch or device-ordering setting. patterns.CONFIG matches the message by its head; a log that quotes
+# only its tail ("Error: rank 27 and rank 19 both on CUDA device 53000", a wrapper's or a write-up's wording) is the
+# same check, matched by the two ranks and the device it names.
+DUPLICATE_GPU = rows(
+    FailureKind.CONFIG_ERROR, "two ranks on the same GPU (NCCL's duplicate-GPU check)", "NCCL src/init.cc "
+    "(initTransportsRank)",
+    ("both on CUDA device", "Error: rank 27 and rank 19 both on CUDA device 53000 (PCI 53:00.0)",
+     r"\brank \d{1,6} and rank \d{1,6} both on CUDA device [0-9a-fA-F]{1,16}\b"))
 
 # torch built without the backend the run asks for: torch/distributed/distributed_c10d.py ("Distributed package
 # doesn't have NCCL built in", raised when backend="nccl" on a CPU-only, macOS or Windows build; likewise MPI, UCC).
