@@ -114,9 +114,9 @@ _BAR = re.compile(
 # [23:53<00:00, v_num=, ...]"): only the count and the elapsed column; the step time is elapsed / count.
 _BAR_UNKNOWN_TOTAL = re.compile(r"(?:^|[\s:|])(?P<n>\d{1,12})/\? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
                                 r"(?:<[^,\]\n]{0,20})?(?:,(?P<postfix>[^\]\n]{0,400}))?\]")
-# Generation engines' own bars are never a training step (judge28, oos-batch24's NeMo-RL GRPO job read 1/13,559 s from
-# them): vLLM's LLM.generate draws "Adding requests" and "Processed prompts" (vllm/entrypoints/llm.py) and its CUDA-graph
-# capture "Capturing CUDA graphs"; SGLang's cuda_graph_runner "Capturing batches (bs=...)".
+# Generation engines' own bars are never a training step (judge28, oos-batch24's NeMo-RL GRPO job read 1/13,559 s
+# from them): vLLM's LLM.generate draws "Adding requests" and "Processed prompts" (vllm/entrypoints/llm.py) and its
+# CUDA-graph capture "Capturing CUDA graphs"; SGLang's cuda_graph_runner "Capturing batches (bs=...)".
 _BAR_SKIP = ("valid", "eval", "test", "predict", "sanity", "load", "download", "map", "token", "generat", "shard",
              "process", "filter", "infer", "sampl", "rollout", "preprocess", "convert", "sav", "upload", "fetch",
              "adding request", "captur")
