@@ -95,3 +95,29 @@ def test_trainer_step_lines_in_their_own_words():
             "End-to-End => Latency:   2.40s, TFLOPs:   3.21, Samples/sec: 2.05\n") * 2
     # one kind of line per log: DeepSpeed-Chat's own print before the engine's
     assert [s for _, s in trainer_step_lines(text)] == [2.40, 2.40]
+
+
+_SANDBOX = FIXTURES / "other/k8s_training_pod_sandbox_pause_image_containerd_fault_node_blocked_1.log"
+
+
+def test_the_batch24_sandbox_image_fault_is_a_node_failure():
+    assert kind_of(body(_SANDBOX)) == "node_failure"
+
+
+def test_a_pause_image_the_node_cannot_get_is_a_node_failure():
+    # kubelet's FailedCreatePodSandBox event around containerd's sandbox_run.go error, on one line
+    line = ("Warning  FailedCreatePodSandBox  12s (x9 over 2m)  kubelet  Failed to create pod sandbox: rpc error: "
+            "code = Unknown desc = failed to get sandbox image \"registry.k8s.io/pause:3.9\": failed to pull image "
+            "\"registry.k8s.io/pause:3.9\": dial tcp 10.0.0.1:443: i/o timeout\n")
+    assert kind_of(line) == "node_failure"
+
+
+@pytest.mark.parametrize("line", [
+    # the CNI's sandbox network (IP exhaustion is the cluster's) and a runtime class the pod names (the job's)
+    "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox \"3f1e\": "
+    "plugin type=\"aws-cni\" failed (add): add cmd: failed to assign an IP address to container",
+    "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "
+    "\"nvidia\" is configured",
+])
+def test_other_sandbox_failures_are_not_node_failures(line):
+    assert kind_of(line + "\n") != "node_failure"
