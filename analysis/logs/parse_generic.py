@@ -114,8 +114,12 @@ _BAR = re.compile(
 # [23:53<00:00, v_num=, ...]"): only the count and the elapsed column; the step time is elapsed / count.
 _BAR_UNKNOWN_TOTAL = re.compile(r"(?:^|[\s:|])(?P<n>\d{1,12})/\? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
                                 r"(?:<[^,\]\n]{0,20})?(?:,(?P<postfix>[^\]\n]{0,400}))?\]")
+# Generation engines' own bars are never a training step (judge28, oos-batch24's NeMo-RL GRPO job read 1/13,559 s
+# from them): vLLM's LLM.generate draws "Adding requests" and "Processed prompts" (vllm/entrypoints/llm.py) and its
+# CUDA-graph capture "Capturing CUDA graphs"; SGLang's cuda_graph_runner "Capturing batches (bs=...)".
 _BAR_SKIP = ("valid", "eval", "test", "predict", "sanity", "load", "download", "map", "token", "generat", "shard",
-             "process", "filter", "infer", "sampl", "rollout", "preprocess", "convert", "sav", "upload", "fetch")
+             "process", "filter", "infer", "sampl", "rollout", "preprocess", "convert", "sav", "upload", "fetch",
+             "adding request", "captur")
 
 
 @dataclass(frozen=True)
@@ -1167,13 +1171,57 @@ def _with_summary(reading: GenericReading, text: str) -> GenericReading:
                    last_record_pos=max(reading.last_record_pos, found[-1][0]))
 
 
+# A trainer's own per-step timing line without a step counter, one per step, in the order tried: NeMo-RL's "  • Total
+# step time: 41.17s" (nemo_rl/algorithms/grpo.py: print(f"  • Total step time: {total_time:.2f}s")); DeepSpeed-Chat's
+# "End-to-End => Latency: 1.99s, TFLOPs: ..." (step 3) and "Model Parameters: 1.316 B, Latency: 0.45s, TFLOPs: ..."
+# (steps 1/2; microsoft/DeepSpeedExamples applications/DeepSpeed-Chat/dschat/utils/perf.py@d3aabe3b5a9a, not its
+# "Generation =>" / "Training   =>" parts); DeepSpeed's hybrid engine's "|E2E latency=1.99s |Gather latency=..."
+# (deepspeedai/DeepSpeed deepspeed/runtime/hybrid_engine.py@b4876b7ee4eb, one per PPO step's generate). veRL's
+# "timing_s/step:96.55" is a key of its step record and read there. Such a line ranks above a progress bar: an RL step
+# holds other components' bars (generation, reward) whose rate is not the step's (judge28, oos-batch24).
+_TRAINER_STEP_LINES = (
+    ("Total step time:", re.compile(r"(?m)^[ \t]{0,8}(?:[•*-][ \t]{1,3})?Total step time:[ \t]{0,4}" + _SUMMARY_NUM
+                                    + r"[ \t]{0,2}s\b")),
+    ("End-to-End => Latency:", re.compile(r"\bEnd-to-End => Latency:[ \t]{0,8}" + _SUMMARY_NUM + r"s,")),
+    ("|E2E latency=", re.compile(r"\|E2E latency=" + _SUMMARY_NUM + r"s \|Gather latency=")),
+    (", Latency: ", re.compile(r"\bModel Parameters: [^,\n]{1,20}, Latency: " + _SUMMARY_NUM + r"s, TFLOPs:")),
+)
+
+
+_TRAINER_LINES_SOURCE = "trainer step time lines"
+
+
+def trainer_step_lines(text: str) -> list[tuple[int, float]]:
+    """[(position, seconds)] of the first kind of trainer per-step timing line the log prints twice or more (one
+    alone may be a summary)."""
+    for needle, pattern in _TRAINER_STEP_LINES:
+        if needle not in text:
+            continue
+        found = [(m.start(), float(m.group("v"))) for m in pattern.finditer(text)]
+        found = [(pos, s) for pos, s in found if math.isfinite(s) and s > 0]
+        if len(found) >= 2:
+            return found
+    return []
+
+
+def _trainer_line_over_bars(text: str, bars: GenericReading) -> GenericReading:
+    """bars, or the trainer's own per-step timing lines when the log has them."""
+    found = trainer_step_lines(text)
+    if not found:
+        return bars
+    return GenericReading(iterations=tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in
+                                           enumerate(found)),
+                          source=_TRAINER_LINES_SOURCE, n_records=max(bars.n_records, len(found)),
+                          last_record_pos=max(bars.last_record_pos, found[-1][0]), notes=bars.notes)
+
+
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
                   world_size: int | None, notes: list[str] | None) -> GenericReading:
     local_notes: list[str] = []
     records = [r for pos, line in _candidate_lines(text) if (r := _record(_with_block(text, pos, line), pos))
                is not None]
     records = _with_declared_units(records, declared_units(text))
-    bars = _bar_reading(text, local_notes)
+    bars = _trainer_line_over_bars(text, _bar_reading(text, local_notes))
     if not records:
         return bars
     groups: dict[str, list[Record]] = {}
@@ -1203,8 +1251,13 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
         note(local_notes, f"{n_records} step records ({group[0].counter_key}) without a step time, a clock or a "
                           "known batch: progress only")
     if not iterations and bars.iterations:
-        return replace(bars, n_records=max(bars.n_records, n_records), last_record_pos=max(bars.last_record_pos,
-                                                                                              last_pos))
+        timed = replace(bars, n_records=max(bars.n_records, n_records), last_record_pos=max(bars.last_record_pos,
+                                                                                               last_pos))
+        # a trainer's counterless step line times the records' steps: their losses stay (a diverged DeepSpeed-Chat
+        # PPO run's inf losses, oos-batch4); a bar's reading stays as it was
+        if bars.source == _TRAINER_LINES_SOURCE:
+            return replace(timed, losses=losses, peak_mem_gb=_peak_mem_gb(group))
+        return timed
     if source and not iterations:  # every step time impossible: a broken measurement, not mere progress
         n_records, last_pos = 0, -1
     for n in local_notes:

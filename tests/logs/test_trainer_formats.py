@@ -59,6 +59,26 @@ _NEMO_RL = ("\n========================= Step {n}/100 =========================\
             "\n⏱️  Timing:\n  • Total step time: 45.{n:02d}s\n  • generation: 20.11s (44.5%)\n"
             "  • policy_training: 15.02s (33.2%)\n")
 
+# judge28: a NeMo-RL GRPO step holds vLLM's own generation bars (vllm/entrypoints/llm.py: "Adding requests",
+# "Processed prompts"), thousands of requests a second; the trainer's "Total step time" is the step.
+_NEMO_RL_VLLM = ("\n========================= Step {n}/100 =========================\n▶ Generating responses...\n"
+                 "Adding requests: 100%|##########| 64/64 [00:00<00:00, 13559.40it/s]\n"
+                 "Processed prompts: 100%|##########| 64/64 [00:27<00:00,  2.29it/s, est. speed input: 216.17 toks/s, "
+                 "output: 1303.76 toks/s]\n\n⏱️  Timing:\n  • Total step time: 41.{n:02d}s\n"
+                 "  • generation: 31.53s (76.6%)\n  • policy_training: 2.71s (6.6%)\n")
+# DeepSpeed-Chat step 3: the hybrid engine's per-generate line (deepspeed/runtime/hybrid_engine.py) and the
+# training main's print_throughput_step3 (dschat/utils/perf.py), then its "Generation =>" and "Training   =>" parts.
+_DSCHAT_STEP3 = ("Epoch: 0 | Step: {n} | PPO Epoch: 1 | Actor Loss: 0.0{n} | Critic Loss: 0.1{n} | Unsupervised Loss: 0.0\n"
+                 "|E2E latency=1.9{n}s |Gather latency=0.00s (0.00%) |Generate time=1.29s (66.20%) |Training time=0.50s "
+                 "(25.00%) |Others=0.16 (8.80%)|CurSamplesPerSec=2.05 |AvgSamplesPerSec=1.80\n"
+                 "End-to-End => Latency: 1.9{n}s, TFLOPs: 3.21, Samples/sec: 2.05, Time/seq 0.49s, Batch Size: 4, "
+                 "Total Seq. Length: 512\nGeneration => Latency: 1.29s, Per-token Latency 5.04 ms, TFLOPs: 1.10, "
+                 "BW: 520.00 GB/sec, Answer Seq. Length: 256\nTraining   => Latency: 0.50s, TFLOPs: 9.80\n")
+# DeepSpeed-Chat steps 1/2: print_throughput (dschat/utils/perf.py) after each step's loss line.
+_DSCHAT_STEP1 = ("Epoch: 0, Step: {n}, Rank: 0, loss = 2.{n}1\nModel Parameters: 1.316 B, Latency: 0.4{n}s, TFLOPs: 12.30, "
+                 "Samples/sec: 17.80, Time/seq 0.06s, Batch Size: 8, Sequence Length: 512\n")
+_DSCHAT_PERF = "microsoft/DeepSpeedExamples applications/DeepSpeed-Chat/dschat/utils/perf.py@d3aabe3b5a9a"
+
 CASES = (
     Case("transformers Trainer", "huggingface/transformers src/transformers/trainer_callback.py (ProgressCallback."
          "on_log: str(logs)) and trainer.py (train_runtime metrics)",
@@ -155,6 +175,14 @@ CASES = (
                  f"accuracy: 0.9{e}\n" for e in range(1, 6)), "ok", 0.03),
     Case("NeMo-RL GRPO", "NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py@7ea279abfbeb lines 2818, 3721-3734",
          _lines(_NEMO_RL, range(1, 6)), "ok", 45.03),
+    Case("NeMo-RL GRPO with vLLM generation bars", "NVIDIA-NeMo/RL nemo_rl/algorithms/grpo.py@7ea279abfbeb; vLLM "
+         "vllm/entrypoints/llm.py (tqdm desc 'Adding requests', 'Processed prompts')",
+         _lines(_NEMO_RL_VLLM, range(1, 6)), "ok", 41.03),
+    Case("DeepSpeed-Chat step 3 (PPO, hybrid engine)", _DSCHAT_PERF + " (print_throughput_step3) and deepspeedai/"
+         "DeepSpeed deepspeed/runtime/hybrid_engine.py@b4876b7ee4eb ('|E2E latency=')",
+         _lines(_DSCHAT_STEP3, range(1, 6)), "ok", 1.93),
+    Case("DeepSpeed-Chat step 1 (SFT)", _DSCHAT_PERF + " (print_throughput)",
+         _lines(_DSCHAT_STEP1, range(1, 6)), "ok", 0.43),
 )
 
 

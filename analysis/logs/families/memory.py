@@ -123,6 +123,14 @@ DEVICE_MEMORY = (
            ("CUBLAS_STATUS_NOT_INITIALIZED when calling `cublasCreate", "RuntimeError: CUDA error: "
                                                                         "CUBLAS_STATUS_NOT_INITIALIZED when calling "
                                                                         "`cublasCreate(handle)`"))
+    # judge28 (oos-batch24's DeepSpeed-Chat hybrid engine): DeepSpeed's inference kernels raise this when the free
+    # GPU memory cannot hold their workspace (csrc/transformer/inference/includes/inference_context.h GenWorkSpace:
+    # "Workspace can't be allocated, no enough memory." in older releases, "..., not enough memory" in newer ones
+    # and the SYCL port); a RuntimeError, so without this row it read as a crash.
+    + rows(FailureKind.OOM, _DEVICE + " (DeepSpeed inference workspace)",
+           "DeepSpeed csrc/transformer/inference inference_context.h (GenWorkSpace)",
+           ("Workspace can't be allocated", "RuntimeError: Workspace can't be allocated, not enough memory",
+            r"Workspace can't be allocated, not? enough memory"))
     + rows(FailureKind.OOM, _DEVICE, "PyTorch < 1.0 THC (THCudaCheck, error=2 is cudaErrorMemoryAllocation); the "
            "traceback after it is often cut before its last line",
            ("THCudaCheck FAIL", "THCudaCheck FAIL file=/pytorch/aten/src/THC/generic/THCStorage.cu line=58 error=2 "

@@ -100,6 +100,18 @@ NODE_LOST = NODE_LOST + rows(
      r"node\.kubernetes\.io/not-ready:NoExecute"),
     ("NodeNotReady", "Warning  NodeNotReady  pod/trainer-1  Node is not ready", r"\bNodeNotReady\b[^\n]{0,40}"
                                                                                r"Node is not ready"))
+# judge28: containerd's CRI cannot get the node's own pause image when the kubelet asks it for a pod sandbox
+# (containerd internal/cri/server/sandbox_run.go: fmt.Errorf("failed to get sandbox image %q: %w",
+# c.config.SandboxImage, err), inside the kubelet's FailedCreatePodSandBox event "Failed to create pod sandbox: rpc
+# error: ..."). The sandbox image is the node's runtime configuration, not the job's: no pod can start on that node,
+# a node fault like NodeNotReady. Only this cause: a sandbox that fails on the CNI ("failed to setup network for
+# sandbox": IP exhaustion is the cluster's) or on a runtime class the pod names (the job's) is left out.
+NODE_LOST = NODE_LOST + rows(
+    FailureKind.NODE_FAILURE, "node failure (its container runtime cannot start a pod sandbox)",
+    "containerd CRI sandbox_run.go under the kubelet's FailedCreatePodSandBox event",
+    ("sandbox image", "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to start sandbox "
+                      "\"3f1e\": failed to get sandbox image \"registry.k8s.io/pause:3.9\": failed to pull image",
+     r"\bfailed to get sandbox image\b"))
 # The actor's node died, with no qualifier that makes it a preemption or an expected stop (checked after those).
 NODE_DIED = rows(FailureKind.NODE_FAILURE, "node failure", _RAY,
                  ("NodeDiedError", "ray.exceptions.NodeDiedError: Task failed due to the node (node ID: 5c1e) "
