@@ -35,7 +35,7 @@ from launcher.measured import MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
 from launcher.plan import prior_sds
 from launcher.plan.calibrate import Calibration, FeatureTable, Prior, trial_features, uncalibrated
-from launcher.plan.pooling import pooled, pooled_effects
+from launcher.plan.pooling import pooled, pooled_effect_priors, pooled_effects
 from launcher.plan.prior_sds import PriorSds, ResidualSet
 from launcher.plan.residuals import DIMENSIONS, MODEL, ResidualModel
 from launcher.replay import (
@@ -747,12 +747,16 @@ class Start:
 
     prior: Prior
     effects: tuple[tuple[str, float], ...] = ()
+    effect_sds: tuple[tuple[str, float], ...] = ()    # their prior sds (empty: the residual model's own)
 
 
-HISTORY_MODES = ("constants", "constants+effects", "a-priori effects", "a-priori effects, centred")
+HISTORY_MODES = ("constants", "constants+effects", "a-priori effects", "a-priori effects, centred",
+                 "constants+effects, scatter sd", "a-priori effects, centred, scatter sd")
 """What a sweep takes from its history: the pooled calibrations (plan.prior_from), with the residual effects its
 history learned against their final calibrations as the prior means of its own, or the a-priori constants with the
-effects its history measured against them (the setup's a-priori miss per layout value) as the prior means."""
+effects its history measured against them (the setup's a-priori miss per layout value) as the prior means.
+', scatter sd' (search14): each effect's prior sd is also its history's: the sd of a new sweep's effect under the
+random-effects pool (launcher.plan.pooling.pooled_effect_priors), instead of the residual model's 0.15."""
 
 
 def centred(effects: dict) -> dict:
@@ -772,20 +776,30 @@ def centred(effects: dict) -> dict:
 def history_start(case: Case, history: Sequence[Result], mode: str = "constants") -> Start:
     """plan.prior_from=sweeps/ for `case` from the finished sweeps `history` (their evaluate results), HISTORY_MODES."""
 
+    scatter = mode.endswith("scatter sd")
     if mode.startswith("a-priori effects"):
         measured = [r.effects_a_priori for r in history if r.effects_a_priori]
-        effects = pooled_effects([centred(e) for e in measured] if mode.endswith("centred") else measured)
-        return Start(case.prior or prior_for(case.sweep), tuple(sorted(effects.items())))
+        effects = [centred(e) for e in measured] if "centred" in mode else measured
+        return _effects_start(case.prior or prior_for(case.sweep), effects, scatter)
     prior = history_prior(case, [r.calibration for r in history if r.calibration is not None])
     if mode == "constants":
         return Start(prior)
-    return Start(prior, tuple(sorted(pooled_effects([r.effects for r in history if r.effects]).items())))
+    return _effects_start(prior, [r.effects for r in history if r.effects], scatter)
+
+
+def _effects_start(prior: Prior, effects: Sequence[dict], scatter: bool) -> Start:
+    if not scatter:
+        return Start(prior, tuple(sorted(pooled_effects(effects).items())))
+    pooled_ = pooled_effect_priors(effects)
+    return Start(prior, tuple(sorted((n, m) for n, (m, _) in pooled_.items())),
+                 tuple(sorted((n, s) for n, (_, s) in pooled_.items())))
 
 
 def _warm(case: Case, start: Start, steady_stop: bool, policy: Policy) -> tuple[float, float]:
     prior = start.prior
     if start.effects:
-        case = replace(case, residual_model=replace(case.residual_model or MODEL, prior_mean=start.effects))
+        case = replace(case, residual_model=replace(case.residual_model or MODEL, prior_mean=start.effects,
+                                                    column_sds=start.effect_sds))
     model, pick_model = _models(case)
     r = replay_sweep(case.sweep, "adaptive", costs=case.costs, prior=prior, steady_stop=steady_stop, policy=policy,
                      residual_model=model, pick_model=pick_model)
@@ -892,3 +906,78 @@ def effect_consistency(cases: Sequence[Case]) -> dict[str, tuple[int, float, flo
             q1, med, q3 = np.percentile(rs, [25, 50, 75])
             out[group] = (len(rs), float(med), float(q1), float(q3))
     return out
+
+
+# ------------------------------------------------------------------------------------------------ fixed orders
+
+FIXED_ORDERS = ("plan order", "throughput", "throughput, fitting first", "cheapest first", "throughput per GPU-hour")
+"""Orders that use only the plan's a-priori predictions (the floor a cold search is up against, search14): the
+scheduler's a-priori order (= exhaustive), predicted tokens/s high to low (memory ignored), the same with the trials
+predicted to fit (chance >= 0.5) first, predicted GPU-hours per trial low to high, and predicted tokens/s x chance
+to fit per predicted trial GPU-hour high to low. Every trial measured in full (as exhaustive)."""
+
+
+def fixed_order_keys(case: Case) -> dict[str, list[str]]:
+    """Every FIXED_ORDERS order of `case`'s rows (their replay keys)."""
+    from launcher.replay import _Replay
+    from launcher.run import scheduler
+
+    prior = case.prior or prior_for(case.sweep)
+    rp = _Replay(case.sweep, case.costs, prior)
+    planned = rp.planned(uncalibrated(prior))
+    by_key = {t.key: t for t in planned}
+    iterations = case.costs.warmup_iters + case.costs.measure_iters
+    fits = {t.key: scheduler.chance_fits(t, by_key, []) for t in planned}
+    cost = {t.key: scheduler.trial_cost(t, fits[t.key], iterations) for t in planned}
+    return {
+        "plan order": [p.key for p in scheduler.order(planned, [], calibrated=False, span=0)],
+        "throughput": [t.key for t in sorted(planned, key=lambda t: -t.tokens_per_s)],
+        "throughput, fitting first": [t.key for t in sorted(planned, key=lambda t: (fits[t.key] < 0.5,
+                                                                                    -t.tokens_per_s))],
+        "cheapest first": [t.key for t in sorted(planned, key=lambda t: cost[t.key])],
+        "throughput per GPU-hour": [t.key for t in sorted(planned, key=lambda t: -t.tokens_per_s * fits[t.key] /
+                                                          max(cost[t.key], 1e-9))],
+    }
+
+
+def fixed_order_shares(case: Case) -> dict[str, float]:
+    """Share of exhaustive GPU-hours to within 2 % of the best, each FIXED_ORDERS order run as it is."""
+    rows = {_key(r): r for r in case.sweep.rows}
+    found = (1 - WITHIN) * max(r.tokens_per_s or 0.0 for r in case.sweep.rows)
+    exhaustive = sum(case.costs.gpu_hours(r) for r in case.sweep.rows)
+    out = {}
+    for name, keys in fixed_order_keys(case).items():
+        spent = 0.0
+        for k in keys:
+            spent += case.costs.gpu_hours(rows[k])
+            if (rows[k].tokens_per_s or 0.0) >= found:
+                break
+        out[name] = spent / exhaustive
+    return out
+
+
+def fixed_order_table(results: Sequence[Result]) -> str:
+    """Per group (informative sweeps) and group-balanced: the mean share of each FIXED_ORDERS order, the best one
+    order for the whole group could get (the oracle over fixed a-priori orders, chosen per group) and the best per
+    sweep (chosen per sweep, knowing the table: a floor no a-priori order reaches), next to the cold search."""
+    used = [r for r in results if r.informative]
+    shares = {r.case.sweep.name: fixed_order_shares(r.case) for r in used}
+    short = ("plan", "tput", "tput fit", "cheap", "tput/GPUh")
+    lines = [f"{'group':<26} {'sweeps':>6}  " + "  ".join(f"{s:>9}" for s in short) +
+             f"  {'best order (group)':>26}  {'best per sweep':>14}  {'adaptive':>8}"]
+    rows: list[tuple[float, ...]] = []
+    for g in sorted({r.case.group for r in used}):
+        members = [r for r in used if r.case.group == g]
+        mean = {o: sum(shares[r.case.sweep.name][o] for r in members) / len(members) for o in FIXED_ORDERS}
+        best = min(FIXED_ORDERS, key=lambda o: mean[o])
+        per_sweep = sum(min(shares[r.case.sweep.name].values()) for r in members) / len(members)
+        adaptive = sum(r.share("adaptive") for r in members) / len(members)
+        rows.append((*(mean[o] for o in FIXED_ORDERS), mean[best], per_sweep, adaptive))
+        lines.append(f"{g:<26} {len(members):>6}  " + "  ".join(f"{mean[o]:>9.1%}" for o in FIXED_ORDERS) +
+                     f"  {best + ' ' + format(mean[best], '.1%'):>26}  {per_sweep:>14.1%}  {adaptive:>8.1%}")
+    if rows:
+        avg = [sum(col) / len(rows) for col in zip(*rows)]
+        lines.append(f"{'HEADLINE (group-balanced)':<26} {len(used):>6}  " +
+                     "  ".join(f"{a:>9.1%}" for a in avg[:len(FIXED_ORDERS)]) +
+                     f"  {format(avg[-3], '.1%'):>26}  {avg[-2]:>14.1%}  {avg[-1]:>8.1%}")
+    return "\n".join(lines)

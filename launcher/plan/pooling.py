@@ -119,3 +119,25 @@ def pooled_effects(effects: Sequence[Mapping[str, Sequence[float]]]) -> dict[str
         if used:
             out[name] = pool_estimates([m for m, _ in used], [s for _, s in used])[0]
     return out
+
+
+EFFECT_SD_FLOOR = 0.02
+"""pooled_effect_priors: no effect's prior sd below this (log units, about the 1-2 % repeat noise of a GPU
+measurement): dozens of alike sweeps would otherwise pin an effect the new sweep could not move."""
+
+
+def pooled_effect_priors(effects: Sequence[Mapping[str, Sequence[float]]]) -> dict[str, tuple[float, float]]:
+    """pooled_effects with a prior sd from the scatter: per column moved by at least two sweeps, (random-effects
+    mean, the sd of a new sweep's effect, sqrt(1 / sum w + tau^2), at least EFFECT_SD_FLOOR); moved by one, (its
+    estimate, the larger of its posterior and prior sds: one sweep says nothing of the scatter)."""
+    names = sorted({n for e in effects for n in e})
+    out = {}
+    for name in names:
+        used = [(float(e[name][0]), float(e[name][1]), float(e[name][2])) for e in effects if name in e and
+                0 < float(e[name][1]) < 0.9 * float(e[name][2])]
+        if len(used) >= 2:
+            mean, sd, _ = pool_estimates([m for m, _, _ in used], [s for _, s, _ in used])
+            out[name] = (mean, max(sd, EFFECT_SD_FLOOR))
+        elif used:
+            out[name] = (used[0][0], max(used[0][1], used[0][2]))
+    return out

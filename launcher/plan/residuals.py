@@ -195,6 +195,12 @@ class ResidualModel:
     history, more sweeps worse than plan order than the pooled constants alone): a replay option
     (bench_search.py --history-mode), empty in the sweep loop."""
 
+    column_sds: tuple[tuple[str, float], ...] = ()
+    """(column name, its prior sd) at value_sd = VALUE_SD: the scatter of that effect between other sweeps of the
+    same setup (launcher.plan.pooling.pooled_effect_priors), with prior_mean; a column not listed keeps its sd. The
+    empirical Bayes refit scales the listed value columns by value_sd / VALUE_SD (the offset's stays). Not adopted
+    (docs/search.md, search14): a replay option (bench_search.py --history-mode ..., scatter sd), empty in the loop."""
+
     def _mean(self, names: Sequence[str]) -> np.ndarray:
         import numpy as np
 
@@ -261,7 +267,9 @@ class ResidualModel:
 
         step_sd = self.step_scale * value_sd
         own = {d: s * value_sd / VALUE_SD for d, s in self.dimension_sds}
-        var = np.array([self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n
+        column = dict(self.column_sds)
+        var = np.array([(column[n] if n == "offset" else column[n] * value_sd / VALUE_SD) ** 2 if n in column
+                        else self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n
                         else own.get(n.split("=", 1)[0], value_sd) ** 2 for n in names])
         if design is not None and self.unidentified_scale != 1.0:
             var[~_identified_columns(design, rows)] *= self.unidentified_scale ** 2

@@ -22,7 +22,9 @@ sweeps; both are printed too.
 History (plan.prior_from=sweeps/, launcher.replay_bench.history_work): every measured sweep of a source group with
 at least 3 sweeps of one setup, replayed warm from the final calibrations of the other sweeps of its group and setup
 (never itself, never a repeat of its grid: launcher.replay_bench.repeats), pooled ("all") and one at a time ("one":
---history-one of them, their mean); --history-mode adds the residual effects those sweeps learned (not adopted).
+--history-one of them, their mean); --history-mode adds the residual effects those sweeps learned, as prior means (search13) and with their scatter as
+prior sds (search14; several modes run back to back on the same cold replays; not adopted). Then the fixed a-priori
+orders (launcher.replay_bench.FIXED_ORDERS) on the same sweeps: the floor a cold search is up against.
 Out of sample by construction: the held-out sweep's own measurements never reach its prior.
 
 Perturbed truths (launcher.replay_bench.perturbed): the estimator with constants drawn from a spread, a bias per
@@ -127,6 +129,13 @@ def history_report(cold, workers: rb.Workers, steady: bool, one: int, listing: b
     return results
 
 
+def fixed_order_report(cold) -> None:
+    print("\n=== fixed a-priori orders on the history sweeps (launcher.replay_bench.FIXED_ORDERS; every trial measured "
+          "in full): share of exhaustive GPU-hours to within 2 %, the best one order per group, the best per sweep "
+          "(knowing the table), and the cold adaptive search")
+    print(rb.fixed_order_table(cold))
+
+
 def report(results, title, bootstrap=0):
     groups = sorted({r.case.group for r in results})
     strategies = list(rb.STRATEGIES)
@@ -158,8 +167,9 @@ def main(argv=None) -> int:
     parser.add_argument("--history", action="store_true", help="add the history section (plan.prior_from=sweeps/)")
     parser.add_argument("--history-only", action="store_true",
                         help="the history groups' sweeps cold, then the history section alone (for iterating)")
-    parser.add_argument("--history-mode", choices=rb.HISTORY_MODES, default="constants",
-                        help="what a sweep takes from its history (launcher.replay_bench.HISTORY_MODES)")
+    parser.add_argument("--history-mode", choices=rb.HISTORY_MODES, default=["constants"], nargs="+",
+                        help="what a sweep takes from its history (launcher.replay_bench.HISTORY_MODES); several: "
+                             "each in turn, on the same cold replays (back to back in one run)")
     parser.add_argument("--history-one", type=int, default=rb.ONE_OTHER,
                         help="'from one other': how many of the others per held-out sweep (their mean is printed)")
     parser.add_argument("--prior-sds", choices=rb.PRIOR_SDS_MODES, default="flat",
@@ -188,8 +198,10 @@ def _main(args, workers: rb.Workers) -> None:
     steady = not args.no_steady_stop
     if args.history_only:
         members = {c.sweep.name for cs in rb.history_groups(cases).values() for c in cs}
-        history_report(run([c for c in cases if c.sweep.name in members], workers, steady), workers, steady,
-                       args.history_one, args.list, args.history_mode)
+        cold = run([c for c in cases if c.sweep.name in members], workers, steady)
+        for mode in args.history_mode:
+            history_report(cold, workers, steady, args.history_one, args.list, mode)
+        fixed_order_report(cold)
         print("\nhow alike the a-priori misses per layout value are between two sweeps of a group (whole tables; "
               "launcher.replay_bench.effect_consistency): correlation of the per-dimension-centred effects")
         for group, (pairs, med, q1, q3) in rb.effect_consistency(cases).items():
@@ -217,7 +229,10 @@ def _main(args, workers: rb.Workers) -> None:
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
     if args.history:
-        history_report(measured, workers, steady, args.history_one, args.list, args.history_mode)
+        for mode in args.history_mode:
+            history_report(measured, workers, steady, args.history_one, args.list, mode)
+        fixed_order_report([r for r in measured if r.case.sweep.name in
+                            {c.sweep.name for cs in rb.history_groups(cases).values() for c in cs}])
     if not args.no_transfer:
         pairs = rb.scale_pairs(cases)
         transfer_report(pairs, workers, steady, "=== transfer (plan.prior_from): a finished small sweep's calibration "

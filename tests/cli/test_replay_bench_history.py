@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from launcher import replay_bench as rb
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "replay"
@@ -61,3 +63,29 @@ def test_the_cpu_grids_a_priori_misses_per_layout_value_are_alike():
     cases = rb.corpus(sorted(DATA.glob("cpu_*.csv")) + [DATA / "tiny_cpu.csv"])
     pairs, median, low, high = rb.effect_consistency(cases)["cpu-local"]
     assert pairs >= 50 and low <= median <= high and median > 0.3
+
+
+def test_a_scatter_sd_start_carries_the_history_s_effects_and_their_sds():
+    cases = rb.corpus([DATA / f"h100_gpu4_{n}.csv" for n in ("q05", "q3", "q3s2")])
+    cold = [rb.evaluate(c) for c in cases]
+    case, history = cold[0].case, cold[1:]
+    means = rb.history_start(case, history, "a-priori effects, centred")
+    start = rb.history_start(case, history, "a-priori effects, centred, scatter sd")
+    assert start.effects == means.effects and start.effect_sds and not means.effect_sds
+    assert {n for n, _ in start.effect_sds} == {n for n, _ in start.effects}
+    share, regret = rb.warm_replays(case, [start])[0]
+    assert 0 < share <= 1 and regret >= 0
+
+
+def test_fixed_orders_start_with_plan_order_and_none_beats_the_oracle():
+    cases = rb.corpus([DATA / "h100_gpu2_g17.csv", DATA / "cpu_tiny_r2.csv"])
+    for case in cases:
+        result = rb.evaluate(case, ("exhaustive", "oracle"))
+        shares = rb.fixed_order_shares(case)
+        assert set(shares) == set(rb.FIXED_ORDERS)
+        assert shares["plan order"] == pytest.approx(result.share("exhaustive"))
+        assert all(result.share("oracle") - 1e-9 <= s <= 1 for s in shares.values())
+        keys = rb.fixed_order_keys(case)
+        assert all(sorted(k) == sorted(keys["plan order"]) for k in keys.values())
+    g17 = rb.fixed_order_shares(cases[0])
+    assert min(g17.values()) < g17["plan order"]            # an order the plan also gives can beat plan order

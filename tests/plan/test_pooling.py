@@ -13,7 +13,7 @@ from launcher.core.layout import Layout
 from launcher.estimate import load_cluster_preset
 from launcher.plan import calibrate as cal
 from launcher.plan.constants import DEFAULT
-from launcher.plan.pooling import pool_estimates, pooled
+from launcher.plan.pooling import EFFECT_SD_FLOOR, pool_estimates, pooled, pooled_effect_priors
 from launcher.plan.rules import check
 
 A100 = load_cluster_preset("a100-80g")
@@ -101,3 +101,15 @@ def test_random_effects_pool_of_plain_estimates():
     assert 0.0 < mean < 0.2
     with pytest.raises(ValueError, match="no calibration"):
         pooled([], DEFAULT)
+
+
+def test_effect_priors_take_their_sd_from_the_scatter_between_sweeps():
+    """pooled_effect_priors (search14): sweeps that agree on tp=2 give a tight prior (not below the floor), sweeps
+    that disagree a wide one; a value one sweep moved keeps the prior sd; one no sweep moved is left out."""
+    agree = [{"tp=2": (0.30, 0.02, 0.15), "pp=2": (0.1, 0.15, 0.15)} for _ in range(5)]
+    scatter = [{"tp=2": (m, 0.02, 0.15)} for m in (-0.3, 0.0, 0.3, 0.6, 0.9)]
+    (mean, sd), = pooled_effect_priors(agree).values()
+    assert mean == pytest.approx(0.30) and sd == EFFECT_SD_FLOOR            # 0.02 / sqrt(5) is below the floor
+    mean, sd = pooled_effect_priors(scatter)["tp=2"]
+    assert mean == pytest.approx(0.3, abs=0.01) and sd > 0.4
+    assert pooled_effect_priors([{"tp=4": (0.2, 0.05, 0.15)}]) == {"tp=4": (0.2, 0.15)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -253,3 +254,19 @@ def test_prior_means_shift_the_predictions_until_measurements_say_otherwise():
     effects = ResidualModel().effects(dims, {i: slow if d["tp"] == 4 else 0.0 for i, d in enumerate(dims)})
     assert effects["tp=4"][0] > 0.05 and effects["tp=4"][1] < effects["tp=4"][2] == pytest.approx(0.15)
     assert effects["tp=1"][0] < effects["tp=4"][0]
+
+
+def test_a_prior_sd_from_the_history_holds_the_prior_mean_as_the_scatter_says():
+    """ResidualModel.column_sds (search14): an effect its history agrees on (small scatter) gives way to this sweep's
+    measurements less than one its history scattered on, and the within-sweep refit scales the listed sds."""
+    dims, slow = grid(), math.log(1.4)
+    measured = {i: 0.0 for i, d in enumerate(dims) if d["tp"] == 4}      # this sweep: tp=4 as predicted
+    tight = ResidualModel(prior_mean=(("tp=4", slow),), column_sds=(("tp=4", 0.03),))
+    wide = ResidualModel(prior_mean=(("tp=4", slow),), column_sds=(("tp=4", 0.5),))
+    flat = ResidualModel(prior_mean=(("tp=4", slow),))
+    kept = [m.posterior(dims, measured).mean[next(iter(measured))] for m in (tight, flat, wide)]
+    assert kept[0] > kept[1] > kept[2] >= 0.0
+    assert tight.posterior(dims, {}).sd[next(iter(measured))] < flat.posterior(dims, {}).sd[next(iter(measured))]
+    names = ResidualModel().design(dims)[1]
+    var = dict(zip(names, replace(tight, value_sd=0.3)._prior(names, 0.3)))
+    assert var["tp=4"] == pytest.approx((0.03 * 0.3 / 0.15) ** 2) and var["tp=1"] == pytest.approx(0.3 ** 2)
