@@ -765,6 +765,15 @@ MISSING_PACKAGE_END = rows(
 # below ERROR, a progress or summary record.
 NOT_A_RULE = re.compile(r"(?i)warn|\bdeprecat|\bhint\b|\bnote\b|\btip\b|\bconsider\b|\brecommend|\bINFO\b|"
                         r"\bDEBUG\b|it/s\]|s/it\]|\biteration\s{0,4}\d")
+# torch's own argument parser (torch/csrc/utils/python_arg_parser.cpp) rejects a call the program made with the wrong
+# types: "<fn>(): argument '<name>' (position N) must be <T>, not <U>", "received an invalid combination of
+# arguments", "takes N positional arguments but M were given". That is a bug of the calling code, never a rule the
+# user's configuration broke, whatever prefix (a bullet, "ERROR:", "- error: TypeError:") the line carries (judge29,
+# oos-batch25's "zeros_like(): argument 'input' (position 1) must be Tensor, not tuple").
+TORCH_ARG_PARSER = re.compile(r"\w\(\): argument '\w+' (?:\(position \d+\) )?must be [\w.\[\], ]{1,80}, not \w|"
+                              r"\w\(\) received an invalid combination of arguments|"
+                              r"\w\(\) takes (?:from )?\d+ (?:to \d+ )?positional arguments? "
+                              r"but \d+ (?:were|was) given")
 
 
 # ---- the configuration file the launcher was given does not exist or cannot be read (judge12, issue 17): the run

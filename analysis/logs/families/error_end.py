@@ -80,8 +80,10 @@ UNCAUGHT_RECORD = "logger record of an uncaught exception"
 UNCAUGHT = re.compile(r"\bUncaught (?:exception\b|(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception)\b)")
 # The message may stand on the next line ("megatron.core.dist_checkpointing.core.CheckpointingException:" then
 # "ShardedTensor.flattened_range is not supported.": an exception whose str() starts with a newline).
+# judge29: a report's bullet naming the raised exception ("- error: TypeError: zeros_like(): ...", oos-batch25) is
+# the exception line itself, with the bullet and its label in front.
 EXCEPTION_LINE = re.compile(
-    r"^\s{0,8}(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
+    r"^\s{0,8}(?:[-*\u2022]\s{1,4}(?:(?i:error|exception)\s{0,2}:\s{0,4})?)?(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z]\w{0,60}(?:Error|Exception))"
     r"(?::\s{0,8}(?P<msg>\S[^\n]{0,400})|:?\s{0,4}$)")
 STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) keys?(?:\(s\))? in (?:checkpoint |the )?state_dict: |"
                         r"size mismatch for \S{1,300}: "
