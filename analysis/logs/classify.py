@@ -171,18 +171,6 @@ def _first(text: str, rows: tuple[P.Signature, ...], start: int) -> tuple[int, P
     return None
 
 
-# judge29: ProcessGroupNCCL's heartbeat monitor (ProcessGroupNCCL.cpp, HeartbeatMonitor) fires when the watchdog
-# thread itself has not made progress for TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC ("watchdog got stuck for 480 seconds
-# without making progress in monitoring enqueued collectives"): the process is stuck inside a CUDA or NCCL call, not
-# told by NCCL that a collective failed. Alone, it is a hang (the labels of oos-batch5 and oos-batch19; oos-batch3's
-# comm_error is the minority); with a collective's own error ("Watchdog caught collective operation timeout", an NCCL
-# error) in the log, that error decides, as before.
-def _comm_or_heartbeat(text: str, start: int) -> Failure | None:
-    """A communication error of P.COMM, else a hang when the heartbeat monitor's line (P.HEARTBEAT) is there."""
-    return (_by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
-            or _by_log(text, FailureKind.HANG, P.HEARTBEAT, start))
-
-
 def _around(text: str, idx: int, needle: str) -> str:
     """The line holding text[idx]; a long line (a progress bar and an error written together) is cut to the part
     around the needle, so that the reason shows what matched."""
@@ -1123,7 +1111,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_family(text, F_ORCH.NODE_DIED, start)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
         or _stack_dump(text, start)
-        or _comm_or_heartbeat(text, start)
+        or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
         or _by_family(text, F_NET.NETWORK, start)
         or _nccl_warn(text, start)
         or _nccl_trace(text, start)

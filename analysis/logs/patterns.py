@@ -223,20 +223,14 @@ HARD_CRASH = _rows(
     ("hipErrorIllegalAddress", "RuntimeError: HIP error: hipErrorIllegalAddress"),
 )
 
-# ---- hang (judge29): ProcessGroupNCCL's heartbeat monitor, the watchdog thread itself stuck in a CUDA/NCCL call;
-# a COMM line in the same log decides first (classify._comm_or_heartbeat).
-HEARTBEAT = _rows(
-    "the NCCL watchdog itself stalled (heartbeat monitor)",
-    ("watchdog got stuck", "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in "
-                           "monitoring enqueued collectives."),
-)
-
 # ---- comm_error: NCCL / gloo / the network, with nothing above to explain it.
 COMM = _rows(
     "communication error",
     ("Watchdog caught collective operation timeout",
      "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=305, OpType=ALLREDUCE, "
      "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 milliseconds before timing out."),
+    ("watchdog got stuck", "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in "
+                           "monitoring enqueued collectives."),
     ("NCCL error", "RuntimeError: NCCL error in: /opt/pytorch/pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, "
                    "unhandled system error, NCCL version 2.7.8"),
     ("ncclSystemError", "ncclSystemError: System call (socket, malloc, munmap, etc) failed."),

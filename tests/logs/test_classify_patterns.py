@@ -13,7 +13,7 @@ from analysis.logs.outcome import trial_outcome
 TABLES = [
     ("node_failure", P.GPU_FAULT), ("oom", P.DEVICE_OOM), ("oom", P.HOST_OOM), ("config_error", P.CONFIG),
     ("node_failure", P.NODE), ("preempted", P.PREEMPTED), ("time_limit", P.TIME_LIMIT), ("cancelled", P.CANCELLED),
-    ("crashed", P.HARD_CRASH), ("comm_error", P.COMM), ("hang", P.HEARTBEAT), ("comm_error", P.NCCL_WARN_FAILURES), ("crashed", P.CRASH),
+    ("crashed", P.HARD_CRASH), ("comm_error", P.COMM), ("comm_error", P.NCCL_WARN_FAILURES), ("crashed", P.CRASH),
 ]
 ROWS = [(kind, row) for kind, table in TABLES for row in table]
 

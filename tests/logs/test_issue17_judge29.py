@@ -53,22 +53,3 @@ def test_a_config_rule_after_a_bullet_stays_config() -> None:
     text = "step 1\n- error: AssertionError: num_layers (30) must be divisible by pipeline size (4)\n"
     assert kind_of(text) == "config_error"
 
-
-_HEARTBEAT = ("[rank2]:[E704 13:48:58.260494728 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
-              "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
-              "collectives. This typically indicates a NCCL/CUDA API hang blocking the watchdog\n")
-_COLLECTIVE = ("[rank2]:[E704 13:40:58.1 ProcessGroupNCCL.cpp:632] [Rank 2] Watchdog caught collective operation "
-               "timeout: WorkNCCL(SeqNum=120049, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, "
-               "Timeout(ms)=600000) ran for 600095 milliseconds before timing out.\n")
-_B5 = Path(__file__).parents[1] / "fixtures/oos-batch5/hf_trainer/llamafactory_streaming_stuck_watchdog_heartbeat_480s_1.log"
-
-
-def test_heartbeat_monitor_alone_is_a_hang() -> None:
-    assert "watchdog got stuck for 480 seconds" in body(_B5)
-    assert kind_of(body(_B5)) == "hang"
-    assert kind_of("step 1 loss 2.0\n" + _HEARTBEAT) == "hang"
-
-
-def test_a_collective_timeout_with_the_heartbeat_is_comm_error() -> None:
-    assert kind_of("step 1 loss 2.0\n" + _COLLECTIVE + _HEARTBEAT) == "comm_error"
-    assert kind_of("step 1 loss 2.0\n" + _COLLECTIVE) == "comm_error"
