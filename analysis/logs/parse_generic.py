@@ -816,8 +816,9 @@ def _resolution(values_s: list[float]) -> float:
 
 # No duration of a training step or run reaches 1e9 s (31 years); a "time" field that does is a Unix wall-clock stamp
 # (1e9 s is September 2001): MLPerf's mllog stamps every record with `"time_ms": 1760093749552`
-# (mlcommons/logging mlperf_logging/mllog/mllog.py@399280cb, _current_time_ms: `int(time.time() * 1e3)`), which `time ms` would
-# otherwise name a per-step time in milliseconds (oos-batch26: three MLPerf result files read 1.76e9 s per step).
+# (mlcommons/logging mlperf_logging/mllog/mllog.py@399280cb, _current_time_ms: `int(time.time() * 1e3)`), which
+# `time ms` would otherwise name a per-step time in milliseconds (oos-batch26: three MLPerf result files read 1.76e9 s
+# per step).
 EPOCH_STAMP_MIN_S = 1e9
 
 

@@ -54,7 +54,8 @@ _WORLD_KEYS = ("world_size",)
 
 @dataclass(frozen=True)
 class LogReading:
-    format: str  # "workload", "megatron", "nemo2", "nemo1", "deepspeed", "mllog", "hf_trainer"; "" when none is readable
+    # "workload", "megatron", "nemo2", "nemo1", "deepspeed", "mllog", "hf_trainer"; "" when none is readable
+    format: str
     iterations: tuple[Iteration, ...] = ()
     final: FinalMetrics | None = None  # whole-run figures (HF Trainer)
     memory: tuple[MemoryReport, ...] = ()
