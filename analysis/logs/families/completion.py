@@ -78,7 +78,7 @@ COMPLETION = (
             r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
             + r"|\bfinished training\b|\bdone training\b"))
     # (judge30) MLPerf's result files: mlcommons/logging mllog (mlperf_logging/mllog/mllog.py@399280cb encodes each
-    # record as ':::MLLOG {json}'; constants.py: RUN_STOP = "run_stop", STATUS = "status", SUCCESS = "success",
+    # record as ':::MLLOG {json}'; constants.py@0257c344: RUN_STOP = "run_stop", STATUS = "status", SUCCESS = "success",
     # ABORTED = "aborted") ends a run with mllogger.end(RUN_STOP, metadata={STATUS: SUCCESS}) when it reached its
     # target, {STATUS: ABORTED} when it did not: only the success is a finished run.
     + rows(FailureKind.OK, _DONE, "mlcommons/logging mllog (run_stop, status success)",
