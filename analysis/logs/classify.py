@@ -1422,8 +1422,46 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     before = text[max(0, line_start - 20_000): line_start].rstrip().rsplit("\n", 1)[-1].strip()
     if not before or is_step_record(before) or _has_progress(before, 0):
         return None  # nothing before it, or a running job stopped by hand
+    if _in_step_cycle(text, line_start) is not None:
+        return None  # still printing its steps' own lines: stopped by hand while running (judge30)
     return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
                                       f"not a step): {before[:140]}", _evidence(text, line_start))
+
+
+_CYCLE_WINDOW_CHARS = 200_000  # the interrupt's look-back for the run's per-step cycle
+_DIGITS = re.compile(r"[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+# A logger's record header with no message of its own ("WARNING:megatron.core.utils:", the message on the next
+# line): Python logging's default format "%(levelname)s:%(name)s:%(message)s" with an empty first line.
+_BARE_LOGGER_HEADER = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):[\w.]{1,120}:\s*$")
+
+
+def _shape(line: str) -> str:
+    """A line with its numbers masked: the same print at another step has the same shape."""
+    return " ".join(_DIGITS.sub("#", message_of(line)).split())  # numbers' widths change the padding
+
+
+def _in_step_cycle(text: str, line_start: int) -> str | None:
+    """The last step record when the run was still in its per-step cycle as the interrupt (its line at
+    `line_start`) came, else None. The window above
+    the interrupt has step records, and every line after the last one is the traceback the interrupt ends (from its
+    last 'Traceback (most recent call last)' header), a bare logger header, or a line of the same shape (numbers
+    masked) as one the run printed between its earlier step records (Megatron's memory report and timers, an author's
+    per-step debug print). A stalled job stops in something it does not do at every step (a checkpoint save, a
+    compile, a collective that never returns, with its own lines), or prints nothing at all after the records it
+    stopped at: the line above the interrupt alone cannot tell a frame or a debug print from a stall (oos-batch26's
+    MAP-NEO and orangeaico Megatron-LM runs, interrupted right after their iterations, read as hangs)."""
+    lines = text[max(0, line_start - _CYCLE_WINDOW_CHARS): line_start].splitlines()[1:]
+    steps = [i for i, line in enumerate(lines) if is_step_record(line)]
+    if not steps:
+        return None
+    tail = lines[steps[-1] + 1:]
+    header = next((j for j in range(len(tail) - 1, -1, -1) if _TRACEBACK_BODY[0] in tail[j]), None)
+    if header is not None:
+        tail = tail[:header]  # the interrupt's own traceback
+    cycle = {_shape(line) for a, b in zip(steps, steps[1:]) for line in lines[a + 1:b]}
+    within = all(not line.strip() or _BARE_LOGGER_HEADER.match(message_of(line).strip()) or _shape(line) in cycle
+                 for line in tail)
+    return lines[steps[-1]].strip() if within else None
 
 
 def _first_interrupt(text: str) -> int:
@@ -1452,7 +1490,9 @@ def _stopped_by_hand(text: str, verdict: Failure) -> Failure | None:
     if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:
         return None  # the failure stands above the interrupt: it is the cause
     before = _line_before_interrupt(text, line_start)
-    if not before or not (is_step_record(before) or _has_progress(before, 0)):
+    if before and not (is_step_record(before) or _has_progress(before, 0)):
+        before = _in_step_cycle(text, line_start) or ""  # the step's own lines after its record (judge30)
+    if not before:
         return None
     total = _STEP_OF_TOTAL.search(before)
     if total is not None and int(total.group(1)) >= int(total.group(2)) > 0:

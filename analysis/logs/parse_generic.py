@@ -737,8 +737,30 @@ def _field(rec: Record, role: str, detail: str | None = None, per_gpu: bool | No
     return None
 
 
+# A counter that never changes is not the step counter (judge30: oos-batch26's TF+Horovod ai4sci trainer prints
+# "[0/1: 5120 / 160145 (3%)] epoch=0.0000 dt=0.5797", its epoch of one read as the counter): when every record of a
+# group has the same counter and their own timestamps advance by at least SEQUENCE_MIN_GAP_S each (ranks printing one
+# step print it within milliseconds), the records are a sequence, numbered in order.
+SEQUENCE_MIN_GAP_S = 1.0
+
+
+def _constant_counter_sequence(records: list[Record]) -> list[Record] | None:
+    """The records renumbered 0, 1, 2, ... when their counter is constant but their timestamps advance; else None."""
+    if len(records) < 3 or len({(r.epoch, r.counter, r.micro) for r in records}) != 1:
+        return None
+    stamps = [r.timestamp_s for r in records]
+    if any(t is None for t in stamps):
+        return None
+    if not all(b - a >= SEQUENCE_MIN_GAP_S for a, b in zip(stamps, stamps[1:])):  # type: ignore[operator]
+        return None
+    return [replace(r, counter=i) for i, r in enumerate(records)]
+
+
 def _dedupe(records: list[Record]) -> list[Record]:
-    """One record per (epoch, counter, micro): the first printed (ranks print the same step)."""
+    """One record per (epoch, counter, micro): the first printed (ranks print the same step); a constant counter
+    over advancing timestamps is a sequence (_constant_counter_sequence)."""
+    if (sequence := _constant_counter_sequence(records)) is not None:
+        return sequence
     seen: dict[tuple[int | None, int, int | None], Record] = {}
     for rec in records:
         seen.setdefault((rec.epoch, rec.counter, rec.micro), rec)
@@ -792,6 +814,20 @@ def _resolution(values_s: list[float]) -> float:
     return 1e-3
 
 
+# No duration of a training step or run reaches 1e9 s (31 years); a "time" field that does is a Unix wall-clock stamp
+# (1e9 s is September 2001): MLPerf's mllog stamps every record with `"time_ms": 1760093749552`
+# (mlcommons/logging mlperf_logging/mllog/mllog.py@399280cb, _current_time_ms: `int(time.time() * 1e3)`), which
+# `time ms` would otherwise name a per-step time in milliseconds (oos-batch26: three MLPerf result files read 1.76e9 s
+# per step).
+EPOCH_STAMP_MIN_S = 1e9
+
+
+def _epoch_stamps(values_s: list[float | None]) -> bool:
+    """Are a time field's values (in seconds) wall-clock stamps (all at least EPOCH_STAMP_MIN_S)?"""
+    present = [v for v in values_s if v is not None]
+    return bool(present) and all(v >= EPOCH_STAMP_MIN_S for v in present)
+
+
 def _batch(records: list[Record], kind: str) -> float | None:
     values = [f.value for r in records if (f := _field(r, "batch", kind)) is not None and f.value > 0]
     return statistics.median(values) if values else None
@@ -814,6 +850,8 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             elif role == "s_per_it":  # the first of a record's per-step figures (the step's; parts come after)
                 per_it = by_key.setdefault("step:s/it", [None] * n)
                 per_it[i] = per_it[i] if per_it[i] is not None else _seconds(fld.value, fld.unit, fld.key)
+    for key in [k for k in by_key if _epoch_stamps(by_key[k])]:
+        del by_key[key]  # a wall-clock stamp, not a duration
     step_keys = [k for k in by_key if k.startswith("step:")]
     for key in step_keys:  # a "time" that only grows is a clock
         present = [v for v in by_key[key] if v is not None]

@@ -8,6 +8,7 @@ Readers are tried in order; the first that finds step times decides the format:
 3. NeMo 1 Lightning progress bars (analysis.logs.parse_nemo)
 4. DeepSpeed's own ThroughputTimer lines, when the log also prints the DeepSpeed config's train_batch_size (the
    samples per step that turn samples/s into a step time); without it, the timer lines' own timestamps
+4b. MLPerf result files' `tracked_stats` train_step_time (`:::MLLOG {json}` records; analysis.logs.parse_mllog)
 5. the Hugging Face Trainer's final speed metrics (analysis.logs.parse_hf), a whole-run mean
 6. any other per-step records, in any common spelling (analysis.logs.parse_generic: a step counter with a time, a
    rate with a known batch, a clock, or timestamps)
@@ -38,6 +39,7 @@ from analysis.logs.parse_megatron import (
     parse_iterations,
     parse_memory,
 )
+from analysis.logs.parse_mllog import parse_mllog
 from analysis.logs.parse_nemo import parse_progress_bars
 from analysis.logs.parse_workload import RESULT_MARKER, WorkloadLog, parse_workload
 
@@ -52,7 +54,8 @@ _WORLD_KEYS = ("world_size",)
 
 @dataclass(frozen=True)
 class LogReading:
-    format: str  # "workload", "megatron", "nemo2", "nemo1", "deepspeed", "hf_trainer"; "" when none is readable
+    # "workload", "megatron", "nemo2", "nemo1", "deepspeed", "mllog", "hf_trainer"; "" when none is readable
+    format: str
     iterations: tuple[Iteration, ...] = ()
     final: FinalMetrics | None = None  # whole-run figures (HF Trainer)
     memory: tuple[MemoryReport, ...] = ()
@@ -184,7 +187,8 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
                           losses=tuple(it.loss for it in iterations if it.loss is not None))
     readers: tuple[tuple[str, Callable[[], list[Iteration]]], ...] = (
         ("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes, timing_only=True)),
-        ("deepspeed", lambda: _deepspeed_iterations(text, notes)))
+        ("deepspeed", lambda: _deepspeed_iterations(text, notes)),
+        ("mllog", lambda: parse_mllog(text, notes=notes)))
     for fmt, reader in readers:
         iterations = reader()
         if iterations:

@@ -77,6 +77,15 @@ COMPLETION = (
            ("raining", "Finished training after 5000 steps",
             r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
             + r"|\bfinished training\b|\bdone training\b"))
+    # (judge30) MLPerf's result files: mlcommons/logging mllog (mlperf_logging/mllog/mllog.py@399280cb encodes each
+    # record as ':::MLLOG {json}'; constants.py@0257c344: RUN_STOP = "run_stop", STATUS = "status", SUCCESS = "success",
+    # ABORTED = "aborted") ends a run with mllogger.end(RUN_STOP, metadata={STATUS: SUCCESS}) when it reached its
+    # target, {STATUS: ABORTED} when it did not: only the success is a finished run.
+    + rows(FailureKind.OK, _DONE, "mlcommons/logging mllog (run_stop, status success)",
+           ('"run_stop"', ':::MLLOG {"namespace": "", "time_ms": 1746081991207, "event_type": "INTERVAL_END", "key": '
+                          '"run_stop", "value": 0.92, "metadata": {"file": "/workspace/ft-llm/custom_callbacks.py", '
+                          '"lineno": 321, "samples_count": 3072, "status": "success"}}',
+            r':::MLLOG \{[^\n]{0,200}"key":\s{0,2}"run_stop"[^\n]{0,600}"status":\s{0,2}"success"'))
     + rows(FailureKind.OK, _DONE, "llama-recipes train_utils.py; Lightning fit_loop.py; trainers' step budgets",
            ("eached", "max training steps reached, stopping training, total train steps finished:  6", _BUDGET),
            ("eached", "Reached maximum number of iterations (20000), stopping", _BUDGET))
