@@ -45,10 +45,12 @@ from launcher.replay import (
     _features,
     _flash,
     _key,
+    _Replay,
     prior_for,
     random_expected_gpu_hours,
     replay_sweep,
 )
+from launcher.run import scheduler
 from launcher.run.scheduler import POLICY, Policy
 
 BASELINES = ("oracle", "exhaustive", "predicted", "calibrated", "random")
@@ -919,9 +921,6 @@ to fit per predicted trial GPU-hour high to low. Every trial measured in full (a
 
 def fixed_order_keys(case: Case) -> dict[str, list[str]]:
     """Every FIXED_ORDERS order of `case`'s rows (their replay keys)."""
-    from launcher.replay import _Replay
-    from launcher.run import scheduler
-
     prior = case.prior or prior_for(case.sweep)
     rp = _Replay(case.sweep, case.costs, prior)
     planned = rp.planned(uncalibrated(prior))

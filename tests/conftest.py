@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Generator
 from pathlib import Path
-from typing import Any
 
 import pytest
-
-try:  # the test extra installs pytest-xdist; without it (or with -p no:xdist) the suite runs in one process
-    from xdist.scheduler import LoadScopeScheduling
-except ImportError:
-    LoadScopeScheduling = None
 
 # The session fixture `slurm_env` starts the real local SLURM cluster (tests/slurm/localcluster.sh) on demand.
 pytest_plugins = ["slurm.fixtures"]
@@ -30,55 +23,6 @@ def pytest_configure(config: pytest.Config) -> None:
     A handler installed here is reset to the default by exec, so every child gets the terminal's Ctrl-C again."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-# Two xdist workers (pyproject's addopts): the tests that run real trials (the local executor's torch ranks, the SLURM
-# cluster, the MLflow server and the browser) keep to one worker, in file order, started first: they share the
-# session's tiny sweep and the two-node cluster, and their time limits and hang windows assume they do not race each
-# other. Everything else spreads over the other worker. The controller sees only node ids, so the group is named by
-# path; the workers, which see the fixtures and marks, check that every such test is named so.
-SERIAL_GROUP = "real-trials"
-SERIAL_PATHS = ("tests/e2e/", "tests/run/test_slurm_cluster.py")
-SERIAL_NAME_PART = "_slurm_nodes"  # a cluster test beside the unit tests of what it runs there
-SERIAL_MARKERS = ("slurm", "browser")
-SERIAL_FIXTURES = ("tiny_sweep", "slurm_env")
-
-
-def in_serial_group(nodeid: str) -> bool:
-    path, _, name = nodeid.partition("::")
-    return path.startswith(SERIAL_PATHS) or SERIAL_NAME_PART in name
-
-
-def runs_real_trials(item: pytest.Item) -> bool:
-    marked = any(item.get_closest_marker(name) for name in SERIAL_MARKERS)
-    return marked or any(name in getattr(item, "fixturenames", ()) for name in SERIAL_FIXTURES)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Generator[None, None, None]:
-    misplaced = [item.nodeid for item in items if runs_real_trials(item) and not in_serial_group(item.nodeid)]
-    if misplaced:
-        raise pytest.UsageError(f"{misplaced[:3]} use the SLURM cluster, the tiny sweep or the browser: put them under "
-                                f"{SERIAL_PATHS[0]} or name them with '{SERIAL_NAME_PART}' (tests/conftest.py)")
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: not in_serial_group(item.nodeid))  # the long group first: it sets the pace
-    return (yield)
-
-
-if LoadScopeScheduling is not None:
-    class RealTrialsApart(LoadScopeScheduling):
-        """xdist's per-module scheduling, with every test of the serial group in one unit."""
-
-        def _split_scope(self, nodeid: str) -> str:
-            return SERIAL_GROUP if in_serial_group(nodeid) else super()._split_scope(nodeid)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    if LoadScopeScheduling is None or config.getvalue("dist") != "loadscope":
-        return None
-    config.option.loadscopereorder = False  # keep the collection's order: the serial group first
-    return RealTrialsApart(config, log)
 
 
 @pytest.fixture
