@@ -265,12 +265,20 @@ class ResidualModel:
         """Prior variance of every column (`design` and the measured `rows`: unidentified_scale applies)."""
         import numpy as np
 
-        step_sd = self.step_scale * value_sd
-        own = {d: s * value_sd / VALUE_SD for d, s in self.dimension_sds}
+        scale = value_sd / VALUE_SD  # the empirical Bayes refit scales every value column's prior sd alike
+        own = {d: s * scale for d, s in self.dimension_sds}
         column = dict(self.column_sds)
-        var = np.array([(column[n] if n == "offset" else column[n] * value_sd / VALUE_SD) ** 2 if n in column
-                        else self.offset_sd ** 2 if n == "offset" else step_sd ** 2 if ">=" in n
-                        else own.get(n.split("=", 1)[0], value_sd) ** 2 for n in names])
+
+        def sd(name: str) -> float:
+            if name == "offset":
+                return column.get(name, self.offset_sd)
+            if name in column:
+                return column[name] * scale
+            if ">=" in name:
+                return self.step_scale * value_sd
+            return own.get(name.split("=", 1)[0], value_sd)
+
+        var = np.array([sd(n) ** 2 for n in names])
         if design is not None and self.unidentified_scale != 1.0:
             var[~_identified_columns(design, rows)] *= self.unidentified_scale ** 2
         return var
