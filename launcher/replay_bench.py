@@ -432,7 +432,7 @@ def _models(case: Case) -> tuple[Optional[ResidualModel], Optional[ResidualModel
 
 # ------------------------------------------------------------------------------------------------ hindsight bound
 
-HINDSIGHT = ("hindsight", "hind-gain", "hind-const")
+HINDSIGHT = ("hindsight", "hind-gain", "hind-const", "hind-loo")
 """Bounds, not methods (search15, issue 16: how close can a search that orders by this estimator get?). The search's
 own calibration and residual model fitted on EVERY trial of the sweep (in sample: they know every answer but can
 only say it through the constants and one additive effect per layout value), then:
@@ -441,23 +441,29 @@ only say it through the constants and one additive effect per layout value), the
 - 'hind-gain': the adaptive pick (scheduler.order: expected gain over the best measured per expected GPU-hour,
   Policy.explore, the unfloored spreads) on those fixed predictions, nothing refitted;
 - 'hind-const': as 'hindsight' with the fitted constants alone (no residual model): what a perfectly calibrated
-  estimator orders without the per-value effects.
+  estimator orders without the per-value effects;
+- 'hind-loo': as 'hindsight' fitted on every trial but those within 2 % of the best (they are predicted, not
+  recalled): the best-informed model a search can have when it decides to run the winner (it never has the
+  winner's own measurement then), so a winner the in-sample fit only memorised ranks where the family puts it.
 Costs as the adaptive search's (losers stopped early, the steady stop; an OOM costs its start-up); each runs until a
 configuration within 2 % of the best is measured. Not strictly a floor for the adaptive search (a young model can
 rank the winner higher by luck), but the share of a search whose predictions were as good as the model family can
 make them on this sweep. Opt-in: evaluate(strategies=STRATEGIES + HINDSIGHT)."""
 
 
-def hindsight_model(case: Case, policy: Policy = POLICY) -> tuple[_Replay, list[scheduler.Planned], Any]:
+def hindsight_model(case: Case, policy: Policy = POLICY, held_out: frozenset[str] = frozenset()
+                    ) -> tuple[_Replay, list[scheduler.Planned], Any]:
     """The replay state of `case` (nothing run) and every row as the search would predict it had it measured them
-    all: the calibration fitted on every timed row, corrected by the residual model's posterior given every row's
-    log error against it; and the sds the pick reads (unfloored: no out-of-sample checks in hindsight)."""
+    all (but the keys `held_out`): the calibration fitted on every timed row, corrected by the residual model's
+    posterior given every row's log error against it; and the sds the pick reads (unfloored: no out-of-sample
+    checks in hindsight)."""
     model, pick_model = _models(case)
     rp = _Replay(case.sweep, case.costs, case.prior or prior_for(case.sweep), model, pick_model)
+    known = [(k, r, f) for k, r, f in zip(rp.keys, rp.rows, rp.features) if k not in held_out]
     observations = [Observation(f, r.step_time_s if r.state is TrialState.OK else None, r.peak_mem_gb)
-                    for r, f in zip(rp.rows, rp.features)]
+                    for _, r, f in known]
     fit = cal.calibrate(observations, rp.prior, min_trials=policy.min_fit_trials)
-    rp.finished = [Outcome(k, r.state, r.tokens_per_s) for k, r in zip(rp.keys, rp.rows)]
+    rp.finished = [Outcome(k, r.state, r.tokens_per_s) for k, r, _ in known]
     planned, pick_sd = rp.predicted(fit, residuals=policy.residuals, model=pick_model)
     rp.finished = []
     return rp, planned, pick_sd
@@ -472,9 +478,10 @@ def hindsight_replay(case: Case, strategy: str = "hindsight", steady_stop: bool 
                      policy: Policy = POLICY, noise_tolerance: float = 0.02) -> SweepResult:
     """One HINDSIGHT strategy on `case`, until a configuration within 2 % of the best is measured (a SweepResult
     without calibration; its regret 0 by construction)."""
-    rp, planned, pick_sd = hindsight_model(case, replace(policy, residuals=False) if strategy == "hind-const"
-                                           else policy)
     found = _within_of(case.sweep)
+    winners = frozenset(_key(r) for r in case.sweep.rows if (r.tokens_per_s or 0.0) >= found)
+    rp, planned, pick_sd = hindsight_model(case, replace(policy, residuals=False) if strategy == "hind-const"
+                                           else policy, winners if strategy == "hind-loo" else frozenset())
     static = hindsight_order(planned)
     iterations = case.costs.warmup_iters + case.costs.measure_iters
     while len(rp.finished) < len(rp.rows) and position(rp.steps, found) is None:
@@ -494,16 +501,18 @@ def hindsight_replay(case: Case, strategy: str = "hindsight", steady_stop: bool 
 
 def winner_ranks(case: Case, policy: Policy = POLICY) -> dict[str, Optional[int]]:
     """Where the winner sits: the rank (1: first) of the first within-2 % configuration in the a-priori plan order
-    (exhaustive's) and in the hindsight order."""
+    (exhaustive's), in the hindsight order and in the hind-loo order (fitted without the within-2 % ones)."""
     prior = case.prior or prior_for(case.sweep)
     rp, planned, _ = hindsight_model(case, policy)
     plan = [p.key for p in scheduler.order(rp.planned(uncalibrated(prior)), [], calibrated=False, span=0)]
-    good = {k for k, r in zip(rp.keys, rp.rows) if (r.tokens_per_s or 0.0) >= _within_of(case.sweep)}
+    good = frozenset(k for k, r in zip(rp.keys, rp.rows) if (r.tokens_per_s or 0.0) >= _within_of(case.sweep))
+    loo = hindsight_model(case, policy, good)[1]
 
     def rank(keys: Sequence[str]) -> Optional[int]:
         return next((i + 1 for i, k in enumerate(keys) if k in good), None)
 
-    return {"plan order": rank(plan), "hindsight order": rank(hindsight_order(planned))}
+    return {"plan order": rank(plan), "hindsight order": rank(hindsight_order(planned)),
+            "loo order": rank(hindsight_order(loo))}
 
 
 GAP_KINDS = ("first pick", "out of memory", "stopped early", "measured, not within 2 %", "the within-2 % one")
@@ -1080,8 +1089,8 @@ def fixed_order_table(results: Sequence[Result]) -> str:
 
 # ------------------------------------------------------------------------------------------------ hindsight report
 
-HINDSIGHT_COLUMNS = ("adaptive", "oracle", "exhaustive", "hindsight", "hind-gain", "hind-const", "random",
-                     "best bound")
+HINDSIGHT_COLUMNS = ("adaptive", "oracle", "exhaustive", "hindsight", "hind-gain", "hind-const", "hind-loo",
+                     "random", "best bound")
 """'best bound': per sweep the lower of 'hindsight' and 'hind-gain' (Result.share_of)."""
 TARGET_X_ORACLE = 1.5
 """Issue 16's target: the adaptive search within this multiple of the oracle's share."""
@@ -1092,7 +1101,7 @@ def hindsight_table(results: Sequence[Result]) -> str:
     HINDSIGHT_COLUMNS, hindsight / oracle (for both variants), adaptive / the better of the two, and the sweeps
     where the fixed hindsight order is above TARGET_X_ORACLE x the oracle's share."""
     used = [r for r in results if r.informative and all(s in r.to_within for s in HINDSIGHT)]
-    short = ("adaptive", "oracle", "plan", "hindsight", "hind-gain", "hind-const", "random", "best bnd")
+    short = ("adaptive", "oracle", "plan", "hindsight", "hind-gain", "hind-const", "hind-loo", "random", "best bnd")
     lines = [f"{'group':<26} {'sweeps':>6}  " + "  ".join(f"{s:>10}" for s in short) +
              f"  {'hind/orac':>9}  {'gain/orac':>9}  {'best/orac':>9}  {'adapt/best':>10}  {'hind >1.5x oracle':>17}"
              f"  {'adaptive < best bound':>21}"]
@@ -1129,13 +1138,14 @@ POSITION_BINS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 10 ** 9
 
 
 def position_histogram(results: Sequence[Result],
-                       kinds: Sequence[str] = ("plan order", "hindsight order", "adaptive", "hind-gain")) -> str:
+                       kinds: Sequence[str] = ("plan order", "hindsight order", "loo order", "adaptive",
+                                               "hind-gain")) -> str:
     """Where the winner sits (informative sweeps): for each of `kinds` (Result.positions), how many sweeps have
     their first within-2 % configuration at each rank (the static orders) or found it as their n-th trial (the
     searches), as counts and a bar."""
     used = [r for r in results if r.informative and all(k in r.positions for k in kinds)]
     labels = [f"{lo}" if lo == hi else (f"{lo}-{hi}" if hi < 10 ** 9 else f">={lo}") for lo, hi in POSITION_BINS]
-    lines = [f"{'rank / trials':<16} " + "  ".join(f"{k:>26}" for k in kinds)]
+    lines = [f"{'rank / trials':<16} " + "  ".join(f"{k:>26}" for k in kinds)]   # 'loo order': hind-loo's
     for label, (lo, hi) in zip(labels + ["never"], list(POSITION_BINS) + [(None, None)]):
         cells = []
         for k in kinds:

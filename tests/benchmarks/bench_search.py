@@ -233,8 +233,10 @@ def _main(args, workers: rb.Workers) -> None:
     if args.list:
         for r in measured:
             cells = " ".join(f"{s}={r.share(s):.0%}" for s in strategies)
+            ranks = "" if args.no_hindsight else " winner at plan/hindsight/loo/adaptive=" + "/".join(
+                str(r.positions.get(k)) for k in ("plan order", "hindsight order", "loo order", "adaptive"))
             print(f"  {r.case.group:<24} {r.name:<36} n={len(r.case.sweep.rows):<4} "
-                  f"{'   ' if r.informative else 'UNI'} {cells} regret={r.regret['adaptive']:.1%}")
+                  f"{'   ' if r.informative else 'UNI'} {cells} regret={r.regret['adaptive']:.1%}{ranks}")
     report(measured, "=== measured tables: share of exhaustive GPU-hours to within 2 % of the best")
     print("\n=== where the adaptive search's GPU-hours to within 2 % went (mean share of exhaustive, measured)")
     print(rb.gap_table(measured))
