@@ -27,6 +27,12 @@ prior sds (search14; several modes run back to back on the same cold replays; no
 orders (launcher.replay_bench.FIXED_ORDERS) on the same sweeps: the floor a cold search is up against.
 Out of sample by construction: the held-out sweep's own measurements never reach its prior.
 
+Hindsight bounds (launcher.replay_bench.HINDSIGHT, search15; --no-hindsight leaves them out): not methods. The
+search's own calibration and residual model fitted on every trial of the sweep (in sample), its order (and the
+adaptive pick on its fixed predictions, the constants alone, the fit without the winners) under the search's costs:
+how close a search that orders by this model family could get with perfect calibration; where the winner sits in
+plan order, in that order and in the adaptive search's sequence (a text histogram); the sweeps the policy loses most.
+
 Perturbed truths (launcher.replay_bench.perturbed): the estimator with constants drawn from a spread, a bias per
 value of every layout dimension and noise between repeats, on the grids of the measured sweeps, DRAWS per grid from
 one seed; reported apart, with bootstrap 95 % confidence intervals over the draws.
