@@ -34,7 +34,7 @@ from launcher.core.states import TrialState
 from launcher.measured import MeasuredSweep, read_table
 from launcher.plan import calibrate as cal
 from launcher.plan import prior_sds
-from launcher.plan.calibrate import Calibration, FeatureTable, Prior, trial_features, uncalibrated
+from launcher.plan.calibrate import Calibration, FeatureTable, Observation, Prior, trial_features, uncalibrated
 from launcher.plan.pooling import pooled, pooled_effect_priors, pooled_effects
 from launcher.plan.prior_sds import PriorSds, ResidualSet
 from launcher.plan.residuals import DIMENSIONS, MODEL, ResidualModel
@@ -42,6 +42,7 @@ from launcher.replay import (
     WITHIN,
     Costs,
     Step,
+    SweepResult,
     _features,
     _flash,
     _key,
@@ -51,7 +52,7 @@ from launcher.replay import (
     replay_sweep,
 )
 from launcher.run import scheduler
-from launcher.run.scheduler import POLICY, Policy
+from launcher.run.scheduler import POLICY, Outcome, Policy
 
 BASELINES = ("oracle", "exhaustive", "predicted", "calibrated", "random")
 """Strategies run next to the adaptive search on every sweep ('exhaustive' = plan order, 'predicted' = plan order
@@ -98,6 +99,9 @@ class Result:
     effects: dict = field(default_factory=dict)      # its residual model's final effects (ResidualModel.effects)
     effects_a_priori: dict = field(default_factory=dict)   # the same against the a-priori constants
     gaps: dict = field(default_factory=dict)         # the adaptive search's GPU-hours to within 2 %, by kind (gaps)
+    positions: dict = field(default_factory=dict)
+    """strategy -> how many trials it ran until (and with) its first within-2 % one (1: the first trial; None: never);
+    'plan order' and 'hindsight order' -> the rank of the first within-2 % configuration in those static orders."""
 
     def share(self, strategy: str) -> float:
         """GPU-hours to within 2 % as a share of exhaustive search's; a search that never got there counts as
@@ -107,7 +111,8 @@ class Result:
 
     @property
     def informative(self) -> bool:
-        shares = [self.share(s) for s in self.to_within]
+        # the hindsight bounds (HINDSIGHT) never decide it: the headline's sweeps are the same with them or without
+        shares = [self.share(s) for s in self.to_within if s in STRATEGIES]
         lo, hi = min(shares), max(shares)
         return hi - lo > UNINFORMATIVE and hi > 1.1 * lo
 
@@ -361,7 +366,14 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
     GPU-hours are exhaustive search's and their regret 0 by construction); random is its exact expectation."""
     exhaustive = sum(case.costs.gpu_hours(r) for r in case.sweep.rows)
     result = Result(case, exhaustive)
+    found = _within_of(case.sweep)
     for strategy in strategies:
+        if strategy in HINDSIGHT:
+            h = hindsight_replay(case, strategy, steady_stop, policy)
+            result.to_within[strategy] = result.spent[strategy] = h.gpu_hours_to_within_2pct
+            result.regret[strategy], result.trials[strategy] = 0.0, h.trials_run
+            result.positions[strategy] = position(h.steps, found)
+            continue
         if strategy == "random":
             result.to_within[strategy] = random_expected_gpu_hours(case.sweep, case.costs)
             result.spent[strategy], result.regret[strategy] = exhaustive, 0.0
@@ -376,12 +388,20 @@ def evaluate(case: Case, strategies: Sequence[str] = STRATEGIES, steady_stop: bo
             exhaustive if runs_all else r.gpu_hours)
         result.regret[strategy] = 0.0 if runs_all else r.final_regret
         result.trials[strategy] = r.trials_run
+        result.positions[strategy] = position(r.steps, found)
         if strategy == "adaptive":
             result.calibration = r.calibration
             result.effects = final_effects(case, r, r.calibration)
             result.effects_a_priori = final_effects(case, r, uncalibrated(case.prior or prior_for(case.sweep)))
-            result.gaps = gaps(r.steps, _within_of(case.sweep))
+            result.gaps = gaps(r.steps, found)
+    if any(s in HINDSIGHT for s in strategies):
+        result.positions.update(winner_ranks(case, policy))
     return result
+
+
+def position(steps: Sequence[Step], found_tokens_per_s: float) -> Optional[int]:
+    """How many trials ran until (and with) the first within-2 % one (None: never)."""
+    return next((i + 1 for i, s in enumerate(steps) if s.tokens_per_s and s.tokens_per_s >= found_tokens_per_s), None)
 
 
 def final_effects(case: Case, r: Any, calibration: Optional[Calibration]) -> dict:
@@ -408,6 +428,91 @@ def _models(case: Case) -> tuple[Optional[ResidualModel], Optional[ResidualModel
     """replay_sweep's residual_model and pick_model for a case: its own model for the pick and the stop rule, or
     for the pick alone."""
     return (None, case.residual_model) if case.pick_only else (case.residual_model, None)
+
+
+# ------------------------------------------------------------------------------------------------ hindsight bound
+
+HINDSIGHT = ("hindsight", "hind-gain", "hind-const", "hind-loo")
+"""Bounds, not methods (search15, issue 16: how close can a search that orders by this estimator get?). The search's
+own calibration and residual model fitted on EVERY trial of the sweep (in sample: they know every answer but can
+only say it through the constants and one additive effect per layout value), then:
+- 'hindsight': the trials in that fitted model's order, those its memory model says fit first, best predicted
+  throughput first (a fixed order);
+- 'hind-gain': the adaptive pick (scheduler.order: expected gain over the best measured per expected GPU-hour,
+  Policy.explore, the unfloored spreads) on those fixed predictions, nothing refitted;
+- 'hind-const': as 'hindsight' with the fitted constants alone (no residual model): what a perfectly calibrated
+  estimator orders without the per-value effects;
+- 'hind-loo': as 'hindsight' fitted on every trial but those within 2 % of the best (they are predicted, not
+  recalled): the best-informed model a search can have when it decides to run the winner (it never has the
+  winner's own measurement then), so a winner the in-sample fit only memorised ranks where the family puts it.
+Costs as the adaptive search's (losers stopped early, the steady stop; an OOM costs its start-up); each runs until a
+configuration within 2 % of the best is measured. Not strictly a floor for the adaptive search (a young model can
+rank the winner higher by luck), but the share of a search whose predictions were as good as the model family can
+make them on this sweep. Opt-in: evaluate(strategies=STRATEGIES + HINDSIGHT)."""
+
+
+def hindsight_model(case: Case, policy: Policy = POLICY, held_out: frozenset[str] = frozenset()
+                    ) -> tuple[_Replay, list[scheduler.Planned], Any]:
+    """The replay state of `case` (nothing run) and every row as the search would predict it had it measured them
+    all (but the keys `held_out`): the calibration fitted on every timed row, corrected by the residual model's
+    posterior given every row's log error against it; and the sds the pick reads (unfloored: no out-of-sample
+    checks in hindsight)."""
+    model, pick_model = _models(case)
+    rp = _Replay(case.sweep, case.costs, case.prior or prior_for(case.sweep), model, pick_model)
+    known = [(k, r, f) for k, r, f in zip(rp.keys, rp.rows, rp.features) if k not in held_out]
+    observations = [Observation(f, r.step_time_s if r.state is TrialState.OK else None, r.peak_mem_gb)
+                    for _, r, f in known]
+    fit = cal.calibrate(observations, rp.prior, min_trials=policy.min_fit_trials)
+    rp.finished = [Outcome(k, r.state, r.tokens_per_s) for k, r, _ in known]
+    planned, pick_sd = rp.predicted(fit, residuals=policy.residuals, model=pick_model)
+    rp.finished = []
+    return rp, planned, pick_sd
+
+
+def hindsight_order(planned: Sequence[scheduler.Planned]) -> list[str]:
+    """'hindsight': the trials predicted to fit (peak <= the device) first, each part by predicted throughput."""
+    return [p.key for p in sorted(planned, key=lambda p: (p.peak_mem_gb > p.capacity_gb, -p.tokens_per_s))]
+
+
+def hindsight_replay(case: Case, strategy: str = "hindsight", steady_stop: bool = True,
+                     policy: Policy = POLICY, noise_tolerance: float = 0.02) -> SweepResult:
+    """One HINDSIGHT strategy on `case`, until a configuration within 2 % of the best is measured (a SweepResult
+    without calibration; its regret 0 by construction)."""
+    found = _within_of(case.sweep)
+    winners = frozenset(_key(r) for r in case.sweep.rows if (r.tokens_per_s or 0.0) >= found)
+    rp, planned, pick_sd = hindsight_model(case, replace(policy, residuals=False) if strategy == "hind-const"
+                                           else policy, winners if strategy == "hind-loo" else frozenset())
+    static = hindsight_order(planned)
+    iterations = case.costs.warmup_iters + case.costs.measure_iters
+    while len(rp.finished) < len(rp.rows) and position(rp.steps, found) is None:
+        if strategy != "hind-gain":
+            key, reason = static[len(rp.finished)], "hindsight order"
+        else:
+            pick = scheduler.order(planned, rp.finished, calibrated=True, noise_tolerance=noise_tolerance, span=0,
+                                   rule=policy.rule, explore=policy.explore,
+                                   pick_sd=None if policy.pick_floor else pick_sd, iterations=iterations)[0]
+            key, reason = pick.key, pick.reason
+        rp.run(key, reason, True, noise_tolerance, steady=steady_stop)
+    exhaustive = sum(case.costs.gpu_hours(r) for r in rp.rows)
+    hit = position(rp.steps, found)
+    return SweepResult(case.sweep.name, strategy, len(rp.finished), rp.spent,
+                       rp.steps[hit - 1].gpu_hours if hit else None, exhaustive, 0.0, len(rp.rows), rp.steps)
+
+
+def winner_ranks(case: Case, policy: Policy = POLICY) -> dict[str, Optional[int]]:
+    """Where the winner sits: the rank (1: first) of the first within-2 % configuration in the a-priori plan order
+    (exhaustive's), in the hindsight order and in the hind-loo order (fitted without the within-2 % ones)."""
+    prior = case.prior or prior_for(case.sweep)
+    rp, planned, _ = hindsight_model(case, policy)
+    plan = [p.key for p in scheduler.order(rp.planned(uncalibrated(prior)), [], calibrated=False, span=0)]
+    good = frozenset(k for k, r in zip(rp.keys, rp.rows) if (r.tokens_per_s or 0.0) >= _within_of(case.sweep))
+    loo = hindsight_model(case, policy, good)[1]
+
+    def rank(keys: Sequence[str]) -> Optional[int]:
+        return next((i + 1 for i, k in enumerate(keys) if k in good), None)
+
+    return {"plan order": rank(plan), "hindsight order": rank(hindsight_order(planned)),
+            "loo order": rank(hindsight_order(loo))}
 
 
 GAP_KINDS = ("first pick", "out of memory", "stopped early", "measured, not within 2 %", "the within-2 % one")
@@ -980,3 +1085,88 @@ def fixed_order_table(results: Sequence[Result]) -> str:
                      "  ".join(f"{a:>9.1%}" for a in avg[:len(FIXED_ORDERS)]) +
                      f"  {format(avg[-3], '.1%'):>26}  {avg[-2]:>14.1%}  {avg[-1]:>8.1%}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------ hindsight report
+
+HINDSIGHT_COLUMNS = ("adaptive", "oracle", "exhaustive", "hindsight", "hind-gain", "hind-const", "hind-loo",
+                     "random", "best bound")
+"""'best bound': per sweep the lower of 'hindsight' and 'hind-gain' (Result.share_of)."""
+TARGET_X_ORACLE = 1.5
+"""Issue 16's target: the adaptive search within this multiple of the oracle's share."""
+
+
+def hindsight_table(results: Sequence[Result]) -> str:
+    """Per source group and group-balanced (informative sweeps with the hindsight strategies): the mean share of
+    HINDSIGHT_COLUMNS, hindsight / oracle (for both variants), adaptive / the better of the two, and the sweeps
+    where the fixed hindsight order is above TARGET_X_ORACLE x the oracle's share."""
+    used = [r for r in results if r.informative and all(s in r.to_within for s in HINDSIGHT)]
+    short = ("adaptive", "oracle", "plan", "hindsight", "hind-gain", "hind-const", "hind-loo", "random", "best bnd")
+    lines = [f"{'group':<26} {'sweeps':>6}  " + "  ".join(f"{s:>10}" for s in short) +
+             f"  {'hind/orac':>9}  {'gain/orac':>9}  {'best/orac':>9}  {'adapt/best':>10}  {'hind >1.5x oracle':>17}"
+             f"  {'adaptive < best bound':>21}"]
+    means: list[dict[str, float]] = []
+    for g in sorted({r.case.group for r in used}) + ["HEADLINE (group-balanced)"]:
+        if g.startswith("HEADLINE"):
+            if not means:
+                continue
+            mean = {c: sum(m[c] for m in means) / len(means) for c in HINDSIGHT_COLUMNS}
+            members = used
+        else:
+            members = [r for r in used if r.case.group == g]
+            mean = {c: sum(_share(r, c) for r in members) / len(members) for c in HINDSIGHT_COLUMNS}
+            means.append(mean)
+        over = sum(1 for r in members if r.share("hindsight") > TARGET_X_ORACLE * r.share("oracle") + 1e-12)
+        beats = sum(1 for r in members if r.share("adaptive") < _share(r, "best bound") - 1e-12)
+        ratios = (_ratio(mean["hindsight"], mean["oracle"]), _ratio(mean["hind-gain"], mean["oracle"]),
+                  _ratio(mean["best bound"], mean["oracle"]), _ratio(mean["adaptive"], mean["best bound"]))
+        lines.append(f"{g:<26} {len(members):>6}  " + "  ".join(f"{mean[c]:>10.1%}" for c in HINDSIGHT_COLUMNS) +
+                     f"  {ratios[0]:>9}  {ratios[1]:>9}  {ratios[2]:>9}  {ratios[3]:>10}"
+                     f"  {over:>9} of {len(members):<4}  {beats:>13} of {len(members):<4}")
+    return "\n".join(lines)
+
+
+def _share(r: Result, column: str) -> float:
+    return min(r.share("hindsight"), r.share("hind-gain")) if column == "best bound" else r.share(column)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "n/a"
+
+
+POSITION_BINS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 10), (11, 20), (21, 10 ** 9))
+
+
+def position_histogram(results: Sequence[Result],
+                       kinds: Sequence[str] = ("plan order", "hindsight order", "loo order", "adaptive",
+                                               "hind-gain")) -> str:
+    """Where the winner sits (informative sweeps): for each of `kinds` (Result.positions), how many sweeps have
+    their first within-2 % configuration at each rank (the static orders) or found it as their n-th trial (the
+    searches), as counts and a bar."""
+    used = [r for r in results if r.informative and all(k in r.positions for k in kinds)]
+    labels = [f"{lo}" if lo == hi else (f"{lo}-{hi}" if hi < 10 ** 9 else f">={lo}") for lo, hi in POSITION_BINS]
+    lines = [f"{'rank / trials':<16} " + "  ".join(f"{k:>26}" for k in kinds)]   # 'loo order': hind-loo's
+    for label, (lo, hi) in zip(labels + ["never"], list(POSITION_BINS) + [(None, None)]):
+        cells = []
+        for k in kinds:
+            n = sum(1 for r in used if (r.positions[k] is None if lo is None else
+                                        r.positions[k] is not None and lo <= r.positions[k] <= hi))
+            cells.append(f"{n:>4} {'#' * min(n, 21):<21}")
+        lines.append(f"{label:<16} " + "  ".join(f"{c:>26}" for c in cells))
+    med = [statistics.median([r.positions[k] or 10 ** 6 for r in used]) if used else float("nan") for k in kinds]
+    lines.append(f"{'median':<16} " + "  ".join(f"{m:>26g}" for m in med))
+    return "\n".join(lines)
+
+
+def policy_losses(results: Sequence[Result], top: int = 12) -> list[tuple[str, str, float, float, float, int, int]]:
+    """The sweeps where the adaptive search loses most against the better hindsight bound (informative):
+    (group, sweep, adaptive share, bound share, oracle share, adaptive's trials to the winner, its hindsight rank),
+    largest loss first."""
+    used = [r for r in results if r.informative and all(s in r.to_within for s in HINDSIGHT)]
+    rows = []
+    for r in used:
+        bound = _share(r, "best bound")
+        rows.append((r.case.group, r.name, r.share("adaptive"), bound, r.share("oracle"),
+                     r.positions.get("adaptive") or 0, r.positions.get("hindsight order") or 0))
+    rows.sort(key=lambda t: -(t[2] - t[3]))
+    return rows[:top]

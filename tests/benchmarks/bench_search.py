@@ -27,6 +27,12 @@ prior sds (search14; several modes run back to back on the same cold replays; no
 orders (launcher.replay_bench.FIXED_ORDERS) on the same sweeps: the floor a cold search is up against.
 Out of sample by construction: the held-out sweep's own measurements never reach its prior.
 
+Hindsight bounds (launcher.replay_bench.HINDSIGHT, search15; --no-hindsight leaves them out): not methods. The
+search's own calibration and residual model fitted on every trial of the sweep (in sample), its order (and the
+adaptive pick on its fixed predictions, the constants alone, the fit without the winners) under the search's costs:
+how close a search that orders by this model family could get with perfect calibration; where the winner sits in
+plan order, in that order and in the adaptive search's sequence (a text histogram); the sweeps the policy loses most.
+
 Perturbed truths (launcher.replay_bench.perturbed): the estimator with constants drawn from a spread, a bias per
 value of every layout dimension and noise between repeats, on the grids of the measured sweeps, DRAWS per grid from
 one seed; reported apart, with bootstrap 95 % confidence intervals over the draws.
@@ -60,12 +66,29 @@ PERTURBED_GRIDS = {
 
 
 def _evaluate(args):
-    case, steady = args
-    return rb.evaluate(case, steady_stop=steady)
+    case, steady, strategies = args
+    return rb.evaluate(case, strategies, steady_stop=steady)
 
 
-def run(cases, workers: rb.Workers, steady: bool):
-    return workers.map(_evaluate, [(c, steady) for c in cases], cost=lambda item: rb.replay_cost(item[0]))
+def run(cases, workers: rb.Workers, steady: bool, strategies=rb.STRATEGIES):
+    return workers.map(_evaluate, [(c, steady, strategies) for c in cases], cost=lambda item: rb.replay_cost(item[0]))
+
+
+def hindsight_report(results, title, listing: bool = False) -> None:
+    """The hindsight bounds (launcher.replay_bench.HINDSIGHT) next to the strategies, where the winner sits, and the
+    sweeps where the adaptive search loses most against the bound."""
+    print(f"\n=== {title}: HINDSIGHT BOUNDS, not methods (the search's calibration + residual model fitted on every "
+          "trial of the sweep, in sample; 'hindsight': that model's order, predicted to fit first; 'hind-gain': the "
+          "adaptive pick on its fixed predictions); mean share of exhaustive GPU-hours to within 2 %, informative "
+          "sweeps")
+    print(rb.hindsight_table(results))
+    print("\nwhere the winner sits: rank of the first within-2 % configuration in the a-priori plan order and in the "
+          "hindsight order; trials the adaptive search and hind-gain ran until (and with) their first within-2 % one")
+    print(rb.position_histogram(results))
+    print("\nsweeps where the adaptive search loses most against the better bound (share: adaptive / bound / oracle; "
+          "adaptive's trials to the winner; the winner's hindsight rank)")
+    for group, name, a, b, o, n, rank in rb.policy_losses(results, 40 if listing else 12):
+        print(f"  {group:<24} {name:<36} {a:>6.1%} / {b:>6.1%} / {o:>6.1%}   trials {n:>3}   rank {rank:>3}")
 
 
 def grids_for_perturbation(cases):
@@ -163,6 +186,8 @@ def main(argv=None) -> int:
     parser.add_argument("--measured-only", action="store_true")
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
+    parser.add_argument("--no-hindsight", action="store_true",
+                        help="leave out the hindsight bounds (launcher.replay_bench.HINDSIGHT, search15)")
     # Opt-in: a negative result (docs/search.md) that would take the default run past issue 16's 10 minutes under load.
     parser.add_argument("--history", action="store_true", help="add the history section (plan.prior_from=sweeps/)")
     parser.add_argument("--history-only", action="store_true",
@@ -207,17 +232,22 @@ def _main(args, workers: rb.Workers) -> None:
         for group, (pairs, med, q1, q3) in rb.effect_consistency(cases).items():
             print(f"{group:<26} {pairs:>4} pairs  median {med:+.2f}  quartiles {q1:+.2f} .. {q3:+.2f}")
         return
-    measured = run(cases, workers, steady)
+    strategies = rb.STRATEGIES + (() if args.no_hindsight else rb.HINDSIGHT)
+    measured = run(cases, workers, steady, strategies)
     print(f"measured tables: {len(tables)} files, {len(cases)} sweeps, "
           f"{sum(len(c.sweep.rows) for c in cases)} configurations")
     if args.list:
         for r in measured:
-            cells = " ".join(f"{s}={r.share(s):.0%}" for s in rb.STRATEGIES)
+            cells = " ".join(f"{s}={r.share(s):.0%}" for s in strategies)
+            ranks = "" if args.no_hindsight else " winner at plan/hindsight/loo/adaptive=" + "/".join(
+                str(r.positions.get(k)) for k in ("plan order", "hindsight order", "loo order", "adaptive"))
             print(f"  {r.case.group:<24} {r.name:<36} n={len(r.case.sweep.rows):<4} "
-                  f"{'   ' if r.informative else 'UNI'} {cells} regret={r.regret['adaptive']:.1%}")
+                  f"{'   ' if r.informative else 'UNI'} {cells} regret={r.regret['adaptive']:.1%}{ranks}")
     report(measured, "=== measured tables: share of exhaustive GPU-hours to within 2 % of the best")
     print("\n=== where the adaptive search's GPU-hours to within 2 % went (mean share of exhaustive, measured)")
     print(rb.gap_table(measured))
+    if not args.no_hindsight:
+        hindsight_report(measured, "measured tables", args.list)
     if not args.measured_only and draws:
         grids = rb.with_prior_sds(grids_for_perturbation(cases), every,
                                   path=args.prior_sds_file)
@@ -225,9 +255,11 @@ def _main(args, workers: rb.Workers) -> None:
         err, rho = rb.prior_error(truths)
         print(f"\nperturbed truths: {len(grids)} grids x {draws} draws (seed {args.seed}); a-priori step time error "
               f"median {err:.1%}, within-sweep Spearman median {rho:.2f}")
-        results = run(truths, workers, steady)
+        results = run(truths, workers, steady, strategies)
         report(results, "=== perturbed truths: share of exhaustive GPU-hours to within 2 % of the best",
                bootstrap=1000)
+        if not args.no_hindsight:
+            hindsight_report(results, "perturbed truths")
     if args.history:
         for mode in args.history_mode:
             history_report(measured, workers, steady, args.history_one, args.list, mode)
