@@ -1311,6 +1311,9 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
         inputs = F_CONFIG.input_error(body, text[max(0, pos - 2000): pos])
         if inputs is not None:
             return _failure(FailureKind.CONFIG_ERROR, f"{inputs}: {body[:200]}", _evidence(text, pos))
+        if F_CONFIG.NO_KERNEL_MESSAGE.search(body) is not None:  # a caught dispatch error logged at ERROR (judge31)
+            return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.PRECISION[-1].label}: {body[:200]}",
+                            _evidence(text, pos))
         return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
     return None
 
@@ -1326,6 +1329,9 @@ def _ends_with_config_rule(text: str) -> Failure | None:
         return None
     pos, line = last
     body = message_of(line)
+    if F_CONFIG.NO_KERNEL_MESSAGE.search(body) is not None:  # a caught dispatch error logged as the last line
+        return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.PRECISION[-1].label} (the caught error's message ends "
+                                                  f"the log): {body[:200]}", _evidence(text, pos))
     if F_CONFIG.NOT_A_RULE.search(body) is not None or F_CONFIG.TORCH_ARG_PARSER.search(body) is not None:
         return None
     if F_CONFIG.is_config_message("AssertionError", body):

@@ -152,3 +152,36 @@ def test_real_stalls_before_an_interrupt_stay_hangs(name):
 def test_a_run_line_above_the_traceback_keeps_the_stall_reading():
     text = "compiling fused kernels ...\n" + _traceback(_FRAMES, "KeyboardInterrupt")
     assert classify(text).kind == "hang"
+
+
+# ---- 5. a caught dispatch error logged as the log's last line
+# PyTorch ATen/Dispatch.h (AT_DISPATCH_* default case: TORCH_CHECK_NOT_IMPLEMENTED(false, '"', name, "\" not implemented
+# for '", toString(type), "'")) prints the sentence only as a raised error's text.
+_HAIGPT = _BATCH27 + "pytorch/a_gpt2_chitchat_cpu_float16_layernorm_not_implemented_for_half_1.log"
+_START = "2024-02-12 17:50:45,768 - INFO - loading training dataset and validating dataset\n" \
+         "2024-02-12 17:50:50,231 - INFO - starting training\n"
+
+
+def test_a_caught_no_kernel_error_ending_the_log_is_config():
+    failure = classify(body(_HAIGPT))
+    assert failure.kind == "config_error", failure.reason
+    made_up = _START + "2024-02-12 17:50:50,867 - ERROR - \"addmm_impl_cpu_\" not implemented for 'BFloat16'\n"
+    assert classify(made_up).kind == "config_error"
+
+
+@pytest.mark.parametrize("text", [
+    # a fallback notice, a warning record: the run goes on
+    _START + "2024-02-12 17:50:50,867 - INFO - \"LayerNormKernelImpl\" not implemented for 'Half', falling back to "
+             "float32\n",
+    _START + "2024-02-12 17:50:50,867 - WARNING - \"LayerNormKernelImpl\" not implemented for 'Half'\n",
+    # an integer dtype: a tensor the program built with the wrong type, not a precision setting
+    _START + "2024-02-12 17:50:50,867 - INFO - \"LayerNormKernelImpl\" not implemented for 'Long'\n",
+])
+def test_look_alikes_of_a_caught_no_kernel_error_are_not_config(text):
+    assert classify(text).kind != "config_error"
+
+
+def test_the_message_in_the_middle_of_a_running_log_is_not_the_end():
+    steps = "".join(f"2024-02-12 17:51:{i:02d},000 - INFO - epoch 1 step {i} loss 3.{i}\n" for i in range(10))
+    text = _START + "2024-02-12 17:50:50,867 - INFO - \"LayerNormKernelImpl\" not implemented for 'Half'\n" + steps
+    assert classify(text).kind != "config_error"

@@ -451,6 +451,13 @@ PRECISION = rows(FailureKind.CONFIG_ERROR, "fp16 mixed precision with fp16 train
 _NO_KERNEL_DTYPE = r"(?:Half|BFloat16|ComplexHalf|Float8_\w{1,16})"
 _NO_KERNEL = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipp))[^\n]*?(?:Error|Exception)\s{0,4}:\s{0,4}"
               rf'"[^"\n]{{1,120}}" not implemented for \'{_NO_KERNEL_DTYPE}\'')
+# judge31: the same message without its exception type, as the log's last line: a program that catches the error and
+# logs str(e) through its logger at INFO or ERROR level ("2024-02-12 17:50:50,867 - INFO - \"LayerNormKernelImpl\" not
+# implemented for 'Half'", oos-batch27's haigpt train.log). ATen prints the sentence only as a raised error's text, and
+# with nothing after it the run ended there (a fallback would say so and go on). The classifier tests it on the last
+# line only (classify._ends_with_config_rule); not a WARNING record, a warning's or a fallback notice's wording.
+NO_KERNEL_MESSAGE = re.compile(r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipp))[^\n]*"
+                               rf'"[^"\n]{{1,120}}" not implemented for \'{_NO_KERNEL_DTYPE}\'\s*$')
 PRECISION += rows(FailureKind.CONFIG_ERROR, "the chosen precision has no kernel for this op on this device (ATen "
                   "dispatch: choose another dtype or device, e.g. bf16 instead of fp16, fp16 only on the GPU)",
                   "PyTorch ATen Dispatch.h (AT_DISPATCH_* default case)",
