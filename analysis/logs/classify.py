@@ -265,7 +265,13 @@ def _missing_module(text: str, start: int) -> Failure | None:
         if idx >= 0:
             line = _line_at(text, idx)
             match = _MODULE.search(line)
-            name = match.group(1) if match else "?"
+            name = match.group(1).rstrip(".") if match else "?"
+            tb = text.rfind(_TRACEBACK_BODY[0], max(0, idx - 20_000), idx)
+            own = F_CONFIG.own_package_module(name, text[tb:idx] if tb >= 0 else "",
+                                              text[max(0, tb - 200_000): tb] if tb >= 0 else "")
+            if own is not None:
+                return _failure(FailureKind.CRASHED, f"a module of the program's own package '{own}' is missing: a "
+                                                     f"bug of its code, not an install ({line})", _evidence(text, idx))
             return _failure(FailureKind.CONFIG_ERROR,
                             f"Python module '{name}' is missing: set backend.python to an interpreter that has it "
                             f"({line})", _evidence(text, idx))
@@ -1305,6 +1311,9 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
         inputs = F_CONFIG.input_error(body, text[max(0, pos - 2000): pos])
         if inputs is not None:
             return _failure(FailureKind.CONFIG_ERROR, f"{inputs}: {body[:200]}", _evidence(text, pos))
+        if F_CONFIG.NO_KERNEL_MESSAGE.search(body) is not None:  # a caught dispatch error logged at ERROR (judge31)
+            return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.PRECISION[-1].label}: {body[:200]}",
+                            _evidence(text, pos))
         return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
     return None
 
@@ -1320,6 +1329,9 @@ def _ends_with_config_rule(text: str) -> Failure | None:
         return None
     pos, line = last
     body = message_of(line)
+    if F_CONFIG.NO_KERNEL_MESSAGE.search(body) is not None:  # a caught dispatch error logged as the last line
+        return _failure(FailureKind.CONFIG_ERROR, f"{F_CONFIG.PRECISION[-1].label} (the caught error's message ends "
+                                                  f"the log): {body[:200]}", _evidence(text, pos))
     if F_CONFIG.NOT_A_RULE.search(body) is not None or F_CONFIG.TORCH_ARG_PARSER.search(body) is not None:
         return None
     if F_CONFIG.is_config_message("AssertionError", body):
@@ -1408,7 +1420,8 @@ def _in_phase(text: str, table: tuple[Row, ...], last: tuple[int, str] | None) -
 
 def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     """The user interrupted the job (F_STALL.INTERRUPT) when its last line was not a step record, and the verdict
-    is downstream of that interrupt (its evidence is not above it)."""
+    is downstream of that interrupt (its evidence is not above it). A log that begins inside the interrupt's
+    traceback shows no line of the run: the interrupt alone, cancelled (judge31)."""
     hits = [i for i in (text.find(n) for n in F_STALL.INTERRUPT) if i >= 0]
     echo = _ctrl_c_echo(text)
     if echo >= 0:
@@ -1424,8 +1437,27 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
         return None  # nothing before it, or a running job stopped by hand
     if _in_step_cycle(text, line_start) is not None:
         return None  # still printing its steps' own lines: stopped by hand while running (judge30)
+    if _begins_in_traceback(text, line_start):  # no line of the run above: nothing says it had stopped moving
+        return _failure(FailureKind.CANCELLED, "interrupted by hand (the log begins inside the interrupt's traceback, "
+                                               "no sign of a stall before it)", _evidence(text, line_start))
     return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
                                       f"not a step): {before[:140]}", _evidence(text, line_start))
+
+
+_TRACEBACK_ONLY_CHARS = 100_000  # longer than any traceback an excerpt starts in
+
+
+def _begins_in_traceback(text: str, line_start: int) -> bool:
+    """Is every line above the interrupt's line (at `line_start`) part of a traceback (a frame, its indented source
+    or caret line, a 'Traceback' or chained-exception header)? Then the log (an excerpt that starts inside the
+    interrupt's traceback, judge31) holds no line of the run itself: no last step, no stall point, no evidence that the
+    run had stopped moving when it was interrupted, so the interrupt is not read as a stall (oos-batch27's Gemma-2
+    Trainer tail, labelled cancelled)."""
+    if line_start > _TRACEBACK_ONLY_CHARS:
+        return False
+    lines = [ln for ln in text[:line_start].splitlines() if ln.strip()]
+    return bool(lines) and all(ln[0] in " \t" or _FRAME_LINE.match(ln) or ln.startswith(_TRACEBACK_BODY)
+                               for ln in lines)
 
 
 _CYCLE_WINDOW_CHARS = 200_000  # the interrupt's look-back for the run's per-step cycle

@@ -42,7 +42,8 @@ def test_a_setup_step_not_run_is_config(text):
 @pytest.mark.parametrize("line", [
     # the program's own objects: a process group (batch 11's Megatron-DeepSpeed fork, crashed), a tensor, a cache
     "AssertionError: expert parallel group is not initialized",
-    "ValueError: Default process group has not been initialized, please make sure to call init_process_group.",
+    # (torch's "Default process group has not been initialized, please make sure to call init_process_group." names
+    # the set-up call the launch skipped: config_error since judge31, tests/logs/test_issue17_judge31.py)
     "AssertionError: the KV cache buffer is not initialized",
     "RuntimeError: grad tensor was not initialized before backward",
     # the words without the statement

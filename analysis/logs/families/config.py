@@ -50,6 +50,16 @@ REFUSAL = r"\bcan ?not \w{2,30}(?: \w{2,30})? (?:when|while|unless)\b"
 # a buffer, a cache: the program's own order of calls, a code bug).
 NOT_INITIALISED = re.compile(r"(?i)^(?P<subject>[^\n]{0,80}?)\b(?:is|was|are|were|has|have)(?: not| never)(?: yet)?"
                              r"(?: been)? (?:initiali[sz]ed|set up)\b")
+# judge31: the same skipped step stated as "not set" or without a verb, when the message names the set-up call the
+# launch should have made ("DeepSpeed backend not set, please initialize it using init_process_group()",
+# deepspeedai/DeepSpeed deepspeed/comm/comm.py@09ce632b get_rank / get_world_size; "Default process group has not
+# been initialized, please make sure to call init_process_group.", torch distributed_c10d.py _get_default_group):
+# whatever the subject, the framework says which initialisation the run never called (the statement, then the
+# directive that names the call). A group the program builds itself ("expert parallel group is not initialized")
+# names no such call and stays the program's own object.
+SETUP_CALL_SKIPPED = re.compile(r"(?i)\bnot (?:been |yet )?(?:set|initiali[sz]ed)\b[.,;:]?\s{1,4}(?:please|make sure|"
+                                r"you (?:must|should|need to)|call|use)\b[^\n]{0,60}?"
+                                r"\b(?:init_process_group|init_distributed|initialize_model_parallel)\b")
 PROGRAM_OBJECT = re.compile(r"(?i)\b(?:groups?|tensors?|buffers?|weights?|param\w*|grad\w*|states?|cache\w*|"
                             r"streams?|events?|handles?|futures?|works?|meta)\b")
 RELATION = re.compile(
@@ -210,6 +220,8 @@ def is_config_message(exc_type: str, message: str) -> bool:
         return False
     if exc_type in REQUIREMENT_TYPES and DIVISIBILITY.search(message) is not None:
         return True
+    if SETUP_CALL_SKIPPED.search(message) is not None:
+        return True
     unset = NOT_INITIALISED.search(message.strip())
     if unset is not None and PROGRAM_OBJECT.search(unset.group("subject")) is None:
         return True
@@ -306,6 +318,15 @@ RESUME_MISSING = (
            ("checkpoint", "RuntimeError: could not find any checkpoint to resume from in /ckpt/run7",
             r"(?i)^(?![^\n]*(?:warn|from scratch|start(?:ing)? (?:fresh|from)|random))[^\n]*\b(?:can'?t|cannot|could "
             r"not|couldn't|unable to) (?:find|locate) (?:a |any |the )?(?:valid |latest |last )?checkpoint"))
+    # judge31: resume_from_checkpoint=True with no checkpoint-N folder in output_dir (Trainer.train,
+    # huggingface/transformers src/transformers/trainer.py@2cda12cb: `raise ValueError(f"No valid checkpoint found in
+    # output directory ({args.output_dir})")`), and the same refusal raised as "No checkpoint found". Only as an
+    # exception's message: a fork that prints the sentence and trains from scratch (a print, no "Error:") goes on.
+    + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "transformers src/transformers/trainer.py Trainer.train "
+           "(resume_from_checkpoint=True, get_last_checkpoint finds none); the shape for other trainers",
+           ("heckpoint", "ValueError: No valid checkpoint found in output directory (out/run1)",
+            r"(?:Error|Exception)\s{0,4}:\s{0,4}No (?:valid |usable |resumable )?checkpoints? (?:was |were |is )?"
+            r"found\b(?![^\n]*(?:from scratch|start(?:ing)? (?:fresh|from)))"))
 )
 _RESUME_LAYOUT = "resuming from a checkpoint saved with another data-parallel size than the run's"
 # The run's layout does not match the checkpoint it resumes: DeepSpeed refuses ZeRO optimizer states partitioned
@@ -430,6 +451,13 @@ PRECISION = rows(FailureKind.CONFIG_ERROR, "fp16 mixed precision with fp16 train
 _NO_KERNEL_DTYPE = r"(?:Half|BFloat16|ComplexHalf|Float8_\w{1,16})"
 _NO_KERNEL = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipp))[^\n]*?(?:Error|Exception)\s{0,4}:\s{0,4}"
               rf'"[^"\n]{{1,120}}" not implemented for \'{_NO_KERNEL_DTYPE}\'')
+# judge31: the same message without its exception type, as the log's last line: a program that catches the error and
+# logs str(e) through its logger at INFO or ERROR level ("2024-02-12 17:50:50,867 - INFO - \"LayerNormKernelImpl\" not
+# implemented for 'Half'", oos-batch27's haigpt train.log). ATen prints the sentence only as a raised error's text, and
+# with nothing after it the run ended there (a fallback would say so and go on). The classifier tests it on the last
+# line only (classify._ends_with_config_rule); not a WARNING record, a warning's or a fallback notice's wording.
+NO_KERNEL_MESSAGE = re.compile(r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipp))[^\n]*"
+                               rf'"[^"\n]{{1,120}}" not implemented for \'{_NO_KERNEL_DTYPE}\'\s*$')
 PRECISION += rows(FailureKind.CONFIG_ERROR, "the chosen precision has no kernel for this op on this device (ATen "
                   "dispatch: choose another dtype or device, e.g. bf16 instead of fp16, fp16 only on the GPU)",
                   "PyTorch ATen Dispatch.h (AT_DISPATCH_* default case)",
@@ -1167,3 +1195,40 @@ def script_stopped(text: str, idx: int) -> bool:
         return True
     return all(_AFTER_STOP.match(line) is not None for line in text[end + 1:].splitlines()[:200]) \
         and text.count("\n", end + 1) <= 200
+
+
+# ---- judge31: a missing module of the program's own package is a code bug, not a missing install.
+# Python imports a dotted module's parents first (importlib._bootstrap._find_and_load: the parent is imported before
+# its submodule is looked for), so `No module named 'pkg.sub.mod'` names the whole path only when `pkg.sub` was
+# found: the package is there and lacks the file its own code imports. When that package is the program's own (files
+# of its folder `pkg/sub/` run in the same traceback's frames, or in an earlier traceback of the log, outside
+# site-packages / dist-packages), the repository is missing a module it imports: a bug of its code
+# (Pai-Megatron-Patch#119, fixed by a commit), not an interpreter to change. The parent must be two folders deep
+# (`pkg/sub`): one folder name alone is often a sub-folder of another package (NeMo's
+# nemo/collections/nlp/modules/common/megatron/ is no `megatron` package). A missing top-level package, a module of a
+# top-level package (`pkg.mod`), or a submodule of an installed one (`No module named 'transformers.models.qwen2'`:
+# the installed version lacks it) stays a configuration error.
+_PY_PATH = re.compile(r'(?:File "|[│|]\s{0,4})(?P<path>[^"\n│|]{1,400}?\.py)(?:"|:\d)')
+_INSTALLED = re.compile(r"site-packages|dist-packages|/lib/python\d|<frozen ")
+
+
+def _runs_package_files(text: str, folders: str) -> bool:
+    """Does `text` hold a traceback frame of a file under the folders `folders` ('pkg/sub/'), outside an
+    installation?"""
+    for match in _PY_PATH.finditer(text):
+        path = "/" + match.group("path").replace("\\", "/").lstrip("./")
+        if _INSTALLED.search(path) is None and "/" + folders in path:
+            return True
+    return False
+
+
+def own_package_module(missing: str, frames: str, earlier: str) -> str | None:
+    """The program's own package ('pkg.sub') when the missing module `missing` ('pkg.sub.mod') is a submodule of it:
+    the package's files appear in the traceback's `frames` or in the `earlier` log; None otherwise."""
+    parts = missing.split(".")
+    if len(parts) < 3:
+        return None  # a top-level package or a module of one: an install or a version
+    folders = "/".join(parts[:-1]) + "/"
+    if _runs_package_files(frames, folders) or _runs_package_files(earlier, folders):
+        return ".".join(parts[:-1])
+    return None
