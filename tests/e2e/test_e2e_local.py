@@ -206,7 +206,7 @@ def test_unreachable_tracking_server_then_sync_later(tmp_path):
     port = _free_port()
     uri = f"http://127.0.0.1:{port}"
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[2]", "grid.mbs=[1]",
-            "grid.include=[]", f"tracking.uri={uri}"]
+            "grid.include=[]", f"tracking.uri={uri}", "analysis.confirm_top=0"]  # one trial: no confirmation runs
     proc = run_launcher(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.count("unreachable") == 1  # warned once
@@ -244,7 +244,7 @@ def test_unreachable_tracking_server_then_sync_later(tmp_path):
 
 def test_fresh_keeps_the_old_folder(tmp_path):
     args = ["+sweep=tiny", "grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]", "grid.mbs=[1]",
-            "grid.include=[]", "tracking.enabled=false"]
+            "grid.include=[]", "tracking.enabled=false", "analysis.confirm_top=0"]  # one trial: no confirmation runs
     assert run_launcher(*args, cwd=tmp_path).returncode == 0
     proc = run_launcher(*args, "sweep.fresh=true", cwd=tmp_path)
     assert proc.returncode == 0
@@ -273,7 +273,8 @@ def test_repeats_rank_by_the_median(tmp_path):
 
 def test_garbled_log_fails_that_trial_and_the_sweep_goes_on(tmp_path):
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1]",
-            "grid.include=[]", "retry.max_attempts=1", "backend.extra_args=[--fault,garble,--fault-if,'pp=2']"]
+            "grid.include=[]", "retry.max_attempts=1", "backend.extra_args=[--fault,garble,--fault-if,'pp=2']",
+            "analysis.confirm_top=0"]  # one trial per pp: the winner's confirmation runs would add rows of pp 1
     proc = run_launcher(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = {r["pp"]: r for r in ledger_rows(tmp_path)}
