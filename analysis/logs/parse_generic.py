@@ -416,6 +416,29 @@ def _clock_durations(line: str) -> str:
     return _CLOCK_DURATION.sub(lambda m: f"{m.group(1)}{_hms_s(m):g}s", line)
 
 
+# A time over a window of N steps, said with the window in parentheses: HugeCTR's training loop
+# (NVIDIA-Merlin/HugeCTR HugeCTR/src/pybind/model.cpp@0861cd7b, Model::fit) prints `"Iter: " << iter + 1 << " Time("
+# << display << " iters): " << timer_train.elapsedSeconds() << "s Loss: "`, the timer restarted after each print, so
+# the value is the last `display` iterations' wall time: the step time is the value over N, and N is no duration.
+_WINDOW_TIME = re.compile(
+    r"\b(time|elapsed|duration)\s{0,2}\(\s{0,2}(\d{1,9})\s{0,2}(?:iters?|iterations?|steps?|batches)\s{0,2}\)"
+    r"(\s{0,2}[:=]\s{0,3})(\d{1,12}(?:\.\d{1,12})?)(?=\s{0,2}(ms|us|s|sec|secs|seconds)\b)", re.IGNORECASE)
+
+
+def _window_times(line: str) -> str:
+    """'Time(1000 iters): 1.598919s' -> 'Time: 0.001598919s' (the window's time over its steps)."""
+    if "(" not in line or _WINDOW_TIME.search(line) is None:
+        return line
+    return _WINDOW_TIME.sub(_per_step, line)
+
+
+def _per_step(m: re.Match[str]) -> str:
+    steps = int(m.group(2))
+    if steps <= 0:
+        return m.group(0)
+    return f"{m.group(1)}{m.group(3)}{float(m.group(4)) / steps:.9g}"
+
+
 def _hms_s(m: re.Match[str]) -> float:
     return int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4))
 
@@ -521,7 +544,7 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    clean = _CLOCKLIKE.sub(" ", _clock_durations(_keras_epoch_step(line)))
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(_window_times(_keras_epoch_step(line))))
     lead = _LEADING_COUNTER.match(clean)
     lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
