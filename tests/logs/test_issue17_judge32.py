@@ -10,7 +10,8 @@ import pytest
 from log_fixtures import body
 
 from analysis.logs.classify import classify
-from analysis.logs.parse_generic import read_records
+from analysis.logs.parse_generic import BarDrawing, bar_step_times, read_records
+from analysis.logs.parse_megatron import Iteration
 from analysis.logs.read_log import read_log
 from analysis.logs.steady_state import steady_state
 
@@ -103,3 +104,31 @@ def test_the_alignment_handbook_config_log_of_batch_28_is_config():
 def test_look_alikes_are_not_a_missing_install_or_config(text):
     failure = classify(text)
     assert "installed" not in failure.reason and "configuration file the launcher" not in failure.reason, failure
+
+
+# ---- 2. tqdm's elapsed column is whole seconds
+# tqdm/tqdm tqdm/std.py@5dcab08071690868fd6289948d9e3451098478d3 format_meter: `elapsed_str = tqdm.format_interval(elapsed)`, and format_interval(t) begins
+# `mins, s = divmod(int(t), 60)`: the elapsed time truncated to whole seconds. One 11.2 s step a window reads 11 or
+# 12 s, and the median of those is 11; windows of many steps keep the truncation's error small.
+def _drawings(step_s: float, steps: int) -> list[BarDrawing]:
+    return [BarDrawing(n, float(int(n * step_s)), step_s, 0) for n in range(1, steps + 1)]
+
+
+@pytest.mark.parametrize("step_s", [11.2, 6.4, 2.37, 0.43])
+def test_a_bar_of_whole_second_elapsed_reads_the_step_time_within_two_percent(step_s):
+    source, steps = bar_step_times(_drawings(step_s, 150))
+    assert source == "progress bar elapsed time"
+    assert steady_state([Iteration(iteration=n, step_time_s=s) for n, s in steps]).median_step_time_s == \
+        pytest.approx(step_s, rel=0.02)
+
+
+def test_a_short_bar_keeps_its_short_windows():
+    # 4 s in all: under two short windows, the rates stand in (unchanged by the long windows)
+    source, _ = bar_step_times(_drawings(1.0, 4))
+    assert source != "progress bar elapsed time"
+
+
+def test_the_alignment_handbook_bar_of_batch_28_reads_its_rate():
+    reading = read_log(body(_BATCH28 + "deepspeed/a_alignment_handbook_mistral7b_sft_zero3_eight_gpus_142_steps_"
+                                       "completes_1.log"))
+    assert steady_state(reading.iterations).median_step_time_s == pytest.approx(11.2, rel=0.01)  # the bar's 11.2 s/it
