@@ -132,3 +132,35 @@ def test_the_alignment_handbook_bar_of_batch_28_reads_its_rate():
     reading = read_log(body(_BATCH28 + "deepspeed/a_alignment_handbook_mistral7b_sft_zero3_eight_gpus_142_steps_"
                                        "completes_1.log"))
     assert steady_state(reading.iterations).median_step_time_s == pytest.approx(11.2, rel=0.01)  # the bar's 11.2 s/it
+
+
+# ---- 4. a run-time data count is no configuration rule
+# NVIDIA-NeMo/RL nemo_rl/distributed/batched_data_dict.py, BatchedDataDict.make_microbatch_iterator:
+#     bsize = self.size
+#     assert bsize % microbatch_size == 0, (
+#         f"Data dict size ({bsize}) is not a multiple of the provided microbatch size ({microbatch_size})")
+# where `size` is the leading dimension of the data the worker holds: a count of the data, not a setting
+_NEMO_RL_FRAME = ('  File "/opt/nemo-rl/nemo_rl/distributed/batched_data_dict.py", line 612, in '
+                  'make_microbatch_iterator\n    assert bsize % microbatch_size == 0, (\n')
+
+
+def test_a_data_dict_size_not_a_multiple_is_not_config():
+    text = ("Traceback (most recent call last):\n" + _NEMO_RL_FRAME
+            + "AssertionError: Data dict size (249) is not a multiple of the provided microbatch size (2)\n")
+    failure = classify(text)
+    assert failure.kind == "crashed", failure.reason
+
+
+@pytest.mark.parametrize("line", [
+    "AssertionError: sequence length 4095 is not a multiple of tensor parallel size 2",  # a setting: still config
+    "ValueError: global batch size 6 is not a multiple of micro batch size 4",
+])
+def test_a_setting_not_a_multiple_stays_config(line):
+    failure = classify(f"Traceback (most recent call last):\n  File \"train.py\", line 3, in <module>\n{line}\n")
+    assert failure.kind == "config_error", failure.reason
+
+
+def test_the_nemo_rl_logs_of_batches_14_and_28_are_crashed():
+    for name in ("oos-batch14/nemo/nemorl_grpo_seq_packing_no_dynamic_batching_microbatch_assert_1.log",
+                 _BATCH28 + "nemo/b_nemorl_dpo_llama31_8b_microbatch_multiple_assert_1.log"):
+        assert classify(body(name)).kind == "crashed", name

@@ -191,7 +191,13 @@ ASSERT_SPELLING = re.compile(r"(?i)^assert(?:ion)?_?(?:error|exception|failure)$
 # is addressed to the code's author: an initialisation bug of the library or model code (batch 11's eight
 # meta-tensor logs, ZeRO-3 under DeepSpeed-Chat, FastChat, LLaMA-Factory, axolotl and ms-swift, are all labelled
 # crashed from their threads, three of them labelled bugs), so it is a crash however its words relate.
-PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'?meta\b|\bis_meta\b|to_empty\(\)")
+PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'?meta\b|\bis_meta\b|to_empty\(\)"
+                           # judge32: NeMo-RL's BatchedDataDict.make_microbatch_iterator (nemo_rl/distributed/
+                           # batched_data_dict.py) asserts `bsize % microbatch_size == 0` with "Data dict size
+                           # ({bsize}) is not a multiple of the provided microbatch size ({microbatch_size})", where
+                           # bsize is `self.size`, the leading dimension of the data the worker holds at run time: a
+                           # count of the data, not a setting, so no multiple-of rule makes it config_error
+                           r"|\bData dict size \(\d+\) is not a multiple of")
 
 
 # A divisibility or multiple-of requirement, stated by an assertion or a value check, is a configuration rule
