@@ -193,6 +193,24 @@ def _by_log(text: str, kind: FailureKind, rows: tuple[P.Signature, ...], start: 
     return None
 
 
+def _config_needle(text: str, start: int) -> Failure | None:
+    """patterns.CONFIG's first needle on a line that is not about the program's own state (F_CONFIG.PROGRAM_STATE:
+    a meta tensor, a run-time data count), which no setting chose."""
+    for _ in range(F_MAX_XID_LINES):
+        found = _first(text, P.CONFIG, start)
+        if found is None:
+            return None
+        idx, row = found
+        if F_CONFIG.PROGRAM_STATE.search(line_around(text, idx)) is None:
+            return _failure(FailureKind.CONFIG_ERROR, f"{row.label}: {_around(text, idx, row.needle)}",
+                            _evidence(text, idx))
+        end = text.find("\n", idx)
+        if end < 0:
+            return None
+        start = end
+    return None
+
+
 def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
     """The first row of a family table (analysis.logs.families) found after `start`, as a Failure of the
     row's kind."""
@@ -1083,7 +1101,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _gpu_fault(text, start)
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
         or _by_family(text, F_MEM.MEMORY, start)
-        or _by_log(text, FailureKind.CONFIG_ERROR, P.CONFIG, start)
+        or _config_needle(text, start)
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)

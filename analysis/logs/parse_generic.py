@@ -65,6 +65,12 @@ MAX_HEAD_LINES = 500
 MAX_TAIL_LINES = 6000
 MAX_LINE_CHARS = 2000  # longer lines are cut: a record is a few hundred characters
 BAR_MIN_SPAN_S = 5.0  # elapsed is printed in whole seconds: a 5 s span keeps the rounding error <= 20 % per step
+# tqdm's format_meter prints elapsed with format_interval (int(t): whole seconds, truncated), so a window's advance
+# is off by up to 1 s and a median of short windows keeps that error (11.2 s steps, one a window, read 11 or 12 s and
+# their median is 11): where the bar spans long enough for BAR_MIN_WINDOWS windows, each window is made up to
+# BAR_LONG_SPAN_S long (<= 2 % rounding)
+BAR_LONG_SPAN_S = 50.0
+BAR_MIN_WINDOWS = 3
 TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's resolution
 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
@@ -416,6 +422,29 @@ def _clock_durations(line: str) -> str:
     return _CLOCK_DURATION.sub(lambda m: f"{m.group(1)}{_hms_s(m):g}s", line)
 
 
+# A time over a window of N steps, said with the window in parentheses: HugeCTR's training loop
+# (NVIDIA-Merlin/HugeCTR HugeCTR/src/pybind/model.cpp@0861cd7b, Model::fit) prints `"Iter: " << iter + 1 << " Time("
+# << display << " iters): " << timer_train.elapsedSeconds() << "s Loss: "`, the timer restarted after each print, so
+# the value is the last `display` iterations' wall time: the step time is the value over N, and N is no duration.
+_WINDOW_TIME = re.compile(
+    r"\b(time|elapsed|duration)\s{0,2}\(\s{0,2}(\d{1,9})\s{0,2}(?:iters?|iterations?|steps?|batches)\s{0,2}\)"
+    r"(\s{0,2}[:=]\s{0,3})(\d{1,12}(?:\.\d{1,12})?)(?=\s{0,2}(ms|us|s|sec|secs|seconds)\b)", re.IGNORECASE)
+
+
+def _window_times(line: str) -> str:
+    """'Time(1000 iters): 1.598919s' -> 'Time: 0.001598919s' (the window's time over its steps)."""
+    if "(" not in line or _WINDOW_TIME.search(line) is None:
+        return line
+    return _WINDOW_TIME.sub(_per_step, line)
+
+
+def _per_step(m: re.Match[str]) -> str:
+    steps = int(m.group(2))
+    if steps <= 0:
+        return m.group(0)
+    return f"{m.group(1)}{m.group(3)}{float(m.group(4)) / steps:.9g}"
+
+
 def _hms_s(m: re.Match[str]) -> float:
     return int(m.group(2)) * 3600 + int(m.group(3)) * 60 + float(m.group(4))
 
@@ -521,7 +550,7 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    clean = _CLOCKLIKE.sub(" ", _clock_durations(_keras_epoch_step(line)))
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(_window_times(_keras_epoch_step(line))))
     lead = _LEADING_COUNTER.match(clean)
     lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
@@ -1493,15 +1522,21 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
     # advance is used over two intervals or more.
     if span >= 2 * BAR_MIN_SPAN_S and len(drawings) > 2:
         out, anchor = [], drawings[0]
+        window_s = max(BAR_MIN_SPAN_S, min(BAR_LONG_SPAN_S, span / BAR_MIN_WINDOWS))
         for d in drawings[1:]:
             steps = d.n - anchor.n
             if steps <= 0 or d.elapsed_s < anchor.elapsed_s:
                 anchor = d
                 continue
-            if d.elapsed_s - anchor.elapsed_s < BAR_MIN_SPAN_S:
+            if d.elapsed_s - anchor.elapsed_s < window_s:
                 continue
             out.append((d.n, (d.elapsed_s - anchor.elapsed_s) / steps))
             anchor = d
+        last = drawings[-1]
+        if out and last.n > anchor.n and last.elapsed_s - anchor.elapsed_s >= BAR_MIN_SPAN_S:
+            # the drawings after the last long window are the run's latest steps: kept at the short window's
+            # precision rather than dropped
+            out.append((last.n, (last.elapsed_s - anchor.elapsed_s) / (last.n - anchor.n)))
         if out:
             return "progress bar elapsed time", out
     rated = [(d.n, d.rate_s_per_it) for d in drawings if d.rate_s_per_it]

@@ -191,7 +191,13 @@ ASSERT_SPELLING = re.compile(r"(?i)^assert(?:ion)?_?(?:error|exception|failure)$
 # is addressed to the code's author: an initialisation bug of the library or model code (batch 11's eight
 # meta-tensor logs, ZeRO-3 under DeepSpeed-Chat, FastChat, LLaMA-Factory, axolotl and ms-swift, are all labelled
 # crashed from their threads, three of them labelled bugs), so it is a crash however its words relate.
-PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'?meta\b|\bis_meta\b|to_empty\(\)")
+PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'?meta\b|\bis_meta\b|to_empty\(\)"
+                           # judge32: NeMo-RL's BatchedDataDict.make_microbatch_iterator (nemo_rl/distributed/
+                           # batched_data_dict.py) asserts `bsize % microbatch_size == 0` with "Data dict size
+                           # ({bsize}) is not a multiple of the provided microbatch size ({microbatch_size})", where
+                           # bsize is `self.size`, the leading dimension of the data the worker holds at run time: a
+                           # count of the data, not a setting, so no multiple-of rule makes it config_error
+                           r"|\bData dict size \(\d+\) is not a multiple of")
 
 
 # A divisibility or multiple-of requirement, stated by an assertion or a value check, is a configuration rule
@@ -823,7 +829,15 @@ CONFIG_FILE = rows(
     ("No such file or directory: '", "FileNotFoundError: [Errno 2] No such file or directory: "
                                      "'configs/zero3_offload.json'",
      r"(?:FileNotFoundError|IOError|OSError)[^\n]{0,40}No such file or directory: '[^'\n]{0,300}"
-     r"(?:config|conf|cfg|\bds_|/ds_|zero\d)[^'/\n]{0,100}\.(?:json|ya?ml)'"))
+     r"(?:config|conf|cfg|\bds_|/ds_|zero\d)[^'/\n]{0,100}\.(?:json|ya?ml)'"),
+    # judge32: accelerate's own check of `accelerate launch --config_file X` (accelerate commands/config/
+    # config_args.py load_config_from_file: `FileNotFoundError(f"The passed configuration file `{config_file}` does
+    # not exist. Please pass an existing file to `accelerate launch`, or use the default one ...")`): the file is the
+    # one the user passed to the launcher, whatever its name
+    ("The passed configuration file", "FileNotFoundError: The passed configuration file `recipes/accelerate_configs/"
+                                      "deepspeed_zero3.yaml` does not exist. Please pass an existing file to "
+                                      "`accelerate launch`",
+     r"The passed configuration file [^\n]{1,300} does not exist"))
 
 # ---- a project's own C++/CUDA helpers that fail to build where the job starts (judge12; the op-build family of
 # EXTENSION_BUILD/OP_LOAD for a Makefile build): Megatron-LM megatron/core/datasets/utils.py compile_helpers() runs
@@ -1108,7 +1122,14 @@ PACKAGE_GUARD = rows(
     # install it with ...`): the environment lacks what the configuration enabled. Only as an ImportError (a warning
     # saying the same and falling back is not a failure).
     ("not installed", "ImportError: HybridEP is not installed",
-     r"(?:ImportError|ModuleNotFoundError)\s{0,4}:[^\n]{0,200}\b(?:is|are) not installed\b"))
+     r"(?:ImportError|ModuleNotFoundError)\s{0,4}:[^\n]{0,200}\b(?:is|are) not installed\b"),
+    # judge32: importlib.metadata's PackageNotFoundError (CPython Lib/importlib/metadata/__init__.py:
+    # `def __str__(self): return f"No package metadata was found for {self.name}"`): the distribution is not
+    # installed. Also when a script logs the message without the exception's name (`ERROR - ...: No package metadata
+    # was found for bitsandbytes`), but not on a warning's line (a version probe that falls back)
+    ("No package metadata was found for", "importlib.metadata.PackageNotFoundError: No package metadata was found "
+                                          "for bitsandbytes",
+     r"^(?:(?!(?i:warn))[^\n]){0,400}No package metadata was found for [\w.\-]+"))
 
 # The model the configuration names is not reachable with the run's credentials (huggingface_hub utils/_http.py
 # hf_raise_for_status: GatedRepoError "You are trying to access a gated repo.", RepositoryNotFoundError "Repository Not
