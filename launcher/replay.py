@@ -187,8 +187,8 @@ class _Replay:
     def planned(self, cal: Calibration, residuals: bool = False) -> list[Planned]:
         return self.predicted(cal, residuals)[0]
 
-    def predicted(self, cal: Calibration, residuals: bool = False, model: Optional[ResidualModel] = None
-                  ) -> tuple[list[Planned], Optional[np.ndarray]]:
+    def predicted(self, cal: Calibration, residuals: bool = False, model: Optional[ResidualModel] = None,
+                  param_pick: bool = False) -> tuple[list[Planned], Optional[np.ndarray]]:
         """Every row as the scheduler reads it, and (with the residual model: `model`, default the replay's) the log
         sds the pick reads instead of their step_sd (launcher.plan.residuals.corrected_for_pick, as the sweep loop's
         Search.predictions)."""
@@ -199,6 +199,8 @@ class _Replay:
                         if o.state in scheduler.MEASURED}
             step, sd, pick_sd = corrected_for_pick(p.step_time_s, self.dims, measured,
                                                   model or self.residual_model, checks=self.checks)
+            if param_pick and p.step_param_sd is not None:     # Policy.pick_param_sd
+                pick_sd = np.sqrt(pick_sd ** 2 + p.step_param_sd ** 2)
         return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
                         float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb,
                         self.costs.startup(r))
@@ -338,10 +340,10 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
             else a_priori
         previous = cal
-        planned, pick_sd = rp.predicted(cal, residuals=learns and policy.residuals)
+        planned, pick_sd = rp.predicted(cal, residuals=learns and policy.residuals, param_pick=policy.pick_param_sd)
         for_pick = planned
         if pick_model is not None and learns and policy.residuals:
-            for_pick, pick_sd = rp.predicted(cal, residuals=True, model=pick_model)
+            for_pick, pick_sd = rp.predicted(cal, residuals=True, model=pick_model, param_pick=policy.pick_param_sd)
         n_measured = sum(1 for o in rp.finished if o.state in scheduler.MEASURED)
         learned = scheduler.learned(policy, cal.applied, n_measured) if learns else False
         if strategy != "calibrated":
