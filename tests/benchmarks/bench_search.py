@@ -80,7 +80,7 @@ def run(cases, workers: rb.Workers, steady: bool, strategies=rb.STRATEGIES):
                        cost=lambda item: rb.replay_cost(item[0]))
 
 
-def policy_of(fields) -> "rb.Policy":
+def policy_of(fields) -> rb.Policy:
     """rb.POLICY with FIELD=VALUE overrides (the field's own type: int, float, bool from true/false, str)."""
     out = rb.POLICY
     for item in fields:

@@ -26,7 +26,6 @@ from launcher import replay_bench as rb  # noqa: E402
 from launcher.plan import calibrate as cal  # noqa: E402
 from launcher.plan.calibrate import Observation, uncalibrated  # noqa: E402
 from launcher.replay import _Replay, prior_for, replay_sweep  # noqa: E402
-from launcher.run import scheduler  # noqa: E402
 from launcher.run.scheduler import POLICY, Policy  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "replay"
