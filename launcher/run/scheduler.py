@@ -70,6 +70,10 @@ class Policy:
     """Correct the predictions with the structured residuals of the measured trials (launcher.plan.residuals)."""
     min_fit_trials: int = 3
     """Measured trials before the estimator's constants are refitted (launcher.plan.calibrate)."""
+    fit_probe: bool = False
+    """The refit tries the constants it left undetermined again from higher starts (launcher.plan.calibrate's
+    probe, PROBE_STEPS): a constant behind a max() (CPU dispatch against GPU work) has no gradient while every
+    measured trial is on the other side. Issue 16, search16."""
     trust_trials: int = 0
     """Measured trials before the stop rule reads the learned predictions (trusted); 0: min_fit_trials. Apart from
     it so that the constants can be refitted earlier than the stop rule trusts them (issue 16, search16)."""
@@ -84,6 +88,11 @@ class Policy:
     to the spreads the pick reads, so that it explores where the constants are not yet identified (the trials
     measured so far exercise the pieces in one proportion) rather than where layout values are unfamiliar. Replay
     only (the sweep loop prices no parameter spread under the residual model); issue 16, search16: not adopted."""
+    pick_select: int = 0
+    """order, with the residual model: > 0: once that many trials were measured after both predicted them, the pick
+    reads whichever of the calibrated constants alone and the constants + residual model has predicted the measured
+    trials better out of sample so far (root mean square log error, prequential); the stop rule keeps the residual
+    model. 0: always the residual model. Replay only; issue 16, search16: not adopted."""
     pick_floor: bool = False
     """order: read the spreads with the sweep's miss floor (launcher.plan.residuals.miss_floor) as the stop rule
     does (True), or without it (False: order's pick_sd). After one trial that missed badly the floor sets every unrun

@@ -14,6 +14,7 @@ and the constants of the final fit on every trial against the prior (which ones 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from dataclasses import replace
@@ -52,20 +53,46 @@ def curve(case: rb.Case, policy: Policy) -> tuple[list[str], list[dict], object]
     for k, key in enumerate(seq[:-1] if seq[-1] in good else seq, start=1):
         rp.run(key, "learning", True, 0.02, steady=True)
         done = {o.key for o in rp.finished}
-        fit_policy = cal.calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous)
+        fit_policy = cal.calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous,
+                                     probe=policy.fit_probe)
         previous = fit_policy
-        fit_k = cal.calibrate(rp.observations, rp.prior, min_trials=1)
+        fit_k = cal.calibrate(rp.observations, rp.prior, min_trials=1, probe=policy.fit_probe)
         ranks = {
             "posterior": _rank(rp.predicted(fit_policy, residuals=True, model=pick_model)[0], done, good),
             "refit-k": _rank(rp.predicted(fit_k, residuals=False)[0], done, good),
             "refit-k+res": _rank(rp.predicted(fit_k, residuals=True, model=pick_model)[0], done, good),
             "resid": _rank(rp.predicted(uncalibrated(rp.prior), residuals=True, model=pick_model)[0], done, good),
         }
-        rows.append({"k": k, "key": key, "unrun": len(rp.rows) - k, **ranks})
+        rows.append({"k": k, "key": key, "unrun": len(rp.rows) - k, **ranks,
+                     "fit": {n: (v, fit_k.parameter_sd.get(n, 0.0)) for n, v in fit_k.parameters.items()}})
     everything = [Observation(f, r.step_time_s if r.state.name == "OK" else None, r.peak_mem_gb)
                   for r, f in zip(rp.rows, rp.features)]
     full = cal.calibrate(everything, rp.prior, min_trials=1)
     return seq, rows, full
+
+
+def constant_ranks(case: rb.Case, full) -> dict[str, tuple[int, int]]:
+    """Which fitted constants move the winner up: its rank among all trials (fitted-constants order, no residual
+    model) with the prior's constants and only that parameter at the full fit's value, and with the full fit but
+    that parameter at the prior; '(prior)' and '(full fit)' for reference."""
+    prior = case.prior or prior_for(case.sweep)
+    rp = _Replay(case.sweep, case.costs, prior)
+    good = frozenset(k for k, r in zip(rp.keys, rp.rows) if (r.tokens_per_s or 0.0) >= rb._within_of(case.sweep))
+    params = cal.STEP_PARAMETERS
+    theta = [math.log(full.parameters.get(p.name, 1.0)) for p in params]
+
+    def rank(th) -> int:
+        constants = cal.apply_parameters(prior.constants, params, th)
+        fit = replace(uncalibrated(prior), constants=constants)
+        return _rank(rp.planned(fit), set(), good)
+
+    out = {"(prior)": (rank([0.0] * len(params)), 0), "(full fit)": (rank(theta), 0)}
+    for i, p in enumerate(params):
+        if abs(theta[i]) > 0.02:
+            alone = [t if j == i else 0.0 for j, t in enumerate(theta)]
+            but = [0.0 if j == i else t for j, t in enumerate(theta)]
+            out[p.name] = (rank(alone), rank(but))
+    return out
 
 
 def main(argv=None) -> int:
@@ -78,12 +105,20 @@ def main(argv=None) -> int:
     for case in cases:
         seq, rows, full = curve(case, policy)
         print(f"\n{case.sweep.name} ({case.group}, {len(case.sweep.rows)} trials): winner run {len(seq)}th: {seq[-1]}")
-        print(f"{'k':>3} {'unrun':>5} " + " ".join(f"{v:>11}" for v in VIEWS) + "  measured")
+        ranks = constant_ranks(case, full)
+        top = min((k for k in ranks if not k.startswith("(")), key=lambda k: ranks[k][0], default="compute")
+        print(f"{'k':>3} {'unrun':>5} " + " ".join(f"{v:>11}" for v in VIEWS) + f"  {top + ' (k-refit, sd)':>22}"
+              "  measured")
         for r in rows:
-            print(f"{r['k']:>3} {r['unrun']:>5} " + " ".join(f"{r[v]:>11}" for v in VIEWS) + f"  {r['key']}")
+            value, sd = r["fit"].get(top, (1.0, 0.0))
+            print(f"{r['k']:>3} {r['unrun']:>5} " + " ".join(f"{r[v]:>11}" for v in VIEWS) +
+                  f"  {f'x{value:.2f} ({sd:.2f})':>22}  {r['key']}")
         data = full.to_json()
         print("fit on every trial, parameters (x prior), sd; supported:", data["supported"], " residual sd",
               round(data["residual_sd"], 3))
+        print("  winner's rank, constants alone (no residual model): " + ", ".join(
+            f"{k} {a}" for k, (a, _) in ranks.items() if k.startswith("(")) + "; only this parameter fitted / all "
+              "but this one: " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in ranks.items() if not k.startswith("(")))
         print("  " + ", ".join(f"{k} {v:.2f} ({data['parameter_sd'][k]:.2f})" for k, v in data["parameters"].items()
                                if abs(v - 1) > 0.02))
     return 0
