@@ -7,6 +7,7 @@ the best, against its baselines in the same run, on every measured replay table 
     python tests/benchmarks/bench_search.py --prior-sds logo   # search12's per-dimension prior sds (not adopted)
     python tests/benchmarks/bench_search.py --history       # and the history section (+~4 min; not adopted)
     python tests/benchmarks/bench_search.py --history-only --list   # the history section alone (for iterating)
+    python tests/benchmarks/bench_search.py --policy fit_probe=true min_fit_trials=2 trust_trials=3   # search16
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
