@@ -187,8 +187,8 @@ class _Replay:
     def planned(self, cal: Calibration, residuals: bool = False) -> list[Planned]:
         return self.predicted(cal, residuals)[0]
 
-    def predicted(self, cal: Calibration, residuals: bool = False, model: Optional[ResidualModel] = None
-                  ) -> tuple[list[Planned], Optional[np.ndarray]]:
+    def predicted(self, cal: Calibration, residuals: bool = False, model: Optional[ResidualModel] = None,
+                  param_pick: bool = False) -> tuple[list[Planned], Optional[np.ndarray]]:
         """Every row as the scheduler reads it, and (with the residual model: `model`, default the replay's) the log
         sds the pick reads instead of their step_sd (launcher.plan.residuals.corrected_for_pick, as the sweep loop's
         Search.predictions)."""
@@ -199,6 +199,8 @@ class _Replay:
                         if o.state in scheduler.MEASURED}
             step, sd, pick_sd = corrected_for_pick(p.step_time_s, self.dims, measured,
                                                   model or self.residual_model, checks=self.checks)
+            if param_pick and p.step_param_sd is not None:     # Policy.pick_param_sd
+                pick_sd = np.sqrt(pick_sd ** 2 + p.step_param_sd ** 2)
         return [Planned(k, self.dims[i], r.tokens_per_step, float(step[i]), float(sd[i]),
                         float(p.peak_mem_gb[i]), float(p.mem_sd[i]), r.request.cluster.gpu_mem_gb,
                         self.costs.startup(r))
@@ -325,6 +327,7 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
     stop = scheduler.StopDecision(False, "")
     learns = strategy in ("adaptive", "calibrated")
     previous: Optional[Calibration] = None
+    prequential: list[tuple[float, ...]] = []   # log errors of the constants alone and the posterior, out of sample
     while len(rp.finished) < len(rp.rows):
         if until_found and any(s.tokens_per_s and s.tokens_per_s >= (1 - WITHIN) * best for s in rp.steps):
             break
@@ -335,13 +338,17 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
             rp.run(static[len(rp.finished)], strategy, False, noise_tolerance,
                    steady=strategy == "oracle" and steady_stop)
             continue
-        cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
+        cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous,
+                        probe=policy.fit_probe) if learns \
             else a_priori
         previous = cal
-        planned, pick_sd = rp.predicted(cal, residuals=learns and policy.residuals)
+        planned, pick_sd = rp.predicted(cal, residuals=learns and policy.residuals, param_pick=policy.pick_param_sd)
         for_pick = planned
         if pick_model is not None and learns and policy.residuals:
-            for_pick, pick_sd = rp.predicted(cal, residuals=True, model=pick_model)
+            for_pick, pick_sd = rp.predicted(cal, residuals=True, model=pick_model, param_pick=policy.pick_param_sd)
+        bare = rp.planned(cal) if learns and policy.residuals and policy.pick_select else None
+        if bare is not None and len(prequential) >= policy.pick_select and _rms(prequential, 0) < _rms(prequential, 1):
+            for_pick, pick_sd = bare, None        # Policy.pick_select: the constants alone predict better so far
         n_measured = sum(1 for o in rp.finished if o.state in scheduler.MEASURED)
         learned = scheduler.learned(policy, cal.applied, n_measured) if learns else False
         if strategy != "calibrated":
@@ -362,12 +369,17 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         predicted = (float(cal.predict(rp.table.subset([rp.index[key]])).step_time_s[0])
                      if cal.applied else None)
         checked = next(p for p in planned if p.key == key) if learned else None
+        row = rp.by_key[key]
+        if bare is not None and checked is not None and row.state is TrialState.OK and row.step_time_s:
+            prequential.append(tuple(math.log(row.step_time_s / q.step_time_s)
+                                     for q in (next(b for b in bare if b.key == key), checked)))
         rp.run(key, reason, strategy != "calibrated", noise_tolerance, predicted,
                steady=strategy == "adaptive" and steady_stop, prediction=checked)
     found = next((s.gpu_hours for s in rp.steps if s.tokens_per_s and s.tokens_per_s >= (1 - WITHIN) * best), None)
     best_found = scheduler.best_measured(rp.finished) or 0.0
     exhaustive = sum(costs.gpu_hours(r) for r in rp.rows)
-    final_cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous) if learns \
+    final_cal = calibrate(rp.observations, rp.prior, min_trials=policy.min_fit_trials, start=previous,
+                        probe=policy.fit_probe) if learns \
         else a_priori
     if stop.stop:
         reason = stop.reason
@@ -377,6 +389,10 @@ def replay_sweep(sweep: MeasuredSweep, strategy: str = "adaptive", *, seed: int 
         reason = "every configuration ran"
     return SweepResult(sweep.name, strategy, len(rp.finished), rp.spent, found, exhaustive, 1.0 - best_found / best,
                        len(rp.rows), rp.steps, reason, stop.skipped, final_cal)
+
+
+def _rms(errors: Sequence[tuple[float, ...]], which: int) -> float:
+    return math.sqrt(sum(e[which] ** 2 for e in errors) / len(errors)) if errors else 0.0
 
 
 def totals(results: Sequence[SweepResult]) -> dict:

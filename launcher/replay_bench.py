@@ -462,7 +462,8 @@ def hindsight_model(case: Case, policy: Policy = POLICY, held_out: frozenset[str
     known = [(k, r, f) for k, r, f in zip(rp.keys, rp.rows, rp.features) if k not in held_out]
     observations = [Observation(f, r.step_time_s if r.state is TrialState.OK else None, r.peak_mem_gb)
                     for _, r, f in known]
-    fit = cal.calibrate(observations, rp.prior, min_trials=policy.min_fit_trials)
+    fit = cal.calibrate(observations, rp.prior, min_trials=policy.min_fit_trials,
+                        probe=policy.fit_probe)
     rp.finished = [Outcome(k, r.state, r.tokens_per_s) for k, r, _ in known]
     planned, pick_sd = rp.predicted(fit, residuals=policy.residuals, model=pick_model)
     rp.finished = []

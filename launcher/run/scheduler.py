@@ -70,12 +70,29 @@ class Policy:
     """Correct the predictions with the structured residuals of the measured trials (launcher.plan.residuals)."""
     min_fit_trials: int = 3
     """Measured trials before the estimator's constants are refitted (launcher.plan.calibrate)."""
+    fit_probe: bool = False
+    """The refit tries the constants it left undetermined again from higher starts (launcher.plan.calibrate's
+    probe, PROBE_STEPS): a constant behind a max() (CPU dispatch against GPU work) has no gradient while every
+    measured trial is on the other side. Issue 16, search16."""
+    trust_trials: int = 0
+    """Measured trials before the stop rule reads the learned predictions (trusted); 0: min_fit_trials. Apart from
+    it so that the constants can be refitted earlier than the stop rule trusts them (issue 16, search16)."""
     explore: float = 0.5
     """order 'gain': the predicted spreads are scaled by this in the expected gain (1: as predicted; 0: by the
     predicted mean alone, the prior's order corrected by what was measured). Half: the spreads are the corpus's
     (residual scales, miss floor), sized for the stop rule's safety, and taken whole they buy trials of layouts
     unlike the measured ones that mostly lose (bench_search_ablation.py, issue 16 round 4: measured 21.4 % -> 20.1 %
     of exhaustive GPU-hours, sweeps worse than plan order 7 -> 6). The stop rule keeps the whole spreads."""
+    pick_param_sd: bool = False
+    """order, with the residual model: add the fitted constants' uncertainty (Calibration.predict's step_param_sd)
+    to the spreads the pick reads, so that it explores where the constants are not yet identified (the trials
+    measured so far exercise the pieces in one proportion) rather than where layout values are unfamiliar. Replay
+    only (the sweep loop prices no parameter spread under the residual model); issue 16, search16: not adopted."""
+    pick_select: int = 0
+    """order, with the residual model: > 0: once that many trials were measured after both predicted them, the pick
+    reads whichever of the calibrated constants alone and the constants + residual model has predicted the measured
+    trials better out of sample so far (root mean square log error, prequential); the stop rule keeps the residual
+    model. 0: always the residual model. Replay only; issue 16, search16: not adopted."""
     pick_floor: bool = False
     """order: read the spreads with the sweep's miss floor (launcher.plan.residuals.miss_floor) as the stop rule
     does (True), or without it (False: order's pick_sd). After one trial that missed badly the floor sets every unrun
@@ -96,7 +113,7 @@ def trusted(policy: Policy, applied: bool, n_holdout: int, n_measured: int) -> b
     minimum of measured trials for a fit is in; without it, once a trial measured after a fit has checked it (a fit
     that has never predicted anything out of sample may be confidently wrong)."""
     if policy.residuals:
-        return n_measured >= policy.min_fit_trials
+        return n_measured >= (policy.trust_trials or policy.min_fit_trials)
     return applied and n_holdout > 0
 
 

@@ -244,7 +244,8 @@ class Search:
         if key == self._fitted_on:
             return False
         self._fitted_on = key
-        self.calibration = calibrate(self.observations(records), self.prior, min_trials=self.policy.min_fit_trials)
+        self.calibration = calibrate(self.observations(records), self.prior, min_trials=self.policy.min_fit_trials,
+                                     probe=self.policy.fit_probe)
         return True
 
     def calibration_json(self) -> dict:

@@ -7,6 +7,7 @@ the best, against its baselines in the same run, on every measured replay table 
     python tests/benchmarks/bench_search.py --prior-sds logo   # search12's per-dimension prior sds (not adopted)
     python tests/benchmarks/bench_search.py --history       # and the history section (+~4 min; not adopted)
     python tests/benchmarks/bench_search.py --history-only --list   # the history section alone (for iterating)
+    python tests/benchmarks/bench_search.py --policy fit_probe=true min_fit_trials=2 trust_trials=3   # search16
 
 Per source group and in total, for each strategy: the share of exhaustive search's GPU-hours until a
 configuration within 2 % of the best was measured (median and mean over sweeps, GPU-hour-weighted total), the
@@ -44,6 +45,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,13 +67,29 @@ PERTURBED_GRIDS = {
 }
 
 
+POLICY = rb.POLICY
+"""The search's policy in this run (--policy FIELD=VALUE ...: launcher.run.scheduler.Policy's fields)."""
+
+
 def _evaluate(args):
-    case, steady, strategies = args
-    return rb.evaluate(case, strategies, steady_stop=steady)
+    case, steady, strategies, policy = args
+    return rb.evaluate(case, strategies, steady_stop=steady, policy=policy)
 
 
 def run(cases, workers: rb.Workers, steady: bool, strategies=rb.STRATEGIES):
-    return workers.map(_evaluate, [(c, steady, strategies) for c in cases], cost=lambda item: rb.replay_cost(item[0]))
+    return workers.map(_evaluate, [(c, steady, strategies, POLICY) for c in cases],
+                       cost=lambda item: rb.replay_cost(item[0]))
+
+
+def policy_of(fields) -> rb.Policy:
+    """rb.POLICY with FIELD=VALUE overrides (the field's own type: int, float, bool from true/false, str)."""
+    out = rb.POLICY
+    for item in fields:
+        name, value = item.split("=", 1)
+        old = getattr(rb.POLICY, name)
+        new = (value.lower() in ("1", "true", "yes") if isinstance(old, bool) else type(old)(value))
+        out = replace(out, **{name: new})
+    return out
 
 
 def hindsight_report(results, title, listing: bool = False) -> None:
@@ -104,15 +122,15 @@ def grids_for_perturbation(cases):
 
 
 def _transfer(args):
-    (small, large), steady, known = args
-    return rb.evaluate_transfer(small, large, steady_stop=steady, known=known)
+    (small, large), steady, known, policy = args
+    return rb.evaluate_transfer(small, large, steady_stop=steady, policy=policy, known=known)
 
 
 def transfer_report(pairs, workers: rb.Workers, steady, title, known=None):
     """known: sweep name -> its evaluate() result (the cold start and the small sweep's calibration come from it)."""
     known = known or {}
     work = [(p, steady, (known[p[0].sweep.name], known[p[1].sweep.name])
-             if p[0].sweep.name in known and p[1].sweep.name in known else None) for p in pairs]
+             if p[0].sweep.name in known and p[1].sweep.name in known else None, POLICY) for p in pairs]
     results = workers.map(_transfer, work, cost=lambda item: rb.replay_cost(item[0][1]))
     print(f"\n{title}")
     print(f"{'group':<26} {'pairs':>5}  {'cold':>7} {'warm':>7}  {'saving':>7}  {'warm better/worse':>17}  "
@@ -184,6 +202,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tables", type=Path, nargs="*", default=None,
                         help="replay tables (default: every tests/data/replay/*.csv)")
     parser.add_argument("--measured-only", action="store_true")
+    parser.add_argument("--policy", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="the search's Policy fields for this run, e.g. min_fit_trials=1 (search16)")
     parser.add_argument("--list", action="store_true", help="print every sweep's shares")
     parser.add_argument("--no-transfer", action="store_true", help="leave out the two-scale transfer pairs")
     parser.add_argument("--no-hindsight", action="store_true",
@@ -216,6 +236,10 @@ def main(argv=None) -> int:
 
 
 def _main(args, workers: rb.Workers) -> None:
+    global POLICY
+    POLICY = policy_of(args.policy)
+    if args.policy:
+        print(f"policy: {POLICY}")
     draws = args.draws if args.draws is not None else (2 if args.quick else 3)
     tables = args.tables or sorted(DATA.glob("*.csv"))
     cases = rb.with_prior_sds(rb.corpus(tables), args.prior_sds, path=args.prior_sds_file)

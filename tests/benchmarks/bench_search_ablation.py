@@ -72,6 +72,13 @@ VARIANTS = {
     "now, prior sds per dimension (all groups, in sample)": (POLICY, True, "all"),
     "now, prior sds per dimension (LOGO), pick only": (POLICY, True, "logo-pick"),
     "now, prior sds per dimension (LOGO), shape only": (POLICY, True, "logo-shape"),
+    # search16 (issue 16, 28 Nov): the constants refitted earlier, probed past a max(), read by the pick (not adopted)
+    "now, refit from 1 trial": (replace(POLICY, min_fit_trials=1, trust_trials=3), True),
+    "now, refit from 2 trials": (replace(POLICY, min_fit_trials=2, trust_trials=3), True),
+    "now, fit probe": (replace(POLICY, fit_probe=True), True),
+    "now, fit probe, refit from 2": (replace(POLICY, fit_probe=True, min_fit_trials=2, trust_trials=3), True),
+    "now, pick on constants' spread": (replace(POLICY, pick_param_sd=True), True),
+    "now, pick prequential (2)": (replace(POLICY, pick_select=2), True),
 }
 
 

@@ -197,3 +197,29 @@ def test_starting_from_an_earlier_fit_finds_the_same_constants():
     warm = cal.calibrate(obs, DEFAULT, start=cal.calibrate(obs[:8], DEFAULT))
     table = cal.FeatureTable(FEATURES[12:])
     assert np.allclose(warm.predict(table).step_time_s, cold.predict(table).step_time_s, rtol=1e-3)
+
+
+def test_a_probe_finds_a_constant_hidden_behind_a_max():
+    """vTrain's 16x1024 4-GPU gbs-8 grid (tests/data/replay/pub_vtrain.csv) is CPU-dispatch-bound: its step times go
+    with the micro-batches x layers each stage issues, not with the GEMMs. Two trials that are both GPU-bound at the
+    a-priori dispatch cost give that constant no gradient: the plain fit keeps it at the prior whatever they
+    measured; the probe (calibrate(probe=True), PROBE_STEPS) starts it higher, finds it ~3x, and predicts the
+    trials it has not seen better."""
+    from launcher import replay_bench as rb
+    from launcher.replay import _features, _key
+
+    case = next(c for c in rb.corpus([DATA / "pub_vtrain.csv"]) if c.sweep.name == "vtrain-single-16x1024-4gpu-gbs8")
+    rows = {_key(r).split(": ", 1)[1]: r for r in case.sweep.rows}
+    seen = [rows["tp2 pp1 dp2 mbs2 gbs8 rc=full"], rows["tp1 pp1 dp4 mbs1 gbs8 rc=full"]]
+    unseen = [r for r in case.sweep.rows if all(r is not s for s in seen)]
+    obs = [cal.Observation(_features(r), r.step_time_s) for r in seen]
+    plain = cal.calibrate(obs, rb.prior_for(case.sweep), min_trials=1)
+    probed = cal.calibrate(obs, rb.prior_for(case.sweep), min_trials=1, probe=True)
+    assert plain.parameters["dispatch"] == pytest.approx(1.0, abs=1e-6) and probed.parameters["dispatch"] > 2.0
+    table = cal.FeatureTable([_features(r) for r in unseen])
+    measured = np.log([r.step_time_s for r in unseen])
+
+    def miss(fit):
+        return float(np.median(np.abs(np.log(table.step_time_s(fit.constants)) - measured)))
+
+    assert miss(probed) < 0.5 * miss(plain)

@@ -158,6 +158,12 @@ def test_learned_and_trusted_follow_the_policy():
     assert not sch.trusted(old, True, 0, 5) and sch.trusted(old, True, 1, 4)
 
 
+def test_the_stop_rule_can_wait_longer_than_the_refit():
+    early = sch.Policy(min_fit_trials=1, trust_trials=3)
+    assert not sch.trusted(early, True, 0, 2) and sch.trusted(early, True, 0, 3)
+    assert sch.trusted(sch.Policy(min_fit_trials=1), True, 0, 1)        # 0: the refit's minimum
+
+
 def test_stop_rule_keeps_going_while_a_trial_may_still_win():
     finished = [Outcome("a", "ok", 100.0)]
     grid = [*GRID, planned("g", 99, sd=0.3, pp=2, dp=4)]     # 99 predicted, but 30 % uncertain
