@@ -10,6 +10,8 @@ import json
 import pytest
 from log_fixtures import body
 
+from analysis.logs.families.divergence import loss_jumped, series_diverged
+from analysis.logs.outcome import trial_outcome
 from analysis.logs.parse_generic import read_records, trainer_log_step_time
 from analysis.logs.read_log import read_log
 from analysis.logs.steady_state import steady_state
@@ -78,3 +80,42 @@ def test_a_clock_time_in_another_log_is_still_no_field():
 def test_the_llamafactory_logs_of_batch_29_read_their_step_time(path, step_s):
     reading = read_log(body(_BATCH29 + path))
     assert steady_state(reading.iterations).median_step_time_s == pytest.approx(step_s, rel=0.05)
+
+
+# ---- 2. a smoothed loss initialised at zero climbs during warm-up: no divergence
+# mlcommons/training_results_v0.6 NVIDIA/benchmarks/ssd/implementations/pytorch/train.py@e045ad7b72314d95cb8128331193e49bbc8e0bec,
+# train300_mlperf_coco: `avg_loss = 0.0`, then each step `avg_loss = 0.999*avg_loss + 0.001*loss.item()`, printed as
+# "Iteration: {:6d}, Loss function: {:5.3f}, Average Loss: {:.3f}".
+def _ema_from_zero(n_printed: int, every: int = 20) -> list[float]:
+    avg, out = 0.0, []
+    for step in range(n_printed * every):
+        loss = 3.0 + 20.0 / (1 + step / 50)  # a falling training loss
+        avg = 0.999 * avg + 0.001 * loss
+        if step % every == 0:
+            out.append(round(avg, 3))
+    return out
+
+
+def test_an_average_initialised_at_zero_is_no_jump():
+    series = _ema_from_zero(300)
+    assert series[0] < 0.1 < series[-1] and series[-1] > 1.0
+    assert loss_jumped(series) is None
+    assert series_diverged(series) is None
+
+
+@pytest.mark.parametrize("series", [
+    [2.28, 11.05, 11.0, 10.9],  # GPT-NeoX#947: a real first loss, then the jump
+    [0.05, 0.02, 0.01, 0.012, 5.0, 5.1, 5.0],  # near zero, fell, then jumped: rising after it had fallen
+    [0.5, 0.4, 0.3, 9.0, 9.5, 9.2],
+])
+def test_a_jump_after_a_fall_or_from_a_real_first_loss_still_diverges(series):
+    assert loss_jumped(series) is not None
+
+
+def test_a_smoothed_warmup_that_ends_in_nan_still_diverges():
+    assert series_diverged([*_ema_from_zero(50), float("nan")]) is not None
+
+
+def test_the_mlperf_ssd_log_of_batch_29_is_ok():
+    text = body(_BATCH29 + "pytorch/b_mlperf_v06_nvidia_dgx1_ssd_run_stop_success_1.log")
+    assert trial_outcome(text).failure_kind == "ok"
