@@ -1329,6 +1329,20 @@ def _trainer_line_over_bars(text: str, bars: GenericReading) -> GenericReading:
                           last_record_pos=max(bars.last_record_pos, found[-1][0]), notes=bars.notes)
 
 
+# A record line named for an evaluation phase: GNMT's reference (mlcommons/training_results_v0.6
+# NVIDIA/benchmarks/gnmt/implementations/pytorch/seq2seq/inference/inference.py@e045ad7b7231, Translator.evaluate)
+# prints "TEST [{epoch}][{iteration}][{i}/{len(loader)}]\tTime {batch_time.val:.3f} (...)\tDecoder iters ..." beside
+# the trainer's "TRAIN [e][i/n]\tTime ..." lines: both carry a time, and the test batches' beam search is no
+# training step. Of record groups timed alike, a training phase's ranks first (the test group's "Decoder iters"
+# counter would otherwise outrank the unnamed n/N one).
+_EVAL_PHASE = re.compile(r"(?i)(?:\d{1,5}:\s{0,3})?(?:test|eval|evaluation|validation|valid|val)\b")
+
+
+def _evaluation_phase(text: str, pos: int) -> int:
+    """1 when the record line at pos starts with an evaluation phase's name, else 0."""
+    return 1 if _EVAL_PHASE.match(text, pos, pos + 40) else 0
+
+
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
                   world_size: int | None, notes: list[str] | None) -> GenericReading:
     local_notes: list[str] = []
@@ -1341,13 +1355,13 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     groups: dict[str, list[Record]] = {}
     for rec in records:
         groups.setdefault(rec.counter_key, []).append(rec)
-    best: tuple[tuple[int, int, int], list[Record], str, list[float | None]] | None = None
+    best: tuple[tuple[int, int, int, int], list[Record], str, list[float | None]] | None = None
     for group in groups.values():
         group = _dedupe(group)
         source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
                                       world_size=world_size)
         order = _SOURCE_ORDER.get(source.split(" (")[0], 9)
-        score = (order, group[0].counter_rank, -len(group))
+        score = (order, _evaluation_phase(text, group[0].pos), group[0].counter_rank, -len(group))
         if best is None or score < best[0]:
             best = (score, group, source, times)
     assert best is not None

@@ -119,3 +119,26 @@ def test_a_smoothed_warmup_that_ends_in_nan_still_diverges():
 def test_the_mlperf_ssd_log_of_batch_29_is_ok():
     text = body(_BATCH29 + "pytorch/b_mlperf_v06_nvidia_dgx1_ssd_run_stop_success_1.log")
     assert trial_outcome(text).failure_kind == "ok"
+
+
+# ---- 3. a training phase's records rank before an evaluation phase's
+# mlcommons/training_results_v0.6 NVIDIA/benchmarks/gnmt/implementations/pytorch/seq2seq/inference/inference.py@
+# e045ad7b72314d95cb8128331193e49bbc8e0bec, Translator.evaluate: log += f'TEST '; ... f'[{i}/{len(self.loader)}]\t';
+# f'Time {batch_time.val:.3f} ({batch_time.avg:.3f})\t'; f'Decoder iters {iterations.val:.1f} (...)\t'; f'Tok/s ...'
+def _gnmt_log(prefix: str = "0: ") -> str:
+    train = "".join(f"{prefix}TRAIN [0][{10 * i}/1938]\tTime 0.1{i % 3}0 (0.150)\tData 1.6e-04 (4.0e-04)\t"
+                    f"Tok/s 90000 (91000)\tLoss/tok 4.{i % 7} (4.5)\tLR 2.0e-03\n" for i in range(1, 60))
+    test = "".join(f"{prefix}TEST [0][{i}/3]\tTime 0.7{i}0 (0.750)\tDecoder iters 1{i}0.0 (140.0)\t"
+                   f"Tok/s 20000 (21000)\n" for i in range(3))
+    return train + test
+
+
+@pytest.mark.parametrize("prefix", ["0: ", ""])
+def test_the_training_records_are_read_not_the_test_batches(prefix):
+    step_s = steady_state(read_records(_gnmt_log(prefix)).iterations).median_step_time_s
+    assert 0.1 <= step_s <= 0.13
+
+
+def test_the_mlperf_gnmt_log_of_batch_29_reads_training_times():
+    reading = read_log(body(_BATCH29 + "pytorch/b_mlperf_v06_nvidia_dgx1_gnmt_reaches_bleu_1.log"))
+    assert steady_state(reading.iterations).median_step_time_s < 0.3  # the TRAIN lines, not TEST's 0.71 s
