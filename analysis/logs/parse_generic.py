@@ -1104,10 +1104,57 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
     try:
         reading = _read_records(text, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
                                 world_size=world_size, notes=notes)
-        return reading if reading.iterations else _with_summary(reading, text)
+        if reading.iterations:
+            return reading
+        return _with_trainer_log(reading, text) or _with_summary(reading, text)
     except (ArithmeticError, ValueError, RecursionError) as exc:
         note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
         return GenericReading()
+
+
+# ---- LLaMA-Factory's trainer_log.jsonl: a cumulative wall clock as a duration string, read over a long baseline
+
+# LLaMA-Factory's LogCallback (hiyouga/LLaMA-Factory src/llamafactory/train/callbacks.py@b230bbb02a4f, _timing and
+# on_log) appends one JSON record per logging step to trainer_log.jsonl: "current_steps": state.global_step, ...,
+# "elapsed_time": str(timedelta(seconds=int(time.time() - self.start_time))), i.e. "6:36:26" or "4 days, 7:18:24"
+# (whole seconds since train begin), and "remaining_time" (an estimate, not a measurement). The generic reader drops
+# "H:MM:SS" as a clock time; here it is a duration by its key. The step time is the elapsed advance over the steps'
+# advance from the first to the last record of the last monotone run (1 s resolution needs a long baseline; a
+# restart resets both counters). Records written twice (one per rank) count once.
+_TRAINER_LOG_RECORD = re.compile(
+    r'"current_steps":\s{0,2}(?P<n>\d{1,9}),[^\n]{0,1200}?"elapsed_time":\s{0,2}'
+    r'"(?:(?P<d>\d{1,5}) days?, )?(?P<h>\d{1,2}):(?P<m>\d{2}):(?P<s>\d{2})"')
+_TRAINER_LOG_SOURCE = "trainer_log elapsed time over steps"
+_TRAINER_LOG_MIN_SPAN_S = 60  # whole seconds: a 60 s baseline keeps the rounding under 2 %
+
+
+def trainer_log_step_time(text: str) -> tuple[int, int, float] | None:
+    """(position of the last record, its step, seconds per step) from trainer_log.jsonl records; None without a
+    baseline of two records and _TRAINER_LOG_MIN_SPAN_S."""
+    if '"elapsed_time"' not in text or '"current_steps"' not in text:
+        return None
+    run: list[tuple[int, int, int]] = []  # (position, step, elapsed s) of the last monotone run
+    for m in _TRAINER_LOG_RECORD.finditer(text):
+        step = int(m.group("n"))
+        elapsed_s = (int(m.group("d") or 0) * 86400 + int(m.group("h")) * 3600 + int(m.group("m")) * 60
+                     + int(m.group("s")))
+        if run and (step, elapsed_s) == run[-1][1:]:
+            continue
+        if run and (step <= run[-1][1] or elapsed_s < run[-1][2]):
+            run = []
+        run.append((m.start(), step, elapsed_s))
+    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S:
+        return None
+    return run[-1][0], run[-1][1], (run[-1][2] - run[0][2]) / (run[-1][1] - run[0][1])
+
+
+def _with_trainer_log(reading: GenericReading, text: str) -> GenericReading | None:
+    found = trainer_log_step_time(text)
+    if found is None:
+        return None
+    pos, step, step_s = found
+    return replace(reading, iterations=(Iteration(iteration=step, step_time_s=step_s),), source=_TRAINER_LOG_SOURCE,
+                   n_records=max(reading.n_records, 2), last_record_pos=max(reading.last_record_pos, pos))
 
 
 # ---- summaries and free-standing rates: the last resort when no step record gives a time
@@ -1282,6 +1329,20 @@ def _trainer_line_over_bars(text: str, bars: GenericReading) -> GenericReading:
                           last_record_pos=max(bars.last_record_pos, found[-1][0]), notes=bars.notes)
 
 
+# A record line named for an evaluation phase: GNMT's reference (mlcommons/training_results_v0.6
+# NVIDIA/benchmarks/gnmt/implementations/pytorch/seq2seq/inference/inference.py@e045ad7b7231, Translator.evaluate)
+# prints "TEST [{epoch}][{iteration}][{i}/{len(loader)}]\tTime {batch_time.val:.3f} (...)\tDecoder iters ..." beside
+# the trainer's "TRAIN [e][i/n]\tTime ..." lines: both carry a time, and the test batches' beam search is no
+# training step. Of record groups timed alike, a training phase's ranks first (the test group's "Decoder iters"
+# counter would otherwise outrank the unnamed n/N one).
+_EVAL_PHASE = re.compile(r"(?i)(?:\d{1,5}:\s{0,3})?(?:test|eval|evaluation|validation|valid|val)\b")
+
+
+def _evaluation_phase(text: str, pos: int) -> int:
+    """1 when the record line at pos starts with an evaluation phase's name, else 0."""
+    return 1 if _EVAL_PHASE.match(text, pos, pos + 40) else 0
+
+
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
                   world_size: int | None, notes: list[str] | None) -> GenericReading:
     local_notes: list[str] = []
@@ -1294,13 +1355,13 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     groups: dict[str, list[Record]] = {}
     for rec in records:
         groups.setdefault(rec.counter_key, []).append(rec)
-    best: tuple[tuple[int, int, int], list[Record], str, list[float | None]] | None = None
+    best: tuple[tuple[int, int, int, int], list[Record], str, list[float | None]] | None = None
     for group in groups.values():
         group = _dedupe(group)
         source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
                                       world_size=world_size)
         order = _SOURCE_ORDER.get(source.split(" (")[0], 9)
-        score = (order, group[0].counter_rank, -len(group))
+        score = (order, _evaluation_phase(text, group[0].pos), group[0].counter_rank, -len(group))
         if best is None or score < best[0]:
             best = (score, group, source, times)
     assert best is not None

@@ -251,9 +251,21 @@ def _last_records_diverged(text: str, start: int) -> tuple[int, str] | None:
 # past that. JUMP_MIN_LOSS: a loss near zero (a converged fine-tuning's 0.001 -> 0.004 on a hard batch) swings by
 # large factors without meaning anything; the jump must land at a loss of at least 1 (a cross-entropy in nats
 # whose model predicts little better than e^-1 per token).
+# A smoothed figure initialised at zero is no jump: MLPerf v0.6 SSD (mlcommons/training_results_v0.6
+# NVIDIA/benchmarks/ssd/implementations/pytorch/train.py@e045ad7b7231, train300_mlperf_coco) starts `avg_loss = 0.0`
+# and updates `avg_loss = 0.999*avg_loss + 0.001*loss.item()` each step, so its "Average Loss" climbs 0.023, 0.445,
+# 0.834, ... to 3.6 during warm-up. A jump whose window holds only a rise from the series' first record, when that
+# first record is near zero (below WARMUP_START_LOSS: no training loss of a fresh or fine-tuned model starts there),
+# is such a warm-up; a loss rising after it had fallen, or from a real first loss (GPT-NeoX#947's 2.28), still jumps.
 JUMP_FACTOR = 3.0
 JUMP_WINDOW = 3
 JUMP_MIN_LOSS = 1.0
+WARMUP_START_LOSS = 0.1
+
+
+def _smoothed_warmup(finite: Sequence[float], j: int) -> bool:
+    """Whether records 0..j only rise from a first record near zero (the comment above)."""
+    return 0.0 <= finite[0] < WARMUP_START_LOSS and all(finite[i] <= finite[i + 1] for i in range(j))
 
 
 def loss_jumped(losses: Sequence[float]) -> str | None:
@@ -266,7 +278,7 @@ def loss_jumped(losses: Sequence[float]) -> str | None:
         suffix_min[j] = min(finite[j], suffix_min[j + 1])
     for j in range(1, len(finite)):
         before = max(finite[max(0, j - JUMP_WINDOW): j])
-        if before > 0 and suffix_min[j] > JUMP_FACTOR * before:
+        if before > 0 and suffix_min[j] > JUMP_FACTOR * before and not _smoothed_warmup(finite, j):
             return (f"the loss jumped from {before:g} to {finite[j]:g} (> {JUMP_FACTOR:g}x) and stayed up to its "
                     f"last record ({finite[-1]:g})")
     return None
