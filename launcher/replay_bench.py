@@ -470,6 +470,12 @@ def hindsight_model(case: Case, policy: Policy = POLICY, held_out: frozenset[str
     return rp, planned, pick_sd
 
 
+def _winner_keys(sweep: MeasuredSweep) -> frozenset[str]:
+    """The replay keys of the rows within 2 % of the sweep's best."""
+    found = _within_of(sweep)
+    return frozenset(_key(r) for r in sweep.rows if (r.tokens_per_s or 0.0) >= found)
+
+
 def hindsight_order(planned: Sequence[scheduler.Planned]) -> list[str]:
     """'hindsight': the trials predicted to fit (peak <= the device) first, each part by predicted throughput."""
     return [p.key for p in sorted(planned, key=lambda p: (p.peak_mem_gb > p.capacity_gb, -p.tokens_per_s))]
@@ -480,7 +486,7 @@ def hindsight_replay(case: Case, strategy: str = "hindsight", steady_stop: bool 
     """One HINDSIGHT strategy on `case`, until a configuration within 2 % of the best is measured (a SweepResult
     without calibration; its regret 0 by construction)."""
     found = _within_of(case.sweep)
-    winners = frozenset(_key(r) for r in case.sweep.rows if (r.tokens_per_s or 0.0) >= found)
+    winners = _winner_keys(case.sweep)
     rp, planned, pick_sd = hindsight_model(case, replace(policy, residuals=False) if strategy == "hind-const"
                                            else policy, winners if strategy == "hind-loo" else frozenset())
     static = hindsight_order(planned)
@@ -506,7 +512,7 @@ def winner_ranks(case: Case, policy: Policy = POLICY) -> dict[str, Optional[int]
     prior = case.prior or prior_for(case.sweep)
     rp, planned, _ = hindsight_model(case, policy)
     plan = [p.key for p in scheduler.order(rp.planned(uncalibrated(prior)), [], calibrated=False, span=0)]
-    good = frozenset(k for k, r in zip(rp.keys, rp.rows) if (r.tokens_per_s or 0.0) >= _within_of(case.sweep))
+    good = _winner_keys(case.sweep)
     loo = hindsight_model(case, policy, good)[1]
 
     def rank(keys: Sequence[str]) -> Optional[int]:
@@ -1092,7 +1098,7 @@ def fixed_order_table(results: Sequence[Result]) -> str:
 
 HINDSIGHT_COLUMNS = ("adaptive", "oracle", "exhaustive", "hindsight", "hind-gain", "hind-const", "hind-loo",
                      "random", "best bound")
-"""'best bound': per sweep the lower of 'hindsight' and 'hind-gain' (Result.share_of)."""
+"""'best bound': per sweep the lower of 'hindsight' and 'hind-gain' (_share)."""
 TARGET_X_ORACLE = 1.5
 """Issue 16's target: the adaptive search within this multiple of the oracle's share."""
 
