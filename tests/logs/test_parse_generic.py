@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from analysis.logs import parse_generic
 from analysis.logs.outcome import trial_outcome
 from analysis.logs.parse_generic import normalise_key, read_records
 from analysis.logs.read_log import read_log
@@ -189,13 +190,21 @@ def test_hostile_inputs_never_raise(text):
     assert all(it.step_time_s > 0 for it in reading.iterations)
 
 
-def test_a_twenty_megabyte_generic_log_is_read_quickly():
+def test_a_twenty_megabyte_generic_log_reads_a_bounded_number_of_lines(monkeypatch):
     line = "2025-01-01 00:00:00,000 - INFO - step: {i}  loss: 2.345  grad_norm: 0.5  tps: 12,345  step_time: 0.5s\n"
     text = "".join(line.format(i=i) for i in range(220_000))
     assert len(text) > 20e6
+    parsed: list[int] = []
+    real_record = parse_generic._record
+    monkeypatch.setattr(parse_generic, "_record", lambda line, pos: parsed.append(pos) or real_record(line, pos))
     start = time.process_time()
     reading = read_records(text)
-    assert time.process_time() - start < 3.0  # bounded by MAX_HEAD_LINES + MAX_TAIL_LINES, not by the log's size
+    # The per-line work is bounded by MAX_HEAD_LINES + MAX_TAIL_LINES, not by the log's size; the 20 MB / 5 s target
+    # is measured by tests/benchmarks/bench_judge.py. The CPU-time bound only guards against work growing with the
+    # square of the log (minutes here), loose enough that a loaded CI machine cannot fail it.
+    assert 0 < len(parsed) <= parse_generic.MAX_HEAD_LINES + parse_generic.MAX_TAIL_LINES
+    assert parsed[0] == 0 and parsed[-1] == text.rindex("2025-01-01")  # the head and the very last record
+    assert time.process_time() - start < 20
     assert reading.iterations and steady_state(reading.iterations).median_step_time_s == 0.5
 
 
