@@ -58,6 +58,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
+from analysis.logs import timer_breakdown
 from analysis.logs.logtext import last_line_starts
 from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, Iteration, note
 
@@ -1278,6 +1279,8 @@ def _with_summary(reading: GenericReading, text: str) -> GenericReading:
                        n_records=max(reading.n_records, len(timers) + 1),
                        last_record_pos=max(reading.last_record_pos, timers[-1][0]))
     source, found = summary_step_times(text)
+    if not found:  # a timer breakdown's phases, summed: the weakest reading (analysis.logs.timer_breakdown)
+        source, found = timer_breakdown.SOURCE, timer_breakdown.breakdown_step_times(text)
     if not found:
         return reading
     iterations = tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in enumerate(found))
