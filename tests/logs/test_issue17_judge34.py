@@ -81,3 +81,53 @@ def test_any_other_step_time_wins_over_the_breakdown():
     # a summary's stated step time
     summary = "time (ms) | forward: 100.00 | backward: 200.00 | step: 50.00\naverage step time: 0.42 s\n"
     assert read_records(summary).iterations[-1].step_time_s == pytest.approx(0.42)
+
+
+# ---- 2. DeepSpeed's ThroughputTimer lines steps apart: the running average's advance times every step
+# deepspeedai/DeepSpeed deepspeed/utils/timer.py ThroughputTimer.stop: CurrSamplesPerSec = batch_size /
+# step_elapsed_time (reset after every global step: the last step only); avg_samples_per_sec = batch_size /
+# (total_elapsed_time / (global_step_count - start_step)), start_step 2.
+_ABCI = "oos-batch23/deepspeed/abci_resnet50_imagenet_zero2_36_v100_mpirun_one_epoch_finished_1.log"
+_TIMER = ("[2024-07-15 09:37:{s},520] [INFO] [timer.py:258:stop] epoch=0/micro_step={k}/global_step={k}, "
+          "RunningAvgSamplesPerSec={r}, CurrSamplesPerSec={c}, MemAllocated=0.15GB, MaxMemAllocated=12.35GB\n")
+
+
+def test_the_running_average_times_every_step_of_an_interval():
+    # real: 10,080 samples a step, a line every 10 steps; the timestamps say ~2.6 s a step, CurrSamplesPerSec 0.4 s
+    reading = read_log(body(_ABCI))
+    assert reading.format == "deepspeed"
+    first = reading.iterations[0]
+    # lines 919 and 930: 10080 x (20 - 2) / 3759.408946824442 - 10080 x (10 - 2) / 3763.3210444206475, over 10 steps
+    assert (first.iteration, first.step_time_s) == (20, pytest.approx((10080 * 18 / 3759.408946824442
+                                                                        - 10080 * 8 / 3763.3210444206475) / 10))
+    assert trial_outcome(body(_ABCI)).metrics["step_time_s"] == pytest.approx(2.614, rel=0.01)
+
+
+def _timer_log(lines: list[tuple[int, float, float]], batch: int = 100) -> str:
+    head = f"[2024-07-15 09:36:38,244] [INFO] [config.py:1001:print]   train_batch_size ............. {batch}\n"
+    return head + "".join(_TIMER.format(s=f"{i:02d}", k=k, r=r, c=c) for i, (k, r, c) in enumerate(lines))
+
+
+def test_lines_one_step_apart_keep_the_current_rate():
+    # every step printed: the current rate is that step's (here 2.0 s, 1.0 s, ...), read as before
+    text = _timer_log([(10, 50.0, 50.0), (11, 60.0, 100.0), (12, 55.0, 40.0)])
+    assert [round(it.step_time_s, 6) for it in read_log(text).iterations] == [2.0, 1.0, 2.5]
+
+
+@pytest.mark.parametrize("lines", [
+    [(10, 50.0, 500.0)],  # one line: no interval
+    [(20, 50.0, 500.0), (10, 50.0, 500.0)],  # a restart: the step count goes back
+    [(10, 50.0, 500.0), (20, 5000.0, 500.0)],  # a running average whose total goes back: not one run's timer
+])
+def test_no_interval_falls_back_to_the_current_rate(lines):
+    reading = read_log(_timer_log(lines))
+    assert [it.step_time_s for it in reading.iterations] == [pytest.approx(100 / c) for _, _, c in
+                                                            sorted(lines)]
+
+
+def test_the_old_single_rate_line_is_not_an_interval():
+    # before DeepSpeed 0.7: "0/2000, SamplesPerSec=9.52" (one rate); read as before, one step time per line
+    text = ("  train_batch_size ............. 16\n" + "".join(
+        f"[2021-11-26 03:07:{10 + i},494] [INFO] [timer.py:181:stop] 0/{k}, SamplesPerSec=8.0\n"
+        for i, k in enumerate((1000, 2000, 3000))))
+    assert [it.step_time_s for it in read_log(text).iterations] == [2.0, 2.0, 2.0]
