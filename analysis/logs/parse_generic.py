@@ -135,6 +135,7 @@ class Field:
     value: float
     unit: str  # as printed (may be "")
     per_gpu: bool = False  # "(3918.29/gpu)" after the value, or a per-GPU key
+    running_avg: float | None = None  # "Time 0.122 (0.158)": the running average printed after it, same unit
 
 
 @dataclass
@@ -570,6 +571,8 @@ def _parse_line(line: str) -> _RecordContent | None:
                 # previous record, a bare interval (_intervals divides it by the steps between records); not a
                 # running average, which follows a time field of its own unit ("time 1.4 s (1.5 s)")
                 fields.append(Field(key, value, unit, per_gpu=False))
+            if fields and fields[-1].running_avg is None and fields[-1].unit == unit:
+                fields[-1] = replace(fields[-1], running_avg=value)
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
         words = key.split()
         if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"
@@ -892,6 +895,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             per_step = _interval_costs(records, by_key[key])
             if per_step is not None:
                 return f"stated step time ({key[5:]}, the interval's cost over its steps)", per_step
+            advance = _average_advance(records, key[5:])
+            if advance is not None:
+                return f"stated step time ({key[5:]}, its running average's advance)", advance
             return f"stated step time ({key[5:]})", by_key[key]
     for key, values in by_key.items():
         if key.startswith("cumulative:"):
@@ -988,6 +994,58 @@ def _interval_costs(records: list[Record], values: list[float | None]) -> list[f
     # every record's interval, the first's included (its start is not in the log): the usual steps between records
     usual = statistics.median(b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter)
     return [v / usual if v is not None else None for v in values]
+
+
+# A step time printed with its running average, "Time 0.122 (0.158)": an AverageMeter (pytorch/examples
+# imagenet/main.py: fmtstr = '{name} {val' + self.fmt + '} ({avg' + self.fmt + '})', sum and count since the meter
+# was made, once per epoch in train(); GNMT's seq2seq/utils.py AverageMeter in mlcommons/training_results_v0.6; the
+# timm-style "Batch time: 0.15(0.25)" of OpenPCDet). A line every K > 1 steps shows the current value of one step of
+# the K and the average of all of them, so the average times its count advances between two lines by every step in
+# between: over a window long enough for the average's printed rounding (AVG_ADVANCE_ROUNDING of the window's time),
+# that advance over the window's steps is the mean step time of the window (oos-batch29's MLPerf v0.6 GNMT, a line
+# every 10 steps whose buckets of sequence length make single steps vary 0.09-0.25 s: the current values' median is
+# 0.121 s, the mean of every step 0.158 s). Only where the log shows the meter's start (a record at most one interval
+# after step 0 of the epoch or run): an excerpt or a resumed run's meter counts from a step the log does not show.
+AVG_ADVANCE_ROUNDING = 0.02
+
+
+def _printed_resolution(values: list[float]) -> float:
+    """Half the last printed digit of these values (3 decimals -> 0.0005)."""
+    decimals = 0
+    for v in values:
+        while decimals < 6 and abs(v * 10 ** decimals - round(v * 10 ** decimals)) > 1e-6 * max(1.0, abs(v)):
+            decimals += 1
+    return 0.5 * 10.0 ** -decimals
+
+
+def _average_advance(records: list[Record], key: str) -> list[float | None] | None:
+    """Per-window mean step times from a stated time's running average (comment above), at each window's last
+    record; None where the records are a step apart, print no average, or no window is long enough."""
+    pairs = [next(((f.value, f.running_avg, f.unit) for f in r.fields if f.key == key and f.running_avg is not None),
+                  None) for r in records]
+    gaps = [b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter]
+    if not gaps or statistics.median(gaps) <= 1 or sum(p is not None for p in pairs) * 2 < len(records):
+        return None
+    usual = statistics.median(gaps)
+    resolution = _printed_resolution([p[1] for p in pairs if p is not None])
+    out: list[float | None] = [None] * len(records)
+    start = first = 0
+    for i in range(1, len(records)):
+        a, b = records[start], records[i]
+        pa, pb = pairs[start], pairs[i]
+        if pa is None or pb is None or b.epoch != a.epoch or b.counter <= a.counter:
+            start = first = i  # a new meter (a new epoch, a restart) or a record without its average
+            continue
+        if records[first].counter > usual:
+            continue  # the meter's start is not in the log (an excerpt, a resumed run): its count is unknown
+        # the meter's count: the counter is 0-based where a line shows step 0 or steps K-1, 2K-1, ...
+        base = 1 if records[first].counter == 0 or (b.counter + 1) % usual == 0 else 0
+        n_a, n_b = a.counter + base, b.counter + base
+        total_s = _seconds(pb[1] * n_b - pa[1] * n_a, pb[2], key)
+        if total_s > 0 and _seconds(resolution, pb[2], key) * (n_a + n_b) <= AVG_ADVANCE_ROUNDING * total_s:
+            out[i] = total_s / (n_b - n_a)
+            start = i
+    return out if any(v is not None for v in out) else None
 
 
 def _bare_milliseconds(records: list[Record]) -> bool:

@@ -5,6 +5,8 @@ source, look-alikes that must not match."""
 
 from __future__ import annotations
 
+import statistics
+
 import pytest
 from log_fixtures import body
 
@@ -131,3 +133,49 @@ def test_the_old_single_rate_line_is_not_an_interval():
         f"[2021-11-26 03:07:{10 + i},494] [INFO] [timer.py:181:stop] 0/{k}, SamplesPerSec=8.0\n"
         for i, k in enumerate((1000, 2000, 3000))))
     assert [it.step_time_s for it in read_log(text).iterations] == [2.0, 2.0, 2.0]
+
+
+# ---- 3. a step time printed with its running average ("Time 0.122 (0.158)"), records steps apart
+# pytorch/examples imagenet/main.py AverageMeter: fmtstr = '{name} {val' + self.fmt + '} ({avg' + self.fmt + '})',
+# the meters made once per epoch in train(); ProgressMeter prints "Epoch: [e][ i/N]" every print_freq batches.
+_GNMT = "oos-batch29/pytorch/b_mlperf_v06_nvidia_dgx1_gnmt_reaches_bleu_1.log"
+
+
+def test_the_running_average_advance_is_every_steps_mean():
+    # real: a line every 10 steps; single steps 0.09-0.25 s by sequence-length bucket; the label is the 0.158 s average
+    reading = read_records(body(_GNMT))
+    assert "running average's advance" in reading.source
+    assert trial_outcome(body(_GNMT)).metrics["step_time_s"] == pytest.approx(0.158, rel=0.03)
+
+
+def _imagenet(steps_s: list[float], *, print_freq: int = 10, first: int = 0, decimals: int = 3) -> str:
+    lines, total = [], 0.0
+    for i, t in enumerate(steps_s):
+        total += t
+        if i >= first and i % print_freq == 0:
+            lines.append(f"Epoch: [0][{i:4d}/5005]\tTime {t:6.{decimals}f} ({total / (i + 1):6.{decimals}f})\t"
+                         f"Data  0.001 ( 0.002)\tLoss 6.9 ( 6.9)\tAcc@1   0.00 (  0.10)\n")
+    return "".join(lines)
+
+
+def _alternating(n: int) -> list[float]:
+    # the printed steps (every 10th) are the fast kind: 0.1 s; the others 0.3 s (a mean of 0.28 s)
+    return [0.1 if i % 10 == 0 else 0.3 for i in range(n)]
+
+
+def test_an_average_meter_log_from_its_start_reads_the_mean_of_every_step():
+    reading = read_records(_imagenet(_alternating(3000)))
+    assert "running average's advance" in reading.source
+    times = [it.step_time_s for it in reading.iterations]
+    assert statistics.median(times) == pytest.approx(0.28, rel=0.02)
+
+
+@pytest.mark.parametrize("text", [
+    _imagenet(_alternating(3000), first=1200),  # an excerpt from step 1200: the meter's count is unknown
+    _imagenet(_alternating(3000), print_freq=1),  # every step printed: the current values are every step
+    _imagenet(_alternating(300), decimals=1),  # an average printed too coarsely for the log's length
+])
+def test_otherwise_the_current_values_stand(text):
+    reading = read_records(text)
+    assert "running average's advance" not in reading.source
+    assert reading.source.startswith("stated step time")
