@@ -65,6 +65,12 @@ from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, Iter
 MAX_HEAD_LINES = 500
 MAX_TAIL_LINES = 6000
 MAX_LINE_CHARS = 2000  # longer lines are cut: a record is a few hundred characters
+# ... but one that prints every metric of a step on one line is longer: veRL's LocalLogger (verl/utils/logger/
+# aggregate_logger.py concat_dict_to_str: "step:{step}" then " - ".join(f"{k}:{pprint.pformat(v)}") over the whole
+# metrics dict) puts timing_s/step after ~130 actor/critic/response fields, past 2,000 characters (oos-batch30's
+# FinQA GRPO run: at 2,441 of a 2,857-character line). A record line with a time's key past MAX_LINE_CHARS is read up
+# to MAX_RECORD_CHARS (only those: a long line costs its length in every pattern of the reader)
+MAX_RECORD_CHARS = 4 * MAX_LINE_CHARS
 BAR_MIN_SPAN_S = 5.0  # elapsed is printed in whole seconds: a 5 s span keeps the rounding error <= 20 % per step
 # tqdm's format_meter prints elapsed with format_interval (int(t): whole seconds, truncated), so a window's advance
 # is off by up to 1 s and a median of short windows keeps that error (11.2 s steps, one a window, read 11 or 12 s and
@@ -379,9 +385,11 @@ _COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,
                            r"\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
 # An unnamed counter that opens the line, or the message after a logger prefix ("... [INFO] - 87: ..."), followed by
 # a separator and more numbers: llama2.c's "530 | loss 5.72 | lr 5e-05 | 8039.18ms | mfu 0.20%", tinygrad's
-# "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872". The line must still
-# hold a metric (_parse_line), so "2 GPUs found" or "500 | config" are not records.
-_LEADING_COUNTER = re.compile(r"^(?:\s{0,8}|[^\n]{0,200}?\]\s{0,3}-\s{1,3})(\d{1,9})(?:\s{0,3}[|:]\s|\s{1,8}(?=\d))")
+# "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872", Cosmos'
+# "[04-07 05:33:01|INFO|.../iter_speed.py:80:every_n_impl] 2000 : iter_speed ..." (a blank on both sides of the
+# colon). The line must still hold a metric (_parse_line), so "2 GPUs found" or "500 | config" are not records.
+_LEADING_COUNTER = re.compile(r"^(?:\s{0,8}|[^\n]{0,200}?\]\s{0,3}-\s{1,3}|[^\n]{0,200}?\]\s{1,3}(?=\d{1,9} : ))"
+                              r"(\d{1,9})(?:\s{0,3}[|:]\s|\s{1,8}(?=\d))")
 # A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
 # H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
 # Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
@@ -459,6 +467,10 @@ _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
 
 
 _ELAPSED_AFTER = re.compile(r"\s{0,3}elapsed\b")
+# A per-step unit said in words: Cosmos' IterSpeed callback (nvidia-cosmos cosmos_predict1/diffusion/training/
+# callbacks/iter_speed.py, every_n_impl: log.info(f"{iteration} : iter_speed {iter_speed:.2f} seconds per iteration |
+# Loss: ...") with iter_speed = (cur_time - self.time) / self.every_n / self.step_size): "3.70 seconds per iteration".
+_PER_STEP_AFTER = re.compile(r"\s{1,3}per (?:iteration|iter|step|batch)\b")
 
 
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
@@ -493,6 +505,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
         if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
             unit, key = key, ""
+        if unit in _INTERVAL_UNITS and (per := _PER_STEP_AFTER.match(line, after)) is not None:
+            unit, after = ("ms/it" if unit == "ms" else "s/it"), per.end()
         if unit in _INTERVAL_UNITS and _ELAPSED_AFTER.match(line, after):
             # the key after the value: OpenNMT-py's (legacy onmt/Trainer.py, pytorch/examples OpenNMT) report
             # "Epoch  2,   150/  156 batches; ...; 2977 tokens/s;    153 s elapsed" (time.time() - start)
@@ -506,7 +520,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
 def _record(line: str, pos: int) -> Record | None:
     """The step record a line holds (a counter and at least one metric: a time, rate, loss, TFLOP/s, MFU or
     memory); None for any other line, a progress bar included (read by training_bars)."""
-    parsed = _parse_line(line[:MAX_LINE_CHARS])
+    cut = MAX_RECORD_CHARS if "tim" in line[MAX_LINE_CHARS:MAX_RECORD_CHARS] else MAX_LINE_CHARS
+    parsed = _parse_line(line[:cut])
     return None if parsed is None else Record(pos, *parsed)
 
 
@@ -640,8 +655,8 @@ def _candidate_lines(text: str) -> list[tuple[int, str]]:
         ordered = ordered[:MAX_HEAD_LINES] + ordered[-MAX_TAIL_LINES:]
     out = []
     for start in ordered:
-        end = text.find("\n", start, start + MAX_LINE_CHARS * 4)
-        out.append((start, text[start: start + MAX_LINE_CHARS * 4 if end < 0 else end]))
+        end = text.find("\n", start, start + MAX_RECORD_CHARS)
+        out.append((start, text[start: start + MAX_RECORD_CHARS if end < 0 else end]))
     return out
 
 

@@ -11,7 +11,7 @@ import pytest
 from log_fixtures import body
 
 from analysis.logs.outcome import trial_outcome
-from analysis.logs.parse_generic import read_records
+from analysis.logs.parse_generic import MAX_LINE_CHARS, read_records
 from analysis.logs.read_log import read_log
 from analysis.logs.timer_breakdown import breakdown_step_times, phases_ms, step_ms
 
@@ -179,3 +179,50 @@ def test_otherwise_the_current_values_stand(text):
     reading = read_records(text)
     assert "running average's advance" not in reading.source
     assert reading.source.startswith("stated step time")
+
+
+# ---- 4. (batch 30) veRL's one-line step record, longer than MAX_LINE_CHARS
+# volcengine/verl verl/utils/logger/aggregate_logger.py concat_dict_to_str: output = [f"step:{step}"], then
+# f"{k}:{pprint.pformat(v)}" for every metric, " - ".join(output): timing_s/step comes after ~130 fields.
+_VERL = "oos-batch30/other/c_finqa_verl_grpo_qwen3b_240_of_240_final_validation_1.log"
+
+
+def test_a_verl_record_past_two_thousand_characters_keeps_its_step_time():
+    text = body(_VERL)
+    record = next(line for line in text.splitlines() if " step:240 - " in line)
+    assert len(record) > MAX_LINE_CHARS and record.find("timing_s/step:") > MAX_LINE_CHARS
+    assert read_records(text).iterations[-1].step_time_s == pytest.approx(129.87089215032756)
+    assert trial_outcome(text).metrics["step_time_s"] == pytest.approx(129.87, rel=1e-4)
+
+
+def test_a_long_line_is_read_past_the_cut_only_for_a_time_key():
+    fields = " - ".join(f"actor/metric_{i}:{i}.5" for i in range(200))
+    # "dt" names a step time but not with "tim": past 2,000 characters the line is cut as before (bounded work)
+    cut = "".join(f"step:{k} - {fields} - dt:1.5\n" for k in (1, 2, 3))
+    assert cut.find("dt:1.5") > MAX_LINE_CHARS and read_records(cut).iterations == ()
+    read = cut.replace("dt:1.5", "timing_s/step:1.5")
+    assert [it.step_time_s for it in read_records(read).iterations] == [1.5, 1.5, 1.5]
+
+
+# ---- 5. (batch 30) Cosmos' IterSpeed callback: "<iteration> : iter_speed 3.70 seconds per iteration | Loss: ..."
+# nvidia-cosmos cosmos_predict1/diffusion/training/callbacks/iter_speed.py every_n_impl:
+#     log.info(f"{iteration} : iter_speed {iter_speed:.2f} seconds per iteration | Loss: {loss.item():.4f}")
+_COSMOS = "oos-batch30/pytorch/b_cosmos_predict1_3b_posttrain_single_gpu_fsdp_iter_speed_healthy_1.log"
+
+
+def test_cosmos_iter_speed_records_are_step_records():
+    text = body(_COSMOS)
+    reading = read_records(text)
+    assert [it.iteration for it in reading.iterations] == [2000, 3000, 4000, 5000, 6000]
+    assert [it.step_time_s for it in reading.iterations] == pytest.approx([3.70, 3.78, 3.63, 3.69, 3.75])
+    out = trial_outcome(text)
+    assert out.failure_kind == "ok" and out.metrics["step_time_s"] == pytest.approx(3.70)
+
+
+@pytest.mark.parametrize("line", [
+    "[04-07 05:33:01|INFO|trainer.py:144:train] 8 GPUs found, 2 nodes",  # a count after a logger prefix, no metric
+    "[2024-04-07 05:33:01] 2000: saved checkpoint in 3.70 seconds",  # no blank before the colon: not this print
+    "evaluation 3.70 seconds per sample",  # per sample, not per step
+])
+def test_cosmos_look_alikes_are_no_step_records(line):
+    assert read_records((line + "\n") * 3).iterations == ()
