@@ -380,9 +380,10 @@ def _number(text: str) -> float | None:
         return None
 
 
-# A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
-_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?"
-                           r"\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
+# A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5", dlib's dnn_trainer
+# "step#: 48052", dlib/dnn/trainer.h print_periodic_verbose_status), or an "n/N".
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,12}\s{0,3}(?:#:|[:=#\[])?\s{0,3}"
+                           r"[\"'\[]?\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
 # An unnamed counter that opens the line, or the message after a logger prefix ("... [INFO] - 87: ..."), followed by
 # a separator and more numbers: llama2.c's "530 | loss 5.72 | lr 5e-05 | 8039.18ms | mfu 0.20%", tinygrad's
 # "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872", Cosmos'

@@ -226,3 +226,30 @@ def test_cosmos_iter_speed_records_are_step_records():
 ])
 def test_cosmos_look_alikes_are_no_step_records(line):
     assert read_records((line + "\n") * 3).iterations == ()
+
+
+# ---- 6. (batch 30) dlib's dnn_trainer progress lines: "step#: 48076  learning rate: 0.1   train loss: 2.23e+13 ..."
+# davisking/dlib dlib/dnn/trainer.h print_periodic_verbose_status: std::cout << "step#: " <<
+# rpad(cast_to_string(train_one_step_calls), epoch_string_pad) << "  " << "learning rate: " ... "train loss: " ...
+_DLIB = "oos-batch30/other/a_dlib_mmod_bbox_regression_train_loss_blows_up_to_2e13_1.log"
+
+
+def test_dlib_step_lines_are_records_and_their_loss_series_diverges():
+    text = body(_DLIB)
+    assert read_records(text).n_records == 9
+    out = trial_outcome(text)
+    assert out.failure_kind == "diverged" and "2.23024e+13" in out.reason
+
+
+def test_a_healthy_dlib_run_is_ok():
+    text = "".join(f"step#: {n}  learning rate: 0.1   train loss: {0.9 - n / 1e6:.6f}     test loss: 1.03  "
+                   "steps without apparent progress: train=280, test=181\n" for n in range(47000, 48000, 24))
+    assert read_records(text).n_records > 40 and trial_outcome(text).failure_kind == "ok"
+
+
+@pytest.mark.parametrize("line", [
+    "Step#: 12, Reward: 3.5, Action: 2, currentShipDamage: 0",  # an RL environment's step: no training metric
+    "current step#: 3",  # a workflow's step number alone
+])
+def test_dlib_look_alikes_are_no_records(line):
+    assert read_records((line + "\n") * 3).n_records == 0
