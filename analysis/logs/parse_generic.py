@@ -58,12 +58,19 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import lru_cache
 
+from analysis.logs import timer_breakdown
 from analysis.logs.logtext import last_line_starts
 from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, Iteration, note
 
 MAX_HEAD_LINES = 500
 MAX_TAIL_LINES = 6000
 MAX_LINE_CHARS = 2000  # longer lines are cut: a record is a few hundred characters
+# ... but one that prints every metric of a step on one line is longer: veRL's LocalLogger (verl/utils/logger/
+# aggregate_logger.py concat_dict_to_str: "step:{step}" then " - ".join(f"{k}:{pprint.pformat(v)}") over the whole
+# metrics dict) puts timing_s/step after ~130 actor/critic/response fields, past 2,000 characters (oos-batch30's
+# FinQA GRPO run: at 2,441 of a 2,857-character line). A record line with a time's key past MAX_LINE_CHARS is read up
+# to MAX_RECORD_CHARS (only those: a long line costs its length in every pattern of the reader)
+MAX_RECORD_CHARS = 4 * MAX_LINE_CHARS
 BAR_MIN_SPAN_S = 5.0  # elapsed is printed in whole seconds: a 5 s span keeps the rounding error <= 20 % per step
 # tqdm's format_meter prints elapsed with format_interval (int(t): whole seconds, truncated), so a window's advance
 # is off by up to 1 s and a median of short windows keeps that error (11.2 s steps, one a window, read 11 or 12 s and
@@ -134,6 +141,7 @@ class Field:
     value: float
     unit: str  # as printed (may be "")
     per_gpu: bool = False  # "(3918.29/gpu)" after the value, or a per-GPU key
+    running_avg: float | None = None  # "Time 0.122 (0.158)": the running average printed after it, same unit
 
 
 @dataclass
@@ -372,14 +380,17 @@ def _number(text: str) -> float | None:
         return None
 
 
-# A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5"), or an "n/N".
-_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,12}\s{0,3}[:=#\[]?\s{0,3}[\"'\[]?"
-                           r"\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
+# A counter word followed closely by a number ("step 12", "iter: [3/10]", "global_step=5", dlib's dnn_trainer
+# "step#: 48052", dlib/dnn/trainer.h print_periodic_verbose_status), or an "n/N".
+_COUNTER_HINT = re.compile(r"(?i)(?:step|iter|update|batch|epoch|\bit)[\w'\"]{0,12}\s{0,3}(?:#:|[:=#\[])?\s{0,3}"
+                           r"[\"'\[]?\s{0,3}\d|\d\s{0,3}/\s{0,3}\d|\[\s{0,3}\d{1,12}\s{0,3}\]|^\s{0,8}\d|\]\s{0,3}-\s{1,3}\d")
 # An unnamed counter that opens the line, or the message after a logger prefix ("... [INFO] - 87: ..."), followed by
 # a separator and more numbers: llama2.c's "530 | loss 5.72 | lr 5e-05 | 8039.18ms | mfu 0.20%", tinygrad's
-# "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872". The line must still
-# hold a metric (_parse_line), so "2 GPUs found" or "500 | config" are not records.
-_LEADING_COUNTER = re.compile(r"^(?:\s{0,8}|[^\n]{0,200}?\]\s{0,3}-\s{1,3})(\d{1,9})(?:\s{0,3}[|:]\s|\s{1,8}(?=\d))")
+# "    3 4158.77 ms run, ...", dppo's "[agent...][INFO] - 87: train loss 0.1508 | t: 56.9872", Cosmos'
+# "[04-07 05:33:01|INFO|.../iter_speed.py:80:every_n_impl] 2000 : iter_speed ..." (a blank on both sides of the
+# colon). The line must still hold a metric (_parse_line), so "2 GPUs found" or "500 | config" are not records.
+_LEADING_COUNTER = re.compile(r"^(?:\s{0,8}|[^\n]{0,200}?\]\s{0,3}-\s{1,3}|[^\n]{0,200}?\]\s{1,3}(?=\d{1,9} : ))"
+                              r"(\d{1,9})(?:\s{0,3}[|:]\s|\s{1,8}(?=\d))")
 # A duration written as a clock after a time key ("time per step = 0:00:1.390", OpenSeq2Seq; "took 0:01:02.5"):
 # H:MM:SS[.fff], read as seconds before the clock times below are blanked (else "1.390" alone would be read).
 # Only after a key that names a step's duration: "time: 10:08:52" is a clock time, not a 36532 s step.
@@ -457,6 +468,10 @@ _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
 
 
 _ELAPSED_AFTER = re.compile(r"\s{0,3}elapsed\b")
+# A per-step unit said in words: Cosmos' IterSpeed callback (nvidia-cosmos cosmos_predict1/diffusion/training/
+# callbacks/iter_speed.py, every_n_impl: log.info(f"{iteration} : iter_speed {iter_speed:.2f} seconds per iteration |
+# Loss: ...") with iter_speed = (cur_time - self.time) / self.every_n / self.step_size): "3.70 seconds per iteration".
+_PER_STEP_AFTER = re.compile(r"\s{1,3}per (?:iteration|iter|step|batch)\b")
 
 
 def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bool]]:
@@ -491,6 +506,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
         if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
             unit, key = key, ""
+        if unit in _INTERVAL_UNITS and (per := _PER_STEP_AFTER.match(line, after)) is not None:
+            unit, after = ("ms/it" if unit == "ms" else "s/it"), per.end()
         if unit in _INTERVAL_UNITS and _ELAPSED_AFTER.match(line, after):
             # the key after the value: OpenNMT-py's (legacy onmt/Trainer.py, pytorch/examples OpenNMT) report
             # "Epoch  2,   150/  156 batches; ...; 2977 tokens/s;    153 s elapsed" (time.time() - start)
@@ -504,7 +521,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
 def _record(line: str, pos: int) -> Record | None:
     """The step record a line holds (a counter and at least one metric: a time, rate, loss, TFLOP/s, MFU or
     memory); None for any other line, a progress bar included (read by training_bars)."""
-    parsed = _parse_line(line[:MAX_LINE_CHARS])
+    cut = MAX_RECORD_CHARS if "tim" in line[MAX_LINE_CHARS:MAX_RECORD_CHARS] else MAX_LINE_CHARS
+    parsed = _parse_line(line[:cut])
     return None if parsed is None else Record(pos, *parsed)
 
 
@@ -569,6 +587,8 @@ def _parse_line(line: str) -> _RecordContent | None:
                 # previous record, a bare interval (_intervals divides it by the steps between records); not a
                 # running average, which follows a time field of its own unit ("time 1.4 s (1.5 s)")
                 fields.append(Field(key, value, unit, per_gpu=False))
+            if fields and fields[-1].running_avg is None and fields[-1].unit == unit:
+                fields[-1] = replace(fields[-1], running_avg=value)
             continue  # "time: 1.4696(1.4696)": the running average of the field just read
         words = key.split()
         if words[-2:] == ["epoch", "train"]:  # mmengine's "Epoch(train)  [83][350/2693]"
@@ -636,8 +656,8 @@ def _candidate_lines(text: str) -> list[tuple[int, str]]:
         ordered = ordered[:MAX_HEAD_LINES] + ordered[-MAX_TAIL_LINES:]
     out = []
     for start in ordered:
-        end = text.find("\n", start, start + MAX_LINE_CHARS * 4)
-        out.append((start, text[start: start + MAX_LINE_CHARS * 4 if end < 0 else end]))
+        end = text.find("\n", start, start + MAX_RECORD_CHARS)
+        out.append((start, text[start: start + MAX_RECORD_CHARS if end < 0 else end]))
     return out
 
 
@@ -891,6 +911,9 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
             per_step = _interval_costs(records, by_key[key])
             if per_step is not None:
                 return f"stated step time ({key[5:]}, the interval's cost over its steps)", per_step
+            advance = _average_advance(records, key[5:])
+            if advance is not None:
+                return f"stated step time ({key[5:]}, its running average's advance)", advance
             return f"stated step time ({key[5:]})", by_key[key]
     for key, values in by_key.items():
         if key.startswith("cumulative:"):
@@ -987,6 +1010,58 @@ def _interval_costs(records: list[Record], values: list[float | None]) -> list[f
     # every record's interval, the first's included (its start is not in the log): the usual steps between records
     usual = statistics.median(b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter)
     return [v / usual if v is not None else None for v in values]
+
+
+# A step time printed with its running average, "Time 0.122 (0.158)": an AverageMeter (pytorch/examples
+# imagenet/main.py: fmtstr = '{name} {val' + self.fmt + '} ({avg' + self.fmt + '})', sum and count since the meter
+# was made, once per epoch in train(); GNMT's seq2seq/utils.py AverageMeter in mlcommons/training_results_v0.6; the
+# timm-style "Batch time: 0.15(0.25)" of OpenPCDet). A line every K > 1 steps shows the current value of one step of
+# the K and the average of all of them, so the average times its count advances between two lines by every step in
+# between: over a window long enough for the average's printed rounding (AVG_ADVANCE_ROUNDING of the window's time),
+# that advance over the window's steps is the mean step time of the window (oos-batch29's MLPerf v0.6 GNMT, a line
+# every 10 steps whose buckets of sequence length make single steps vary 0.09-0.25 s: the current values' median is
+# 0.121 s, the mean of every step 0.158 s). Only where the log shows the meter's start (a record at most one interval
+# after step 0 of the epoch or run): an excerpt or a resumed run's meter counts from a step the log does not show.
+AVG_ADVANCE_ROUNDING = 0.02
+
+
+def _printed_resolution(values: list[float]) -> float:
+    """Half the last printed digit of these values (3 decimals -> 0.0005)."""
+    decimals = 0
+    for v in values:
+        while decimals < 6 and abs(v * 10 ** decimals - round(v * 10 ** decimals)) > 1e-6 * max(1.0, abs(v)):
+            decimals += 1
+    return 0.5 * 10.0 ** -decimals
+
+
+def _average_advance(records: list[Record], key: str) -> list[float | None] | None:
+    """Per-window mean step times from a stated time's running average (comment above), at each window's last
+    record; None where the records are a step apart, print no average, or no window is long enough."""
+    pairs = [next(((f.value, f.running_avg, f.unit) for f in r.fields if f.key == key and f.running_avg is not None),
+                  None) for r in records]
+    gaps = [b.counter - a.counter for a, b in zip(records, records[1:]) if b.counter > a.counter]
+    if not gaps or statistics.median(gaps) <= 1 or sum(p is not None for p in pairs) * 2 < len(records):
+        return None
+    usual = statistics.median(gaps)
+    resolution = _printed_resolution([p[1] for p in pairs if p is not None])
+    out: list[float | None] = [None] * len(records)
+    start = first = 0
+    for i in range(1, len(records)):
+        a, b = records[start], records[i]
+        pa, pb = pairs[start], pairs[i]
+        if pa is None or pb is None or b.epoch != a.epoch or b.counter <= a.counter:
+            start = first = i  # a new meter (a new epoch, a restart) or a record without its average
+            continue
+        if records[first].counter > usual:
+            continue  # the meter's start is not in the log (an excerpt, a resumed run): its count is unknown
+        # the meter's count: the counter is 0-based where a line shows step 0 or steps K-1, 2K-1, ...
+        base = 1 if records[first].counter == 0 or (b.counter + 1) % usual == 0 else 0
+        n_a, n_b = a.counter + base, b.counter + base
+        total_s = _seconds(pb[1] * n_b - pa[1] * n_a, pb[2], key)
+        if total_s > 0 and _seconds(resolution, pb[2], key) * (n_a + n_b) <= AVG_ADVANCE_ROUNDING * total_s:
+            out[i] = total_s / (n_b - n_a)
+            start = i
+    return out if any(v is not None for v in out) else None
 
 
 def _bare_milliseconds(records: list[Record]) -> bool:
@@ -1278,6 +1353,8 @@ def _with_summary(reading: GenericReading, text: str) -> GenericReading:
                        n_records=max(reading.n_records, len(timers) + 1),
                        last_record_pos=max(reading.last_record_pos, timers[-1][0]))
     source, found = summary_step_times(text)
+    if not found:  # a timer breakdown's phases, summed: the weakest reading (analysis.logs.timer_breakdown)
+        source, found = timer_breakdown.SOURCE, timer_breakdown.breakdown_step_times(text)
     if not found:
         return reading
     iterations = tuple(Iteration(iteration=i + 1, step_time_s=s) for i, (_, s) in enumerate(found))

@@ -453,9 +453,10 @@ def peak_memory_mb(reports: list[MemoryReport], field: str = "max_allocated_mb")
 def parse_ds_timers(text: str) -> list[dict[str, Any]]:
     """DeepSpeed ThroughputTimer lines, one dict[str, Any] per global step (first occurrence), in log order.
 
-    Keys: epoch, micro_step, global_step, running_avg_samples_per_s, curr_samples_per_s and, when printed,
-    mem_allocated_gb, max_mem_allocated_gb (GiB). Before DeepSpeed 0.7 the line has `epoch/step` and one
-    `SamplesPerSec` (a running average): then global_step is that step and both rates are the one printed.
+    Keys: epoch, micro_step, global_step, running_avg_samples_per_s, curr_samples_per_s, both_rates (the line
+    prints the two) and, when printed, mem_allocated_gb, max_mem_allocated_gb (GiB). Before DeepSpeed 0.7 the line
+    has `epoch/step` and one `SamplesPerSec` (a running average): then global_step is that step and both rates are
+    the one printed.
     """
     out: dict[int, dict[str, Any]] = {}
     for _, line in lines_with(text, ("SamplesPerSec=",)):
@@ -470,7 +471,8 @@ def parse_ds_timers(text: str) -> list[dict[str, Any]]:
         else:
             epoch, micro, step = int(m.group(4)), int(m.group(5)), int(m.group(5))
         row: dict[str, Any] = {"epoch": epoch, "micro_step": micro, "global_step": step,
-                     "running_avg_samples_per_s": running, "curr_samples_per_s": current}
+                     "running_avg_samples_per_s": running, "curr_samples_per_s": current,
+                     "both_rates": m.group(6) is not None}
         if m.group(9) is not None:
             row["mem_allocated_gb"], row["max_mem_allocated_gb"] = _float_or_none(m.group(9)), \
                 _float_or_none(m.group(10))

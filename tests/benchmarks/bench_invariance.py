@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import random
+import re
 import sys
 import time
 import zlib
@@ -462,7 +463,9 @@ def cases(batches: list[str] | None) -> list[Case]:
     """Every labelled fixture: the corpus index and each held-out batch's (`batches`: their numbers; None: all)."""
     out = []
     indexes = [(ROOT / "INDEX.tsv", "corpus")]
-    folders = sorted(ROOT.glob("oos-batch*"), key=lambda p: int(p.name.removeprefix("oos-batch") or 0))
+    # by number, then name: a batch's side folder ("oos-batch30-gpu") sorts after its batch
+    folders = sorted(ROOT.glob("oos-batch*"), key=lambda p: (int(re.match(r"\d*", p.name.removeprefix("oos-batch"))
+                                                                      .group() or 0), p.name))
     indexes += [(f / "INDEX.tsv", f.name) for f in folders
                 if batches is None or f.name.removeprefix("oos-batch") in batches]
     for index, label in indexes:
