@@ -26,8 +26,9 @@ pytestmark = pytest.mark.slow
 # the kill/resume and evidence checks count trials: the winner's confirmation runs (analysis.confirm_top) are
 # tested on the whole tiny sweep and in tests/run. One warm-up and two measured steps (the tiny sweep runs 2 + 4):
 # these tests check what is recorded, not how steady the figure is, and a CPU trial's steps are half its run time.
+FEW_STEPS = ["backend.warmup_iters=1", "backend.measure_iters=2"]
 SMALL = ["+sweep=tiny", "grid.mbs=[1]", "grid.include=[{gpus: 4, tp: 1, pp: 1, mbs: 64, gbs: 256}]",
-         "analysis.confirm_top=0", "backend.warmup_iters=1", "backend.measure_iters=2"]
+         "analysis.confirm_top=0", *FEW_STEPS]
 
 
 def ledger_rows(work: Path, name: str = "tiny") -> list[dict]:
@@ -206,8 +207,9 @@ def _free_port() -> int:
 def test_unreachable_tracking_server_then_sync_later(tmp_path):
     port = _free_port()
     uri = f"http://127.0.0.1:{port}"
+    # one trial, no confirmation runs, few steps: the test is about the tracking server, not the figure
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[2]", "grid.mbs=[1]",
-            "grid.include=[]", f"tracking.uri={uri}", "analysis.confirm_top=0"]  # one trial: no confirmation runs
+            "grid.include=[]", f"tracking.uri={uri}", "analysis.confirm_top=0", *FEW_STEPS]
     proc = run_launcher(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.count("unreachable") == 1  # warned once
@@ -244,8 +246,9 @@ def test_unreachable_tracking_server_then_sync_later(tmp_path):
 
 
 def test_fresh_keeps_the_old_folder(tmp_path):
+    # one trial, no confirmation runs, few steps: the test is about the sweep folders, not the figure
     args = ["+sweep=tiny", "grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]", "grid.mbs=[1]",
-            "grid.include=[]", "tracking.enabled=false", "analysis.confirm_top=0"]  # one trial: no confirmation runs
+            "grid.include=[]", "tracking.enabled=false", "analysis.confirm_top=0", *FEW_STEPS]
     assert run_launcher(*args, cwd=tmp_path).returncode == 0
     proc = run_launcher(*args, "sweep.fresh=true", cwd=tmp_path)
     assert proc.returncode == 0
@@ -256,7 +259,8 @@ def test_fresh_keeps_the_old_folder(tmp_path):
 
 def test_repeats_rank_by_the_median(tmp_path):
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1]",
-            "grid.include=[]", "analysis.repeats=3", "analysis.confirm_top=1", "tracking.enabled=false"]
+            "grid.include=[]", "analysis.repeats=3", "analysis.confirm_top=1", "tracking.enabled=false",
+            *FEW_STEPS]  # the ranking takes the median of whatever the three runs measured
     proc = run_launcher(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = ledger_rows(tmp_path)
@@ -273,9 +277,11 @@ def test_repeats_rank_by_the_median(tmp_path):
 
 
 def test_garbled_log_fails_that_trial_and_the_sweep_goes_on(tmp_path):
+    # one trial per pp: the winner's confirmation runs would add rows of pp 1; few steps: the garbled line is the
+    # result line, printed after the last step whatever their number
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1]",
             "grid.include=[]", "retry.max_attempts=1", "backend.extra_args=[--fault,garble,--fault-if,'pp=2']",
-            "analysis.confirm_top=0"]  # one trial per pp: the winner's confirmation runs would add rows of pp 1
+            "analysis.confirm_top=0", *FEW_STEPS]
     proc = run_launcher(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = {r["pp"]: r for r in ledger_rows(tmp_path)}

@@ -21,6 +21,11 @@ from test_e2e_local import SMALL, assert_oom_judged_from_the_allocator_line, chi
 
 pytestmark = [pytest.mark.slow, pytest.mark.slurm]
 
+# The probes (plan.network_probe, plan.compute_probe) are on by default with executor=slurm: each is a job of its own
+# before the trials. Tests whose point is the trials switch them off; the probes as jobs are asserted in
+# test_tiny_sweep_on_slurm_matches_the_local_record (network) and tests/e2e/test_e2e_compute_probe.py (compute).
+NO_PROBES = ["plan.network_probe=false", "plan.compute_probe=false"]
+
 
 def slurm(args: list[str], env: dict) -> str:
     return subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True, check=True).stdout
@@ -42,7 +47,9 @@ def parent_run(uri: str, experiment: str = "tiny"):
 
 def test_tiny_sweep_on_slurm_matches_the_local_record(slurm_env, tiny_sweep, tmp_path):
     # cluster.nodes=2: the network probe (plan.network_probe, on by default with executor=slurm) spans both nodes.
-    proc = run_launcher(*SMALL, "executor=slurm", "cluster.nodes=2", cwd=tmp_path, env=slurm_env)
+    # plan.compute_probe=false: the local record it is compared with has no compute probe either.
+    proc = run_launcher(*SMALL, "executor=slurm", "cluster.nodes=2", "plan.compute_probe=false", cwd=tmp_path,
+                        env=slurm_env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = ledger_rows(tmp_path)
     states = Counter(r["state"] for r in rows)
@@ -94,7 +101,7 @@ def _single_process_losses(layout: dict, tmp_path: Path) -> list[float]:
 def test_two_node_trial_matches_single_process(slurm_env, tmp_path):
     args = ["+sweep=tiny", "executor=slurm", "cluster.nodes=2", "cluster.gpus_per_node=2", "grid.gpus=null",
             "grid.nodes=[2]", "grid.zip=[]", "grid.tp=[2]", "grid.pp=[2]", "grid.mbs=[1]", "grid.include=[]",
-            "tracking.enabled=false", "analysis.confirm_top=0"]  # one trial, no confirmation runs
+            "tracking.enabled=false", "analysis.confirm_top=0", *NO_PROBES]  # one trial, no confirmation runs
     proc = run_launcher(*args, cwd=tmp_path, env=slurm_env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = ledger_rows(tmp_path)
@@ -109,7 +116,8 @@ def test_two_node_trial_matches_single_process(slurm_env, tmp_path):
 
 
 def test_scancel_half_and_kill_the_launcher_then_resume(slurm_env, tmp_path):
-    args = [*SMALL, "executor=slurm", "executor.max_concurrent=1", "executor.queue_all=true"]  # every job id at once
+    args = [*SMALL, "executor=slurm", "executor.max_concurrent=1", "executor.queue_all=true",  # every job id at once
+            *NO_PROBES]
     env = {**os.environ, "PYTHONPATH": str(REPO), **slurm_env}
     launcher = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=tmp_path, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -162,7 +170,7 @@ def test_time_limit_is_classified(slurm_env, tmp_path):
     args = ["+sweep=tiny", "executor=slurm", "grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]",
             "grid.mbs=[1]", "grid.include=[]", "tracking.enabled=false", "executor.timeout_min=1",
             "executor.signal_delay_s=0", "monitor.hang_timeout_min=30", "retry.max_attempts=1",
-            "backend.extra_args=[--fault,hang]"]
+            "backend.extra_args=[--fault,hang]", *NO_PROBES]
     proc = run_launcher(*args, cwd=tmp_path, env=slurm_env, timeout_s=600)
     (row,) = ledger_rows(tmp_path)
     assert (row["state"], row["failure_kind"], row["job_state"]) == ("timeout", "time_limit", "TIMEOUT"), row
@@ -174,7 +182,7 @@ def test_hang_is_cancelled_within_timeout_plus_a_poll(slurm_env, tmp_path):
     args = ["+sweep=tiny", "executor=slurm", "grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]",
             "grid.mbs=[1]", "grid.include=[]", "tracking.enabled=false", "executor.timeout_min=10",
             f"monitor.hang_timeout_min={hang_timeout_s / 60}", f"monitor.poll_interval_s={poll_s}",
-            "retry.max_attempts=1", "backend.extra_args=[--fault,hang]"]
+            "retry.max_attempts=1", "backend.extra_args=[--fault,hang]", *NO_PROBES]
     run_launcher(*args, cwd=tmp_path, env=slurm_env, timeout_s=600)
     (row,) = ledger_rows(tmp_path)
     assert (row["state"], row["failure_kind"]) == ("hang", "hang"), row
@@ -228,7 +236,7 @@ def test_sigterm_cancels_the_jobs_or_leaves_them_for_the_next_run(slurm_env, tmp
 
     args = ["+sweep=tiny", "executor=slurm", "grid.gpus=[1]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1]",
             "grid.mbs=[1]", "grid.include=[]", "tracking.enabled=false", "analysis.confirm_top=0",
-            "plan.network_probe=false", "monitor.poll_interval_s=1", f"backend.python={fake_python(tmp_path)}",
+            *NO_PROBES, "monitor.poll_interval_s=1", f"backend.python={fake_python(tmp_path)}",
             "backend.extra_args=[--fake-seconds,15]", *(["executor.detach_on_term=true"] if detach else [])]
     launcher = subprocess.Popen([sys.executable, "-m", "launcher", *args], cwd=tmp_path, start_new_session=True,
                                 env={**os.environ, "PYTHONPATH": str(REPO), **slurm_env},
