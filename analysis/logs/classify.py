@@ -441,7 +441,8 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
     skipped = (F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
-               or F_DIV.fairseq_scale_collapsed(text) or F_DIV.loss_scale_collapsed(text))
+               or F_DIV.fairseq_scale_collapsed(text) or F_DIV.loss_scale_collapsed(text)
+               or F_DIV.scale_reduced_to_zero(text))
     if skipped is not None:
         idx, why = skipped
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
@@ -1114,7 +1115,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.PLACEHOLDER_VALUE + F_CONFIG.PATH_MISSING + F_CONFIG.NO_GPU
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
                       + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET + F_CONFIG.DUPLICATE_GPU
-                      + F_CONFIG.RESUME_SETTINGS,
+                      + F_CONFIG.RESUME_SETTINGS + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS,
                       start)
         or _empty_data(text, start)
         or _compile_target(text, start)

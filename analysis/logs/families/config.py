@@ -1253,3 +1253,43 @@ def own_package_module(missing: str, frames: str, earlier: str) -> str | None:
     if _runs_package_files(frames, folders) or _runs_package_files(earlier, folders):
         return ".".join(parts[:-1])
     return None
+
+# ---- (judge35) a device string torch cannot parse: c10/core/Device.cpp (pytorch/pytorch@v2.4.0) parse_type
+# `TORCH_CHECK(false, "Expected one of cpu, cuda, ... device type at start of device string: ", device_string)` (the
+# list of types grew with each release, the sentence around it did not), Device::Device(const std::string&)
+# `TORCH_CHECK(!device_string.empty(), "Device string must not be empty")` and `TORCH_CHECK(!has_error, "Invalid device
+# string: '", device_string, "'")` (torch 1.x's regex version: the same words). The string comes from the run's
+# settings (device_map="auto" passed where a device is expected, a "gpu"/"npu" the build does not know), so the run
+# is fixed by its configuration. Only the raised error's line: a caught message a program prints and goes on past
+# ("Failed to initialize ...: Expected one of ...") is not the run's end.
+_DEVICE_STRING = "a device string torch cannot parse (a device_map or device setting torch does not know)"
+_DEVICE_SHAPE = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipp))[^\n]*?"
+                 r"(?:RuntimeError|Error)\s{0,4}:\s{0,4}"
+                 r"(?:Expected one of [^\n]{1,400}? device type at start of device string: \S"
+                 r"|Invalid device string: '|Device string must not be empty)")
+DEVICE_STRING = rows(
+    FailureKind.CONFIG_ERROR, _DEVICE_STRING, "torch c10/core/Device.cpp (parse_type, Device::Device(string))",
+    ("device type at start of device string: ",
+     "RuntimeError: Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, ort, xla, "
+     "lazy, vulkan, mps, meta, hpu, mtia, privateuseone device type at start of device string: auto", _DEVICE_SHAPE),
+    ("Invalid device string: '", "RuntimeError: Invalid device string: 'cuda:abc'", _DEVICE_SHAPE),
+    ("Device string must not be empty", "RuntimeError: Device string must not be empty", _DEVICE_SHAPE))
+
+# ---- (judge35) the dataset's columns do not fit the model's forward signature: transformers
+# src/transformers/trainer.py (huggingface/transformers@v4.44.0) _remove_unused_columns `raise ValueError("No columns
+# in the dataset match the model's forward method signature. The following columns have been ignored: [...]. Please
+# check the dataset and model. You may need to set `remove_unused_columns=False` in `TrainingArguments`.")` and
+# _prepare_inputs `raise ValueError("The batch received was empty, your model won't be able to train on it.
+# Double-check that your training dataset contains keys expected by the model: ...")`. Both name the data or the
+# Trainer argument to change. Only the raised error's line.
+_COLUMNS = "the dataset's columns do not match the model's forward signature (Trainer remove_unused_columns)"
+_COLUMNS_SHAPE = (r"(?:ValueError|Error)\s{0,4}:\s{0,4}(?:No columns in the dataset match the model's forward method "
+                  r"signature|The batch received was empty, your model won't be able to train on it)")
+TRAINER_COLUMNS = rows(
+    FailureKind.CONFIG_ERROR, _COLUMNS, "transformers trainer.py (_remove_unused_columns, _prepare_inputs)",
+    ("No columns in the dataset match the model's forward method signature",
+     "ValueError: No columns in the dataset match the model's forward method signature. The following columns have "
+     "been ignored: [text]. Please check the dataset and model.", _COLUMNS_SHAPE),
+    ("The batch received was empty, your model won't be able to train",
+     "ValueError: The batch received was empty, your model won't be able to train on it. Double-check that your "
+     "training dataset contains keys expected by the model: input_ids,labels.", _COLUMNS_SHAPE))

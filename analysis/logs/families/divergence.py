@@ -284,18 +284,42 @@ def loss_jumped(losses: Sequence[float]) -> str | None:
     return None
 
 
+# A loss printed as 0.0 can be a rounding: the HF Trainer rounds the logged loss to 4 decimals
+# (transformers src/transformers/trainer.py, 4.x, _maybe_log_save_evaluate: `logs["loss"] = round(tr_loss_scalar
+# / (self.state.global_step - self._globalstep_last_logged), 4)`), so an over-fit run whose loss decays 0.0002,
+# 0.0001, ... prints 0.0 once it is under 0.00005 (oos-batch31 deepspeed/a_hf_trainer_llama70b_qlora_8gpu_100_
+# epochs_complete_1.log: 100 epochs of 8 examples, finite grad norms, a clean exit). A loss that falls to 0.0 from a
+# real level (ZeRO++ hpZ's 2.0 -> 0.0, TRL DPO's 2e9 -> 0.0, LlamaFactory's 3.55 -> 0.0) is a broken run.
+# ROUNDED_ZERO_LOSS: the last positive loss before the zeros must be under ten units of that 4th decimal for the
+# zeros to read as a loss below the printed precision.
+ROUNDED_ZERO_LOSS = 0.001
+
+
+def _zero_after_positive(losses: Sequence[float]) -> str | None:
+    """Why a series ending in exactly 0.0 after a positive loss diverged; None when it does not end so, or when the
+    last positive loss before the zeros was already under ROUNDED_ZERO_LOSS (a loss decayed below the printed
+    precision, the comment above)."""
+    if len(losses) < 2 or losses[-1] != 0.0 or not any(v > 0.0 for v in losses[:-1] if math.isfinite(v)):
+        return None
+    zero = 0
+    for value in reversed(losses):
+        if value != 0.0:
+            break
+        zero += 1
+    before = losses[-1 - zero]
+    if math.isfinite(before) and 0.0 < before < ROUNDED_ZERO_LOSS:
+        return None
+    return f"the last {zero} logged loss value(s) are exactly 0.0 after a positive loss"
+
+
 def series_diverged(losses: Sequence[float]) -> str | None:
     """Why the logged loss series ends diverged (its last value NaN or infinite, or exactly 0.0 after a positive
     loss: a training loss does not reach exactly zero, a run whose gradients or loss scaling broke logs 0.0, e.g.
-    the HF Trainer's records of DeepSpeed ZeRO++ hpZ's bug or of a run skipping every step; or it jumped by more
-    than JUMP_FACTOR and stayed: loss_jumped); None when it does not."""
-    if len(losses) >= 2 and losses[-1] == 0.0 and any(v > 0.0 for v in losses[:-1] if math.isfinite(v)):
-        zero = 0
-        for value in reversed(losses):
-            if value != 0.0:
-                break
-            zero += 1
-        return f"the last {zero} logged loss value(s) are exactly 0.0 after a positive loss"
+    the HF Trainer's records of DeepSpeed ZeRO++ hpZ's bug or of a run skipping every step, unless the loss had
+    decayed below the printed precision: _zero_after_positive; or it jumped by more than JUMP_FACTOR and stayed:
+    loss_jumped); None when it does not."""
+    if losses and losses[-1] == 0.0:
+        return _zero_after_positive(losses)
     if losses and not math.isfinite(losses[-1]):
         bad = 0
         for value in reversed(losses):
@@ -462,6 +486,33 @@ def _scale_lines(text: str) -> list[tuple[int, str, float]]:
             if len(out) == COLLAPSE_OVERFLOWS:
                 break
     return out
+
+
+# (judge35) An overflow line that lowers the scale to 0 (DeepSpeed runtime/fp16/loss_scaler.py@v0.10.0
+# DynamicLossScaler.update_scale: `logger.info(f"[deepspeed] OVERFLOW! Rank {dist.get_rank()} Skipping step.
+# Attempted loss scale: {prev_scale}, reducing to {self.cur_scale}")`, with min_loss_scale 0 in a config that sets
+# none: Chinese-LLaMA-Alpaca-2#97 "Attempted loss scale: 0, reducing to 0" before "Current loss scale already at
+# minimum") is a scale that no longer scales: every step overflows. _scale reads 0 as no scale because a config dump
+# prints `"loss_scale": 0` for dynamic scaling; the two differ by the line's shape: a reduction ("reducing to 0",
+# "from 1 to 0") on a line that says overflow, against a key and its value.
+_TO_ZERO = re.compile(r"(?i)\b(?:reduc\w{0,4}|decreas\w{0,4}|lower\w{0,4}|from\s{1,3}\S{1,24})\s{1,3}to:?\s{0,3}"
+                      r"0(?:\.0{1,12})?(?![\w.])")
+
+
+def scale_reduced_to_zero(text: str) -> tuple[int, str] | None:
+    """(position, why) when the newest loss-scale line is an overflow that lowers the scale to 0 (the comment above);
+    None when it is not, or when a later line reads a positive scale."""
+    for start in sorted(last_line_starts(text, SCALE_NEEDLES, MAX_LOOKED), reverse=True):
+        end = text.find("\n", start)
+        line = text[start: len(text) if end < 0 else end][:2000]
+        name = _SCALE_NAME.search(line)
+        if name is None:
+            continue
+        if _OVERFLOW_WORDS.search(line) is not None and _TO_ZERO.search(line, name.end()) is not None:
+            return start, "an overflow lowered the fp16 loss scale to 0: every step overflows"
+        if scale_reading(line) is not None:
+            return None
+    return None
 
 
 def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
