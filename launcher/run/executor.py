@@ -144,6 +144,9 @@ class LocalRunner:
     name = "local"
     ORPHAN_GRACE_S = 60.0
     """An orphaned trial (its keeper was killed) is killed this long after its time limit."""
+    EXIT_WAIT_S = 5.0
+    """How long a job whose result pickle is written may take to exit: submitit writes the pickle first, then the
+    interpreter prints the uncaught exception (a failed or stopped trial's last log line)."""
 
     def __init__(self, cfg: ExecutorConfig, jobs_dir: Path, gpus: Optional[list[int]] = None) -> None:
         self.cfg, self.jobs_dir = cfg, jobs_dir
@@ -212,6 +215,8 @@ class LocalRunner:
         self._reap(job_id)
         outcome, text = read_result(folder, job_id)
         keeper = reaper.KeeperRecord.read(reaper.keeper_path(folder, job_id))
+        if outcome is not None:  # judged from its log next: let it finish writing the log first
+            self._await_exit(job_id, keeper)
         if outcome == "success":
             return JobStatus(JobState.COMPLETED, 0)
         if outcome == "error":
@@ -238,6 +243,17 @@ class LocalRunner:
             return JobStatus(JobState.RUNNING)
         return JobStatus(JobState.LOST, error="the trial's processes are gone without a result (killed from outside)",
                          interrupted=True)
+
+    def _await_exit(self, job_id: str, keeper: Optional[reaper.KeeperRecord]) -> None:
+        """Wait (up to EXIT_WAIT_S) for a job that wrote its result to exit. Read earlier, a stopped trial's log
+        ends inside its traceback, with no exception line, and reads as a crash (CI, 28 Nov: a SIGTERM'd sweep)."""
+        if keeper is None:
+            return
+        deadline = time.monotonic() + self.EXIT_WAIT_S
+        while keeper.alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not keeper.alive():
+            self._reap(job_id, wait_s=1.0)  # our controller is the keeper's process: collect it (no zombie)
 
     def _reap(self, job_id: str, wait_s: float = 0.0) -> None:
         """Collect our own controller once it ended (no zombie left), keeping its exit code."""

@@ -356,3 +356,23 @@ def test_the_controller_setup_lines_mark_the_trial_and_redirect_stderr(tmp_path)
     lines = controller_setup("/jobs/a b", tmp_path / "c.err", ["module load x"])
     assert lines[0] == f"exec 2>>{tmp_path / 'c.err'}"
     assert lines[1] == f"export {reaper.TRIAL_MARKER}='/jobs/a b'" and lines[2:] == ["module load x"]
+
+
+def test_a_job_that_wrote_its_result_is_judged_once_it_has_exited(tmp_path):
+    """submitit writes the result pickle, then the interpreter prints the uncaught exception: a poll in between
+    read a stopped trial's log cut inside its traceback, and judged it a crash (CI, 28 Nov)."""
+    import socket
+
+    from launcher.run.reaper import KeeperRecord, boot_id, keeper_path, start_ticks
+
+    log = tmp_path / "600_0_log.err"
+    log.write_text("Traceback (most recent call last):\n")
+    printer = subprocess.Popen(["python3", "-c", "import sys, time; time.sleep(0.6); "
+                                f"open({str(log)!r}, 'a').write('TrialStopped: trial stopped by SIGTERM\\n')"])
+    KeeperRecord(printer.pid, start_ticks(printer.pid), boot_id(), socket.gethostname(), str(tmp_path), 0.0,
+                 stopped={"why": "SIGTERM"}).write(keeper_path(tmp_path, "600"))
+    _pickle(tmp_path, "600", "error", "launcher.run.jobside.TrialStopped: trial stopped by SIGTERM (cancelled)")
+    status = LocalRunner(ExecutorConfig(), tmp_path, gpus=[]).poll({"600": tmp_path})["600"]
+    assert status.state == "CANCELLED" and status.interrupted
+    assert log.read_text().endswith("TrialStopped: trial stopped by SIGTERM\n")  # the log was complete when judged
+    printer.wait()
