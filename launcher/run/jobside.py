@@ -30,6 +30,7 @@ from launcher.run import reaper
 POLL_S = 0.2
 # SIGINT comes from submitit's local controller, which sends SIGKILL one second later: be quick.
 GRACE_S = {"SIGINT": 0.5}
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class TrialStopped(Exception):
@@ -64,7 +65,7 @@ def keep(script_path: str, keeper_file: Path, *, marker: str, time_limit_s: floa
     if detach and os.getpid() != os.getpgid(0):  # a process-group leader cannot setsid (it is on its own already)
         os.setsid()
     reaper.become_subreaper()
-    previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    previous = {sig: signal.signal(sig, _stop) for sig in STOP_SIGNALS}
     quiet = [*previous, signal.SIGUSR2]
     why, exit_code, killed = "exit", None, 0
     try:
@@ -92,6 +93,10 @@ def keep(script_path: str, keeper_file: Path, *, marker: str, time_limit_s: floa
 
 
 def _stop(signum: int, _frame: object) -> None:
+    # The first stop signal wins: the others wait (blocked) until the clean-up is done. A second SIGTERM (the
+    # launcher's cancel repeats its signal; scancel sends several) raised inside the clean-up would skip it: the
+    # trial's processes left, its end never recorded, and a cancelled trial judged a crash (CI, 28 Nov).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     name = signal.Signals(signum).name
     raise TrialStopped(name, f"trial stopped by {name} (cancelled)")
 

@@ -36,13 +36,15 @@ exit "${EXIT_CODE:-0}"
 def start_keeper(tmp_path: Path, *, time_limit_s: float = 0.0, env: dict | None = None, grace_s: float = 1.0):
     script = tmp_path / "trial.sh"
     script.write_text(TREE)
-    code = ("import sys; from pathlib import Path; from launcher.run import jobside, reaper\n"
+    code = ("import signal, sys; from pathlib import Path; from launcher.run import jobside, reaper\n"
             f"reaper.TERM_GRACE_S = {grace_s}\n"
             "try:\n"
             f"    print(jobside.keep({str(script)!r}, Path({str(tmp_path / 'k.json')!r}), marker={str(tmp_path)!r},"
             f" time_limit_s={time_limit_s}, detach=True))\n"
             "except BaseException as exc:\n"
-            "    print(type(exc).__name__, exc); sys.exit(1)\n")
+            "    print(type(exc).__name__, exc)\n"
+            "    print('blocked:', sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))\n"
+            "    sys.exit(1)\n")
     return subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
 
@@ -89,7 +91,22 @@ def test_a_signalled_keeper_kills_the_whole_trial_first(tmp_path, sig):
     out, _ = keeper.communicate(timeout=60)
     assert "TrialStopped" in out and "cancelled" in out
     assert record(tmp_path)["stopped"]["why"] == sig.name
+    assert "blocked: []" in out  # the stop signals held back during the clean-up are let through again
     assert trial_processes(tmp_path) == {}  # the SIGTERM-ignoring grandchild too (SIGKILL after the grace)
+
+
+def test_the_first_stop_signal_holds_back_the_next_ones_until_the_clean_up_is_done():
+    """A second SIGTERM (the launcher's cancel repeats its signal, scancel sends several) raised inside the keeper's
+    clean-up skipped it: the trial's processes left, its end unrecorded, the cancelled trial judged a crash (CI, 28
+    Nov, under load). The stop handler blocks the stop signals before it raises."""
+    code = ("import signal; from launcher.run import jobside\n"
+            "try:\n"
+            "    jobside._stop(signal.SIGTERM, None)\n"
+            "except jobside.TrialStopped as stop:\n"
+            "    print(stop.why, sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
+    assert out.strip() == "SIGTERM ['SIGHUP', 'SIGINT', 'SIGTERM']", out
 
 
 def test_a_keeper_leaves_the_launchers_session_and_names_itself(tmp_path):
