@@ -219,7 +219,8 @@ def test_unreachable_tracking_server_then_sync_later(tmp_path):
     server = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri",
                                f"sqlite:///{tmp_path / 'server.db'}", "--host", "127.0.0.1", "--port", str(port),
                                "--workers", "1"], cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+                              stderr=subprocess.DEVNULL, start_new_session=True,
+                              env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})  # no job runner
     try:
         import urllib.request
 
@@ -300,7 +301,8 @@ def test_a_budget_below_the_cost_stops_the_sweep_at_it_and_a_larger_one_runs_the
     """4 trials of ~0.007 predicted GPU-hours each against plan.max_gpu_hours=0.01: the first runs, then the sweep
     stops at the budget and says so; the same command with a larger budget runs the rest."""
     args = ["+sweep=tiny", "grid.gpus=[2]", "grid.zip=[]", "grid.tp=[1]", "grid.pp=[1,2]", "grid.mbs=[1,2]",
-            "grid.include=[]", "analysis.confirm_top=0", "tracking.enabled=false"]
+            "grid.include=[]", "analysis.confirm_top=0", "tracking.enabled=false",
+            *FEW_STEPS]  # still 4 x ~0.006 predicted GPU-hours (dry run: 0.0248 in all): the budget holds some back
     dry = run_launcher(*args, "plan.max_gpu_hours=0.01", "dry_run=true", cwd=tmp_path)
     assert "exhaustive: 4 jobs" in dry.stdout and "adaptive search" in dry.stdout
     assert "plan.max_gpu_hours=0.01 is below the expected" in dry.stdout
