@@ -193,6 +193,25 @@ def _by_log(text: str, kind: FailureKind, rows: tuple[P.Signature, ...], start: 
     return None
 
 
+_SLURM_REFUSAL = re.compile(r"(?m)^[^\n]{0,80}?\b(?:srun|sbatch|salloc)(?:\[\d{1,9}\])?: error: (?:"
+                            + "|".join(re.escape(p) for p in P.SLURM_REFUSAL_PREFIXES)
+                            + r")[^\n:]{0,40}?:? ?(?:" + "|".join(re.escape(t) for t in P.SLURM_NEVER_SATISFIABLE)
+                            + ")")
+
+
+def _slurm_config_refusal(text: str, start: int) -> Failure | None:
+    """SLURM's refusal of a job or step it can never run (patterns.SLURM_NEVER_SATISFIABLE): a configuration error,
+    whatever the job printed before it (a pip warning, a set-up banner)."""
+    if "rror: " not in text:  # cheap: every refusal is srun's / sbatch's / salloc's `error: `
+        return None
+    match = _SLURM_REFUSAL.search(text, start)
+    if match is None:
+        return None
+    idx = match.start()
+    return _failure(FailureKind.CONFIG_ERROR, f"SLURM refused a request it can never satisfy: "
+                                              f"{_line_at(text, idx)[-160:]}", _evidence(text, idx))
+
+
 def _config_needle(text: str, start: int) -> Failure | None:
     """patterns.CONFIG's first needle on a line that is not about the program's own state (F_CONFIG.PROGRAM_STATE:
     a meta tensor, a run-time data count), which no setting chose."""
@@ -1098,7 +1117,8 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                 losses: tuple[float, ...] = ()) -> Failure | None:
     """The first failure family (module docstring, 2-11) that text[start:] or the SLURM state shows."""
     return (
-        _by_log(text, FailureKind.SUBMIT_REFUSED, P.SUBMIT_REFUSED, start)
+        _slurm_config_refusal(text, start)
+        or _by_log(text, FailureKind.SUBMIT_REFUSED, P.SUBMIT_REFUSED, start)
         or _gpu_fault(text, start)
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
         or _by_family(text, F_MEM.MEMORY, start)

@@ -553,10 +553,43 @@ def _after_bar(line: str, bar: re.Match[str]) -> str | None:
     return line[close + 1:]
 
 
+# A command line echoed into the log (a launch script's `set -x` or `echo`, a pasted command) holds the run's arguments
+# as GNU-style `--flag value` pairs: VisualGLM-6B's finetune_visualglm.sh echoes "deepspeed --master_port 16666 ...
+# --train-iters 300 ... --batch-size 20" before the shell's "deepspeed: command not found". argparse and every launcher
+# (torchrun, deepspeed, accelerate launch, srun) take `--name value` / `--name=value`; no logger prints a step record
+# so. Two such pairs make the line a command line (one `--` may open a banner or a separator).
+_ARG_PAIR = re.compile(r"(?:^|\s)--[A-Za-z][\w.-]{0,60}(?:=|\s{1,4})(?!-)[^\s\\]")
+_COMMAND_ARG_PAIRS = 2
+
+
+def is_command_line(line: str) -> bool:
+    """Does the line hold a command's arguments (two or more `--flag value` pairs, or one continued by a closing
+    backslash: a script's "    --train-iters 300 \\") rather than a logger's output?"""
+    pairs = sum(1 for _ in zip(range(_COMMAND_ARG_PAIRS), _ARG_PAIR.finditer(line)))
+    return pairs >= _COMMAND_ARG_PAIRS or (pairs == 1 and line.rstrip().endswith(" \\"))
+
+
+# judge36: an epoch and a batch counter in their one-letter form, "E3 B131/233 | Loss:0.2103 ... | elapsed:1h08m09s"
+# (latent-MAS's training loop, Johnny221B/latent-MAS scripts/train.log@d4b2a5b5ab18): `E<epoch> B<batch>/<batches>`,
+# the batch counter with its total. Both letters, in this order, with the fraction: a bare "B131" or "E3" is no
+# counter (hex bytes, a model size "7B", a unit), so the pair is read as "epoch 3 batch 131/233" and nothing else is.
+_SHORT_EPOCH_BATCH = re.compile(r"(?<![\w.])E(?P<epoch>\d{1,6}) {1,3}B(?P<batch>\d{1,9})/(?P<total>\d{1,9})(?![\w./])")
+
+
+def _short_counters(line: str) -> str:
+    """'E3 B131/233 | Loss:0.21' -> 'epoch 3 batch 131/233 | Loss:0.21' (_SHORT_EPOCH_BATCH)."""
+    if " B" not in line:
+        return line
+    return _SHORT_EPOCH_BATCH.sub(r"epoch \g<epoch> batch \g<batch>/\g<total>", line)
+
+
 @lru_cache(maxsize=4096)  # ranks print the same line; a hostile log repeats one
 def _parse_line(line: str) -> _RecordContent | None:
     """A record's content (Record's fields after `pos`), or None."""
+    line = _short_counters(line)
     if _COUNTER_HINT.search(line) is None:  # cheap: no counter-like token, no record
+        return None
+    if is_command_line(line):  # the run's arguments ("--train-iters 300 ... --batch-size 20"), not a step's record
         return None
     if "SamplesPerSec=" in line:  # DeepSpeed's timer (read_log reads it)
         return None

@@ -183,6 +183,27 @@ SUBMIT_REFUSED = _rows(
                                      "(missing or exceeds some limit)"),
     ("Job allocation request denied", "salloc: error: Job submit/allocate failed: Job allocation request denied"),
 )
+# judge36: SLURM's refusals of a request it can never satisfy, for a job (sbatch "Batch job submission failed: %m",
+# srun "Unable to allocate resources: %m", salloc "Job submit/allocate failed: %m") or for a step inside a running job
+# (srun "Unable to create step for job %u: %m"). `%m` is slurm_strerror's text (SchedMD/slurm
+# src/common/slurm_errno.c@0001e1b447b8, slurm_errtab): those below name a partition, account, QOS, GRES, feature,
+# reservation, node, CPU or memory request the cluster does not have: the job's configuration is wrong
+# (config_error), the same texts launcher/run/policy.refusal_kind never retries. Transient texts (Requested nodes are
+# busy, a time limit or a submit limit: "Job violates accounting/QOS policy (job submit limit, ...)") stay
+# SUBMIT_REFUSED above.
+SLURM_REFUSAL_PREFIXES = ("Batch job submission failed: ", "Unable to allocate resources: ",
+                          "Job submit/allocate failed: ", "Unable to create step for job")
+SLURM_NEVER_SATISFIABLE = (
+    "Invalid partition name specified", "No partition specified or system default partition",
+    "User's group not permitted to use this partition", "Requested nodes not in this partition",
+    "Invalid account or account/partition combination specified", "Invalid qos specification",
+    "Requested node configuration is not available", "Invalid generic resource (gres) specification",
+    "Invalid feature specification", "Requested reservation is invalid", "More processors requested than permitted",
+    "Memory required by task is not available", "Node count specification invalid", "Task count specification invalid",
+    "CPU count specification invalid", "Invalid wckey specification", "Invalid license specification",
+    "Invalid job array specification")
+SLURM_REFUSAL_EXAMPLE = ("srun: error: Unable to create step for job 25649503: Invalid generic resource (gres) "
+                         "specification")
 TIME_LIMIT = _rows(
     "time limit",
     ("DUE TO TIME LIMIT", "slurmstepd: error: *** STEP 32233190.0 ON nid01934 CANCELLED AT 2020-07-03T07:00:38 "

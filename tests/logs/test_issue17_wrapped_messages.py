@@ -123,7 +123,9 @@ def test_a_live_stack_dump_or_a_traceback_the_run_got_past_is_not_a_cut_crash(te
     "`srun: error: Unable to allocate resources: Requested time limit is invalid (missing or exceeds some limit)`\n",
     # look-alikes: salloc's denial and sbatch's own wording
     "salloc: error: Job submit/allocate failed: Job allocation request denied\n",
-    "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified\n",
+    # (an invalid account is a request SLURM can never satisfy: config_error since judge36, test_issue17_judge36.py)
+    "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job submit limit, user's size "
+    "and/or time limits)\n",
 ])
 def test_a_scheduler_that_refuses_the_allocation_is_a_refused_submission(text):
     assert classify(text).kind == "submit_refused"

@@ -207,9 +207,19 @@ def as_exception(line: str) -> str | None:
     return f"{exc_type}: {worded.group('msg').strip()}"
 
 
+# judge36: pip's report of version conflicts after an install it completed (pypa/pip
+# src/pip/_internal/commands/install.py, _warn_about_conflicts: logger.critical of "pip's dependency resolver does not
+# currently take into account all the packages that are installed. This behaviour is the source of the following
+# dependency conflicts.", which pip's log format prints as "ERROR: "; "Successfully installed ..." follows and pip
+# exits 0). A warning about the environment, not a failure of the run: never the error record that ends a log.
+PIP_CONFLICTS = "pip's dependency resolver does not currently take into account"
+
+
 def error_record(line: str) -> str | None:
     """Which error record `line` (prefix removed) is: 'C/C++ assertion', 'C++ exception', 'logger error record'
     or 'exception <Type>'; None for any other line."""
+    if PIP_CONFLICTS in line:
+        return None
     if C_ASSERT.search(line) is not None:
         return "C/C++ assertion failed"
     if TERMINATE.search(line) is not None:
