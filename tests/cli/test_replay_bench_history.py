@@ -71,7 +71,12 @@ def test_a_scatter_sd_start_carries_the_history_s_effects_and_their_sds():
     case, history = cold[0].case, cold[1:]
     means = rb.history_start(case, history, "a-priori effects, centred")
     start = rb.history_start(case, history, "a-priori effects, centred, scatter sd")
-    assert start.effects == means.effects and start.effect_sds and not means.effect_sds
+    # the same pooled means up to float rounding: a column one sweep moved is that sweep's estimate in
+    # pooled_effect_priors and its inverse-variance mean (m * w / w) in pooled_effects, one ulp apart for some
+    # values (numpy 2.4's fits gave such a value)
+    assert [n for n, _ in start.effects] == [n for n, _ in means.effects]
+    assert [m for _, m in start.effects] == pytest.approx([m for _, m in means.effects], rel=1e-12, abs=1e-15)
+    assert start.effect_sds and not means.effect_sds
     assert {n for n, _ in start.effect_sds} == {n for n, _ in start.effects}
     share, regret = rb.warm_replays(case, [start])[0]
     assert 0 < share <= 1 and regret >= 0
