@@ -1135,7 +1135,8 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.PLACEHOLDER_VALUE + F_CONFIG.PATH_MISSING + F_CONFIG.NO_GPU
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
                       + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET + F_CONFIG.DUPLICATE_GPU
-                      + F_CONFIG.RESUME_SETTINGS + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS,
+                      + F_CONFIG.RESUME_SETTINGS + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
+                      + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED,
                       start)
         or _empty_data(text, start)
         or _compile_target(text, start)

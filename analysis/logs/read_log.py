@@ -167,7 +167,8 @@ def _deepspeed_timestamps(text: str) -> list[Iteration]:
     return out
 
 
-_HF_LOSS = re.compile(r"""\{['"]loss['"]:\s{0,3}([-+\w.]{1,30})""")
+# the value up to its field's end (a record cut inside its number, "{'loss': 0.", is no 0.0: judge37a)
+_HF_LOSS = re.compile(r"""\{['"]loss['"]:\s{0,3}([-+\w.]{1,30})\s{0,3}[,}]""")
 
 
 def hf_losses(text: str) -> tuple[float, ...]:
@@ -179,6 +180,15 @@ def hf_losses(text: str) -> tuple[float, ...]:
             if value is not None:
                 out.append(value)
     return tuple(out)
+
+
+def _loss_series(generic: tuple[float, ...], text: str) -> tuple[float, ...]:
+    """The logged loss series: the generic reader's, or the Trainer's logged dicts' where those hold more values
+    (judge37a: the generic reader keeps one record per step counter, and dicts whose only counter is an epoch rounded
+    to 0.0 collapse into one record, hiding the series' end: InternLM-XComposer#170's
+    {'loss': 1.7638, ...} then three {'loss': 0.0, ..., 'epoch': 0.0})."""
+    hf = hf_losses(text) if "loss" in text else ()
+    return hf if len(hf) > len(generic) else generic
 
 
 def _with_generic_memory(memory: tuple[MemoryReport, ...], generic: GenericReading) -> tuple[MemoryReport, ...]:
@@ -241,7 +251,7 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
     fmt = "" if not generic.iterations else "progress_bar" if generic.source.startswith("progress bar") \
         else "generic"
     return LogReading(fmt, iterations=generic.iterations, notes=tuple(notes), **common,
-                      n_records=generic.n_records, losses=generic.losses or hf_losses(text),
+                      n_records=generic.n_records, losses=_loss_series(generic.losses, text),
                       step_source=generic.source,
                       progress_offset=generic.last_record_pos if generic.n_records and not generic.iterations
                       else None)

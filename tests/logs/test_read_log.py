@@ -70,3 +70,13 @@ def test_formats_of_real_logs():
     # a format no framework parser knows (step:N/M train_time:...ms step_avg:...ms): the generic reader's
     assert read_log(body("torch-logs/unrecognised_format_finished_1.log")).format == "generic"
     assert read_log(body("torch-logs/xid13_application_fault_dmesg_1.log")).format == ""
+
+
+def test_trainer_dicts_with_one_epoch_counter_keep_their_loss_series():
+    """judge37a: InternLM/InternLM-XComposer#170's records (epoch rounded to 0.0 on every one): the generic reader
+    keeps one record per counter, the loss series is every logged dict's."""
+    text = ("{'loss': 1.7172, 'learning_rate': 7.874015748031497e-08, 'epoch': 0.0}\n"
+            "{'loss': 1.7638, 'learning_rate': 3.149606299212599e-07, 'epoch': 0.0}\n"
+            "{'loss': 0.0, 'learning_rate': 3.937007874015748e-07, 'epoch': 0.0}\n"
+            "{'loss': 0.0, 'learning_rate': 4.724409448818898e-07, 'epoch': 0.0}\n")
+    assert read_log(text).losses == (1.7172, 1.7638, 0.0, 0.0)

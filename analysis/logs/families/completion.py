@@ -12,7 +12,8 @@ Sources:
 - Megatron-LM training.py: print_datetime("after training is done"), and "exiting program after N minutes" /
   "exiting program at iteration N" (--exit-duration-in-mins, --exit-interval); tasks/finetune_utils.py: "done :-)".
 - torchtitan train.py: "Training completed"; LSF's job report "Successfully completed."
-- the shape `training (is) done|finished|complete(d)` / `finished training`.
+- the shape `training (is) done|finished|complete(d)` / `finished training` (in any case: "TRAINING COMPLETE!").
+- DeepSpeed-Chat e2e_rlhf.py / train.py: "---=== Finished Step 3 in 0:22:33 ===---".
 - a configured training budget reached, the shape `max(imum) (training) steps|iterations|epochs ... reached` /
   `reached (the) max(imum) (number of) steps|...`: llama-recipes utils/train_utils.py ("max training steps reached,
   stopping training, total train steps finished: N"), PyTorch Lightning fit_loop.py ("`max_steps=N` reached."),
@@ -76,7 +77,19 @@ COMPLETION = (
     + rows(FailureKind.OK, _DONE, "trainers' end-of-training lines",
            ("raining", "Finished training after 5000 steps",
             r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
+            + r"|\bfinished training\b|\bdone training\b"),
+           # judge37a: the same shape in capitals ("🎉 TRAINING COMPLETE!", a QLoRA script's closing banner in
+           # oos-batch33): the needle is found case-sensitively, so "raining" never reached the case-insensitive shape
+           ("RAINING", "INFO:__main__:🎉 TRAINING COMPLETE!",
+            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
             + r"|\bfinished training\b|\bdone training\b"))
+    # judge37a: DeepSpeed-Chat's wrapper (deepspeedai/DeepSpeedExamples applications/DeepSpeed-Chat/e2e_rlhf.py, later
+    # train.py, main: print(f"---=== Finished Step {step_num} in {time_str} ===---") after launch_cmd, which raises
+    # "Step {step_num} exited with non-zero status {returncode}" when the step's training script failed; and
+    # "---=== Finished Steps {args.step} in {time_str} ===---" after several): a step's training ran to its end.
+    + rows(FailureKind.OK, _DONE, "DeepSpeed-Chat e2e_rlhf.py / train.py main",
+           ("=== Finished Step", "---=== Finished Step 3 in 0:22:33 ===---",
+            r"---=== Finished Steps? [^\n]{1,80}? in \d{1,6}:\d{2}:\d{2} ===---"))
     # (judge30) MLPerf's result files: mlcommons/logging mllog (mlperf_logging/mllog/mllog.py@399280cb encodes each
     # record as ':::MLLOG {json}'; constants.py@0257c344: RUN_STOP = "run_stop", STATUS = "status", SUCCESS = "success",
     # ABORTED = "aborted") ends a run with mllogger.end(RUN_STOP, metadata={STATUS: SUCCESS}) when it reached its

@@ -1293,3 +1293,30 @@ TRAINER_COLUMNS = rows(
     ("The batch received was empty, your model won't be able to train",
      "ValueError: The batch received was empty, your model won't be able to train on it. Double-check that your "
      "training dataset contains keys expected by the model: input_ids,labels.", _COLUMNS_SHAPE))
+
+# judge37a: the Trainer's DeepSpeed config checked against its TrainingArguments (transformers
+# src/transformers/integrations/deepspeed.py HfTrainerDeepSpeedConfig.trainer_config_finalize: raise ValueError("Please
+# correct the following DeepSpeed config values that mismatch TrainingArguments values:\n{mismatches}\nThe easiest
+# method is to set these DeepSpeed config values to 'auto'."); accelerate utils/dataclasses.py
+# DeepSpeedPlugin.deepspeed_config_process: the same with "mismatch kwargs values"). The message's first line is
+# pasted without its "ValueError:" (the mismatches follow on their own lines, hendrycks/apps#9), so the raised-messages
+# table, which needs an error line, does not see it; no other code prints these words.
+_DS_MISMATCH = "the DeepSpeed config disagrees with the trainer's arguments (set the values to 'auto')"
+DS_ARGS_MISMATCH = rows(
+    FailureKind.CONFIG_ERROR, _DS_MISMATCH, "transformers integrations/deepspeed.py trainer_config_finalize; "
+                                            "accelerate utils/dataclasses.py deepspeed_config_process",
+    ("Please correct the following DeepSpeed config values that mismatch",
+     "Please correct the following DeepSpeed config values that mismatch TrainingArguments values:",
+     r"Please correct the following DeepSpeed config values that mismatch (?:TrainingArguments|kwargs) values"))
+
+# judge37a: a dataset name the run's configuration gives that the trainer's registry does not define: LLaMA-Factory
+# src/llamafactory/data/parser.py get_dataset_list (raise ValueError(f"Undefined dataset {name} in {DATA_CONFIG}.")
+# when the name is not a key of dataset_info.json), LLamaTuner chatllms/configs/data_args.py init_for_training
+# ('Undefined dataset {} in {}'), and scripts' own dataset switches (raise ValueError(f"undefined dataset
+# {args.dataset}"), PyTorch Lightning bolts' autoencoder scripts). Only the raised error's message, not a warning.
+_DATASET_UNDEFINED = "the dataset the configuration names is not defined in the trainer's dataset registry"
+DATASET_UNDEFINED = rows(
+    FailureKind.CONFIG_ERROR, _DATASET_UNDEFINED, "LLaMA-Factory data/parser.py get_dataset_list; LLamaTuner "
+                                                  "configs/data_args.py; training scripts' dataset switches",
+    ("ndefined dataset ", "ValueError: Undefined dataset mllm_demo in dataset_info.json.",
+     r"(?:Error|Exception)\s{0,4}:\s{0,4}[Uu]ndefined dataset \S"))

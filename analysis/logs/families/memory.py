@@ -41,7 +41,8 @@ Sources:
 - Python's MemoryError and numpy's _ArrayMemoryError ("Unable to allocate 3.5 GiB for an array with shape"),
   PyTorch's Windows allocator ("DefaultCPUAllocator: not enough memory"), Windows' paging file error (os error
   1455), older kernels' "Out of memory: Kill process N (comm) score S or sacrifice child", the oom_reaper,
-  systemd-oomd; LSF's TERM_MEMLIMIT and PBS's "job killed: mem ... exceeded limit".
+  systemd-oomd; LSF's TERM_MEMLIMIT and PBS's "job killed: mem ... exceeded limit"; Rust's allocator
+  ("memory allocation of N bytes failed", std alloc.rs default_alloc_error_hook).
 A bare SIGKILL (a launcher's "exits with return code = -9", exit code 137, the shell's "Killed") is NOT taken
 for a host OOM here: the OOM killer is its usual sender, but launchers also SIGKILL the surviving ranks after one
 failed, and users and schedulers kill -9 too; it stays `crashed`, with "(the host OOM killer?)" in the reason.
@@ -217,6 +218,14 @@ HOST_MEMORY = (
            ("OOM killer", "ERROR: Container killed by the OOM killer",
             r"(?i)\A(?![^\n]*(?:\b(?:may|might|maybe|possibly|perhaps|likely|probably|could|potential|if)\b|\?))"
             r"[^\n]*\b(?:killed|terminated|reaped) by (?:the )?(?:kernel(?:'s)? |linux |host )?OOM[ _-]?killer\b"))
+    # judge37a: Rust's global allocator failing (rust-lang/rust library/std/src/alloc.rs default_alloc_error_hook:
+    # "memory allocation of {} bytes failed", then the process aborts): a host allocation, e.g. the tokenizers
+    # library (Rust) of a Hugging Face data pipeline on a host out of memory (DeepSpeedExamples#321). Ranks that
+    # abort together interleave it ("memory allocation of memory allocation of 20971522097152 bytes failed"): any
+    # intact copy on its own line decides.
+    + rows(FailureKind.OOM, _HOST, "Rust std alloc.rs default_alloc_error_hook (host allocator)",
+           ("memory allocation of ", "memory allocation of 2097152 bytes failed",
+            r"^\s{0,8}memory allocation of \d{1,20} bytes failed\s*$"))
     + rows(FailureKind.OOM, _HOST, "LSF job exit reasons (TERM_MEMLIMIT), PBS/Torque resource limits",
            ("TERM_MEMLIMIT", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."),
            ("exceeded limit", "=>> PBS: job killed: mem 134217728kb exceeded limit 125829120kb",
