@@ -1214,8 +1214,9 @@ def _accumulate(records: list[Record], times: list[float | None]) -> tuple[list[
 # iterations. The project's step time is one optimizer step (one global batch, as Megatron's "elapsed time per
 # iteration"), so where the iterations of a step are not all logged (_accumulate adds them up where they are), an
 # iteration's time is multiplied by the iterations per step: the ratio of the counters at the last record (the largest
-# step count: LitGPT's fine-tuning scripts print the step count one behind on the accumulating iterations, which
-# matters only early), used only when it is a whole number of at least 2.
+# step count) when it is whole (a stepping iteration), else the counters' advances between records when every one
+# gives the same whole ratio; only a whole number of at least 2. Older lit-gpt counts iter_num from 0, so a record
+# between steps ("iter 3436 step 53", batch 64 of micro-batch 1) has no whole ratio and is left as it reads.
 _ITER_WORDS = ("iter", "iteration")
 
 
@@ -1226,9 +1227,13 @@ def _per_optimizer_step(records: list[Record], times: list[float | None]) -> lis
     timed = _field(last, "time")
     if timed is None or not any(w in _ITER_WORDS for w in timed.key.replace("_", " ").split()):
         return times
-    ratio = last.micro / last.counter
-    per_step = round(ratio)
-    if per_step < 2 or abs(ratio - per_step) > 0.02 * per_step:
+    per_step = last.micro // last.counter if last.micro % last.counter == 0 else None
+    if per_step is None:  # not at a stepping iteration: the counters' advances between records, if all alike
+        pairs = [(b.micro - a.micro, b.counter - a.counter) for a, b in zip(records, records[1:])
+                 if a.micro is not None and b.micro is not None and b.counter > a.counter]
+        ratios = {di // dc if di % dc == 0 else 0 for di, dc in pairs}
+        per_step = ratios.pop() if len(pairs) >= 2 and len(ratios) == 1 else None
+    if per_step is None or per_step < 2:
         return times
     return [t * per_step if t is not None else None for t in times]
 

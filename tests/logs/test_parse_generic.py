@@ -309,6 +309,8 @@ def test_an_iteration_time_without_accumulation_or_every_iteration_logged_is_unc
     # a step's time stated as such is not scaled by the counters' ratio
     stated = [f"iter {4 * k} step {k}: loss 2.0, step time: 640.00ms" for k in range(1, 13)]
     assert step_s("\n".join(stated)) == pytest.approx(0.64)
+    # older lit-gpt counts iter_num from 0: a record between steps has no whole ratio (litgpt#303, batch 64 of 1)
+    assert step_s("iter 3436 step 53: loss 2.9911, iter time: 400.10ms") == pytest.approx(0.4001)
 
 
 def test_a_cumulative_clock_printed_to_hundredths_of_an_hour_is_read_over_long_windows():
