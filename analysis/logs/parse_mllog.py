@@ -6,8 +6,20 @@ mllog (mlperf_logging/mllog/mllog.py@399280cb, LOG_TEMPLATE ':::MLLOG {log_json}
 `time_ms` is the record's wall-clock stamp (milliseconds since the Unix epoch), never a duration. The reference
 implementations' per-step figure is the `tracked_stats` record's `train_step_time` (seconds per step; NVIDIA's NeMo
 and Megatron MLPerf callbacks, mlperf_common callbacks/logging.py), keyed by `metadata.step` where they give it,
-else in the order printed (a block's summary record carries only `samples_count`). The run's end, `run_stop` with
-`metadata.status` "success" or "aborted", is families.completion's. Nothing here raises.
+else in the order printed (a block's summary record carries only `samples_count`). Two more spellings of the same
+record, both from the submitters' NeMo-based callbacks (custom_callbacks.py in mlcommons/training_results_v3.1 ..
+v5.1, e.g. NVIDIA's gpt3 and llama2_70b_lora implementations and AMD's NeMo ports of them):
+  - `{"train_step_timing": 0.964, "time_now": ...}` (v3.1 gpt3, `MetricsLogger._log_throughputs`: NeMo's
+    TimingCallback key `train_step_timing`, seconds per step; `metadata.step` is the samples consumed);
+  - `{"throughput": 1.953}` (v4.0+ llama2_70b_lora, llama31_8b: `log_throughput`, `self.timer.get_throughput()`,
+    samples per second over the block, `metadata.step` = global_step * gbs): seconds per step = the
+    `global_batch_size` record's value / throughput. Not every implementation's throughput is in samples per second
+    of training (gpt3's closing record is tokens per second over the whole run; HugeCTR's DLRM prints one for the
+    run at an epoch fraction as its step), so it is read only where the log states no per-step time at all, has
+    the `global_batch_size` record, and has two or more throughput records at distinct steps that are whole
+    multiples of the global batch (the samples count those callbacks write).
+The run's end, `run_stop` with `metadata.status` "success" or "aborted", is families.completion's. Nothing here
+raises.
 """
 
 from __future__ import annotations
@@ -18,7 +30,10 @@ import math
 from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, Iteration, note
 
 MARKER = ":::MLLOG "
-_STEP_KEY = "train_step_time"  # seconds per training step (tracked_stats value)
+# seconds per training step (tracked_stats value); NeMo's TimingCallback logs its timer as `name + " in s"` in later
+# versions (v4.1 gpt3: "train_step_timing in s")
+_STEP_KEYS = ("train_step_time", "train_step_timing", "train_step_timing in s")
+_RATE_KEY = "throughput"  # samples per second (tracked_stats value); a step = global_batch_size samples
 _LOSS_KEYS = ("reduced_train_loss", "train_loss")
 
 
@@ -39,21 +54,46 @@ def mllog_records(text: str) -> list[dict[str, object]]:
     return out
 
 
+def _block_rates(stats: list[tuple[dict[str, object], object]], gbs: float) -> bool:
+    """Two or more `throughput` records at distinct metadata.step values that are whole multiples of the global
+    batch (the samples count of the NeMo-based callbacks' log_throughput)?"""
+    steps = set()
+    for value, meta in stats:
+        step = meta.get("step") if isinstance(meta, dict) else None
+        if isinstance(value.get(_RATE_KEY), (int, float)) \
+                and isinstance(step, (int, float)) and step > 0 and float(step) % gbs == 0:
+            steps.add(float(step))
+    return len(steps) >= 2
+
+
 def parse_mllog(text: str, *, notes: list[str] | None = None) -> list[Iteration]:
-    """One Iteration per `tracked_stats` record that states a train_step_time, numbered by its metadata.step (the
-    first record per step kept: every rank may print it), else by its place among them."""
-    if MARKER not in text or _STEP_KEY not in text:
+    """One Iteration per `tracked_stats` record that states a step time (or a throughput, with the log's global
+    batch size), numbered by its metadata.step (the first record per step kept: every rank may print it), else by
+    its place among them."""
+    if MARKER not in text or not ("train_step_tim" in text or f'"{_RATE_KEY}"' in text):
+        return []
+    records = mllog_records(text)
+    gbs = next((float(v) for r in records if r.get("key") == "global_batch_size"
+                for v in (r.get("value"),) if isinstance(v, (int, float)) and v > 0), None)
+    stats = [(v, r.get("metadata")) for r in records if r.get("key") == "tracked_stats"
+             and isinstance(v := r.get("value"), dict)]
+    timed = any(isinstance(v.get(k), (int, float)) for v, _ in stats for k in _STEP_KEYS)
+    if not timed and not (gbs is not None and _block_rates(stats, gbs)):
         return []
     by_step: dict[int, Iteration] = {}
-    for i, record in enumerate(r for r in mllog_records(text) if r.get("key") == "tracked_stats"):
-        value, meta = record.get("value"), record.get("metadata")
-        if not isinstance(value, dict) or not isinstance(value.get(_STEP_KEY), (int, float)):
+    for i, (value, meta) in enumerate(stats):
+        key = next((k for k in _STEP_KEYS if isinstance(value.get(k), (int, float))), None)
+        if key is not None:
+            step_s = float(value[key])
+        elif not timed and gbs is not None and isinstance(rate := value.get(_RATE_KEY), (int, float)) and rate > 0:
+            step_s = gbs / float(rate)
+        else:
             continue
-        step_s = float(value[_STEP_KEY])
         step = meta.get("step") if isinstance(meta, dict) else None
         number = int(step) if isinstance(step, (int, float)) and math.isfinite(step) else i
         if not (math.isfinite(step_s) and step_s > 0):
-            note(notes, f"MLLOG step {number}: train_step_time {step_s!r} s ({IMPOSSIBLE_STEP}); dropped")
+            what = key or f"{_RATE_KEY}-derived step"
+            note(notes, f"MLLOG step {number}: {what} {step_s!r} s ({IMPOSSIBLE_STEP}); dropped")
             continue
         loss = next((float(value[k]) for k in _LOSS_KEYS if isinstance(value.get(k), (int, float))), None)
         by_step.setdefault(number, Iteration(iteration=number, step_time_s=step_s, loss=loss))

@@ -8,7 +8,8 @@ Readers are tried in order; the first that finds step times decides the format:
 3. NeMo 1 Lightning progress bars (analysis.logs.parse_nemo)
 4. DeepSpeed's own ThroughputTimer lines, when the log also prints the DeepSpeed config's train_batch_size (the
    samples per step that turn samples/s into a step time); without it, the timer lines' own timestamps
-4b. MLPerf result files' `tracked_stats` train_step_time (`:::MLLOG {json}` records; analysis.logs.parse_mllog)
+4b. MLPerf result files' `tracked_stats` step times (train_step_time, NeMo's train_step_timing, or a throughput with
+    the log's global_batch_size; `:::MLLOG {json}` records; analysis.logs.parse_mllog)
 5. the Hugging Face Trainer's final speed metrics (analysis.logs.parse_hf), a whole-run mean
 6. any other per-step records, in any common spelling (analysis.logs.parse_generic: a step counter with a time, a
    rate with a known batch, a clock, or timestamps)
