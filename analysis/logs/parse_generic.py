@@ -1302,10 +1302,57 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
                                 world_size=world_size, notes=notes)
         if reading.iterations:
             return reading
+        if not reading.n_records:
+            reading = _with_epoch_banners(reading, text)
         return _with_trainer_log(reading, text) or _with_summary(reading, text)
     except (ArithmeticError, ValueError, RecursionError) as exc:
         note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
         return GenericReading()
+
+
+# ---- per-line epoch metrics under a numbered banner: one record per epoch, spread over lines
+
+# A TF2 point-cloud classification script (train.py as the code index holds it, the script of the fixture logs'
+# repositories github 494935318/pointclass2 and pointcloud_class) ends each epoch with
+# log_string("-----{}------".format(epoch)), then one "name: value" line per metric: log_string('train_mean loss: %f'
+# % ...), 'train_accuracy: %f', 'test_mean loss: %f', 'test_accuracy: %f' (a TF1 PointNet-style train.py in the same
+# index prints 'Train_mean loss: %f' per line the same way). No line is a step record alone: the banner holds the
+# counter, the lines after it the loss. Read only when the log has no step record at all, and only from two or more
+# banners each followed by a metric line whose key holds "loss" (the first such key not an eval's is the loss).
+_EPOCH_BANNER = re.compile(r"(?m)^[ \t]{0,4}-{3,}[ \t]{0,2}(?P<n>\d{1,7})[ \t]{0,2}-{3,}[ \t]{0,4}$")
+_METRIC_LINE = re.compile(r"[ \t]{0,4}(?P<key>[A-Za-z][\w .-]{0,40}?)[ \t]{0,2}[:=][ \t]{0,4}"
+                          r"(?P<value>[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?|nan|inf)"
+                          r"[ \t]{0,4}")
+_EVAL_KEY = re.compile(r"(?i)^(?:test|eval|val|valid|validation)")
+_MAX_METRIC_LINES = 16  # metric lines read after one banner
+
+
+def _with_epoch_banners(reading: GenericReading, text: str) -> GenericReading:
+    losses: list[float] = []
+    last = -1
+    n = 0
+    for banner in _EPOCH_BANNER.finditer(text):
+        pos = banner.end() + 1
+        loss: float | None = None
+        for _ in range(_MAX_METRIC_LINES):
+            end = text.find("\n", pos)
+            line = text[pos:] if end < 0 else text[pos:end]
+            metric = _METRIC_LINE.fullmatch(line)
+            if metric is None:
+                break
+            last = pos
+            if loss is None and "loss" in metric["key"].lower() and not _EVAL_KEY.match(metric["key"]):
+                loss = float(metric["value"])
+            if end < 0:
+                break
+            pos = end + 1
+        if loss is not None:
+            n += 1
+            losses.append(loss)
+    if n < 2:
+        return reading
+    return replace(reading, n_records=n, last_record_pos=last, losses=tuple(losses),
+                   notes=(*reading.notes, f"{n} epoch records under '-----N------' banners: progress only"))
 
 
 # ---- LLaMA-Factory's trainer_log.jsonl: a cumulative wall clock as a duration string, read over a long baseline
