@@ -1319,40 +1319,32 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
 # index prints 'Train_mean loss: %f' per line the same way). No line is a step record alone: the banner holds the
 # counter, the lines after it the loss. Read only when the log has no step record at all, and only from two or more
 # banners each followed by a metric line whose key holds "loss" (the first such key not an eval's is the loss).
-_EPOCH_BANNER = re.compile(r"(?m)^[ \t]{0,4}-{3,}[ \t]{0,2}(?P<n>\d{1,7})[ \t]{0,2}-{3,}[ \t]{0,4}$")
-_METRIC_LINE = re.compile(r"[ \t]{0,4}(?P<key>[A-Za-z][\w .-]{0,40}?)[ \t]{0,2}[:=][ \t]{0,4}"
-                          r"(?P<value>[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?|nan|inf)"
-                          r"[ \t]{0,4}")
-_EVAL_KEY = re.compile(r"(?i)^(?:test|eval|val|valid|validation)")
-_MAX_METRIC_LINES = 16  # metric lines read after one banner
+_METRIC = (r"[ \t]{0,4}[A-Za-z][\w .-]{0,40}?[ \t]{0,2}[:=][ \t]{0,4}"
+           r"[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?[ \t]{0,4}")
+# A banner line, then up to 16 metric lines: one match per epoch block (the dashes possessive: a rule of a million
+# dashes is one pass, not a backtrack per dash).
+_EPOCH_BLOCK = re.compile(r"(?m)^[ \t]{0,4}-{3,}+[ \t]{0,2}\d{1,7}[ \t]{0,2}-{3,}+[ \t]{0,4}"
+                          r"(?P<lines>(?:\n" + _METRIC + r"){1,16})$")
+# The block's first loss line that is not an eval's: its key holds "loss" and does not open with test/eval/val.
+_BLOCK_LOSS = re.compile(r"\n[ \t]{0,4}(?!(?i:test|eval|val))[A-Za-z][\w .-]{0,40}?(?i:loss)[\w .-]{0,40}?[ \t]{0,2}"
+                         r"[:=][ \t]{0,4}(?P<value>[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?)"
+                         r"[ \t]{0,4}(?=\n|$)")
 
 
 def _with_epoch_banners(reading: GenericReading, text: str) -> GenericReading:
+    if "---" not in text:
+        return reading
     losses: list[float] = []
     last = -1
-    n = 0
-    for banner in _EPOCH_BANNER.finditer(text):
-        pos = banner.end() + 1
-        loss: float | None = None
-        for _ in range(_MAX_METRIC_LINES):
-            end = text.find("\n", pos)
-            line = text[pos:] if end < 0 else text[pos:end]
-            metric = _METRIC_LINE.fullmatch(line)
-            if metric is None:
-                break
-            last = pos
-            if loss is None and "loss" in metric["key"].lower() and not _EVAL_KEY.match(metric["key"]):
-                loss = float(metric["value"])
-            if end < 0:
-                break
-            pos = end + 1
+    for block in _EPOCH_BLOCK.finditer(text):
+        loss = _BLOCK_LOSS.search(block["lines"])
         if loss is not None:
-            n += 1
-            losses.append(loss)
-    if n < 2:
+            losses.append(float(loss["value"]))
+            last = text.rfind("\n", 0, block.end()) + 1
+    if len(losses) < 2:
         return reading
-    return replace(reading, n_records=n, last_record_pos=last, losses=tuple(losses),
-                   notes=(*reading.notes, f"{n} epoch records under '-----N------' banners: progress only"))
+    return replace(reading, n_records=len(losses), last_record_pos=last, losses=tuple(losses),
+                   notes=(*reading.notes, f"{len(losses)} epoch records under '-----N------' banners: progress only"))
 
 
 # ---- LLaMA-Factory's trainer_log.jsonl: a cumulative wall clock as a duration string, read over a long baseline
