@@ -1302,10 +1302,49 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
                                 world_size=world_size, notes=notes)
         if reading.iterations:
             return reading
+        if not reading.n_records:
+            reading = _with_epoch_banners(reading, text)
         return _with_trainer_log(reading, text) or _with_summary(reading, text)
     except (ArithmeticError, ValueError, RecursionError) as exc:
         note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
         return GenericReading()
+
+
+# ---- per-line epoch metrics under a numbered banner: one record per epoch, spread over lines
+
+# A TF2 point-cloud classification script (train.py as the code index holds it, the script of the fixture logs'
+# repositories github 494935318/pointclass2 and pointcloud_class) ends each epoch with
+# log_string("-----{}------".format(epoch)), then one "name: value" line per metric: log_string('train_mean loss: %f'
+# % ...), 'train_accuracy: %f', 'test_mean loss: %f', 'test_accuracy: %f' (a TF1 PointNet-style train.py in the same
+# index prints 'Train_mean loss: %f' per line the same way). No line is a step record alone: the banner holds the
+# counter, the lines after it the loss. Read only when the log has no step record at all, and only from two or more
+# banners each followed by a metric line whose key holds "loss" (the first such key not an eval's is the loss).
+_METRIC = (r"[ \t]{0,4}[A-Za-z][\w .-]{0,40}?[ \t]{0,2}[:=][ \t]{0,4}"
+           r"[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?[ \t]{0,4}")
+# A banner line, then up to 16 metric lines: one match per epoch block (the dashes possessive: a rule of a million
+# dashes is one pass, not a backtrack per dash).
+_EPOCH_BLOCK = re.compile(r"(?m)^[ \t]{0,4}-{3,}+[ \t]{0,2}\d{1,7}[ \t]{0,2}-{3,}+[ \t]{0,4}"
+                          r"(?P<lines>(?:\n" + _METRIC + r"){1,16})$")
+# The block's first loss line that is not an eval's: its key holds "loss" and does not open with test/eval/val.
+_BLOCK_LOSS = re.compile(r"\n[ \t]{0,4}(?!(?i:test|eval|val))[A-Za-z][\w .-]{0,40}?(?i:loss)[\w .-]{0,40}?[ \t]{0,2}"
+                         r"[:=][ \t]{0,4}(?P<value>[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?)"
+                         r"[ \t]{0,4}(?=\n|$)")
+
+
+def _with_epoch_banners(reading: GenericReading, text: str) -> GenericReading:
+    if "---" not in text:
+        return reading
+    losses: list[float] = []
+    last = -1
+    for block in _EPOCH_BLOCK.finditer(text):
+        loss = _BLOCK_LOSS.search(block["lines"])
+        if loss is not None:
+            losses.append(float(loss["value"]))
+            last = text.rfind("\n", 0, block.end()) + 1
+    if len(losses) < 2:
+        return reading
+    return replace(reading, n_records=len(losses), last_record_pos=last, losses=tuple(losses),
+                   notes=(*reading.notes, f"{len(losses)} epoch records under '-----N------' banners: progress only"))
 
 
 # ---- LLaMA-Factory's trainer_log.jsonl: a cumulative wall clock as a duration string, read over a long baseline
