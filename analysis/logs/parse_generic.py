@@ -1321,9 +1321,11 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
 # banners each followed by a metric line whose key holds "loss" (the first such key not an eval's is the loss).
 _METRIC = (r"[ \t]{0,4}[A-Za-z][\w .-]{0,40}?[ \t]{0,2}[:=][ \t]{0,4}"
            r"[-+]?(?:\d{1,12}(?:\.\d{0,12})?|\.\d{1,12})(?:[eE][-+]?\d{1,3})?[ \t]{0,4}")
-# A banner line, then up to 16 metric lines: one match per epoch block (the dashes possessive: a rule of a million
-# dashes is one pass, not a backtrack per dash).
-_EPOCH_BLOCK = re.compile(r"(?m)^[ \t]{0,4}-{3,}+[ \t]{0,2}\d{1,7}[ \t]{0,2}-{3,}+[ \t]{0,4}"
+# A banner line, then up to 16 metric lines: one match per epoch block (each run of dashes atomic, a look-ahead's
+# capture matched back, as Python 3.10 has no possessive quantifier: a rule of a million dashes is one pass, not a
+# backtrack per dash).
+_EPOCH_BLOCK = re.compile(r"(?m)^[ \t]{0,4}(?=(?P<open>-{3,}))(?P=open)[ \t]{0,2}\d{1,7}[ \t]{0,2}"
+                          r"(?=(?P<close>-{3,}))(?P=close)[ \t]{0,4}"
                           r"(?P<lines>(?:\n" + _METRIC + r"){1,16})$")
 # The block's first loss line that is not an eval's: its key holds "loss" and does not open with test/eval/val.
 _BLOCK_LOSS = re.compile(r"\n[ \t]{0,4}(?!(?i:test|eval|val))[A-Za-z][\w .-]{0,40}?(?i:loss)[\w .-]{0,40}?[ \t]{0,2}"
