@@ -334,6 +334,17 @@ _DS_TIMER = re.compile(
     r"(?:RunningAvgSamplesPerSec=([^,\s]{1,40}), CurrSamplesPerSec=([^,\s]{1,40})|SamplesPerSec=([^,\s]{1,40}))"
     r"(?:, MemAllocated=([\d.]{1,20})GB, MaxMemAllocated=([\d.]{1,20})GB)?")
 _MIB_PER_GIB = 1024.0
+# The timer's step counter and rate name span at most this many characters before "SamplesPerSec=":
+# "epoch=<12 digits>/micro_step=<12>/global_step=<12>, RunningAvg" is 79.
+_DS_TIMER_REACH = 100
+
+
+def _ds_timer(line: str) -> re.Match[str] | None:
+    """_DS_TIMER on a line, searched from just before its step counter: the pattern's leading alternative would
+    otherwise be tried at every digit of the timestamp and logger prefix (a third of parse_memory's time). `\b`
+    still sees the characters before the start, so a counter is never read from its middle."""
+    rate = line.find("SamplesPerSec=")
+    return None if rate < 0 else _DS_TIMER.search(line, max(0, rate - _DS_TIMER_REACH))
 _MEM_LOOKBACK = 300  # the report's name and rank sit within this many characters before "memory (MB)"
 
 
@@ -391,7 +402,7 @@ def _float_or_none(text: str | None) -> float | None:
 
 
 def _deepspeed_memory(line: str) -> MemoryReport | None:
-    if "MemAllocated=" in line and (m := _DS_TIMER.search(line)) is not None and m.group(9) is not None:
+    if "MemAllocated=" in line and (m := _ds_timer(line)) is not None and m.group(9) is not None:
         allocated, peak = _float_or_none(m.group(9)), _float_or_none(m.group(10))
         step = m.group(3) or m.group(5)
         if allocated is None or peak is None:
@@ -460,7 +471,7 @@ def parse_ds_timers(text: str) -> list[dict[str, Any]]:
     """
     out: dict[int, dict[str, Any]] = {}
     for _, line in lines_with(text, ("SamplesPerSec=",)):
-        if (m := _DS_TIMER.search(line)) is None:
+        if (m := _ds_timer(line)) is None:
             continue
         running = _float_or_none(m.group(6) or m.group(8))
         current = _float_or_none(m.group(7) or m.group(8))

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 from analysis.logs.families import rows
 from analysis.logs.logtext import last_line_starts
@@ -474,10 +475,17 @@ def scale_reading(line: str) -> float | None:
     return None if change is None else change[1]
 
 
+@lru_cache(maxsize=1)
+def _scale_line_starts(text: str) -> tuple[int, ...]:
+    """Start offsets of the lines naming a loss scale, newest first. Memoised for the one log being classified:
+    loss_scale_collapsed and scale_reduced_to_zero both walk them, and each walk rescans the log from its end."""
+    return tuple(sorted(last_line_starts(text, SCALE_NEEDLES, MAX_LOOKED), reverse=True))
+
+
 def _scale_lines(text: str) -> list[tuple[int, str, float]]:
     """(position, line, scale) of the last COLLAPSE_OVERFLOWS loss-scale readings, newest first."""
     out: list[tuple[int, str, float]] = []
-    for start in sorted(last_line_starts(text, SCALE_NEEDLES, MAX_LOOKED), reverse=True):
+    for start in _scale_line_starts(text):
         end = text.find("\n", start)
         line = text[start: len(text) if end < 0 else end][:2000]
         value = scale_reading(line)
@@ -502,7 +510,7 @@ _TO_ZERO = re.compile(r"(?i)\b(?:reduc\w{0,4}|decreas\w{0,4}|lower\w{0,4}|from\s
 def scale_reduced_to_zero(text: str) -> tuple[int, str] | None:
     """(position, why) when the newest loss-scale line is an overflow that lowers the scale to 0 (the comment above);
     None when it is not, or when a later line reads a positive scale."""
-    for start in sorted(last_line_starts(text, SCALE_NEEDLES, MAX_LOOKED), reverse=True):
+    for start in _scale_line_starts(text):
         end = text.find("\n", start)
         line = text[start: len(text) if end < 0 else end][:2000]
         name = _SCALE_NAME.search(line)
