@@ -312,6 +312,21 @@ _PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", 
 _INTERVAL_UNITS = ("s", "sec", "secs", "seconds", "ms")
 
 
+# judge39a: a loss named `loss_<term>`. TorchRL's loss modules return a TensorDict of their terms, named so:
+# pytorch/rl torchrl/objectives/ppo.py (ClipPPOLoss.forward: td_out.set("loss_objective", ...), "loss_critic",
+# "loss_entropy"), a2c.py, sac.py ("loss_actor", "loss_qvalue"); a loop that logs them
+# (oos-batch34's hppo-mac PPO run: "iter=0001 reward=-42.79 ... loss_critic=175.95 loss_entropy=-0.02
+# loss_objective=0.11") prints no plain `loss`. One term after "loss", not a setting of the loss: "loss scale"
+# (mixed precision), "loss weight"/"coef"/"lambda"/"alpha"/"ratio" (a configured factor) are no loss.
+_NOT_LOSS_TERM = ("scale", "scaler", "weight", "weights", "coef", "coeff", "lambda", "ratio", "type", "fn", "mask",
+                  "count", "norm", "factor", "alpha")
+
+
+def _loss_term(key: str) -> bool:
+    words = key.split()
+    return (len(words) == 2 and words[0] == "loss" and words[1].isalpha() and words[1] not in _NOT_LOSS_TERM)
+
+
 @lru_cache(maxsize=8192)
 def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     """(role, detail) of a field: ('time', 'step'|'cumulative'|'average'), ('rate', 'steps'|...), ('s_per_it',),
@@ -332,6 +347,8 @@ def _role_of(key: str, unit: str) -> tuple[str, str | None]:
     if _is(key, "mfu"):
         return "mfu", None
     if key.endswith("loss") and not any(w in key for w in ("val", "eval", "test", "scale")):
+        return "loss", None
+    if _loss_term(key):
         return "loss", None
     if ("mem" in key or "memory" in key) and unit.lower() in _MEM_UNITS:
         return "mem", None

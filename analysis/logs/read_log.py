@@ -14,6 +14,8 @@ Readers are tried in order; the first that finds step times decides the format:
 6. any other per-step records, in any common spelling (analysis.logs.parse_generic: a step counter with a time, a
    rate with a known batch, a clock, or timestamps)
 7. tqdm progress bars without NeMo's timing (analysis.logs.parse_generic: the elapsed column, else the last rate)
+8. where none of these finds a step record, the Trainer's logged dicts (analysis.logs.parse_hf.trainer_records: a
+   printed trainer_state.json log_history, a loop's dicts with a step and a learning rate): progress and losses only
 Framework readers (1-5) win where they match. A log whose records give no step time (samples/s without a batch
 size) still counts its records: `n_records` and `progress_offset` tell the classifier that training ran.
 Memory comes from Megatron's report_memory lines and DeepSpeed's MemAllocated/see_memory_usage lines, whatever
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from analysis.logs.parse_generic import GenericReading, read_records, timestamp_of
-from analysis.logs.parse_hf import FinalMetrics, parse_final_metrics
+from analysis.logs.parse_hf import FinalMetrics, parse_final_metrics, trainer_records
 from analysis.logs.parse_megatron import (
     IMPOSSIBLE_STEP,
     Iteration,
@@ -249,6 +251,8 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
         timer_lines = lines_with(text, ("SamplesPerSec=",))
         if timer_lines and parse_ds_timers(text):
             generic = GenericReading(n_records=len(timer_lines), last_record_pos=text.rfind("SamplesPerSec="))
+    if not generic.n_records and (logged := trainer_records(text)) is not None:  # the Trainer's dicts: progress
+        generic = GenericReading(n_records=logged.n_records, last_record_pos=logged.last_pos, losses=logged.losses)
     fmt = "" if not generic.iterations else "progress_bar" if generic.source.startswith("progress bar") \
         else "generic"
     return LogReading(fmt, iterations=generic.iterations, notes=tuple(notes), **common,
