@@ -119,7 +119,8 @@ _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[
 
 # tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
 _BAR = re.compile(
-    r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
+    r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)?(?P<wrap> ?\n)? ?"  # wrap: _split_bar
+    r"\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
     r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)"
     r"(?P<unit>s/it|it/s|s/batch|batch/s|s/ba|ba/s)"
     r"(?P<postfix>[^\]\n]{0,400})")
@@ -1728,12 +1729,28 @@ def _bar_matches(text: str) -> list[tuple[int, re.Match[str]]]:
         low = max(0, pos - _BAR_SPAN)
         newline = text.rfind("\n", low, pos)
         start = newline + 1 if newline >= 0 else low
+        if newline > 0 and text.startswith("[", start):  # perhaps a bar split before its elapsed column
+            start = text.rfind("\n", max(0, newline - _BAR_SPAN), newline) + 1 or max(0, newline - _BAR_SPAN)
         m = _BAR.search(text, max(0, start - 1) if start else 0, min(len(text), pos + 4 + 400))
-        if m is None or m.start("unit") != pos or m.start() in seen:
+        if m is None or m.start("unit") != pos or m.start() in seen or m.group("wrap") and not _split_bar(text, m):
             continue
         seen.add(m.start())
         out.append((text.rfind("\n", 0, m.start()) + 1, m))
     return out
+
+
+def _split_bar(text: str, m: re.Match[str]) -> bool:
+    """A drawing whose line break falls between its counter and its `[elapsed<remaining, rate]` (a paste or a
+    terminal wrapping a long bar: optimum-habana PR 1963 quotes "Steps: 100%|███| 500/500 " then
+    "[54:01<00:00,  5.19s/it, loss=0.393, lr=0.0001]"). tqdm's default bar format (tqdm/std.py, format_meter:
+    '{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]') puts the bar's right edge
+    '|' and one space before the counter, so the two lines are one drawing only when the first ends with
+    '| N/M' (a count with its total) and the second starts with the bracket: two unrelated lines are not read
+    as one."""
+    if m.group("total") is None:
+        return False
+    line_start = text.rfind("\n", 0, m.start("n")) + 1
+    return text[line_start:m.start("n")].rstrip(" ").endswith("|")
 
 
 def _unknown_total_matches(text: str) -> list[tuple[int, re.Match[str]]]:
