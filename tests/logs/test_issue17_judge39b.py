@@ -1,10 +1,12 @@
 """Issue 17 (helper judge39b): batch 34's remaining misses as families, in sample. A tqdm bar split over a line break
-before its `[elapsed<remaining, rate]`; each with a real line and its source, and look-alikes that must not match."""
+before its `[elapsed<remaining, rate]`; NeMo 1's
+rate-less training bar, whole or cut by a checkpoint message; each with a real line and its source, and look-alikes that must not match."""
 
 from __future__ import annotations
 
 from analysis.logs.outcome import trial_outcome
 from analysis.logs.parse_generic import training_bars
+from analysis.logs.parse_nemo import rateless_bar_starts
 
 # ---- 1. a tqdm bar split over a line break (huggingface/optimum-habana PR 1963, the FLUX DreamBooth LoRA run's tail
 # as the description quotes it: the bar's counter ends one line, its bracket starts the next)
@@ -24,3 +26,28 @@ def test_two_unrelated_lines_are_not_joined_into_a_bar():
     # the first line ends with a count but not the bar's right edge '|': not the same drawing
     assert training_bars("epoch 3/4 \n[00:10<00:20,  2.00s/it, loss=1.2]\n") == []
     assert training_bars("loss 0.5 | step 7\n[00:10<00:20,  2.00s/it]\n") == []
+
+
+# ---- 2. NeMo 1's MegatronProgressBar drawings (no rate) cut by Lightning ModelCheckpoint's message (NVIDIA-NeMo issue
+# 8505, the H100 reference run of megatron_gpt FP8 pre-training)
+_CKPT = ("Epoch 0: :   5%|\u258b             | 15900/301500 [1:22:Epoch 0, global step 15900: 'val_loss' reached 3.04824 "
+         "(best 3.04824), saving model to '/data/nemo_experiments/megatron_gpt/checkpoints/megatron_gpt--val_loss=3.05-"
+         "step=15900-consumed_samples=3052800.0.ckpt' as top 3\n"
+         "[NeMo I 2024-02-26 06:39:06 nlp_overrides:412] Removing checkpoint: /data/nemo_experiments/megatron_gpt/"
+         "checkpoints/megatron_gpt--val_loss=3.05-step=15000-consumed_samples=2880000.0.ckpt\n"
+         "Epoch 0: :   5%|\u258a             | 16200/301500 [1:24:Epoch 0, global step 16200: 'val_loss' reached 3.04690 "
+         "(best 3.04690), saving model to '/data/nemo_experiments/megatron_gpt/checkpoints/megatron_gpt--val_loss=3.05-"
+         "step=16200-consumed_samples=3110400.0.ckpt' as top 3\n"
+         "[NeMo I 2024-02-26 06:40:41 nlp_overrides:412] Removing checkpoint: /data/nemo_experiments/megatron_gpt/"
+         "checkpoints/megatron_gpt--val_loss=3.05-step=15300-consumed_samples=2937600.0.ckpt\n")
+
+
+def test_rateless_nemo_bars_cut_by_checkpoint_messages_show_training_ran():
+    assert len(rateless_bar_starts(_CKPT)) == 2
+    out = trial_outcome(_CKPT)
+    assert out.failure_kind == "ok" and "step_time_s" not in out.metrics
+
+
+def test_rateless_bars_that_are_not_training_steps_do_not_count():
+    assert rateless_bar_starts("Epoch 0: :   0%|          | 0/301500 [00:00<?]\n") == []  # no step done
+    assert rateless_bar_starts("Validation DataLoader 0:  50%|\u2588\u2588  | 5/10 [00:01<00:01]\n") == []
