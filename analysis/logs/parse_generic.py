@@ -83,9 +83,10 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=", "Epoch",
-            "epoch", "loss", "Loss", "{\n")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115]
-# [1298/1299]" (timm); "[10/500] loss: 2.3 time: 1.39" (a script's unnamed counter); "{\n": a line that opens a JSON
-# record spread over the lines after it (DLLogger's "DLLL {", _json_block)
+            "epoch", "loss", "Loss", "{\n", " avg, ")
+# "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115] [1298/1299]" (timm); "[10/500] loss: 2.3
+# time: 1.39" (a script's unnamed counter); "{\n": a line that opens a JSON record spread over the lines after it
+# (DLLogger's "DLLL {", _json_block); " avg, ": pjreddie darknet's "%ld: %f, %f avg, %f rate, ..." (_DARKNET)
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
@@ -427,6 +428,31 @@ def _keras_epoch_step(line: str) -> str:
     return f"{line[:m.start('per')]}{mean_s:.6g}s/step{line[m.end():]}"
 
 
+# darknet's training loop writes each iteration's figures value first, the key after: AlexeyAB/darknet
+# src/detector.c train_detector, printf("\n %d: %f, %f avg loss, %f rate, %lf seconds, %d images, %f hours left\n",
+# iteration, loss, avg_loss, get_current_rate(net), (what_time_is_it_now() - time), iteration*imgs, avg_time), and
+# pjreddie/darknet examples/detector.c "%ld: %f, %f avg, %f rate, %lf seconds, %ld images" (classifier.c puts the
+# epoch after the batch: "%ld, %.3f: ..."). `time` is taken just before train_network (after the batch is loaded,
+# which "Loaded: %lf seconds" reports on its own line), and an iteration is one weight update (the subdivisions are
+# accumulated inside it): the seconds are the step's time. "rate" is the learning rate; "hours left" an estimate.
+# The key-before-value reader would give each value the next one's key ("rate" 0.57 s), so the record is rewritten.
+_DARKNET = re.compile(r"^\s{0,4}(\d{1,12})(?:, \d{1,9}\.\d{1,6})?: (\S{1,30}), (\S{1,30}) avg(?: loss)?, "
+                      r"(\S{1,30}) rate, (\d{1,12}\.\d{1,12}) seconds, (\d{1,15}) images(?:, \S{1,30} hours left)?")
+
+
+def _darknet_record(line: str) -> str:
+    """' 1110: 0.48, 0.86 avg loss, 0.0026 rate, 0.57 seconds, 53280 images, ...' -> 'iteration 1110: loss 0.48,
+    avg loss 0.86, lr 0.0026, time 0.57 s, images 53280' (_DARKNET's rule)."""
+    if " seconds, " not in line:
+        return line
+    m = _DARKNET.match(line)
+    if m is None:
+        return line
+    n, loss, avg, rate, secs, images = m.groups()
+    return (f"iteration {n}: loss {loss}, avg loss {avg}, lr {rate}, time {secs} s, images {images}"
+            f"{line[m.end():]}")
+
+
 def _clock_durations(line: str) -> str:
     """'time per step = 0:00:1.390' -> 'time per step = 1.39s' (a duration, not a clock time)."""
     if ":" not in line or _CLOCK_DURATION.search(line) is None:
@@ -602,7 +628,7 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    clean = _CLOCKLIKE.sub(" ", _clock_durations(_window_times(_keras_epoch_step(line))))
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(_window_times(_keras_epoch_step(_darknet_record(line)))))
     lead = _LEADING_COUNTER.match(clean)
     lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):

@@ -1,11 +1,11 @@
 """Issue 17 (helper judge39b): batch 34's remaining misses as families, in sample. A tqdm bar split over a line break
 before its `[elapsed<remaining, rate]`; NeMo 1's
-rate-less training bar, whole or cut by a checkpoint message; each with a real line and its source, and look-alikes that must not match."""
+rate-less training bar, whole or cut by a checkpoint message; darknet's value-first iteration records; each with a real line and its source, and look-alikes that must not match."""
 
 from __future__ import annotations
 
 from analysis.logs.outcome import trial_outcome
-from analysis.logs.parse_generic import training_bars
+from analysis.logs.parse_generic import read_records, training_bars
 from analysis.logs.parse_nemo import rateless_bar_starts
 
 # ---- 1. a tqdm bar split over a line break (huggingface/optimum-habana PR 1963, the FLUX DreamBooth LoRA run's tail
@@ -51,3 +51,33 @@ def test_rateless_nemo_bars_cut_by_checkpoint_messages_show_training_ran():
 def test_rateless_bars_that_are_not_training_steps_do_not_count():
     assert rateless_bar_starts("Epoch 0: :   0%|          | 0/301500 [00:00<?]\n") == []  # no step done
     assert rateless_bar_starts("Validation DataLoader 0:  50%|\u2588\u2588  | 5/10 [00:01<00:01]\n") == []
+
+
+# ---- 3. darknet's iteration records, value first (DZPeru/fishv4 log_train.txt, YOLOv4-tiny under AlexeyAB/darknet,
+# whose src/detector.c prints "\n %d: %f, %f avg loss, %f rate, %lf seconds, %d images, %f hours left\n")
+_DARKNET = "".join(
+    f" {n}: {loss}, {avg} avg loss, 0.002610 rate, {secs} seconds, {imgs} images, {left} hours left\n"
+    f"Loaded: 0.000036 seconds\n\n (next mAP calculation at 1175 iterations) \n"
+    f" Last accuracy mAP@0.5 = 40.34 %, best = 40.34 % \n"
+    for n, loss, avg, secs, imgs, left in (
+        (1110, "0.485933", "0.860935", "0.572688", 53280, "0.165733"),
+        (1111, "0.986495", "0.873491", "0.607034", 53328, "0.165492"),
+        (1112, "1.157843", "0.901926", "0.581551", 53376, "0.165336"),
+        (1113, "1.412448", "0.952978", "0.606615", 53424, "0.165117")))
+
+
+def test_darknet_records_time_each_iteration_by_its_seconds():
+    reading = read_records(_DARKNET)
+    assert [it.iteration for it in reading.iterations] == [1110, 1111, 1112, 1113]
+    assert [it.step_time_s for it in reading.iterations] == [0.572688, 0.607034, 0.581551, 0.606615]
+    assert reading.losses[0] == 0.485933  # the iteration's loss, not the running "avg loss"
+    out = trial_outcome(_DARKNET)
+    assert out.failure_kind == "ok" and abs(out.metrics["step_time_s"] - 0.594) < 0.02
+
+
+def test_darknet_pjreddie_format_and_lookalikes():
+    # pjreddie/darknet examples/detector.c: "%ld: %f, %f avg, %f rate, %lf seconds, %ld images"
+    pj = "".join(f"{n}: 3.1, 3.2 avg, 0.001000 rate, 2.{n % 10}00000 seconds, {n * 64} images\n" for n in range(1, 5))
+    assert [it.step_time_s for it in read_records(pj).iterations] == [2.1, 2.2, 2.3, 2.4]
+    # the value before its key is darknet's alone: "Loaded: 0.000036 seconds" is no step record
+    assert read_records("Loaded: 0.000036 seconds\nLoaded: 0.000040 seconds\n").iterations == ()
