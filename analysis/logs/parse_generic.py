@@ -494,6 +494,11 @@ _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
                         r"|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
+# A logger's level column before the message: Python logging's format "%(asctime)s | %(levelname)s | %(message)s"
+# (BrahimMaarouf/vixora-radiology train.py: "2026-04-25 15:54:07,900 | INFO |   [25/103] loss=2.1338", the message
+# logger.info(f"  [{batch_idx+1}/{n_batches}] loss={loss.item():.4f}")) splits on '|' like a record's fields, and the
+# level would name the message's first number ("info" 25/103, an unknown key, instead of the unnamed counter).
+_LOG_LEVELS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "fatal", "notice", "trace"))
 _ELAPSED_AFTER = re.compile(r"\s{0,3}elapsed\b")
 # A per-step unit said in words: Cosmos' IterSpeed callback (nvidia-cosmos cosmos_predict1/diffusion/training/
 # callbacks/iter_speed.py, every_n_impl: log.info(f"{iteration} : iter_speed {iter_speed:.2f} seconds per iteration |
@@ -531,6 +536,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
         raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
+        if key in _LOG_LEVELS:  # a logger's level column, not the number's name (_LOG_LEVELS)
+            key = ""
         if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
             unit, key = key, ""
         if unit in _INTERVAL_UNITS and (per := _PER_STEP_AFTER.match(line, after)) is not None:

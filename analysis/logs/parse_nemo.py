@@ -86,7 +86,9 @@ def _step_number(head: str, fields: dict[str, str]) -> int | None:
 # model_checkpoint.py, _update_best_and_save) prints "Epoch {epoch:d}, global step {step:d}: {monitor!r} reached
 # {current:0.5f} (best ...), saving model to ..." on the bar's line (NVIDIA-NeMo issue 8505's H100 reference run).
 # Such drawings are step records without a step time: they show that training ran, no more.
-_RATELESS_DRAWING = re.compile(r"Epoch \d{1,9}: ?:? {0,3}\d{1,3}%\|[^|\n]{0,400}\| ?(\d{1,12})/(?:\d{1,12}|\?) \[")
+# The doubled colon is this format's mark: Lightning's own bar ("Epoch 0:   5%|...") states a rate, and a rate-less
+# look-alike of another origin is not taken for NeMo's.
+_RATELESS_DRAWING = re.compile(r"Epoch \d{1,9}: : {1,3}\d{1,3}%\|[^|\n]{0,400}\| ?(\d{1,12})/(?:\d{1,12}|\?) \[")
 
 
 def rateless_bar_starts(text: str) -> list[int]:

@@ -1,6 +1,7 @@
 """Issue 17 (helper judge39b): batch 34's remaining misses as families, in sample. A tqdm bar split over a line break
 before its `[elapsed<remaining, rate]`; NeMo 1's
-rate-less training bar, whole or cut by a checkpoint message; darknet's value-first iteration records; each with a real line and its source, and look-alikes that must not match."""
+rate-less training bar, whole or cut by a checkpoint message; darknet's value-first iteration records; a logger's
+"| INFO |" level column that named an unnamed "[25/103]" counter; each with a real line and its source, and look-alikes that must not match."""
 
 from __future__ import annotations
 
@@ -51,6 +52,8 @@ def test_rateless_nemo_bars_cut_by_checkpoint_messages_show_training_ran():
 def test_rateless_bars_that_are_not_training_steps_do_not_count():
     assert rateless_bar_starts("Epoch 0: :   0%|          | 0/301500 [00:00<?]\n") == []  # no step done
     assert rateless_bar_starts("Validation DataLoader 0:  50%|\u2588\u2588  | 5/10 [00:01<00:01]\n") == []
+    # a rate-less "Epoch 0: 100%|" without NeMo's doubled colon is not NeMo's bar (issue 17 batch 6's validation stall)
+    assert rateless_bar_starts("Epoch 0: 100%|##########| 50/50 [00:10<00:00]\nValidation: 0it [00:00, ?it/s]\n") == []
 
 
 # ---- 3. darknet's iteration records, value first (DZPeru/fishv4 log_train.txt, YOLOv4-tiny under AlexeyAB/darknet,
@@ -81,3 +84,24 @@ def test_darknet_pjreddie_format_and_lookalikes():
     assert [it.step_time_s for it in read_records(pj).iterations] == [2.1, 2.2, 2.3, 2.4]
     # the value before its key is darknet's alone: "Loaded: 0.000036 seconds" is no step record
     assert read_records("Loaded: 0.000036 seconds\nLoaded: 0.000040 seconds\n").iterations == ()
+
+
+# ---- 4. Python logging's "%(asctime)s | %(levelname)s | %(message)s" before an unnamed "[n/N] loss=" counter
+# (BrahimMaarouf/vixora-radiology logs/train.log, train.py's logger.info(f"  [{batch_idx+1}/{n_batches}] loss=..."),
+# one optimizer step per batch: the clock's advance per step is the step time)
+_LEVEL = """2026-04-25 15:54:05,873 | INFO | Epoch 1/50  |  LR=3.00e-04
+2026-04-25 15:54:07,900 | INFO |   [25/103] loss=2.1338
+2026-04-25 15:54:08,836 | INFO |   [50/103] loss=1.9446
+2026-04-25 15:54:09,771 | INFO |   [75/103] loss=2.4064
+2026-04-25 15:54:10,728 | INFO |   [100/103] loss=2.3465
+2026-04-25 15:54:10,869 | INFO | [TRAIN] loss=2.0150  macro_F1=0.3323
+"""
+
+
+def test_a_logger_level_column_does_not_name_the_counter():
+    reading = read_records(_LEVEL)
+    assert [it.iteration for it in reading.iterations] == [50, 75, 100]
+    assert reading.source == "timestamp difference"
+    assert all(abs(it.step_time_s - 0.0378) < 0.0378 * 0.05 for it in reading.iterations)
+    # a named number after the level column keeps its own name
+    assert read_records(_LEVEL.replace("|   [", "| step [")).iterations[0].iteration == 50
