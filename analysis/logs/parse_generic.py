@@ -83,9 +83,10 @@ TIMESTAMP_MIN_SPAN = 10.0  # timestamp deltas must span >= 10 x the timestamp's 
 # Lines holding one of these can be step records or progress bars (str.find runs in C; a line is looked at only
 # when it holds one).
 _ANCHORS = ("step", "Step", "STEP", "iter", "Iter", "ITER", "update", "it/s", "s/it", "it]", "[batch=", "Epoch",
-            "epoch", "loss", "Loss", "{\n")  # "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115]
-# [1298/1299]" (timm); "[10/500] loss: 2.3 time: 1.39" (a script's unnamed counter); "{\n": a line that opens a JSON
-# record spread over the lines after it (DLLogger's "DLLL {", _json_block)
+            "epoch", "loss", "Loss", "{\n", " avg, ")
+# "Epoch(train) [83][350/2693] ... time: 0.56" (mmengine), "Epoch: [115] [1298/1299]" (timm); "[10/500] loss: 2.3
+# time: 1.39" (a script's unnamed counter); "{\n": a line that opens a JSON record spread over the lines after it
+# (DLLogger's "DLLL {", _json_block); " avg, ": pjreddie darknet's "%ld: %f, %f avg, %f rate, ..." (_DARKNET)
 
 _NUMBER = re.compile(
     r"(?<![\w.])(?:[-+]?(?:\d{1,3}(?:,\d{3})+|\d{1,18})(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?(?![\d])(?!\.\d)"
@@ -119,7 +120,8 @@ _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:[
 
 # tqdm: "desc: 22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, postfix]" and "desc: 3it [00:04,  2.00it/s, postfix]".
 _BAR = re.compile(
-    r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)? ?\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
+    r"(?:^|[\s:|])(?P<n>\d{1,12})(?:/(?P<total>\d{1,12}))?(?P<it>it)?(?P<wrap> ?\n)? ?"  # wrap: _split_bar
+    r"\[(?P<elapsed>(?:\d{1,4}:)?\d{1,2}:\d{2})"
     r"(?:<(?:(?:\d{1,4}:)?\d{1,2}:\d{2}|\?))?,\s{0,4}(?:(?P<rate>\d{1,12}(?:\.\d{1,12})?)|\?)"
     r"(?P<unit>s/it|it/s|s/batch|batch/s|s/ba|ba/s)"
     r"(?P<postfix>[^\]\n]{0,400})")
@@ -443,6 +445,31 @@ def _keras_epoch_step(line: str) -> str:
     return f"{line[:m.start('per')]}{mean_s:.6g}s/step{line[m.end():]}"
 
 
+# darknet's training loop writes each iteration's figures value first, the key after: AlexeyAB/darknet
+# src/detector.c train_detector, printf("\n %d: %f, %f avg loss, %f rate, %lf seconds, %d images, %f hours left\n",
+# iteration, loss, avg_loss, get_current_rate(net), (what_time_is_it_now() - time), iteration*imgs, avg_time), and
+# pjreddie/darknet examples/detector.c "%ld: %f, %f avg, %f rate, %lf seconds, %ld images" (classifier.c puts the
+# epoch after the batch: "%ld, %.3f: ..."). `time` is taken just before train_network (after the batch is loaded,
+# which "Loaded: %lf seconds" reports on its own line), and an iteration is one weight update (the subdivisions are
+# accumulated inside it): the seconds are the step's time. "rate" is the learning rate; "hours left" an estimate.
+# The key-before-value reader would give each value the next one's key ("rate" 0.57 s), so the record is rewritten.
+_DARKNET = re.compile(r"^\s{0,4}(\d{1,12})(?:, \d{1,9}\.\d{1,6})?: (\S{1,30}), (\S{1,30}) avg(?: loss)?, "
+                      r"(\S{1,30}) rate, (\d{1,12}\.\d{1,12}) seconds, (\d{1,15}) images(?:, \S{1,30} hours left)?")
+
+
+def _darknet_record(line: str) -> str:
+    """' 1110: 0.48, 0.86 avg loss, 0.0026 rate, 0.57 seconds, 53280 images, ...' -> 'iteration 1110: loss 0.48,
+    avg loss 0.86, lr 0.0026, time 0.57 s, images 53280' (_DARKNET's rule)."""
+    if " seconds, " not in line:
+        return line
+    m = _DARKNET.match(line)
+    if m is None:
+        return line
+    n, loss, avg, rate, secs, images = m.groups()
+    return (f"iteration {n}: loss {loss}, avg loss {avg}, lr {rate}, time {secs} s, images {images}"
+            f"{line[m.end():]}")
+
+
 def _clock_durations(line: str) -> str:
     """'time per step = 0:00:1.390' -> 'time per step = 1.39s' (a duration, not a clock time)."""
     if ":" not in line or _CLOCK_DURATION.search(line) is None:
@@ -484,6 +511,11 @@ _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
                         r"|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
+# A logger's level column before the message: Python logging's format "%(asctime)s | %(levelname)s | %(message)s"
+# (BrahimMaarouf/vixora-radiology train.py: "2026-04-25 15:54:07,900 | INFO |   [25/103] loss=2.1338", the message
+# logger.info(f"  [{batch_idx+1}/{n_batches}] loss={loss.item():.4f}")) splits on '|' like a record's fields, and the
+# level would name the message's first number ("info" 25/103, an unknown key, instead of the unnamed counter).
+_LOG_LEVELS = frozenset(("debug", "info", "warning", "warn", "error", "critical", "fatal", "notice", "trace"))
 _ELAPSED_AFTER = re.compile(r"\s{0,3}elapsed\b")
 # A per-step unit said in words: Cosmos' IterSpeed callback (nvidia-cosmos cosmos_predict1/diffusion/training/
 # callbacks/iter_speed.py, every_n_impl: log.info(f"{iteration} : iter_speed {iter_speed:.2f} seconds per iteration |
@@ -521,6 +553,8 @@ def _fields(line: str) -> list[tuple[str, float, str, int | None, bool, bool, bo
         pieces = _KEY_SPLIT.split(_PAREN_UNIT.sub(r" \1", gap) if "(" in gap else gap)
         raw_key = next((p for p in reversed(pieces) if p.strip(_KEY_TRIM)), "")  # "iter: [10/500]" -> "iter"
         key = " ".join(normalise_key(raw_key[-120:]).split()[-6:])
+        if key in _LOG_LEVELS:  # a logger's level column, not the number's name (_LOG_LEVELS)
+            key = ""
         if not unit and key in _PER_STEP_UNITS:  # the unit as the key: word_language_model's "| ms/batch 10.52 |"
             unit, key = key, ""
         if unit in _INTERVAL_UNITS and (per := _PER_STEP_AFTER.match(line, after)) is not None:
@@ -618,7 +652,7 @@ def _parse_line(line: str) -> _RecordContent | None:
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
-    clean = _CLOCKLIKE.sub(" ", _clock_durations(_window_times(_keras_epoch_step(line))))
+    clean = _CLOCKLIKE.sub(" ", _clock_durations(_window_times(_keras_epoch_step(_darknet_record(line)))))
     lead = _LEADING_COUNTER.match(clean)
     lead_value = int(lead.group(1)) if lead is not None else None
     for key, value, unit, total, per_gpu, parenthesised, bracketed in _fields(clean):
@@ -1745,12 +1779,28 @@ def _bar_matches(text: str) -> list[tuple[int, re.Match[str]]]:
         low = max(0, pos - _BAR_SPAN)
         newline = text.rfind("\n", low, pos)
         start = newline + 1 if newline >= 0 else low
+        if newline > 0 and text.startswith("[", start):  # perhaps a bar split before its elapsed column
+            start = text.rfind("\n", max(0, newline - _BAR_SPAN), newline) + 1 or max(0, newline - _BAR_SPAN)
         m = _BAR.search(text, max(0, start - 1) if start else 0, min(len(text), pos + 4 + 400))
-        if m is None or m.start("unit") != pos or m.start() in seen:
+        if m is None or m.start("unit") != pos or m.start() in seen or m.group("wrap") and not _split_bar(text, m):
             continue
         seen.add(m.start())
         out.append((text.rfind("\n", 0, m.start()) + 1, m))
     return out
+
+
+def _split_bar(text: str, m: re.Match[str]) -> bool:
+    """A drawing whose line break falls between its counter and its `[elapsed<remaining, rate]` (a paste or a
+    terminal wrapping a long bar: optimum-habana PR 1963 quotes "Steps: 100%|███| 500/500 " then
+    "[54:01<00:00,  5.19s/it, loss=0.393, lr=0.0001]"). tqdm's default bar format (tqdm/std.py, format_meter:
+    '{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]') puts the bar's right edge
+    '|' and one space before the counter, so the two lines are one drawing only when the first ends with
+    '| N/M' (a count with its total) and the second starts with the bracket: two unrelated lines are not read
+    as one."""
+    if m.group("total") is None:
+        return False
+    line_start = text.rfind("\n", 0, m.start("n")) + 1
+    return text[line_start:m.start("n")].rstrip(" ").endswith("|")
 
 
 def _unknown_total_matches(text: str) -> list[tuple[int, re.Match[str]]]:

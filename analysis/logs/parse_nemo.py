@@ -76,3 +76,24 @@ def _step_number(head: str, fields: dict[str, str]) -> int | None:
             return int(value)
     counter = _COUNTER.search(head.split("|")[-1].strip() + " ")
     return int(counter.group(1)) if counter else None
+
+
+# NeMo 1's MegatronProgressBar (NVIDIA/NeMo, a Lightning TQDMProgressBar subclass: "Override bar_format to not have
+# 's/it'") draws the training bar as "{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}
+# {postfix}]" with the description "Epoch N: " (tqdm's set_description adds the ': '): "Epoch 0: :   5%|▋  |
+# 15900/301500 [1:22:...". The drawing has no rate, so neither reader above times it, and a drawing is often cut
+# mid-column by another write to the terminal: Lightning's ModelCheckpoint (lightning/pytorch/callbacks/
+# model_checkpoint.py, _update_best_and_save) prints "Epoch {epoch:d}, global step {step:d}: {monitor!r} reached
+# {current:0.5f} (best ...), saving model to ..." on the bar's line (NVIDIA-NeMo issue 8505's H100 reference run).
+# Such drawings are step records without a step time: they show that training ran, no more.
+# The doubled colon is this format's mark: Lightning's own bar ("Epoch 0:   5%|...") states a rate, and a rate-less
+# look-alike of another origin is not taken for NeMo's.
+_RATELESS_DRAWING = re.compile(r"Epoch \d{1,9}: : {1,3}\d{1,3}%\|[^|\n]{0,400}\| ?(\d{1,12})/(?:\d{1,12}|\?) \[")
+
+
+def rateless_bar_starts(text: str) -> list[int]:
+    """The line starts of the training-bar drawings without a rate (NeMo 1's MegatronProgressBar, whole or cut) that
+    count a step done, in log order."""
+    if _BAR_START not in text or "%|" not in text:
+        return []
+    return [text.rfind("\n", 0, m.start()) + 1 for m in _RATELESS_DRAWING.finditer(text) if int(m.group(1)) > 0]

@@ -44,7 +44,7 @@ from analysis.logs.parse_megatron import (
     parse_memory,
 )
 from analysis.logs.parse_mllog import parse_mllog
-from analysis.logs.parse_nemo import parse_progress_bars
+from analysis.logs.parse_nemo import parse_progress_bars, rateless_bar_starts
 from analysis.logs.parse_workload import RESULT_MARKER, WorkloadLog, parse_workload
 
 # Argument / config dumps: Megatron's "  global_batch_size ....... 1024", DeepSpeed's config print
@@ -253,6 +253,8 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
             generic = GenericReading(n_records=len(timer_lines), last_record_pos=text.rfind("SamplesPerSec="))
     if not generic.n_records and (logged := trainer_records(text)) is not None:  # the Trainer's dicts: progress
         generic = GenericReading(n_records=logged.n_records, last_record_pos=logged.last_pos, losses=logged.losses)
+    if not generic.n_records and (rateless := rateless_bar_starts(text)):  # NeMo 1's bar drawings without a rate
+        generic = GenericReading(n_records=len(rateless), last_record_pos=rateless[-1])
     fmt = "" if not generic.iterations else "progress_bar" if generic.source.startswith("progress bar") \
         else "generic"
     return LogReading(fmt, iterations=generic.iterations, notes=tuple(notes), **common,
