@@ -271,14 +271,20 @@ def test_thousand_logs_of_200_iterations_are_analysed_fast():
     text = _synthetic_log(200)
     # CPU time of this process, not wall time: other jobs on a shared 2-core CI machine must not fail this test (nor
     # a wall-time limit of its own: under 8 helpers' load on 2 cores its 10 s of CPU took over 60 s of wall time).
-    start = time.process_time()
-    for _ in range(1000):
-        summary = steady_state(parse_iterations(text))
-        parse_memory(text)
-        failure = classify(text, exit_code=0, has_result=True)
-    cpu_s = time.process_time() - start
+    # Even CPU time grows ~1.5x when another process shares the core (caches, SMT), so the 1,000 logs run as five
+    # rounds of 200 and the fastest round stands for the code's cost (timeit's rule: the minimum is the least
+    # disturbed measurement, the others measure the neighbours). The bound itself is unchanged.
+    rounds_cpu_s = []
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(200):
+            summary = steady_state(parse_iterations(text))
+            parse_memory(text)
+            failure = classify(text, exit_code=0, has_result=True)
+        rounds_cpu_s.append(time.process_time() - start)
+    cpu_s = 5 * min(rounds_cpu_s)
     assert (summary.n_total, failure.kind) == (200, "ok")
-    assert cpu_s < 10.0, f"1000 logs x 200 iterations took {cpu_s:.1f} s of CPU"
+    assert cpu_s < 10.0, f"1000 logs x 200 iterations took {cpu_s:.1f} s of CPU (rounds of 200: {rounds_cpu_s})"
 
 
 @pytest.mark.parametrize("text, expected", [
