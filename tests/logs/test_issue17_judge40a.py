@@ -1,14 +1,15 @@
 """Issue 17 (helper judge40a): batch 35's misses as families. An atexit handler's ignored exception never decides a
 failure; CPython's "can't find '__main__' module" is a launch naming no program; FSDP's auto-wrap class missing from
 the model is a setting; make's `[target] Error n` under a Python traceback is that program's exit, not a helper
-build; a training loop's own caught-OOM warning that ends the log is an OOM. Each: real lines with their source,
+build; a training loop's own caught-OOM warning that ends the log is an OOM; a refusal to run on an uncommitted
+working tree ("commit or stash") is the checkout's state, a config_error. Each: real lines with their source,
 and look-alikes that must not match."""
 
 from __future__ import annotations
 
 from analysis.logs.classify import classify
 from analysis.logs.families import first_match
-from analysis.logs.families.config import FSDP_WRAP_CLASS, LAUNCH_TARGET, recipe_ran_program
+from analysis.logs.families.config import CLEAN_TREE, FSDP_WRAP_CLASS, LAUNCH_TARGET, recipe_ran_program
 from analysis.logs.families.memory import ends_on_caught_oom
 from launcher.core.kinds import FailureKind
 
@@ -128,3 +129,27 @@ def test_caught_oom_followed_by_steps_is_not_the_end() -> None:
     # ComfyUI's VAE fallback warning is a retry, not a training loop's skipped batch
     assert ends_on_caught_oom("Warning: Ran out of memory when regular VAE decoding, retrying with tiled VAE "
                               "decoding.\n") is None
+
+
+# ---- 6. a refusal to run on a dirty working tree
+# github elena-lyulina/Megatron-LM-Attention-Benchmark attn_bench/logs/1719525.err (oos-batch35), the raise of its
+# attn_bench/utils/git_info.py; git's own wt-status.c require_clean_work_tree as `git pull --rebase` prints it.
+_DIRTY = """[default0]:  File "/scratch/attn_bench/utils/git_info.py", line 69, in check_git_working_tree
+[default0]:    raise RuntimeError(
+[default0]:RuntimeError: Working tree is dirty with 106 diff lines (limit: 100). Commit or stash your changes before \
+running the benchmark.
+"""
+_GIT = "error: cannot pull with rebase: You have unstaged changes.\nerror: Please commit or stash them.\n"
+
+
+def test_dirty_working_tree_refusal_is_config_error() -> None:
+    for text in (_DIRTY, _GIT):
+        assert first_match(text, CLEAN_TREE) is not None
+        got = classify(text)
+        assert got.kind == FailureKind.CONFIG_ERROR, got.reason
+
+
+def test_commit_or_stash_as_a_warning_or_hint_does_not_match() -> None:
+    for text in ("WARNING: working tree has local changes; commit or stash them for a reproducible run\n",
+                 "hint: commit or stash your changes before switching branches\n"):
+        assert first_match(text, CLEAN_TREE) is None

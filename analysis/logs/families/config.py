@@ -1028,6 +1028,21 @@ FSDP_WRAP_CLASS = rows(
      r"(?:Error|Exception)\b[^\n]{0,40}Could not find the transformer layer class (?:\w{1,120} in|to wrap in) "
      r"the model"))
 
+# judge40a: a refusal to run on a working tree with uncommitted changes, its fix in the message: git's own
+# require_clean_work_tree (git-sh-setup.sh and wt-status.c: "Cannot <action>: You have unstaged changes." ...
+# "Please commit or stash them.") and the scripts that check `git status`/`git diff` before a run and repeat its
+# words ("Working tree is dirty ... Commit or stash your changes before running the benchmark.", oos-batch35's
+# Megatron-LM attention benchmark, attn_bench/utils/git_info.py check_git_working_tree). The state of the checkout
+# the job runs from, not the program: config_error. Only as an error (an exception's message, an `error:`/`fatal:`
+# line); a warning or a hint with the same words decides nothing.
+CLEAN_TREE = rows(
+    FailureKind.CONFIG_ERROR, "the run refuses a working tree with uncommitted changes (commit or stash them)",
+    "git git-sh-setup.sh / wt-status.c (require_clean_work_tree); scripts' own clean-tree checks",
+    ("ommit or stash", "RuntimeError: Working tree is dirty with 106 diff lines (limit: 100). Commit or stash your "
+                       "changes before running the benchmark.",
+     r"(?i)(?:\w(?:Error|Exception)\s{0,2}:|^\s{0,8}(?:error|fatal)\s{0,2}:)[^\n]{0,300}\bcommit or stash "
+     r"(?:them|it|your (?:local )?changes|the changes)\b"))
+
 # NCCL's duplicate-GPU check at communicator init (src/init.cc, initTransportsRank: WARN("Duplicate GPU detected :
 # rank %d and rank %d both on CUDA device %lx", ...), returning ncclInvalidUsage): two ranks were given the same
 # device, a launch or device-ordering setting. patterns.CONFIG matches the message by its head; a log that quotes
