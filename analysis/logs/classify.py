@@ -240,6 +240,20 @@ def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
     return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
 
 
+def _make_recipe(text: str, start: int) -> Failure | None:
+    """make's `[target] Error n` (families.config.MAKE_RECIPE) as a helper build failure, unless a Python exception
+    ends just above it: then the recipe ran a program, and that program's traceback decides (judge40a)."""
+    for _ in range(F_MAX_XID_LINES):
+        found = first_match(text, F_CONFIG.MAKE_RECIPE, start)
+        if found is None:
+            return None
+        idx, row = found
+        if not F_CONFIG.recipe_ran_program(text, idx):
+            return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+        start = idx + 1
+    return None
+
+
 def _xid(text: str, start: int) -> Failure | None:
     """An Xid line whose code the catalogue marks as hardware, or whose code is not in the catalogue but whose
     text names hardware (ECC, NVLink, PCIe, ...); application Xids (13, 31, 43, ...) are not node faults."""
@@ -672,6 +686,12 @@ _ASIDE_EXCEPTION = re.compile(r"\b[A-Z]\w{0,60}(?:Error|Exception)\b")
 _MAX_ASIDE_LINES = 60  # lines of an ignored traceback looked at for its exception line
 _ASIDE_NEEDLE = re.compile(r"(?:Error|Exception)\b")
 _MAX_ASIDE_MATCHES = 20_000
+# judge40a: an atexit handler's exception is set aside even when it is the log's only traceback: CPython runs atexit
+# callbacks after the program's main code has returned (Modules/atexitmodule.c atexit_callfuncs: "Exception ignored in
+# atexit callback: <f>" through _PyErr_WriteUnraisableMsg, 3.13's "Exception ignored in atexit callback <f>:"), so it
+# cannot be what ended the run (oos-batch35: DeepSpeed's Triton autotune cache FileNotFoundError after all 30
+# iterations). An ignored exception from __del__ alone still speaks (DeepSpeedCPUAdam.__del__, above).
+_ATEXIT = "Exception ignored in atexit callback"
 
 
 def _aside_spans(text: str) -> list[tuple[int, int]]:
@@ -694,7 +714,7 @@ def _aside_spans(text: str) -> list[tuple[int, int]]:
                 end = stop
                 break
             pos = stop + 1
-        if end > 0 and others:
+        if end > 0 and (others or text.startswith(_ATEXIT, idx)):
             spans.append((start, end))
         idx = text.find(_IGNORED, max(end, idx + 1))
     for n, match in enumerate(_ASIDE_NEEDLE.finditer(text)):
@@ -1136,8 +1156,10 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
                       + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET + F_CONFIG.DUPLICATE_GPU
                       + F_CONFIG.RESUME_SETTINGS + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
-                      + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED,
+                      + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
+                      + F_CONFIG.CLEAN_TREE,
                       start)
+        or _make_recipe(text, start)
         or _empty_data(text, start)
         or _compile_target(text, start)
         or _shell_script(text, start)
@@ -1162,7 +1184,16 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _nccl_warn(text, start)
         or _nccl_trace(text, start)
         or _by_family(text, F_MEM.RAY_WORKER_DIED, start)  # possible causes only: when nothing else
+        or _caught_oom_at_end(text, start)
     )
+
+
+def _caught_oom_at_end(text: str, start: int) -> Failure | None:
+    """The log ends on a training loop's own caught-OOM warning (families.memory.ends_on_caught_oom, judge40a)."""
+    idx = F_MEM.ends_on_caught_oom(text)
+    if idx is None or idx < start:
+        return None
+    return _failure(FailureKind.OOM, f"{F_MEM.CAUGHT_OOM_LABEL}: {_line_at(text, idx)[:200]}", _evidence(text, idx))
 
 
 def _last_progress_start(text: str) -> int:

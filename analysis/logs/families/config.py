@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 
 from analysis.logs.families import Row, rows
+from analysis.logs.logtext import message_of
 from launcher.core.kinds import FailureKind
 from launcher.core.layout import DIMENSIONS
 
@@ -851,8 +852,36 @@ HELPERS_BUILD = rows(
     ("Failed to compile the C++ dataset helper", "ERROR:megatron.core.datasets.utils:Failed to compile the C++ "
                                                  "dataset helper functions"),
     (": *** ", "make: *** No targets specified and no makefile found.  Stop.",
-     r"^\s{0,4}(?:\S{1,80}: )?make(?:\[\d{1,3}\])?: \*\*\* (?:No targets specified|No rule to make target|"
-     r"\[[^\]\n]{1,200}\] Error \d)"))
+     r"^\s{0,4}(?:\S{1,80}: )?make(?:\[\d{1,3}\])?: \*\*\* (?:No targets specified|No rule to make target)"))
+# judge40a: make's `[target] Error n` (remake.c: a recipe's command exited n) is a build failure only when the recipe
+# built something. A Makefile target that runs the training program (StyleTTS2's `make train_2` -> train_second.py)
+# reports that program's exit: its traceback, ending just above, is the cause (oos-batch35). So this row is checked
+# apart (classify._make_recipe): it decides only when no Python exception line ends just above it
+# (recipe_ran_program).
+MAKE_RECIPE = rows(
+    FailureKind.CONFIG_ERROR, HELPERS_BUILD[0].label, "GNU make remake.c ('[target] Error n': a recipe failed)",
+    (": *** ", "make: *** [Makefile:12: helpers] Error 1",
+     r"^\s{0,4}(?:\S{1,80}: )?make(?:\[\d{1,3}\])?: \*\*\* \[[^\]\n]{1,200}\] Error \d"))
+# A Python exception's own line (a traceback's last line): `ZeroDivisionError: division by zero`, `KeyError: 'x'`.
+_PROGRAM_EXCEPTION = re.compile(r"^\s{0,8}(?:[A-Za-z_][\w.]{0,160}\.)?[A-Z]\w{0,80}(?:Error|Exception|Interrupt|Exit)"
+                                r"(?::|\s*$)")
+_RECIPE_LOOKBACK = 3  # non-blank lines above make's line searched for the program's exception line
+
+
+def recipe_ran_program(text: str, idx: int) -> bool:
+    """Is make's `[target] Error n` line at text[idx] the exit of a program whose Python traceback ends just above
+    it (an exception line among the few non-blank lines before it)?"""
+    end = text.rfind("\n", 0, idx)
+    seen = 0
+    while end > 0 and seen < _RECIPE_LOOKBACK:
+        start = text.rfind("\n", max(0, end - 2000), end) + 1
+        line = message_of(text[start:end]).strip()
+        if line:
+            if _PROGRAM_EXCEPTION.match(line):
+                return True
+            seen += 1
+        end = start - 1
+    return False
 
 # ---- version and launch refusals raised as plain exceptions (judge12): the package set or the launch command does
 # not fit what the code requires; the same code runs once they match. Sources: Transformer Engine
@@ -968,12 +997,51 @@ SIGNATURE = rows(
 # path in the launch line (a launcher's script argument, a job script's cd) is wrong. Not another tool's "can't open
 # file" (ld, tar, an image library): the shape wants the interpreter's name before it.
 LAUNCH_TARGET = rows(
-    FailureKind.CONFIG_ERROR, "the launch names a program file that does not exist", "CPython Modules/main.c "
-    "(pymain_run_file)",
+    FailureKind.CONFIG_ERROR, "the launch names a program file that does not exist (or a directory that is no "
+    "program)", "CPython Modules/main.c (pymain_run_file), Lib/runpy.py (_get_main_module_details)",
     ("can't open file", "/opt/conda/bin/python3: can't open file '/workspace/Megatron-LM/pretrain_gpt.py': [Errno 2] "
                         "No such file or directory",
      r"""(?:^|[\s/])python[\d.]{0,6}(?:\.exe)?: can't open file """
-     r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}"): \[Errno 2\] No such file"""))
+     r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}"): \[Errno 2\] No such file"""),
+    # judge40a: the launch hands the interpreter a directory or zip without a __main__.py (a repository's root in
+    # place of its script): CPython Lib/runpy.py _get_main_module_details raises "can't find %r module in %r" %
+    # ("__main__", sys.path[0]) and _run_module_as_main prints it behind sys.executable ("/usr/bin/python: can't find
+    # '__main__' module in '/path'") before any of the program runs. The interpreter's name first, as above.
+    ("can't find '__main__' module", "/usr/bin/python: can't find '__main__' module in '/workspace/DeepSpeed'",
+     r"""(?:^|[\s/])python[\d.]{0,6}(?:\.exe)?: can't find '__main__' module in """
+     r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}")"""))
+
+# judge40a: FSDP's transformer auto-wrap policy names a layer class the model does not have (the setting
+# fsdp_transformer_layer_cls_to_wrap / transformer_cls_names_to_wrap, or the model's _no_split_modules when it is
+# unset, e.g. a multimodal config's audio/vision blocks on a text-only model): accelerate src/accelerate/utils/
+# fsdp_utils.py fsdp2_prepare_auto_wrap_policy (`ValueError(f"Could not find the transformer layer class {layer_class}
+# in the model.")`), accelerate utils/dataclasses.py FullyShardedDataParallelPlugin.set_auto_wrap_policy and
+# transformers' trainer (`Exception("Could not find the transformer layer class to wrap in the model.")`), copied by
+# veRL's utils/fsdp_utils.py. Raised while preparing the model, before any step; the same model runs with the class
+# it has named.
+FSDP_WRAP_CLASS = rows(
+    FailureKind.CONFIG_ERROR, "the FSDP auto-wrap setting names a layer class the model does not have",
+    "accelerate utils/fsdp_utils.py (fsdp2_prepare_auto_wrap_policy), utils/dataclasses.py (set_auto_wrap_policy); "
+    "transformers trainer.py; veRL utils/fsdp_utils.py",
+    ("Could not find the transformer layer class", "ValueError: Could not find the transformer layer class "
+                                                   "LlamaDecoderLayer in the model.",
+     r"(?:Error|Exception)\b[^\n]{0,40}Could not find the transformer layer class (?:\w{1,120} in|to wrap in) "
+     r"the model"))
+
+# judge40a: a refusal to run on a working tree with uncommitted changes, its fix in the message: git's own
+# require_clean_work_tree (git-sh-setup.sh and wt-status.c: "Cannot <action>: You have unstaged changes." ...
+# "Please commit or stash them.") and the scripts that check `git status`/`git diff` before a run and repeat its
+# words ("Working tree is dirty ... Commit or stash your changes before running the benchmark.", oos-batch35's
+# Megatron-LM attention benchmark, attn_bench/utils/git_info.py check_git_working_tree). The state of the checkout
+# the job runs from, not the program: config_error. Only as an error (an exception's message, an `error:`/`fatal:`
+# line); a warning or a hint with the same words decides nothing.
+CLEAN_TREE = rows(
+    FailureKind.CONFIG_ERROR, "the run refuses a working tree with uncommitted changes (commit or stash them)",
+    "git git-sh-setup.sh / wt-status.c (require_clean_work_tree); scripts' own clean-tree checks",
+    ("ommit or stash", "RuntimeError: Working tree is dirty with 106 diff lines (limit: 100). Commit or stash your "
+                       "changes before running the benchmark.",
+     r"(?i)(?:\w(?:Error|Exception)\s{0,2}:|^\s{0,8}(?:error|fatal)\s{0,2}:)[^\n]{0,300}\bcommit or stash "
+     r"(?:them|it|your (?:local )?changes|the changes)\b"))
 
 # NCCL's duplicate-GPU check at communicator init (src/init.cc, initTransportsRank: WARN("Duplicate GPU detected :
 # rank %d and rank %d both on CUDA device %lx", ...), returning ncclInvalidUsage): two ranks were given the same

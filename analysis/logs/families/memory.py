@@ -50,7 +50,10 @@ failed, and users and schedulers kill -9 too; it stays `crashed`, with "(the hos
 
 from __future__ import annotations
 
+import re
+
 from analysis.logs.families import rows
+from analysis.logs.logtext import message_of
 from launcher.core.kinds import FailureKind
 
 _DEVICE = "out of memory (device)"
@@ -251,3 +254,23 @@ RAY_WORKER_DIED = (
            ("A worker died or was killed while executing a task by an unexpected system error",
             "(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
             "troubleshoot the problem, check the logs for the dead worker.")))
+
+# judge40a: a training loop that catches the CUDA OOM itself and logs it instead of raising: fairseq's old trainer and
+# ParlAI (`print('| WARNING: ran out of memory, skipping batch. ...')`), and the scripts that copied it
+# (GPT2-Chinese and its forks' train.py: `logger.info("WARNING: ran out of memory")` in `except RuntimeError` when
+# "out of memory" is in the exception). One such line in a run that goes on is a skipped batch, not a failure; a log
+# that ENDS on it (its last non-blank line: no step record, no result after it) is a run whose batches kept running
+# out of memory until it stopped (oos-batch35: 484 of them in 5.5 s, then nothing). Checked after every other family.
+CAUGHT_OOM_LABEL = "out of memory (the training loop caught the device OOM and the run ended on it)"
+CAUGHT_OOM = re.compile(r"(?i)^(?:(?:INFO|WARNING|WARN)\s{0,4}[-:|]\s{0,4})?\|?\s{0,4}WARNING:?\s{1,4}"
+                        r"ran out of memory\b(?![^\n]{0,40}\b(?:when regular|retrying with tiled))")
+_TAIL_CHARS = 4000  # the end of the log read for its last non-blank line
+
+
+def ends_on_caught_oom(text: str) -> int | None:
+    """Position of the log's last non-blank line when it is a training loop's own caught-OOM warning; else None."""
+    end = len(text.rstrip())
+    if end == 0:
+        return None
+    start = text.rfind("\n", max(0, end - _TAIL_CHARS), end) + 1
+    return start if CAUGHT_OOM.match(message_of(text[start:end]).strip()) else None
