@@ -324,9 +324,22 @@ _NOT_LOSS_TERM = ("scale", "scaler", "weight", "weights", "coef", "coeff", "lamb
                   "count", "norm", "factor", "alpha")
 
 
+# judge40b: BasicSR's losses are `l_<term>` (xinntao/BasicSR codes/models/SRGAN_model.py optimize_parameters:
+# self.log_dict['l_g_pix'] = l_g_pix.item(), 'l_g_fea', 'l_g_gan', 'l_d_real', 'l_d_fake'; SR_model.py 'l_pix'),
+# printed by its MessageLogger as "l_g_pix: 1.4819e-03 l_g_fea: 1.0389e+00 ..." with no plain loss: one to three
+# alphabetic words after a lone "l" (not "l2"/"l1", which are norms). And CNTK's per-epoch "TrainLossPerSample"
+# (microsoft/CNTK Source/SGDLib/SGD.cpp: "Finished Epoch[%2d of %d]: [Training Set] TrainLossPerSample = %.8g; ")
+# is the epoch's mean training loss: a key ending in "loss per sample".
+
+
 def _loss_term(key: str) -> bool:
     words = key.split()
-    return (len(words) == 2 and words[0] == "loss" and words[1].isalpha() and words[1] not in _NOT_LOSS_TERM)
+    if len(words) == 2 and words[0] == "loss" and words[1].isalpha() and words[1] not in _NOT_LOSS_TERM:
+        return True
+    if 2 <= len(words) <= 4 and words[0] == "l" and all(w.isalpha() for w in words[1:]) \
+            and words[-1] not in _NOT_LOSS_TERM:
+        return True
+    return key.endswith("loss per sample") and not any(w in key for w in ("val", "eval", "test"))
 
 
 @lru_cache(maxsize=8192)
@@ -390,6 +403,30 @@ def timestamp_of(line: str) -> tuple[float, float] | None:
     except (ValueError, OverflowError, OSError):
         return None
     return seconds, 10.0 ** -len(frac) if frac else 1.0
+
+
+# (judge40b, issue 17 batch 35) BasicSR's logger (xinntao/BasicSR codes/utils/util.py setup_logger, copied by the
+# SR repositories built on it): logging.Formatter('%(asctime)s.%(msecs)03d - %(levelname)s: %(message)s',
+# datefmt='%y-%m-%d %H:%M:%S'), a two-digit year: "19-08-09 08:25:25.996 - INFO: <epoch: 86, iter: 107,200, ...>".
+# Read for step records only (the record's clock), with its milliseconds and at a line's start, so that no other
+# "dd-dd-dd" is taken for a date; timestamp_of's callers elsewhere keep their forms.
+_SHORT_YEAR_STAMP = re.compile(r"^\s{0,4}(\d{2})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})[.,](\d{3})(?![\d:])")
+
+
+def _record_stamp(line: str) -> tuple[float, float] | None:
+    """timestamp_of(line), else a line opened by BasicSR's two-digit-year stamp (_SHORT_YEAR_STAMP)."""
+    stamp = timestamp_of(line)
+    if stamp is not None or "-" not in line[:8]:
+        return stamp
+    m = _SHORT_YEAR_STAMP.match(line)
+    if m is None:
+        return None
+    try:
+        dt = datetime(2000 + int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)),
+                      int(m.group(6)))
+    except (ValueError, OverflowError):
+        return None
+    return dt.timestamp() + int(m.group(7)) / 1000, 1e-3
 
 
 def _number(text: str) -> float | None:
@@ -508,6 +545,7 @@ def _hms_s(m: re.Match[str]) -> float:
 # detectron2's and PaddleDetection's logger prints a date without a year, "[02/04 22:46:24 ppdet...]": its "02/04"
 # before a clock time is not an n/N counter (it made every record step 2).
 _CLOCKLIKE = re.compile(r"\d{4}[-/]\d{2}[-/]\d{2}T?|\b\d{1,2}/\d{1,2}/\d{4}\b"
+                        r"|^\s{0,4}\d{2}-\d{2}-\d{2}(?= \d{2}:\d{2}:\d{2}[.,]\d)"  # BasicSR's (_SHORT_YEAR_STAMP)
                         r"|\b\d{1,2}/\d{1,2}(?=[ T]\d{1,2}:\d{2}:\d{2})|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,6})?")
 
 
@@ -648,7 +686,7 @@ def _parse_line(line: str) -> _RecordContent | None:
     if bar is not None:  # a bar (training_bars reads it), or a bar with a logger's record printed after it
         after = _after_bar(line, bar)
         return None if after is None else _parse_line(after)
-    stamp = timestamp_of(line)
+    stamp = _record_stamp(line)
     fields: list[Field] = []
     counters: list[tuple[int, str, int]] = []  # (rank, key, value)
     epoch = None
@@ -898,6 +936,29 @@ def _dedupe(records: list[Record]) -> list[Record]:
     for rec in records:
         seen.setdefault((rec.epoch, rec.counter, rec.micro), rec)
     return sorted(seen.values(), key=lambda r: (r.epoch or 0, r.counter, r.micro or 0))
+
+
+# judge40b (issue 17 batch 35): a counter that counts the whole run, printed beside the epoch. BasicSR's
+# MessageLogger (xinntao/BasicSR codes/train.py: message = '<epoch:{:3d}, iter:{:8,d}, lr:{:.3e}> '.format(epoch,
+# current_step, ...)) prints the global iteration; with an epoch shorter than the logging interval every record is in
+# a new epoch ("<epoch:  1, iter: 100", "<epoch:  3, iter: 200", ...) and no two records shared an epoch, so the
+# clock's advance (taken within an epoch, for counters that restart each epoch) gave nothing. A counter that keeps
+# rising, in the log's order, over at least GLOBAL_EPOCH_CHANGES epoch changes does not restart: its records are one
+# series and the epoch no longer splits it. One change is not enough (an excerpt of a per-epoch counter can rise over
+# one boundary: "epoch 1 batch 100" then "epoch 2 batch 200").
+GLOBAL_EPOCH_CHANGES = 2
+
+
+def _global_counter(records: list[Record]) -> list[Record]:
+    """The records with their epochs dropped when the counter is global (the comment above); else as they are."""
+    if len(records) < GLOBAL_EPOCH_CHANGES + 1 or any(r.epoch is None for r in records):
+        return records
+    in_order = sorted(records, key=lambda r: r.pos)
+    changes = sum(1 for a, b in zip(in_order, in_order[1:]) if b.epoch != a.epoch)
+    if changes < GLOBAL_EPOCH_CHANGES or any(b.counter <= a.counter or b.epoch < a.epoch  # type: ignore[operator]
+                                             for a, b in zip(in_order, in_order[1:])):
+        return records
+    return [replace(r, epoch=None) for r in in_order]
 
 
 def _is_cumulative(values: list[float]) -> bool:
@@ -1289,6 +1350,37 @@ def _per_optimizer_step(records: list[Record], times: list[float | None]) -> lis
     return [t * per_step if t is not None else None for t in times]
 
 
+# judge40b (issue 17 batch 35): records counted in data-loader batches, with gradient accumulation stated in the
+# log. GPT2-chitchat's loop and its many copies (yangjianxin1/GPT2-chitchat train.py train_epoch: `if (batch_idx + 1)
+# % args.gradient_accumulation_steps == 0: optimizer.step()`, then every log_step batches logger.info("batch {} of
+# epoch {}, loss {}, batch_acc {}, lr {}".format(batch_idx + 1, ...)), its arguments logged as
+# "args:Namespace(batch_size=4, ..., gradient_accumulation_steps=6, ...)": a "batch" is a micro-batch and one
+# optimizer step (the project's step, one global batch) is gradient_accumulation_steps of them. Only for a counter
+# "batch" (a logger's prefix may precede it: "- INFO - batch 230" is "info batch"; not a "global batch"; a
+# step/iteration counter of a trainer counts optimizer steps, HF's Trainer among them) and only when
+# the log states one accumulation of at least 2 (two different values: which run's is unknown, left as it reads).
+_GRAD_ACCUM = re.compile(r"\bgradient_accumulation_steps[\"']?\s{0,3}[=:]\s{0,3}[\"']?(\d{1,4})\b")
+GRAD_ACCUM_NEEDLE = "gradient_accumulation_steps"
+MAX_ACCUM_STATEMENTS = 50
+
+
+def _accumulated_batches(text: str, records: list[Record], times: list[float | None]) -> list[float | None]:
+    """times scaled to optimizer steps for batch-counted records under a stated gradient accumulation (above)."""
+    words = records[0].counter_key.split() if records else []
+    if words[-1:] != ["batch"] or "global" in words or GRAD_ACCUM_NEEDLE not in text:
+        return times
+    values: set[int] = set()
+    idx, n = text.find(GRAD_ACCUM_NEEDLE), 0
+    while idx >= 0 and n < MAX_ACCUM_STATEMENTS:
+        m = _GRAD_ACCUM.match(text, idx)
+        if m is not None:
+            values.add(int(m.group(1)))
+        idx, n = text.find(GRAD_ACCUM_NEEDLE, idx + len(GRAD_ACCUM_NEEDLE)), n + 1
+    if len(values) != 1 or (per_step := values.pop()) < 2:
+        return times
+    return [t * per_step if t is not None else None for t in times]
+
+
 def _iterations(records: list[Record], times: list[float | None], notes: list[str]) -> list[Iteration]:
     max_counter = max((r.counter for r in records), default=0) + 1
     out = []
@@ -1647,7 +1739,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
         groups.setdefault(rec.counter_key, []).append(rec)
     best: tuple[tuple[int, int, int, int], list[Record], str, list[float | None]] | None = None
     for group in groups.values():
-        group = _dedupe(group)
+        group = _global_counter(_dedupe(group))
         source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
                                       world_size=world_size)
         order = _SOURCE_ORDER.get(source.split(" (")[0], 9)
@@ -1662,6 +1754,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
     if (why := impossible_field(group)) is not None:
         note(local_notes, why)
     if source:
+        times = _accumulated_batches(text, group, times)
         group_t, times_t = _accumulate(group, times)
         iterations = _iterations(group_t, times_t, local_notes)
     else:

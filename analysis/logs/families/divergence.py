@@ -41,6 +41,10 @@ Sources (text):
   most COLLAPSED_SCALE (the DeepSpeed rule below, for any format). A start-up search (2**16 or 2**32 halving on the
   first steps) stops far above both: fp16 runs train at 2**10 to 2**16. Megatron's bf16 records print "loss scale:
   1.0" on every record with no overflow word, and "number of nan iterations: 0" is a counter, not a NaN.
+  judge40b (issue 17, batch 35): (d) the newest readings are overflow after overflow with the scale at or under
+  UNDER_ONE_SCALE = 0.25, falling or not (apex amp's "Gradient overflow.  Skipping step, loss scaler 0 reducing loss
+  scale to 0.00390625", raised silently in between; PaddleNLP's "optimizer not run, scale_before: 0.25, scale_after:
+  0.125"); fairseq's own wording is left to its rule (it trains at 0.5). Sources at overflows_under_one.
 Series (the parsed step records): the run's last logged loss is NaN or infinite; Megatron's last record lacks
 its loss or counts NaN iterations.
 """
@@ -528,7 +532,7 @@ def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     (c) below)."""
     readings = _scale_lines(text)
     if not readings:
-        return None
+        return overflows_under_one(text, readings)
     pos, line, last = readings[0]
     change = scale_change(line)
     clamped = change is not None and change[0] is not None and change[0] == change[1]
@@ -547,7 +551,65 @@ def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     if len(readings) == COLLAPSE_OVERFLOWS and last <= math.log2(COLLAPSED_SCALE) \
             and all(newer[2] < older[2] for newer, older in zip(readings, readings[1:])):
         return pos, f"the fp16 loss scale fell on {COLLAPSE_OVERFLOWS} readings in a row to 2^{last:g}"
-    return None
+    return overflows_under_one(text, readings)
+
+
+# ---- (judge40b, issue 17 batch 35) (d) overflow after overflow with the loss scale far under 1, whether or not it
+# still falls. A dynamic loss scaler starts at 2**15-2**16 (torch.cuda.amp.GradScaler init_scale 2**16, apex amp's
+# 2**16, Paddle's GradScaler init_loss_scaling 2**15) and halves on each overflow; a scale at or under
+# UNDER_ONE_SCALE = 2**-2 is a loss shrunk fourfold whose gradients still overflow fp16: the gradients themselves
+# exceed fp16's range, every printed step is skipped. Two wordings print each skipped step with the scale:
+# - apex amp (NVIDIA/apex apex/amp/handle.py, skip_step): maybe_print(("Gradient overflow.  Skipping step, loss
+#   scaler " + "{} reducing loss scale to {}").format(loss_id, loss_scaler.loss_scale())) (apex#1135: 0.0039, 0.0078,
+#   0.0039, ..., 0.00049: the scale is raised silently after scale_window clean steps, so it need not fall on every
+#   line, which rule (b) asks);
+# - PaddleNLP's Trainer (PaddlePaddle/PaddleNLP paddlenlp/trainer/trainer.py, optimizer_step: `if not
+#   optimizer_was_run: logger.warning(f"optimizer not run, scale_before: {scale_before_value[0]}, scale_after:
+#   {scale_after_value[0]}")`, the GradScaler found inf/nan: PaddleNLP#7537, 0.25 -> 0.125 -> 0.0625).
+# The rule: the log's newest OVERFLOW_RUN readings (all of them when it has fewer, at least 2) are each an overflow
+# line that leaves the scale at or under UNDER_ONE_SCALE. Not fairseq's: fairseq backpropagates a loss summed over
+# the batch's tokens and trains at scales near 0.5 (fairseq#506, a healthy run "setting loss scale to: 0.5" between
+# records); its own rule above (falling under 1, its floor 1e-4) stays. A scale read from a record ("loss_scale
+# 0.500 |") or a config is no overflow line and ends the run of overflows.
+UNDER_ONE_SCALE = 0.25
+OVERFLOW_RUN = COLLAPSE_OVERFLOWS
+MIN_OVERFLOW_RUN = 2
+_PADDLE_NOT_RUN = re.compile(r"optimizer not run, scale_before:\s{0,3}" + _NUMBER + r",\s{0,3}scale_after:\s{0,3}"
+                             + _NUMBER)
+PADDLE_NOT_RUN_NEEDLE = "optimizer not run, scale_before:"
+
+
+def _paddle_skips(text: str) -> list[tuple[int, float]]:
+    """(line start, log2 of the scale after) of PaddleNLP's last OVERFLOW_RUN 'optimizer not run' lines, newest
+    first."""
+    out: list[tuple[int, float]] = []
+    for start in sorted(last_line_starts(text, (PADDLE_NOT_RUN_NEEDLE,), MAX_LOOKED), reverse=True):
+        end = text.find("\n", start)
+        m = _PADDLE_NOT_RUN.search(text[start: len(text) if end < 0 else end][:2000])
+        value = _scale(m.group(2), False) if m is not None else None
+        if value is not None:
+            out.append((start, value))
+            if len(out) == OVERFLOW_RUN:
+                break
+    return out
+
+
+def overflows_under_one(text: str, readings: list[tuple[int, str, float]] | None = None) -> tuple[int, str] | None:
+    """(position, why) for rule (d) above; `readings` are _scale_lines(text) when the caller has them."""
+    if readings is None:
+        readings = _scale_lines(text)
+    merged = [(pos, FAIRSEQ_OVERFLOW_NEEDLE not in line and _OVERFLOW_WORDS.search(line) is not None, value)
+              for pos, line, value in readings]
+    merged += [(pos, True, value) for pos, value in _paddle_skips(text)]
+    newest = sorted(merged, reverse=True)[:OVERFLOW_RUN]
+    if len(newest) < MIN_OVERFLOW_RUN:
+        return None
+    limit = math.log2(UNDER_ONE_SCALE)
+    if not all(overflow and value <= limit for _, overflow, value in newest):
+        return None
+    return newest[0][0], (f"{len(newest)} overflows in a row with the fp16 loss scale at or under "
+                          f"{UNDER_ONE_SCALE:g} (last 2^{newest[0][2]:g}): the gradients overflow fp16 themselves, "
+                          f"every step skipped")
 
 
 # A loss dumped as bare records "<step> <value>", one a line (YANMTT's pretraining printout, loss.txt files, awk'd
