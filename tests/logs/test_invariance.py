@@ -30,7 +30,8 @@ _PER_LINE = ("torchrun_tee", "srun_label", "mpirun_tag", "ray_worker", "pdsh_hos
 
 def _spread(n_max: int = 64) -> list:
     """The first fixture (by path) of each (framework folder, kind), corpus and held-out batches, up to n_max,
-    taken round the kinds so that each kind is in."""
+    taken round the kinds so that each kind is in, each kind's turn going to a folder not yet in the sample where it
+    has one (so that a new batch's folders do not push others out of the 64)."""
     groups: dict[tuple[str, str], list] = {}
     for case in bench.cases(None):
         groups.setdefault((case.path.parent.name, case.kind), []).append(case)
@@ -43,7 +44,10 @@ def _spread(n_max: int = 64) -> list:
     while len(out) < n_max and any(by_kind.values()):
         for kind in sorted(by_kind):
             if by_kind[kind] and len(out) < n_max:
-                out.append(by_kind[kind].pop(0))
+                seen = {c.path.parent.name for c in out}
+                cases = by_kind[kind]
+                pick = next((i for i, c in enumerate(cases) if c.path.parent.name not in seen), 0)
+                out.append(cases.pop(pick))
     return out
 
 
