@@ -38,6 +38,7 @@ is extracted. `classify` is total: it never raises, whatever the text.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -481,13 +482,32 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
                         _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
-    if series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses):
+    if (series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses)
+            and not _jump_outranked_by_end(text, start, losses)):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
     bare = F_DIV.bare_records_diverged(text)
     if bare is not None and bare[0] >= start:
         return _failure(FailureKind.DIVERGED, f"loss diverged ({bare[1]}): {_line_at(text, bare[0])}",
                         _evidence(text, bare[0]))
     return None
+
+
+def _jump_outranked_by_end(text: str, start: int, losses: tuple[float, ...]) -> bool:
+    """A loss jump (families.divergence.loss_jumped: a finite series that jumped and stayed up, not a NaN/inf or a
+    0.0 end) is a reading of the records; it does not stop a job. When the lines after the last progress say what
+    did end it, that wins (judge41, oos-batch36): the scheduler's time limit (patterns.TIME_LIMIT, SLURM's
+    slurmstepd `*** JOB n ON host CANCELLED AT t DUE TO TIME LIMIT ***`, src/slurmd/slurmstepd/req.c) or the job's
+    own traceback ending in an exception line (CPython's `Traceback (most recent call last):` then `Name: message`;
+    not a wrapper's, analysis.logs.wrappers), e.g. a summary's `ValueError: min() arg is an empty sequence` after
+    the loop. The other signatures then classify the end (time_limit, crashed, ...)."""
+    finite = [v for v in losses if math.isfinite(v)]
+    if not finite or len(finite) != len(losses) or losses[-1] == 0.0 or F_DIV.loss_jumped(losses) is None:
+        return False
+    if _first(text, P.TIME_LIMIT, start) is not None:
+        return True
+    exc = _exception_line(text, start)
+    traceback_at = _job_traceback(text, start)
+    return exc is not None and not exc[2] and 0 <= traceback_at < exc[0]
 
 
 def _lone_zero_beside_comm_failure(text: str, start: int, losses: tuple[float, ...]) -> bool:
