@@ -6,6 +6,7 @@ with their source, and the same records without the ending, which must still rea
 from __future__ import annotations
 
 from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_generic import read_records
 
 # ---- 1. precedence: what ended the job outranks a loss jump that did not stop it
 # github bigscience-workshop/bigscience experiments/gpt2-meg-ds-zero/meg_ds_zero_gpt2_perf_n16-1999616.out
@@ -56,3 +57,69 @@ def test_nan_loss_then_a_traceback_stays_diverged() -> None:
     # only a finite jump is outranked: a NaN loss is the run's own failure, whatever the traceback after it
     nan = _ULYSSES + "0: peak_mem=7.83 GB\n0: Iteration 10: loss=nan\n0: peak_mem=7.83 GB\n0: Iteration 11: loss=nan\n"
     assert trial_outcome(nan + _VALUE_ERROR).failure_kind == "diverged"
+
+
+# ---- 2. an epoch number repeated on every batch record is no step counter
+# github 1025378573/T5-Finetune train.log (oos-batch36), shortened: logging's default format with
+# logging.info(f"Epoch {epoch} - Batch loss: {loss.item():.4f}") per batch; the clock advances ~1.27 s a batch.
+def _t5(epoch: int, start_s: int, n: int) -> str:
+    out = []
+    for i in range(n):
+        ms = start_s * 1000 + i * 1270
+        out.append(f"2025-03-02 05:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d} - INFO - "
+                   f"Epoch {epoch} - Batch loss: {9.0 - i / 10:.4f}\n")
+    return "".join(out)
+
+
+# the epoch's summary line follows its last batch within milliseconds (05:00:13,970 + 2 ms)
+_T5 = (_t5(1, 0, 12) + "2025-03-02 05:00:13,972 - INFO - Epoch 1 - Average Train Loss: 8.1000\n"
+       + _t5(2, 1800, 12) + "2025-03-02 05:30:13,972 - INFO - Epoch 2 - Average Train Loss: 7.9000\n")
+
+
+def test_batch_records_numbered_by_their_epoch_give_the_batch_time() -> None:
+    times = sorted(i.step_time_s for i in read_records(_T5).iterations if i.step_time_s is not None)
+    assert times and abs(times[len(times) // 2] - 1.27) < 0.05, times
+    assert abs(trial_outcome(_T5).metrics["step_time_s"] - 1.27) < 0.05
+
+
+def test_epoch_records_one_per_epoch_are_not_renumbered() -> None:
+    # one record per epoch (no run of one value): the epoch stays the counter, as before
+    text = "".join(f"2025-03-02 0{e}:00:00,000 - INFO - Epoch {e} - Batch loss: {3.0 - e / 10:.4f}\n"
+                   for e in range(1, 6))
+    assert [i.iteration for i in read_records(text).iterations][-1:] in ([5], [])
+
+
+# ---- 3. open_clip's "Batch (t)": the log window's seconds per batch
+# https://github.com/mertyg/vision-language-models-are-bows/issues/27 (oos-batch36), shortened; mlfoundations/
+# open_clip src/training/train.py prints f"Data (t): {data_time_m.avg:.3f} " f"Batch (t): {batch_time_m.avg:.3f}, ..."
+# and resets the meters after each record; its logger's datefmt '%Y-%m-%d,%H:%M:%S'.
+_OPEN_CLIP = "".join(
+    f"2023-06-29,15:4{i}:00 | INFO | Train Epoch: 0 [ {64 + 6400 * i:>6}/109468 ({6 * i}%)] Loss: 0.8{i} (0.9) "
+    f"Data (t): 0.0{5 + i} Batch (t): {t}, 78.5/s LR: 0.000001 Logit Scale: 99.981 - V4\n"
+    for i, t in enumerate(("18.240", "0.559", "0.515", "0.454", "0.472", "0.463", "0.490")))
+
+
+def test_open_clip_batch_time_is_the_step_time() -> None:
+    outcome = trial_outcome(_OPEN_CLIP)
+    assert outcome.failure_kind == "ok"
+    assert abs(outcome.metrics["step_time_s"] - 0.481) < 0.02, outcome.metrics
+
+
+def test_open_clip_data_time_alone_is_no_step_time() -> None:
+    text = _OPEN_CLIP.replace("Batch (t)", "Other (x)")
+    assert read_records(text).iterations == () or all(i.step_time_s is None for i in read_records(text).iterations)
+
+
+# ---- 4. a JSON record per epoch with its numbers as strings (ALBEF / X-VLM / BLIP: "{:.5f}".format(...))
+# https://github.com/zengyan-97/X-VLM/issues/12 (oos-batch36), two keys kept.
+_XVLM = "".join(f'{{"train_loss_itc": "{1.40 - e / 100:.5f}", "train_lr": "0.00006", "epoch": {e}}}\n'
+                for e in range(27, 33))
+
+
+def test_json_epoch_records_with_quoted_numbers_are_progress() -> None:
+    assert trial_outcome(_XVLM).failure_kind == "ok"
+
+
+def test_json_epoch_records_that_do_not_rise_are_not_progress() -> None:
+    same = "".join('{"train_loss_itc": "1.40000", "epoch": 3}\n' for _ in range(4))
+    assert trial_outcome(same).failure_kind != "ok"
