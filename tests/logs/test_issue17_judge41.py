@@ -123,3 +123,44 @@ def test_json_epoch_records_with_quoted_numbers_are_progress() -> None:
 def test_json_epoch_records_that_do_not_rise_are_not_progress() -> None:
     same = "".join('{"train_loss_itc": "1.40000", "epoch": 3}\n' for _ in range(4))
     assert trial_outcome(same).failure_kind != "ok"
+
+
+# ---- 5. set-up refusals: a backend missing for the device, Lightning Fabric refusing the strategy's use
+# torchtune on Aurora (oos-batch36 other/b_torchtune_aurora_xpu_...): c10d's ProcessGroup::getBackend check.
+_XPU = """[rank0]: Traceback (most recent call last):
+[rank0]:   File "/home/u/torchtune/recipes/full_finetune_distributed.py", line 1042, in recipe_main
+[rank0]:     recipe.setup(cfg=cfg)
+[rank0]: RuntimeError: No backend type associated with device type xpu
+"""
+# lit-llama's pretrain/redpajama.py on FSDP (oos-batch36), Lightning fabric.py _validate_setup
+_FABRIC_SETUP = """Traceback (most recent call last):
+  File "/home/u/lit-llama/pretrain/redpajama.py", line 98, in main
+    model, optimizer = fabric.setup(model, optimizer)
+RuntimeError: The `Fabric` requires the model and optimizer(s) to be set up separately. Create and set up the model \
+first through `model = self.setup_model(model)`. Then create the optimizer and set it up: `optimizer = \
+self.setup_optimizer(optimizer)`.
+"""
+# https://github.com/rasbt/cvpr2023/issues/8 (oos-batch36), Lightning fabric/strategies xla_fsdp.py save_checkpoint
+_FABRIC_SAVE = """  File "/home/u/lightning/fabric/strategies/fsdp.py", line 565, in save_checkpoint
+    raise FileExistsError(f"The checkpoint directory already exists and is not empty: {path}")
+FileExistsError: The checkpoint directory already exists and is not empty: /out/model_iter_best.ckpt
+"""
+
+
+def test_no_backend_for_the_device_is_a_config_error() -> None:
+    assert trial_outcome(_XPU).failure_kind == "config_error"
+
+
+def test_fabric_setup_order_refusal_is_a_config_error() -> None:
+    assert trial_outcome(_FABRIC_SETUP).failure_kind == "config_error"
+
+
+def test_fabric_checkpoint_directory_refusal_is_a_config_error() -> None:
+    assert trial_outcome(_FABRIC_SAVE).failure_kind == "config_error"
+
+
+def test_a_script_s_own_file_exists_error_stays_a_crash() -> None:
+    # a makedirs race (Levanter's TensorBoard log dir, oos-batch36) is not Fabric's refusal
+    text = ("Traceback (most recent call last):\n  File \"levanter/tracker/tensorboard.py\", line 40, in init\n"
+            "    os.makedirs(dir)\nFileExistsError: [Errno 17] File exists: '../logs/avxbg33f'\n")
+    assert trial_outcome(text).failure_kind == "crashed"
