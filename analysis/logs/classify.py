@@ -1579,6 +1579,13 @@ def _in_step_cycle(text: str, line_start: int) -> str | None:
         return None
     tail = lines[steps[-1] + 1:]
     header = next((j for j in range(len(tail) - 1, -1, -1) if _TRACEBACK_BODY[0] in tail[j]), None)
+    # judge41 (oos-batch36: microsoft/Megatron-DeepSpeed examples/MoE/log/...-with-kernel.log): every rank prints
+    # its interrupt's traceback at once, interleaved with the others' and with the launcher's "Killing subprocess"
+    # lines, so the lines after the last header are other ranks' frames. From the first header after the last step
+    # record on, the tail is the interrupt's own when no exception line stands in it (the interrupt's line is below)
+    first = next((j for j, line in enumerate(tail) if _TRACEBACK_BODY[0] in line), None)
+    if first is not None and not any(_EXCEPTION.match(message_of(line).strip()) for line in tail[first:]):
+        header = first
     if header is not None:
         tail = tail[:header]  # the interrupt's own traceback
     cycle = {_shape(line) for a, b in zip(steps, steps[1:]) for line in lines[a + 1:b]}

@@ -164,3 +164,35 @@ def test_a_script_s_own_file_exists_error_stays_a_crash() -> None:
     text = ("Traceback (most recent call last):\n  File \"levanter/tracker/tensorboard.py\", line 40, in init\n"
             "    os.makedirs(dir)\nFileExistsError: [Errno 17] File exists: '../logs/avxbg33f'\n")
     assert trial_outcome(text).failure_kind == "crashed"
+
+
+# ---- 6. every rank's interrupt traceback, interleaved, right after a step record: stopped by hand while running
+# microsoft/Megatron-DeepSpeed examples/MoE/log/gpt3-0.125B-tokendropping-...-with-kernel.log (oos-batch36),
+# shortened: Megatron's training_log record and timers, then the ranks' tracebacks mixed with deepspeed launch.py's
+# sigkill_handler lines.
+_MOE_STEPS = "".join(
+    f" iteration     {i}/ 1716613 | consumed samples:       545280 | elapsed time per iteration (ms): 550.9 | "
+    f"learning rate: 1.256E-04 | global batch size:   256 | lm loss: 3.40{i % 10}E+00 |\n"
+    "time (ms) | forward-compute: 358.53 | backward-compute: 159.65 | optimizer: 14.06 | batch-generator: 20.24\n"
+    for i in range(2120, 2131))
+_MOE_INTERRUPT = """Traceback (most recent call last):
+Traceback (most recent call last):
+  File "/home/u/Megatron-DeepSpeed/pretrain_gpt.py", line 276, in <module>
+  File "/home/u/Megatron-DeepSpeed/pretrain_gpt.py", line 276, in <module>
+[2022-10-29 00:11:48,109] [INFO] [launch.py:286:sigkill_handler] Killing subprocess 58799
+    pretrain(train_valid_test_datasets_provider, model_provider, forward_step,
+  File "/home/u/Megatron-DeepSpeed/megatron/training.py", line 891, in train
+    sampled_indices = torch.multinomial(prob_dist, reserved_length)
+KeyboardInterrupt
+[2022-10-29 00:11:52,534] [INFO] [launch.py:295:sigkill_handler] Main process received SIGTERM, exiting
+"""
+
+
+def test_interleaved_interrupt_tracebacks_after_a_step_are_a_stop_by_hand() -> None:
+    assert trial_outcome(_MOE_STEPS + _MOE_INTERRUPT).failure_kind == "cancelled"
+
+
+def test_an_interrupt_after_a_save_that_never_returned_stays_a_hang() -> None:
+    # a line outside the step cycle (a checkpoint save) between the last record and the interrupt: stalled there
+    stalled = _MOE_STEPS + "saving checkpoint at iteration    2130 to /ckpt\n" + _MOE_INTERRUPT
+    assert trial_outcome(stalled).failure_kind == "hang"
