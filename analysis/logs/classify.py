@@ -38,6 +38,7 @@ is extracted. `classify` is total: it never raises, whatever the text.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -481,13 +482,32 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
                         _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
-    if series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses):
+    if (series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses)
+            and not _jump_outranked_by_end(text, start, losses)):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
     bare = F_DIV.bare_records_diverged(text)
     if bare is not None and bare[0] >= start:
         return _failure(FailureKind.DIVERGED, f"loss diverged ({bare[1]}): {_line_at(text, bare[0])}",
                         _evidence(text, bare[0]))
     return None
+
+
+def _jump_outranked_by_end(text: str, start: int, losses: tuple[float, ...]) -> bool:
+    """A loss jump (families.divergence.loss_jumped: a finite series that jumped and stayed up, not a NaN/inf or a
+    0.0 end) is a reading of the records; it does not stop a job. When the lines after the last progress say what
+    did end it, that wins (judge41, oos-batch36): the scheduler's time limit (patterns.TIME_LIMIT, SLURM's
+    slurmstepd `*** JOB n ON host CANCELLED AT t DUE TO TIME LIMIT ***`, src/slurmd/slurmstepd/req.c) or the job's
+    own traceback ending in an exception line (CPython's `Traceback (most recent call last):` then `Name: message`;
+    not a wrapper's, analysis.logs.wrappers), e.g. a summary's `ValueError: min() arg is an empty sequence` after
+    the loop. The other signatures then classify the end (time_limit, crashed, ...)."""
+    finite = [v for v in losses if math.isfinite(v)]
+    if not finite or len(finite) != len(losses) or losses[-1] == 0.0 or F_DIV.loss_jumped(losses) is None:
+        return False
+    if _first(text, P.TIME_LIMIT, start) is not None:
+        return True
+    exc = _exception_line(text, start)
+    traceback_at = _job_traceback(text, start)
+    return exc is not None and not exc[2] and 0 <= traceback_at < exc[0]
 
 
 def _lone_zero_beside_comm_failure(text: str, start: int, losses: tuple[float, ...]) -> bool:
@@ -1157,7 +1177,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET + F_CONFIG.DUPLICATE_GPU
                       + F_CONFIG.RESUME_SETTINGS + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
-                      + F_CONFIG.CLEAN_TREE,
+                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL,
                       start)
         or _make_recipe(text, start)
         or _empty_data(text, start)
@@ -1559,6 +1579,13 @@ def _in_step_cycle(text: str, line_start: int) -> str | None:
         return None
     tail = lines[steps[-1] + 1:]
     header = next((j for j in range(len(tail) - 1, -1, -1) if _TRACEBACK_BODY[0] in tail[j]), None)
+    # judge41 (oos-batch36: microsoft/Megatron-DeepSpeed examples/MoE/log/...-with-kernel.log): every rank prints
+    # its interrupt's traceback at once, interleaved with the others' and with the launcher's "Killing subprocess"
+    # lines, so the lines after the last header are other ranks' frames. From the first header after the last step
+    # record on, the tail is the interrupt's own when no exception line stands in it (the interrupt's line is below)
+    first = next((j for j, line in enumerate(tail) if _TRACEBACK_BODY[0] in line), None)
+    if first is not None and not any(_EXCEPTION.match(message_of(line).strip()) for line in tail[first:]):
+        header = first
     if header is not None:
         tail = tail[:header]  # the interrupt's own traceback
     cycle = {_shape(line) for a, b in zip(steps, steps[1:]) for line in lines[a + 1:b]}

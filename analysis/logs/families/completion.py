@@ -282,8 +282,14 @@ EPOCHS_MIN = 2
 BARE_EPOCHS_MIN = 3
 # (a logger's name and level may stay in front: VITS's "Model\tINFO\t====> Epoch: 43")
 _DECORATION = re.compile(r"(?:(?:[\w.-]{1,40}[\s|:-]{1,3})?(?:INFO|DEBUG|NOTICE)\b)?[\s=<>\-*#:|\[\]()]*")
-_EPOCH_COUNTER = re.compile(r"(?i)\bepoch\b\s{0,3}[:=#\[(]?\s{0,3}(\d{1,6})\b")
-_METRIC = re.compile(r"[A-Za-z_][\w./-]{0,60}['\"]?\s{0,3}[:=]\s{0,3}-?\d{1,12}(?:\.\d{1,12})?(?:[eE][-+]?\d{1,3})?\b")
+# A JSON record per epoch with its numbers written as strings (judge41, oos-batch36): ALBEF / X-VLM / BLIP / LAVIS
+# (e.g. zengyan-97/X-VLM Pretrain.py: train_stats = {k: "{:.5f}".format(meter.global_avg) ...}; log_stats =
+# {**{f'train_{k}': v ...}, 'epoch': current_epoch}; f.write(json.dumps(log_stats) + "\n")) print
+# {"train_loss_itc": "1.32444", ..., "epoch": 32}: the key's closing quote may stand before the colon, and the
+# value's opening quote after it.
+_EPOCH_COUNTER = re.compile(r"(?i)\bepoch\b['\"]?\s{0,3}[:=#\[(]?\s{0,3}(\d{1,6})\b")
+_METRIC = re.compile(r"[A-Za-z_][\w./-]{0,60}['\"]?\s{0,3}[:=]\s{0,3}['\"]?-?\d{1,12}(?:\.\d{1,12})?"
+                     r"(?:[eE][-+]?\d{1,3})?\b")
 
 
 def epoch_records(lines: list[tuple[int, str]]) -> tuple[int, str] | None:
