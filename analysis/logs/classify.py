@@ -231,6 +231,17 @@ def _config_needle(text: str, start: int) -> Failure | None:
     return None
 
 
+def _cross_library_call(text: str, start: int) -> Failure | None:
+    """One installed package calling another's function with a signature it does not have
+    (families.config.cross_library_call): the two packages' versions do not fit (judge42a)."""
+    idx = F_CONFIG.cross_library_call(text, start)
+    if idx is None:
+        return None
+    return _failure(FailureKind.CONFIG_ERROR, "one installed package calls another with a signature the installed "
+                    f"version does not have (a package version mismatch): {_line_at(text, idx)}",
+                    _evidence(text, idx))
+
+
 def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
     """The first row of a family table (analysis.logs.families) found after `start`, as a Failure of the
     row's kind."""
@@ -1163,6 +1174,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_log(text, FailureKind.OOM, P.DEVICE_OOM + P.HOST_OOM, start, state, "out of memory")
         or _by_family(text, F_MEM.MEMORY, start)
         or _config_needle(text, start)
+        or _cross_library_call(text, start)
         or _config_assertion(text, start)
         or _missing_module(text, start)
         or _config_shape(text, start)
@@ -1173,9 +1185,10 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL
                       + F_CONFIG.UNMOUNTED + F_CONFIG.SIGNATURE + F_CONFIG.BACKEND_MISSING + F_CONFIG.VERSION_FLOOR
                       + F_CONFIG.PLACEHOLDER_VALUE + F_CONFIG.PATH_MISSING + F_CONFIG.NO_GPU
-                      + F_CONFIG.FLASH_REFUSAL + F_CONFIG.PACKAGE_GUARD + F_CONFIG.HUB_ACCESS
-                      + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET + F_CONFIG.DUPLICATE_GPU
-                      + F_CONFIG.RESUME_SETTINGS + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
+                      + F_CONFIG.FLASH_REFUSAL + F_CONFIG.DEVICE_CAPABILITY + F_CONFIG.PACKAGE_GUARD
+                      + F_CONFIG.HUB_ACCESS + F_CONFIG.VERSION_UNSUPPORTED + F_CONFIG.LAUNCH_TARGET
+                      + F_CONFIG.DUPLICATE_GPU + F_CONFIG.RESUME_SETTINGS
+                      + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
                       + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL,
                       start)
