@@ -1486,7 +1486,8 @@ def read_records(text: str, *, samples_per_step: float | None = None, tokens_per
             return reading
         if not reading.n_records:
             reading = _with_epoch_banners(reading, text)
-        return _with_trainer_log(reading, text) or _with_summary(reading, text)
+        return (_with_trainer_log(reading, text) or _with_colbert_records(reading, text)
+                or _with_epoch_clock(reading, text) or _with_summary(reading, text))
     except (ArithmeticError, ValueError, RecursionError) as exc:
         note(notes, f"generic step reader gave up on this log ({type(exc).__name__}: {str(exc)[:80]})")
         return GenericReading()
@@ -1574,6 +1575,85 @@ def _with_trainer_log(reading: GenericReading, text: str) -> GenericReading | No
     pos, step, step_s = found
     return replace(reading, iterations=(Iteration(iteration=step, step_time_s=step_s),), source=_TRAINER_LOG_SOURCE,
                    n_records=max(reading.n_records, 2), last_record_pos=max(reading.last_record_pos, pos))
+
+
+# ---- ColBERT's step records: a timestamp, the step and the running loss, no keys
+
+# ColBERT (stanford-futuredata/ColBERT colbert/training/training.py train(): print_message(batch_idx, train_loss) on
+# rank 0 after each step's amp.step; colbert/utils/utils.py print_message: "[{}] {}".format(datetime.datetime.now()
+# .strftime("%b %d, %H:%M:%S"), ' '.join(str(x) for x in s))) prints "[Mar 29, 16:22:06] 10 6.258825803907815": no
+# key names the counter or the loss, so the key-based reader reads none. The clock has whole seconds: the step time
+# is the clock's advance over the steps' advance from the first to the last record of the last monotone run (a
+# restart resets the steps), over a baseline of _TRAINER_LOG_MIN_SPAN_S at least.
+_COLBERT_RECORD = re.compile(r"(?m)^\[(?P<mon>[A-Z][a-z]{2}) (?P<day>\d{1,2}), "
+                             r"(?P<h>\d{2}):(?P<m>\d{2}):(?P<s>\d{2})\] (?P<n>\d{1,9}) "
+                             r"(?P<loss>-?\d{1,9}(?:\.\d{1,20})?(?:[eE][-+]?\d{1,3})?|nan|inf)[ \t]{0,4}$")
+_COLBERT_SOURCE = "ColBERT print_message step records: clock over steps"
+
+
+def _with_colbert_records(reading: GenericReading, text: str) -> GenericReading | None:
+    if "] " not in text or ", " not in text:
+        return None
+    run: list[tuple[int, int, int, float]] = []  # (position, step, clock s, loss) of the last monotone run
+    month = ""
+    for m in _COLBERT_RECORD.finditer(text):
+        step = int(m.group("n"))
+        clock_s = int(m.group("day")) * 86400 + int(m.group("h")) * 3600 + int(m.group("m")) * 60 + int(m.group("s"))
+        if run and (step <= run[-1][1] or clock_s < run[-1][2] or m.group("mon") != month):
+            run = []
+        month = m.group("mon")
+        run.append((m.start(), step, clock_s, float(m.group("loss"))))
+    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S:
+        return None
+    step_s = (run[-1][2] - run[0][2]) / (run[-1][1] - run[0][1])
+    return replace(reading, iterations=(Iteration(iteration=run[-1][1], step_time_s=step_s, loss=run[-1][3]),),
+                   source=_COLBERT_SOURCE, n_records=max(reading.n_records, len(run)),
+                   last_record_pos=max(reading.last_record_pos, run[-1][0]), losses=tuple(r[3] for r in run))
+
+
+# ---- a per-epoch cumulative clock on its own line after batch records that state the epoch's length
+
+# Sebastian Raschka's PyTorch training loops (rasbt/deeplearning-models, its helper_train.py train_model and the
+# notebooks and course scripts copied from them) print per logged batch f'Epoch: {epoch+1:03d}/{num_epochs:03d} | '
+# f'Batch {batch_idx:04d}/{len(train_loader):04d} | Loss: {loss:.4f}', after each epoch's evaluation
+# print(f'Time elapsed: {(time.time() - start_time)/60:.2f} min') and at the end print(f'Total Training Time: ...
+# min'). The clock is per epoch, not per step; the batch record states the epoch's number of batches. The step time is
+# the clock's advance from the first to the last epoch clock of the last monotone run, over the epochs' advance times
+# the stated batches per epoch (evaluation between epochs included, as the clock includes it); only where every record
+# states the same number of batches, over a baseline of _TRAINER_LOG_MIN_SPAN_S (0.01 min resolution).
+_EPOCH_BATCH_RECORD = re.compile(r"(?i)\bEpoch:?\s{0,3}(?P<e>\d{1,6})\s{0,2}/\s{0,2}\d{1,6}\s{0,3}\|\s{0,3}"
+                                 r"Batch:?\s{0,3}\d{1,9}\s{0,2}/\s{0,2}(?P<b>\d{1,9})\b")
+_EPOCH_CLOCK = re.compile(r"(?im)^[ \t]{0,8}Time elapsed:[ \t]{0,3}(?P<v>\d{1,7}(?:\.\d{1,4})?)[ \t]{0,2}min"
+                          r"[ \t]{0,4}$")
+_EPOCH_CLOCK_SOURCE = "epoch clock (Time elapsed, min) over the epochs' stated batches"
+
+
+def _with_epoch_clock(reading: GenericReading, text: str) -> GenericReading | None:
+    if "ime elapsed:" not in text and "ime Elapsed:" not in text:
+        return None
+    records = [(m.start(), int(m.group("e")), int(m.group("b"))) for m in _EPOCH_BATCH_RECORD.finditer(text)]
+    if len(records) < 2 or len({b for _, _, b in records}) != 1 or records[0][2] <= 0:
+        return None
+    batches = records[0][2]
+    run: list[tuple[int, int, float]] = []  # (position, epoch, clock s) of the last monotone run
+    i = 0
+    for m in _EPOCH_CLOCK.finditer(text):
+        while i < len(records) and records[i][0] < m.start():
+            i += 1
+        if i == 0:
+            continue
+        epoch, clock_s = records[i - 1][1], float(m.group("v")) * 60
+        if run and epoch == run[-1][1]:
+            continue
+        if run and (epoch < run[-1][1] or clock_s < run[-1][2]):
+            run = []
+        run.append((m.start(), epoch, clock_s))
+    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S:
+        return None
+    step_s = (run[-1][2] - run[0][2]) / ((run[-1][1] - run[0][1]) * batches)
+    return replace(reading, iterations=(Iteration(iteration=run[-1][1] * batches, step_time_s=step_s),),
+                   source=_EPOCH_CLOCK_SOURCE, n_records=max(reading.n_records, len(records)),
+                   last_record_pos=max(reading.last_record_pos, records[-1][0]))
 
 
 # ---- summaries and free-standing rates: the last resort when no step record gives a time

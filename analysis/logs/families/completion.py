@@ -38,6 +38,14 @@ _BUDGET = (rf"(?i)\bmax(?:imum)?[ _](?:number[ _]of[ _])?{_BUDGET_WHAT}\b[^\n]{{
 # neither.
 _NOT_OR = r"(?!\s{1,3}or\s{1,3}(?:interrupt|fail|abort|crash|stop|kill|cancel|error))"
 _NOT_EITHER = "COMPLETED" + _NOT_OR
+# `training (is) done|finished|complete(d)`, `finished|done training`; judge42b: with the phase named in the same
+# word ("Pretraining completed successfully!", logger.info in AsanoHaruka157/scGPT's pre-training script, oos-batch37;
+# "PRETRAINING COMPLETED SUCCESSFULLY", "Pre-training finished") and for fine-tuning ("Fine-tuning completed in
+# 812.33 seconds", "LoRA instruction fine-tuning completed successfully!", "🎉 Fine-tuning completed!": trainer
+# scripts' closing logger.info/print lines found in public training scripts): the same wording class, not a new one.
+_PHASE = r"(?:pre-?|post-?)?training|(?:pre-?)?fine[- ]?tuning|finetuning"
+_TRAINING_DONE = (rf"(?i)\b(?:{_PHASE})\s{{1,3}}(?:is\s{{1,3}})?(?:done|finished|complete[d]?)\b" + _NOT_OR
+                  + rf"|\bfinished (?:{_PHASE})\b|\bdone (?:{_PHASE})\b")
 COMPLETION = (
     rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",
          ("worker group successfully finished", "INFO:torch.distributed.elastic.agent.server.api:[default] worker "
@@ -76,13 +84,14 @@ COMPLETION = (
            ("Successfully completed.", "Successfully completed."))
     + rows(FailureKind.OK, _DONE, "trainers' end-of-training lines",
            ("raining", "Finished training after 5000 steps",
-            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
-            + r"|\bfinished training\b|\bdone training\b"),
+            _TRAINING_DONE),
            # judge37a: the same shape in capitals ("🎉 TRAINING COMPLETE!", a QLoRA script's closing banner in
            # oos-batch33): the needle is found case-sensitively, so "raining" never reached the case-insensitive shape
            ("RAINING", "INFO:__main__:🎉 TRAINING COMPLETE!",
-            r"(?i)\btraining\s{1,3}(?:is\s{1,3})?(?:done|finished|complete[d]?)\b" + _NOT_OR
-            + r"|\bfinished training\b|\bdone training\b"))
+            _TRAINING_DONE),
+           # judge42b: fine-tuning's own word ("Fine-tuning completed in 812.33 seconds"), which "raining" misses
+           ("uning", "Fine-tuning completed in 812.33 seconds", _TRAINING_DONE),
+           ("UNING", "FINE-TUNING COMPLETE", _TRAINING_DONE))
     # judge37a: DeepSpeed-Chat's wrapper (deepspeedai/DeepSpeedExamples applications/DeepSpeed-Chat/e2e_rlhf.py, later
     # train.py, main: print(f"---=== Finished Step {step_num} in {time_str} ===---") after launch_cmd, which raises
     # "Step {step_num} exited with non-zero status {returncode}" when the step's training script failed; and
@@ -99,6 +108,24 @@ COMPLETION = (
                           '"run_stop", "value": 0.92, "metadata": {"file": "/workspace/ft-llm/custom_callbacks.py", '
                           '"lineno": 321, "samples_count": 3072, "status": "success"}}',
             r':::MLLOG \{[^\n]{0,200}"key":\s{0,2}"run_stop"[^\n]{0,600}"status":\s{0,2}"success"'))
+    # judge42b: ColBERT (stanford-futuredata/ColBERT colbert/training/training.py train(): after the loop over the
+    # triples, `print_message("#> Done with all triples!")` on rank 0, then manage_checkpoints(...,
+    # consumed_all_triples=True) saves the final checkpoint ("#> Saving a checkpoint to ...", "Saved checkpoint to
+    # None..."): the training data is used up, the run ends normally; the save after it is the run's last act, not a
+    # phase it stalled in.
+    + rows(FailureKind.OK, _DONE, "ColBERT colbert/training/training.py train",
+           ("#> Done with all triples!", "[Mar 29, 16:34:28] #> Done with all triples!"))
+    # judge42b: MosaicML Composer's ConsoleLogger (mosaicml/composer composer/loggers/console_logger.py@02c872e4
+    # _get_progress_string / log_to_console): with max_duration in batches (or samples, tokens) each train record opens
+    # f"[{unit.name.lower()}={curr_duration}/{total}]" + ":", then one "\t Train {name}: {value}" line a metric
+    # (llm-foundry's train.py logs through it: "[batch=10/10]:" / "\t Train loss/train/total: 10.9654"); a header
+    # whose count has reached the total is the record of the run's last batch (max_duration reached). Not the
+    # epoch-based header "[epoch=1][batch=10/10]", whose batch count is the epoch's, nor the eval's "[Eval
+    # batch=10/10]": anchored at the line's start, the count equal to its total.
+    + rows(FailureKind.OK, _DONE, "MosaicML Composer loggers/console_logger.py (a max_duration reached)",
+           ("[batch=", "[batch=10/10]:", r"^\s{0,8}\[batch=(\d{1,15})/\1\]:?\s{0,4}$"),
+           ("[sample=", "[sample=2304/2304]:", r"^\s{0,8}\[sample=(\d{1,15})/\1\]:?\s{0,4}$"),
+           ("[token=", "[token=4718592/4718592]:", r"^\s{0,8}\[token=(\d{1,15})/\1\]:?\s{0,4}$"))
     + rows(FailureKind.OK, _DONE, "llama-recipes train_utils.py; Lightning fit_loop.py; trainers' step budgets",
            ("eached", "max training steps reached, stopping training, total train steps finished:  6", _BUDGET),
            ("eached", "Reached maximum number of iterations (20000), stopping", _BUDGET))
