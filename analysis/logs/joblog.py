@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from analysis.logs.logtext import normalize
+from analysis.logs.logtext import normalize_lines
 from launcher.core.logfile import HEAD_BYTES, TAIL_BYTES, LogWindow
 
 
@@ -49,15 +49,19 @@ class Gap(NamedTuple):
     shift: int  # what a line from `at` on adds to its joined-text offset to get its line number in the file
 
 
-def _with_tail(name: str, line: int, head: str, window: LogWindow) -> tuple[str, Gap]:
-    """A file's head text followed by its tail's, and the gap between them (`line`: where the file starts)."""
+def _with_tail(name: str, line: int, head: str, head_dropped: int,
+               window: LogWindow) -> tuple[str, Gap, tuple[int, ...]]:
+    """A file's head text followed by its tail's, the gap between them (`line`: where the file starts) and the
+    tail's dropped copies numbered as lines of the head and tail read (`head_dropped`: how many the head lost)."""
     breaks = head.count("\n")
-    tail = normalize(window.tail)
+    tail, dropped = normalize_lines(window.tail)
     if head.endswith("\n"):  # the head ends at a line break (always, unless one line fills the whole head)
-        return head + tail, Gap(name, line + breaks, window.skipped_lines, window.skipped_bytes, window.skipped_lines)
+        return (head + tail, Gap(name, line + breaks, window.skipped_lines, window.skipped_bytes,
+                                 window.skipped_lines), tuple(breaks + head_dropped + d for d in dropped))
     # the head's last line was cut: the tail is put on a line of its own, one joined line further
     return (f"{head}\n{tail}",
-            Gap(name, line + breaks + 1, window.skipped_lines, window.skipped_bytes, window.skipped_lines - 1))
+            Gap(name, line + breaks + 1, window.skipped_lines, window.skipped_bytes, window.skipped_lines - 1),
+            tuple(breaks + 1 + head_dropped + d for d in dropped))
 
 
 class EvidenceLine(NamedTuple):
@@ -77,17 +81,20 @@ class JobLog:
     text: str
     first_lines: tuple[int, ...]  # the joined text's line number at which each file starts
     gaps: tuple[Gap, ...] = ()  # the middles skipped in files larger than the read window, in joined-line order
+    # per file, the lines (numbered as in the text read, before the gap) that undouble dropped as a rank's copies
+    dropped: tuple[tuple[int, ...], ...] = ()
 
     @classmethod
     def join(cls, parts: Sequence[tuple[str, str | bytes | LogWindow]]) -> JobLog:
         """(file name, raw content or the window read of it) in reading order -> the job's text; empty files are
         left out."""
-        files, texts, first_lines, gaps, line = [], [], [], [], 1
+        files, texts, first_lines, gaps, dropped, line = [], [], [], [], [], 1
         for name, data in parts:
-            text = normalize(data.head if isinstance(data, LogWindow) else data)
+            text, copies = normalize_lines(data.head if isinstance(data, LogWindow) else data)
             if isinstance(data, LogWindow) and not data.whole:
-                text, gap = _with_tail(name, line, text, data)
+                text, gap, tail_copies = _with_tail(name, line, text, len(copies), data)
                 gaps.append(gap)
+                copies += tail_copies
             if text.endswith("\n"):
                 text = text[:-1]  # the joining newline ends the file's last line: file lines = joined lines
             if not text:
@@ -95,8 +102,9 @@ class JobLog:
             files.append(name)
             texts.append(text)
             first_lines.append(line)
+            dropped.append(copies)
             line += text.count("\n") + 1
-        return cls(tuple(files), "\n".join(texts), tuple(first_lines), tuple(gaps))
+        return cls(tuple(files), "\n".join(texts), tuple(first_lines), tuple(gaps), tuple(dropped))
 
     def locate(self, line: int) -> tuple[str, int]:
         """A line number of the joined text -> (file name, line number in that file)."""
@@ -104,7 +112,12 @@ class JobLog:
         if i < 0:
             return "", line
         skipped = sum(g.shift for g in self.gaps if g.file == self.files[i] and self.first_lines[i] <= g.at <= line)
-        return self.files[i], line - self.first_lines[i] + 1 + skipped
+        read = line - self.first_lines[i] + 1
+        for copy in self.dropped[i] if i < len(self.dropped) else ():
+            if copy > read:
+                break
+            read += 1  # a rank's copy that undouble dropped above this line still counts in the file
+        return self.files[i], read + skipped
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -80,6 +80,16 @@ _NONEMPTY = re.compile(r"^[ \t]*\S", re.M)
 _UNIFORM_SHARE = 0.95  # of the non-empty lines: a few lines (a shell's own message, a blank) come unprefixed
 
 
+def _ranks_alike(text: str, stripped: str) -> bool:
+    """Whether the ranks of a prefixed log printed the same lines: dropping the prefixes makes (nearly) every line
+    a copy of the one before it. Copies already there with their prefixes (one capture doubled as a whole) are not
+    the ranks' and are not counted."""
+    lines, bare = text.split("\n"), stripped.split("\n")
+    nonempty = len(_NONEMPTY.findall(stripped))
+    made = set(_doubled_lines(bare, nonempty, 0.0)) - set(_doubled_lines(lines, nonempty, 0.0))
+    return len(made) >= _ALL_DOUBLED * nonempty
+
+
 def strip_uniform_prefix(text: str) -> str:
     """`text` without the one launcher / collector prefix that fronts (nearly) every line, when it names a single
     origin; else unchanged."""
@@ -94,41 +104,75 @@ def strip_uniform_prefix(text: str) -> str:
             continue
         stripped = pattern.sub("", text)
         # several origins: kept (which rank said what matters), unless every rank printed the same lines
-        if pattern.groups and len(set(found)) > 1 and not _doubled_lines(stripped.split("\n"), lines, _ALL_DOUBLED):
+        if pattern.groups and len(set(found)) > 1 and not _ranks_alike(text, stripped):
             continue
         return strip_uniform_prefix(stripped)  # a host prefix in front of a rank prefix: both go
     return text
 
 
 _DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines
+_RUN_COPIES = 4  # copies one run of equal lines adds to the doubled share (16 ranks alike: 8)
+_MAX_UNDOUBLINGS = 4  # 16 ranks printing every line alike: each pass halves the text, so the work stays linear
 _ALL_DOUBLED = 0.45  # ranks' prefixes are dropped only where nearly every line comes twice (one copy per rank)
 
 
 def _doubled_lines(lines: list[str], nonempty: int, share: float = _DOUBLED_SHARE) -> list[int]:
     """The indexes of the second copies of lines printed twice in a row, when such copies are at least `share` of
-    the `nonempty` lines (else none)."""
-    doubled = [i for i in range(1, len(lines)) if lines[i] == lines[i - 1] and lines[i].strip()
-               and (i < 2 or lines[i - 1] != lines[i - 2])]
-    return doubled if len(doubled) >= share * nonempty else []
+    the `nonempty` lines (else none). In a run of n equal lines every second one is a copy: a line the log itself
+    repeats (the same warning twice) comes 2n times from two ranks and keeps n. A run counts for at most
+    _RUN_COPIES copies towards the share: a doubled log repeats nearly every line, not one line many times."""
+    copies: list[int] = []
+    counted = run = 0
+    for i in range(1, len(lines) + 1):
+        if i < len(lines) and lines[i] == lines[i - 1] and lines[i].strip():
+            run += 1
+            if run % 2 == 1:
+                copies.append(i)
+            continue
+        counted += min((run + 1) // 2, _RUN_COPIES)
+        run = 0
+    return copies if counted >= share * nonempty else []
+
+
+def undouble_lines(text: str) -> tuple[str, tuple[int, ...]]:
+    """Two ranks that both print every line (no rank-0-only logging) leave each line twice in a row in the job's
+    output, a traceback's lines interleaved with its copy's. Where that doubling runs through the log, the second
+    copy of each line is dropped, so that a record spread over several lines (a pretty-printed dict, a logger's
+    block) reads as one rank printed it; a line that repeats now and then (the same warning every step) is the log's
+    own and is kept. Returns the text and the 1-based numbers of the lines dropped (JobLog.locate maps an evidence
+    line back to the file's line with them)."""
+    dropped: list[int] = []
+    origin: list[int] | None = None  # each current line's 0-based index in `text` as given, once a pass drops any
+    for _ in range(_MAX_UNDOUBLINGS):  # four ranks printing alike leave every line four times: halve again
+        if text.count("\n") < 4:
+            break
+        lines = text.split("\n")
+        copies = set(_doubled_lines(lines, len(_NONEMPTY.findall(text))))
+        if not copies:
+            break
+        origin = origin if origin is not None else list(range(len(lines)))
+        dropped += [origin[i] + 1 for i in copies]
+        origin = [o for i, o in enumerate(origin) if i not in copies]
+        text = "\n".join(line for i, line in enumerate(lines) if i not in copies)
+    return text, tuple(sorted(dropped))
 
 
 def undouble(text: str) -> str:
-    """Two ranks that both print every line (no rank-0-only logging) leave each line twice in a row in the job's
-    output, a traceback's lines interleaved with its copy's. Where that doubling runs through the log, the second
-    copy of each line becomes an empty line (the line numbers the evidence quotes stay the file's); a line that
-    repeats now and then (the same warning every step) is the log's own and is kept."""
-    if text.count("\n") < 4:
-        return text
-    lines = text.split("\n")
-    doubled = _doubled_lines(lines, len(_NONEMPTY.findall(text)))
-    for i in doubled:
-        lines[i] = ""
-    return "\n".join(lines)
+    """The text of undouble_lines."""
+    return undouble_lines(text)[0]
+
+
+def normalize_lines(data: bytes | str) -> tuple[str, tuple[int, ...]]:
+    """decode + undouble + unmerge: what every reader of a raw log should start from, and the line numbers
+    undouble dropped. Copies are dropped before merged records are split, so that a physical line two ranks both
+    wrote (one record glued to another) goes as one copy, not as two halves that no longer follow each other."""
+    text, dropped = undouble_lines(decode(data))
+    return unmerge(text), dropped
 
 
 def normalize(data: bytes | str) -> str:
-    """decode + unmerge + undouble: what every reader of a raw log should start from."""
-    return undouble(unmerge(decode(data)))
+    """The text of normalize_lines."""
+    return normalize_lines(data)[0]
 
 
 def split_prefix(line: str) -> tuple[str | None, str]:

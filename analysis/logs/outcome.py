@@ -17,7 +17,7 @@ from typing import Any, Optional, TypedDict
 
 from analysis.logs.classify import classify
 from analysis.logs.joblog import EvidenceLine, JobLog
-from analysis.logs.logtext import normalize
+from analysis.logs.logtext import normalize_lines
 from analysis.logs.parse_megatron import IMPOSSIBLE_FIELD, IMPOSSIBLE_STEP, peak_memory_mb
 from analysis.logs.plausibility import implausible
 from analysis.logs.read_log import LogReading, read_log
@@ -145,7 +145,12 @@ def _judge(log_text: str | bytes | JobLog, *, log_format: str, capacity_gb: Opti
            tokens_per_step: Optional[int], peak_tflops: Optional[float], slurm_state: Optional[str],
            exit_code: Optional[int], job_error: str, seconds_since_progress: Optional[float],
            hang_timeout_s: Optional[float], measured: Optional[Measured]) -> Outcome:
-    text = log_text.text if isinstance(log_text, JobLog) else normalize(log_text)
+    if isinstance(log_text, JobLog):
+        job = log_text
+    else:
+        read, dropped = normalize_lines(log_text)
+        job = JobLog(("",), read, (1,), dropped=(dropped,))
+    text = job.text
     state = _job_state(slurm_state, job_error or "")
     metrics, problem, reading = measured or measurements(text, log_format=log_format, capacity_gb=capacity_gb,
                                                          tokens_per_step=tokens_per_step)
@@ -156,7 +161,6 @@ def _judge(log_text: str | bytes | JobLog, *, log_format: str, capacity_gb: Opti
     failure = classify(text, slurm_state=state, exit_code=exit_code, has_result=has_result,
                        seconds_since_progress=seconds_since_progress, hang_timeout_s=hang_timeout_s,
                        progress_offset=progress_offset, losses=reading.losses)
-    job = log_text if isinstance(log_text, JobLog) else JobLog(("",), text, (1,))
     common = _Shared(evidence=job.evidence(failure.evidence), notes=job.notes + reading.notes,
                      log_format=reading.format)
     if failure.kind == FailureKind.OK:

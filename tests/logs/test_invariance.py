@@ -19,13 +19,16 @@ assert _spec is not None and _spec.loader is not None
 bench = importlib.util.module_from_spec(_spec)
 sys.modules["bench_invariance"] = bench  # dataclasses look their module up by name
 _spec.loader.exec_module(bench)
+two_ranks = bench.two_ranks
 
 # Transformations a fixture's verdict is not yet invariant under for a few logs (the rest of the corpus is):
-# bench_invariance.py lists them. Two ranks' tracebacks and multi-line records interleaved line by line still
-# change a verdict here and there (undouble leaves an empty line where the copy was, to keep the line numbers).
-_KNOWN_OPEN = ("two_ranks", "two_ranks_tagged")
+# bench_invariance.py lists them. None since the copies two ranks leave are dropped, not blanked (a one-line log
+# printed by two ranks is still two lines: bench_invariance.py shows that one).
+_KNOWN_OPEN: tuple[str, ...] = ()
+# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict, and the two-rank ones.
 # The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict.
-_PER_LINE = ("torchrun_tee", "srun_label", "mpirun_tag", "ray_worker", "pdsh_host", "kubectl_timestamps", "crlf")
+_PER_LINE = ("torchrun_tee", "srun_label", "mpirun_tag", "ray_worker", "pdsh_host", "kubectl_timestamps", "crlf",
+             "two_ranks", "two_ranks_tagged")
 
 
 def _spread(n_max: int = 64) -> list:
@@ -72,7 +75,7 @@ def test_the_verdict_survives_every_capture_wrapping(case):
 @pytest.mark.slow
 def test_the_whole_corpus_keeps_its_verdicts_under_prefixes_and_line_endings():
     # Every fixture under one of the per-line wrappings, taken in turn: the whole corpus and every wrapping in a
-    # seventh of the time of all of them on all (45 s of CI's 30 minutes); bench_invariance.py runs the full cross.
+    # ninth of the time of all of them on all (45 s of CI's 30 minutes); bench_invariance.py runs the full cross.
     moved = []
     for i, case in enumerate(bench.cases(None)):
         name = _PER_LINE[i % len(_PER_LINE)]
@@ -128,11 +131,53 @@ def test_a_collector_prefix_before_a_progress_bars_redraws_is_dropped():
     assert normalize(text) == "bar 1/3\nbar 2/3\nbar 3/3\ndone\n"
 
 
-def test_every_rank_printing_the_same_lines_loses_the_copies_but_keeps_line_numbers():
+def test_every_rank_printing_the_same_lines_loses_the_copies():
     doubled = "a\na\nb\nb\nTraceback\nTraceback\nValueError: x\nValueError: x\n"
-    assert undouble(doubled) == "a\n\nb\n\nTraceback\n\nValueError: x\n\n"
+    assert undouble(doubled) == "a\nb\nTraceback\nValueError: x\n"
     tagged = "".join(f"[default0]:{line}\n[default1]:{line}\n" for line in ("a", "b", "c"))
-    assert normalize(tagged) == "a\n\nb\n\nc\n\n"
+    assert normalize(tagged) == "a\nb\nc\n"
+
+
+def test_a_record_spread_over_lines_reads_whole_once_undoubled():
+    """Copies dropped, not blanked: a Trainer's pretty-printed dict or a logger's block stays one run of lines."""
+    record = "{\n  'loss': 1.25,\n  'step': 10\n}\nstep 11\n"
+    assert undouble(two_ranks(record)) == record
+
+
+def test_a_line_the_log_repeats_keeps_its_repeats_when_two_ranks_print_it():
+    text = "step 1\nOVERFLOW! skipping\nOVERFLOW! skipping\nstep 2\nstep 3\n"
+    assert undouble(two_ranks(text)) == text
+    assert undouble(two_ranks(two_ranks(text))) == text  # four ranks alike: halved twice
+
+
+def test_one_line_repeated_many_times_is_not_a_doubled_log():
+    text = "ERROR: retrying\n" + "loading shard\n" * 50
+    assert undouble(text) == text
+
+
+def test_a_merged_line_both_ranks_wrote_goes_as_one_copy():
+    text = "a\nb\nc\nd\n[1]  1%| 24/1752 [01:08, 2.88s/it][rank5]:Watchdog caught collective operation timeout\n"
+    assert normalize(two_ranks(text)) == normalize(text)
+
+
+def test_a_doubled_capture_of_several_ranks_keeps_their_prefixes():
+    """Two ranks' lines with their own prefixes, the whole capture doubled (a `tee` into the same file): the copies
+    are the capture's, not the ranks', so which rank said what still counts."""
+    text = "".join(f"[default{r}]:step {i} rank {r}\n" for i in range(4) for r in (0, 1))
+    assert normalize(two_ranks(text)) == normalize(text)
+    assert normalize(text).startswith("[default0]:")
+
+
+def test_evidence_line_numbers_stay_the_files_when_copies_are_dropped():
+    from analysis.logs.joblog import JobLog
+    from analysis.logs.outcome import trial_outcome
+
+    raw = two_ranks("step 1 loss 2.0\nstep 2 loss 1.9\nTraceback (most recent call last):\n"
+                    "  File \"t.py\", line 3\nValueError: bad batch\n")
+    outcome = trial_outcome(JobLog.join([("job.out", raw)]))
+    lines = raw.split("\n")
+    assert outcome.evidence and all(lines[ev.line - 1] == ev.text for ev in outcome.evidence)
+    assert trial_outcome(raw).evidence[-1].line == outcome.evidence[-1].line
 
 
 def test_a_line_repeated_now_and_then_is_the_logs_own():
