@@ -111,8 +111,8 @@ def strip_uniform_prefix(text: str) -> str:
 
 
 _DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines
-_RUN_COPIES = 4  # copies one run of equal lines adds to the doubled share (16 ranks alike: 8)
-_MAX_UNDOUBLINGS = 4  # 16 ranks printing every line alike: each pass halves the text, so the work stays linear
+_RUN_COPIES = 4  # the most one run of equal lines adds to the doubled share: 8 ranks alike (runs of 8) count in full
+_MAX_UNDOUBLINGS = 3  # 8 ranks printing every line alike need three passes; each halves the text (linear work)
 _ALL_DOUBLED = 0.45  # ranks' prefixes are dropped only where nearly every line comes twice (one copy per rank)
 
 
