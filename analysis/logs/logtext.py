@@ -13,6 +13,7 @@ the log and never raises.
 
 from __future__ import annotations
 
+import operator
 import re
 
 from launcher.core.logfile import strip_controls
@@ -121,6 +122,8 @@ def _doubled_lines(lines: list[str], nonempty: int, share: float = _DOUBLED_SHAR
     the `nonempty` lines (else none). In a run of n equal lines every second one is a copy: a line the log itself
     repeats (the same warning twice) comes 2n times from two ranks and keeps n. A run counts for at most
     _RUN_COPIES copies towards the share: a doubled log repeats nearly every line, not one line many times."""
+    if sum(map(operator.eq, lines, lines[1:])) < share * nonempty:
+        return []  # too few equal neighbours to count (C-speed: most logs stop here)
     copies: list[int] = []
     counted = run = 0
     for i in range(1, len(lines) + 1):
