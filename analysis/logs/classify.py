@@ -867,7 +867,7 @@ def _ignored_traceback(text: str, idx: int) -> bool:
     """Is the traceback at text[idx] one that Python reports as ignored (the line above says so)?"""
     line_start = text.rfind("\n", 0, idx) + 1
     end_above = line_start - 1
-    # empty lines between do not separate them (logtext.undouble leaves one where a second rank's copy was)
+    # one or two empty lines between (a blank the program or a logger printed) do not separate them
     while end_above > 0 and text[end_above - 1] == "\n" and line_start - end_above < 3:
         end_above -= 1
     above = max(text.rfind("\n", 0, max(0, end_above)) + 1, line_start - 2000)  # a giant line stays cheap

@@ -186,7 +186,7 @@ def test_a_line_repeated_now_and_then_is_the_logs_own():
 
 
 def test_an_ignored_traceback_stays_ignored_when_every_rank_printed_it():
-    """undouble leaves an empty line between `Exception ignored in:` and its traceback; it is still the line above."""
+    """Every rank printed `Exception ignored in:` and its traceback: once undoubled, it is still the line above."""
     from analysis.logs.classify import _ignored_traceback
 
     text = normalize("Exception ignored in: <x>\nException ignored in: <x>\nTraceback (most recent call last):\n"
