@@ -210,6 +210,49 @@ def megatron_grad_norm_diverged(text: str) -> tuple[int, str] | None:
     return head, f"Megatron's last record has grad norm {norm.group(1)} and skipped no iteration (a NaN update)"
 
 
+# The Hugging Face Trainer logs each interval's gradient norm as a record field (transformers trainer.py
+# _maybe_log_save_evaluate, 4.38+: `logs["grad_norm"] = grad_norm.detach().item()`, printed as a dict, so NaN reads
+# `nan`); ms-swift and LLaMA-Factory write the same field with json.dumps (`"grad_norm": NaN`). Under bf16/fp32 (no
+# loss scaler) a NaN norm is an update applied with NaN gradients: the weights are NaN from there on, whatever the
+# loss field still shows (ms-swift#2280's 6.08 then `nan` with a finite loss). fp16's loss scaler skips an
+# overflowed step instead: DeepSpeed says so in its "OVERFLOW! ... Skipping step" lines (read here: an overflow
+# line after the record before the last one means the NaN was a skipped step), and torch.amp's GradScaler skips
+# silently with an *inf* norm (unscale_ leaves inf gradients). So the last record's `nan` decides alone; `inf`
+# needs the record before it non-finite too (a scaler's single skip is followed by finite norms again).
+_HF_GRAD_NORM = re.compile(r"""["']grad_norm["']\s{0,4}:\s{0,4}[`'"]?"""  # README pastes backquote it
+                           r"([-+]?(?:nan|inf(?:inity)?)|[-+]?\d[\d.eE+-]{0,30})", re.IGNORECASE)
+HF_GRAD_NORM_NEEDLE = "grad_norm"
+_SKIP_WORDS = re.compile(r"(?i)overflow|skipping step")
+
+
+def _non_finite(value: str) -> bool:
+    return value.lower().lstrip("+-").startswith(("nan", "inf"))
+
+
+def trainer_grad_norm_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when the log's last `grad_norm` record field (the comment above) is NaN, or it and the one
+    before it are non-finite, with no fp16 overflow/skip line after the record before it; None otherwise."""
+    found: list[re.Match[str]] = []
+    at = len(text)
+    while len(found) < 2:
+        at = text.rfind(HF_GRAD_NORM_NEEDLE, 0, at)
+        if at < 1:
+            break
+        m = _HF_GRAD_NORM.match(text, at - 1)
+        if m is not None:
+            found.append(m)
+    if not found or not _non_finite(found[0].group(1)):
+        return None
+    last = found[0].group(1)
+    if not last.lower().lstrip("+-").startswith("nan") and (len(found) < 2 or not _non_finite(found[1].group(1))):
+        return None
+    since = found[1].end() if len(found) > 1 else 0
+    if _SKIP_WORDS.search(text, since):
+        return None
+    head = text.rfind("\n", 0, found[0].start()) + 1
+    return head, f"the trainer's last record has grad_norm {last} (a NaN update, no overflow skipped it)"
+
+
 def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | None:
     """(position, why) when the log's last Megatron records (after `start`) show a run that diverged; None
     otherwise. training_log prints a loss only when its interval average is > 0, so a record without one had

@@ -1,0 +1,57 @@
+"""Issue 17 (in sample, coordinator, stop 41): a trainer's `grad_norm` record field that ends NaN is a divergence,
+as Megatron's printed NaN grad norm already is (families.divergence.trainer_grad_norm_diverged). fp16's loss scaler
+skips an overflowed step instead: DeepSpeed's OVERFLOW line, or an inf norm followed by finite ones, is no verdict.
+Records: real lines with their source."""
+
+from __future__ import annotations
+
+from analysis.logs.families import divergence
+from analysis.logs.outcome import trial_outcome
+
+# https://github.com/modelscope/ms-swift/issues/2280 (oos-batch12): swift sft of Qwen2.5-VL with ZeRO-2, the first
+# step's grad norm 6.08, then nan with a finite loss (the HF Trainer's dict records, shortened).
+_SWIFT = ("{'loss': 2.3184967, 'token_acc': 0.5, 'grad_norm': 6.08488035, 'learning_rate': 1e-05, 'epoch': 0.0, "
+          "'global_step/max_steps': '1/5130'}\n"
+          "{'loss': 2.0832541, 'token_acc': 0.52479339, 'grad_norm': nan, 'learning_rate': 1e-05, 'epoch': 0.0, "
+          "'global_step/max_steps': '2/5130'}\n")
+# https://github.com/modelscope/ms-swift/issues/2436 (oos-batch33): swift's json.dumps records print NaN.
+_SWIFT_JSON = ('{"loss": 2.23150921, "acc": 0.26, "grad_norm": 4.16534615, "learning_rate": 1.617e-05, '
+               '"global_step/max_steps": "8270/11043"}\n'
+               '{"loss": 2.23302879, "acc": 0.26443233, "grad_norm": NaN, "learning_rate": 1.617e-05, '
+               '"global_step/max_steps": "8280/11043"}\n')
+# DeepSpeed runtime/fp16/loss_scaler.py's overflow line (DynamicLossScaler.update_scale): the step was skipped.
+_DS_OVERFLOW = ("[2023-12-21 16:35:32,112] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+                "Skipping step. Attempted loss scale: 65536, reducing to 32768\n")
+
+
+def test_a_last_nan_grad_norm_record_is_diverged() -> None:
+    assert trial_outcome(_SWIFT).failure_kind == "diverged"
+    assert trial_outcome(_SWIFT_JSON).failure_kind == "diverged"
+
+
+def test_the_same_records_with_a_finite_last_norm_are_ok() -> None:
+    healthy = _SWIFT.replace("'grad_norm': nan", "'grad_norm': 5.91")
+    assert divergence.trainer_grad_norm_diverged(healthy) is None
+    assert trial_outcome(healthy).failure_kind == "ok"
+
+
+def test_a_nan_norm_the_run_recovered_from_is_no_verdict() -> None:
+    assert divergence.trainer_grad_norm_diverged(_SWIFT + _SWIFT.split("\n")[0] + "\n") is None
+
+
+def test_an_overflow_line_after_the_record_before_makes_it_a_skipped_step() -> None:
+    first, last = _SWIFT.splitlines(keepends=True)
+    assert divergence.trainer_grad_norm_diverged(first + _DS_OVERFLOW + last) is None
+
+
+def test_one_inf_norm_is_a_scaler_skip_two_are_not() -> None:
+    one_inf = _SWIFT.replace("'grad_norm': nan", "'grad_norm': inf")
+    assert divergence.trainer_grad_norm_diverged(one_inf) is None
+    two_inf = one_inf.replace("'grad_norm': 6.08488035", "'grad_norm': inf")
+    found = divergence.trainer_grad_norm_diverged(two_inf)
+    assert found is not None and "inf" in found[1]
+
+
+def test_the_evidence_is_the_nan_record() -> None:
+    found = divergence.trainer_grad_norm_diverged(_SWIFT)
+    assert found is not None and _SWIFT[found[0]:].startswith("{'loss': 2.0832541")
