@@ -845,6 +845,11 @@ CONFIG_FILE = rows(
                                                                "encoded string. Received: configs/ds_zero2.json"),
     ("is not an existing file", "AssertionError: DeepSpeed configuration file: ds.json is not an existing file",
      r"(?i)config(?:uration)? file:? [^\n]{1,300} is not an existing file"),
+    # the base64 fallback's decode, seen as the source line of the traceback's frame (DeepSpeed runtime/config.py
+    # DeepSpeedConfig.__init__: `config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')`; accelerate
+    # utils/deepspeed.py and transformers integrations/deepspeed.py: `base64.urlsafe_b64decode(config_file_or_dict)`):
+    # the config argument was neither a file nor a dict, and its decode raised binascii.Error / UnicodeDecodeError
+    ("urlsafe_b64decode(config", "    config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')"),
     ("No such file or directory: '", "FileNotFoundError: [Errno 2] No such file or directory: "
                                      "'configs/zero3_offload.json'",
      r"(?:FileNotFoundError|IOError|OSError)[^\n]{0,40}No such file or directory: '[^'\n]{0,300}"

@@ -1,7 +1,8 @@
-"""Issue 17 (in sample, coordinator, stop 41): a trainer's `grad_norm` record field that ends NaN is a divergence,
+"""Issue 17 (in sample, coordinator, stop 41). (1) A trainer's `grad_norm` record field that ends NaN is a divergence,
 as Megatron's printed NaN grad norm already is (families.divergence.trainer_grad_norm_diverged). fp16's loss scaler
 skips an overflowed step instead: DeepSpeed's OVERFLOW line, or an inf norm followed by finite ones, is no verdict.
-Records: real lines with their source."""
+(2) A DeepSpeed config argument that is not a file fails in DeepSpeedConfig's base64 fallback: the configuration
+family (families.config.CONFIG_FILE). Records: real lines with their source."""
 
 from __future__ import annotations
 
@@ -55,3 +56,27 @@ def test_one_inf_norm_is_a_scaler_skip_two_are_not() -> None:
 def test_the_evidence_is_the_nan_record() -> None:
     found = divergence.trainer_grad_norm_diverged(_SWIFT)
     assert found is not None and _SWIFT[found[0]:].startswith("{'loss': 2.0832541")
+
+
+# github stark-sim/megatron-deepspeed-lock-clock (oos-batch39, part d), shortened: Megatron-DeepSpeed given a
+# DeepSpeed config path that is not a file; DeepSpeedConfig tries it as base64 (runtime/config.py) and the decode
+# raises. The configuration family, not a crash.
+_BASE64_CONFIG = """[rank13]: Traceback (most recent call last):
+[rank13]:   File "/home/sd/Megatron-DeepSpeed/pretrain_gpt.py", line 360, in <module>
+[rank13]:     pretrain(train_valid_test_datasets_provider,
+[rank13]:   File "/home/sd/.local/lib/python3.10/site-packages/deepspeed/runtime/config.py", line 661, in __init__
+[rank13]:     config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')
+[rank13]:   File "/usr/lib/python3.10/base64.py", line 87, in b64decode
+[rank13]:     return binascii.a2b_base64(s)
+[rank13]: binascii.Error: Incorrect padding
+"""
+
+
+def test_a_deepspeed_config_decoded_as_base64_is_a_missing_config_file() -> None:
+    assert trial_outcome(_BASE64_CONFIG).failure_kind == "config_error"
+
+
+def test_the_same_decode_error_elsewhere_is_not_a_config_file() -> None:
+    other = _BASE64_CONFIG.replace("config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')",
+                                   "payload = base64.b64decode(blob)")
+    assert trial_outcome(other).failure_kind == "crashed"
