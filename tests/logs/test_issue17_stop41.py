@@ -2,7 +2,9 @@
 as Megatron's printed NaN grad norm already is (families.divergence.trainer_grad_norm_diverged). fp16's loss scaler
 skips an overflowed step instead: DeepSpeed's OVERFLOW line, or an inf norm followed by finite ones, is no verdict.
 (2) A DeepSpeed config argument that is not a file fails in DeepSpeedConfig's base64 fallback: the configuration
-family (families.config.CONFIG_FILE). Records: real lines with their source."""
+family (families.config.CONFIG_FILE). (3) Batch 39's misses as families: DeepSpeed's launcher finding no device
+(NO_GPU), an error asking for a minimum package version (VERSION_FLOOR), an installed package instantiating a plug-in
+class that lacks its base's abstract methods (cross_library_call). Records: real lines with their source."""
 
 from __future__ import annotations
 
@@ -80,3 +82,47 @@ def test_the_same_decode_error_elsewhere_is_not_a_config_file() -> None:
     other = _BASE64_CONFIG.replace("config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')",
                                    "payload = base64.b64decode(blob)")
     assert trial_outcome(other).failure_kind == "crashed"
+
+
+# (3) batch 39 part b's misses as families (in sample after the score). DeepSpeed launcher/runner.py with no device:
+# intel/intel-extension-for-deepspeed (oos-batch39), shortened.
+def test_the_deepspeed_launcher_finding_no_gpu_is_a_configuration_error() -> None:
+    text = ("[2024-01-05 10:01:02,123] [INFO] [real_accelerator.py:191:get_accelerator] Setting ds_accelerator to xpu\n"
+            "Traceback (most recent call last):\n"
+            '  File "/usr/local/bin/deepspeed", line 6, in <module>\n    main()\n'
+            '  File "/usr/local/lib/python3.10/site-packages/deepspeed/launcher/runner.py", line 460, in main\n'
+            '    raise RuntimeError("Unable to proceed, no GPU resources available")\n'
+            "RuntimeError: Unable to proceed, no GPU resources available\n")
+    assert trial_outcome(text).failure_kind == "config_error"
+
+
+# transformers trainer.py (4.2x) refusing an 8-bit model without a recent bitsandbytes (InternLM-XComposer, oos-batch39)
+_FLOOR = ("ValueError: The model you want to train is loaded in 8-bit precision.  if you want to fine-tune an 8-bit "
+          "model, please make sure that you have installed `bitsandbytes>=0.37.0`. ")
+
+
+def test_an_error_asking_for_a_minimum_package_version_is_a_configuration_error() -> None:
+    text = ('Traceback (most recent call last):\n  File "finetune.py", line 310, in train\n'
+            "    trainer = Trainer(model=model, args=training_args)\n" + _FLOOR + "\n")
+    assert trial_outcome(text).failure_kind == "config_error"
+    assert trial_outcome(text.replace(_FLOOR, "ValueError: please check the model you want to train")
+                         ).failure_kind == "crashed"
+
+
+# intel/intel-extension-for-deepspeed#81 (oos-batch39): DeepSpeed instantiates the plug-in's accelerator, which lacks
+# methods the installed DeepSpeed's abstract accelerator requires (a plug-in and host at versions that do not fit).
+_ABSTRACT = ('  File "/home/u/miniconda3/envs/pytorch/lib/python3.10/site-packages/deepspeed/accelerator/'
+             'real_accelerator.py", line 184, in get_accelerator\n'
+             "    ds_accelerator = XPU_Accelerator()\n"
+             "TypeError: Can't instantiate abstract class XPU_Accelerator with abstract methods available_memory, "
+             "capture_to_graph, create_graph\n")
+
+
+def test_a_package_instantiating_an_incomplete_plugin_class_is_a_version_mismatch() -> None:
+    assert trial_outcome("Traceback (most recent call last):\n" + _ABSTRACT).failure_kind == "config_error"
+
+
+def test_the_users_own_incomplete_class_is_a_crash() -> None:
+    own = _ABSTRACT.replace("/home/u/miniconda3/envs/pytorch/lib/python3.10/site-packages/deepspeed/accelerator/"
+                            "real_accelerator.py", "/home/u/project/train.py")
+    assert trial_outcome("Traceback (most recent call last):\n" + own).failure_kind == "crashed"
