@@ -1194,7 +1194,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.DUPLICATE_GPU + F_CONFIG.RESUME_SETTINGS
                       + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
-                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL,
+                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL + F_CONFIG.QUOTED_SETTING,
                       start)
         or _make_recipe(text, start)
         or _empty_data(text, start)

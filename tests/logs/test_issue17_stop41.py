@@ -4,7 +4,8 @@ skips an overflowed step instead: DeepSpeed's OVERFLOW line, or an inf norm foll
 (2) A DeepSpeed config argument that is not a file fails in DeepSpeedConfig's base64 fallback: the configuration
 family (families.config.CONFIG_FILE). (3) Batch 39's misses as families: DeepSpeed's launcher finding no device
 (NO_GPU), an error asking for a minimum package version (VERSION_FLOOR), an installed package instantiating a plug-in
-class that lacks its base's abstract methods (cross_library_call). Records: real lines with their source."""
+class that lacks its base's abstract methods (cross_library_call), an exception quoting a setting as `name=value`
+(QUOTED_SETTING). Records: real lines with their source."""
 
 from __future__ import annotations
 
@@ -126,3 +127,20 @@ def test_the_users_own_incomplete_class_is_a_crash() -> None:
     own = _ABSTRACT.replace("/home/u/miniconda3/envs/pytorch/lib/python3.10/site-packages/deepspeed/accelerator/"
                             "real_accelerator.py", "/home/u/project/train.py")
     assert trial_outcome("Traceback (most recent call last):\n" + own).failure_kind == "crashed"
+
+
+# hiyouga/LLaMA-Factory (oos-batch39, an older release's wording of the PPO check): a refusal quoting `name=value`.
+_PPO = ('Traceback (most recent call last):\n  File "src/train_bash.py", line 14, in <module>\n    main()\n'
+        "ValueError: Freeze/Full PPO training needs `reward_model_type=full`.\n")
+
+
+def test_an_exception_quoting_a_setting_to_change_is_a_configuration_error() -> None:
+    assert trial_outcome(_PPO).failure_kind == "config_error"
+
+
+def test_a_quoted_name_without_a_value_or_a_warning_is_not_a_refusal() -> None:
+    assert trial_outcome(_PPO.replace("`reward_model_type=full`", "`reward_model`")).failure_kind == "crashed"
+    warned = ("UserWarning: `use_cache=True` is incompatible with gradient checkpointing. Setting `use_cache=False`.\n"
+              "{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1}\n{'loss': 1.1, 'learning_rate': 1e-05, 'epoch': 0.2}\n"
+              "{'train_runtime': 100.0, 'train_samples_per_second': 4.0, 'train_loss': 1.15, 'epoch': 0.2}\n")
+    assert trial_outcome(warned).failure_kind == "ok"

@@ -1091,6 +1091,19 @@ BACKEND_MISSING = rows(
     ("No backend type associated with device type", "RuntimeError: No backend type associated with device type xpu",
      r"No backend type associated with device type \w{1,20}"))
 
+# An exception whose message quotes a setting as `name=value` in backquotes: the way libraries word a refusal of
+# the run's arguments (transformers modeling_utils.py "DeepSpeed Zero-3 is not compatible with
+# `low_cpu_mem_usage=True` or with passing a `device_map`."; trainer.py "You can't train a model that has been loaded
+# with `device_map='auto'` in any distributed mode."; Lightning's connector "You selected an invalid strategy name:
+# `strategy=None`."; LLaMA-Factory hparams "Freeze/Full PPO training needs `reward_model_type=full`."). The quoted
+# assignment is the setting to change; on the exception's own line only (a warning or a doc line is no refusal).
+QUOTED_SETTING = rows(
+    FailureKind.CONFIG_ERROR, "an argument check refused a setting it names", "transformers modeling_utils.py, "
+    "trainer.py; lightning accelerator_connector.py; LLaMA-Factory hparams/*_args.py (refusals quoting `name=value`)",
+    ("`", "ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with passing a "
+          "`device_map`.",
+     r"(?:Error|Exception)\s{0,4}:[^\n`]{0,300}(?:`[^`\n]{0,80}`[^\n`]{0,120}){0,3}`[a-z_][\w.]{0,60}\s?=\s?[^`\s][^`\n]{0,40}`"))
+
 # judge41 (oos-batch36): Lightning Fabric's strategies refusing how the script uses them, before or between steps;
 # the same script runs once the call or the path is changed. lightning src/lightning/fabric/fabric.py
 # _validate_setup: RuntimeError(f"The `{type(self).__name__}` requires the model and optimizer(s) to be set up
