@@ -5,9 +5,13 @@ skips an overflowed step instead: DeepSpeed's OVERFLOW line, or an inf norm foll
 family (families.config.CONFIG_FILE). (3) Batch 39's misses as families: DeepSpeed's launcher finding no device
 (NO_GPU), an error asking for a minimum package version (VERSION_FLOOR), an installed package instantiating a plug-in
 class that lacks its base's abstract methods (cross_library_call), an exception quoting a setting as `name=value`
-(QUOTED_SETTING). Records: real lines with their source."""
+(QUOTED_SETTING), detectron2's "Loss became infinite or NaN", a loss scale printed with 16 digits. Records: real lines with their source."""
 
 from __future__ import annotations
+
+import math
+
+import pytest
 
 from analysis.logs.families import divergence
 from analysis.logs.outcome import trial_outcome
@@ -144,3 +148,20 @@ def test_a_quoted_name_without_a_value_or_a_warning_is_not_a_refusal() -> None:
               "{'loss': 1.2, 'learning_rate': 1e-05, 'epoch': 0.1}\n{'loss': 1.1, 'learning_rate': 1e-05, 'epoch': 0.2}\n"
               "{'train_runtime': 100.0, 'train_samples_per_second': 4.0, 'train_loss': 1.15, 'epoch': 0.2}\n")
     assert trial_outcome(warned).failure_kind == "ok"
+
+
+# (5) batch 39 part a's misses as families. detectron2 engine/train_loop.py stops on a non-finite loss
+# (facebookresearch/detectron2#508, oos-batch39).
+def test_detectrons_loss_became_infinite_or_nan_is_diverged() -> None:
+    text = ("[11/08 10:40:21 d2.utils.events]:  iter: 19  total_loss: 2.103  loss_cls: 0.951  time: 0.4121  lr: 0.000400\n"
+            "Traceback (most recent call last):\n"
+            '  File "detectron2/engine/train_loop.py", line 213, in _write_metrics\n'
+            '    raise FloatingPointError(\n'
+            "FloatingPointError: Loss became infinite or NaN at iteration=27!\n")
+    assert trial_outcome(text).failure_kind == "diverged"
+
+
+# NVIDIA/apex#318 (oos-batch39): amp's scaler halving to underflow, the scale printed as Python's float repr.
+def test_a_loss_scale_printed_with_sixteen_digits_is_read() -> None:
+    assert divergence.scale_reading("Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to "
+                                    "7.645295562778369e-298") == pytest.approx(math.log2(7.645295562778369e-298))

@@ -67,7 +67,7 @@ _DIVERGED = "loss diverged"
 # (Not a bar postfix's own running `loss=nan` beside a finite logged train loss: see _FINITE_TRAIN_LOSS_AFTER.)
 _FINITE_TRAIN_LOSS_AFTER = r"(?![^\n|\]]{0,400}?(?<![\w.])[\w.]{0,40}train_loss\s{0,2}=\s{0,2}[-+]?\d)"
 _LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
-              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
+              r"\s{0,3}(?:nan|inf|infinity|infinite)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
 # Not where the same postfix then logs the training loss finite: Lightning 1.x puts its own `loss` first in the
@@ -120,6 +120,9 @@ DIVERGENCE = (
            ("NAN", "train loss = NAN at iteration 300, abort", _LOSS_STOP),
            (" inf", "Training stopped: loss is inf", _LOSS_STOP),
            ("Inf", "Loss became Inf after 2000 steps", _LOSS_STOP),
+           # detectron2 engine/train_loop.py _write_metrics: FloatingPointError(f"Loss became infinite or NaN at
+           # iteration={storage.iter}!\nloss_dict = {metric_dict}")
+           ("infinite", "FloatingPointError: Loss became infinite or NaN at iteration=27!", _LOSS_STOP),
            ("non-finite loss", "detected non-finite loss at step 12; exiting", _LOSS_STOP),
            # a field named *_loss in a key = value record (TensorFlowTTS base_trainer, ESPnet, many TTS trainers)
            ("nan", "INFO: (Step: 95400) train_mel_loss_before = nan.", _LOSS_STOP),
@@ -475,7 +478,9 @@ def fairseq_scale_collapsed(text: str) -> tuple[int, str] | None:
 # ---- the loss scale collapsed, in any format (module docstring, judge10a)
 SCALE_NEEDLES = ("oss scale", "oss_scale", "oss-scale", "OSS SCALE", "oss Scale")
 _SCALE_NAME = re.compile(r"(?i)(?P<lg>\b(?:lg|log2?)_?)?loss[ _-]?scale(?:r)?\b")
-_NUMBER = r"(-?\d{1,12}(?:\.\d{1,12})?(?:[eE][+-]?\d{1,4})?)(?![\w.])"
+# up to 20 decimals: Python's repr of a float has up to 17 significant digits (apex's "reducing loss scale to
+# 7.645295562778369e-298", oos-batch39)
+_NUMBER = r"(-?\d{1,12}(?:\.\d{1,20})?(?:[eE][+-]?\d{1,4})?)(?![\w.])"
 _TO_NUMBER = re.compile(r"\bto\b:?\s{0,3}" + _NUMBER)
 _ANY_NUMBER = re.compile(r"(?<![\w.])" + _NUMBER)
 _NAME_NUMBER = re.compile(r"^[\s:=|,]{0,8}(?:[a-z ]{0,12}[:=]\s{0,3})?" + _NUMBER)
