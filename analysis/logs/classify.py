@@ -485,6 +485,10 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         idx, why = record
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'iteration')}",
                         _evidence(text, idx))
+    trainer = F_DIV.trainer_grad_norm_diverged(text)
+    if trainer is not None:
+        idx, why = trainer
+        return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_line_at(text, idx)}", _evidence(text, idx))
     skipped = (F_DIV.deepspeed_skipped_diverged(text) or F_DIV.deepspeed_scale_collapsed(text)
                or F_DIV.fairseq_scale_collapsed(text) or F_DIV.loss_scale_collapsed(text)
                or F_DIV.scale_reduced_to_zero(text))
@@ -1190,7 +1194,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.DUPLICATE_GPU + F_CONFIG.RESUME_SETTINGS
                       + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
-                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL,
+                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL + F_CONFIG.QUOTED_SETTING,
                       start)
         or _make_recipe(text, start)
         or _empty_data(text, start)

@@ -96,7 +96,10 @@ _NUMBER = re.compile(
 _MAGNITUDE = re.compile(r"([kKMGT])(?![A-Za-z\d])")
 _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # A unit right after a number (glued or after one blank), longest first.
+# Images are a vision run's samples: tf_cnn_benchmarks' "images/sec: 281.1", NVIDIA DeepLearningExamples'
+# ResNet "img/s", ALCF's ai-science-training-series "Finished step 2 of 5004 in epoch 0,... (986.164 img/s)".
 _UNITS = (r"tokens/s/gpu|tok/s/gpu|tokens/s|tokens/sec|tok/s|toks/s|samples/s|samples/sec|sample/s|examples/s|"
+          r"images/sec|images/s|imgs/s|img/sec|img/s|"
           r"seq/s|TFLOPS/s|TFLOP/s|TFLOPs|TFLOPS|tflops|TFLOP|it/s|s/it|ms/it|steps/s|step/s|ms/step|us/step|µs/step|sec/step|s/step|"
           r"ms/batch|sec/batch|s/batch|ms/iter|sec/iter|s/iter|"
           r"seconds|second|secs|sec|ms|us|µs|ns|min|hrs|h|s|%|GiB|GB|MiB|MB|KiB|KB|gb|mb")
@@ -297,8 +300,9 @@ def _rate_role(key: str, unit: str) -> str | None:
             len(per_unit) == 2 and per_unit[0] in _STEP_NOUNS and per_unit[1] in ("s", "sec", "second")) or (
             ("step" in key or "update" in key or "batch" in key) and _is_per_second(key, unit)):
         role = "steps"
-    elif unit in ("samples/s", "samples/sec", "sample/s", "examples/s", "seq/s") or (
-            ("sample" in key or "example" in key or "sequence" in key) and _is_per_second(key, unit)):
+    elif unit in _SAMPLE_RATE_UNITS or (
+            ("sample" in key or "example" in key or "sequence" in key or "image" in key)
+            and _is_per_second(key, unit)):
         role = "samples"
     elif unit.startswith(("tokens/s", "tok/s", "toks/s")) or _is(key, "tps", "tgs", "wps", "tok/s", "tokens/s") or (
             ("token" in key or "tok" in key.split()) and _is_per_second(key, unit)):
@@ -313,6 +317,9 @@ def _role(f: Field) -> tuple[str, str | None]:
     return _role_of(f.key, f.unit)
 
 
+# units that say by themselves that a number is a rate of samples (_rate_role)
+_SAMPLE_RATE_UNITS = ("samples/s", "samples/sec", "sample/s", "examples/s", "seq/s", "images/sec", "images/s",
+                      "imgs/s", "img/sec", "img/s")
 # a batch is a training step in the loops that print per-batch times (PyTorch's word_language_model "ms/batch")
 _PER_STEP_UNITS = ("s/it", "ms/it", "s/step", "ms/step", "us/step", "µs/step", "sec/step", "ms/batch", "s/batch",
                    "sec/batch", "ms/iter", "s/iter", "sec/iter")
@@ -708,6 +715,10 @@ def _parse_line(line: str) -> _RecordContent | None:
                 fields.append(Field(fields[-1].key, value, fields[-1].unit, per_gpu=True))
             elif unit in _PER_STEP_UNITS and not (fields and fields[-1].unit == unit):
                 # TF-Slim's "global step 3: loss = 2.1 (16.93 sec/step)": a step time of its own, not an average
+                fields.append(Field(key, value, unit, per_gpu=False))
+            elif unit in _SAMPLE_RATE_UNITS and not (fields and fields[-1].unit == unit):
+                # ALCF's ai-science-training-series "Finished step 2 of 5004 in epoch 0,loss=97.494, acc=0.000
+                # (986.164 img/s).": a rate named by its unit alone, not the running average of a field before it
                 fields.append(Field(key, value, unit, per_gpu=False))
             elif not key and unit in _INTERVAL_UNITS and not (fields and fields[-1].unit in _INTERVAL_UNITS):
                 # TF Estimator's LoggingTensorHook "loss = 793.621, step = 33 (54.605 sec)": the seconds since the

@@ -90,6 +90,15 @@ def test_rates_need_a_known_batch_except_steps_per_second():
     assert step_s(batch_field) == pytest.approx(0.5)  # the record's own batch size
 
 
+@pytest.mark.parametrize("unit", ["img/s", "images/sec", "imgs/s"])
+def test_an_image_rate_is_a_sample_rate(unit):
+    # ALCF ai-science-training-series (TensorFlow ResNet-34 on ILSVRC, oos-batch39):
+    # "Finished step 2 of 5004 in epoch 0,loss=97.494, acc=0.000 (986.164 img/s)."; tf_cnn_benchmarks: "images/sec"
+    text = "\n".join(f"Finished step {i} of 5004 in epoch 0,loss=7.0, acc=0.000 (640.0 {unit})." for i in range(1, 20))
+    assert read_records(text).iterations == ()  # a sample rate alone is no step time
+    assert step_s(text, samples_per_step=128) == pytest.approx(0.2)
+
+
 def test_timestamps_when_nothing_else_says_how_long_a_step_took():
     millis = "\n".join(f"[2025-02-03 10:00:{i * 0.8:06.3f}] step {i} loss 1.0 lr 1e-4"
                        for i in range(1, 60)).replace(".", ",", 0)

@@ -845,6 +845,11 @@ CONFIG_FILE = rows(
                                                                "encoded string. Received: configs/ds_zero2.json"),
     ("is not an existing file", "AssertionError: DeepSpeed configuration file: ds.json is not an existing file",
      r"(?i)config(?:uration)? file:? [^\n]{1,300} is not an existing file"),
+    # the base64 fallback's decode, seen as the source line of the traceback's frame (DeepSpeed runtime/config.py
+    # DeepSpeedConfig.__init__: `config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')`; accelerate
+    # utils/deepspeed.py and transformers integrations/deepspeed.py: `base64.urlsafe_b64decode(config_file_or_dict)`):
+    # the config argument was neither a file nor a dict, and its decode raised binascii.Error / UnicodeDecodeError
+    ("urlsafe_b64decode(config", "    config_decoded = base64.urlsafe_b64decode(config).decode('utf-8')"),
     ("No such file or directory: '", "FileNotFoundError: [Errno 2] No such file or directory: "
                                      "'configs/zero3_offload.json'",
      r"(?:FileNotFoundError|IOError|OSError)[^\n]{0,40}No such file or directory: '[^'\n]{0,300}"
@@ -1086,6 +1091,19 @@ BACKEND_MISSING = rows(
     ("No backend type associated with device type", "RuntimeError: No backend type associated with device type xpu",
      r"No backend type associated with device type \w{1,20}"))
 
+# An exception whose message quotes a setting as `name=value` in backquotes: the way libraries word a refusal of
+# the run's arguments (transformers modeling_utils.py "DeepSpeed Zero-3 is not compatible with
+# `low_cpu_mem_usage=True` or with passing a `device_map`."; trainer.py "You can't train a model that has been loaded
+# with `device_map='auto'` in any distributed mode."; Lightning's connector "You selected an invalid strategy name:
+# `strategy=None`."; LLaMA-Factory hparams "Freeze/Full PPO training needs `reward_model_type=full`."). The quoted
+# assignment is the setting to change; on the exception's own line only (a warning or a doc line is no refusal).
+QUOTED_SETTING = rows(
+    FailureKind.CONFIG_ERROR, "an argument check refused a setting it names", "transformers modeling_utils.py, "
+    "trainer.py; lightning accelerator_connector.py; LLaMA-Factory hparams/*_args.py (refusals quoting `name=value`)",
+    ("`", "ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with passing a "
+          "`device_map`.",
+     r"(?:Error|Exception)\s{0,4}:[^\n`]{0,300}(?:`[^`\n]{0,80}`[^\n`]{0,120}){0,3}`[a-z_][\w.]{0,60}\s?=\s?[^`\s][^`\n]{0,40}`"))
+
 # judge41 (oos-batch36): Lightning Fabric's strategies refusing how the script uses them, before or between steps;
 # the same script runs once the call or the path is changed. lightning src/lightning/fabric/fabric.py
 # _validate_setup: RuntimeError(f"The `{type(self).__name__}` requires the model and optimizer(s) to be set up
@@ -1114,7 +1132,14 @@ VERSION_FLOOR = rows(
     ("or above", "AssertionError: fp8 training requires transformer_engine 1.0 or above", _FLOOR),
     ("or later", "ImportError: this feature needs torch 2.1 or later", _FLOOR),
     ("or newer", "RuntimeError: bf16 kernels require CUDA 11.0 or newer", _FLOOR),
-    ("or higher", "ValueError: SDPA needs torch>=2.1.1 or higher", _FLOOR))
+    ("or higher", "ValueError: SDPA needs torch>=2.1.1 or higher", _FLOOR),
+    # an error that asks for a minimum version of a package to be installed: transformers trainer.py (4.2x, 8-bit
+    # models: "The model you want to train is loaded in 8-bit precision.  if you want to fine-tune an 8-bit model,
+    # please make sure that you have installed `bitsandbytes>=0.37.0`. "), and the same advice in other guards
+    # ("Please install `peft>=0.4.0`", "requires you to install flash_attn>=2.1.0"). On an exception's line only.
+    ("install", "ValueError: if you want to fine-tune an 8-bit model, please make sure that you have installed "
+                "`bitsandbytes>=0.37.0`.",
+     r"(?:Error|Exception)\s{0,4}:[^\n]{0,400}\binstall(?:ed)?\b[^\n]{0,40}?`?[A-Za-z][\w.\-]{1,40}\s{0,2}>=\s{0,2}\d"))
 
 
 # An assertion raised inside a configuration validator: the innermost frame of its traceback is a function whose
@@ -1198,7 +1223,10 @@ NO_GPU = rows(
     ("CUDA driver version is insufficient", "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA "
                                             "runtime version"),
     ("PTX was compiled with an unsupported toolchain", "RuntimeError: CUDA error: the provided PTX was compiled with "
-                                                       "an unsupported toolchain."))
+                                                       "an unsupported toolchain."),
+    # DeepSpeed launcher/runner.py main (and autotuning's copy): no hostfile and the accelerator counts no device
+    # (`device_count = get_accelerator().device_count(); if device_count == 0: raise RuntimeError(...)`)
+    ("no GPU resources available", "RuntimeError: Unable to proceed, no GPU resources available"))
 
 # flash-attn's own refusals of the inputs' precision, head size or GPU (csrc/flash_attn/flash_api.cpp TORCH_CHECKs):
 # the model's settings (dtype, head dim) or the GPU do not fit the kernel the configuration selects.
@@ -1473,15 +1501,37 @@ _SITE_DIR = re.compile(r"(?:site|dist)-packages/(?P<pkg>\w{1,60})/")
 _LIBRARY_DIR = re.compile(r"(?:^|/)(?P<pkg>" + "|".join(_CALLEE_PACKAGES) + r")/")
 
 
+# The same mismatch seen from a class: an installed package instantiates a class that does not implement every
+# abstract method of the base it derives from (CPython Objects/typeobject.c object_new: "Can't instantiate abstract
+# class %s with abstract method%s %U", 3.12: "... without an implementation for abstract method%s %U"), e.g.
+# DeepSpeed's real_accelerator.py instantiating intel-extension-for-deepspeed's XPU_Accelerator after DeepSpeed's
+# abstract accelerator grew new methods (intel-extension-for-deepspeed#81). When the instantiating frame is an
+# installed package, a plug-in and its host are at versions that do not fit; from the user's own script it is the
+# script's bug (the existing rules decide).
+ABSTRACT_CLASS = re.compile(r"TypeError: Can't instantiate abstract class \w{1,120} "
+                            r"(?:with|without an implementation for) abstract methods?\b")
+
+
 def cross_library_call(text: str, start: int) -> int | None:
     """The position of a CROSS_LIBRARY_CALL TypeError whose innermost quoted frame (within 3,000 characters above
-    it) is in another installed package than the callee's; None when there is none."""
+    it) is in another installed package than the callee's, or of an ABSTRACT_CLASS TypeError whose innermost frame is
+    in an installed package; None when there is none."""
     for found in CROSS_LIBRARY_CALL.finditer(text, start):
-        frames = list(_CALLER_FRAME.finditer(text, max(start, found.start() - 3000), found.start()))
-        if not frames:
-            continue
-        path = frames[-1].group("path").replace("\\", "/")
-        site = _SITE_DIR.search(path) or _LIBRARY_DIR.search(path)
-        if site is not None and site.group("pkg").lower() != found.group("pkg").lower():
+        site = _caller_package(text, start, found.start())
+        if site is not None and site.lower() != found.group("pkg").lower():
+            return found.start()
+    for found in ABSTRACT_CLASS.finditer(text, start):
+        if _caller_package(text, start, found.start()) is not None:
             return found.start()
     return None
+
+
+def _caller_package(text: str, start: int, at: int) -> str | None:
+    """The installed package of the innermost frame quoted within 3,000 characters above `at`; None when that frame
+    is in no package (a user's script) or there is none."""
+    frames = list(_CALLER_FRAME.finditer(text, max(start, at - 3000), at))
+    if not frames:
+        return None
+    path = frames[-1].group("path").replace("\\", "/")
+    site = _SITE_DIR.search(path) or _LIBRARY_DIR.search(path)
+    return site.group("pkg") if site is not None else None

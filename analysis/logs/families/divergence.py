@@ -67,7 +67,7 @@ _DIVERGED = "loss diverged"
 # (Not a bar postfix's own running `loss=nan` beside a finite logged train loss: see _FINITE_TRAIN_LOSS_AFTER.)
 _FINITE_TRAIN_LOSS_AFTER = r"(?![^\n|\]]{0,400}?(?<![\w.])[\w.]{0,40}train_loss\s{0,2}=\s{0,2}[-+]?\d)"
 _LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
-              r"\s{0,3}(?:nan|inf|infinity)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
+              r"\s{0,3}(?:nan|inf|infinity|infinite)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
 # Not where the same postfix then logs the training loss finite: Lightning 1.x puts its own `loss` first in the
@@ -120,6 +120,9 @@ DIVERGENCE = (
            ("NAN", "train loss = NAN at iteration 300, abort", _LOSS_STOP),
            (" inf", "Training stopped: loss is inf", _LOSS_STOP),
            ("Inf", "Loss became Inf after 2000 steps", _LOSS_STOP),
+           # detectron2 engine/train_loop.py _write_metrics: FloatingPointError(f"Loss became infinite or NaN at
+           # iteration={storage.iter}!\nloss_dict = {metric_dict}")
+           ("infinite", "FloatingPointError: Loss became infinite or NaN at iteration=27!", _LOSS_STOP),
            ("non-finite loss", "detected non-finite loss at step 12; exiting", _LOSS_STOP),
            # a field named *_loss in a key = value record (TensorFlowTTS base_trainer, ESPnet, many TTS trainers)
            ("nan", "INFO: (Step: 95400) train_mel_loss_before = nan.", _LOSS_STOP),
@@ -208,6 +211,49 @@ def megatron_grad_norm_diverged(text: str) -> tuple[int, str] | None:
     if skipped is not None and int(skipped.group(1)) > 0:
         return None
     return head, f"Megatron's last record has grad norm {norm.group(1)} and skipped no iteration (a NaN update)"
+
+
+# The Hugging Face Trainer logs each interval's gradient norm as a record field (transformers trainer.py
+# _maybe_log_save_evaluate, 4.38+: `logs["grad_norm"] = grad_norm.detach().item()`, printed as a dict, so NaN reads
+# `nan`); ms-swift and LLaMA-Factory write the same field with json.dumps (`"grad_norm": NaN`). Under bf16/fp32 (no
+# loss scaler) a NaN norm is an update applied with NaN gradients: the weights are NaN from there on, whatever the
+# loss field still shows (ms-swift#2280's 6.08 then `nan` with a finite loss). fp16's loss scaler skips an
+# overflowed step instead: DeepSpeed says so in its "OVERFLOW! ... Skipping step" lines (read here: an overflow
+# line after the record before the last one means the NaN was a skipped step), and torch.amp's GradScaler skips
+# silently with an *inf* norm (unscale_ leaves inf gradients). So the last record's `nan` decides alone; `inf`
+# needs the record before it non-finite too (a scaler's single skip is followed by finite norms again).
+_HF_GRAD_NORM = re.compile(r"""["']grad_norm["']\s{0,4}:\s{0,4}[`'"]?"""  # README pastes backquote it
+                           r"([-+]?(?:nan|inf(?:inity)?)|[-+]?\d[\d.eE+-]{0,30})", re.IGNORECASE)
+HF_GRAD_NORM_NEEDLE = "grad_norm"
+_SKIP_WORDS = re.compile(r"(?i)overflow|skipping step")
+
+
+def _non_finite(value: str) -> bool:
+    return value.lower().lstrip("+-").startswith(("nan", "inf"))
+
+
+def trainer_grad_norm_diverged(text: str) -> tuple[int, str] | None:
+    """(position, why) when the log's last `grad_norm` record field (the comment above) is NaN, or it and the one
+    before it are non-finite, with no fp16 overflow/skip line after the record before it; None otherwise."""
+    found: list[re.Match[str]] = []
+    at = len(text)
+    while len(found) < 2:
+        at = text.rfind(HF_GRAD_NORM_NEEDLE, 0, at)
+        if at < 1:
+            break
+        m = _HF_GRAD_NORM.match(text, at - 1)
+        if m is not None:
+            found.append(m)
+    if not found or not _non_finite(found[0].group(1)):
+        return None
+    last = found[0].group(1)
+    if not last.lower().lstrip("+-").startswith("nan") and (len(found) < 2 or not _non_finite(found[1].group(1))):
+        return None
+    since = found[1].end() if len(found) > 1 else 0
+    if _SKIP_WORDS.search(text, since):
+        return None
+    head = text.rfind("\n", 0, found[0].start()) + 1
+    return head, f"the trainer's last record has grad_norm {last} (a NaN update, no overflow skipped it)"
 
 
 def megatron_record_diverged(text: str, start: int = 0) -> tuple[int, str] | None:
@@ -432,7 +478,9 @@ def fairseq_scale_collapsed(text: str) -> tuple[int, str] | None:
 # ---- the loss scale collapsed, in any format (module docstring, judge10a)
 SCALE_NEEDLES = ("oss scale", "oss_scale", "oss-scale", "OSS SCALE", "oss Scale")
 _SCALE_NAME = re.compile(r"(?i)(?P<lg>\b(?:lg|log2?)_?)?loss[ _-]?scale(?:r)?\b")
-_NUMBER = r"(-?\d{1,12}(?:\.\d{1,12})?(?:[eE][+-]?\d{1,4})?)(?![\w.])"
+# up to 20 decimals: Python's repr of a float has up to 17 significant digits (apex's "reducing loss scale to
+# 7.645295562778369e-298", oos-batch39)
+_NUMBER = r"(-?\d{1,12}(?:\.\d{1,20})?(?:[eE][+-]?\d{1,4})?)(?![\w.])"
 _TO_NUMBER = re.compile(r"\bto\b:?\s{0,3}" + _NUMBER)
 _ANY_NUMBER = re.compile(r"(?<![\w.])" + _NUMBER)
 _NAME_NUMBER = re.compile(r"^[\s:=|,]{0,8}(?:[a-z ]{0,12}[:=]\s{0,3})?" + _NUMBER)
