@@ -1558,10 +1558,47 @@ def _begins_in_traceback(text: str, line_start: int) -> bool:
     run had stopped moving when it was interrupted, so the interrupt is not read as a stall (oos-batch27's Gemma-2
     Trainer tail, labelled cancelled)."""
     if line_start > _TRACEBACK_ONLY_CHARS:
-        return False
+        return _headerless_frames(text, line_start)
     lines = [ln for ln in text[:line_start].splitlines() if ln.strip()]
-    return bool(lines) and all(ln[0] in " \t" or _FRAME_LINE.match(ln) or ln.startswith(_TRACEBACK_BODY)
-                               for ln in lines)
+    return bool(lines) and (all(ln[0] in " \t" or _FRAME_LINE.match(ln) or ln.startswith(_TRACEBACK_BODY)
+                                for ln in lines) or _headerless_frames(text, line_start))
+
+
+# A header that opens a stack listing: Python's traceback ("Traceback (most recent call last):", the chained
+# exceptions' lines), logging's stack_info ("Stack (most recent call last):", logging/__init__.py), faulthandler's
+# dumps ("Thread 0x... (most recent call first):", "Current thread 0x...", Python/traceback.c) and py-spy's
+# "Thread 123 (idle): ...".
+_STACK_HEADER = re.compile(r"\(most recent call (?:last|first)\):?\s*$"
+                           r"|^\s*(?:Current thread|Thread) (?:0x)?[0-9a-fA-F]+\b")
+_HEADERLESS_SCAN_LINES = 2_000  # more frames than any traceback an excerpt starts in
+
+
+def _headerless_frames(text: str, line_start: int) -> bool:
+    """Do the lines right above the interrupt's line (at `line_start`) run up, frame by frame, to the log's first
+    line or to a line that opens no stack listing (_STACK_HEADER)? Python prints a traceback's frames only under its
+    'Traceback (most recent call last):' header (traceback.py's StackSummary.format after
+    TracebackException.format's header line), so frames with no header above them are an excerpt that begins inside
+    the interrupt's traceback: what stands above them (an `env` dump, NCCL's init lines, warnings a job script or a
+    collector put first) was not printed just before the interrupt and says nothing about whether the run had
+    stopped moving (judge44a: oos-batch27's Gemma-2 Trainer tail with chatter prepended read as a stall)."""
+    lines = text[max(0, line_start - 400_000): line_start].splitlines()[-_HEADERLESS_SCAN_LINES:]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    top, i = len(lines), len(lines) - 1
+    while i >= 0:  # up over frames, each with the few indented lines (source, carets) Python prints under it
+        if _FRAME_LINE.match(lines[i]):
+            top = i
+            i -= 1
+            continue
+        frame = next((j for j in range(i - 1, max(-1, i - 5), -1)
+                      if _FRAME_LINE.match(lines[j]) or not lines[j][:1].isspace()), None)
+        if not lines[i][:1].isspace() or frame is None or not _FRAME_LINE.match(lines[frame]):
+            break
+        i = frame
+    if top == len(lines) or top == 0:
+        return False  # no frames, or the scan reached no line above them (the caller's all-traceback rule)
+    above = lines[top - 1]
+    return not (above.startswith(_TRACEBACK_BODY) or _STACK_HEADER.search(above))
 
 
 _CYCLE_WINDOW_CHARS = 200_000  # the interrupt's look-back for the run's per-step cycle

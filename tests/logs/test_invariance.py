@@ -263,3 +263,33 @@ def test_a_log_of_endless_footer_lines_is_trimmed_a_bounded_amount():
     line = "wandb: Synced 1 W&B file(s)\n"
     text = "x\n" + line * 1_000_000
     assert len(text) - 8 * 400 * len(line) <= footer_start(text) < len(text)
+
+
+# --- judge44a: chatter inserted into a log, and the lines that say nothing about the run ----------------------------
+
+_GEMMA2 = "oos-batch27/hf_trainer/a_gemma2_lora_trainer_keyboard_interrupt_in_training_step_1.log"
+_PREPENDED = ("env_dump", "progress_redraws", "nccl_init", "py_warnings", "torch_debug_warnings", "wandb_header",
+              "date_lines", "hydra_config", "module_preamble")
+
+
+@pytest.mark.parametrize("name", _PREPENDED)
+def test_an_excerpt_that_begins_inside_the_interrupts_traceback_stays_cancelled_under_chatter(name):
+    """The Gemma-2 tail begins at a frame of the KeyboardInterrupt's traceback (its header line cut off): whatever a
+    capture puts above it is not the line the run printed before the interrupt, so it is not read as a stall."""
+    text = bench.raw_text(_FIXTURES / _GEMMA2)
+    assert bench.judge("g.log", text).kind == "cancelled"
+    assert bench.judge("g.log", bench.TRANSFORMS[name](text)).kind == "cancelled"
+
+
+_FRAMES = ('  File "train.py", line 9, in <module>\n    trainer.train()\n'
+           '  File "trainer.py", line 2268, in _inner_training_loop\n    loss = self.training_step(model, inputs)\n')
+
+
+@pytest.mark.parametrize("above, kind", [
+    ("NCCL version 2.18.5+cuda12.2\nsaving checkpoint to /ckpt/iter_100\n", "cancelled"),  # frames with no header
+    ("saving checkpoint to /ckpt/iter_100\nTraceback (most recent call last):\n", "hang"),  # a whole traceback
+    ("saving checkpoint to /ckpt/iter_100\nThread 0x00007f0a (most recent call first):\n", "hang"),  # faulthandler
+])
+def test_frames_with_no_header_above_them_are_an_excerpt_cut_inside_the_traceback(above, kind):
+    text = above + _FRAMES + "KeyboardInterrupt\n"
+    assert bench.judge("k.log", text).kind == kind
