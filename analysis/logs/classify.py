@@ -601,6 +601,20 @@ def _scheduler_end(text: str, start: int) -> int:
     return first
 
 
+_NO_EXIT_CHATTER_LINES = 40  # chatter lines passed over between the finish line and the scheduler's end
+
+
+def _is_chatter_line(text: str, line_start: int, line: str) -> bool:
+    """Is the line at `line_start` a library's chatter line (families.stall.CHATTER), or the indented source line
+    warnings.formatwarning prints under a warning that is?"""
+    if F_STALL.is_chatter(message_of(line.strip())):
+        return True
+    if line[:1] not in (" ", "\t") or line_start == 0:
+        return False
+    above = text[text.rfind("\n", 0, line_start - 1) + 1: line_start - 1]
+    return "Warning: " in above and F_STALL.is_chatter(message_of(above.strip()))
+
+
 def _no_exit_after_training(text: str, start: int) -> Failure | None:
     """A job that said its training finished (families.completion) and printed nothing more until the scheduler's
     time limit ended it: the program never exited (a profiler's or a process group's shutdown that waits forever;
@@ -613,14 +627,17 @@ def _no_exit_after_training(text: str, start: int) -> Failure | None:
     idx = _scheduler_end(text, start)
     if idx < 0:
         return None
-    end = text.rfind("\n", 0, idx)
-    for _ in range(_NO_EXIT_GAP_LINES + 1):
+    end, blanks = text.rfind("\n", 0, idx), 0
+    for _ in range(_NO_EXIT_GAP_LINES + 1 + _NO_EXIT_CHATTER_LINES):
         if end < 0:
             return None
         line_start = text.rfind("\n", 0, end) + 1
         line = text[line_start:end]
-        if line.strip():
+        if line.strip() and not _is_chatter_line(text, line_start, line):
             break
+        blanks += not line.strip()  # library chatter (a warning at shutdown) is not work the limit cut (judge44a)
+        if blanks > _NO_EXIT_GAP_LINES:
+            return None
         end = line_start - 1
     else:
         return None
@@ -1398,9 +1415,11 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
     there, or hit a configuration error where the record is an exception whose message states a broken configuration
     rule or names a missing or malformed input (families.config.input_error). `loggers=False` skips logger ERROR
     records (after a run's progress, a logger's error at exit is weaker evidence than the progress)."""
-    for pos, line in _tail_lines(text)[:F_END.TAIL_LINES]:
-        if pos < start:
+    tail, counted = _tail_lines(text), 0
+    for k, (pos, line) in enumerate(tail):
+        if pos < start or counted >= F_END.TAIL_LINES:
             break
+        counted += not _chatter_at(text, tail, k)  # library chatter takes no place in the window (judge44a)
         body = F_END.unquoted(message_of(line))
         what = F_END.error_record(body)
         if what is None or (not loggers and what in (F_END.LOGGER_RECORD, F_END.FAILED_STATEMENT)):
@@ -1420,6 +1439,16 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
                             _evidence(text, pos))
         return _failure(FailureKind.CRASHED, f"crashed ({what} ends the log): {body[:200]}", _evidence(text, pos))
     return None
+
+
+def _chatter_at(text: str, tail: list[tuple[int, str]], k: int) -> bool:
+    """Is the k-th of `tail` (_tail_lines: last first) a library's chatter line (families.stall.CHATTER), or the
+    indented source line warnings.formatwarning prints under a warning that is?"""
+    pos, line = tail[k]
+    if F_STALL.is_chatter(message_of(line)):
+        return True
+    return (text[pos:pos + 1] in (" ", "\t") and k + 1 < len(tail)
+            and F_STALL.is_chatter(message_of(tail[k + 1][1])) and "Warning: " in tail[k + 1][1])
 
 
 def _ends_with_config_rule(text: str) -> Failure | None:

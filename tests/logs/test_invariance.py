@@ -293,3 +293,45 @@ _FRAMES = ('  File "train.py", line 9, in <module>\n    trainer.train()\n'
 def test_frames_with_no_header_above_them_are_an_excerpt_cut_inside_the_traceback(above, kind):
     text = above + _FRAMES + "KeyboardInterrupt\n"
     assert bench.judge("k.log", text).kind == kind
+
+
+_CONFORMER = "oos-batch8/nemo/conformer_transducer_finetune_numba_cuda_error_invalid_value_1.log"
+
+
+@pytest.mark.parametrize("name", ("nccl_init", "py_warnings", "torch_debug_warnings", "wandb_header"))
+def test_library_chatter_takes_no_place_in_the_window_an_error_must_end(name):
+    """The numba crash pasted newest first (the exception on the first line): chatter a capture adds must not push it
+    out of the last lines where an error that ends the log is looked for."""
+    text = bench.raw_text(_FIXTURES / _CONFORMER)
+    assert bench.judge("c.log", bench.TRANSFORMS[name](text)).kind == "crashed"
+
+
+_FINISHED = "[after training is done] datetime: 2025-12-03 14:45:03\n"
+_LIMIT = "slurmstepd: error: *** STEP 4226796.2 ON eos0117 CANCELLED AT 2025-12-03T14:53:02 DUE TO TIME LIMIT ***\n"
+
+
+@pytest.mark.parametrize("between, kind", [
+    ("", "hang"),
+    ("/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py:2965: UserWarning: "
+     "torch.distributed._all_gather_base is a private function\n  warnings.warn(\n", "hang"),
+    ("[W reducer.cpp:1346] Warning: find_unused_parameters=True was specified in DDP constructor\n"
+     "wandb: Syncing run golden-sun-12\n", "hang"),
+    ("saving checkpoint at iteration 100 to /ckpt\n", "time_limit"),  # work the limit cut
+])
+def test_warnings_between_the_finish_and_the_time_limit_are_not_work_the_limit_cut(between, kind):
+    assert bench.judge("n.log", "iteration 100/100 | elapsed time per iteration (ms): 1000.0 |\n" + _FINISHED
+                       + between + _LIMIT).kind == kind
+
+
+@pytest.mark.parametrize("rel", ("oos-batch14/nemo/bridge_dsv4_pro_fp8mx_gb300_grad_norm_nan_1.log",
+                                 "oos-batch8/deepspeed/lmflow_raft_align_zero_offload_client_adamw_exception_1.log"))
+def test_chatter_is_inserted_between_records_never_inside_one_wrapped_over_lines(rel):
+    """A Megatron record wrapped at its ` |` separators, an exception message whose repr the console wrapped: one
+    write each, so the bench's chatter goes around them, and their verdicts hold."""
+    text = bench.raw_text(_FIXTURES / rel)
+    before = bench.judge("w.log", text)
+    for name in ("nccl_init", "py_warnings", "torch_debug_warnings", "wandb_header"):
+        assert not bench.changed(before, bench.judge("w.log", bench.TRANSFORMS[name](text))), name
+    assert bench._continued("iteration 5/50 | elapsed time per iteration: 21392.5 ms |")
+    assert bench._continued("optimizer (<class 'transformers.optimization.AdamW'")
+    assert not bench._continued("step 5 loss 2.0 (ok)")
