@@ -1604,12 +1604,15 @@ _HEADERLESS_SCAN_LINES = 2_000  # more frames than any traceback an excerpt star
 
 def _headerless_frames(text: str, line_start: int) -> bool:
     """Do the lines right above the interrupt's line (at `line_start`) run up, frame by frame, to the log's first
-    line or to a line that opens no stack listing (_STACK_HEADER)? Python prints a traceback's frames only under its
-    'Traceback (most recent call last):' header (traceback.py's StackSummary.format after
-    TracebackException.format's header line), so frames with no header above them are an excerpt that begins inside
-    the interrupt's traceback: what stands above them (an `env` dump, NCCL's init lines, warnings a job script or a
-    collector put first) was not printed just before the interrupt and says nothing about whether the run had
-    stopped moving (judge44a: oos-batch27's Gemma-2 Trainer tail with chatter prepended read as a stall)."""
+    line or to a line that opens no stack listing (_STACK_HEADER), with no traceback header anywhere above? Python
+    prints a traceback's frames only under its 'Traceback (most recent call last):' header (traceback.py's
+    StackSummary.format after TracebackException.format's header line), so frames with no header above them are an
+    excerpt that begins inside the interrupt's traceback: what stands above them (an `env` dump, NCCL's init lines,
+    warnings a job script or a collector put first) was not printed just before the interrupt and says nothing about
+    whether the run had stopped moving (judge44a: oos-batch27's Gemma-2 Trainer tail with chatter prepended read as
+    a stall)."""
+    if _TRACEBACK_BODY[0] in text[max(0, line_start - 400_000): line_start]:
+        return False  # a header above: the frames are its (several ranks' tracebacks interleave, judge41)
     lines = text[max(0, line_start - 400_000): line_start].splitlines()[-_HEADERLESS_SCAN_LINES:]
     while lines and not lines[-1].strip():
         lines.pop()

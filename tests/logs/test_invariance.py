@@ -25,10 +25,10 @@ two_ranks = bench.two_ranks
 # bench_invariance.py lists them. None since the copies two ranks leave are dropped, not blanked (a one-line log
 # printed by two ranks is still two lines: bench_invariance.py shows that one).
 _KNOWN_OPEN: tuple[str, ...] = ()
-# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict, and the two-rank ones.
-# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict.
+# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict, the two-rank ones, and
+# the header chatter no fixture's verdict moves under since judge44a (an `env` dump, `date` lines, Hydra's config).
 _PER_LINE = ("torchrun_tee", "srun_label", "mpirun_tag", "ray_worker", "pdsh_host", "kubectl_timestamps", "crlf",
-             "two_ranks", "two_ranks_tagged")
+             "two_ranks", "two_ranks_tagged", "env_dump", "date_lines", "hydra_config")
 
 
 def _spread(n_max: int = 64) -> list:
