@@ -1671,8 +1671,12 @@ def _in_step_cycle(text: str, line_start: int) -> str | None:
     if header is not None:
         tail = tail[:header]  # the interrupt's own traceback
     cycle = {_shape(line) for a, b in zip(steps, steps[1:]) for line in lines[a + 1:b]}
+    # library chatter (families.stall.CHATTER: a warning at its first occurrence, NCCL's set-up) is not a stall's
+    # own line either, nor the source line warnings.formatwarning prints under a warning (judge44a)
+    chatter = [F_STALL.is_chatter(message_of(line).strip()) for line in tail]
     within = all(not line.strip() or _BARE_LOGGER_HEADER.match(message_of(line).strip()) or _shape(line) in cycle
-                 for line in tail)
+                 or chatter[k] or (line[:1].isspace() and k > 0 and chatter[k - 1] and "Warning: " in tail[k - 1])
+                 for k, line in enumerate(tail))
     return lines[steps[-1]].strip() if within else None
 
 

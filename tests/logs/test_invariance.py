@@ -335,3 +335,11 @@ def test_chatter_is_inserted_between_records_never_inside_one_wrapped_over_lines
     assert bench._continued("iteration 5/50 | elapsed time per iteration: 21392.5 ms |")
     assert bench._continued("optimizer (<class 'transformers.optimization.AdamW'")
     assert not bench._continued("step 5 loss 2.0 (ok)")
+
+
+def test_a_warning_between_the_last_step_and_the_interrupt_is_not_a_stall():
+    """A warning printed after the last iteration record (warnings.formatwarning's two lines) is not a line the run
+    stalled in: the MoE run interrupted right after iteration 2130 stays stopped by hand."""
+    text = bench.raw_text(_FIXTURES / "oos-batch36/megatron_deepspeed/a_msft_meg_ds_moe_tokendrop_keyboardinterrupt_"
+                                      "iter_2130_1.log")
+    assert bench.judge("m.log", bench.py_warnings(text)).kind == "cancelled"
