@@ -25,10 +25,10 @@ two_ranks = bench.two_ranks
 # bench_invariance.py lists them. None since the copies two ranks leave are dropped, not blanked (a one-line log
 # printed by two ranks is still two lines: bench_invariance.py shows that one).
 _KNOWN_OPEN: tuple[str, ...] = ()
-# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict, and the two-rank ones.
-# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict.
+# The whole corpus (slow): the per-line wrappings, where every fixture keeps its verdict, the two-rank ones, and
+# the header chatter no fixture's verdict moves under since judge44a (an `env` dump, `date` lines, Hydra's config).
 _PER_LINE = ("torchrun_tee", "srun_label", "mpirun_tag", "ray_worker", "pdsh_host", "kubectl_timestamps", "crlf",
-             "two_ranks", "two_ranks_tagged")
+             "two_ranks", "two_ranks_tagged", "env_dump", "date_lines", "hydra_config")
 
 
 def _spread(n_max: int = 64) -> list:
@@ -263,3 +263,83 @@ def test_a_log_of_endless_footer_lines_is_trimmed_a_bounded_amount():
     line = "wandb: Synced 1 W&B file(s)\n"
     text = "x\n" + line * 1_000_000
     assert len(text) - 8 * 400 * len(line) <= footer_start(text) < len(text)
+
+
+# --- judge44a: chatter inserted into a log, and the lines that say nothing about the run ----------------------------
+
+_GEMMA2 = "oos-batch27/hf_trainer/a_gemma2_lora_trainer_keyboard_interrupt_in_training_step_1.log"
+_PREPENDED = ("env_dump", "progress_redraws", "nccl_init", "py_warnings", "torch_debug_warnings", "wandb_header",
+              "date_lines", "hydra_config", "module_preamble")
+
+
+@pytest.mark.parametrize("name", _PREPENDED)
+def test_an_excerpt_that_begins_inside_the_interrupts_traceback_stays_cancelled_under_chatter(name):
+    """The Gemma-2 tail begins at a frame of the KeyboardInterrupt's traceback (its header line cut off): whatever a
+    capture puts above it is not the line the run printed before the interrupt, so it is not read as a stall."""
+    text = bench.raw_text(_FIXTURES / _GEMMA2)
+    assert bench.judge("g.log", text).kind == "cancelled"
+    assert bench.judge("g.log", bench.TRANSFORMS[name](text)).kind == "cancelled"
+
+
+_FRAMES = ('  File "train.py", line 9, in <module>\n    trainer.train()\n'
+           '  File "trainer.py", line 2268, in _inner_training_loop\n    loss = self.training_step(model, inputs)\n')
+
+
+@pytest.mark.parametrize("above, kind", [
+    ("NCCL version 2.18.5+cuda12.2\nsaving checkpoint to /ckpt/iter_100\n", "cancelled"),  # frames with no header
+    ("saving checkpoint to /ckpt/iter_100\nTraceback (most recent call last):\n", "hang"),  # a whole traceback
+    ("saving checkpoint to /ckpt/iter_100\nThread 0x00007f0a (most recent call first):\n", "hang"),  # faulthandler
+])
+def test_frames_with_no_header_above_them_are_an_excerpt_cut_inside_the_traceback(above, kind):
+    text = above + _FRAMES + "KeyboardInterrupt\n"
+    assert bench.judge("k.log", text).kind == kind
+
+
+_CONFORMER = "oos-batch8/nemo/conformer_transducer_finetune_numba_cuda_error_invalid_value_1.log"
+
+
+@pytest.mark.parametrize("name", ("nccl_init", "py_warnings", "torch_debug_warnings", "wandb_header"))
+def test_library_chatter_takes_no_place_in_the_window_an_error_must_end(name):
+    """The numba crash pasted newest first (the exception on the first line): chatter a capture adds must not push it
+    out of the last lines where an error that ends the log is looked for."""
+    text = bench.raw_text(_FIXTURES / _CONFORMER)
+    assert bench.judge("c.log", bench.TRANSFORMS[name](text)).kind == "crashed"
+
+
+_FINISHED = "[after training is done] datetime: 2025-12-03 14:45:03\n"
+_LIMIT = "slurmstepd: error: *** STEP 4226796.2 ON eos0117 CANCELLED AT 2025-12-03T14:53:02 DUE TO TIME LIMIT ***\n"
+
+
+@pytest.mark.parametrize("between, kind", [
+    ("", "hang"),
+    ("/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py:2965: UserWarning: "
+     "torch.distributed._all_gather_base is a private function\n  warnings.warn(\n", "hang"),
+    ("[W reducer.cpp:1346] Warning: find_unused_parameters=True was specified in DDP constructor\n"
+     "wandb: Syncing run golden-sun-12\n", "hang"),
+    ("saving checkpoint at iteration 100 to /ckpt\n", "time_limit"),  # work the limit cut
+])
+def test_warnings_between_the_finish_and_the_time_limit_are_not_work_the_limit_cut(between, kind):
+    assert bench.judge("n.log", "iteration 100/100 | elapsed time per iteration (ms): 1000.0 |\n" + _FINISHED
+                       + between + _LIMIT).kind == kind
+
+
+@pytest.mark.parametrize("rel", ("oos-batch14/nemo/bridge_dsv4_pro_fp8mx_gb300_grad_norm_nan_1.log",
+                                 "oos-batch8/deepspeed/lmflow_raft_align_zero_offload_client_adamw_exception_1.log"))
+def test_chatter_is_inserted_between_records_never_inside_one_wrapped_over_lines(rel):
+    """A Megatron record wrapped at its ` |` separators, an exception message whose repr the console wrapped: one
+    write each, so the bench's chatter goes around them, and their verdicts hold."""
+    text = bench.raw_text(_FIXTURES / rel)
+    before = bench.judge("w.log", text)
+    for name in ("nccl_init", "py_warnings", "torch_debug_warnings", "wandb_header"):
+        assert not bench.changed(before, bench.judge("w.log", bench.TRANSFORMS[name](text))), name
+    assert bench._continued("iteration 5/50 | elapsed time per iteration: 21392.5 ms |")
+    assert bench._continued("optimizer (<class 'transformers.optimization.AdamW'")
+    assert not bench._continued("step 5 loss 2.0 (ok)")
+
+
+def test_a_warning_between_the_last_step_and_the_interrupt_is_not_a_stall():
+    """A warning printed after the last iteration record (warnings.formatwarning's two lines) is not a line the run
+    stalled in: the MoE run interrupted right after iteration 2130 stays stopped by hand."""
+    text = bench.raw_text(_FIXTURES / "oos-batch36/megatron_deepspeed/a_msft_meg_ds_moe_tokendrop_keyboardinterrupt_"
+                                      "iter_2130_1.log")
+    assert bench.judge("m.log", bench.py_warnings(text)).kind == "cancelled"

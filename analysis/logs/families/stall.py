@@ -241,6 +241,26 @@ WARNING_TAIL_LINES = 3
 
 # Lines that show the job (or its cluster) alive without saying anything about its progress.
 LIVENESS = re.compile(r'PULSE: |"GET /[^"\n]{0,200}" \d{3}|\[repeated \d{1,9}x across cluster\]|(?i:heartbeat)')
+# Chatter (judge44a): lines that libraries print around a run's own lines in a fixed format of their own and that
+# say nothing about how far the run got. NCCL_DEBUG=INFO's "host:pid:tid [cudaDev] NCCL INFO " (src/debug.cc's
+# ncclDebugLog) and the "NCCL version 2.18.5+cuda12.2" banner (src/init.cc); warnings.showwarning's
+# "file.py:N: XWarning: message" (warnings.py's formatwarning; its source line is indented under it); c10's glog
+# prefixes "[W reducer.cpp:1346] " / "[I ProcessGroupNCCL.cpp:686] " (c10/util/Logging.cpp) and glog's
+# "W1127 10:00:00.123000 140234 file.py:715] " (torch._logging's glog-style format); W&B's terminal lines, each
+# prefixed "wandb: " (wandb/errors/term.py's termlog), its ERROR lines left out; error levels (glog's E, "[E ...]")
+# are not chatter. Where a window of the log's last lines is counted, or the line above a record is read, these take
+# no place: a few inserted lines must not push the run's own last record out of the window. They keep their meaning
+# where they are the log's last words (NCCL set-up ending a log is a wait).
+CHATTER = re.compile(r"^\S{1,120}:\d{1,9}:\d{1,9} \[\d{1,4}\] NCCL INFO |^NCCL version \d+\.\d+\.\d+\S*$"
+                     r"|^\S{1,400}\.py:\d{1,7}: \w{0,60}Warning: |^\[[IW] [\w./-]{1,80}:\d{1,7}\] "
+                     r"|^[IW]\d{4} \d\d:\d\d:\d\d\.\d{1,9} {1,4}\d{1,9} [\w./-]{1,200}:\d{1,7}\] |^wandb: (?!ERROR)")
+
+
+def is_chatter(line: str) -> bool:
+    """Is `line` (stripped of launcher prefixes) one of CHATTER's library lines?"""
+    return CHATTER.search(line) is not None
+
+
 # Warnings: printed and the job goes on, so they say nothing of its progress either. A log whose tail after its last
 # activity is warnings (and liveness lines) whose timestamps run more than STALLED_SPAN_S past that activity's made
 # no progress for that long (NeMo's "[NeMo W 2023-11-25 21:45:41 nemo_logging:349] ... PossibleUserWarning" after an
