@@ -608,15 +608,19 @@ def _scheduler_end(text: str, start: int) -> int:
 _NO_EXIT_CHATTER_LINES = 40  # chatter lines passed over between the finish line and the scheduler's end
 
 
-def _is_chatter_line(text: str, line_start: int, line: str) -> bool:
-    """Is the line at `line_start` a library's chatter line (families.stall.CHATTER), or the indented source line
-    warnings.formatwarning prints under a warning that is?"""
+def _chatter(line: str, indented: bool, above: str | None) -> bool:
+    """Is `line` a library's chatter line (families.stall.CHATTER), or (`indented`) the source line
+    warnings.formatwarning prints under a warning (`above`, the line before it) that is?"""
     if F_STALL.is_chatter(message_of(line.strip())):
         return True
-    if line[:1] not in (" ", "\t") or line_start == 0:
-        return False
-    above = text[text.rfind("\n", 0, line_start - 1) + 1: line_start - 1]
-    return "Warning: " in above and F_STALL.is_chatter(message_of(above.strip()))
+    return (indented and above is not None and "Warning: " in above
+            and F_STALL.is_chatter(message_of(above.strip())))
+
+
+def _is_chatter_line(text: str, line_start: int, line: str) -> bool:
+    """_chatter for the file's line at `line_start`."""
+    above = text[text.rfind("\n", 0, line_start - 1) + 1: line_start - 1] if line_start else None
+    return _chatter(line, line[:1] in (" ", "\t"), above)
 
 
 def _no_exit_after_training(text: str, start: int) -> Failure | None:
@@ -1446,13 +1450,9 @@ def _error_ending(text: str, start: int = 0, loggers: bool = True) -> Failure | 
 
 
 def _chatter_at(text: str, tail: list[tuple[int, str]], k: int) -> bool:
-    """Is the k-th of `tail` (_tail_lines: last first) a library's chatter line (families.stall.CHATTER), or the
-    indented source line warnings.formatwarning prints under a warning that is?"""
+    """_chatter for the k-th of `tail` (_tail_lines: stripped lines, last first; the line above is the next one)."""
     pos, line = tail[k]
-    if F_STALL.is_chatter(message_of(line)):
-        return True
-    return (text[pos:pos + 1] in (" ", "\t") and k + 1 < len(tail)
-            and F_STALL.is_chatter(message_of(tail[k + 1][1])) and "Warning: " in tail[k + 1][1])
+    return _chatter(line, text[pos:pos + 1] in (" ", "\t"), tail[k + 1][1] if k + 1 < len(tail) else None)
 
 
 def _ends_with_config_rule(text: str) -> Failure | None:
