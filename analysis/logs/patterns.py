@@ -242,6 +242,17 @@ HARD_CRASH = _rows(
     ("Memory access fault by GPU", "Memory access fault by GPU node-2 (Agent handle: 0x55d1) on address "
                                    "0x7f00. Reason: Page not present or supervisor privilege."),
     ("hipErrorIllegalAddress", "RuntimeError: HIP error: hipErrorIllegalAddress"),
+    # Ascend NPUs: CANN's runtime reports a kernel that faulted on the device (PreCheckTaskErr: "Kernel task happen
+    # error, retCode=%#x, [%s]." with the task's error name; device_error_proc: "there is an aicore error"), the
+    # counterpart of CUDA's illegal memory access. Not its timeouts or notify waits (HCCL's, a comm_error).
+    ("[aicore exception]", "EZ9999  Kernel task happen error, retCode=0x26, [aicore exception].[FUNC:PreCheckTaskErr]"
+                           "[FILE:task_info.cc][LINE:1518]"),
+    ("[vector core exception]", "Kernel task happen error, retCode=0x31, [vector core exception].[FUNC:PreCheckTaskErr]"
+                                "[FILE:davinci_kernel_task.cc][LINE:1493]"),
+    ("[aicpu exception]", "Kernel task happen error, retCode=0x2a, [aicpu exception].[FUNC:PreCheckTaskErr]"
+                          "[FILE:task_info.cc][LINE:1776]"),
+    ("there is an aicore error", "The error from device(2), serial number is 37, there is an aicore error, core id "
+                                 "is 0, error code = 0x10"),
 )
 
 # ---- comm_error: NCCL / gloo / the network, with nothing above to explain it.

@@ -204,3 +204,67 @@ def test_rewrite_refuses_to_write_a_table_from_part_of_its_sources(tmp_path: Pat
         H.main(["--mirror", str(tmp_path), "--rewrite"])
     with pytest.raises(SystemExit):
         H.main(["--mirror", str(tmp_path), "--framework", "TRL", "--rewrite"])
+
+
+# --- older releases (Source.tags, Source.commits, a plain tree's releases/ folder) ----------------------------------
+
+_OLD_CHECK = '''
+class ParallelConfig:
+    def __post_init__(self):
+        assert self.layers % self.pp == 0, "number of layers should be divisible by the pipeline parallel size"
+'''
+
+
+def _tag_release(mirror: Path, tag: str, text: str) -> str:
+    """Commit `text` as fw/config.py of acme/fw's repository, tag it, and restore HEAD's files in a later commit;
+    the tagged commit (12 hex)."""
+    repo = mirror / "acme+fw" / "repo"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    head = (repo / "fw" / "config.py").read_text(encoding="utf-8")
+    (repo / "fw" / "config.py").write_text(text, encoding="utf-8")
+    subprocess.run([*git, "commit", "-qam", tag], check=True)
+    subprocess.run([*git, "tag", tag], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout[:12]
+    (repo / "fw" / "config.py").write_text(head, encoding="utf-8")
+    subprocess.run([*git, "commit", "-qam", "head"], check=True)
+    return commit
+
+
+def test_a_tagged_release_adds_the_checks_head_no_longer_raises_and_head_keeps_its_own(tmp_path: Path) -> None:
+    _git_mirror(tmp_path)
+    old = _tag_release(tmp_path, "v1.0.0", _OLD_CHECK + _CONFIG)
+    _tag_release(tmp_path, "v2.0.0rc1", _OLD_CHECK.replace("should be", "must be"))  # not a release: not read
+    head = subprocess.run(["git", "-C", str(tmp_path / "acme+fw" / "repo"), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout[:12]
+    released = H.Source("Toy", "acme/fw", H.MAIN, _FW.files, tags=r"v\d+\.\d+\.\d+")
+    rows = {row.template: row.source for row in H.harvest([tmp_path], [released], set(), [])}
+    assert rows["number of layers should be divisible by the pipeline parallel size"] == f"fw/config.py@{old}"
+    assert rows["world size ({}) is not divisible by tp ({})"] == f"fw/config.py@{head}"  # HEAD first
+    assert not any("must be divisible" in text for text in rows)
+    assert all(row.source.endswith(head) for row in H.harvest([tmp_path], [_FW], set(), []))  # no tags: HEAD only
+
+
+def test_a_release_commit_the_mirror_lacks_is_reported_and_refuses_rewrite(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _git_mirror(tmp_path)
+    _tree_mirror(tmp_path)
+    pinned = H.Source("Toy", "acme/fw", H.MAIN, _FW.files, commits=("0123456789ab",))
+    assert H.unread([tmp_path], pinned) == ["acme/fw@0123456789ab"]
+    assert H.unread([tmp_path], _FW) == [] and H.unread([tmp_path / "none"], _FW) == ["acme/fw"]
+    monkeypatch.setattr(H, "SOURCES", (pinned, _TRAINER))
+    with pytest.raises(SystemExit):
+        H.main(["--mirror", str(tmp_path), "--tables", str(tmp_path), "--rewrite"])
+
+
+def test_a_plain_trees_release_folders_are_read_newest_first(tmp_path: Path) -> None:
+    _tree_mirror(tmp_path)
+    releases = tmp_path / "acme+trainer" / "releases"
+    for version, extra in (("v4.9.0", "plugin stage two cannot be combined with tensor_parallel_size"),
+                           ("v4.10.1", "plugin stage two cannot be combined with tensor_parallel_size")):
+        (releases / version / "acme").mkdir(parents=True)
+        (releases / version / "COMMIT").write_text(version + "\n", encoding="utf-8")
+        (releases / version / "acme" / "args.py").write_text(
+            _ARGS + f'\n    def validate(self):\n        raise ValueError("{extra}")\n', encoding="utf-8")
+    rows = {row.template: row.source for row in H.harvest([tmp_path], [_TRAINER], set(), [])}
+    assert rows["plugin stage two cannot be combined with tensor_parallel_size"] == "acme/args.py@v4.10.1"
+    assert rows["micro batch {} does not divide global batch"] == "acme/args.py@0123456789ab"

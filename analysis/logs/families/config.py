@@ -657,6 +657,16 @@ ENVIRONMENT = (
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "torch/amp/grad_scaler.py (GradScaler.step)",
            ("No inf checks were recorded for this optimizer", "AssertionError: No inf checks were recorded for this "
                                                               "optimizer."))
+    # NCCL's shared-memory transport cannot make its segment under /dev/shm: the container's /dev/shm is too small
+    # (Docker's 64 MB default holds a few ranks' ~10-30 MB segments) or full, the same at every start; the fix is the
+    # job's environment (`--shm-size`, `--ipc=host`, NCCL_SHM_DISABLE=1), not the network. NCCL prints these WARN
+    # lines before the `unhandled system error` that the network family would take (ms-swift#2776, LlamaFactory#7233).
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "NCCL src/misc/shmutils.cc (ncclShmOpen)",
+           ("Error while creating shared memory segment /dev/shm/", "misc/shmutils.cc:113 NCCL WARN Error while "
+                                                                    "creating shared memory segment /dev/shm/nccl-Ub"
+                                                                    "zKZ9 (size 9637888)"),
+           ("Error: failed to extend /dev/shm/", "misc/shmutils.cc:72 NCCL WARN Error: failed to extend "
+                                                 "/dev/shm/nccl-UbzKZ9 to 9637892 bytes"))
 )
 
 # ---- the configuration does not fit the schema it is checked against (an unknown, missing or ill-typed key), in

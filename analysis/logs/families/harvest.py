@@ -19,6 +19,12 @@ commit or release tag in a COMMIT file. transformers' repository is too large to
 stands in: `pip download transformers --no-deps`, unzip it into `DIR/huggingface+transformers/tree/src` and write the
 version (v5.24.0) to its COMMIT.
 
+Older releases are read too (Source.tags, Source.commits): a run on an older release prints the checks that release
+raised, reworded or gone since. A git mirror is read at HEAD, then at every tag the source's pattern names (newest
+first), then at its listed commits; a plain tree's older releases are folders
+`MIRROR/<owner>+<name>/releases/<version>/` laid out as the tree, each with its COMMIT (transformers: the wheels of
+4.18 .. 5.10, unzipped the same way). A template is credited to the newest revision that raises it.
+
 Each `raise XError(<message>)` and `assert <cond>, <message>` there becomes a template (template_of): an f-string
 field, a `%s` or a `.format` field, or any part that is not a literal becomes `{}`, runs of fields are one field and
 a field at either end is dropped (it matches anything and anchors nothing). Left out (one set of filters for every
@@ -64,6 +70,14 @@ class Source:
     repo: str  # owner/name
     table: str  # the raised_messages*.tsv its rows go to
     files: tuple[Files, ...]
+    # Older revisions read besides HEAD: a run on an older release prints the checks it raised then, reworded or
+    # gone since (batch 39's DeepSpeed refusals were in wordings no table held; LLaMA-Factory's "Freeze/Full PPO
+    # training needs `reward_model_type=full`" lived from v0.3.3 to v0.5.2 only, so every release is read, not one a
+    # year). `tags`: the whole-name pattern of the release tags (no release candidates); `commits`: where the
+    # repository tags no release for a time. The files' globs name every layout (megatron/arguments.py ->
+    # megatron/training/arguments.py). A git mirror is needed to read them.
+    tags: str = ""
+    commits: tuple[str, ...] = ()
 
 
 def _one(*pairs: tuple[str, str | None]) -> tuple[Files, ...]:
@@ -121,7 +135,15 @@ SOURCES: tuple[Source, ...] = (
         ("megatron/core/models/gpt/gpt_model.py", r"__init__"),
         ("megatron/core/models/gpt/gpt_layer_specs.py", r"get_\w+spec\w*"),
         ("megatron/core/extensions/transformer_engine.py", r"__init__"),
-    )),
+        # the layout before core_v0.6.0 (megatron/training/ did not exist) and before 23.04 (megatron/mpu/)
+        ("megatron/arguments.py", None),
+        ("megatron/initialize.py", None),
+        ("megatron/global_vars.py", None),
+        ("megatron/microbatches.py", None),
+        ("megatron/training/microbatches.py", None),
+        ("megatron/mpu/initialize.py", r"initialize_model_parallel"),
+        ("megatron/optimizer/__init__.py", r"get_megatron_optimizer|_get_param_groups"),
+    ), tags=r"v\d+\.\d+|2\d\.\d\d|core_[rv]\d+\.\d+\.\d+", commits=("55ba1f7b96d1",)),  # May 2022: no tag in 2022
     Source("DeepSpeed", "deepspeedai/DeepSpeed", MAIN, _one(
         ("deepspeed/__init__.py", r"initialize|_parse_version|add_config_arguments"),
         ("deepspeed/runtime/config.py", None),
@@ -141,7 +163,9 @@ SOURCES: tuple[Source, ...] = (
         ("deepspeed/utils/groups.py", r"_create_\w+|initialize\w*"),
         ("deepspeed/runtime/sequence_parallel/*.py", r"__init__"),
         ("deepspeed/sequence/layer.py", r"__init__"),
-    )),
+        ("deepspeed/runtime/zero/stage1.py", r"__init__"),  # before v0.5 (stage_1_and_2.py since)
+        ("deepspeed/runtime/zero/stage2.py", r"__init__"),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("Megatron-DeepSpeed", "deepspeedai/Megatron-DeepSpeed", MAIN, _one(
         ("megatron/arguments.py", None),
         ("megatron/initialize.py", None),
@@ -149,7 +173,8 @@ SOURCES: tuple[Source, ...] = (
         ("megatron/microbatches.py", None),
         ("megatron/core/parallel_state.py", r"initialize_model_parallel"),
         ("megatron/training.py", r"setup_model_and_optimizer|get_model|pretrain"),
-    )),
+    ), commits=("2755bcb87b88", "a284045fbb49", "4822c87ee6ad", "7eb36a11b3a9")),  # no tag since the fork:
+    # Jul 2022, Mar 2023, Oct 2023, Jun 2024
     Source("NeMo", "NVIDIA/NeMo", MAIN, _one(
         ("nemo/lightning/pytorch/strategies/megatron_strategy.py", _SETUP),
         ("nemo/lightning/megatron_parallel.py", _SETUP),
@@ -164,7 +189,7 @@ SOURCES: tuple[Source, ...] = (
         ("nemo/collections/nlp/models/language_modeling/megatron_gpt_model.py", r"__init__|_validate\w*|setup\w*"),
         ("nemo/collections/nlp/modules/common/megatron/megatron_init.py", None),
         ("nemo/collections/llm/gpt/data/pre_training.py", _SETUP),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("Megatron-Bridge", "NVIDIA-NeMo/Megatron-Bridge", MAIN, _one(
         ("src/megatron/bridge/training/config.py", None),
         ("src/megatron/bridge/training/initialize.py", None),
@@ -176,7 +201,7 @@ SOURCES: tuple[Source, ...] = (
         ("src/megatron/bridge/models/model_provider.py", r"provide\w*|finalize|initialize\w*"),
         ("src/megatron/bridge/recipes/utils/*.py", None),
         ("src/megatron/bridge/peft/*.py", r"__post_init__|__init__"),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("NeMo-RL", "NVIDIA-NeMo/RL", MAIN, _one(
         ("nemo_rl/models/policy/**/*.py", r"__init__|_validate\w*|validate\w*|check\w*|configure\w*"),
         ("nemo_rl/algorithms/**/*.py", r"setup|validate\w*|_validate\w*|check\w*"),
@@ -184,58 +209,70 @@ SOURCES: tuple[Source, ...] = (
         ("nemo_rl/models/generation/vllm/config.py", None),
         ("nemo_rl/models/generation/vllm/vllm_generation.py", r"__init__"),
         ("nemo_rl/utils/config.py", None),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("Automodel", "NVIDIA-NeMo/Automodel", MAIN, _one(
         ("nemo_automodel/components/config/*.py", None),
         ("nemo_automodel/components/distributed/**/*.py", _SETUP + r"|\w*parallel\w*|create\w*|get_\w*mesh\w*"),
         ("nemo_automodel/_transformers/**/*.py", r"__init__|_validate\w*|validate\w*|check\w*"),
         ("nemo_automodel/recipes/llm/train_ft.py", r"setup|build_\w+|_validate\w*|validate\w*"),
         ("nemo_automodel/components/moe/config.py", None),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("transformers", "huggingface/transformers", OTHERS, (
         (("src/transformers/training_args.py", "src/transformers/trainer.py"), _named(_TRANSFORMERS_SETUP)),
-        (("src/transformers/integrations/deepspeed.py", "src/transformers/integrations/fsdp.py"), _named(".")),
+        (("src/transformers/integrations/deepspeed.py", "src/transformers/integrations/fsdp.py",
+          "src/transformers/deepspeed.py"), _named(".")),  # deepspeed.py: before v4.33
     )),
     Source("accelerate", "huggingface/accelerate", OTHERS, (
         (("src/accelerate/utils/dataclasses.py", "src/accelerate/parallelism_config.py"), _named(_SETUP_WORDS)),
         (("src/accelerate/accelerator.py",), _named(r"__init__|_prepare_deepspeed|_prepare_fsdp|_prepare_tp|_prepare_cp"
                                                     r"|_prepare_megatron|prepare_model")),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("TRL", "huggingface/trl", OTHERS, (
         (("trl/trainer/*_config.py", "trl/experimental/*/*_config.py"), _named(_SETUP_WORDS)),
         (("trl/trainer/*_trainer.py",), _named("__init__")),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("PEFT", "huggingface/peft", OTHERS, (
         (("src/peft/tuners/*/config.py", "src/peft/config.py"), _named(_SETUP_WORDS)),
-    )),
+        (("src/peft/tuners/*.py",), r"__post_init__"),  # before v0.7 each tuner's config sat beside its model
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("Lightning", "Lightning-AI/pytorch-lightning", OTHERS, (
         (("src/lightning/pytorch/trainer/connectors/*.py", "src/lightning/pytorch/trainer/configuration_validator.py",
-          "src/lightning/fabric/connector.py"), _named(".")),
-        (("src/lightning/pytorch/strategies/*.py", "src/lightning/fabric/strategies/*.py"), _named(_SETUP_WORDS)),
-    )),
+          "src/lightning/fabric/connector.py",
+          # 1.8-1.9 (src/pytorch_lightning, src/lightning_fabric) and before 1.8 (pytorch_lightning at the root)
+          "src/pytorch_lightning/trainer/connectors/*.py", "src/pytorch_lightning/trainer/configuration_validator.py",
+          "src/lightning_fabric/connector.py", "pytorch_lightning/trainer/connectors/*.py",
+          "pytorch_lightning/trainer/configuration_validator.py"), _named(".")),
+        (("src/lightning/pytorch/strategies/*.py", "src/lightning/fabric/strategies/*.py",
+          "src/pytorch_lightning/strategies/*.py", "src/lightning_fabric/strategies/*.py",
+          "pytorch_lightning/strategies/*.py", "pytorch_lightning/plugins/training_type/*.py"), _named(_SETUP_WORDS)),
+    ), tags=r"\d+\.\d+\.\d+"),
     Source("torchtitan", "pytorch/torchtitan", OTHERS, (
-        (("torchtitan/config/*.py", "torchtitan/distributed/parallel_dims.py"), _named(".")),
-    )),
+        (("torchtitan/config/*.py", "torchtitan/distributed/parallel_dims.py",
+          "torchtitan/config_manager.py", "torchtitan/parallelisms/parallel_dims.py"), _named(".")),  # before v0.2
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("veRL", "verl-project/verl", OTHERS, (
         (("verl/workers/config/*.py", "verl/trainer/config/*.py", "verl/utils/config.py", "verl/base_config.py"),
          _named(".")),
         (("verl/trainer/ppo/ray_trainer.py", "verl/trainer/main_ppo.py"), _named(_SETUP_WORDS)),
-    )),
+    ), tags=r"v\d+\.\d+(?:\.\d+)?(?:\.post\d+)?"),
     Source("OpenRLHF", "OpenRLHF/OpenRLHF", OTHERS, (
         (("openrlhf/cli/train_*.py", "openrlhf/utils/config.py"), _named(".")),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+(?:\.post\d+)?"),
     Source("LLaMA-Factory", "hiyouga/LLaMA-Factory", OTHERS, (
-        (("src/llamafactory/hparams/*.py",), _named(".")),
-    )),
+        (("src/llamafactory/hparams/*.py", "src/llmtuner/hparams/*.py"), _named(".")),  # llmtuner before v0.8
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("ms-swift", "modelscope/ms-swift", OTHERS, (
         (("swift/arguments/*.py", "swift/arguments/*/*.py", "swift/megatron/arguments/*.py",
-          "swift/trainers/arguments.py", "swift/rlhf_trainers/arguments.py"), _named(".")),
+          "swift/trainers/arguments.py", "swift/rlhf_trainers/arguments.py",
+          # v3 (swift/llm/argument/) and v1-v2 (swift/llm/utils/argument.py)
+          "swift/llm/argument/*.py", "swift/llm/argument/*/*.py", "swift/llm/utils/argument.py",
+          "swift/llm/megatron/argument.py"), _named(".")),
         (("swift/pipelines/train/*.py",), _named(r"__init__|_prepare")),  # set-up
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
     Source("ColossalAI", "hpcaitech/ColossalAI", OTHERS, (
         (("colossalai/booster/plugin/*.py", "colossalai/booster/booster.py"),
          _named(r"__init__|configure|_check|check|validate|setup")),
-    )),
+    ), tags=r"v\d+\.\d+\.\d+"),
 )
 
 # --- what is left out -----------------------------------------------------------------------------------------------
@@ -268,6 +305,17 @@ EXCLUDED_WORDS = (
     "Environment variable names must be non-empty", "must have a scalar value",
     "vocab_size must be configured before calling provide", "Megatron Core TransformerConfig does not expose",
     "Unable to import apex", "to be an int, but got",
+    # read in the older releases (Source.releases): a timer's own state, the order of set-up calls, custom process
+    # groups passed by code (as pg_collection above), an index list's spelling of the same invariant
+    "timer has already been started", "timer is not started", "torch distributed is not initialized",
+    "model parallel group is not initialized", "grad_finalize_pgs must have", "model_comm_pgs must have",
+    "required but not provided in", "Grad and model comm process groups", "local_expert_indices must be continous",
+    "must be set before find_shared_parameters", "To silence this warning", "This will be replaced by",
+    "Timed out waiting for placement groups",
+    # the user's own module still implements a hook or method the release removed: the fix is in that code, which
+    # the corpus labels crashed (oos-batch5's `validation_epoch_end` under Lightning 2.0), not a setting
+    "implements this method", "hook was removed in", "callback hook was", "no longer supported as of v1.8",
+    "has changed its signature and behavior",
 )
 
 
@@ -377,24 +425,37 @@ def _exception_name(func: ast.expr) -> str:
 
 @dataclass(frozen=True)
 class Checkout:
-    """A repository's files at one commit: a git directory read at HEAD, or a plain folder with a COMMIT file."""
+    """A repository's files at one commit: a git directory read at `rev`, or a plain folder with a COMMIT file."""
     where: Path
     is_git: bool
+    rev: str = "HEAD"
 
     def commit(self) -> str:
         if self.is_git:
-            return self._git("rev-parse", "HEAD").strip()[:12]
+            return self._git("rev-parse", f"{self.rev}^{{commit}}").strip()[:12]
         return (self.where / "COMMIT").read_text(encoding="utf-8").strip()[:12]
 
     def paths(self) -> list[str]:
         if self.is_git:
-            return sorted(self._git("ls-tree", "-r", "--name-only", "HEAD").splitlines())
+            return sorted(self._git("ls-tree", "-r", "--name-only", self.rev).splitlines())
         return sorted(p.relative_to(self.where).as_posix() for p in self.where.rglob("*.py"))
 
     def read(self, path: str) -> str:
         if self.is_git:
-            return self._git("show", f"HEAD:{path}")
+            return self._git("show", f"{self.rev}:{path}")
         return (self.where / path).read_text(encoding="utf-8")
+
+    def has(self, rev: str) -> bool:
+        return self.is_git and subprocess.run(["git", "-C", str(self.where), "rev-parse", "--verify", "-q",
+                                               f"{rev}^{{commit}}"], capture_output=True).returncode == 0
+
+    def tags(self, pattern: str) -> list[str]:
+        """The tags whose whole name matches, newest commit first."""
+        if not self.is_git or not pattern:
+            return []
+        wanted = re.compile(pattern)
+        return [t for t in self._git("for-each-ref", "--sort=-creatordate", "--format=%(refname:short)",
+                                     "refs/tags").split() if wanted.fullmatch(t)]
 
     def _git(self, *args: str) -> str:
         return subprocess.run(["git", "-C", str(self.where), *args], check=True, capture_output=True,
@@ -410,6 +471,33 @@ def checkout(mirrors: Sequence[Path], repo: str) -> Checkout | None:
         if (base / "tree").is_dir():
             return Checkout(base / "tree", False)
     return None
+
+
+def revisions(mirrors: Sequence[Path], src: Source) -> tuple[list[Checkout], list[str]]:
+    """The source at HEAD, then at each of its releases (newest first) and commits the mirror holds; and the commits
+    it does not hold (and `tags` when it holds no tag of the pattern: a plain folder, or a mirror without tags)."""
+    head = checkout(mirrors, src.repo)
+    if head is None:
+        return [], [*src.commits, *([src.tags] if src.tags else [])]
+    if not head.is_git:  # released packages unpacked beside the tree: MIRROR/<owner>+<name>/releases/<version>/
+        return [head, *plain_releases(head.where.parent / "releases")], []
+    tags = head.tags(src.tags)
+    found = [rev for rev in src.commits if head.has(rev)]
+    missing = [rev for rev in src.commits if rev not in found] + ([src.tags] if src.tags and not tags else [])
+    return [head] + [Checkout(head.where, True, rev) for rev in (*tags, *found)], missing
+
+
+def plain_releases(folder: Path) -> list[Checkout]:
+    """Each release folder (with its COMMIT file) under `folder`, newest version first."""
+    found = [d for d in folder.glob("*") if (d / "COMMIT").is_file()] if folder.is_dir() else []
+    return [Checkout(d, False) for d in sorted(found, key=lambda d: [int(n) for n in re.findall(r"\d+", d.name)],
+                                                 reverse=True)]
+
+
+def unread(mirrors: Sequence[Path], src: Source) -> list[str]:
+    """What of the source no mirror holds: the repository, or the releases its mirror lacks (`repo@rev`)."""
+    found, missing = revisions(mirrors, src)
+    return [src.repo] if not found else [f"{src.repo}@{rev}" for rev in missing]
 
 
 def glob_pattern(glob: str) -> re.Pattern[str]:
@@ -456,14 +544,14 @@ def harvest(mirrors: Sequence[Path], sources: Sequence[Source], known: set[str],
     """The rows of the sources found in a mirror: each template once, none of `known`, none a healthy log holds."""
     rows, seen = [], set(known)
     for src in sources:
-        files = checkout(mirrors, src.repo)
-        if files is None:
-            print(f"skipped {src.repo}: in no mirror", file=sys.stderr)
-            continue
-        for row in candidates(src, files):
-            if row.template not in seen and not in_healthy_log(row.template, healthy):
-                rows.append(row)
-            seen.add(row.template)
+        found, _ = revisions(mirrors, src)
+        for name in unread(mirrors, src):
+            print(f"skipped {name}: in no mirror", file=sys.stderr)
+        for files in found:  # HEAD first: a message still raised today is credited to today's source
+            for row in candidates(src, files):
+                if row.template not in seen and not in_healthy_log(row.template, healthy):
+                    rows.append(row)
+                seen.add(row.template)
     return rows
 
 
@@ -516,7 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode.add_argument("--rewrite", action="store_true", help="write the generated tables anew, append to the rest")
     args = parser.parse_args(argv)
     sources = [s for s in SOURCES if not args.framework or s.framework in args.framework]
-    missing = sorted({s.repo for s in sources if checkout(args.mirror, s.repo) is None})
+    missing = sorted(name for s in sources for name in unread(args.mirror, s))
     if args.rewrite and (args.framework or missing):  # a table written anew from part of its sources loses rows
         parser.error(f"--rewrite needs every framework in a mirror (missing: {', '.join(missing) or 'none'})")
     tables = sorted(args.tables.glob("raised_messages*.tsv"))
