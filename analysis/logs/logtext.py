@@ -40,7 +40,7 @@ def decode(data: bytes | str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     # before the lone CRs become lines: a collector prefixes physical lines, not a progress bar's redraws
-    text = strip_uniform_prefix(text)
+    text = strip_uniform_suffix(strip_uniform_prefix(text))
     if "\r" in text:
         text = text.replace("\r", "\n")
     return strip_controls(text)
@@ -109,6 +109,25 @@ def strip_uniform_prefix(text: str) -> str:
             continue
         return strip_uniform_prefix(stripped)  # a host prefix in front of a rank prefix: both go
     return text
+
+
+# A table cell's border after every line: a file viewer or a docs page renders each line of a log or a
+# trainer_state.json as a table row (`"loss": 0.35, |`, with a bare `|` row between; batch 40's Hugging Face file
+# pages). Where it ends (nearly) every non-empty line it is the capture's, not the log's, and goes, as a collector's
+# prefix does: a reader that matches whole lines (the log_history reader) must see the line itself.
+_TABLE_BAR = re.compile(r"(?:^|[ \t]+)\|[ \t]*$", re.M)
+_SAMPLE_LINES = 200  # lines looked at first: a log whose head has no bars is not read whole
+
+
+def strip_uniform_suffix(text: str) -> str:
+    """`text` without a table border `|` that ends (nearly) every non-empty line; else unchanged."""
+    head = [line for line in text[:20000].split("\n")[:_SAMPLE_LINES] if line.strip()]
+    if not head or sum(_TABLE_BAR.search(line) is not None for line in head) < _UNIFORM_SHARE * len(head):
+        return text
+    lines = len(_NONEMPTY.findall(text))
+    if len(_TABLE_BAR.findall(text)) < _UNIFORM_SHARE * lines:
+        return text
+    return _TABLE_BAR.sub("", text)
 
 
 _DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines

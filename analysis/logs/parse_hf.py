@@ -118,7 +118,9 @@ def _log_history_records(text: str) -> TrainerRecords | None:
     entry: dict[str, float] | None = None
     entry_pos = pos = text.find("\n", start) + 1
     for _, line in zip(range(_HISTORY_MAX_LINES), text[pos:].split("\n")):
-        if _HISTORY_OPEN.fullmatch(line):
+        if not line.strip():
+            pass  # json.dumps writes no blank line: one inside an entry is the capture's (a table row between rows)
+        elif _HISTORY_OPEN.fullmatch(line):
             entry, entry_pos = {}, pos
         elif entry is not None and _HISTORY_CLOSE.fullmatch(line):
             step = entry.pop("step", None)

@@ -126,14 +126,17 @@ _GLUED_UNIT = re.compile(r"\s{0,4}([-+]?(?:\d{1,30}\.?\d{0,30}|\.\d{1,30})(?:[eE
                          r"[A-Za-z%/\u00b5]{1,16}\s{0,4}")
 
 
+_PAIRED = re.compile(r"([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)/[-+]?\d{1,30}(?:\.\d{1,30})?"
+                     r"(?:[eE][-+]?\d{1,3})?")
+
 # A number with a magnitude suffix (thousands, millions, ...) and no unit: "11.5K", "85.8G".
 _MAGNITUDE = re.compile(r"([-+]?(?:\d{1,30}\.?\d{0,30}|\.\d{1,30})(?:[eE][-+]?\d{1,3})?)\s?([kKMGT])")
 _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
 def number(value: str) -> float | None:
-    """'14287.5', ' 1.0E+00 ', '496.3 (avg 496.1)' (Megatron >= 26.5), '123.4TFLOPs' (a unit glued on), '11.5K'
-    (x 1000, nanotron) -> float; None when it is not a number. 'nan' and 'inf' are numbers here: whether they are
+    """'14287.5', ' 1.0E+00 ', '496.3 (avg 496.1)' (Megatron >= 26.5), '32208.7/32208.7' (Primus: the value, then
+    its running average), '123.4TFLOPs' (a unit glued on), '11.5K' (x 1000, nanotron) -> float; None when it is not a number. 'nan' and 'inf' are numbers here: whether they are
     plausible is for the caller to judge."""
     text = value.strip()
     if len(text) > 64:
@@ -146,6 +149,9 @@ def number(value: str) -> float | None:
         return float(text.split(" (", 1)[0])
     except ValueError:
         pass
+    paired = _PAIRED.fullmatch(text)
+    if paired is not None:  # AMD Primus's Megatron prints the step's value and its running average: "32208.7/32208.7"
+        return float(paired.group(1))
     scaled = _MAGNITUDE.fullmatch(text)
     if scaled is not None:  # nanotron's "elapsed_time_per_iteration_ms: 11.5K" is 11,500 ms, not 11.5
         return float(scaled.group(1)) * _MAGNITUDES[scaled.group(2)]

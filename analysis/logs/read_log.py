@@ -251,7 +251,10 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
         timer_lines = lines_with(text, ("SamplesPerSec=",))
         if timer_lines and parse_ds_timers(text):
             generic = GenericReading(n_records=len(timer_lines), last_record_pos=text.rfind("SamplesPerSec="))
-    if not generic.n_records and (logged := trainer_records(text)) is not None:  # the Trainer's dicts: progress
+    # the Trainer's dicts: progress, also over a generic reading of fewer records without a time (a trainer_state.json's
+    # own "global_step" beside its "loss" read as one record: batch 40's Loquace-20B, whose three entries end in 0.0)
+    if not generic.iterations and (logged := trainer_records(text)) is not None \
+            and logged.n_records > generic.n_records:
         generic = GenericReading(n_records=logged.n_records, last_record_pos=logged.last_pos, losses=logged.losses)
     if not generic.n_records and (rateless := rateless_bar_starts(text)):  # NeMo 1's bar drawings without a rate
         generic = GenericReading(n_records=len(rateless), last_record_pos=rateless[-1])

@@ -4,7 +4,11 @@ ENVIRONMENT row for NCCL's shmutils.cc lines. (2) An Ascend NPU kernel that faul
 "Kernel task happen error ... [aicore exception]") is a crash, as CUDA's illegal memory access is (patterns.HARD_CRASH);
 HCCL's notify-wait timeout stays a communication error. (3) The raised-message tables now hold the checks of older
 releases (families.harvest reads every release tag): a refusal worded as an older DeepSpeed, Megatron-LM, LLaMA-Factory
-or transformers release words it is a configuration error. Records: real lines with their source."""
+or transformers release words it is a configuration error. (4) After batch 40's score (in sample): a table border `|`
+ending every line of a capture goes (logtext.strip_uniform_suffix) and the log_history reader skips the blank rows
+between; a trainer_state.json's entries are read over a generic reading of fewer records; CANN's `hccl fftsplus task
+timeout`; Cobalt's wall-time line; a FileNotFoundError naming only a path; PaddlePaddle 1.x's "Insufficient GPU memory
+to allocation"; Primus's `value/average` step times. Records: real lines with their source."""
 
 from __future__ import annotations
 
@@ -86,3 +90,103 @@ def test_the_same_words_as_a_warning_are_no_verdict() -> None:
     text = ("[2024-05-01 10:00:00,000] [WARNING] Cannot use LoRA with GaLore together.\n"
             " iteration      100/    1000 | elapsed time per iteration (ms): 850.2 | lm loss: 2.1\n")
     assert trial_outcome(text).failure_kind != "config_error"
+
+
+# --- after batch 40's score ----------------------------------------------------------------------------------------
+
+from analysis.logs import logtext  # noqa: E402
+from analysis.logs.parse_megatron import number  # noqa: E402
+
+# https://huggingface.co/JorangHorse/whisper-base-mk5/blob/ae4558cb/checkpoint-1000/trainer_state.json (oos-batch40):
+# the Hub's file page as a docs page renders it, each line a table row ending in ` |`, a bare `|` row between.
+_STATE = ['{', '"best_metric": 0.0,', '"global_step": 1000,', '"log_history": [',
+          '{', '"epoch": 0.66,', '"learning_rate": 5.000000000000001e-07,', '"loss": 0.7072,', '"step": 25', '},',
+          '{', '"epoch": 1.32,', '"learning_rate": 1.0000000000000002e-06,', '"loss": 0.6511,', '"step": 50', '},',
+          '{', '"epoch": 1.97,', '"learning_rate": 1.5e-06,', '"loss": 0.5902,', '"step": 75', '},']
+
+
+def _barred(lines: list[str]) -> str:
+    return "|\n" + "".join(f"{line} |\n|\n" for line in lines)
+
+
+def test_a_table_border_ending_every_line_goes_and_the_trainer_state_reads_as_training() -> None:
+    assert logtext.strip_uniform_suffix(_barred(_STATE)).splitlines()[1] == "{"
+    assert trial_outcome(_barred(_STATE)).failure_kind == "ok"
+
+
+def test_a_bar_ending_some_lines_is_the_logs_own() -> None:
+    text = "".join(f"{line}\n" for line in _STATE) + "| step | loss |\n|---|---|\n| 25 | 0.7072 |\n"
+    assert logtext.strip_uniform_suffix(text) == text
+
+
+# https://huggingface.co/cosimoiaia/Loquace-20B checkpoint-3000/trainer_state.json (oos-batch40): three entries,
+# the loss 1.3674, then 39667.712, then 0.0; its top-level "global_step" beside no time once read as one record.
+_LOQUACE = "\n".join([
+    '{',
+    '"best_metric": null,',
+    '"best_model_checkpoint": null,',
+    '"epoch": 0.4707820867415995,',
+    '"global_step": 3000,',
+    '"is_hyper_param_search": false,',
+    '"is_local_process_zero": true,',
+    '"is_world_process_zero": true,',
+    '"log_history": [',
+    '{',
+    '"epoch": 0.16,',
+    '"learning_rate": 0.0002,',
+    '"loss": 1.3674,',
+    '"step": 1000',
+    '},',
+    '{',
+    '"epoch": 0.31,',
+    '"learning_rate": 0.0002,',
+    '"loss": 39667.712,',
+    '"step": 2000',
+    '},',
+    '{',
+    '"epoch": 0.47,',
+    '"learning_rate": 0.0002,',
+    '"loss": {last},',
+    '"step": 3000',
+    '}',
+    '],',
+    '"max_steps": 3000,',
+    '"num_train_epochs": 1,',
+    '"total_flos": 4.834313788425339e+17,',
+    '"trial_name": null,',
+    '"trial_params": null',
+    '}',
+]) + "\n"
+
+
+def test_a_trainer_states_entries_are_read_over_one_generic_record() -> None:
+    assert trial_outcome(_LOQUACE.replace("{last}", "0.0")).failure_kind == "diverged"
+    assert trial_outcome(_LOQUACE.replace("39667.712", "1.2").replace("{last}", "1.1")).failure_kind == "ok"
+
+
+@pytest.mark.parametrize(("line", "kind"), [
+    # https://github.com/hiyouga/LlamaFactory/issues/5347 (oos-batch40): CANN's report under a generic EI9999 code
+    ("EI9999  The error from device(chipId:5, dieId:0), serial number is 3, hccl fftsplus task timeout occurred "
+     "during task execution, stream_id:7, sq_id:7, task_id:5990, stuck notify num:1, timeout:1836.", "comm_error"),
+    # argonne-lcf ai-science-training-series copy (oos-batch40): ThetaGPU's job.cobaltlog
+    ("Wed Nov 09 22:47:05 2022 +0000 (UTC) Info: maximum execution time exceeded; initiating job termination",
+     "time_limit"),
+    # https://github.com/X-LANCE/SLAM-LLM (oos-batch40): fairseq's import_user_module for a --user-dir not there
+    ("Traceback (most recent call last):\n  File \"/workspace/fairseq/fairseq/utils.py\", line 481, in "
+     "import_user_module\n    raise FileNotFoundError(module_path)\nFileNotFoundError: /fairseq/EAT", "config_error"),
+    # https://github.com/PaddlePaddle/models/issues/1260 (oos-batch40): Paddle 1.x's allocator at start
+    ("Insufficient GPU memory to allocation. at [/paddle/paddle/fluid/platform/gpu_info.cc:120]", "oom"),
+])
+def test_batch_40s_families(line: str, kind: str) -> None:
+    assert trial_outcome(line + "\n").failure_kind == kind
+
+
+def test_a_file_not_found_naming_a_system_or_step_path_is_not_a_missing_setting() -> None:
+    for path in ("/dev/shm/nccl-9D6bNG", "/ckpt/global_step40/model.pt"):
+        text = f"Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\nFileNotFoundError: {path}\n"
+        assert trial_outcome(text).failure_kind != "config_error"
+
+
+def test_primus_value_and_running_average_reads_the_value() -> None:
+    assert number("32208.7/32208.7") == 32208.7 and number("55245.7") == 55245.7
+    assert number("1/2") == 1.0 and number("abc/2") is None

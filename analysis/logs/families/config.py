@@ -1214,7 +1214,10 @@ PATH_MISSING = rows(
     ("Not a directory", "NotADirectoryError: [Errno 20] Not a directory: '/data/train.jsonl/shard0'",
      r"NotADirectoryError: \[Errno 20\] Not a directory: "),
     ("Is a directory", "IsADirectoryError: [Errno 21] Is a directory: '/models/llama-7b'",
-     r"IsADirectoryError: \[Errno 21\] Is a directory: "))
+     r"IsADirectoryError: \[Errno 21\] Is a directory: "),
+    # a FileNotFoundError whose whole message is the path (fairseq utils.import_user_module: `raise
+    # FileNotFoundError(module_path)` for a --user-dir that is not there; batch 40's SLAM-LLM run)
+    ("FileNotFoundError:", "FileNotFoundError: /fairseq/EAT", r"FileNotFoundError:" + _PATH + r"\s{0,4}$"))
 
 # The job runs where no usable GPU or driver is: torch/cuda/__init__.py _lazy_init ("Found no NVIDIA driver on your
 # system. Please check that you have an NVIDIA GPU and installed a driver from ..."), c10/cuda ("No CUDA GPUs are

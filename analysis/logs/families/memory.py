@@ -91,6 +91,11 @@ DEVICE_MEMORY = (
                                     "Cannot allocate 1.2GB memory", _EXHAUSTED),
          ("Resource exhausted", "OP_REQUIRES failed at matmul_op.cc:481 : Resource exhausted: OOM when allocating",
           _EXHAUSTED))
+    # PaddlePaddle 1.x platform/gpu_info.cc (GpuMaxChunkSize: PADDLE_ENFORCE_LE(allocating, available, ...)): the
+    # chunk its allocator reserves at start (FLAGS_fraction_of_gpu_memory_to_use) is more than the device has free
+    + rows(FailureKind.OOM, _DEVICE, "PaddlePaddle 1.x platform/gpu_info.cc",
+           ("Insufficient GPU memory to allocation", "Insufficient GPU memory to allocation. at "
+                                                     "[/paddle/paddle/fluid/platform/gpu_info.cc:120]"))
     + rows(FailureKind.OOM, _DEVICE, "XLA / JAX / TPU runtime",
            ("RESOURCE_EXHAUSTED", "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate "
                                   "request for 2.00GiB (2147483648B) on device ordinal 0", _EXHAUSTED),

@@ -193,6 +193,12 @@ NETWORK = (
                     "the data in time.", r"\bEI00(?:02|06|09|10|13|15|18|19|20)\s{0,2}:"),
            ("EJ00", "EJ0001: Failed to initialize the HCCP process. Reason: Maybe the last training process is "
                     "running.", r"\bEJ\d{4}\s{0,2}:"),
+           # CANN's runtime reporting an HCCL task that timed out on the device (ProcessStarsHcclFftsPlusTimeout
+           # ErrorInfo: "hccl fftsplus task timeout occurred during task execution, ... stuck notify num"), in lower
+           # case under a generic EI9999 code: the collective's timeout, as EI0002's notify wait.
+           ("hccl fftsplus task timeout", "EI9999  The error from device(chipId:5, dieId:0), serial number is 3, hccl "
+                                          "fftsplus task timeout occurred during task execution, stream_id:7, "
+                                          "sq_id:7, task_id:5990, stuck notify num:1, timeout:1836."),
            ("|CCL_ERROR|", "2024:01:01-12:00:00:(1234) |CCL_ERROR| atl_ofi.cpp:1207 atl_ofi_wait: "
                            "fi_cq_readerr: err: 5, prov_err: Input/output error (5)"),
            ("An error occurred in MPI_", "*** An error occurred in MPI_Allreduce\n*** reported by process "

@@ -164,7 +164,11 @@ DEADLINE = rows(FailureKind.TIME_LIMIT, "time limit", _LSF + "; PBS/Torque",
                 FailureKind.TIME_LIMIT, "time limit", _K8S,
                 ("longer than the specified deadline", "Reason: DeadlineExceeded  Message: Pod was active on the node "
                                                        "longer than the specified deadline"),
-                ("active longer than specified deadline", "Job was active longer than specified deadline"))
+                ("active longer than specified deadline", "Job was active longer than specified deadline")) + rows(
+                FailureKind.TIME_LIMIT, "time limit", "Cobalt (ALCF's scheduler on Theta and ThetaGPU): its "
+                "job.cobaltlog line when the job's wall time runs out",
+                ("maximum execution time exceeded", "Wed Nov 09 22:47:05 2022 +0000 (UTC) Info: maximum execution time "
+                                                    "exceeded; initiating job termination"))
 OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
                     ("TERM_OWNER", "TERM_OWNER: job killed by owner."),
                     ("TERM_ADMIN", "TERM_ADMIN: job killed by root or LSF administrator.")) + rows(
