@@ -136,8 +136,8 @@ _MAGNITUDES = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 def number(value: str) -> float | None:
     """'14287.5', ' 1.0E+00 ', '496.3 (avg 496.1)' (Megatron >= 26.5), '32208.7/32208.7' (Primus: the value, then
-    its running average), '123.4TFLOPs' (a unit glued on), '11.5K' (x 1000, nanotron) -> float; None when it is not a number. 'nan' and 'inf' are numbers here: whether they are
-    plausible is for the caller to judge."""
+    its running average), '123.4TFLOPs' (a unit glued on), '11.5K' (x 1000, nanotron) -> float; None when it is not
+    a number. 'nan' and 'inf' are numbers here: whether they are plausible is for the caller to judge."""
     text = value.strip()
     if len(text) > 64:
         return None  # no honest number is this long; float() of a megabyte of digits is slow
