@@ -117,15 +117,20 @@ def strip_uniform_prefix(text: str) -> str:
 # prefix does: a reader that matches whole lines (the log_history reader) must see the line itself.
 _TABLE_BAR = re.compile(r"(?:^|[ \t]+)\|[ \t]*$", re.M)
 _SAMPLE_LINES = 200  # lines looked at first: a log whose head has no bars is not read whole
+_BARE_ROW = re.compile(r"^[ \t]*\|[ \t]*$", re.M)
+_BARE_ROW_SHARE = 0.3  # the rendered captures have one between every two rows (about half of their lines)
 
 
 def strip_uniform_suffix(text: str) -> str:
-    """`text` without a table border `|` that ends (nearly) every non-empty line; else unchanged."""
+    """`text` without a table border `|` that ends (nearly) every non-empty line, where bare `|` rows come between
+    (_BARE_ROW_SHARE of the lines at least); else unchanged. Megatron's records also end in ` |`, but a Megatron log
+    has no bare `|` line: its closing pipes are the log's own."""
     head = [line for line in text[:20000].split("\n")[:_SAMPLE_LINES] if line.strip()]
-    if not head or sum(_TABLE_BAR.search(line) is not None for line in head) < _UNIFORM_SHARE * len(head):
+    if not head or sum(_TABLE_BAR.search(line) is not None for line in head) < _UNIFORM_SHARE * len(head) \
+            or sum(line.strip() == "|" for line in head) < _BARE_ROW_SHARE * len(head):
         return text
     lines = len(_NONEMPTY.findall(text))
-    if len(_TABLE_BAR.findall(text)) < _UNIFORM_SHARE * lines:
+    if len(_TABLE_BAR.findall(text)) < _UNIFORM_SHARE * lines or len(_BARE_ROW.findall(text)) < _BARE_ROW_SHARE * lines:
         return text
     return _TABLE_BAR.sub("", text)
 

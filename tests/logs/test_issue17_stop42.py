@@ -119,6 +119,12 @@ def test_a_bar_ending_some_lines_is_the_logs_own() -> None:
     assert logtext.strip_uniform_suffix(text) == text
 
 
+def test_megatrons_closing_pipes_are_the_logs_own() -> None:
+    records = "".join(f" iteration {10 * i}/1000 | elapsed time per iteration (ms): 500.0 | lm loss: 2.1E+00 |\n"
+                      for i in range(1, 6))
+    assert logtext.strip_uniform_suffix(records) == records
+
+
 # https://huggingface.co/cosimoiaia/Loquace-20B checkpoint-3000/trainer_state.json (oos-batch40): three entries,
 # the loss 1.3674, then 39667.712, then 0.0; its top-level "global_step" beside no time once read as one record.
 _LOQUACE = "\n".join([
