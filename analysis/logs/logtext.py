@@ -111,28 +111,29 @@ def strip_uniform_prefix(text: str) -> str:
     return text
 
 
-# A table cell's border after every line: a file viewer or a docs page renders each line of a log or a
-# trainer_state.json as a table row (`"loss": 0.35, |`, with a bare `|` row between; batch 40's Hugging Face file
-# pages). Where it ends (nearly) every non-empty line it is the capture's, not the log's, and goes, as a collector's
-# prefix does: a reader that matches whole lines (the log_history reader) must see the line itself.
-_TABLE_BAR = re.compile(r"(?:^|[ \t]+)\|[ \t]*$", re.M)
-_SAMPLE_LINES = 200  # lines looked at first: a log whose head has no bars is not read whole
-_BARE_ROW = re.compile(r"^[ \t]*\|[ \t]*$", re.M)
-_BARE_ROW_SHARE = 0.3  # the rendered captures have one between every two rows (about half of their lines)
+# A table cell's border after each line: a file viewer or a docs page renders each line of a log or a trainer_state.json
+# as a table row (`"loss": 0.35, |`) with a bare `|` row between (batch 40's Hugging Face file pages). The border is the
+# capture's, not the log's, and goes, as a collector's prefix does: a reader that matches whole lines (the log_history
+# reader) must see the line itself. Read row by row, so that lines a capture adds around the rendered ones (a banner, an
+# epilog) do not hide it: a line loses its trailing ` |` only beside a bare `|` row, and the bare rows become blank.
+# Megatron's records also end in ` |`, but no bare row stands beside them.
+_TRAILING_BAR = re.compile(r"[ \t]+\|[ \t]*$")
+_MIN_BARE_ROWS = 3  # a rendering has one between every two rows; one or two bare `|` lines are the log's own
 
 
 def strip_uniform_suffix(text: str) -> str:
-    """`text` without a table border `|` that ends (nearly) every non-empty line, where bare `|` rows come between
-    (_BARE_ROW_SHARE of the lines at least); else unchanged. Megatron's records also end in ` |`, but a Megatron log
-    has no bare `|` line: its closing pipes are the log's own."""
-    head = [line for line in text[:20000].split("\n")[:_SAMPLE_LINES] if line.strip()]
-    if not head or sum(_TABLE_BAR.search(line) is not None for line in head) < _UNIFORM_SHARE * len(head) \
-            or sum(line.strip() == "|" for line in head) < _BARE_ROW_SHARE * len(head):
+    """`text` without the table borders of a rendered capture (the comment above); unchanged when it has fewer than
+    _MIN_BARE_ROWS bare `|` rows."""
+    if "\n|" not in text and not text.startswith("|"):
         return text
-    lines = len(_NONEMPTY.findall(text))
-    if len(_TABLE_BAR.findall(text)) < _UNIFORM_SHARE * lines or len(_BARE_ROW.findall(text)) < _BARE_ROW_SHARE * lines:
+    lines = text.split("\n")
+    bare = [line.strip() == "|" for line in lines]
+    if sum(bare) < _MIN_BARE_ROWS:
         return text
-    return _TABLE_BAR.sub("", text)
+    last = len(lines) - 1
+    return "\n".join("" if bare[i] else _TRAILING_BAR.sub("", line)
+                     if (i > 0 and bare[i - 1]) or (i < last and bare[i + 1]) else line
+                     for i, line in enumerate(lines))
 
 
 _DOUBLED_SHARE = 0.3  # of the non-empty lines: a log this doubled is two ranks printing the same lines

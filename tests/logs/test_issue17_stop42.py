@@ -114,6 +114,11 @@ def test_a_table_border_ending_every_line_goes_and_the_trainer_state_reads_as_tr
     assert trial_outcome(_barred(_STATE)).failure_kind == "ok"
 
 
+def test_the_border_goes_under_lines_a_capture_adds_around_it() -> None:
+    banner = "".join(f"+ export NCCL_DEBUG=WARN{i}\n" for i in range(40))  # unbordered lines, a quarter of the text
+    assert trial_outcome(banner + _barred(_STATE)).failure_kind == "ok"
+
+
 def test_a_bar_ending_some_lines_is_the_logs_own() -> None:
     text = "".join(f"{line}\n" for line in _STATE) + "| step | loss |\n|---|---|\n| 25 | 0.7072 |\n"
     assert logtext.strip_uniform_suffix(text) == text
