@@ -33,17 +33,18 @@ def decode(data: bytes | str) -> str:
     (strip_uniform_prefix); CR LF and lone CR become LF (a
     progress bar's redraws become lines, so the last one is not glued to the next log line); terminal escape
     sequences (colours, cursor moves) and other control characters dropped (launcher.core.logfile.strip_controls:
-    what the tools quote from a log must not drive the reader's terminal)."""
+    what the tools quote from a log must not drive the reader's terminal); a rendered table's borders dropped
+    (strip_uniform_suffix)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else str(data)
     if "\x00" in text:
         text = text.replace("\x00", "")
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     # before the lone CRs become lines: a collector prefixes physical lines, not a progress bar's redraws
-    text = strip_uniform_suffix(strip_uniform_prefix(text))
+    text = strip_uniform_prefix(text)
     if "\r" in text:
         text = text.replace("\r", "\n")
-    return strip_controls(text)
+    return strip_uniform_suffix(strip_controls(text))  # after the colours: a reset code may follow the border
 
 
 def unmerge(text: str) -> str:
