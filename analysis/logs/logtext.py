@@ -34,7 +34,7 @@ def decode(data: bytes | str) -> str:
     progress bar's redraws become lines, so the last one is not glued to the next log line); terminal escape
     sequences (colours, cursor moves) and other control characters dropped (launcher.core.logfile.strip_controls:
     what the tools quote from a log must not drive the reader's terminal); a rendered table's borders dropped
-    (strip_uniform_suffix)."""
+    (strip_table_borders)."""
     text = data.decode("utf-8", errors="replace") if isinstance(data, (bytes, bytearray)) else str(data)
     if "\x00" in text:
         text = text.replace("\x00", "")
@@ -44,7 +44,7 @@ def decode(data: bytes | str) -> str:
     text = strip_uniform_prefix(text)
     if "\r" in text:
         text = text.replace("\r", "\n")
-    return strip_uniform_suffix(strip_controls(text))  # after the colours: a reset code may follow the border
+    return strip_table_borders(strip_controls(text))  # after the colours: a reset code may follow the border
 
 
 def unmerge(text: str) -> str:
@@ -122,7 +122,7 @@ _TRAILING_BAR = re.compile(r"[ \t]+\|[ \t]*$")
 _MIN_BARE_ROWS = 3  # a rendering has one between every two rows; one or two bare `|` lines are the log's own
 
 
-def strip_uniform_suffix(text: str) -> str:
+def strip_table_borders(text: str) -> str:
     """`text` without the table borders of a rendered capture (the comment above); unchanged when it has fewer than
     _MIN_BARE_ROWS bare `|` rows."""
     if "\n|" not in text and not text.startswith("|"):

@@ -126,6 +126,7 @@ _GLUED_UNIT = re.compile(r"\s{0,4}([-+]?(?:\d{1,30}\.?\d{0,30}|\.\d{1,30})(?:[eE
                          r"[A-Za-z%/\u00b5]{1,16}\s{0,4}")
 
 
+# A number and its running average joined by a slash (AMD Primus's Megatron fields: "32208.7/32208.7").
 _PAIRED = re.compile(r"([-+]?\d{1,30}(?:\.\d{1,30})?(?:[eE][-+]?\d{1,3})?)/[-+]?\d{1,30}(?:\.\d{1,30})?"
                      r"(?:[eE][-+]?\d{1,3})?")
 

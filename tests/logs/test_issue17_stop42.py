@@ -5,7 +5,7 @@ ENVIRONMENT row for NCCL's shmutils.cc lines. (2) An Ascend NPU kernel that faul
 HCCL's notify-wait timeout stays a communication error. (3) The raised-message tables now hold the checks of older
 releases (families.harvest reads every release tag): a refusal worded as an older DeepSpeed, Megatron-LM, LLaMA-Factory
 or transformers release words it is a configuration error. (4) After batch 40's score (in sample): a table border `|`
-ending every line of a capture goes (logtext.strip_uniform_suffix) and the log_history reader skips the blank rows
+beside bare `|` rows goes (logtext.strip_table_borders) and the log_history reader skips the blank rows
 between; a trainer_state.json's entries are read over a generic reading of fewer records; CANN's `hccl fftsplus task
 timeout`; Cobalt's wall-time line; a FileNotFoundError naming only a path; PaddlePaddle 1.x's "Insufficient GPU memory
 to allocation"; Primus's `value/average` step times. Records: real lines with their source."""
@@ -110,7 +110,7 @@ def _barred(lines: list[str]) -> str:
 
 
 def test_a_table_border_ending_every_line_goes_and_the_trainer_state_reads_as_training() -> None:
-    assert logtext.strip_uniform_suffix(_barred(_STATE)).splitlines()[1] == "{"
+    assert logtext.strip_table_borders(_barred(_STATE)).splitlines()[1] == "{"
     assert trial_outcome(_barred(_STATE)).failure_kind == "ok"
 
 
@@ -121,13 +121,13 @@ def test_the_border_goes_under_lines_a_capture_adds_around_it() -> None:
 
 def test_a_bar_ending_some_lines_is_the_logs_own() -> None:
     text = "".join(f"{line}\n" for line in _STATE) + "| step | loss |\n|---|---|\n| 25 | 0.7072 |\n"
-    assert logtext.strip_uniform_suffix(text) == text
+    assert logtext.strip_table_borders(text) == text
 
 
 def test_megatrons_closing_pipes_are_the_logs_own() -> None:
     records = "".join(f" iteration {10 * i}/1000 | elapsed time per iteration (ms): 500.0 | lm loss: 2.1E+00 |\n"
                       for i in range(1, 6))
-    assert logtext.strip_uniform_suffix(records) == records
+    assert logtext.strip_table_borders(records) == records
 
 
 # https://huggingface.co/cosimoiaia/Loquace-20B checkpoint-3000/trainer_state.json (oos-batch40): three entries,
