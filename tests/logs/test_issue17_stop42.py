@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import pytest
 
+from analysis.logs import logtext
 from analysis.logs.outcome import trial_outcome
+from analysis.logs.parse_megatron import number
 
 # https://github.com/modelscope/ms-swift/issues/2776 (oos-batch33): rank 0's error block, as torch prints NCCL's
 # last error under the DistBackendError.
@@ -94,8 +96,6 @@ def test_the_same_words_as_a_warning_are_no_verdict() -> None:
 
 # --- after batch 40's score ----------------------------------------------------------------------------------------
 
-from analysis.logs import logtext  # noqa: E402
-from analysis.logs.parse_megatron import number  # noqa: E402
 
 # https://huggingface.co/JorangHorse/whisper-base-mk5/blob/ae4558cb/checkpoint-1000/trainer_state.json (oos-batch40):
 # the Hub's file page as a docs page renders it, each line a table row ending in ` |`, a bare `|` row between.

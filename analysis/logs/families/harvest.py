@@ -474,17 +474,19 @@ def checkout(mirrors: Sequence[Path], repo: str) -> Checkout | None:
 
 
 def revisions(mirrors: Sequence[Path], src: Source) -> tuple[list[Checkout], list[str]]:
-    """The source at HEAD, then at each of its releases (newest first) and commits the mirror holds; and the commits
-    it does not hold (and `tags` when it holds no tag of the pattern: a plain folder, or a mirror without tags)."""
+    """The source at HEAD, then at each of its releases (newest first) and commits the mirror holds; and what no
+    mirror holds: the repository, or `repo@rev` for each commit its mirror lacks (and `repo@<tags pattern>` when it
+    holds no tag of the pattern)."""
     head = checkout(mirrors, src.repo)
     if head is None:
-        return [], [*src.commits, *([src.tags] if src.tags else [])]
+        return [], [src.repo]
     if not head.is_git:  # released packages unpacked beside the tree: MIRROR/<owner>+<name>/releases/<version>/
         return [head, *plain_releases(head.where.parent / "releases")], []
     tags = head.tags(src.tags)
     found = [rev for rev in src.commits if head.has(rev)]
     missing = [rev for rev in src.commits if rev not in found] + ([src.tags] if src.tags and not tags else [])
-    return [head] + [Checkout(head.where, True, rev) for rev in (*tags, *found)], missing
+    return ([head] + [Checkout(head.where, True, rev) for rev in (*tags, *found)],
+            [f"{src.repo}@{rev}" for rev in missing])
 
 
 def plain_releases(folder: Path) -> list[Checkout]:
@@ -495,9 +497,8 @@ def plain_releases(folder: Path) -> list[Checkout]:
 
 
 def unread(mirrors: Sequence[Path], src: Source) -> list[str]:
-    """What of the source no mirror holds: the repository, or the releases its mirror lacks (`repo@rev`)."""
-    found, missing = revisions(mirrors, src)
-    return [src.repo] if not found else [f"{src.repo}@{rev}" for rev in missing]
+    """What of the source no mirror holds (revisions' second part)."""
+    return revisions(mirrors, src)[1]
 
 
 def glob_pattern(glob: str) -> re.Pattern[str]:
@@ -544,8 +545,8 @@ def harvest(mirrors: Sequence[Path], sources: Sequence[Source], known: set[str],
     """The rows of the sources found in a mirror: each template once, none of `known`, none a healthy log holds."""
     rows, seen = [], set(known)
     for src in sources:
-        found, _ = revisions(mirrors, src)
-        for name in unread(mirrors, src):
+        found, missing = revisions(mirrors, src)
+        for name in missing:
             print(f"skipped {name}: in no mirror", file=sys.stderr)
         for files in found:  # HEAD first: a message still raised today is credited to today's source
             for row in candidates(src, files):
