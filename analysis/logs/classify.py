@@ -497,6 +497,8 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
                         _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
+    if losses and losses[-1] == 0.0 and F_DIV.zero_loss_is_rounding(text):
+        series_why = None
     if (series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses)
             and not _jump_outranked_by_end(text, start, losses)):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")

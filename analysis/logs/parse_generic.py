@@ -535,11 +535,31 @@ _WINDOW_TIME = re.compile(
     r"(\s{0,2}[:=]\s{0,3})(\d{1,12}(?:\.\d{1,12})?)(?=\s{0,2}(ms|us|s|sec|secs|seconds)\b)", re.IGNORECASE)
 
 
+# The same window said after the value: CosFace_pytorch's train loop (MuggleWang/CosFace_pytorch main.py) prints
+# "Elapsed time: {:.4f}s({} iters)" with the time since the last print, over print_freq iterations.
+_WINDOW_TIME_AFTER = re.compile(
+    r"\b(time|elapsed|duration)(\s{0,2}[:=]\s{0,3})(\d{1,12}(?:\.\d{1,12})?)\s{0,2}(ms|us|s|sec|secs|seconds)"
+    r"\s{0,2}\(\s{0,2}(\d{1,9})\s{0,2}(?:iters?|iterations?|steps?|batches)\s{0,2}\)", re.IGNORECASE)
+
+
 def _window_times(line: str) -> str:
-    """'Time(1000 iters): 1.598919s' -> 'Time: 0.001598919s' (the window's time over its steps)."""
-    if "(" not in line or _WINDOW_TIME.search(line) is None:
+    """'Time(1000 iters): 1.598919s' -> 'Time: 0.001598919s' (the window's time over its steps); also
+    'Elapsed time: 198.8s(100 iters)' -> 'Elapsed time per step: 1.988s'."""
+    if "(" not in line:
         return line
-    return _WINDOW_TIME.sub(_per_step, line)
+    if _WINDOW_TIME.search(line) is not None:
+        line = _WINDOW_TIME.sub(_per_step, line)
+    if _WINDOW_TIME_AFTER.search(line) is not None:
+        line = _WINDOW_TIME_AFTER.sub(_per_step_after, line)
+    return line
+
+
+def _per_step_after(m: re.Match[str]) -> str:
+    steps = int(m.group(5))
+    if steps <= 0:
+        return m.group(0)
+    # "per step" says the value is no longer since the start ("elapsed" alone reads as cumulative)
+    return f"{m.group(1)} per step{m.group(2)}{float(m.group(3)) / steps:.9g}{m.group(4)}"
 
 
 def _per_step(m: re.Match[str]) -> str:
