@@ -1589,12 +1589,15 @@ def trainer_log_step_time(text: str) -> tuple[int, int, float] | None:
         step = int(m.group("n"))
         elapsed_s = (int(m.group("d") or 0) * 86400 + int(m.group("h")) * 3600 + int(m.group("m")) * 60
                      + int(m.group("s")))
-        if run and (step, elapsed_s) == run[-1][1:]:
-            continue
-        if run and (step <= run[-1][1] or elapsed_s < run[-1][2]):
+        if run and step == run[-1][1] and elapsed_s >= run[-1][2]:
+            continue  # the same step's evaluation record (written after its training record) or a rank's copy
+        if run and (step < run[-1][1] or elapsed_s < run[-1][2]):
             run = []
         run.append((m.start(), step, elapsed_s))
-    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S:
+    if len(run) == 1 and len(set(_TRAINER_LOG_RECORD.findall(text))) == 1:
+        # a log of one record (a run's final line kept alone): its clock started at train begin, step 0
+        run.insert(0, (0, 0, 0))
+    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S or run[-1][1] <= run[0][1]:
         return None
     return run[-1][0], run[-1][1], (run[-1][2] - run[0][2]) / (run[-1][1] - run[0][1])
 
