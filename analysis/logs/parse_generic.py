@@ -1878,6 +1878,25 @@ def _evaluation_phase(text: str, pos: int) -> int:
     return 1 if _EVAL_PHASE.match(text, pos, pos + 40) else 0
 
 
+# A series of evaluation records alone: fairseq prints one "| valid | epoch 001 | valid on 'valid' subset | loss
+# 5.182 | ... | wps 205045 | wpb 52242.7 | bsz 1413.4 | num_updates 2718" per epoch (facebookresearch/fairseq
+# fairseq_cli/train.py validate(): progress.print(stats, tag=subset, step=trainer.get_num_updates())); its wps/wpb
+# time the validation batches, not an update (oos-batch40's gist read 0.28 s for 4.5 s updates). Such a series is
+# timed by its clock over the updates' counter only; a group that mixes training records keeps its fields.
+_EVAL_SEGMENT = re.compile(r"(?i)\|\s{0,2}(?:valid|validation|eval|evaluation|test)\s{0,2}\|"
+                           r"|\b(?:valid|validation|evaluation|evaluating) on ['\"]?\w")
+_EVAL_TIMING_ROLES = ("time", "rate", "s_per_it")
+
+
+def _untimed_if_evaluation(text: str, group: list[Record]) -> list[Record]:
+    """The group without its time and rate fields when every record's line is an evaluation record (above)."""
+    for rec in group:
+        end = text.find("\n", rec.pos)
+        if _EVAL_SEGMENT.search(text, rec.pos, end if end >= 0 else len(text)) is None:
+            return group
+    return [replace(r, fields=tuple(f for f in r.fields if _role(f)[0] not in _EVAL_TIMING_ROLES)) for r in group]
+
+
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
                   world_size: int | None, notes: list[str] | None) -> GenericReading:
     local_notes: list[str] = []
@@ -1892,7 +1911,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
         groups.setdefault(rec.counter_key, []).append(rec)
     best: tuple[tuple[int, int, int, int], list[Record], str, list[float | None]] | None = None
     for group in groups.values():
-        group = _global_counter(_dedupe(group))
+        group = _untimed_if_evaluation(text, _global_counter(_dedupe(group)))
         source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
                                       world_size=world_size)
         order = _SOURCE_ORDER.get(source.split(" (")[0], 9)
