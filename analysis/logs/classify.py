@@ -369,9 +369,10 @@ _CONTINUES = re.compile(r"^\s{0,8}[a-z0-9)\]}>,;:'\"<(]")
 # A traceback's source line is no message: a frame's code, printed indented under its `File "..."` line, lands right
 # under another rank's exception line when ranks interleave (oos-batch40's MegaBlocks run: "ValueError: not enough
 # values to unpack (expected 2, got 0)" then "    tokens_per_expert, expert_scores = zip(*get_load_balancing_loss())",
-# whose words read as a parallel setting). A statement: an assignment from a call, or return/raise/yield.
+# whose words read as a parallel setting). A statement: an assignment from a call, or return/raise/yield, indented
+# two spaces or more (torch's `[rank0]:` prefix goes with one of the four).
 _NOT_CONTINUATION = re.compile(r'^\s{0,12}(?:File "|Traceback |During handling|The above exception|[\^~]{3,})'
-                               r"|^\s{4,}(?:[A-Za-z_][\w.]{0,60}(?:\s{0,2},\s{0,2}[A-Za-z_][\w.]{0,60}){0,6}\s=\s"
+                               r"|^\s{2,}(?:[A-Za-z_][\w.]{0,60}(?:\s{0,2},\s{0,2}[A-Za-z_][\w.]{0,60}){0,6}\s=\s"
                                r"[A-Za-z_*][\w.]{0,80}\([^\n]{0,300}\)\s{0,4}$|(?:return|raise|yield)\s)")
 _MAX_CONTINUATION_LINES = 4
 

@@ -111,6 +111,8 @@ _UNPACK = ("Traceback (most recent call last):\n"
 
 def test_a_source_line_under_an_exception_is_no_part_of_its_message() -> None:
     assert trial_outcome(_UNPACK).failure_kind == "crashed"
+    # torch's `[rank0]:` prefix goes with the one space after it: the source line keeps three of its four
+    assert trial_outcome("".join(f"[rank0]:{line}\n" for line in _UNPACK.splitlines())).failure_kind == "crashed"
 
 
 def test_a_wrapped_message_still_continues() -> None:
