@@ -1226,6 +1226,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
                       + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL + F_CONFIG.QUOTED_SETTING,
                       start)
+        or _by_family(text, F_ORCH.CONTAINER_CONFIG, start)
         or _make_recipe(text, start)
         or _empty_data(text, start)
         or _compile_target(text, start)
@@ -1251,6 +1252,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _nccl_warn(text, start)
         or _nccl_trace(text, start)
         or _by_family(text, F_MEM.RAY_WORKER_DIED, start)  # possible causes only: when nothing else
+        or _by_family(text, F_ORCH.CONTAINER_CRASH, start)
         or _caught_oom_at_end(text, start)
     )
 

@@ -150,3 +150,25 @@ def test_a_saved_checkpoint_of_a_trained_step_shows_training_ran(line: str) -> N
 ])
 def test_a_checkpoint_of_step_zero_shows_nothing(line: str) -> None:
     assert trial_outcome(line + "\n").failure_kind != "ok"
+
+
+# https://github.com/kubeflow/katib/issues/1112 (oos-batch39): `kubectl get pods` of a PyTorchJob's trials.
+_PODS = ("NAME                                         READY   STATUS             RESTARTS   AGE\n"
+         "pytorchjob-example-82cjcqdz-master-0         0/2     {status}   8          2m32s\n"
+         "pytorchjob-example-82cjcqdz-worker-0         0/1     Init:1/2           0          2m31s\n")
+
+
+@pytest.mark.parametrize(("status", "kind"), [("CrashLoopBackOff", "crashed"), ("ImagePullBackOff", "config_error"),
+                                              ("CreateContainerConfigError", "config_error")])
+def test_a_pods_status_names_the_containers_fate(status: str, kind: str) -> None:
+    assert trial_outcome(_PODS.format(status=status)).failure_kind == kind
+
+
+def test_a_containers_own_failure_outranks_its_restarts() -> None:
+    own = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert trial_outcome(_PODS.format(status="CrashLoopBackOff") + own).failure_kind == "oom"
+
+
+def test_the_words_in_prose_are_no_status() -> None:
+    text = "tip: if the pod shows CrashLoopBackOff or ImagePullBackOff, check the image tag\nstep 10 loss 2.1\n"
+    assert trial_outcome(text).failure_kind not in ("crashed", "config_error")
