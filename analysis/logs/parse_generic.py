@@ -1594,12 +1594,23 @@ def trainer_log_step_time(text: str) -> tuple[int, int, float] | None:
         if run and (step < run[-1][1] or elapsed_s < run[-1][2]):
             run = []
         run.append((m.start(), step, elapsed_s))
-    if len(run) == 1 and len(set(_TRAINER_LOG_RECORD.findall(text))) == 1:
-        # a log of one record (a run's final line kept alone): its clock started at train begin, step 0
+    if len(run) == 1 and len(set(_TRAINER_LOG_RECORD.findall(text))) == 1 and _final_record(text, run[0]):
+        # a log of one record, the run's last (all its steps done): its clock started at train begin, step 0; a
+        # record in mid-run may follow a resume (the steps go on, the clock restarts) and gives no baseline
         run.insert(0, (0, 0, 0))
     if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S or run[-1][1] <= run[0][1]:
         return None
     return run[-1][0], run[-1][1], (run[-1][2] - run[0][2]) / (run[-1][1] - run[0][1])
+
+
+_TOTAL_STEPS = re.compile(r'"total_steps":\s{0,2}(\d{1,9})')
+
+
+def _final_record(text: str, record: tuple[int, int, int]) -> bool:
+    """Whether the trainer_log record at record[0] (step record[1]) reached its total_steps."""
+    end = text.find("\n", record[0])
+    total = _TOTAL_STEPS.search(text, record[0], len(text) if end < 0 else end)
+    return total is not None and int(total.group(1)) == record[1]
 
 
 def _with_trainer_log(reading: GenericReading, text: str) -> GenericReading | None:

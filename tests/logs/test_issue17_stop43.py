@@ -72,13 +72,15 @@ def test_a_trainer_log_restart_still_starts_a_new_run() -> None:
     assert "step_time_s" not in trial_outcome(restarted).metrics
 
 
-def test_one_trainer_log_record_is_timed_from_train_begin() -> None:
+def test_one_trainer_log_record_of_a_finished_run_is_timed_from_train_begin() -> None:
     # https://huggingface.co/yueqis/web-long-sample trainer_log.jsonl (oos-batch40): the file's only record
     one = ('{"current_steps": 174, "total_steps": 174, "epoch": 0.9957081545064378, "percentage": 100.0, '
            '"elapsed_time": "2:46:57", "remaining_time": "0:00:00"}\n')
     outcome = trial_outcome(one)
     assert outcome.failure_kind == "ok"
     assert outcome.metrics["step_time_s"] == pytest.approx(10017 / 174)
+    # in mid-run (it may follow a resume: the steps go on, the clock restarts) it gives no baseline
+    assert "step_time_s" not in trial_outcome(one.replace('"total_steps": 174', '"total_steps": 900')).metrics
 
 
 # https://gist.github.com/sacmehta/01aa80bca2b6e6bd1eaa86f9fede78ae (oos-batch40): fairseq's per-epoch validation.

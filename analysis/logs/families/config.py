@@ -353,7 +353,8 @@ RESUME_MISSING = (
             r"(?:Error|Exception)\s{0,4}:\s{0,4}No (?:valid |usable |resumable )?checkpoints? (?:was |were |is )?"
             r"found\b(?![^\n]*(?:from scratch|start(?:ing)? (?:fresh|from)))"))
 )
-_RESUME_LAYOUT = "resuming from a checkpoint saved with another data- or model-parallel size than the run's"
+_RESUME_LAYOUT = ("resuming from a checkpoint saved with another data-parallel size (or model-parallel size) than the "
+                  "run's")
 # The run's layout does not match the checkpoint it resumes: DeepSpeed refuses ZeRO optimizer states partitioned
 # over another DP world size (resume with the saved layout, or convert the checkpoint to a universal one first), and
 # its state-dict loader refuses a model-parallel checkpoint whose file count is not the saved mp_world_size
