@@ -366,7 +366,14 @@ def _nccl_warn(text: str, start: int) -> Failure | None:
 # caret line or another record.
 _SENTENCE_END = re.compile(r"[.!?:]['\")\]]?\s*$")
 _CONTINUES = re.compile(r"^\s{0,8}[a-z0-9)\]}>,;:'\"<(]")
-_NOT_CONTINUATION = re.compile(r'^\s{0,12}(?:File "|Traceback |During handling|The above exception|[\^~]{3,})')
+# A traceback's source line is no message: a frame's code, printed indented under its `File "..."` line, lands right
+# under another rank's exception line when ranks interleave (oos-batch40's MegaBlocks run: "ValueError: not enough
+# values to unpack (expected 2, got 0)" then "    tokens_per_expert, expert_scores = zip(*get_load_balancing_loss())",
+# whose words read as a parallel setting). A statement: an assignment from a call, or return/raise/yield, indented
+# two spaces or more (torch's `[rank0]:` prefix goes with one of the four).
+_NOT_CONTINUATION = re.compile(r'^\s{0,12}(?:File "|Traceback |During handling|The above exception|[\^~]{3,})'
+                               r"|^\s{2,}(?:[A-Za-z_][\w.]{0,60}(?:\s{0,2},\s{0,2}[A-Za-z_][\w.]{0,60}){0,6}\s=\s"
+                               r"[A-Za-z_*][\w.]{0,80}\([^\n]{0,300}\)\s{0,4}$|(?:return|raise|yield)\s)")
 _MAX_CONTINUATION_LINES = 4
 
 
@@ -497,6 +504,8 @@ def _diverged(text: str, start: int, losses: tuple[float, ...]) -> Failure | Non
         return _failure(FailureKind.DIVERGED, f"loss diverged ({why}): {_around(text, idx, 'skipped=')}",
                         _evidence(text, idx))
     series_why = F_DIV.series_diverged(losses)
+    if losses and losses[-1] == 0.0 and F_DIV.zero_loss_is_rounding(text):
+        series_why = None
     if (series_why is not None and not _lone_zero_beside_comm_failure(text, start, losses)
             and not _jump_outranked_by_end(text, start, losses)):
         return _failure(FailureKind.DIVERGED, f"loss diverged: {series_why}")
@@ -1217,6 +1226,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
                       + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL + F_CONFIG.QUOTED_SETTING,
                       start)
+        or _by_family(text, F_ORCH.CONTAINER_CONFIG, start)
         or _make_recipe(text, start)
         or _empty_data(text, start)
         or _compile_target(text, start)
@@ -1242,6 +1252,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _nccl_warn(text, start)
         or _nccl_trace(text, start)
         or _by_family(text, F_MEM.RAY_WORKER_DIED, start)  # possible causes only: when nothing else
+        or _by_family(text, F_ORCH.CONTAINER_CRASH, start)
         or _caught_oom_at_end(text, start)
     )
 

@@ -535,11 +535,31 @@ _WINDOW_TIME = re.compile(
     r"(\s{0,2}[:=]\s{0,3})(\d{1,12}(?:\.\d{1,12})?)(?=\s{0,2}(ms|us|s|sec|secs|seconds)\b)", re.IGNORECASE)
 
 
+# The same window said after the value: CosFace_pytorch's train loop (MuggleWang/CosFace_pytorch main.py) prints
+# "Elapsed time: {:.4f}s({} iters)" with the time since the last print, over print_freq iterations.
+_WINDOW_TIME_AFTER = re.compile(
+    r"\b(time|elapsed|duration)(\s{0,2}[:=]\s{0,3})(\d{1,12}(?:\.\d{1,12})?)\s{0,2}(ms|us|s|sec|secs|seconds)"
+    r"\s{0,2}\(\s{0,2}(\d{1,9})\s{0,2}(?:iters?|iterations?|steps?|batches)\s{0,2}\)", re.IGNORECASE)
+
+
 def _window_times(line: str) -> str:
-    """'Time(1000 iters): 1.598919s' -> 'Time: 0.001598919s' (the window's time over its steps)."""
-    if "(" not in line or _WINDOW_TIME.search(line) is None:
+    """'Time(1000 iters): 1.598919s' -> 'Time: 0.001598919s' (the window's time over its steps); also
+    'Elapsed time: 198.8s(100 iters)' -> 'Elapsed time per step: 1.988s'."""
+    if "(" not in line:
         return line
-    return _WINDOW_TIME.sub(_per_step, line)
+    if _WINDOW_TIME.search(line) is not None:
+        line = _WINDOW_TIME.sub(_per_step, line)
+    if _WINDOW_TIME_AFTER.search(line) is not None:
+        line = _WINDOW_TIME_AFTER.sub(_per_step_after, line)
+    return line
+
+
+def _per_step_after(m: re.Match[str]) -> str:
+    steps = int(m.group(5))
+    if steps <= 0:
+        return m.group(0)
+    # "per step" says the value is no longer since the start ("elapsed" alone reads as cumulative)
+    return f"{m.group(1)} per step{m.group(2)}{float(m.group(3)) / steps:.9g}{m.group(4)}"
 
 
 def _per_step(m: re.Match[str]) -> str:
@@ -1569,14 +1589,28 @@ def trainer_log_step_time(text: str) -> tuple[int, int, float] | None:
         step = int(m.group("n"))
         elapsed_s = (int(m.group("d") or 0) * 86400 + int(m.group("h")) * 3600 + int(m.group("m")) * 60
                      + int(m.group("s")))
-        if run and (step, elapsed_s) == run[-1][1:]:
-            continue
-        if run and (step <= run[-1][1] or elapsed_s < run[-1][2]):
+        if run and step == run[-1][1] and elapsed_s >= run[-1][2]:
+            continue  # the same step's evaluation record (written after its training record) or a rank's copy
+        if run and (step < run[-1][1] or elapsed_s < run[-1][2]):
             run = []
         run.append((m.start(), step, elapsed_s))
-    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S:
+    if len(run) == 1 and len(set(_TRAINER_LOG_RECORD.findall(text))) == 1 and _final_record(text, run[0]):
+        # a log of one record, the run's last (all its steps done): its clock started at train begin, step 0; a
+        # record in mid-run may follow a resume (the steps go on, the clock restarts) and gives no baseline
+        run.insert(0, (0, 0, 0))
+    if len(run) < 2 or run[-1][2] - run[0][2] < _TRAINER_LOG_MIN_SPAN_S or run[-1][1] <= run[0][1]:
         return None
     return run[-1][0], run[-1][1], (run[-1][2] - run[0][2]) / (run[-1][1] - run[0][1])
+
+
+_TOTAL_STEPS = re.compile(r'"total_steps":\s{0,2}(\d{1,9})')
+
+
+def _final_record(text: str, record: tuple[int, int, int]) -> bool:
+    """Whether the trainer_log record at record[0] (step record[1]) reached its total_steps."""
+    end = text.find("\n", record[0])
+    total = _TOTAL_STEPS.search(text, record[0], len(text) if end < 0 else end)
+    return total is not None and int(total.group(1)) == record[1]
 
 
 def _with_trainer_log(reading: GenericReading, text: str) -> GenericReading | None:
@@ -1855,6 +1889,25 @@ def _evaluation_phase(text: str, pos: int) -> int:
     return 1 if _EVAL_PHASE.match(text, pos, pos + 40) else 0
 
 
+# A series of evaluation records alone: fairseq prints one "| valid | epoch 001 | valid on 'valid' subset | loss
+# 5.182 | ... | wps 205045 | wpb 52242.7 | bsz 1413.4 | num_updates 2718" per epoch (facebookresearch/fairseq
+# fairseq_cli/train.py validate(): progress.print(stats, tag=subset, step=trainer.get_num_updates())); its wps/wpb
+# time the validation batches, not an update (oos-batch40's gist read 0.28 s for 4.5 s updates). Such a series is
+# timed by its clock over the updates' counter only; a group that mixes training records keeps its fields.
+_EVAL_SEGMENT = re.compile(r"(?i)\|\s{0,2}(?:valid|validation|eval|evaluation|test)\s{0,2}\|"
+                           r"|\b(?:valid|validation|evaluation|evaluating) on ['\"]?\w")
+_EVAL_TIMING_ROLES = ("time", "rate", "s_per_it")
+
+
+def _untimed_if_evaluation(text: str, group: list[Record]) -> list[Record]:
+    """The group without its time and rate fields when every record's line is an evaluation record (above)."""
+    for rec in group:
+        end = text.find("\n", rec.pos)
+        if _EVAL_SEGMENT.search(text, rec.pos, end if end >= 0 else len(text)) is None:
+            return group
+    return [replace(r, fields=tuple(f for f in r.fields if _role(f)[0] not in _EVAL_TIMING_ROLES)) for r in group]
+
+
 def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step: float | None,
                   world_size: int | None, notes: list[str] | None) -> GenericReading:
     local_notes: list[str] = []
@@ -1869,7 +1922,7 @@ def _read_records(text: str, *, samples_per_step: float | None, tokens_per_step:
         groups.setdefault(rec.counter_key, []).append(rec)
     best: tuple[tuple[int, int, int, int], list[Record], str, list[float | None]] | None = None
     for group in groups.values():
-        group = _global_counter(_dedupe(group))
+        group = _untimed_if_evaluation(text, _global_counter(_dedupe(group)))
         source, times = _series_times(group, samples_per_step=samples_per_step, tokens_per_step=tokens_per_step,
                                       world_size=world_size)
         order = _SOURCE_ORDER.get(source.split(" (")[0], 9)

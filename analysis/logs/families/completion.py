@@ -254,6 +254,24 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
             # ran.
             + rows(FailureKind.OK, "training steps ran", "NeMo-RL algorithms' per-step results block",
                    ("Training Results:", "📊 Training Results:", r"(?:^|\s)Training Results:\s*$"))
+            # judge46a: a checkpoint of a trained step, saved: the step ran. DeepSpeed's torch checkpoint engine
+            # (deepspeed/runtime/checkpoint_engine/torch_checkpoint_engine.py commit, e669aaf55 on: logger.info(
+            # f"[Torch] Checkpoint {tag} is ready now!"), the tag "global_step{N}" by default; Megatron-LM's
+            # save_checkpoint (megatron/training/checkpointing.py: "successfully saved checkpoint from iteration
+            # {:7d} to {}"; "at iteration" before 2023); the HF Trainer's _save_checkpoint ("Saving model checkpoint
+            # to {output_dir}", the folder f"{PREFIX_CHECKPOINT_DIR}-{global_step}"). Step 0 is no trained step.
+            + rows(FailureKind.OK, "training steps ran (a checkpoint of a trained step saved)",
+                   "DeepSpeed torch_checkpoint_engine.py commit; Megatron-LM checkpointing.py save_checkpoint; "
+                   "transformers trainer.py _save_checkpoint",
+                   ("is ready now!", "[INFO] [torch_checkpoint_engine.py:27:commit] [Torch] Checkpoint "
+                                     "global_step4000 is ready now!",
+                    r"\bCheckpoint global_step0{0,8}[1-9]\d{0,11} is ready now!"),
+                   ("successfully saved checkpoint", " successfully saved checkpoint from iteration    2000 to "
+                                                     "/ckpt/gpt [ t 1/2, p 1/1 ]",
+                    r"\bsuccessfully saved checkpoint (?:from|at) iteration\s{0,10}0{0,8}[1-9]"),
+                   ("Saving model checkpoint to", "[INFO|trainer.py:3984] Saving model checkpoint to "
+                                                  "saves/llama3-8b/lora/sft/checkpoint-500",
+                    r"\bSaving model checkpoint to \S{0,300}?checkpoint-0{0,8}[1-9]\d{0,11}\b"))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))

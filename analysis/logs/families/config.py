@@ -353,16 +353,24 @@ RESUME_MISSING = (
             r"(?:Error|Exception)\s{0,4}:\s{0,4}No (?:valid |usable |resumable )?checkpoints? (?:was |were |is )?"
             r"found\b(?![^\n]*(?:from scratch|start(?:ing)? (?:fresh|from)))"))
 )
-_RESUME_LAYOUT = "resuming from a checkpoint saved with another data-parallel size than the run's"
+_RESUME_LAYOUT = ("resuming from a checkpoint saved with another data-parallel size (or model-parallel size) than the "
+                  "run's")
 # The run's layout does not match the checkpoint it resumes: DeepSpeed refuses ZeRO optimizer states partitioned
-# over another DP world size (resume with the saved layout, or convert the checkpoint to a universal one first).
+# over another DP world size (resume with the saved layout, or convert the checkpoint to a universal one first), and
+# its state-dict loader refuses a model-parallel checkpoint whose file count is not the saved mp_world_size
+# (deepspeed/runtime/state_dict_factory.py SDLoaderBase.check_ckpt_list: `assert len(self.ckpt_list) ==
+# sd['mp_world_size'], f"checkpoint count {len(self.ckpt_list)} is different from saved mp_world_size ..."`).
 RESUME_LAYOUT = rows(
     FailureKind.CONFIG_ERROR, _RESUME_LAYOUT, "DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py and stage3.py "
-    "(_restore_base_optimizer_state / load_state_dict checks, ZeRORuntimeException)",
+    "(_restore_base_optimizer_state / load_state_dict checks, ZeRORuntimeException), "
+    "deepspeed/runtime/state_dict_factory.py (check_ckpt_list)",
     ("The checkpoint being loaded used a DP world size of",
      "deepspeed.runtime.zero.utils.ZeRORuntimeException: The checkpoint being loaded used a DP world size of 8 but "
      "the current world size is 16. Automatic adjustment of ZeRO's optimizer state partitioning with a new world "
-     "size is not currently supported."))
+     "size is not currently supported."),
+    ("is different from saved mp_world_size",
+     "AssertionError: checkpoint count 1 is different from saved mp_world_size 2",
+     r"\bcheckpoint count \d{1,6} is different from saved mp_world_size \d"))
 
 _RESUME_SETTINGS = "resuming from a checkpoint saved with other model or training settings than the run's"
 # The checkpoint's saved arguments are compared with the run's and refused: Megatron-LM's check_checkpoint_args

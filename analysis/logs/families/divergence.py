@@ -363,6 +363,34 @@ def _zero_after_positive(losses: Sequence[float]) -> str | None:
     return f"the last {zero} logged loss value(s) are exactly 0.0 after a positive loss"
 
 
+# The same rounding said by the record's other fields: an HF Trainer run whose logged loss rounds to 0.0 while its
+# gradients are still finite and tiny, or whose evaluation loss is a positive figure under ROUNDED_ZERO_LOSS, has
+# converged (oos-batch40's Whisper fine-tune: loss 0.5312 then 0.0 for 15,000 steps with grad_norm 1e-4 and
+# eval_loss 1e-6). A broken run's zeros come with no gradient (a norm of exactly 0.0, every label masked) or a
+# non-finite one (trainer_grad_norm_diverged), and its evaluation is no better than its last real loss.
+# CONVERGED_GRAD_NORM: a norm that small with a loss below the printed precision is a fit, not a break.
+CONVERGED_GRAD_NORM = 0.01
+_HF_EVAL_LOSS = re.compile(r"""["']eval_loss["']\s{0,4}:\s{0,4}([-+]?\d[\d.eE+-]{0,30})""")
+
+
+def zero_loss_is_rounding(text: str) -> bool:
+    """Whether the log's last `grad_norm` record field is finite and in (0, CONVERGED_GRAD_NORM), or its last
+    `eval_loss` is in (0, ROUNDED_ZERO_LOSS): a logged 0.0 loss is then a loss below the printed precision."""
+    norm_at = text.rfind(HF_GRAD_NORM_NEEDLE)
+    norm = _HF_GRAD_NORM.match(text, norm_at - 1) if norm_at > 0 else None
+    if norm is not None and 0.0 < _as_float(norm.group(1)) < CONVERGED_GRAD_NORM:
+        return True
+    evals = _HF_EVAL_LOSS.findall(text[-200_000:])
+    return bool(evals) and 0.0 < _as_float(evals[-1]) < ROUNDED_ZERO_LOSS
+
+
+def _as_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def series_diverged(losses: Sequence[float]) -> str | None:
     """Why the logged loss series ends diverged (its last value NaN or infinite, or exactly 0.0 after a positive
     loss: a training loss does not reach exactly zero, a run whose gradients or loss scaling broke logs 0.0, e.g.

@@ -23,7 +23,9 @@ Sources:
   to admit critical pod"), node-pressure and API evictions (reason Evicted, DisruptionTarget EvictionByEvictionAPI),
   NoExecute taint eviction of pods on an unreachable node (DeletionByTaintManager), the node controller's NodeLost
   ("... is unresponsive"), activeDeadlineSeconds (reason DeadlineExceeded, "Pod was active on the node longer than
-  the specified deadline"; a Job's "Job was active longer than specified deadline").
+  the specified deadline"; a Job's "Job was active longer than specified deadline"); a container that cannot start
+  (ImagePullBackOff, ErrImagePull, InvalidImageName, CreateContainerConfigError, CreateContainerError: configuration)
+  or keeps exiting (CrashLoopBackOff, "Back-off restarting failed container": a crash).
 - Cloud spot/preemptible capacity: AWS "EC2 Spot Instance Interruption Warning" / "Spot Instance interruption
   notice" (two-minute warning), GCP Compute Engine preemption ("Instance was preempted",
   compute.instances.preempted), Azure Scheduled Events EventType "Preempt"; and the shape of any agent's notice:
@@ -184,6 +186,27 @@ OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
                     ("Main process received SIG", "[2024-05-26 15:06:41,122] [INFO] [launch.py:330:sigkill_handler] "
                                                   "Main process received SIGTERM, exiting",
                      r"Main process received SIG(?:TERM|INT|HUP|QUIT), exiting"))
+# judge46a: a container the kubelet cannot start, or restarts because it keeps exiting. The waiting reasons are the
+# kubelet's (pkg/kubelet/images: ErrImagePull, ImagePullBackOff, InvalidImageName; kuberuntime:
+# CreateContainerConfigError, CreateContainerError; CrashLoopBackOff after repeated exits, the event "Back-off
+# restarting failed container"), shown as a `kubectl get pods` STATUS column or a `kubectl describe pod` Reason. An
+# image or a pod spec that cannot run fails the same way every time (configuration); a container that keeps
+# exiting is a crash whose cause is in its own log (read first: its own traceback or OOM wins).
+_POD_STATUS = r"(?:^\S{{1,253}}\s{{1,12}}\d{{1,3}}/\d{{1,3}}\s{{1,12}}|[Rr]eason:?\s{{1,12}}|\bstatus\W{{1,4}}){0}\b"
+CONTAINER_CONFIG = rows(
+    FailureKind.CONFIG_ERROR, "the container cannot start (its image or pod spec)", _K8S,
+    ("ImagePullBackOff", "trainer-0   0/1   ImagePullBackOff   0   2m", _POD_STATUS.format("ImagePullBackOff")),
+    ("ErrImagePull", "      Reason:       ErrImagePull", _POD_STATUS.format("ErrImagePull")),
+    ("InvalidImageName", "trainer-0   0/1   InvalidImageName   0   10s", _POD_STATUS.format("InvalidImageName")),
+    ("CreateContainerConfigError", "trainer-0   0/1   CreateContainerConfigError   0   30s",
+     _POD_STATUS.format("CreateContainerConfigError")),
+    ("CreateContainerError", "      Reason:       CreateContainerError", _POD_STATUS.format("CreateContainerError")))
+CONTAINER_CRASH = rows(
+    FailureKind.CRASHED, "crashed (the container keeps exiting and is restarted)", _K8S,
+    ("CrashLoopBackOff", "pytorchjob-example-82cjcqdz-master-0   0/2   CrashLoopBackOff   8   2m32s",
+     _POD_STATUS.format("CrashLoopBackOff")),
+    ("Back-off restarting failed container", "  Warning  BackOff  3m (x12 over 5m)  kubelet  Back-off restarting "
+                                             "failed container trainer in pod trainer-0_default"))
 # The DeepSpeed launcher's kills of its ranks with no return code or signal line after them (module docstring).
 LAUNCHER_KILLS = rows(FailureKind.CRASHED, "crashed (the launcher killed its ranks after one failed or it was "
                       "stopped; the log ends before it says which: the host OOM killer?)", _DS_LAUNCHER,
