@@ -108,7 +108,7 @@ def parse_mllog(text: str, *, notes: list[str] | None = None) -> list[Iteration]
     gbs = next((float(v) for r in records if r.get("key") == "global_batch_size"
                 for v in (r.get("value"),) if isinstance(v, (int, float)) and v > 0), None)
     tracked = [r for r in records if r.get("key") == "tracked_stats" and isinstance(r.get("value"), dict)]
-    stats = [(r["value"], r.get("metadata")) for r in tracked]
+    stats = [(v, r.get("metadata")) for r in tracked if isinstance(v := r["value"], dict)]
     timed = any(isinstance(v.get(k), (int, float)) for v, _ in stats for k in _STEP_KEYS)
     if not timed and not (gbs is not None and (_block_rates(stats, gbs) or _clock_confirms(tracked, gbs))):
         return []
