@@ -564,6 +564,21 @@ def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
     return failure
 
 
+def _outside_stop(text: str, start: int) -> Failure | None:
+    """A stop from outside (families.orchestrator.OUTSIDE_STOP), unless srun terminated the step first because a
+    task had failed: torchrun's agents then get srun's SIGTERM ("Received 15 death signal, shutting down workers"),
+    which is the teardown, not the cause (judge46b, oos-batch41's Megatron run whose ranks all failed an assert
+    before `srun: Terminating StepId=...`); the failed task's own lines are looked for further on."""
+    failure = _by_family(text, F_ORCH.OUTSIDE_STOP, start)
+    if failure is None or not failure.evidence:
+        return failure
+    found = first_match(text, F_ORCH.OUTSIDE_STOP, start)
+    idx = found[0] if found is not None else len(text)
+    if any(text.rfind(line, start, idx) >= 0 for line in _SRUN_TERMINATING):
+        return None
+    return failure
+
+
 def _has_progress(text: str, start: int) -> bool:
     return _PROGRESS.search(text, start) is not None or any(text.find(m, start) >= 0 for m in _RESULT_MARKERS)
 
@@ -1224,7 +1239,8 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
                       + F_CONFIG.DUPLICATE_GPU + F_CONFIG.RESUME_SETTINGS
                       + F_CONFIG.DEVICE_STRING + F_CONFIG.TRAINER_COLUMNS
                       + F_CONFIG.DS_ARGS_MISMATCH + F_CONFIG.DATASET_UNDEFINED + F_CONFIG.FSDP_WRAP_CLASS
-                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL + F_CONFIG.QUOTED_SETTING,
+                      + F_CONFIG.CLEAN_TREE + F_CONFIG.FABRIC_REFUSAL + F_CONFIG.QUOTED_SETTING
+                      + F_CONFIG.DDP_UNUSED_PARAMETERS,
                       start)
         or _by_family(text, F_ORCH.CONTAINER_CONFIG, start)
         or _make_recipe(text, start)
@@ -1243,7 +1259,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_log(text, FailureKind.TIME_LIMIT, P.TIME_LIMIT, start, state, "time limit")
         or _by_family(text, F_ORCH.DEADLINE, start)
         or _cancelled(text, start, state)
-        or _by_family(text, F_ORCH.OUTSIDE_STOP, start)
+        or _outside_stop(text, start)
         or _by_family(text, F_ORCH.NODE_DIED, start)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
         or _stack_dump(text, start)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 
 from analysis.logs.parse_megatron import IMPOSSIBLE_STEP, Iteration, note
 
@@ -66,6 +67,37 @@ def _block_rates(stats: list[tuple[dict[str, object], object]], gbs: float) -> b
     return len(steps) >= 2
 
 
+# judge46b: the Stable Diffusion callbacks of the v4.0-v5.0 submissions (mlcommons/training_results_v4.0 Fujitsu and
+# v4.1 ASUSTeK stable_diffusion, sd/mlperf_logging_utils.py / callbacks.py) key their `throughput` records by
+# `metadata.step_num`, the optimizer step, not by samples. Such a rate is read as samples per second of training only
+# where the records' own clock agrees: over the records' steps, time_ms advances by gbs / throughput a step (within
+# CLOCK_AGREEMENT, median of consecutive records). A rate per epoch (RetinaNet's, R-GAT's `epoch_num`) or over a
+# whole run does not meet it.
+CLOCK_AGREEMENT = 0.1
+_COUNTER_KEYS = ("step", "step_num")
+
+
+def _counter(meta: object) -> float | None:
+    """The record's step counter (metadata.step, else metadata.step_num); None without a finite one."""
+    if not isinstance(meta, dict):
+        return None
+    value = next((meta[k] for k in _COUNTER_KEYS if isinstance(meta.get(k), (int, float))), None)
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _clock_confirms(tracked: list[dict[str, object]], gbs: float) -> bool:
+    """Whether the throughput records' time_ms advance per counted step matches gbs / throughput (comment above)."""
+    points = []
+    for record in tracked:
+        value, step, stamp = record["value"], _counter(record.get("metadata")), record.get("time_ms")
+        rate = value.get(_RATE_KEY) if isinstance(value, dict) else None
+        if step is not None and isinstance(stamp, (int, float)) and isinstance(rate, (int, float)) and rate > 0:
+            points.append((step, float(stamp) / 1000.0, gbs / float(rate)))
+    ratios = [(t1 - t0) / (s1 - s0) / per_step for (s0, t0, _), (s1, t1, per_step) in zip(points, points[1:])
+              if s1 > s0]
+    return len(ratios) >= 2 and abs(statistics.median(ratios) - 1.0) <= CLOCK_AGREEMENT
+
+
 def parse_mllog(text: str, *, notes: list[str] | None = None) -> list[Iteration]:
     """One Iteration per `tracked_stats` record that states a step time (or a throughput, with the log's global
     batch size), numbered by its metadata.step (the first record per step kept: every rank may print it), else by
@@ -75,10 +107,10 @@ def parse_mllog(text: str, *, notes: list[str] | None = None) -> list[Iteration]
     records = mllog_records(text)
     gbs = next((float(v) for r in records if r.get("key") == "global_batch_size"
                 for v in (r.get("value"),) if isinstance(v, (int, float)) and v > 0), None)
-    stats = [(v, r.get("metadata")) for r in records if r.get("key") == "tracked_stats"
-             and isinstance(v := r.get("value"), dict)]
+    tracked = [r for r in records if r.get("key") == "tracked_stats" and isinstance(r.get("value"), dict)]
+    stats = [(v, r.get("metadata")) for r in tracked if isinstance(v := r["value"], dict)]
     timed = any(isinstance(v.get(k), (int, float)) for v, _ in stats for k in _STEP_KEYS)
-    if not timed and not (gbs is not None and _block_rates(stats, gbs)):
+    if not timed and not (gbs is not None and (_block_rates(stats, gbs) or _clock_confirms(tracked, gbs))):
         return []
     by_step: dict[int, Iteration] = {}
     for i, (value, meta) in enumerate(stats):
@@ -89,8 +121,8 @@ def parse_mllog(text: str, *, notes: list[str] | None = None) -> list[Iteration]
             step_s = gbs / float(rate)
         else:
             continue
-        step = meta.get("step") if isinstance(meta, dict) else None
-        number = int(step) if isinstance(step, (int, float)) and math.isfinite(step) else i
+        step = _counter(meta)
+        number = int(step) if step is not None else i
         if not (math.isfinite(step_s) and step_s > 0):
             what = key or f"{_RATE_KEY}-derived step"
             note(notes, f"MLLOG step {number}: {what} {step_s!r} s ({IMPOSSIBLE_STEP}); dropped")

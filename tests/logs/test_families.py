@@ -34,6 +34,7 @@ FAILURE_TABLES = {
     "config judge16": config.COMPILE_TARGET,
     "config judge23": config.EMPTY_DATA,
     "config judge27": config.LAUNCH_TARGET + config.DUPLICATE_GPU + config.RESUME_SETTINGS,
+    "config judge46b": config.DDP_UNUSED_PARAMETERS,
 }
 ROWS = [(family, row) for family, table in FAILURE_TABLES.items() for row in table]
 

@@ -272,6 +272,12 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("Saving model checkpoint to", "[INFO|trainer.py:3984] Saving model checkpoint to "
                                                   "saves/llama3-8b/lora/sft/checkpoint-500",
                     r"\bSaving model checkpoint to \S{0,300}?checkpoint-0{0,8}[1-9]\d{0,11}\b"))
+            # judge46b: build-nanogpt's log file (karpathy/build-nanogpt train_gpt2.py: `f.write(f"{step} train
+            # {loss_accum.item():.6f}\n")` each step, "{step} val {:.4f}" and "{step} hella {:.4f}" every 250), the
+            # format of the many GPT-2 reproductions that follow it: a bare step, the word train and a loss with six
+            # decimals, the whole line. Progress; no time in it.
+            + rows(FailureKind.OK, "training steps ran", "karpathy/build-nanogpt train_gpt2.py (log.txt)",
+                   (" train ", "38145 train 2.997005", r"^\s{0,4}\d{1,9} train -?\d{1,6}\.\d{6}\s{0,4}$"))
             + rows(FailureKind.OK, "training steps ran", "transformers Trainer.log",
                    ("{'loss':", "{'loss': 1.7342, 'grad_norm': 0.91, 'learning_rate': 1.9e-05, 'epoch': 0.12}"),
                    ('{"loss":', '{"loss": 1.7342, "grad_norm": 0.91, "learning_rate": 1.9e-05, "epoch": 0.12}')))

@@ -124,7 +124,13 @@ PARALLEL_COMPARISON = re.compile(
 CONFIG_ASSERT_FILES = ("arguments.py", "validate_args", "runtime/config.py", "transformer_config.py",
                        "parallel_state.py", "model_parallel_config.py", "training_args.py", "/datasets/",
                        "dataset.py", "data_samplers.py", "indexed_dataset", "blended_", "dataset_utils",
-                       "build_train_valid_test", "dataset_config.py")
+                       "build_train_valid_test", "dataset_config.py",
+                       # judge46b: Megatron's learning-rate and weight-decay schedule checks its settings in asserts
+                       # (megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler.__init__: `assert
+                       # self.lr_warmup_steps < self.lr_decay_steps`, `assert self.max_lr >= self.min_lr`; get_lr's
+                       # `assert decay_ratio <= 1.0` when the run trains past its decay steps; the older
+                       # megatron/learning_rates.py AnnealingLR the same)
+                       "optimizer_param_scheduler.py", "megatron/learning_rates.py")
 # A bare `AssertionError` (no message) whose assert statement, as the traceback quotes it above the exception,
 # checks the run's arguments ("assert args.batch_size % len(devices) == 0"): any script's argument check. With a
 # message, the message decides (is_config_message).
@@ -1108,6 +1114,19 @@ BACKEND_MISSING = rows(
     # init_process_group(backend=...) set-up has no backend for that device
     ("No backend type associated with device type", "RuntimeError: No backend type associated with device type xpu",
      r"No backend type associated with device type \w{1,20}"))
+
+# judge46b: DDP's reducer finds parameters that took no part in the loss (torch/csrc/distributed/c10d/reducer.cpp
+# Reducer::ensure_prior_reduction_finished: "Expected to have finished reduction in the prior iteration before
+# starting a new one. This error indicates that your module has parameters that were not used in producing loss. You
+# can enable unused parameter detection by passing the keyword argument `find_unused_parameters=True` to
+# `torch.nn.parallel.DistributedDataParallel`, ..."): the same model fails every step until that setting
+# (the HF Trainer's ddp_find_unused_parameters, Lightning's ddp_find_unused_parameters_true) is set.
+DDP_UNUSED_PARAMETERS = rows(
+    FailureKind.CONFIG_ERROR, "DDP found parameters unused by the loss (set find_unused_parameters)",
+    "torch/csrc/distributed/c10d/reducer.cpp (Reducer::ensure_prior_reduction_finished)",
+    ("Expected to have finished reduction in the prior iteration",
+     "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error "
+     "indicates that your module has parameters that were not used in producing loss."))
 
 # An exception whose message quotes a setting as `name=value` in backquotes: the way libraries word a refusal of
 # the run's arguments (transformers modeling_utils.py "DeepSpeed Zero-3 is not compatible with

@@ -95,7 +95,16 @@ NATIVE_FAULT = re.compile(r"^\s{0,8}Illegal instruction\b|(?i:received|caught|go
                           r"with|exited with) (?:signal )?SIG(?:ILL|ABRT|FPE)\b|\(SIG(?:ILL|ABRT|FPE)\) received|"
                           r"double free or corruption|"
                           r"free\(\): invalid (?:pointer|size)|malloc\(\): (?:corrupted|memory corruption)|"
-                          r"stack smashing detected|corrupted size vs\. prev_size")
+                          r"stack smashing detected|corrupted size vs\. prev_size|"
+                          # judge46b: the rest of glibc's heap checks (malloc/malloc.c malloc_printerr: "free():
+                          # corrupted unsorted chunks", "corrupted double-linked list", "munmap_chunk(): invalid
+                          # pointer", "malloc_consolidate(): invalid chunk size", "free(): double free detected in
+                          # tcache 2", ...) and Abseil's failure signal handler, which Ray, TensorFlow and JAX install
+                          # (absl/debugging/failure_signal_handler.cc: "*** SIGABRT received at time=... on cpu N ***")
+                          r"\b(?:free|malloc|realloc|calloc|munmap_chunk|malloc_consolidate|_int_free|_int_malloc|"
+                          r"_int_realloc|tcache_thread_shutdown)\(\): (?:corrupted|invalid|double free|unaligned|"
+                          r"memory corruption)\b|corrupted double-linked list|"
+                          r"\*\*\* SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP) received at time=\d")
 TORCH_RUNTIME = re.compile(r"Expected all tensors to be on the same device|mat1 and mat2 shapes cannot be multiplied|"
                            r"(?i:expected scalar type) \w{1,20} but found \w{1,20}|Input type \(\S{1,60}\) and weight "
                            r"type \(\S{1,60}\) should be the same|Trying to backward through the graph a second time|"
