@@ -1535,15 +1535,22 @@ _MAX_LINE_SCAN_CHARS = 2000
 _CARETS = re.compile(r"^\s*[\^~]{3,}[\^~\s]*$")
 
 
+def _liveness(line: str) -> bool:
+    """A liveness line (F_STALL.LIVENESS) that is no error record: Ray marks any line several workers printed alike
+    "[repeated Nx across cluster]", a pulse or a warning most often, but also the error they all died of (judge47,
+    oos-batch41's uccl log: "free(): corrupted unsorted chunks [repeated 4x across cluster]")."""
+    return F_STALL.LIVENESS.search(line) is not None and F_END.error_record(message_of(line)) is None
+
+
 def _last_activity(text: str) -> tuple[int, str] | None:
     """The log's last line that is not a liveness line (F_STALL.LIVENESS); None when the tail is all liveness."""
-    return next(((pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)), None)
+    return next(((pos, line) for pos, line in _tail_lines(text) if not _liveness(line)), None)
 
 
 def _activity_before_warnings(text: str) -> tuple[int, str] | None:
     """The log's last activity before the Python warnings (F_STALL.PY_WARNING, with their continuation lines) that
     end it; None when it does not end in a warning."""
-    tail = [(pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)]
+    tail = [(pos, line) for pos, line in _tail_lines(text) if not _liveness(line)]
     i, skipped = 0, False
     while True:
         hit = next((j for j in range(i, min(i + F_STALL.WARNING_TAIL_LINES, len(tail)))
@@ -1557,7 +1564,7 @@ def _activity_before_warnings(text: str) -> tuple[int, str] | None:
 def _activity_before_listing(text: str) -> tuple[int, str] | None:
     """The log's last activity before the listing (F_STALL.LISTING_ITEM: DeepSpeed's pipeline layers) that ends
     it; None when it does not end in one."""
-    tail = [(pos, line) for pos, line in _tail_lines(text) if not F_STALL.LIVENESS.search(line)]
+    tail = [(pos, line) for pos, line in _tail_lines(text) if not _liveness(line)]
     i = 0
     while i < len(tail) and F_STALL.LISTING_ITEM.match(tail[i][1]):  # raw: "29: Name" reads as a rank prefix
         i += 1

@@ -91,7 +91,8 @@ def _clock_confirms(tracked: list[dict[str, object]], gbs: float) -> bool:
     for record in tracked:
         value, step, stamp = record["value"], _counter(record.get("metadata")), record.get("time_ms")
         rate = value.get(_RATE_KEY) if isinstance(value, dict) else None
-        if step is not None and isinstance(stamp, (int, float)) and isinstance(rate, (int, float)) and rate > 0:
+        if step is not None and isinstance(stamp, (int, float)) and isinstance(rate, (int, float)) \
+                and math.isfinite(stamp) and math.isfinite(rate) and rate > 0:  # json reads Infinity too
             points.append((step, float(stamp) / 1000.0, gbs / float(rate)))
     ratios = [(t1 - t0) / (s1 - s0) / per_step for (s0, t0, _), (s1, t1, per_step) in zip(points, points[1:])
               if s1 > s0]

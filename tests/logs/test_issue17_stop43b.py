@@ -104,3 +104,10 @@ def test_throughput_keyed_by_step_num_gives_a_step_time_where_the_clock_agrees()
 
 def test_a_throughput_the_clock_disagrees_with_gives_none() -> None:
     assert "step_time_s" not in trial_outcome(_sd_run(60.0)).metrics  # a rate of something else than these steps
+
+
+def test_an_infinite_throughput_or_stamp_is_no_step_time_and_no_error() -> None:
+    text = _sd_run(21.8).replace('"throughput": 1178.5', '"throughput": Infinity').replace(
+        '"time_ms": 1728964364660', '"time_ms": Infinity')
+    outcome = trial_outcome(text)
+    assert outcome.failure_kind == "ok" and "unexpected" not in outcome.reason

@@ -681,6 +681,18 @@ ENVIRONMENT = (
                                                                     "zKZ9 (size 9637888)"),
            ("Error: failed to extend /dev/shm/", "misc/shmutils.cc:72 NCCL WARN Error: failed to extend "
                                                  "/dev/shm/nccl-UbzKZ9 to 9637892 bytes"))
+    # judge47: MPI cannot initialise, before any rank runs the program: MPICH's abort (src/mpi/init/init_thread.c,
+    # its error stack's top "Fatal error in internal_Init_thread" / "PMPI_Init_thread" / "MPI_Init", printed as
+    # "Abort(N): Fatal error in ...: Other MPI error") and Open MPI's ompi/runtime/help-mpi-runtime.txt ("It looks like
+    # MPI_INIT failed for some reason; your parallel process is likely to abort. There are many reasons that a parallel
+    # process can fail during MPI_INIT; some of which are due to configuration or environment problems."): the MPI
+    # library, its launcher (PMI/PMIx) or its fabric provider does not fit the job's environment, the same every start.
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "MPICH src/mpi/init (MPI_Init_thread's error stack); Open MPI "
+           "ompi/runtime/help-mpi-runtime.txt (mpi_init:startup:internal-failure)",
+           ("Fatal error in ", "Abort(15): Fatal error in internal_Init_thread: Other MPI error",
+            r"\bFatal error in (?:P?MPI_Init(?:_thread)?|internal_Init(?:_thread)?|MPIR_Init_thread)\b"),
+           ("It looks like MPI_INIT failed", "It looks like MPI_INIT failed for some reason; your parallel process is "
+                                             "likely to abort."))
 )
 
 # ---- the configuration does not fit the schema it is checked against (an unknown, missing or ill-typed key), in

@@ -204,7 +204,11 @@ NETWORK = (
            ("An error occurred in MPI_", "*** An error occurred in MPI_Allreduce\n*** reported by process "
                                          "[3147890689,1]"),
            ("MPI_ERR_", "MPI_Allreduce(1000): MPI_ERR_OTHER: known error not in list",
-            r"\bMPI_ERR_(?:OTHER|TRUNCATE|PROC_FAILED|INTERN|COMM|UNKNOWN|REVOKED)\b"))
+            r"\bMPI_ERR_(?:OTHER|TRUNCATE|PROC_FAILED|INTERN|COMM|UNKNOWN|REVOKED)\b"),
+           # judge47: MPICH's abort in a communication call (its error stack's top, "Abort(N): Fatal error in
+           # PMPI_Allreduce: Other MPI error"); a failure in MPI_Init is the environment (families.config)
+           ("Fatal error in ", "Abort(1): Fatal error in PMPI_Allreduce: Other MPI error, error stack:",
+            r"\bFatal error in P?MPI_(?!Init)[A-Z][A-Za-z_]{2,40}\b"))
     + rows(FailureKind.COMM_ERROR, _COMM, _NCCL + " as torch 1.x and NCCL print it",
            ("NCCL Error ", "RuntimeError: NCCL Error 2: unhandled system error", r"NCCL Error \d"),
            ("unhandled cuda error", "RuntimeError: NCCL error in: ../torch/lib/c10d/ProcessGroupNCCL.cpp:859, "
