@@ -1589,6 +1589,25 @@ def _in_phase(text: str, table: tuple[Row, ...], last: tuple[int, str] | None) -
     return None
 
 
+# The same Ctrl-C reaching the job's other processes a moment before the launcher says it: each DataLoader worker
+# (Python's multiprocessing/process.py BaseProcess._bootstrap prints "Process ForkProcess-11:" and then the worker's
+# KeyboardInterrupt traceback) and the ranks' own tracebacks. Such lines are the interrupt's echo, not the run's last
+# line (judge48, oos-batch42's Megatron run: an iteration record one second before "Received Signals.SIGINT death
+# signal", with workers' "Process ForkProcess-N:" headers between).
+_INTERRUPT_ECHO = re.compile(r"^(?:Process (?:Fork|Spawn|ForkServer)?Process-\d{1,6}:|Traceback \(most recent call "
+                             r"last\):|KeyboardInterrupt)\s*$")
+_INTERRUPT_ECHO_LINES = 200
+
+
+def _last_run_line(window: str) -> str:
+    """The last non-blank line of `window` that is not the interrupt's echo in other processes (above)."""
+    lines = window.rstrip().split("\n")
+    for line in reversed(lines[-_INTERRUPT_ECHO_LINES:]):
+        if line.strip() and not _INTERRUPT_ECHO.match(message_of(line.strip())):
+            return line.strip()
+    return lines[-1].strip()
+
+
 def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     """The user interrupted the job (F_STALL.INTERRUPT) when its last line was not a step record, and the verdict
     is downstream of that interrupt (its evidence is not above it). A log that begins inside the interrupt's
@@ -1603,7 +1622,7 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     line_start = text.rfind("\n", 0, idx) + 1
     if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:
         return None  # the failure stands above the interrupt: it is the cause
-    before = text[max(0, line_start - 20_000): line_start].rstrip().rsplit("\n", 1)[-1].strip()
+    before = _last_run_line(text[max(0, line_start - 20_000): line_start])
     if not before or is_step_record(before) or _has_progress(before, 0):
         return None  # nothing before it, or a running job stopped by hand
     if _in_step_cycle(text, line_start) is not None:
@@ -1713,6 +1732,7 @@ def _in_step_cycle(text: str, line_start: int) -> str | None:
     # own line either, nor the source line warnings.formatwarning prints under a warning (judge44a)
     chatter = [F_STALL.is_chatter(message_of(line).strip()) for line in tail]
     within = all(not line.strip() or _BARE_LOGGER_HEADER.match(message_of(line).strip()) or _shape(line) in cycle
+                 or _INTERRUPT_ECHO.match(message_of(line).strip())  # the interrupt reaching other processes
                  or chatter[k] or (line[:1].isspace() and k > 0 and chatter[k - 1] and "Warning: " in tail[k - 1])
                  for k, line in enumerate(tail))
     return lines[steps[-1]].strip() if within else None
@@ -1771,7 +1791,7 @@ def _line_before_interrupt(text: str, line_start: int) -> str:
         if all(not ln.strip() or ln[0] in " \t" or ln.removeprefix("^C").startswith(_TRACEBACK_BODY)
                or _EXCEPTION.match(ln) for ln in body):
             window = window[:cut]
-    return window.rstrip().rsplit("\n", 1)[-1].strip()
+    return _last_run_line(window)
 
 
 def _ctrl_c_echo(text: str) -> int:

@@ -693,6 +693,12 @@ ENVIRONMENT = (
             r"\bFatal error in (?:P?MPI_Init(?:_thread)?|internal_Init(?:_thread)?|MPIR_Init_thread)\b"),
            ("It looks like MPI_INIT failed", "It looks like MPI_INIT failed for some reason; your parallel process is "
                                              "likely to abort."))
+    # judge48: W&B asked to log with no API key in the job's environment and no terminal to ask for one
+    # (wandb/sdk/wandb_login.py: "api_key not configured (no-tty). call wandb.login(key=[your_api_key])", raised as
+    # wandb.errors.UsageError): WANDB_API_KEY or `report_to` is the fix, the same at every start
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "wandb/sdk/wandb_login.py (_WandbLogin, no-tty)",
+           ("api_key not configured", "wandb: ERROR api_key not configured (no-tty). call "
+                                      "wandb.login(key=[your_api_key])"))
 )
 
 # ---- the configuration does not fit the schema it is checked against (an unknown, missing or ill-typed key), in
@@ -1151,7 +1157,14 @@ QUOTED_SETTING = rows(
     "trainer.py; lightning accelerator_connector.py; LLaMA-Factory hparams/*_args.py (refusals quoting `name=value`)",
     ("`", "ValueError: DeepSpeed Zero-3 is not compatible with `low_cpu_mem_usage=True` or with passing a "
           "`device_map`.",
-     r"(?:Error|Exception)\s{0,4}:[^\n`]{0,300}(?:`[^`\n]{0,80}`[^\n`]{0,120}){0,3}`[a-z_][\w.]{0,60}\s?=\s?[^`\s][^`\n]{0,40}`"))
+     r"(?:Error|Exception)\s{0,4}:[^\n`]{0,300}(?:`[^`\n]{0,80}`[^\n`]{0,120}){0,3}`[a-z_][\w.]{0,60}\s{0,2}=\s{0,2}"
+     r"[^`\s][^`\n]{0,40}`"),
+    # judge48: transformers' Qwen2 flash-attention check (models/qwen2/modeling_qwen2.py, 4.4x: "Make sure to  call
+    # `tokenizer.padding_side  = 'left'` before tokenizing the input.", two spaces around its `=`)
+    ("`", "ValueError: You are attempting to perform batched generation with padding_side='right' this may lead to "
+          "unexpected behaviour for Flash Attention version of Qwen2. Make sure to  call `tokenizer.padding_side  = "
+          "'left'` before tokenizing the input.",
+     r"(?:Error|Exception)\s{0,4}:[^\n`]{0,300}`[a-z_][\w.]{0,60}\s{0,2}=\s{0,2}[^`\s][^`\n]{0,40}`"))
 
 # judge41 (oos-batch36): Lightning Fabric's strategies refusing how the script uses them, before or between steps;
 # the same script runs once the call or the path is changed. lightning src/lightning/fabric/fabric.py

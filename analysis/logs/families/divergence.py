@@ -603,6 +603,11 @@ def scale_reduced_to_zero(text: str) -> tuple[int, str] | None:
     return None
 
 
+# the scale itself set to a value ("reducing loss scale to 1.0"), not another setting of the scaler that a reading
+# may take for it (DeepSpeed's "Attempted loss scale: 65536, but hysteresis is 2. Reducing hysteresis to 1")
+_SCALE_SET_TO = re.compile(r"(?i)\bscale\s{1,3}to:?\s{0,3}\d")
+
+
 def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b), and
     (c) below)."""
@@ -612,6 +617,12 @@ def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     pos, line, last = readings[0]
     change = scale_change(line)
     clamped = change is not None and change[0] is not None and change[0] == change[1]
+    # judge48: the same clamp said over two lines: apex amp's scaler names only the new scale ("Gradient overflow.
+    # Skipping step, loss scaler 0 reducing loss scale to 1.0"), so a floor shows as two overflows in a row that
+    # leave it at the same value (oos-batch42's NeMo 0.x QuartzNet run, "Loss is NaN or inf." between them)
+    clamped = clamped or (len(readings) > 1 and readings[1][2] == last
+                          and _OVERFLOW_WORDS.search(readings[1][1]) is not None
+                          and all(_SCALE_SET_TO.search(r[1]) is not None for r in readings[:2]))
     if clamped and last <= math.log2(SCALE_FLOOR) and _OVERFLOW_WORDS.search(line) is not None:
         return pos, (f"an overflow with the fp16 loss scale at its floor (2^{last:g} <= {SCALE_FLOOR:g}): every step "
                      f"skipped")
