@@ -99,15 +99,19 @@ def _clock_confirms(tracked: list[dict[str, object]], gbs: float) -> bool:
     return len(ratios) >= 2 and abs(statistics.median(ratios) - 1.0) <= CLOCK_AGREEMENT
 
 
-def parse_mllog(text: str, *, notes: list[str] | None = None) -> list[Iteration]:
+def parse_mllog(text: str, *, notes: list[str] | None = None, dumped_gbs: int | None = None) -> list[Iteration]:
     """One Iteration per `tracked_stats` record that states a step time (or a throughput, with the log's global
     batch size), numbered by its metadata.step (the first record per step kept: every rank may print it), else by
-    its place among them."""
+    its place among them. `dumped_gbs` is the global batch a configuration dump in the log states (NeMo's YAML
+    `global_batch_size: 8`), used where no MLLOG `global_batch_size` record is there (an excerpt, a log that starts
+    after it); the same checks of the throughput records (_block_rates, _clock_confirms) then apply to it."""
     if MARKER not in text or not ("train_step_tim" in text or f'"{_RATE_KEY}"' in text):
         return []
     records = mllog_records(text)
     gbs = next((float(v) for r in records if r.get("key") == "global_batch_size"
                 for v in (r.get("value"),) if isinstance(v, (int, float)) and v > 0), None)
+    if gbs is None and dumped_gbs:
+        gbs = float(dumped_gbs)
     tracked = [r for r in records if r.get("key") == "tracked_stats" and isinstance(r.get("value"), dict)]
     stats = [(v, r.get("metadata")) for r in tracked if isinstance(v := r["value"], dict)]
     timed = any(isinstance(v.get(k), (int, float)) for v, _ in stats for k in _STEP_KEYS)

@@ -121,7 +121,7 @@ CASES = (
     Case("DeepSpeed throughput timer, batch stated", "deepspeedai/DeepSpeed deepspeed/utils/timer.py@edaa72212672 "
          "line 265 and deepspeed/runtime/config.py line 1013 (the config dump states train_batch_size)",
          "[2025-06-02 10:00:00,001] [INFO] [config.py:1013:print]   train_batch_size ............. 64\n"
-         + "".join(_DS_TIMER.format(n=n, m=n // 10, s=0) for n in range(10, 60, 10)), "ok", 64 / 45.63),
+         + "".join(_DS_TIMER.format(n=n, m=0, s=1.4026 * n) for n in range(10, 40, 10)), "ok", 64 / 45.63),
     Case("OLMo-core", "allenai/OLMo-core src/olmo_core/train/callbacks/console_logger.py@fa6c5014c9f6 line 84 "
          "(metrics one per line), speed_monitor.py (BPS = batches per second), trainer.py ('Training complete')",
          "".join(_OLMO_CORE.format(n=n, m=n // 10, s=n * 2.5 % 60) for n in range(10, 60, 10))

@@ -774,6 +774,14 @@ EXCEPTION_ANY = re.compile(r"(?P<type>(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Za-z_]\w{0,
                            r"(?::\s{0,4}(?P<msg>[^\n]{0,400})|\((?P<repr>[^\n]{0,300})\))")
 
 
+# A ZeroDivisionError whose quoted source line (CPython prints it under the last frame, right above the exception)
+# divides by one of the run's settings ("... = len_dataloader // args.gradient_accumulation_steps": transformers'
+# Trainer given gradient_accumulation_steps 0 by a fine-tuning script's integer division): the setting is zero, a
+# configuration error. A division by a count the program made ("loss / iters_test", a validation loop that
+# ran no batch) stays a crash.
+_DIVIDES_BY_SETTING = re.compile(r"(?://|/|%)\s{0,4}\(?\s{0,4}" + ARGS_FIELD.pattern + r"\b(?!\s{0,4}\()")
+
+
 def _in_framework(above: str) -> bool:
     """Is the last frame quoted in `above` inside a framework's package (not the user's training script)?"""
     frames = list(_LAST_FRAME.finditer(above[-1500:]))
@@ -797,6 +805,8 @@ def input_error(line: str, above: str = "") -> str | None:
         return "the checkpoint loaded is not the kind the run resumes from (a top-level key is missing)"
     if short == "FileNotFoundError" and ("Error instantiating '" in msg or _INPUT_FILE.search(msg) is not None):
         return _INPUT_LABEL
+    if short == "ZeroDivisionError" and _DIVIDES_BY_SETTING.search(above.rstrip().rsplit("\n", 1)[-1]) is not None:
+        return "a setting the run divides by is zero (the quoted source line divides by it)"
     return None
 
 

@@ -44,7 +44,7 @@ class Template:
     framework: str
     source: str
     text: str
-    anchor: str
+    anchor: str  # whitespace runs as one space: a log may wrap or re-space the message (batch 42's DeepSpeed assert)
     lead: str = ""  # the first CUT_MIN_WORDS words of a long message without a field among them ('' if none)
     lead_anchor: str = ""  # the longest word of `lead`: a window without it cannot hold the cut message
 
@@ -83,7 +83,14 @@ def compile_template(text: str) -> re.Pattern[str]:
 
 
 def _anchor(text: str) -> str:
-    return max((p.strip() for p in text.split(_FIELD)), key=len)
+    return " ".join(max((" ".join(p.split()) for p in text.split(_FIELD)), key=len).split())
+
+
+def flat(text: str) -> str:
+    """`text` with each whitespace run (line breaks included) as one space: where a template's anchor is looked for.
+    The source's own spacing (DeepSpeed's 13-space runs between sentences) and a log's wrapping both differ from run to
+    run; the pattern that decides is whitespace-tolerant, so the quick test before it must be too."""
+    return " ".join(text.split())
 
 
 def tables(folder: Path = TABLE.parent) -> list[Path]:
@@ -136,7 +143,7 @@ def stated_in(line: str) -> Template | None:
     """The table's message that `line` states (whole, or cut at the line's end), whatever the line's prefix: for a
     line that is known to be the error by where it stands (the last activity of a log alone), not by its words."""
     for tpl in templates():
-        if (tpl.anchor in line and tpl.pattern.search(line) is not None) \
+        if (tpl.anchor in flat(line) and tpl.pattern.search(line) is not None) \
                 or (tpl.lead_anchor and tpl.lead_anchor in line and cut_at(line, tpl)):
             return tpl
     return None
@@ -162,8 +169,9 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
             nxt = text.find("\n", end, end + 2000)
             end = len(text) if nxt < 0 else nxt + 1
         window = text[prev_start:end]
+        window_flat = flat(window)
         for tpl in _candidates(window):
-            if tpl.anchor in window:
+            if tpl.anchor in window_flat:
                 hit = _error_hit(text, window, prev_start, tpl)
                 if hit is not None:
                     return hit, tpl
@@ -234,8 +242,8 @@ def _error_hit(text: str, window: str, offset: int, tpl: Template) -> int | None
         head_start = window.rfind("\n", 0, match.start()) + 1
         head_end = window.find("\n", match.start())
         head = window[head_start: len(window) if head_end < 0 else head_end]
-        anchor_at = window.find(tpl.anchor, match.start())
-        line_start = window.rfind("\n", 0, max(anchor_at, 0)) + 1
+        anchor_at = window.find(tpl.anchor, match.start())  # -1 when wrapped: then the line the message starts on
+        line_start = window.rfind("\n", 0, anchor_at if anchor_at >= 0 else match.start()) + 1
         line_end = window.find("\n", line_start)
         line = window[line_start: len(window) if line_end < 0 else line_end]
         if is_error_line(head) or is_error_line(line) or _follows_error(text, offset + line_start):
