@@ -252,6 +252,42 @@ def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
     return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
 
 
+# A configuration or environment error is fatal where it is raised: a run that goes on printing its step records after
+# the line was not stopped by it. The line was a warning's body (torch's "sm_120 is not compatible with the current
+# PyTorch installation" under a UserWarning header, then 75 epochs: oos-batch43's Dual_D run) or an error the script
+# caught and printed (a sample-image save's "module 'scipy.misc' has no attribute 'imsave'" between two steps of a
+# DCGAN run: oos-batch43). Where the records carry a step time the log alone is searched from its first line (a
+# generic reader's records do not bound it as Megatron's do: other ranks' records follow a rank's fatal error), so the
+# family's hits are weighed here: one followed by TRAINED_PAST step records is passed over.
+TRAINED_PAST = 5  # step records after a configuration line that say the run went past it
+_TRAINED_PAST_CHARS = 200_000
+
+
+def _config_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
+    """The first row of the configuration families (_by_family) whose hit the run did not train past (above)."""
+    for _ in range(F_MAX_XID_LINES):
+        found = first_match(text, table, start)
+        if found is None:
+            return None
+        idx, row = found
+        end = text.find("\n", idx)
+        if end < 0 or not _trained_past(text, end + 1):
+            return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
+        start = end + 1
+    return None
+
+
+def _trained_past(text: str, start: int) -> bool:
+    """Do at least TRAINED_PAST step records stand in text[start:] (within _TRAINED_PAST_CHARS)?"""
+    count = 0
+    for line in text[start: start + _TRAINED_PAST_CHARS].splitlines():
+        if is_step_record(line):
+            count += 1
+            if count >= TRAINED_PAST:
+                return True
+    return False
+
+
 def _make_recipe(text: str, start: int) -> Failure | None:
     """make's `[target] Error n` (families.config.MAKE_RECIPE) as a helper build failure, unless a Python exception
     ends just above it: then the recipe ran a program, and that program's traceback decides (judge40a)."""
@@ -689,7 +725,8 @@ def _compile_target(text: str, start: int) -> Failure | None:
     found = first_match(text, F_CONFIG.COMPILE_TARGET, start)
     if found is None or _PROGRESS.search(text, 0, found[0]) is not None \
             or any(text.find(m, 0, found[0]) >= 0 for m in _RESULT_MARKERS) \
-            or read_records(text[:found[0]]).n_records > 0:  # only when a refusal is found: rare, and bounded
+            or read_records(text[:found[0]]).n_records > 0 \
+            or _trained_past(text, found[0]):  # torch's capability warning, then steps (judge50a): not fatal
         return None
     idx, row = found
     return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
@@ -1228,7 +1265,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _missing_module(text, start)
         or _config_shape(text, start)
         or _raised_config(text, start)
-        or _by_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.RESUME_LAYOUT
+        or _config_family(text, F_CONFIG.DATA_MISSING + F_CONFIG.RESUME_MISSING + F_CONFIG.RESUME_LAYOUT
                       + F_CONFIG.EXTENSION_BUILD + F_CONFIG.OP_LOAD + F_CONFIG.ENVIRONMENT + F_CONFIG.SCHEMA
                       + F_CONFIG.MODEL_MISSING + F_CONFIG.NOT_BUILT + F_CONFIG.PRECISION
                       + F_CONFIG.CONFIG_FILE + F_CONFIG.HELPERS_BUILD + F_CONFIG.VERSION_REFUSAL
@@ -1627,11 +1664,63 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
         return None  # nothing before it, or a running job stopped by hand
     if _in_step_cycle(text, line_start) is not None:
         return None  # still printing its steps' own lines: stopped by hand while running (judge30)
+    moving = _moving_when_interrupted(text, line_start)
+    if moving is not None:
+        return _failure(FailureKind.CANCELLED, f"stopped by hand while running ({moving}", _evidence(text, line_start))
     if _begins_in_traceback(text, line_start):  # no line of the run above: nothing says it had stopped moving
         return _failure(FailureKind.CANCELLED, "interrupted by hand (the log begins inside the interrupt's traceback, "
                                                "no sign of a stall before it)", _evidence(text, line_start))
     return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
                                       f"not a step): {before[:140]}", _evidence(text, line_start))
+
+
+# A stall is time without steps. Where the step records and the lines at the interrupt carry timestamps, the clock
+# says whether the run had stopped moving: an interrupt within a couple of step intervals of the last step record came
+# while the steps were still coming, whatever the lines between say (judge50a, oos-batch43's DeepSpeed-Chat run:
+# step 441's timer line at 13:09:02.585, a sample print, the launcher's "Killing subprocess" at 13:09:02.870 and the
+# KeyboardInterrupt under frames of the backward pass, read as a stall from the frame above the interrupt; judge48's
+# Megatron run, one second after an iteration record of 4.1 s, is the same shape).
+_MOVING_INTERVALS = 2.0  # an interrupt this many median step intervals after the last step came while running
+_CLOCK_STEPS = 20  # the last timestamped step records whose intervals give the step interval
+_AFTER_INTERRUPT_LINES = 20  # lines at and after the interrupt whose stamps say when it came
+
+
+_STEP_COUNTER = re.compile(r"(?i)\b(?:global_step|step|iter(?:ation)?)\s{0,3}[=:#]?\s{0,3}(\d{1,12})\b")
+
+
+def _step_counter(line: str) -> int | None:
+    match = _STEP_COUNTER.search(line)
+    return int(match.group(1)) if match is not None else None
+
+
+def _moving_when_interrupted(text: str, line_start: int) -> str | None:
+    """How the clock shows the run still moving when the interrupt at `line_start` came (the comment above), or None
+    where it does not show it (too few timestamped step records, no stamp at the interrupt, or a gap)."""
+    above = text[max(0, line_start - _CYCLE_WINDOW_CHARS): line_start].splitlines()[1:]
+    records = [(i, line, stamp[0]) for i, line in enumerate(above)
+               if (is_step_record(line) or _STEP_COUNTER.search(line)) and (stamp := timestamp_of(line)) is not None]
+    if not records:
+        return None
+    shape = _shape(records[-1][1])  # the last stamped periodic print (a step record, DeepSpeed's timer, step=N)
+    stamped = [(i, stamp_s, _step_counter(line)) for i, line, stamp_s in records
+               if _shape(line) == shape][-_CLOCK_STEPS:]
+    counters = [c for _, _, c in stamped if c is not None]
+    if len(stamped) < 3 or (len(counters) == len(stamped) and counters != sorted(set(counters))):
+        return None  # too few, or a repeated print whose counter does not advance (a wait's heartbeat)
+    intervals = sorted(b - a for (_, a, _), (_, b, _) in zip(stamped, stamped[1:]) if b > a)
+    if len(intervals) < 2:
+        return None
+    step_s = intervals[len(intervals) // 2]
+    last_i, last_s, _ = stamped[-1]
+    below = text[line_start: line_start + 20_000].splitlines()[:_AFTER_INTERRUPT_LINES]
+    stamps = [stamp[0] for line in above[last_i + 1:] + below if (stamp := timestamp_of(line)) is not None]
+    if not stamps:
+        return None
+    gap_s = max(stamps) - last_s
+    if not 0 <= gap_s <= _MOVING_INTERVALS * step_s:
+        return None
+    return (f"the interrupt {gap_s:.3g} s after the last step record, steps every {step_s:.3g} s): "
+            f"{message_of(above[last_i].strip())[:120]}")
 
 
 _TRACEBACK_ONLY_CHARS = 100_000  # longer than any traceback an excerpt starts in

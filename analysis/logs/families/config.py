@@ -232,6 +232,13 @@ PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'
 DIVISIBILITY = re.compile(r"(?i)\bdivisible by\b|\bnot divisible\b|\b(?:a |an )?(?:integer )?multiple of\b|"
                           r"\bdivides? (?:evenly|exactly|the|into)\b|\bevenly divid")
 REQUIREMENT_TYPES = ("AssertionError", "ValueError")
+# judge50a: a check that names the only choices it supports ("Only Adam and HybridDeviceOptimizer currently supported,
+# due to checkpointing requirements.", Megatron-LM megatron/core/optimizer/distrib_optimizer.py, as MindSpeed-LLM
+# carries it; "only fp16 and bf16 are supported"): the run chose another, a configuration error. Not where the
+# choices are the program's own objects (PROGRAM_OBJECT: "only contiguous tensors are supported").
+SUPPORT_LIMIT = re.compile(r"(?i)\bonly (?P<subject>[^\n.;:]{1,80}?) (?:is |are )?(?:currently |yet |now )?supported\b|"
+                           r"\bonly supports? (?P<object>[^\n.;:]{1,80})")
+LIMIT_TYPES = ("AssertionError", "ValueError", "NotImplementedError")
 
 
 # judge19: a library naming the value the run chose (quoted) and refusing an option with it ("Template `gemma4` does not
@@ -266,6 +273,9 @@ def is_config_message(exc_type: str, message: str) -> bool:
     if FLAG.search(message) or ARGS_FIELD.search(message) or DIRECTIVE.search(message):
         return True
     if exc_type in REFUSED_TYPES and NAMED_REFUSAL.search(message) is not None:
+        return True
+    limit = SUPPORT_LIMIT.search(message) if exc_type in LIMIT_TYPES else None
+    if limit is not None and PROGRAM_OBJECT.search(limit.group("subject") or limit.group("object")) is None:
         return True
     return RELATION.search(message) is not None and QUANTITY.search(message) is not None
 
@@ -1085,6 +1095,21 @@ LAUNCH_TARGET = rows(
     ("can't find '__main__' module", "/usr/bin/python: can't find '__main__' module in '/workspace/DeepSpeed'",
      r"""(?:^|[\s/])python[\d.]{0,6}(?:\.exe)?: can't find '__main__' module in """
      r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}")"""))
+LAUNCH_TARGET += rows(
+    FailureKind.CONFIG_ERROR, "the launch command is not one its program takes (an option the interpreter does not "
+    "know, an entry script that is not there)", "CPython Python/getopt.c, Python/initconfig.c (usage_line); "
+    "launcher scripts' own error records",
+    # judge50a: the launch passes the interpreter an option it does not take: CPython's command-line parser prints
+    # "Unknown option: -x" (Python/getopt.c) and then its usage line (Python/initconfig.c usage_line, "usage: %ls
+    # [option] ... [-c cmd | -m mod | file | -] [arg] ...") and exits 2 before any of the program runs (a launcher
+    # that builds `python -u --hostfile ...` with the script's name missing: oos-batch43's SageMaker DeepSpeed run)
+    ("[-c cmd | -m mod | file | -]", "usage: /opt/conda/bin/python [option] ... [-c cmd | -m mod | file | -] [arg] ...",
+     r"^\s{0,8}usage: \S{0,300}python[\d.]{0,6}(?:\.exe)? \[option\] \.\.\. \[-c cmd \| -m mod \| file \| -\]"),
+    # a launcher script's own error record naming the entry script it cannot find ("[primus-slurm-entry][ERROR] Script
+    # not found: /var/spool/slurm-llnl/job38306/primus-cli-container.sh", AMD-AGI/Primus's Slurm entry): an error-level
+    # record, a script or entry point, and the absolute path it was given
+    ("not found: /", "[train-entry][ERROR] Script not found: /opt/jobs/run_pretrain.sh",
+     r"\bERROR\b[^\n]{0,60}?\b(?:[Ss]cript|[Ee]ntry(?: ?point| script)?|[Ee]xecutable|[Ll]auncher) not found: /\S"))
 
 # judge40a: FSDP's transformer auto-wrap policy names a layer class the model does not have (the setting
 # fsdp_transformer_layer_cls_to_wrap / transformer_cls_names_to_wrap, or the model's _no_split_modules when it is

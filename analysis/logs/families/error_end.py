@@ -104,7 +104,12 @@ NATIVE_FAULT = re.compile(r"^\s{0,8}Illegal instruction\b|(?i:received|caught|go
                           r"\b(?:free|malloc|realloc|calloc|munmap_chunk|malloc_consolidate|_int_free|_int_malloc|"
                           r"_int_realloc|tcache_thread_shutdown)\(\): (?:corrupted|invalid|double free|unaligned|"
                           r"memory corruption)\b|corrupted double-linked list|"
-                          r"\*\*\* SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP) received at time=\d")
+                          r"\*\*\* SIG(?:SEGV|ABRT|BUS|ILL|FPE|TRAP) received at time=\d|"
+                          # judge50a: LLVM's fatal error (llvm/lib/Support/ErrorHandling.cpp report_fatal_error:
+                          # "LLVM ERROR: <reason>", then abort()), as a JIT compiler inside the job prints it (Triton's
+                          # MLIR lowering: "LLVM ERROR: Failed to compute parent layout for slice layout."): the
+                          # process aborts in native code
+                          r"(?:^|[\s)\]])LLVM ERROR: \S")
 TORCH_RUNTIME = re.compile(r"Expected all tensors to be on the same device|mat1 and mat2 shapes cannot be multiplied|"
                            r"(?i:expected scalar type) \w{1,20} but found \w{1,20}|Input type \(\S{1,60}\) and weight "
                            r"type \(\S{1,60}\) should be the same|Trying to backward through the graph a second time|"
