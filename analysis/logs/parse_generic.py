@@ -40,9 +40,12 @@ tqdm progress bars (`Epoch 0:  22%|██▏ | 4/18 [00:17<01:02,  4.47s/it, los
 3.3it/s]`) are read too, but a bar's rate is an exponential moving average that lags the real step time early in
 a run: per-step times come from the `elapsed` column's advance between drawings at least BAR_MIN_SPAN_S apart
 (over two intervals or more: three drawings); otherwise the last drawing's rate (the most recent estimate) stands
-in, or with only two drawings the median of both rates.
-Bars of validation, data processing or downloads are not training steps and are skipped. A bar is used only when
-the log has no step records with a time of their own.
+in, or with only two drawings the median of both rates. A bar whose description names no epoch but that is drawn
+anew each epoch (its count falls back to the start) reads as one record per run, the run's mean: its close's overall
+rate, or its elapsed column over its count.
+Bars of validation, data processing or downloads are not training steps and are skipped, and so is a counter of
+unknown length that ran for less time than a bar of known length (a pass over data). A bar is used only when the log
+has no step records with a time of their own.
 
 Only the first MAX_HEAD_LINES and the last MAX_TAIL_LINES candidate lines are read: the steady state is in the
 tail, and a 20 MB log is read in a fraction of a second. Nothing here raises, whatever the text.
@@ -2019,6 +2022,8 @@ class BarDrawing:
     rate_s_per_it: float | None
     pos: int
     stated_s: float | None = None  # a per-step time in the bar's postfix ("step_time=50.94s")
+    run: int = 0  # which drawing anew of a bar without an epoch in its description (training_bars)
+    closing: bool = False  # tqdm's close of a complete run: its rate is the run's overall mean (training_bars)
 
 
 def _postfix_step_s(postfix: str) -> float | None:
@@ -2109,12 +2114,30 @@ def _skipped_bar(desc: str) -> bool:
     return any(word in desc for word in _BAR_SKIP)
 
 
+# A bar whose description names no epoch but that is drawn anew each epoch (a script's `for batch in
+# tqdm(loader)` inside its epoch loop: DaichiWarasuga/dl_lecture_competition_pub's VQA train.log, 25 runs of
+# "78/78"; WongKinYiu/yolov7's train.py, whose description "  0/299  11.8G ..." holds the epoch without the word;
+# XerXes100/MMCoQA's transformers-2.x-era "Iteration" bar, all oos-batch43) shows each epoch as a run of its own: the
+# count falls back to the start. Keyed by step alone, every epoch's drawings fell on the first epoch's keys and only
+# that epoch (the slowest, with the start-up) was read. A run starts where the count falls to half the previous
+# drawing's or below, by two steps or more: ranks that draw the same bar a step apart ("1/78" then "0/78") start none.
+_RUN_RESTART = 2
+
+
 def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawing]:
-    """The first drawing of each step of the log's training progress bars, in step order."""
+    """The first drawing of each step of the log's training progress bars, in step order (epoch, then the run of
+    a bar without an epoch in its description, then step); where such a bar ran two distinct runs or more, a run
+    that ends complete has its close at the bar's total (tqdm's last redraw: the run's overall rate)."""
     rated = any(unit in text for unit in _BAR_RATES)
     if not rated and "/?" not in text:
         return []
-    by_series: dict[str, dict[tuple[int, int], BarDrawing]] = {}
+    by_series: dict[str, dict[tuple[int, int, int], BarDrawing]] = {}
+    last_n: dict[str, int] = {}
+    runs: dict[str, int] = {}
+    longest_s: dict[str, float] = {}
+    # a complete run's last redraw at its total: tqdm's close() draws the bar once more with the overall rate
+    # ("stats for overall rate (no weighted average)", tqdm/std.py), the run's mean step time to the 1/100 s
+    closes: dict[str, dict[tuple[int, int, int], BarDrawing]] = {}
     matches = _bar_matches(text) if rated else []
     # a rated bar that is not the training's (a `Loading checkpoint shards` bar before the log, issue 17's
     # invariance audit) must not hide the training's bar of unknown total
@@ -2133,18 +2156,58 @@ def training_bars(text: str, *, epoch_bars_only: bool = False) -> list[BarDrawin
             rate_s = value if m.group("unit").startswith("s/") else (1.0 / value if value > 0 else None)
         elapsed = _clock_s(m.group("elapsed"))
         n = int(m.group("n"))
+        total = m.groupdict().get("total") or ""
+        em = _EPOCH_IN_DESC.search(desc)
+        if em is None:  # a run starts where the count falls back (_RUN_RESTART); its "0/N" drawing counts too
+            previous = last_n.get(total)
+            if previous is not None and n * _RUN_RESTART <= previous and previous - n >= _RUN_RESTART:
+                runs[total] = runs.get(total, 0) + 1
+            last_n[total] = n
         if elapsed is None or n == 0 and rate_s is None:
             continue
-        epoch = 0
-        em = _EPOCH_IN_DESC.search(desc)
-        if em:
-            epoch = int(em.group(1))
-        series = by_series.setdefault(m.groupdict().get("total") or "", {})
-        series.setdefault((epoch, n), BarDrawing(n, elapsed, rate_s, ls, _postfix_step_s(m.group("postfix") or "")))
+        epoch = int(em.group(1)) if em else 0
+        run = 0 if em else runs.get(total, 0)
+        series = by_series.setdefault(total, {})
+        drawing = BarDrawing(n, elapsed, rate_s, ls, _postfix_step_s(m.group("postfix") or ""), run)
+        if em is None and total and n == int(total) and (epoch, run, n) in series:
+            closes.setdefault(total, {})[(epoch, run, n)] = replace(drawing, closing=True)
+        series.setdefault((epoch, run, n), drawing)
+        longest_s[total] = max(longest_s.get(total, 0.0), elapsed)
     if not by_series:
         return []
-    best = max(by_series.values(), key=len)
+    # A counter of unknown length ("3171it [00:00, 31705.27it/s]": tqdm over a generator or a file) that ran for less
+    # time than a bar of known length is a pass over data, not the training loop: MMCoQA's train_pipeline (oos-batch43)
+    # counts 285,385 passage ids in 9 s before its "Iteration" bars of 4,582 steps, 1 h 40 min each; by its 90
+    # drawings it outnumbered the excerpt's training drawings. A training loop over an iterable without a length
+    # (a streaming dataset) is such a counter too, and it runs longer than any bar beside it.
+    known_s = max((s for t, s in longest_s.items() if t), default=0.0)
+    total, best = max(((t, series) for t, series in by_series.items() if t or longest_s.get(t, 0.0) >= known_s),
+                      key=lambda pair: len(pair[1]))
+    if runs.get(total):
+        best = _distinct_runs(best, closes.get(total, {}))
     return [best[k] for k in sorted(best)]
+
+
+def _distinct_runs(series: dict[tuple[int, int, int], BarDrawing],
+                   closes: dict[tuple[int, int, int], BarDrawing]) -> dict[tuple[int, int, int], BarDrawing]:
+    """The series without the runs that repeat the run before them drawing for drawing (the same counts at the same
+    elapsed times: one bar printed by every rank, bigscience-workshop/bigscience's hf_ds_gpt2 job (oos-batch36),
+    sixteen copies of "4/4 [14:31<00:00, 219.64s/it]", not sixteen epochs); with two distinct runs or more, each run's
+    close in place of its last drawing at the total (bar_step_times reads each run's mean); with one, the series
+    as a bar drawn once."""
+    by_run: dict[int, list[tuple[int, int, int]]] = {}
+    for key in sorted(series):
+        by_run.setdefault(key[1], []).append(key)
+    kept: list[list[tuple[int, int, int]]] = []
+    for keys in by_run.values():
+        drawn = [(series[k].n, series[k].elapsed_s) for k in keys]
+        if kept and drawn == [(series[k].n, series[k].elapsed_s) for k in kept[-1]]:
+            continue
+        kept.append(keys)
+    out = {k: series[k] for keys in kept for k in keys}
+    if len(kept) < 2:
+        return out
+    return out | {k: d for k, d in closes.items() if k in out}
 
 
 _EPOCH_IN_DESC = re.compile(r"epoch\s{0,3}(\d{1,6})")
@@ -2158,6 +2221,9 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
     stated = [(d.n, d.stated_s) for d in drawings if d.stated_s is not None]
     if stated and len(stated) * 2 >= len(drawings):
         return "progress bar postfix step time", stated
+    means = _run_means(drawings)
+    if len(means) >= 2:
+        return "progress bar run means", means
     span = drawings[-1].elapsed_s - drawings[0].elapsed_s
     # Two drawings give one interval, no better than the rates they state: a few seconds of whole-second elapsed
     # columns round badly (llama-recipes' 11 s over 3 steps is 3.3-4.0 s/it), and one step of a few can be an
@@ -2195,6 +2261,28 @@ def bar_step_times(drawings: list[BarDrawing]) -> tuple[str, list[tuple[int, flo
     if len(rated) < 3:
         return "progress bar stated rates", [(n, s) for n, s in rated if s is not None]
     return "progress bar rate (last drawing)", [rated[-1]] if rated[-1][1] is not None else []
+
+
+def _run_means(drawings: list[BarDrawing]) -> list[tuple[int, float]]:
+    """[(steps so far, seconds)]: the mean step time of each run of a bar drawn anew each epoch (training_bars),
+    from its last drawing: the close's overall rate where the run ended complete, else its elapsed column over its
+    count (tqdm's elapsed runs from the run's start, so a run the excerpt shows only the end of still counts whole).
+    An epoch is a record: an excerpt's epochs weigh alike however many drawings each kept, and the steady-state
+    rules (analysis.logs.steady_state) see a slow first epoch as warm-up. A run shorter than BAR_MIN_SPAN_S and
+    not closed is left out (whole-second elapsed). Empty for a bar drawn once."""
+    if len(drawings) < 2 or drawings[-1].run == drawings[0].run:
+        return []
+    out: list[tuple[int, float]] = []
+    done = 0
+    for i, d in enumerate(drawings):
+        if i + 1 < len(drawings) and drawings[i + 1].run == d.run:
+            continue
+        if d.closing and d.rate_s_per_it:
+            out.append((done + d.n, d.rate_s_per_it))
+        elif d.n > 0 and d.elapsed_s >= BAR_MIN_SPAN_S:
+            out.append((done + d.n, d.elapsed_s / d.n))
+        done += d.n
+    return out
 
 
 def _bar_reading(text: str, notes: list[str]) -> GenericReading:
