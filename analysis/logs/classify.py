@@ -1816,6 +1816,10 @@ def _in_step_cycle(text: str, line_start: int) -> str | None:
         header = first
     if header is not None:
         tail = tail[:header]  # the interrupt's own traceback
+    elif _TRACEBACK_BODY[0] in lines[steps[-1]]:
+        # the traceback begins on the step's own line: a progress bar drawn with '\r' and no newline, then Python's
+        # header written after it (judge51, oos-batch44's Trainer and DeepSpeed runs stopped by Ctrl-C)
+        tail = []
     cycle = {_shape(line) for a, b in zip(steps, steps[1:]) for line in lines[a + 1:b]}
     # library chatter (families.stall.CHATTER: a warning at its first occurrence, NCCL's set-up) is not a stall's
     # own line either, nor the source line warnings.formatwarning prints under a warning (judge44a)

@@ -238,6 +238,12 @@ def _is(key: str, *names: str) -> bool:
     return any(key == n or key.endswith(" " + n) for n in names)
 
 
+# What a rate counts, then "sec": the key of a rate ("img/sec/core", "samples/sec", "tokens per sec" as the key
+# normaliser spells them with spaces), not of a duration
+_COUNT_PER_SECOND = re.compile(r"\b(?:img|imgs|images?|samples?|examples?|tokens?|toks?|seqs?|sequences?|frames?|"
+                               r"words?|pos|positions?)(?:[ /]per)?[ /](?:sec|secs|second|s)\b")
+
+
 def _time_role(key: str, unit: str) -> str | None:
     """'step' (a per-step time), 'cumulative', 'average' or None for a field that is not a time."""
     key, key_unit = _key_unit(key)
@@ -245,6 +251,8 @@ def _time_role(key: str, unit: str) -> str | None:
     if not key or ("time/" in key and unit not in _TIME_UNITS):  # Composer's time namespace: counts (time/batch)
         return None  # and hours (time/train), printed without a unit; "time/step 0.8s" is a step time
     words = set(key.split())
+    if _COUNT_PER_SECOND.search(key) is not None:
+        return None  # a rate, "<what>/sec/<per what>" (big_vision's "img/sec/core: 40.3", judge51): not a time
     timely = ("time" in key or "timing" in key or "duration" in key or "latency" in key or "sec/" in key
               or "s/step" in key
               or bool(words & {"dt", "seconds", "second", "secs", "sec", "elapsed", "wall"})

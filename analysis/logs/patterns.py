@@ -322,6 +322,11 @@ CRASH = _rows(
     ("Fatal Python error", "Fatal Python error: Aborted"),
     ("core dumped", "Aborted (core dumped)"),
     ("ChildFailedError", "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:"),
+    # PaddlePaddle's launcher (python/paddle/distributed/utils/launch_utils.py, watch_local_trainers): a worker exited
+    # with an error status, the counterpart of torchrun's ChildFailedError (judge51, oos-batch44's PaddleClas run)
+    ("was aborted. Please check its log", "ERROR 2021-05-16 22:14:00,649 launch_utils.py:545] ABORT!!! Out of all 4 "
+                                          "trainers, the trainer process with rank=[1, 2, 3] was aborted. Please "
+                                          "check its log."),
 )
 
 # ---- hang: the last thing the log shows is a known stall point, with no progress, result or traceback after it.

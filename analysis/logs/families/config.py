@@ -305,7 +305,13 @@ DATA_MISSING = (
            ("Unable to find '", "FileNotFoundError: Unable to find '/data/sft/train.json'",
             r"(?:^|Error: )Unable to find '[^'\n]{1,300}'"),
            ("doesn't exist on the Hub", "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/corpus-v9' doesn't "
-                                        "exist on the Hub or cannot be accessed."))
+                                        "exist on the Hub or cannot be accessed."),
+           # judge51: load_from_disk on a folder that holds no saved dataset (datasets/load.py load_from_disk:
+           # FileNotFoundError(f"No such files: '{dataset_info_path}', nor '{dataset_dict_json_path}' found. ..."),
+           # oos-batch44's LoRA run given a tokenized-dataset path that was never written
+           ("No such files: '", "FileNotFoundError: No such files: '/data/tokenized/dataset_info.json', nor "
+                                "'/data/tokenized/dataset_dict.json' found.",
+            r"FileNotFoundError: No such files: '[^'\n]{1,400}'"))
     + rows(FailureKind.CONFIG_ERROR, _DATA_MISSING, "trainers' data-path checks (the shape)",
            ("exist", "ValueError: train manifest /mnt/asr/train_v3.json does not exist", _DATA_SHAPE),
            ("found", "FileNotFoundError: data path /scratch/tokens/shard_000.bin not found", _DATA_SHAPE),
