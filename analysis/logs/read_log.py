@@ -44,6 +44,7 @@ from analysis.logs.parse_megatron import (
     parse_iterations,
     parse_memory,
 )
+from analysis.logs.parse_mllog import MARKER as MLLOG_MARKER
 from analysis.logs.parse_mllog import parse_mllog
 from analysis.logs.parse_nemo import parse_progress_bars, rateless_bar_starts
 from analysis.logs.parse_workload import RESULT_MARKER, WorkloadLog, parse_workload
@@ -250,7 +251,7 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
         ("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes, timing_only=True)),
         ("deepspeed", lambda: _deepspeed_iterations(text, notes)),
         ("mllog", lambda: parse_mllog(text, notes=notes, dumped_gbs=dumped_int(text, ("global_batch_size",))
-                                      if "global_batch_size" in text else None)))
+                                      if MLLOG_MARKER in text and "global_batch_size" in text else None)))
     for fmt, reader in readers:
         iterations = reader()
         if iterations:

@@ -142,8 +142,9 @@ def cut_at(line: str, tpl: Template) -> bool:
 def stated_in(line: str) -> Template | None:
     """The table's message that `line` states (whole, or cut at the line's end), whatever the line's prefix: for a
     line that is known to be the error by where it stands (the last activity of a log alone), not by its words."""
+    line_flat = flat(line)
     for tpl in templates():
-        if (tpl.anchor in flat(line) and tpl.pattern.search(line) is not None) \
+        if (tpl.anchor in line_flat and tpl.pattern.search(line) is not None) \
                 or (tpl.lead_anchor and tpl.lead_anchor in line and cut_at(line, tpl)):
             return tpl
     return None
@@ -169,8 +170,9 @@ def first_raised(text: str, start: int = 0) -> tuple[int, Template] | None:
             nxt = text.find("\n", end, end + 2000)
             end = len(text) if nxt < 0 else nxt + 1
         window = text[prev_start:end]
-        window_flat = flat(window)
-        for tpl in _candidates(window):
+        candidates = _candidates(window)
+        window_flat = flat(window) if candidates else ""
+        for tpl in candidates:
             if tpl.anchor in window_flat:
                 hit = _error_hit(text, window, prev_start, tpl)
                 if hit is not None:
