@@ -1670,8 +1670,77 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     if _begins_in_traceback(text, line_start):  # no line of the run above: nothing says it had stopped moving
         return _failure(FailureKind.CANCELLED, "interrupted by hand (the log begins inside the interrupt's traceback, "
                                                "no sign of a stall before it)", _evidence(text, line_start))
-    return _failure(FailureKind.HANG, f"interrupted by hand while stalled (the last line before the interrupt is "
-                                      f"not a step): {before[:140]}", _evidence(text, line_start))
+    stall = _silence_before(text, line_start) or _phase_of(before) or _phase_of(_above_stack(text, line_start))
+    if stall is None and not _steps_above(text, line_start):
+        return _failure(FailureKind.CANCELLED, f"interrupted by hand (no step record above it, and nothing says the "
+                                               f"run had stopped moving: no clock gap, no phase that waits): "
+                                               f"{before[:140]}", _evidence(text, line_start))
+    stall = stall or "the last line before the interrupt is not a step"
+    return _failure(FailureKind.HANG, f"interrupted by hand while stalled ({stall}): {before[:140]}",
+                    _evidence(text, line_start))
+
+
+# A Ctrl-C after a line that is not a step says only that someone stopped the job. Where the log shows step records,
+# a last line outside their cycle says the job had left it (judge30: a save, a compile, a collective that never
+# returned). Where it shows none, there is no cycle to have left, and the interrupt is a stall only where the log
+# shows the job had stopped moving (judge52): the clock's silence before the interrupt, or a last line that opens a
+# phase whose next line comes only when it is over (F_STALL's set-up and wait phases). Without either, the job was
+# stopped while at work as far as the log shows (oos-batch21's GPT-NeoX stderr and oos-batch45's NeMo, DeepSpeed and
+# torchrun runs, stopped inside an optimizer step or 11 s after set-up, were read as stalls from a warning or a frame
+# above the interrupt; oos-batch5's ZeRO-3 run, silent for ten minutes after saving, is one).
+_STALL_SILENCE_S = 300.0  # no line for this long before the interrupt: the user stopped a job that had stopped
+_SILENCE_INTERVALS = 3  # the last intervals of the clock looked at (an earlier silence is a set-up the job got past)
+_STALL_PHASES = F_STALL.WAIT_PHASES + F_STALL.SETUP_PHASES
+
+
+def _silence_before(text: str, line_start: int) -> str | None:
+    """The clock's silence as the job ended: the longest of the last _SILENCE_INTERVALS intervals between the stamped
+    lines above the interrupt's line (at `line_start`) and the first stamp at or after it, when it is at least
+    _STALL_SILENCE_S; None without such stamps or for a shorter one. The launcher's own lines at the interrupt (its
+    "Killing subprocess" above the traceback) share the interrupt's time; what it prints later (a teardown's waits)
+    is not looked at."""
+    stamps = [stamp[0] for line in _whole_lines_above(text, line_start) if (stamp := timestamp_of(line)) is not None]
+    below = text[line_start: line_start + 20_000].splitlines()[:_AFTER_INTERRUPT_LINES]
+    stamps += [stamp[0] for line in below if (stamp := timestamp_of(line)) is not None][:1]
+    tail = stamps[-_SILENCE_INTERVALS - 1:]
+    silence_s = max((b - a for a, b in zip(tail, tail[1:])), default=0.0)
+    return f"no line for {silence_s:.0f} s before the interrupt" if silence_s >= _STALL_SILENCE_S else None
+
+
+def _whole_lines_above(text: str, line_start: int) -> list[str]:
+    """The lines of the _CYCLE_WINDOW_CHARS above `line_start`, without the first when the window cuts it."""
+    start = max(0, line_start - _CYCLE_WINDOW_CHARS)
+    lines = text[start: line_start].splitlines()
+    return lines[1:] if start > 0 else lines
+
+
+def _steps_above(text: str, line_start: int) -> bool:
+    """Does a step record (or a line that proves a step ran: families.completion.PROGRESS) stand in the window above
+    the interrupt's line (at `line_start`)?"""
+    window = text[max(0, line_start - _CYCLE_WINDOW_CHARS): line_start]
+    return _last_step_record(window) > 0 or any(is_step_record(line) for line in window.splitlines())
+
+
+def _above_stack(text: str, line_start: int) -> str:
+    """The last line above the interrupt's line (at `line_start`) that is not part of a stack listing: frames, their
+    source and caret lines, traceback and stack-dump headers, exception lines, behind any launcher prefix (a
+    KeyboardInterrupt raised in a collective: the frames say where Python was, the line above them what the run was
+    doing). Empty where the listing runs to the log's first line."""
+    lines = text[max(0, line_start - 200_000): line_start].splitlines()
+    for raw in reversed(lines[-_HEADERLESS_SCAN_LINES:]):
+        line = message_of(raw).removeprefix("^C")
+        if not line.strip() or line[0] in " \t" or _FRAME_LINE.match(line) or line.startswith(_TRACEBACK_BODY) \
+                or _STACK_HEADER.search(line) or _EXCEPTION.match(line) or _INTERRUPT_ECHO.match(line):
+            continue
+        return raw.strip()
+    return ""
+
+
+def _phase_of(line: str) -> str | None:
+    """The label of the set-up or wait phase (F_STALL) that `line` opens, or None."""
+    body = message_of(line)
+    row = next((row for row in _STALL_PHASES if row.needle in body and row.matches(body)), None)
+    return None if row is None else row.label
 
 
 # A stall is time without steps. Where the step records and the lines at the interrupt carry timestamps, the clock

@@ -89,11 +89,17 @@ SIGINT_AFTER_DDP_INFO = ("[2024-02-22 19:20:22,163][torch.nn.parallel.distribute
                          "death signal, shutting down workers\n")
 
 
-@pytest.mark.parametrize("text", [CTRL_C_AT_START_UP, SIGINT_AFTER_DDP_INFO,
-                                  "building datasets ...\nKeyboardInterrupt\n"])
+@pytest.mark.parametrize("text", [CTRL_C_AT_START_UP, "building datasets ...\nKeyboardInterrupt\n"])
 def test_interrupt_while_not_at_a_step_is_a_hang(text):
     failure = classify(text)
     assert failure.kind == "hang" and "interrupted" in failure.reason, failure.reason
+
+
+def test_interrupt_with_no_step_and_no_sign_of_a_stall_is_a_stop_by_hand():
+    # judge52: DDP's info line opens no phase, no step record stands above it and no clock runs on to the interrupt:
+    # nothing in the log says the job had stopped moving (the thread's title says it; the log alone does not)
+    failure = classify(SIGINT_AFTER_DDP_INFO)
+    assert failure.kind == "cancelled" and "interrupted by hand" in failure.reason, failure.reason
 
 
 @pytest.mark.parametrize("text, kind", [

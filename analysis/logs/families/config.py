@@ -304,6 +304,11 @@ DATA_MISSING = (
                                                  "directory."),
            ("Unable to find '", "FileNotFoundError: Unable to find '/data/sft/train.json'",
             r"(?:^|Error: )Unable to find '[^'\n]{1,300}'"),
+           # judge52: a data file the dataset's script or repository names is not at its URL (datasets
+           # utils/file_utils.py get_from_cache: FileNotFoundError(f"Couldn't find file at {url}"))
+           ("Couldn't find file at ", "FileNotFoundError: Couldn't find file at https://huggingface.co/datasets/acme/"
+                                      "corpus/resolve/main/data/train.jsonl",
+            r"FileNotFoundError: Couldn't find file at \S"),
            ("doesn't exist on the Hub", "datasets.exceptions.DatasetNotFoundError: Dataset 'acme/corpus-v9' doesn't "
                                         "exist on the Hub or cannot be accessed."),
            # judge51: load_from_disk on a folder that holds no saved dataset (datasets/load.py load_from_disk:

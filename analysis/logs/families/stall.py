@@ -197,6 +197,14 @@ SETUP_PHASES = (
            ("end of arguments", "-------------------- end of arguments ---------------------"),
            ("> ", "> compiling dataset index builder ...",
             r"^\s{0,8}> (?:compiling|building|setting|initializ|loading|finished|learning rate|done with setup)"),
+           # the same start-up step without Megatron's "> " (a job script's or fork's own echo: "compiling fused
+           # kernels ...", "building GPT model ..."): the trailing dots say the step is under way
+           ("ing ", "compiling fused kernels ...",
+            r"^\s{0,8}(?:compiling|building|initializing|loading)\b[^\n]{1,80}\.{3}\s{0,4}$"),
+           # Megatron-LM arguments.py validate_args: "using world size: 1, data-parallel-size: 1, ..." and
+           # "using torch.float16 for parameters ..." (rank 0, before the arguments dump)
+           ("using ", "using torch.float16 for parameters ...",
+            r"^\s{0,8}using (?:torch\.\w{1,20} for parameters \.{3}|world size: \d{1,7}, data-parallel[- ]size: )"),
            ("***** Running training", "***** Running training *****"),
            (" = ", "  Total optimization steps = 1,000",
             r"^\s{0,8}(?:Num examples|Num Epochs|Instantaneous batch size per device|Total train batch size[^=\n]{0,60}"
