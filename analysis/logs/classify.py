@@ -1671,6 +1671,10 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
         return _failure(FailureKind.CANCELLED, "interrupted by hand (the log begins inside the interrupt's traceback, "
                                                "no sign of a stall before it)", _evidence(text, line_start))
     stall = _silence_before(text, line_start) or _phase_of(before) or _phase_of(_above_stack(text, line_start))
+    counting = None if stall is not None else _counting_up(text, line_start)
+    if counting is not None:
+        return _failure(FailureKind.CANCELLED, f"stopped by hand while running (its last lines count up): "
+                                               f"{counting[:140]}", _evidence(text, line_start))
     if stall is None and not _steps_above(text, line_start):
         return _failure(FailureKind.CANCELLED, f"interrupted by hand (no step record above it, and nothing says the "
                                                f"run had stopped moving: no clock gap, no phase that waits): "
@@ -1721,19 +1725,46 @@ def _steps_above(text: str, line_start: int) -> bool:
     return _last_step_record(window) > 0 or any(is_step_record(line) for line in window.splitlines())
 
 
-def _above_stack(text: str, line_start: int) -> str:
-    """The last line above the interrupt's line (at `line_start`) that is not part of a stack listing: frames, their
-    source and caret lines, traceback and stack-dump headers, exception lines, behind any launcher prefix (a
-    KeyboardInterrupt raised in a collective: the frames say where Python was, the line above them what the run was
-    doing). Empty where the listing runs to the log's first line."""
-    lines = text[max(0, line_start - 200_000): line_start].splitlines()
+def _run_lines_above(text: str, line_start: int, count: int) -> list[str]:
+    """The last `count` lines (newest first) above the interrupt's line (at `line_start`) that are not part of a stack
+    listing: frames, their source and caret lines, traceback and stack-dump headers, exception lines, behind any
+    launcher prefix (a KeyboardInterrupt raised in a collective: the frames say where Python was, the lines above them
+    what the run was doing)."""
+    lines, found = text[max(0, line_start - 200_000): line_start].splitlines(), []
     for raw in reversed(lines[-_HEADERLESS_SCAN_LINES:]):
         line = message_of(raw).removeprefix("^C")
         if not line.strip() or line[0] in " \t" or _FRAME_LINE.match(line) or line.startswith(_TRACEBACK_BODY) \
                 or _STACK_HEADER.search(line) or _EXCEPTION.match(line) or _INTERRUPT_ECHO.match(line):
             continue
-        return raw.strip()
-    return ""
+        found.append(raw.strip())
+        if len(found) == count:
+            break
+    return found
+
+
+def _above_stack(text: str, line_start: int) -> str:
+    """The last run line above the interrupt's stack listing (_run_lines_above); empty where there is none."""
+    return next(iter(_run_lines_above(text, line_start, 1)), "")
+
+
+# A job whose last lines before the interrupt are one print with a number that grows at each ("RUNNING 21",
+# "RUNNING 22", "RUNNING 23": an evaluation loop's own counter) was moving when it was stopped, as after a step
+# record (judge53: oos-batch46's branch-and-bound run, interrupted in Ray's pool.starmap during its evaluation). A
+# wait's repeated line is a phase (read first); a counter that repeats or falls is no progress.
+_COUNTING_LINES = 3
+
+
+def _counting_up(text: str, line_start: int) -> str | None:
+    """The newest of the last _COUNTING_LINES run lines above the interrupt when they share one shape and one of their
+    numbers grows from each to the next; None otherwise."""
+    lines = _run_lines_above(text, line_start, _COUNTING_LINES)[::-1]
+    if len(lines) < _COUNTING_LINES or len({_shape(line) for line in lines}) != 1:
+        return None
+    numbers = [[float(n) for n in _DIGITS.findall(message_of(line))] for line in lines]
+    if not numbers[0] or len({len(row) for row in numbers}) != 1:
+        return None
+    grows = any(all(a[k] < b[k] for a, b in zip(numbers, numbers[1:])) for k in range(len(numbers[0])))
+    return lines[-1] if grows else None
 
 
 def _phase_of(line: str) -> str | None:
@@ -1920,7 +1951,10 @@ def _stopped_by_hand(text: str, verdict: Failure) -> Failure | None:
     stopped run is cancelled, not `ok`: a run that completed and was then interrupted at teardown says so first.
     (An interrupt after a non-step line is _interrupted_while_stalled's: a job stopped because it stopped moving.)"""
     idx = _first_interrupt(text)
-    if idx < 0 or len(text) - idx > _INTERRUPT_TAIL_CHARS or F_DONE.says_finished(text):
+    # a completion line counts only above the interrupt: one below it is the script's own handler winding up after it
+    # caught the KeyboardInterrupt ("Training interrupted." then "Training is done. Took 184.50 minutes.", judge53,
+    # oos-batch46's arena run stopped at iteration 1936 of 8200)
+    if idx < 0 or len(text) - idx > _INTERRUPT_TAIL_CHARS or F_DONE.says_finished(text[:idx]):
         return None
     line_start = text.rfind("\n", 0, idx) + 1
     if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:

@@ -142,6 +142,15 @@ CONFIG = _rows(
      "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."),
     ("Duplicate GPU detected", "node1:1:1 [1] init.cc:1136 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 "
                                "both on CUDA device 1000"),
+    # judge53 (oos-batch46): torch refuses a set-up its message names the fix for. CUDA touched in a DataLoader worker
+    # forked from a process that had initialised it (torch/cuda/__init__.py _lazy_init: "... you must use the 'spawn'
+    # start method"): the start method or num_workers setting; torch.save into a folder that does not exist
+    # (caffe2/serialize/inline_container.cc PyTorchStreamWriter: "Parent directory X does not exist."): the output or
+    # checkpoint path the run is configured with.
+    ("Cannot re-initialize CUDA in forked subprocess", "RuntimeError: Cannot re-initialize CUDA in forked subprocess. "
+                                                       "To use CUDA with multiprocessing, you must use the 'spawn' "
+                                                       "start method"),
+    ("RuntimeError: Parent directory ", "RuntimeError: Parent directory models does not exist."),
     # errno 2 is ENOENT whatever the raiser writes after it: CPython's "No such file or directory: '<path>'", h5py's
     # "Unable to open file (unable to open file: name = '<path>', errno = 2, ...)" (judge52, oos-batch45)
     ("FileNotFoundError: [Errno 2] ", "FileNotFoundError: [Errno 2] No such file or directory: "

@@ -571,8 +571,13 @@ def hydra_target_error(text: str, start: int) -> int | None:
 
 # A library the job itself imports or runs failed to load (Python's ImportError/OSError, ld.so's "error while loading
 # shared libraries"); an optional plugin's failed load (NCCL's `Plugin load (libnccl-net.so) returned 2 : ...`) is not.
+# judge53: the loader's failure in the words of the library that called dlopen: cuDNN 8's sub-library loader ("Could
+# not load library libcudnn_cnn_train.so.8. Error: ...", then it aborts) and PaddlePaddle's DynamicLoader ("Check
+# failed: nullptr != *dso_handle Failed to find dynamic library: libcudnn.so (... cannot open shared object file
+# ...)"), oos-batch46's PaddleX and PaddleSpeech runs
 _LOAD_FAILED = (r"^(?![^\n]*(?:[Ww]arn|WARN|[Ff]all(?:ing)? ?back|[Ss]kipping))[^\n]*?"
-                r"(?:ImportError|OSError|error while loading shared librar)[^\n]{0,400}\.so\b")
+                r"(?:ImportError|OSError|error while loading shared librar|Could not load library|"
+                r"Failed to find dynamic library)[^\n]{0,400}\.so\b")
 # An installed package lacks a name the code uses, reached as an attribute of the module ("AttributeError: module
 # 'modelopt.torch.distill.plugins.megatron' has no attribute 'DistillationConfig'", Megatron-Bridge#1646: the
 # container's modelopt is older than the recipe; Python 3.10+ adds "Did you mean: ...?"): the same version mismatch
@@ -626,6 +631,13 @@ ENVIRONMENT = (
                                   "x86_64-linux-gnu.so: undefined symbol: _ZN3c104cuda9SetDeviceEi", _LOAD_FAILED),
            ("cannot open shared object file", "OSError: libcudart.so.11.0: cannot open shared object file: No such "
                                               "file or directory", _LOAD_FAILED),
+           ("Could not load library ", "Could not load library libcudnn_cnn_train.so.8. Error: /env/lib/"
+                                       "libcudnn_ops_train.so.8: undefined symbol: cudnnGenericOpTensorNd",
+            _LOAD_FAILED),
+           ("Failed to find dynamic library", "F0327 16:29:22.784910 13135 DynamicLoader.cpp:104] Check failed: "
+                                              "nullptr != *dso_handle Failed to find dynamic library: libcudnn.so "
+                                              "(libcudnn.so: cannot open shared object file: No such file or "
+                                              "directory)", _LOAD_FAILED),
            ("version `GLIBC", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not "
                               "found"),
            # judge10a: CPython's loader of a compiled module (Python/dynload_shlib.c, _imp.create_dynamic) raises

@@ -64,10 +64,15 @@ _DIVERGED = "loss diverged"
 # "loss is nan", "Loss became NaN", "NaN loss detected"; not a record's own field ("| lm loss: nan |"), which the
 # series check judges by where it is (only the last records matter).
 # The loss word may end a field name (`train_mel_loss_before = nan`): underscores around it are part of the name.
+# PaddleOCR pads each record's value with "x" (ppocr/utils/stats.py TrainingStats.log: '{}: {:x<6f}'.format(k, v)),
+# so its NaN loss reads "loss: nanxxx" (judge53, oos-batch46's PaddleOCR#7057 run).
+# Between the word and its `=`/`:` no other field starts (judge53: mmdet's "loss: 4.3531, grad_norm: nan" is a finite
+# loss beside an overflowed step's gradient norm, oos-batch46's BEV run).
 # (Not a bar postfix's own running `loss=nan` beside a finite logged train loss: see _FINITE_TRAIN_LOSS_AFTER.)
 _FINITE_TRAIN_LOSS_AFTER = r"(?![^\n|\]]{0,400}?(?<![\w.])[\w.]{0,40}train_loss\s{0,2}=\s{0,2}[-+]?\d)"
-_LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
-              r"\s{0,3}(?:nan|inf|infinity|infinite)\b(?![-\w])(?![^\n]{0,10}\|)" + _FINITE_TRAIN_LOSS_AFTER +
+_LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|:=,;]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
+              r"\s{0,3}(?:nan|inf|infinity|infinite)(?:x{1,8}(?=[,;\s]|$))?\b(?![-\w])(?![^\n]{0,10}\|)"
+              + _FINITE_TRAIN_LOSS_AFTER +
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
 # A bar postfix field whose key ends in "loss" (not "val_loss": validation is not the training run) valued NaN/inf.
 # Not where the same postfix then logs the training loss finite: Lightning 1.x puts its own `loss` first in the
@@ -608,13 +613,24 @@ def scale_reduced_to_zero(text: str) -> tuple[int, str] | None:
 _SCALE_SET_TO = re.compile(r"(?i)\bscale\s{1,3}to:?\s{0,3}\d")
 
 
+def _newest_overflow(readings: list[tuple[int, str, float]]) -> tuple[int, str, float]:
+    """The newest reading, or, where the newest only restate the scale (Megatron's record "| loss scale: 1.0 |" prints
+    it at every iteration, overflow or not), the newest overflow reading at that same scale: the record says nothing
+    of the step's overflow, the scaler's line above it does (judge53: oos-batch46's Megatron-DeepSpeed fp16 run,
+    "Attempted loss scale: 1, reducing to 1" between records reading "loss scale: 1.0", skipped=1586 of 2500)."""
+    for i, (_, line, scale) in enumerate(readings):
+        if _OVERFLOW_WORDS.search(line) is not None:
+            return readings[i] if all(newer[2] == scale for newer in readings[:i]) else readings[0]
+    return readings[0]
+
+
 def loss_scale_collapsed(text: str) -> tuple[int, str] | None:
     """(position, why) when the log's loss-scale readings show the scale collapsed (module docstring, (a) or (b), and
     (c) below)."""
     readings = _scale_lines(text)
     if not readings:
         return overflows_under_one(text, readings)
-    pos, line, last = readings[0]
+    pos, line, last = _newest_overflow(readings)
     change = scale_change(line)
     clamped = change is not None and change[0] is not None and change[0] == change[1]
     # judge48: the same clamp said over two lines: apex amp's scaler names only the new scale ("Gradient overflow.

@@ -156,7 +156,10 @@ SOURCES: tuple[Source, ...] = (
         ("deepspeed/runtime/pipe/topology.py", r"__init__"),
         ("deepspeed/moe/layer.py", r"__init__"),
         ("deepspeed/moe/utils.py", r"split_params_\w+|is_moe_param_group|configure_moe_param_groups"),
-        ("deepspeed/runtime/zero/stage_1_and_2.py", r"__init__"),
+        # judge53: the MoE set-up checks __init__ delegates ("The model has moe layers, but None of the param groups
+        # are marked as MoE. Create a param group with 'moe' key set to True ...", oos-batch46's ZeRO-2 MoE run)
+        ("deepspeed/runtime/zero/stage_1_and_2.py", r"__init__|_configure_moe_settings"),
+        ("deepspeed/runtime/bf16_optimizer.py", r"_configure_moe_settings"),
         ("deepspeed/runtime/zero/stage3.py", r"__init__"),
         ("deepspeed/runtime/activation_checkpointing/config.py", None),
         ("deepspeed/runtime/fp16/loss_scaler.py", r"__init__"),
