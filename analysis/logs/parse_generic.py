@@ -666,6 +666,15 @@ def is_step_record(line: str) -> bool:
     return _record(line, 0) is not None
 
 
+def is_training_step(line: str) -> bool:
+    """is_step_record, less the bars that are not the training loop's (a shard-loading, data-map or validation bar:
+    _skipped_bar)."""
+    bar = _BAR.search(line)
+    if bar is not None and _skipped_bar(_bar_description(line, 0, bar)):
+        return False
+    return is_step_record(line)
+
+
 _RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None, float | None, float]
 """Record's fields after `pos`."""
 

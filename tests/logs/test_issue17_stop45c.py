@@ -43,3 +43,30 @@ def test_a_record_written_again_with_the_same_values_is_a_copy() -> None:
     outcome = trial_outcome(log)
     step = outcome.metrics.get("step_time_s")
     assert step is None or float(step) > 20  # 50 steps every 30 min (36 s a step): not the 5 s between the copies
+
+
+# judge54, the interrupt rule of judge52 under capture chatter (bench_invariance): an installed library's warning
+# between a set-up phase and the Ctrl-C does not hide the phase; a shard-loading bar above the log is no training step.
+_LIB_WARNING = ("/usr/local/lib/python3.10/dist-packages/torch/distributed/distributed_c10d.py:2965: UserWarning: "
+                "torch.distributed._all_gather_base is a private function and will be deprecated.\n"
+                "  warnings.warn(\n")
+_CTRL_C = ("^CTraceback (most recent call last):\n"
+           '  File "pretrain_gpt.py", line 149, in <module>\n'
+           "    pretrain(train_valid_test_datasets_provider, model_provider, forward_step,\n"
+           "KeyboardInterrupt\n")
+
+
+def test_a_library_warning_does_not_hide_the_phase_an_interrupt_came_in() -> None:
+    log = "using torch.float16 for parameters ...\n" + _LIB_WARNING + _CTRL_C
+    assert trial_outcome(log).failure_kind == "hang"
+    # the program's own warning says it got past the phase
+    own = _LIB_WARNING.replace("/usr/local/lib/python3.10/dist-packages/torch/distributed/", "/home/u/megatron/data/")
+    assert trial_outcome("using torch.float16 for parameters ...\n" + own + _CTRL_C).failure_kind == "cancelled"
+
+
+def test_a_loading_bar_above_the_log_is_no_training_step() -> None:
+    bar = "".join(f"Loading checkpoint shards: {25 * i:3d}%|{'#' * (2 * i):<8s}| {i}/4 [00:{3 * i:02d}<00:"
+                  f"{3 * (4 - i):02d},  3.00s/it]\n" for i in range(5))
+    chatter = "[NeMo W 2024-07-30 17:38:52 nemo_logging:349] It is recommended to use `self.log('val_loss', ...)`\n"
+    assert trial_outcome(chatter + _CTRL_C).failure_kind == "cancelled"
+    assert trial_outcome(bar + chatter + _CTRL_C).failure_kind == "cancelled"
