@@ -57,7 +57,7 @@ from analysis.logs.families import orchestrator as F_ORCH
 from analysis.logs.families import raised as F_RAISED
 from analysis.logs.families import stall as F_STALL
 from analysis.logs.logtext import message_of, split_prefix, without_footer
-from analysis.logs.parse_generic import is_step_record, read_records, timestamp_of
+from analysis.logs.parse_generic import is_step_record, is_training_step, read_records, timestamp_of
 from analysis.logs.wrappers import is_wrapper_exception
 from launcher.core.kinds import FAILURE_KINDS, RETRY_POLICY, FailureKind
 
@@ -1719,10 +1719,10 @@ def _whole_lines_above(text: str, line_start: int) -> list[str]:
 
 
 def _steps_above(text: str, line_start: int) -> bool:
-    """Does a step record (or a line that proves a step ran: families.completion.PROGRESS) stand in the window above
-    the interrupt's line (at `line_start`)?"""
+    """Does a training step record (or a line that proves a step ran: families.completion.PROGRESS) stand in the
+    window above the interrupt's line (at `line_start`)? A loading, mapping or validation bar is not one."""
     window = text[max(0, line_start - _CYCLE_WINDOW_CHARS): line_start]
-    return _last_step_record(window) > 0 or any(is_step_record(line) for line in window.splitlines())
+    return _last_step_record(window) > 0 or any(is_training_step(line) for line in window.splitlines())
 
 
 def _run_lines_above(text: str, line_start: int, count: int) -> list[str]:
@@ -1734,12 +1734,24 @@ def _run_lines_above(text: str, line_start: int, count: int) -> list[str]:
     for raw in reversed(lines[-_HEADERLESS_SCAN_LINES:]):
         line = message_of(raw).removeprefix("^C")
         if not line.strip() or line[0] in " \t" or _FRAME_LINE.match(line) or line.startswith(_TRACEBACK_BODY) \
-                or _STACK_HEADER.search(line) or _EXCEPTION.match(line) or _INTERRUPT_ECHO.match(line):
+                or _STACK_HEADER.search(line) or _EXCEPTION.match(line) or _INTERRUPT_ECHO.match(line) \
+                or _library_warning(line):
             continue
         found.append(raw.strip())
         if len(found) == count:
             break
     return found
+
+
+_INSTALLED = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+
+
+def _library_warning(line: str) -> bool:
+    """A Python warning raised in an installed package (its path under site-/dist-packages): a library's deprecation
+    or usage notice, printed wherever that library is first used, says nothing of where the run is. A warning from the
+    program's own files says it reached that code (oos-batch21's GPT-NeoX dataset warning after its fused kernels
+    were loaded)."""
+    return F_STALL.PY_WARNING.match(line) is not None and _INSTALLED.search(line) is not None
 
 
 def _above_stack(text: str, line_start: int) -> str:

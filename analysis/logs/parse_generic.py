@@ -666,6 +666,15 @@ def is_step_record(line: str) -> bool:
     return _record(line, 0) is not None
 
 
+def is_training_step(line: str) -> bool:
+    """is_step_record, less the bars that are not the training loop's (a shard-loading, data-map or validation bar:
+    _skipped_bar)."""
+    bar = _BAR.search(line)
+    if bar is not None and _skipped_bar(_bar_description(line, 0, bar)):
+        return False
+    return is_step_record(line)
+
+
 _RecordContent = tuple[str, int, int, tuple[Field, ...], int | None, int | None, float | None, float]
 """Record's fields after `pos`."""
 
@@ -1005,13 +1014,44 @@ def _epoch_runs_sequence(records: list[Record]) -> list[Record] | None:
     return out if longest >= 3 else None
 
 
+# judge54 (issue 17 batch 46): the same for any counter. ALCF's ai4sci trainer over several epochs prints
+# "[4/10: 5120 / 40036 (13%)] epoch=4.0000 dt=0.7716" every ten steps: the epoch's "4/10" is read as the record's
+# counter, so each epoch's records share one counter and deduplication kept one record an epoch (its first, the
+# slowest: 1.03 s for 0.84 s). Where the records fall into at least two runs of one (epoch, counter) value, every run
+# but the last holds at least REPEATED_RUN_MIN records whose timestamps advance by SEQUENCE_MIN_GAP_S or more, the
+# counter is no step counter: each run is a sequence, numbered in order within it. A step printed by several ranks
+# repeats its counter too, but within milliseconds, and a record written again at each micro-step of one step repeats
+# its values (oos-batch28's LoRA loop: "Step 50/1000, loss=0.3048" three times, 30 s apart): those are copies.
+REPEATED_RUN_MIN = 3
+
+
+def _repeated_runs_sequence(records: list[Record]) -> list[Record] | None:
+    """The records renumbered within each run of one (epoch, counter) value (the comment above); else None."""
+    if len(records) < 2 * REPEATED_RUN_MIN or any(r.timestamp_s is None for r in records):
+        return None
+    runs: list[list[Record]] = []
+    for rec in sorted(records, key=lambda r: r.pos):
+        if runs and (rec.epoch, rec.counter, rec.micro) == (runs[-1][0].epoch, runs[-1][0].counter, runs[-1][0].micro):
+            gap_s = rec.timestamp_s - runs[-1][-1].timestamp_s  # type: ignore[operator]
+            if gap_s < SEQUENCE_MIN_GAP_S or rec.fields == runs[-1][-1].fields:
+                continue  # another rank's copy, or the same record written again (each micro-step of one step)
+            runs[-1].append(rec)
+        else:
+            runs.append([rec])
+    if len(runs) < 2 or any(len(run) < REPEATED_RUN_MIN for run in runs[:-1]):
+        return None
+    return [replace(rec, epoch=k, counter=i) for k, run in enumerate(runs) for i, rec in enumerate(run)]
+
+
 def _dedupe(records: list[Record]) -> list[Record]:
     """One record per (epoch, counter, micro): the first printed (ranks print the same step); a constant counter
     over advancing timestamps is a sequence (_constant_counter_sequence), and so is each run of one epoch value
-    (_epoch_runs_sequence)."""
+    (_epoch_runs_sequence) or of any one counter (_repeated_runs_sequence)."""
     if (sequence := _constant_counter_sequence(records)) is not None:
         return sequence
     if (runs := _epoch_runs_sequence(records)) is not None:
+        return runs
+    if (runs := _repeated_runs_sequence(records)) is not None:
         return runs
     seen: dict[tuple[int | None, int, int | None], Record] = {}
     for rec in records:
