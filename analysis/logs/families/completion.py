@@ -44,8 +44,12 @@ _NOT_EITHER = "COMPLETED" + _NOT_OR
 # 812.33 seconds", "LoRA instruction fine-tuning completed successfully!", "🎉 Fine-tuning completed!": trainer
 # scripts' closing logger.info/print lines found in public training scripts): the same wording class, not a new one.
 _PHASE = r"(?:pre-?|post-?)?training|(?:pre-?)?fine[- ]?tuning|finetuning"
+# judge55: "finishing training" as a script's last line (oos-batch47's ShuffleFaceNet run, after its 70/70 epoch), not
+# a set-up step named after training ("finishing training setup")
 _TRAINING_DONE = (rf"(?i)\b(?:{_PHASE})\s{{1,3}}(?:is\s{{1,3}})?(?:done|finished|complete[d]?)\b" + _NOT_OR
-                  + rf"|\bfinished (?:{_PHASE})\b|\bdone (?:{_PHASE})\b")
+                  + rf"|\bfinish(?:ed|ing) (?:{_PHASE})\b"
+                  + r"(?!\s{0,3}(?:set-?up|init|config|prep|data|loop\s{1,3}start))"
+                  + rf"|\bdone (?:{_PHASE})\b")
 COMPLETION = (
     rows(FailureKind.OK, _DONE, "torch.distributed.elastic agent/server/api.py",
          ("worker group successfully finished", "INFO:torch.distributed.elastic.agent.server.api:[default] worker "
@@ -151,6 +155,7 @@ _EPOCH_LOSS = (r"(?i)\bepoch\b\s{0,3}[:#=\[]?\s{0,3}\d{1,6}\s{0,2}(?:/\s{0,2}\d{
 _VALUE_FIRST_LOSS = (r"-?\d+(?:\.\d+)?\s{1,3}loss,[^\n]{0,160}?\b\d+(?:\.\d+)?\s{0,2}(?:s|ms|sec)"
                      r"(?:\s*$|\s*,|\s+run\b)|\b\d+(?:\.\d+)?\s{0,2}(?:s|ms|sec)\s+run,\s{0,3}-?\d+(?:\.\d+)?"
                      r"\s{1,3}loss,")
+_TRAIN_LINE = (r"(?:^|[\]:|-]\s{1,3})Train(?:ing)?(?: [Ll]oss| metrics:[^\n]{0,80}?\bloss)\s{0,3}[:=]\s{0,3}-?\d")
 # (a rate of tokens or samples alone is not enough: the embedded workload's records carry one, and its log is judged
 # by its result line)
 _COUNTER_AND_RATE = (r"(?i)^(?=[^\n]*\b(?:iteration|iter|step|global[ _]step)\b\s{0,3}[:=#]?\s{0,3}\d)"
@@ -219,6 +224,12 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("rain_loss", "epoch 7/30 - train_loss: 0.3120 - val_loss: 0.3411", _EPOCH_LOSS),
                    ("raining_loss", "[epoch 12] training_loss: 0.412 acc: 0.91", _EPOCH_LOSS),
                    ("poch duration", "epoch duration: 12.5 min", _EPOCH_DURATION),
+                   # judge55: the same summary with the epoch on the line above it ("[Epoch 49/60]" then "Train Loss:
+                   # 0.0274, Train Acc: 0.9893"; "Epoch 10/10" then "- Train metrics: accuracy: 0.927 ; loss: 0.246",
+                   # oos-batch47's SpeedTransformer and TensorFlow scripts): the train loss opening its line
+                   ("rain Loss", "2025-10-07 07:16:46,994 - INFO - Train Loss: 0.0274, Train Acc: 0.9893", _TRAIN_LINE),
+                   ("rain metrics", "2018-07-30 14:29:18,858:INFO: - Train metrics: accuracy: 0.927 ; loss: 0.246",
+                    _TRAIN_LINE),
                    (" loss, ", "9.8271 loss, 0.000050067902 LR, 124.27 GB used, 5.15 s", _VALUE_FIRST_LOSS),
                    (" loss, ", "   10 4.40 s run, 11.8750 loss, 0.000000000005 LR, 1454.57 GB used",
                     _VALUE_FIRST_LOSS))
