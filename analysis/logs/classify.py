@@ -1730,7 +1730,7 @@ def _run_lines_above(text: str, line_start: int, count: int) -> list[str]:
     listing: frames, their source and caret lines, traceback and stack-dump headers, exception lines, behind any
     launcher prefix (a KeyboardInterrupt raised in a collective: the frames say where Python was, the lines above them
     what the run was doing)."""
-    lines, found = text[max(0, line_start - 200_000): line_start].splitlines(), []
+    lines, found = text[max(0, line_start - _CYCLE_WINDOW_CHARS): line_start].splitlines(), []
     for raw in reversed(lines[-_HEADERLESS_SCAN_LINES:]):
         line = message_of(raw).removeprefix("^C")
         if not line.strip() or line[0] in " \t" or _FRAME_LINE.match(line) or line.startswith(_TRACEBACK_BODY) \
