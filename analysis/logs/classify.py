@@ -647,7 +647,8 @@ def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
 # The shell's report of a child it saw die of SIGKILL: bash's "Killed", "./run.sh: line 39: 2810536 Killed
 # python train.py ..." (the script, line, pid, then the command), job control's "[1]+  Killed  python train.py", and
 # "Killed" glued to a progress bar the child left without its newline ("| 331/1063 [01:06<03:59,  3.06it/s]Killed").
-_SHELL_KILLED = re.compile(r"(?:[^\n]{0,4000}\])?Killed|(?:[^\n]{0,300}: line \d{1,6}:\s{1,8}\d{1,10}\s{1,8}|\[\d{1,4}\][+-]?\s{1,8})"
+_SHELL_KILLED = re.compile(r"(?:[^\n]{0,4000}\])?Killed"
+                           r"|(?:[^\n]{0,300}: line \d{1,6}:\s{1,8}\d{1,10}\s{1,8}|\[\d{1,4}\][+-]?\s{1,8})"
                            r"Killed(?:\s{1,40}\S[^\n]{0,500})?")
 
 
