@@ -82,8 +82,11 @@ _STATE_KIND = {"OUT_OF_MEMORY": FailureKind.OOM, "NODE_FAIL": FailureKind.NODE_F
                "BOOT_FAIL": FailureKind.NODE_FAILURE, "PREEMPTED": FailureKind.PREEMPTED,
                "TIMEOUT": FailureKind.TIME_LIMIT, "DEADLINE": FailureKind.TIME_LIMIT,
                "CANCELLED": FailureKind.CANCELLED, "FAILED": FailureKind.CRASHED}
-_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL (the host OOM killer?)",
-            11: "SIGSEGV", 15: "SIGTERM"}
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
+# judge56: a job's own SIGKILL with no error above it is taken for the kernel's OOM killer, its usual sender (a user's
+# kill -9 or a scheduler's kill say so in their own lines: SLURM's CANCELLED, a caught signal, families.orchestrator).
+_SIGKILL_CODES = (-9, 137)
+_SIGKILL_OOM = "out of memory (host): a SIGKILL with no error above it, the kernel's OOM killer's signature"
 _MAX_REASON_CHARS = 240
 _MAX_EVIDENCE_CHARS = 300
 _LONG_LINE_CHARS = 160
@@ -641,6 +644,18 @@ def _stall_point(text: str, start: int) -> tuple[int, P.StallPoint] | None:
     return None
 
 
+# The shell's report of a child it saw die of SIGKILL: bash's "Killed", "./run.sh: line 39: 2810536 Killed
+# python train.py ..." (the script, line, pid, then the command), job control's "[1]+  Killed  python train.py", and
+# "Killed" glued to a progress bar the child left without its newline ("| 331/1063 [01:06<03:59,  3.06it/s]Killed").
+_SHELL_KILLED = re.compile(r"(?:[^\n]{0,4000}\])?Killed"
+                           r"|(?:[^\n]{0,300}: line \d{1,6}:\s{1,8}\d{1,10}\s{1,8}|\[\d{1,4}\][+-]?\s{1,8})"
+                           r"Killed(?:\s{1,40}\S[^\n]{0,500})?")
+
+
+def _shell_killed(line: str) -> bool:
+    return _SHELL_KILLED.fullmatch(line.strip()) is not None
+
+
 def _last_line(text: str) -> str:
     stripped = text.rstrip()
     return _line_at(stripped, len(stripped) - 1) if stripped else "(empty log)"
@@ -1109,6 +1124,9 @@ def _crashed_by_report(text: str, start: int) -> Failure | None:
     if reported is None or reported[1] == 2:
         return None
     idx, code = reported
+    if code in _SIGKILL_CODES:
+        return _failure(FailureKind.OOM, f"{_SIGKILL_OOM} ({_exit_text(code)}, as the launcher reports): "
+                                         f"{_line_at(text, idx)[-110:]}", _evidence(text, idx))
     return _failure(FailureKind.CRASHED, f"crashed ({_exit_text(code)}, as the launcher reports): "
                                          f"{_line_at(text, idx)[-110:]}", _evidence(text, idx))
 
@@ -1157,15 +1175,17 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
                 line = _line_at(text, idx)
         return _failure(FailureKind.CRASHED, f"crashed: {line}", _evidence(text, idx))
     last = _last_line(text)
-    if exit_code in (None, 137, -9) and last.endswith("Killed"):  # the shell's report of a SIGKILLed child
+    if exit_code in (None, 137, -9) and _shell_killed(last):  # the shell's report of a SIGKILLed child
         # A host or cgroup OOM kill reported anywhere in the log (a job's .err is often printed before its .out)
         # explains the SIGKILL.
         host_oom = (_by_log(text, FailureKind.OOM, P.HOST_OOM, 0)
                     or _by_family(text, F_MEM.HOST_MEMORY + F_MEM.RAY_WORKER_DIED, 0))
         if host_oom is not None and host_oom.kind == FailureKind.OOM:
             return host_oom
-        return _failure(FailureKind.CRASHED, f"killed (SIGKILL; the host OOM killer?): {last}",
+        return _failure(FailureKind.OOM, f"{_SIGKILL_OOM} (the shell's report): {last}",
                         _evidence(text, len(text.rstrip()) - 1))
+    if exit_code in _SIGKILL_CODES:
+        return _failure(FailureKind.OOM, f"{_SIGKILL_OOM} ({_exit_text(exit_code)}): {_last_line(text)}")
     if (exit_code not in (None, 0)) or state == "FAILED":
         what = _exit_text(exit_code) if exit_code not in (None, 0) else f"SLURM state {state}"
         return _failure(FailureKind.CRASHED, f"crashed ({what}): {_last_line(text)}")
@@ -1432,7 +1452,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         if found is not None and _shutdown_noise(text, start, found):
             found = None
         if found is None and (_job_traceback(text, start) >= 0 or _reported_exit_code(text, start)
-                              or _last_line(text).endswith("Killed")
+                              or _shell_killed(_last_line(text))
                               or _first(text, _CRASH_MARKERS, start) is not None
                               or _headerless_exception(text, start) is not None):
             found = _fallback(text, start, None, None)

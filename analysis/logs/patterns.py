@@ -245,7 +245,9 @@ HARD_CRASH = _rows(
     ("Bus error", "srun: error: Orion-18-69: task 289: Bus error"),
     ("SIGBUS", "Signal 7 (SIGBUS) received by PID 1234"),
     ("exited unexpectedly", "RuntimeError: DataLoader worker (pid(s) 1234) exited unexpectedly"),
-    ("DataLoader worker (pid", "RuntimeError: DataLoader worker (pid 1234) is killed by signal: Killed."),
+    # a worker killed by SIGKILL ("... is killed by signal: Killed.") is the host OOM killer's (families.memory,
+    # judge56)
+    ("DataLoader worker (pid", "RuntimeError: DataLoader worker (pid 1234) is killed by signal: Segmentation fault."),
     ("Floating point exception", "Floating point exception (core dumped)"),
     # native crashes in other wordings: c10's fatal-signal handler, ROCm's HSA runtime (the AMD counterpart of an
     # illegal memory access), HIP's own error names

