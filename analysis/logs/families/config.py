@@ -603,6 +603,12 @@ ENVIRONMENT = (
           _EXT_MISSING),
          ("not available", "RuntimeError: the fused kernels extension is not available in this build", _EXT_MISSING),
          ("not compiled", "AssertionError: DeepSpeed op builder cpu_adam was not compiled", _EXT_MISSING))
+    # judge57 (in sample after batch 48): the Intel OpenMP runtime (openmp/runtime/src/kmp_runtime.cpp,
+    # __kmp_register_library_startup, message DuplicateLibrary) aborts when a second copy of itself is loaded (conda's
+    # MKL and PyTorch's own libiomp5md.dll on Windows): the environment, the same every run (WongKinYiu/yolov7#1443)
+    + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "Intel OpenMP runtime kmp_runtime.cpp (a duplicate libiomp5)",
+           ("OMP: Error #15: Initializing", "OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll "
+                                            "already initialized."))
     + rows(FailureKind.CONFIG_ERROR, ENV_LABEL, "DeepSpeed launcher/runner.py (ssh check of each hostfile host); "
            "OpenSSH's and pdsh's errors",
            ("returned non-zero exit status 255", "subprocess.CalledProcessError: Command 'ssh -o "

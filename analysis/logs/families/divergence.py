@@ -139,6 +139,15 @@ DIVERGENCE = (
            # "'grad_norm': nan" at one overflowed fp16 step is not a verdict)
            ("norm", "Grad norm became NaN at step 310, stopping",
             r"(?i)\bgrad(?:ient)?[ _-]?norm\b[^\n|]{0,20}\b(?:is|became|was|went to)\s{1,3}(?:nan|inf)\b"))
+    # judge57 (in sample after batch 48): TensorFlow's histogram summary refuses a non-finite value
+    # (tensorflow/core/kernels/summary_op.cc, summary/summary_kernels: errors::InvalidArgument("Nan in summary
+    # histogram for: ", tag) and "Infinity in summary histogram for: "): a weight, gradient or activation summarised
+    # every N steps went NaN/inf, the training run's own divergence (tensorflow/models#2661, oos-batch48).
+    + rows(FailureKind.DIVERGED, _DIVERGED, "TensorFlow summary_op.cc (HistogramSummary of a non-finite value)",
+           ("Nan in summary histogram for: ", "InvalidArgumentError (see above for traceback): Nan in summary "
+                                              "histogram for: conv2/activations"),
+           ("Infinity in summary histogram for: ", "Invalid argument: Infinity in summary histogram for: "
+                                                   "layer2/weights"))
     + rows(FailureKind.DIVERGED, _DIVERGED, "torch/nn/utils/clip_grad.py (clip_grad_norm_ with error_if_nonfinite)",
            ("is non-finite, so it cannot be clipped", "RuntimeError: The total norm of order 2.0 for gradients from "
                                                       "`parameters` is non-finite, so it cannot be clipped."))

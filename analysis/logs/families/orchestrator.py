@@ -152,6 +152,13 @@ PREEMPTION = (
            ("interruption", "spot interruption notice received: node will be reclaimed in 120 s",
             r"(?i)(?:spot|preemptib|preempt|interruption|termination|reclaim)[^\n]{0,60}"
             r"(?:notice|imminent|warning|scheduled)")))
+# judge57 (in sample after batch 48): NeMo's PreemptionCallback (nemo/lightning/pytorch/callbacks/preemption.py; the
+# NeMo Framework user guide's resiliency page quotes both lines) catches the scheduler's SIGTERM ("Received signal 15,
+# initiating graceful stop"), then saves a checkpoint and exits: "Preemption detected, saving checkpoint and exiting".
+PREEMPTION = PREEMPTION + rows(
+    FailureKind.PREEMPTED, "preempted", "NeMo lightning/pytorch/callbacks/preemption.py (PreemptionCallback)",
+    ("Preemption detected, saving checkpoint", "[NeMo I 2025-03-07 22:48:03 preemption:67] Preemption detected, "
+                                               "saving checkpoint and exiting"))
 _LSF = "IBM Spectrum LSF job exit reasons (TERM_*)"
 PREEMPTION = PREEMPTION + rows(
     FailureKind.PREEMPTED, "preempted", _LSF + "; schedulers' and clouds' preemption notices",
@@ -186,7 +193,15 @@ OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
                     FailureKind.CANCELLED, "stopped from outside", _DS_LAUNCHER,
                     ("Main process received SIG", "[2024-05-26 15:06:41,122] [INFO] [launch.py:330:sigkill_handler] "
                                                   "Main process received SIGTERM, exiting",
-                     r"Main process received SIG(?:TERM|INT|HUP|QUIT), exiting"))
+                     r"Main process received SIG(?:TERM|INT|HUP|QUIT), exiting")) + rows(
+                    # judge57 (in sample after batch 48): a training loop that catches KeyboardInterrupt and says so
+                    # in its own log ("Training interrupted by user - Step 55 (Epoch 0)", acebot712/rl-token-
+                    # compression's trainer, oos-batch48): a stop by hand, as a Ctrl-C's traceback would be
+                    FailureKind.CANCELLED, "stopped from outside", "training loops that catch KeyboardInterrupt",
+                    ("nterrupted by", "INFO - Training interrupted by user - Step 55 (Epoch 0)",
+                     r"(?im)(?:\b(?:training|train|run|job|fine-?tuning)\b[^\n]{0,20}\b|^\s{0,8})"
+                     r"interrupted by (?:the )?user\b"
+                     r"(?!\s{0,3}\?)"))
 # judge46a: a container the kubelet cannot start, or restarts because it keeps exiting. The waiting reasons are the
 # kubelet's (pkg/kubelet/images: ErrImagePull, ImagePullBackOff, InvalidImageName; kuberuntime:
 # CreateContainerConfigError, CreateContainerError; CrashLoopBackOff after repeated exits, the event "Back-off
