@@ -1320,6 +1320,7 @@ def _signatures(text: str, start: int, state: str | None, exit_code: int | None,
         or _by_family(text, F_ORCH.NODE_DIED, start)
         or _by_log(text, FailureKind.CRASHED, P.HARD_CRASH, start)
         or _stack_dump(text, start)
+        or _by_family(text, F_STALL.STALL_REPORTS, start)
         or _by_log(text, FailureKind.COMM_ERROR, P.COMM, start)
         or _by_family(text, F_NET.NETWORK, start)
         or _nccl_warn(text, start)

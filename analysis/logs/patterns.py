@@ -110,6 +110,11 @@ CONFIG = _rows(
     "invalid configuration",
     # "parasweep workload: error:" is our workload's one-line validation message (launcher/workload/__main__.py).
     ("parasweep workload: error:", "parasweep workload: error: --tp 1 x --pp 1 x --dp 1 = 1 must equal WORLD_SIZE 2"),
+    # judge58: PyTorch Lightning callbacks/early_stopping.py _validate_condition_metric (strict=True): the callback
+    # monitors a metric the module never logs, the same every run (oos-batch49's NeMo ASR fine-tune)
+    ("Early stopping conditioned on metric", "RuntimeError: Early stopping conditioned on metric `val_loss` which is "
+                                             "not available. Pass in or modify your `EarlyStopping` callback to use "
+                                             "any of the following: `train_loss`, `epoch`"),
     ("not divisible by", "ValueError: global batch size (6) is not divisible by micro batch size (4) times data "
                          "parallel size (1)"),
     ("must be divisible by", "AssertionError: number of attention heads (12) must be divisible by tensor "

@@ -96,6 +96,13 @@ DEVICE_MEMORY = (
                                     "Cannot allocate 1.2GB memory", _EXHAUSTED),
          ("Resource exhausted", "OP_REQUIRES failed at matmul_op.cc:481 : Resource exhausted: OOM when allocating",
           _EXHAUSTED))
+    # judge58 (in sample after batch 49): the Rust GPU stack of burn/CubeCL on wgpu reports a failed device
+    # allocation as "failed to reserve N bytes of device memory: can't allocate buffer of size: N"
+    # (ArthurBrussee/brush#551, oos-batch49, a Gaussian-splatting trainer on an RTX 4090)
+    + rows(FailureKind.OOM, _DEVICE, "burn / CubeCL wgpu runtime (device allocation failed)",
+           ("bytes of device memory", "failed to reserve 3595479680 bytes of device memory: can't allocate buffer of "
+                                      "size: 3595479680",
+            r"(?i)failed to (?:reserve|allocate) \d{1,15} bytes of device memory"))
     # PaddlePaddle 1.x platform/gpu_info.cc (GpuMaxChunkSize: PADDLE_ENFORCE_LE(allocating, available, ...)): the
     # chunk its allocator reserves at start (FLAGS_fraction_of_gpu_memory_to_use) is more than the device has free
     + rows(FailureKind.OOM, _DEVICE, "PaddlePaddle 1.x platform/gpu_info.cc",

@@ -47,6 +47,18 @@ from launcher.core.kinds import FailureKind
 STALLED_SPAN_S = 1800.0  # liveness-only tail longer than this = no progress (the corpus's monitor hang timeout)
 LAST_LINES = 40  # lines from the end looked at for the last activity (past trailing liveness lines)
 
+# judge58 (in sample after batch 49): a framework's own report that a collective waits on ranks that never joined it.
+# Horovod's stall inspector (horovod/common/stall_inspector.cc, CheckForStalledTensors) warns after 60 s: "One or more
+# tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of
+# ranks for more than 60 seconds. This may indicate that different ranks are trying to submit different tensors or
+# that only subset of ranks is submitting tensors, which will cause deadlock." (horovod#215, #1442, oos-batch49): the
+# job is stuck, whatever it printed before.
+STALL_REPORTS = rows(FailureKind.HANG, "a collective waits on ranks that never joined it (the framework's stall "
+                     "report)", "Horovod common/stall_inspector.cc",
+                     ("by subset of ranks and are waiting", "[2019-10-09 05:33:38.249493: W horovod/common/stall_"
+                      "inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by "
+                      "subset of ranks and are waiting for remainder of ranks for more than 60 seconds."))
+
 _WAIT = "the log ends while the job waits"
 # Waits on other ranks that a running job also enters after its first steps (a communicator created lazily, a
 # barrier before evaluation or a checkpoint): a log that stops there after steps is stuck there too.
