@@ -1175,7 +1175,7 @@ def _fallback(text: str, start: int, state: str | None, exit_code: int | None) -
                 line = _line_at(text, idx)
         return _failure(FailureKind.CRASHED, f"crashed: {line}", _evidence(text, idx))
     last = _last_line(text)
-    if exit_code in (None, 137, -9) and _shell_killed(last):  # the shell's report of a SIGKILLed child
+    if exit_code in (None, *_SIGKILL_CODES) and _shell_killed(last):  # the shell's report of a SIGKILLed child
         # A host or cgroup OOM kill reported anywhere in the log (a job's .err is often printed before its .out)
         # explains the SIGKILL.
         host_oom = (_by_log(text, FailureKind.OOM, P.HOST_OOM, 0)

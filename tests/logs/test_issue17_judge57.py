@@ -38,14 +38,17 @@ def test_nemos_preemption_callback_is_a_preemption():
     assert classify(_NEMO).kind == "preempted"
 
 
+# acebot712/rl-token-compression's step records (oos-batch48), shortened
+_LOOP_STEPS = "".join(f"Step {i}, Epoch 0: {{'total_loss': {3.9 - i / 100:.3f}}}\n" for i in range(40, 56))
+
+
 @pytest.mark.parametrize("line", [
     "2025-08-10 02:29:39,926 - src.training.trainer - INFO - Training interrupted by user - Step 55 (Epoch 0)",
     "Interrupted by user",
     "[WARN] fine-tuning interrupted by the user, saving the last adapter",
 ])
 def test_a_loops_own_word_for_a_ctrl_c_is_a_stop_by_hand(line):
-    text = "".join(f"Step {i}, Epoch 0: {{'total_loss': {3.9 - i / 100:.3f}}}\n" for i in range(40, 56)) + line + "\n"
-    assert classify(text).kind == "cancelled"
+    assert classify(_LOOP_STEPS + line + "\n").kind == "cancelled"
 
 
 @pytest.mark.parametrize("line", [
@@ -53,8 +56,7 @@ def test_a_loops_own_word_for_a_ctrl_c_is_a_stop_by_hand(line):
     "the dataloader was interrupted by a signal",  # not by the user
 ])
 def test_look_alikes_of_a_stop_by_hand(line):
-    text = "".join(f"Step {i}, Epoch 0: {{'total_loss': {3.9 - i / 100:.3f}}}\n" for i in range(40, 56)) + line + "\n"
-    assert classify(text).kind != "cancelled"
+    assert classify(_LOOP_STEPS + line + "\n").kind != "cancelled"
 
 
 def test_intels_openmp_runtime_loaded_twice_is_the_environment():
