@@ -1043,16 +1043,43 @@ def _repeated_runs_sequence(records: list[Record]) -> list[Record] | None:
     return [replace(rec, epoch=k, counter=i) for k, run in enumerate(runs) for i, rec in enumerate(run)]
 
 
+# judge59 (issue 17, in sample: oos-batch49's two Keras logs): a progress count that closes at its total each time.
+# Keras prints one closing record per epoch, "128/128 - 0s - loss: 2.9102 - ... - 358ms/epoch - 3ms/step" (tf.keras
+# verbose=2) or "285/285 [====] - 6s 22ms/step - loss: ..." (Keras 2), each under its own "Epoch N/M" line: the bare
+# "n/N" count is the same in every record, so deduplication kept the first epoch's (its 43 ms, the graph's build,
+# for 3 ms). Where every record of an "n/N" group has that one count, carries its own per-step time and no clock, and
+# there are at least CLOSING_RECORDS_MIN of them, each record is an epoch's: numbered in order (a record identical to
+# the one before it is a copy).
+CLOSING_RECORDS_MIN = 3
+
+
+def _closing_records_sequence(records: list[Record]) -> list[Record] | None:
+    """The records numbered 0, 1, 2, ... when each is one epoch's closing "n/N" record (the comment above); else
+    None."""
+    if len(records) < CLOSING_RECORDS_MIN or len({(r.counter_key, r.epoch, r.counter, r.micro) for r in records}) != 1:
+        return None
+    if records[0].counter_key != "n/N" or any(r.timestamp_s is not None for r in records):
+        return None
+    if not all(any(f.unit in _PER_STEP_UNITS for f in r.fields) for r in records):
+        return None
+    in_order = sorted(records, key=lambda r: r.pos)
+    kept = [rec for i, rec in enumerate(in_order) if i == 0 or rec.fields != in_order[i - 1].fields]
+    return [replace(r, counter=i) for i, r in enumerate(kept)] if len(kept) >= CLOSING_RECORDS_MIN else None
+
+
 def _dedupe(records: list[Record]) -> list[Record]:
     """One record per (epoch, counter, micro): the first printed (ranks print the same step); a constant counter
     over advancing timestamps is a sequence (_constant_counter_sequence), and so is each run of one epoch value
-    (_epoch_runs_sequence) or of any one counter (_repeated_runs_sequence)."""
+    (_epoch_runs_sequence) or of any one counter (_repeated_runs_sequence), and so are the closing records of an
+    epoch's count (_closing_records_sequence)."""
     if (sequence := _constant_counter_sequence(records)) is not None:
         return sequence
     if (runs := _epoch_runs_sequence(records)) is not None:
         return runs
     if (runs := _repeated_runs_sequence(records)) is not None:
         return runs
+    if (closing := _closing_records_sequence(records)) is not None:
+        return closing
     seen: dict[tuple[int | None, int, int | None], Record] = {}
     for rec in records:
         seen.setdefault((rec.epoch, rec.counter, rec.micro), rec)
