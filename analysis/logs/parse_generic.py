@@ -1114,6 +1114,31 @@ def _is_cumulative(values: list[float]) -> bool:
     return len(values) >= 3 and all(b > a for a, b in zip(values, values[1:]))
 
 
+# judge59 (issue 17, in sample: oos-batch48's en-de Transformer, "Epoch:  16 | Batch:   920/ 1330 | ... | Time:
+# 266.5s"): a clock restarted each epoch only grows within an epoch. Such a series, every epoch's values rising and
+# at least one epoch's rising to several times its first advance over CLOCK_RUN_MIN records, is a clock too (read
+# across records of one epoch only: _deltas re-anchors where the epoch changes).
+CLOCK_RUN_MIN = 3
+
+
+def _grows_within_epochs(records: list[Record], values: list[float | None]) -> bool:
+    """Do the values only grow within each epoch, enough to be a clock (the comment above)?"""
+    runs: list[list[float]] = []
+    last_epoch: object = object()
+    for rec, value in zip(records, values):
+        if value is None:
+            continue
+        if rec.epoch != last_epoch or not runs:
+            runs.append([])
+            last_epoch = rec.epoch
+        runs[-1].append(value)
+    if len(runs) < 2:
+        return False
+    if not all(b > a for run in runs for a, b in zip(run, run[1:])):
+        return False
+    return any(len(run) >= CLOCK_RUN_MIN and run[-1] > 3 * min(run[1:]) for run in runs)
+
+
 def _deltas(records: list[Record], values: list[float | None], min_span: float = 0.0) -> list[float | None]:
     """Per-step time from a clock: (value - previous anchor) / (counter - previous anchor's counter), where the
     anchor advances once the clock has moved at least min_span; None where no delta is available."""
@@ -1190,7 +1215,7 @@ CLOCK_ROUNDING = 0.05
 
 def _clock_digit_s(records: list[Record], key: str) -> float:
     """One printed digit of the time field `key` of these records, in seconds (0.01 h -> 36 s); 0 without one."""
-    fields = [f for r in records for f in r.fields if f.key == key]
+    fields = [f for r in records for f in r.fields if f.key == key and (key or _role(f)[0] == "time")]
     if not fields:
         return 0.0
     return _seconds(2 * _printed_resolution([f.value for f in fields]), fields[0].unit, key)
@@ -1239,8 +1264,15 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
     step_keys = [k for k in by_key if k.startswith("step:")]
     for key in step_keys:  # a "time" that only grows is a clock
         present = [v for v in by_key[key] if v is not None]
-        if _is_cumulative(present) and present[-1] > 3 * min(present[1:] or present):
+        if (_is_cumulative(present) and present[-1] > 3 * min(present[1:] or present)) \
+                or _grows_within_epochs(records, by_key[key]):
             by_key["cumulative:" + key[5:]] = by_key.pop(key)
+    # judge59 (issue 17, in sample: oos-batch48's olivergpt "step   100 | train 2.5931 | ... | 14s" and SO-101 ACT
+    # "step 200 loss 2.0420 (98s)" loops): a bare duration that only grows, to several times its first advance, is
+    # the time since the start, not an interval's: read as a clock, like a "time" key that only grows
+    interval = [v for v in by_key.get("interval:", []) if v is not None]
+    if _is_cumulative(interval) and interval[-1] > 3 * min(interval[1:]):
+        by_key["cumulative:"] = by_key.pop("interval:")
     for key in sorted((k for k in by_key if k.startswith("step:")), key=_step_key_rank):
         if enough(by_key[key]):
             per_step = _interval_costs(records, by_key[key])
