@@ -1270,8 +1270,8 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
     # judge59 (issue 17, in sample: oos-batch48's olivergpt "step   100 | train 2.5931 | ... | 14s" and SO-101 ACT
     # "step 200 loss 2.0420 (98s)" loops): a bare duration that only grows, to several times its first advance, is
     # the time since the start, not an interval's: read as a clock, like a "time" key that only grows
-    interval = [v for v in by_key.get("interval:", []) if v is not None]
-    if _is_cumulative(interval) and interval[-1] > 3 * min(interval[1:]):
+    bare = [v for v in by_key.get("interval:", []) if v is not None]
+    if _is_cumulative(bare) and bare[-1] > 3 * min(bare[1:]):
         by_key["cumulative:"] = by_key.pop("interval:")
     for key in sorted((k for k in by_key if k.startswith("step:")), key=_step_key_rank):
         if enough(by_key[key]):
