@@ -9,7 +9,10 @@ Readers are tried in order; the first that finds step times decides the format:
 4. DeepSpeed's own ThroughputTimer lines, when the log also prints the DeepSpeed config's train_batch_size (the
    samples per step that turn samples/s into a step time); without it, the timer lines' own timestamps
 4b. MLPerf result files' `tracked_stats` step times (train_step_time, NeMo's train_step_timing, or a throughput with
-    the log's global_batch_size; `:::MLLOG {json}` records; analysis.logs.parse_mllog)
+    the log's global_batch_size; `:::MLLOG {json}` records; analysis.logs.parse_mllog), else their training blocks'
+    start and stop
+4c. tf_cnn_benchmarks' step table ("10\timages/sec: 139.6 +/- 0.1 ..."), with the log's batch size
+    (analysis.logs.parse_tf_cnn)
 5. the Hugging Face Trainer's final speed metrics (analysis.logs.parse_hf), a whole-run mean
 6. any other per-step records, in any common spelling (analysis.logs.parse_generic: a step counter with a time, a
    rate with a known batch, a clock, or timestamps)
@@ -47,6 +50,7 @@ from analysis.logs.parse_megatron import (
 from analysis.logs.parse_mllog import MARKER as MLLOG_MARKER
 from analysis.logs.parse_mllog import parse_mllog
 from analysis.logs.parse_nemo import parse_progress_bars, rateless_bar_starts
+from analysis.logs.parse_tf_cnn import parse_tf_cnn
 from analysis.logs.parse_workload import RESULT_MARKER, WorkloadLog, parse_workload
 
 # Argument / config dumps: Megatron's "  global_batch_size ....... 1024", DeepSpeed's config print
@@ -60,7 +64,7 @@ _WORLD_KEYS = ("world_size",)
 
 @dataclass(frozen=True)
 class LogReading:
-    # "workload", "megatron", "nemo2", "nemo1", "deepspeed", "mllog", "hf_trainer"; "" when none is readable
+    # "workload", "megatron", "nemo2", "nemo1", "deepspeed", "mllog", "tf_cnn", "hf_trainer"; "" when none is readable
     format: str
     iterations: tuple[Iteration, ...] = ()
     final: FinalMetrics | None = None  # whole-run figures (HF Trainer)
@@ -251,7 +255,8 @@ def read_log(text: str, *, source: str | None = None, tokens_per_step: int | Non
         ("nemo1", lambda: parse_progress_bars(text, source=source, notes=notes, timing_only=True)),
         ("deepspeed", lambda: _deepspeed_iterations(text, notes)),
         ("mllog", lambda: parse_mllog(text, notes=notes, dumped_gbs=dumped_int(text, ("global_batch_size",))
-                                      if MLLOG_MARKER in text and "global_batch_size" in text else None)))
+                                      if MLLOG_MARKER in text and "global_batch_size" in text else None)),
+        ("tf_cnn", lambda: parse_tf_cnn(text, notes=notes)))
     for fmt, reader in readers:
         iterations = reader()
         if iterations:

@@ -119,7 +119,7 @@ def steady_state(iterations: Sequence[Iteration], *, warmup_factor: float = WARM
     losses = [it.loss for it in used if it.loss is not None]
     return SteadyState(
         n_total=len(ordered), n_warmup=len(ordered) - len(candidates) + n_warmup, n_used=len(used),
-        n_outliers=len(steady) - len(used), median_step_time_s=statistics.median(times_s),
+        n_outliers=len(steady) - len(used), median_step_time_s=median_s,
         mean_step_time_s=mean_s, std_step_time_s=std_s,
         cv_step_time=std_s / mean_s if 0 < mean_s < math.inf else 0.0,
         median_tflops_per_gpu=_median_of([it.tflops_per_gpu for it in used]),

@@ -54,3 +54,52 @@ def test_a_whole_run_throughput_at_an_epoch_fraction_is_not_a_step_time():
     # training_results_v1.1 Azure dlrm (HugeCTR): one throughput for the run, its "step" an epoch fraction, twice
     text = _GBS.format(gbs=55296) + _RATE.format(rate=31450041.67, step=0.8999050983286762) * 2
     assert parse_mllog(text) == []
+
+
+# judge59: training blocks timed by their own start and stop. training_results_v4.0 Oracle/results/8xBM.GPU.H100.8/
+# stable_diffusion/result_1.txt's shape (samples_count) and v3.1 Intel-HabanaLabs/results/HLS-Gaudi2-N8-PT/
+# stable_diffusion/result_0.txt's (step_num).
+_BLOCK = (':::MLLOG {{"namespace": "", "time_ms": {t}, "event_type": "{event}", "key": "{key}", "value": '
+          '"training_step", "metadata": {{"file": "/workspace/sd/callbacks.py", "lineno": 369, "{counter}": {n}}}}}\n')
+_EVAL = (':::MLLOG {{"namespace": "", "time_ms": {t}, "event_type": "INTERVAL_{edge}", "key": "eval_{what}", '
+         '"value": null, "metadata": {{"file": "/workspace/sd/infer_and_eval.py", "lineno": 97}}}}\n')
+
+
+def _blocks(counter: str, per_block: int, block_s: list[float], *, eval_in: int | None = None) -> str:
+    lines, t, n = [], 1715287234748, 0
+    for i, seconds in enumerate(block_s):
+        lines.append(_BLOCK.format(t=t, event="INTERVAL_START", key="block_start", counter=counter, n=n))
+        if i == eval_in:
+            lines += [_EVAL.format(t=t + 10, edge="START", what="start"), _EVAL.format(t=t + 20, edge="END", what="stop")]
+        t, n = t + int(seconds * 1000), n + per_block
+        lines.append(_BLOCK.format(t=t, event="INTERVAL_END", key="block_stop", counter=counter, n=n))
+    return "".join(lines)
+
+
+def test_blocks_counting_samples_give_the_step_time_with_the_global_batch():
+    text = _GBS.format(gbs=1024) + _blocks("samples_count", 102400, [13.47] + [14.8] * 10)
+    assert _median(text) == pytest.approx(0.148, rel=1e-3)
+
+
+def test_blocks_counting_steps_need_no_global_batch():
+    assert _median(_blocks("step_num", 100, [58.6] + [21.56] * 10)) == pytest.approx(0.2156, rel=1e-3)
+
+
+def test_blocks_counting_samples_without_a_global_batch_give_nothing():
+    assert parse_mllog(_blocks("samples_count", 102400, [14.8] * 10)) == []
+
+
+def test_a_block_holding_an_evaluation_is_not_a_training_step():
+    iterations = parse_mllog(_blocks("step_num", 100, [20.0, 500.0, 20.0, 20.0], eval_in=1))
+    assert [it.iteration for it in iterations] == [100, 300, 400]
+    assert {round(it.step_time_s, 3) for it in iterations} == {0.2}
+
+
+def test_epoch_blocks_are_not_steps():
+    # ResNet's blocks count epochs ("first_epoch_num", "epoch_count"), each with an evaluation inside
+    text = _GBS.format(gbs=3264) + "".join(
+        f':::MLLOG {{"namespace": "", "time_ms": {1000 + 60000 * i + (30000 if edge == "END" else 0)}, '
+        f'"event_type": "INTERVAL_{edge}", "key": "block_{key}", "value": null, "metadata": {{"file": "main.py", '
+        f'"lineno": 1, "first_epoch_num": {4 * i}, "epoch_count": 4}}}}\n'
+        for i in range(5) for edge, key in (("START", "start"), ("END", "stop")))
+    assert parse_mllog(text) == []
