@@ -646,6 +646,17 @@ ENVIRONMENT = (
                                               "directory)", _LOAD_FAILED),
            ("version `GLIBC", "ImportError: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not "
                               "found"),
+           # judge60 (in sample after batch 50): PaddlePaddle's dynamic loader (paddle/phi/backends/dynload/
+           # dynamic_loader.cc) in its own words, and a MindSpore wheel built for another device (mindspore/
+           # run_check: "package type mindspore support device type cpu, but got device target GPU"; oos-batch50's
+           # PaddleNLP ernie-layout and MindSpore ResNet runs)
+           ("that Paddle depends on is not configured correctly",
+            "RuntimeError: (PreconditionNotMet) The third-party dynamic library (libnccl.so) that Paddle depends on "
+            "is not configured correctly. (error code is libnccl.so: cannot open shared object file: No such file or "
+            "directory)"),
+           ("support device type", "ValueError: Error, package type mindspore support device type cpu, but got "
+                                   "device target GPU",
+            r"package type \S{1,40} support device type \S{1,20}, but got device target"),
            # judge10a: CPython's loader of a compiled module (Python/dynload_shlib.c, _imp.create_dynamic) raises
            # ImportError with dlerror()'s text, which starts with the library's path; a pure-Python import never does
            # ("No module named", "cannot import name"). So a path right after "ImportError: " is a .so that failed
@@ -892,6 +903,14 @@ NOT_BUILT = (
             r"\b(?:Input|Output) (?:shape|type) mismatch occured for"),
            ("mismatch occurred", "Output type mismatch occurred for logits in module Decoder :",
             r"\b(?:Input|Output) (?:shape|type) mismatch occurred for"))
+    # judge60 (in sample after batch 50): a dataset (or loader, sampler) with no length where the trainer or its LR
+    # schedule counts the steps of an epoch: an iterable dataset (NeMo's Lhotse loaders, torch's IterableDataset)
+    # needs max_steps set, not epochs (oos-batch50's Bangla Parakeet fine-tune). Only a data type's name: "object
+    # of type 'NoneType' has no len()" is a bug, not the data's shape.
+    + rows(FailureKind.CONFIG_ERROR, _INPUT_SHAPE, "Python len() on a dataset without __len__ (an iterable dataset "
+           "under a trainer that counts an epoch's steps)",
+           ("has no len()", "TypeError: object of type 'LhotseSpeechToTextBpeDataset' has no len()",
+            r"object of type '[\w.]{0,80}(?:Dataset|DataLoader|Loader|Sampler)' has no len\(\)"))
 )
 # The last thing a log alone shows is a notice that a package the job needs is not installed, with the installation
 # pointer ("megatron-core was not found. Please see the NeMo README for installation instructions"): nothing ran after
@@ -1115,7 +1134,7 @@ LAUNCH_TARGET = rows(
     "program)", "CPython Modules/main.c (pymain_run_file), Lib/runpy.py (_get_main_module_details)",
     ("can't open file", "/opt/conda/bin/python3: can't open file '/workspace/Megatron-LM/pretrain_gpt.py': [Errno 2] "
                         "No such file or directory",
-     r"""(?:^|[\s/])python[\d.]{0,6}(?:\.exe)?: can't open file """
+     r"""(?:^|[\s/\\])python[\d.]{0,6}(?:\.exe)?: can't open file """
      r"""(?:'[^'\n]{1,400}'|"[^"\n]{1,400}"): \[Errno 2\] No such file"""),
     # judge40a: the launch hands the interpreter a directory or zip without a __main__.py (a repository's root in
     # place of its script): CPython Lib/runpy.py _get_main_module_details raises "can't find %r module in %r" %

@@ -89,8 +89,12 @@ STATE_DICT = re.compile(r"^\s{0,8}(?:(?:Missing|Unexpected) keys?(?:\(s\))? in (
                         r"size mismatch for \S{1,300}: "
                         r"copying a param with shape )")
 STATE_DICT_ANYWHERE = re.compile(r"\bError\(s\) in loading state_dict for [\w.]{1,120}")
+# judge60 (in sample after batch 50): ROCm's own wording of the same, "HIP error: <message>" and a HIP runtime call
+# that failed, "fail to call hipModuleLaunchKernel(...)" (AITER's asm_fmha kernels under TransformerEngine on MI300A,
+# sfantao/lumi-ai-workflow-tests, oos-batch50)
 CUDA_LIBRARY = re.compile(r"\bCU(?:BLAS|DNN|SOLVER|SPARSE|FFT|RAND)_STATUS_[A-Z_]{3,60}\b|\bCUDA error: \S|"
-                          r"\bcuDNN error: \S|\bCUDA driver error\b")
+                          r"\bcuDNN error: \S|\bCUDA driver error\b|\bHIP error: \S|"
+                          r"\bfail(?:ed)? to call hip[A-Z]\w{2,40}\(")
 NATIVE_FAULT = re.compile(r"^\s{0,8}Illegal instruction\b|(?i:received|caught|got|killed by|terminated by|died "
                           r"with|exited with) (?:signal )?SIG(?:ILL|ABRT|FPE)\b|\(SIG(?:ILL|ABRT|FPE)\) received|"
                           r"double free or corruption|"

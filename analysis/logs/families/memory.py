@@ -103,6 +103,13 @@ DEVICE_MEMORY = (
            ("bytes of device memory", "failed to reserve 3595479680 bytes of device memory: can't allocate buffer of "
                                       "size: 3595479680",
             r"(?i)failed to (?:reserve|allocate) \d{1,15} bytes of device memory"))
+    # judge60 (in sample after batch 50): HAMi, the Kubernetes GPU-sharing layer (Project-HAMi/HAMi-core
+    # src/allocator/allocator.c), refuses an allocation over the vGPU's memory quota as "[HAMI-core ERROR (pid:..
+    # allocator.c:49)]: Device 0 OOM <wanted> / <limit>" before the framework's own error (X-R1#13, oos-batch50)
+    + rows(FailureKind.OOM, _DEVICE, "HAMi-core vGPU allocator (memory quota)",
+           ("HAMI-core ERROR", "[HAMI-core ERROR (pid:34464 thread=140052775450176 allocator.c:49)]: Device 0 OOM "
+                               "42744416256 / 42505076736",
+            r"HAMI-core ERROR[^\n]{0,120}?\bDevice \d{1,3} OOM \d{1,15} / \d{1,15}"))
     # PaddlePaddle 1.x platform/gpu_info.cc (GpuMaxChunkSize: PADDLE_ENFORCE_LE(allocating, available, ...)): the
     # chunk its allocator reserves at start (FLAGS_fraction_of_gpu_memory_to_use) is more than the device has free
     + rows(FailureKind.OOM, _DEVICE, "PaddlePaddle 1.x platform/gpu_info.cc",

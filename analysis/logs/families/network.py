@@ -179,7 +179,11 @@ NETWORK = (
             "received the Notify record from remote rank [4294967295]."),
            ("HCCL", "[ERROR] HCCL(1234,python):2024-01-01-12:00:00.000 [hccl_communicator.cc:88] HcclAllReduce "
                     "failed, error code 9",
-            r"\bHCCL\b(?!_)[^\n]{0,200}(?:[Tt]imed? ?out|[Tt]imeout|\bfailed\b|error code|ERROR)"),
+            # judge60 (in sample after batch 50): not a warning that compares two timeouts (torch_npu's
+            # ProcessGroupHCCL.cpp at start-up, "[W813 ...] Warning: The watchdog timeout 300000ms ... is less than
+            # or equal to HCCL execution timeout 1836000ms!", a healthy torchtitan run, oos-batch50)
+            r"^(?![^\n]*\bWarning: )[^\n]*?\bHCCL\b(?!_)[^\n]{0,200}(?:[Tt]imed? ?out|[Tt]imeout|\bfailed\b|error code|"
+            r"ERROR)"),
            # judge15: torch_npu and HCCL's C API spell the call CamelCase ("HcclAllreduce ... error code is 6",
            # hccl.h's HcclCommInitRootInfo); a failed HCCL call is the collective library's failure, as above.
            ("Hccl", "RuntimeError: OPS function error: HcclAllreduce, error code is 9",
@@ -199,6 +203,12 @@ NETWORK = (
            ("hccl fftsplus task timeout", "EI9999  The error from device(chipId:5, dieId:0), serial number is 3, hccl "
                                           "fftsplus task timeout occurred during task execution, stream_id:7, "
                                           "sq_id:7, task_id:5990, stuck notify num:1, timeout:1836."),
+           # judge60 (in sample after batch 50): the same runtime's report of a stream's event wait that timed out
+           # (ProcessStarsWaitTimeoutErrorInfo, "event wait timeout occurred during task execution", EE9999): on a
+           # multi-rank Ascend job the wait for another rank's collective (a 32-rank MindSpore run, oos-batch50)
+           ("event wait timeout occurred during task execution",
+            "EE9999 The error from device(chipId:3, dieId:0), serial number is 1, event wait timeout occurred during "
+            "task execution, stream_id:122, sq_id:122, task_id:790, event_id=73, timeout=1980."),
            ("|CCL_ERROR|", "2024:01:01-12:00:00:(1234) |CCL_ERROR| atl_ofi.cpp:1207 atl_ofi_wait: "
                            "fi_cq_readerr: err: 5, prov_err: Input/output error (5)"),
            ("An error occurred in MPI_", "*** An error occurred in MPI_Allreduce\n*** reported by process "

@@ -201,7 +201,19 @@ OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
                     ("nterrupted by", "INFO - Training interrupted by user - Step 55 (Epoch 0)",
                      r"(?im)(?:\b(?:training|train|run|job|fine-?tuning)\b[^\n]{0,20}\b|^\s{0,8})"
                      r"interrupted by (?:the )?user\b"
-                     r"(?!\s{0,3}\?)"))
+                     r"(?!\s{0,3}\?)")) + rows(
+                    # judge60 (in sample after batch 50): PyTorch Lightning's own word for a Ctrl-C it caught
+                    # (pytorch_lightning/trainer/trainer.py, rank_zero_warn("Detected KeyboardInterrupt, attempting
+                    # graceful shutdown...")), under NeMo 1 too (an Urdu Jasper run stopped after 21 hours,
+                    # oos-batch50), and PaddlePaddle's fatal-signal handler naming SIGTERM ("FatalError: `Termination
+                    # signal` is detected by the operating system.", paddle/fluid/platform/init.cc SignalHandle;
+                    # PaddleSeg, oos-batch50): the job was stopped from outside
+                    FailureKind.CANCELLED, "stopped from outside", "PyTorch Lightning trainer; PaddlePaddle signal "
+                    "handler (SIGTERM)",
+                    ("Detected KeyboardInterrupt, attempting graceful shutdown",
+                     "UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown..."),
+                    ("`Termination signal` is detected by the operating system",
+                     "FatalError: `Termination signal` is detected by the operating system."))
 # judge46a: a container the kubelet cannot start, or restarts because it keeps exiting. The waiting reasons are the
 # kubelet's (pkg/kubelet/images: ErrImagePull, ImagePullBackOff, InvalidImageName; kuberuntime:
 # CreateContainerConfigError, CreateContainerError; CrashLoopBackOff after repeated exits, the event "Back-off
