@@ -163,8 +163,9 @@ def _as_text(job: Job, outcome: Outcome, metrics: dict, n_iterations: int) -> st
     figures = _figures(strict_json.finite(metrics))
     if figures["step_time_s"] is not None:
         used = metrics.get("n_measured")
-        parts = [str(_fmt(figures["step_time_s"], ".4g", " s/step")) + (f" (median of {used} steady steps)" if used
-                                                                    else ""),
+        # the median of every steady step; `used` (n_measured) leaves out the outliers, as the spread does
+        parts = [str(_fmt(figures["step_time_s"], ".4g", " s/step")) + (f" (median of the steady steps, {used} of "
+                                                                    f"them not outliers)" if used else ""),
                  _fmt(figures["tokens_per_s"], ",.0f", " tokens/s"),
                  _fmt(figures["tflops_per_gpu"], ".1f", " TFLOP/s/GPU"),
                  _fmt(figures["peak_mem_gb"], ".2f", " GB peak memory")]

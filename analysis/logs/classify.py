@@ -603,13 +603,22 @@ def _cancelled(text: str, start: int, state: str | None) -> Failure | None:
     return failure
 
 
+# Python's traceback header, not Paddle's "C++ Traceback (most recent call last):"
+_PY_TRACEBACK = re.compile(r"(?m)^\W{0,40}Traceback \(most recent call last\):")
+
+
 def _outside_stop(text: str, start: int) -> Failure | None:
     """A stop from outside (families.orchestrator.OUTSIDE_STOP), unless srun terminated the step first because a
     task had failed: torchrun's agents then get srun's SIGTERM ("Received 15 death signal, shutting down workers"),
     which is the teardown, not the cause (judge46b, oos-batch41's Megatron run whose ranks all failed an assert
     before `srun: Terminating StepId=...`); the failed task's own lines are looked for further on."""
     failure = _by_family(text, F_ORCH.OUTSIDE_STOP, start)
-    if failure is None or not failure.evidence:
+    if failure is None:
+        found = first_match(text, F_ORCH.TERMINATED, start)
+        if found is None or _PY_TRACEBACK.search(text, start, found[0]) is not None:
+            return None  # a SIGTERM below a Python traceback: the teardown after that failure (F_ORCH.TERMINATED)
+        return _by_family(text, F_ORCH.TERMINATED, start)
+    if not failure.evidence:
         return failure
     found = first_match(text, F_ORCH.OUTSIDE_STOP, start)
     idx = found[0] if found is not None else len(text)

@@ -17,7 +17,8 @@ FAILURE_TABLES = {
     "memory": memory.MEMORY + memory.RAY_WORKER_DIED,
     "network": network.NETWORK,
     "orchestrator": orchestrator.NODE_LOST + orchestrator.PREEMPTION + orchestrator.DEADLINE
-    + orchestrator.OUTSIDE_STOP + orchestrator.NODE_DIED + orchestrator.CONTAINER_CONFIG + orchestrator.CONTAINER_CRASH,
+    + orchestrator.OUTSIDE_STOP + orchestrator.TERMINATED + orchestrator.NODE_DIED + orchestrator.CONTAINER_CONFIG
+    + orchestrator.CONTAINER_CRASH,
     "divergence": divergence.DIVERGENCE,
     "config data": config.DATA_MISSING,
     "config resume and build": config.RESUME_MISSING + config.EXTENSION_BUILD + config.RESUME_LAYOUT,

@@ -62,3 +62,13 @@ def test_hccls_start_up_timeout_warning_is_no_failure():
     assert trial_outcome(warning + _STEPS).failure_kind == "ok"
     assert classify(_STEPS + "[ERROR] HCCL(1234,python):2024-01-01-12:00:00.000 [hccl_communicator.cc:88] "
                              "HcclAllReduce failed, error code 9\n").kind == "comm_error"
+
+
+def test_paddles_sigterm_below_a_rank_failure_is_the_teardown():
+    # PaddleIBOT (oos-batch50): one rank's reshape error, then the launcher's SIGTERM reaches another rank
+    text = (_STEPS + "Traceback (most recent call last):\n  File \"ibot.py\", line 178, in forward_features\n"
+            "ValueError: (InvalidArgument) The 'shape' in ReshapeOp is invalid.\n\n"
+            "--------------------------------------\nC++ Traceback (most recent call last):\n"
+            "--------------------------------------\nNo stack trace in paddle, may be caused by external reasons.\n\n"
+            "FatalError: `Termination signal` is detected by the operating system.\n")
+    assert classify(text).kind == "crashed"

@@ -205,15 +205,19 @@ OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
                     # judge60 (in sample after batch 50): PyTorch Lightning's own word for a Ctrl-C it caught
                     # (pytorch_lightning/trainer/trainer.py, rank_zero_warn("Detected KeyboardInterrupt, attempting
                     # graceful shutdown...")), under NeMo 1 too (an Urdu Jasper run stopped after 21 hours,
-                    # oos-batch50), and PaddlePaddle's fatal-signal handler naming SIGTERM ("FatalError: `Termination
-                    # signal` is detected by the operating system.", paddle/fluid/platform/init.cc SignalHandle;
-                    # PaddleSeg, oos-batch50): the job was stopped from outside
-                    FailureKind.CANCELLED, "stopped from outside", "PyTorch Lightning trainer; PaddlePaddle signal "
-                    "handler (SIGTERM)",
+                    # oos-batch50): the job was stopped from outside
+                    FailureKind.CANCELLED, "stopped from outside", "PyTorch Lightning trainer",
                     ("Detected KeyboardInterrupt, attempting graceful shutdown",
-                     "UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown..."),
-                    ("`Termination signal` is detected by the operating system",
-                     "FatalError: `Termination signal` is detected by the operating system."))
+                     "UserWarning: Detected KeyboardInterrupt, attempting graceful shutdown...",
+                     r"\bDetected KeyboardInterrupt, attempting graceful shutdown\b"))
+# judge60: PaddlePaddle's fatal-signal handler naming SIGTERM ("FatalError: `Termination signal` is detected by the
+# operating system.", paddle/fluid/platform/init.cc SignalHandle): stopped from outside where nothing failed above it
+# (PaddleSeg after 66,090 iterations, oos-batch50); below a traceback it is the launcher's teardown of the other ranks
+# after that failure (an iBOT rank's reshape error, the same batch), and the traceback is the cause
+# (classify._outside_stop).
+TERMINATED = rows(FailureKind.CANCELLED, "stopped from outside", "PaddlePaddle signal handler (SIGTERM)",
+                  ("`Termination signal` is detected by the operating system",
+                   "FatalError: `Termination signal` is detected by the operating system."))
 # judge46a: a container the kubelet cannot start, or restarts because it keeps exiting. The waiting reasons are the
 # kubelet's (pkg/kubelet/images: ErrImagePull, ImagePullBackOff, InvalidImageName; kuberuntime:
 # CreateContainerConfigError, CreateContainerError; CrashLoopBackOff after repeated exits, the event "Back-off
