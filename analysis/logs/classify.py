@@ -216,6 +216,15 @@ def _slurm_config_refusal(text: str, start: int) -> Failure | None:
                                               f"{_line_at(text, idx)[-160:]}", _evidence(text, idx))
 
 
+def _deleting(text: str, idx: int, row: P.Signature) -> bool:
+    """A missing file raised while the program deletes it (F_CONFIG.DELETING): its innermost frames delete."""
+    if not row.needle.startswith("FileNotFoundError"):
+        return False
+    line_start = text.rfind("\n", 0, idx) + 1
+    above = text[max(0, line_start - 2_000):line_start].split("\n")[-F_CONFIG.DELETING_LINES - 1:]
+    return any(F_CONFIG.DELETING.search(line) is not None for line in above)
+
+
 def _config_needle(text: str, start: int) -> Failure | None:
     """patterns.CONFIG's first needle on a line that is not about the program's own state (F_CONFIG.PROGRAM_STATE:
     a meta tensor, a run-time data count), which no setting chose."""
@@ -224,7 +233,7 @@ def _config_needle(text: str, start: int) -> Failure | None:
         if found is None:
             return None
         idx, row = found
-        if F_CONFIG.PROGRAM_STATE.search(line_around(text, idx)) is None:
+        if F_CONFIG.PROGRAM_STATE.search(line_around(text, idx)) is None and not _deleting(text, idx, row):
             return _failure(FailureKind.CONFIG_ERROR, f"{row.label}: {_around(text, idx, row.needle)}",
                             _evidence(text, idx))
         end = text.find("\n", idx)

@@ -210,6 +210,16 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("skipped=", "[2024-01-01 10:00:01,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=100, "
                                 "skipped=0, lr=[0.0001], mom=[(0.9, 0.95)]",
                     r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\["))
+            # judge61 (in sample: oos-batch50's Lightning GAT run, whose log holds no step record): Lightning's
+            # EarlyStopping reports each validation that improved its metric (lightning/pytorch/callbacks/
+            # early_stopping.py, _improvement_message: "Metric {monitor} improved by {delta:.3f} >= min_delta =
+            # {min_delta}. New best score: {score:.3f}", the first "Metric {monitor} improved. New best score: ..."):
+            # an epoch of training ran before each
+            + rows(FailureKind.OK, "training steps ran", "Lightning callbacks/early_stopping.py "
+                                                         "(_improvement_message)",
+                   ("New best score: ", "Metric val_loss improved by 0.012 >= min_delta = 0.0. New best score: 0.345",
+                    r"\bMetric \S{1,80} improved(?: by \d[\d.]{0,12} >= min_delta = [\d.e-]{1,12})?\. New best "
+                    r"score: -?\d"))
             # Trainers without a step counter (any format): a per-epoch summary naming the epoch counter and its
             # train loss, an epoch's duration, or a loss written value-first with a time field. They show that
             # training ran; no step time is read from them (an epoch is not a step).
