@@ -70,7 +70,13 @@ _DIVERGED = "loss diverged"
 # loss beside an overflowed step's gradient norm, oos-batch46's BEV run).
 # (Not a bar postfix's own running `loss=nan` beside a finite logged train loss: see _FINITE_TRAIN_LOSS_AFTER.)
 _FINITE_TRAIN_LOSS_AFTER = r"(?![^\n|\]]{0,400}?(?<![\w.])[\w.]{0,40}train_loss\s{0,2}=\s{0,2}[-+]?\d)"
-_LOSS_STOP = (r"(?i)(?<![a-z0-9])loss(?![a-z0-9])[^\n|:=,;]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
+# judge62 (in sample after batch 51): not an evaluation's loss, named before or after the word ("Evaluation Loss valid:
+# inf", NeMo 0.x's helpers.py after each evaluation of a QuartzNet fine-tune that went on to finish, oos-batch51): an
+# evaluation set's loss says nothing of the training run's
+_NOT_EVAL = (r"(?<!evaluation )(?<!eval )(?<!validation )(?<!valid )(?<!val )(?<!test )"
+             r"(?!loss\s{1,2}(?:valid|validation|val|eval|test)\b)")
+_LOSS_STOP = (r"(?i)(?<![a-z0-9])" + _NOT_EVAL
+              + r"loss(?![a-z0-9])[^\n|:=,;]{0,30}(?:\b(?:is|became|becomes|was|went to)\b|[=:])"
               r"\s{0,3}(?:nan|inf|infinity|infinite)(?:x{1,8}(?=[,;\s]|$))?\b(?![-\w])(?![^\n]{0,10}\|)"
               + _FINITE_TRAIN_LOSS_AFTER +
               r"|\b(?:nan|inf)(?:/inf)? loss (?:detected|encountered|with|in|at|for|found)\b|non-finite loss")
@@ -128,6 +134,11 @@ DIVERGENCE = (
            # detectron2 engine/train_loop.py _write_metrics: FloatingPointError(f"Loss became infinite or NaN at
            # iteration={storage.iter}!\nloss_dict = {metric_dict}")
            ("infinite", "FloatingPointError: Loss became infinite or NaN at iteration=27!", _LOSS_STOP),
+           # judge62 (in sample after batch 51): detectron2's RPN refuses non-finite proposals
+           # (modeling/proposal_generator/proposal_utils.py find_top_rpn_proposals: FloatingPointError("Predicted
+           # boxes or scores contain Inf/NaN. Training has diverged.")), a Faster R-CNN run at iteration 5,878
+           ("Training has diverged", "FloatingPointError: Predicted boxes or scores contain Inf/NaN. Training has "
+                                     "diverged.", r"\bTraining has diverged\b(?!\s{0,3}\?)"),
            ("non-finite loss", "detected non-finite loss at step 12; exiting", _LOSS_STOP),
            # a field named *_loss in a key = value record (TensorFlowTTS base_trainer, ESPnet, many TTS trainers)
            ("nan", "INFO: (Step: 95400) train_mel_loss_before = nan.", _LOSS_STOP),

@@ -188,6 +188,13 @@ NETWORK = (
            # hccl.h's HcclCommInitRootInfo); a failed HCCL call is the collective library's failure, as above.
            ("Hccl", "RuntimeError: OPS function error: HcclAllreduce, error code is 9",
             r"\bHccl[A-Z]\w{1,40}\b[^\n]{0,160}(?:error code|\bfailed\b|[Tt]imed? ?out|[Tt]imeout)"),
+           # judge62 (in sample after batch 51): torch_npu's closing line after a device error, naming the operator
+           # it was in ("The Inner error is reported as above. The process exits for this inner error, and the
+           # current working operator name is HcclBroadcast.", ms-swift#6671's ZeRO-3 start-up on Ascend 910B): the
+           # collective failed
+           ("operator name is Hccl", "RuntimeError: The Inner error is reported as above. The process exits for this "
+                                     "inner error, and the current working operator name is HcclBroadcast.",
+            r"\bcurrent working operator name is Hccl[A-Z]\w{1,40}"),
            # Ascend's HCCL error-code table (hcomm docs/en/error_codes, CANN "HCCL Errors"): the EI codes it files as
            # communication (EI0002 timeout, EI0006 get socket, EI0009 transport init, EI0010 P2P, EI0015 ranktable
            # detect, EI0019/EI0020 bind IP/port) and the RoCE/UB completion errors (EI0013, EI0018), and the EJ codes

@@ -215,9 +215,14 @@ OUTSIDE_STOP = rows(FailureKind.CANCELLED, "stopped from outside", _LSF,
 # (PaddleSeg after 66,090 iterations, oos-batch50); below a traceback it is the launcher's teardown of the other ranks
 # after that failure (an iBOT rank's reshape error, the same batch), and the traceback is the cause
 # (classify._outside_stop).
-TERMINATED = rows(FailureKind.CANCELLED, "stopped from outside", "PaddlePaddle signal handler (SIGTERM)",
-                  ("`Termination signal` is detected by the operating system",
-                   "FatalError: `Termination signal` is detected by the operating system."))
+# judge62 (in sample after batch 51): PyTorch Lightning's signal connector says the same ("[rank: 2] Received SIGTERM:
+# 15", lightning/pytorch/trainer/connectors/signal_connector.py _sigterm_handler_fn), and its DataLoader workers then
+# die "killed by signal: Terminated" (a QCNet DDP run on 5 GPUs, oos-batch51)
+TERMINATED = (rows(FailureKind.CANCELLED, "stopped from outside", "PaddlePaddle signal handler (SIGTERM)",
+                   ("`Termination signal` is detected by the operating system",
+                    "FatalError: `Termination signal` is detected by the operating system."))
+              + rows(FailureKind.CANCELLED, "stopped from outside", "PyTorch Lightning signal connector (SIGTERM)",
+                     ("Received SIGTERM: ", "[rank: 2] Received SIGTERM: 15", r"\bReceived SIGTERM: 15\b")))
 # judge46a: a container the kubelet cannot start, or restarts because it keeps exiting. The waiting reasons are the
 # kubelet's (pkg/kubelet/images: ErrImagePull, ImagePullBackOff, InvalidImageName; kuberuntime:
 # CreateContainerConfigError, CreateContainerError; CrashLoopBackOff after repeated exits, the event "Back-off
@@ -232,7 +237,15 @@ CONTAINER_CONFIG = rows(
     ("InvalidImageName", "trainer-0   0/1   InvalidImageName   0   10s", _POD_STATUS.format("InvalidImageName")),
     ("CreateContainerConfigError", "trainer-0   0/1   CreateContainerConfigError   0   30s",
      _POD_STATUS.format("CreateContainerConfigError")),
-    ("CreateContainerError", "      Reason:       CreateContainerError", _POD_STATUS.format("CreateContainerError")))
+    ("CreateContainerError", "      Reason:       CreateContainerError", _POD_STATUS.format("CreateContainerError"))
+) + rows(
+    # judge62 (in sample after batch 51): Singularity / Apptainer cannot build the container from its image
+    # (internal/pkg/runtime/engine: "FATAL:   container creation failed: mount ... can't mount image ...", an LSF job
+    # whose squashfs image the node's kernel refused, oos-batch51): the image or the site, the same every time
+    FailureKind.CONFIG_ERROR, "the container cannot start (its image or pod spec)", "Singularity / Apptainer runtime",
+    ("container creation failed", "FATAL:   container creation failed: mount /proc/self/fd/10->/var/singularity/mnt/"
+                                  "session/rootfs error: can't mount image /proc/self/fd/10",
+     r"\bFATAL:?\W{0,12}container creation failed\b"))
 CONTAINER_CRASH = rows(
     FailureKind.CRASHED, "crashed (the container keeps exiting and is restarted)", _K8S,
     ("CrashLoopBackOff", "pytorchjob-example-82cjcqdz-master-0   0/2   CrashLoopBackOff   8   2m32s",
