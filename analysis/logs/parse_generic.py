@@ -1116,8 +1116,9 @@ def _is_cumulative(values: list[float]) -> bool:
 
 # judge59 (issue 17, in sample: oos-batch48's en-de Transformer, "Epoch:  16 | Batch:   920/ 1330 | ... | Time:
 # 266.5s"): a clock restarted each epoch only grows within an epoch. Such a series, every epoch's values rising and
-# at least one epoch's rising to several times its first advance over CLOCK_RUN_MIN records, is a clock too (read
-# across records of one epoch only: _deltas re-anchors where the epoch changes).
+# at least one epoch of CLOCK_RUN_MIN records or more ending above three times its second value (the test a "time"
+# that only grows meets below), is a clock too (read across records of one epoch only: _deltas re-anchors where the
+# epoch changes).
 CLOCK_RUN_MIN = 3
 
 
@@ -1268,7 +1269,7 @@ def _series_times(records: list[Record], *, samples_per_step: float | None, toke
                 or _grows_within_epochs(records, by_key[key]):
             by_key["cumulative:" + key[5:]] = by_key.pop(key)
     # judge59 (issue 17, in sample: oos-batch48's olivergpt "step   100 | train 2.5931 | ... | 14s" and SO-101 ACT
-    # "step 200 loss 2.0420 (98s)" loops): a bare duration that only grows, to several times its first advance, is
+    # "step 200 loss 2.0420 (98s)" loops): a bare duration that only grows, to over three times its second value, is
     # the time since the start, not an interval's: read as a clock, like a "time" key that only grows
     bare = [v for v in by_key.get("interval:", []) if v is not None]
     if _is_cumulative(bare) and bare[-1] > 3 * min(bare[1:]):
