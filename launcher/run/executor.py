@@ -431,10 +431,14 @@ class SlurmRunner:
         self._sacct_failures = 0
         table = parse_sacct(proc.stdout)
         known_bases = {jid.split("_")[0] for jid in table}
+        # An array sacct still lists under its bare id ("370|PENDING", for the seconds before the scheduler splits
+        # it into tasks, longer on a busy controller) holds every task of it: they are pending, not gone.
+        whole_pending = {jid for jid, st in table.items() if "_" not in jid and st.live}
         out = {}
         for job_id, folder in jobs.items():
             status = table.get(job_id)
-            missing = status is None and job_id.split("_")[0] in known_bases
+            base = job_id.split("_")[0]
+            missing = status is None and base in known_bases and base not in whole_pending
             self._missing[job_id] = self._missing.get(job_id, 0) + 1 if missing else 0
             if missing and self._missing[job_id] >= 2:
                 # sacct lists every live element of an array it knows (pending ones as 12_[3-7]); an element
