@@ -258,9 +258,11 @@ def _by_family(text: str, table: tuple[Row, ...], start: int) -> Failure | None:
     """The first row of a family table (analysis.logs.families) found after `start`, as a Failure of the
     row's kind."""
     found = first_match(text, table, start)
-    if found is None:
-        return None
-    idx, row = found
+    return None if found is None else _row_failure(text, *found)
+
+
+def _row_failure(text: str, idx: int, row: Row) -> Failure:
+    """A family row found at `idx`, as a Failure of the row's kind."""
     return _failure(row.kind, f"{row.label}: {_around(text, idx, row.needle)}", _evidence(text, idx))
 
 
@@ -626,7 +628,7 @@ def _outside_stop(text: str, start: int) -> Failure | None:
         found = first_match(text, F_ORCH.TERMINATED, start)
         if found is None or _PY_TRACEBACK.search(text, start, found[0]) is not None:
             return None  # a SIGTERM below a Python traceback: the teardown after that failure (F_ORCH.TERMINATED)
-        return _by_family(text, F_ORCH.TERMINATED, start)
+        return _row_failure(text, *found)
     if not failure.evidence:
         return failure
     found = first_match(text, F_ORCH.OUTSIDE_STOP, start)

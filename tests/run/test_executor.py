@@ -88,31 +88,29 @@ def test_slurm_poll_makes_one_sacct_call_and_spots_vanished_pending_tasks(tmp_pa
     assert second["90_0"].state == "PENDING"  # just submitted, not in sacct yet
 
 
-def test_an_array_listed_under_its_bare_id_is_pending_not_cancelled(tmp_path, monkeypatch):
-    # Slurm 23's sacct, polled in the seconds after `sbatch --array=0-1`, lists the array as "370|PENDING" before the
-    # scheduler splits it (seen on the local cluster); two such polls read its tasks as cancelled before this rule
+def _runner_answering(sacct_stdout: str, tmp_path, monkeypatch):
+    """A SlurmRunner whose every sacct call prints `sacct_stdout`."""
     import subprocess
 
     from launcher.config.schema import ClusterConfig
     from launcher.run.executor import SlurmRunner
 
     monkeypatch.setattr("launcher.run.executor.subprocess.run", lambda cmd, **kw: subprocess.CompletedProcess(
-        cmd, 0, stdout="370|PENDING|0:0|\n", stderr=""))
-    runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
+        cmd, 0, stdout=sacct_stdout, stderr=""))
+    return SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
+
+
+def test_an_array_listed_under_its_bare_id_is_pending_not_cancelled(tmp_path, monkeypatch):
+    # Slurm 23's sacct, polled in the seconds after `sbatch --array=0-1`, lists the array as "370|PENDING" before the
+    # scheduler splits it (seen on the local cluster); two such polls read its tasks as cancelled before this rule
+    runner = _runner_answering("370|PENDING|0:0|\n", tmp_path, monkeypatch)
     jobs = {j: tmp_path / j for j in ("370_0", "370_1")}
     for _ in range(3):
         assert {s.state for s in runner.poll(jobs).values()} == {"PENDING"}
 
 
 def test_an_array_cancelled_under_its_bare_id_is_cancelled(tmp_path, monkeypatch):
-    import subprocess
-
-    from launcher.config.schema import ClusterConfig
-    from launcher.run.executor import SlurmRunner
-
-    monkeypatch.setattr("launcher.run.executor.subprocess.run", lambda cmd, **kw: subprocess.CompletedProcess(
-        cmd, 0, stdout="371|CANCELLED by 0|0:0|\n", stderr=""))
-    runner = SlurmRunner(ExecutorConfig(name="slurm"), ClusterConfig(name="c", gpu="g"), tmp_path)
+    runner = _runner_answering("371|CANCELLED by 0|0:0|\n", tmp_path, monkeypatch)
     jobs = {"371_0": tmp_path / "371_0"}
     runner.poll(jobs)
     assert runner.poll(jobs)["371_0"].state == "CANCELLED"
