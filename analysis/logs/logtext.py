@@ -63,21 +63,47 @@ def unmerge(text: str) -> str:
 # audit: a verdict must not depend on how a log was captured). Where one shape fronts (nearly) every line and names
 # a single origin, it says nothing about any one line and is dropped before any reader sees the text; a log that
 # merges several ranks keeps its prefixes (split_prefix / message_of read them line by line).
-_UNIFORM_PREFIXES = (  # (pattern, the fewest non-empty lines it must front: a bare `0: ` or `host1: ` on one line
+_UNIFORM_PREFIXES = (  # (prefix, the fewest non-empty lines it must front: a bare `0: ` or `host1: ` on one line
     # may be the log's own text; the other shapes are never written by a training process)
     # `kubectl logs --timestamps` / containerd's CRI log: RFC 3339 with nanoseconds and Z. Python loggers never
     # write nine fraction digits, so no record's own time is taken: the stamp is the collector's receive time,
     # which a timestamp reader would otherwise take for the record's (1 ms apart -> a 1 ms "step").
-    (re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", re.M), 1),
+    (r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ", 1, "\n"),
     # Ray: every worker's stdout reaches the driver as `(RayTrainWorker pid=1234, ip=10.0.0.1) text`
-    (re.compile(r"(?:^|(?<=\r))\((?P<o>[A-Za-z_][\w.:-]{0,80} pid=\d{1,9}(?:, ip=[\d.:a-f]{3,45})?)\) ", re.M), 1),
+    (r"\((?P<o>[A-Za-z_][\w.:-]{0,80} pid=\d{1,9}(?:, ip=[\d.:a-f]{3,45})?)\) ", 1, "\n\r"),
     # torchrun --tee and torch's [rankN]: (its separator too)
-    (re.compile(r"(?:^|(?<=\r))\[(?:default|rank)(?P<o>\d{1,6})\]: ?", re.M), 1),
-    (re.compile(r"(?:^|(?<=\r))\[\d{1,6},(?P<o>\d{1,6})\]<std(?:out|err)>:", re.M), 1),  # mpirun --tag-output
-    (re.compile(r"(?:^|(?<=\r)) {0,5}(?P<o>\d{1,6}): ", re.M), 2),  # srun --label
+    (r"\[(?:default|rank)(?P<o>\d{1,6})\]: ?", 1, "\n\r"),
+    (r"\[\d{1,6},(?P<o>\d{1,6})\]<std(?:out|err)>:", 1, "\n\r"),  # mpirun --tag-output
+    (r" {0,5}(?P<o>\d{1,6}): ", 2, "\n\r"),  # srun --label
     # pdsh: `node012: `, a host name with a digit in it
-    (re.compile(r"(?:^|(?<=\r))(?P<o>[A-Za-z][\w.-]{0,62}\d[\w.-]{0,62}): ", re.M), 2),
+    (r"(?P<o>[A-Za-z][\w.-]{0,62}\d[\w.-]{0,62}): ", 2, "\n\r"),
 )
+
+
+class _LinePrefix:
+    """One prefix shape, found where a line starts (after a LF, or after a CR for a progress bar's redraw: a
+    collector prefixes what the process wrote to the terminal, redraws included). Matched as the character before
+    it and the prefix, on the text behind a LF: a pattern led by that character lets the regex engine skip to the
+    line ends instead of trying `^` at every position (3x faster on a 20 MB log, bench_judge.py)."""
+
+    def __init__(self, body: str, min_lines: int, starts: str) -> None:
+        self.min_lines = min_lines
+        self.find = re.compile(f"[{starts}](?:{body})")
+        self.strip = re.compile(f"(?P<start>[{starts}])(?:{body})")
+        self.origins = self.find.groups > 0  # whether it names an origin (a rank, a host) to tell copies apart
+
+    def leads(self, text: str, within: int) -> bool:
+        """Whether it fronts a line that ends in the first `within` characters."""
+        return self.find.search("\n" + text[:within]) is not None
+
+    def findall(self, text: str) -> list[str]:
+        return self.find.findall("\n" + text)
+
+    def sub(self, text: str) -> str:
+        return self.strip.sub(r"\g<start>", "\n" + text)[1:]
+
+
+_LINE_PREFIXES = tuple(_LinePrefix(*shape) for shape in _UNIFORM_PREFIXES)
 _NONEMPTY = re.compile(r"^[ \t]*\S", re.M)
 _UNIFORM_SHARE = 0.95  # of the non-empty lines: a few lines (a shell's own message, a blank) come unprefixed
 
@@ -96,17 +122,17 @@ def strip_uniform_prefix(text: str) -> str:
     """`text` without the one launcher / collector prefix that fronts (nearly) every line, when it names a single
     origin; else unchanged."""
     lines = len(_NONEMPTY.findall(text))
-    for pattern, min_lines in _UNIFORM_PREFIXES:
-        if lines < min_lines:
+    for prefix in _LINE_PREFIXES:
+        if lines < prefix.min_lines:
             continue
-        if pattern.search(text, 0, 20000) is None:  # not in front of the first lines: not in front of every line
+        if not prefix.leads(text, 20000):  # not in front of the first lines: not in front of every line
             continue
-        found = pattern.findall(text)
+        found = prefix.findall(text)
         if len(found) < _UNIFORM_SHARE * lines:
             continue
-        stripped = pattern.sub("", text)
+        stripped = prefix.sub(text)
         # several origins: kept (which rank said what matters), unless every rank printed the same lines
-        if pattern.groups and len(set(found)) > 1 and not _ranks_alike(text, stripped):
+        if prefix.origins and len(set(found)) > 1 and not _ranks_alike(text, stripped):
             continue
         return strip_uniform_prefix(stripped)  # a host prefix in front of a rank prefix: both go
     return text
