@@ -1359,6 +1359,30 @@ def _caught_oom_at_end(text: str, start: int) -> Failure | None:
     return _failure(FailureKind.OOM, f"{F_MEM.CAUGHT_OOM_LABEL}: {_line_at(text, idx)[:200]}", _evidence(text, idx))
 
 
+# judge63 (in sample after batch 52): a progress bar draws itself once more when it is closed, and a framework closes it
+# while an exception unwinds (Lightning's bar under a NeMo FastPitch run: "Epoch 0: 11%| | 28/255 [06:00<...", the CUDA
+# OOM's traceback, then "Epoch 0: 11%| | 28/255 [06:28<..." below it). The counter did not advance: the redraw is no
+# progress, and the failure above it is what ended the run.
+_BAR_COUNTER = re.compile(r"\|\s{0,4}(\d{1,12})/(\d{1,12})\s{0,2}\[")
+
+
+def _before_closing_redraw(text: str, start: int) -> int:
+    """`start` (the last progress line's start), or the start of the bar line it redraws when that line shows the
+    same counter and a traceback stands between the two."""
+    end = text.find("\n", start)
+    counter = _BAR_COUNTER.search(text, start, end if end >= 0 else len(text))
+    if counter is None:
+        return start
+    earlier = text.rfind(f"| {counter.group(1)}/{counter.group(2)} [", max(0, start - _CYCLE_WINDOW_CHARS), start)
+    if earlier < 0:
+        earlier = text.rfind(counter.group(0), max(0, start - _CYCLE_WINDOW_CHARS), start)
+    if earlier < 0:
+        return start
+    earlier_start = text.rfind("\n", 0, earlier) + 1
+    traceback = _job_traceback(text, earlier)
+    return earlier_start if 0 <= traceback < start else start
+
+
 def _last_progress_start(text: str) -> int:
     """Start of the line of the log's last progress (iteration record or result line); 0 when it has none."""
     last = max((text.rfind(m) for m in _RESULT_MARKERS), default=-1)
@@ -1465,7 +1489,7 @@ def classify(log_text: str, *, slurm_state: str | None = None, exit_code: int | 
         if ray_failed is not None and verdict.kind == FailureKind.UNKNOWN:
             return ray_failed
         return _stalled(text, verdict) if log_alone else verdict
-    start = max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1)
+    start = _before_closing_redraw(text, max(_last_progress_start(text), text.rfind("\n", 0, progress_at or 0) + 1))
     if exit_code == 0 or state == "COMPLETED":
         return _diverged(text, start, losses) or _ok(has_result, finished)
     if exit_code is None and state is None:
@@ -1690,13 +1714,9 @@ def _interrupted_while_stalled(text: str, verdict: Failure) -> Failure | None:
     """The user interrupted the job (F_STALL.INTERRUPT) when its last line was not a step record, and the verdict
     is downstream of that interrupt (its evidence is not above it). A log that begins inside the interrupt's
     traceback shows no line of the run: the interrupt alone, cancelled (judge31)."""
-    hits = [i for i in (text.find(n) for n in F_STALL.INTERRUPT) if i >= 0]
-    echo = _ctrl_c_echo(text)
-    if echo >= 0:
-        hits.append(echo)
-    if not hits:
+    idx = _first_interrupt(text)
+    if idx < 0:
         return None
-    idx = min(hits)
     line_start = text.rfind("\n", 0, idx) + 1
     if verdict.evidence and verdict.evidence[0][0] < text.count("\n", 0, line_start) + 1:
         return None  # the failure stands above the interrupt: it is the cause
@@ -1984,9 +2004,27 @@ def _in_step_cycle(text: str, line_start: int) -> str | None:
     return lines[steps[-1]].strip() if within else None
 
 
+# judge63 (in sample after batch 52): a traceback that quotes its frames' source names the exception in code, not as
+# raised: IPython prints each frame's lines around the failing one (Lightning's trainer: "725 except KeyboardInterrupt
+# as exception:", "# TODO: treat KeyboardInterrupt as BaseException"), and a TypeError below them was read as a Ctrl-C.
+# A mention after Python syntax on its line (except, raise, import, isinstance, a comment) is code, not an interrupt.
+_CODE_MENTION = re.compile(r"(?:\b(?:except|raise|import|isinstance|issubclass)\b|#)[^\n]*$")
+_MAX_INTERRUPT_HITS = 50  # mentions of one needle tried before giving up on it (linear on a hostile log)
+
+
+def _interrupt_at(text: str, needle: str) -> int:
+    """Position of the first `needle` that is not a mention in quoted source code (_CODE_MENTION); -1 if none."""
+    idx, n = text.find(needle), 0
+    while idx >= 0 and n < _MAX_INTERRUPT_HITS:
+        if _CODE_MENTION.search(text, text.rfind("\n", 0, idx) + 1, idx) is None:
+            return idx
+        idx, n = text.find(needle, idx + len(needle)), n + 1
+    return -1
+
+
 def _first_interrupt(text: str) -> int:
     """Position of the log's first interrupt (F_STALL.INTERRUPT, a Ctrl-C echo); -1 if none."""
-    hits = [i for i in (text.find(n) for n in F_STALL.INTERRUPT) if i >= 0]
+    hits = [i for i in (_interrupt_at(text, n) for n in F_STALL.INTERRUPT) if i >= 0]
     echo = _ctrl_c_echo(text)
     return min(hits + [echo] if echo >= 0 else hits, default=-1)
 

@@ -293,6 +293,17 @@ PROGRESS = (rows(FailureKind.OK, "training steps ran", "DeepSpeed engine timers;
                    ("Saving model checkpoint to", "[INFO|trainer.py:3984] Saving model checkpoint to "
                                                   "saves/llama3-8b/lora/sft/checkpoint-500",
                     r"\bSaving model checkpoint to \S{0,300}?checkpoint-0{0,8}[1-9]\d{0,11}\b"))
+            # judge63 (in sample after batch 52): Lightning's ModelCheckpoint names a file by its step (NeMo's
+            # template "{val_loss}-{step}-{consumed_samples}"), and NeMo's checkpoint rotation logs each file it
+            # saves over (nemo/collections/nlp/parts/nlp_overrides.py remove_checkpoint: "Removing checkpoint:
+            # <path>"): a checkpoint of a trained step, saved or rotated, says the step ran (two NeMo 1 LoRA ranks'
+            # logs of oos-batch52 show nothing else of their 50 steps)
+            + rows(FailureKind.OK, "training steps ran (a checkpoint of a trained step saved)",
+                   "Lightning ModelCheckpoint file names; NeMo nlp_overrides.py remove_checkpoint",
+                   ("step=", "[NeMo I 2024-08-22 22:25:15 nlp_overrides:464] Removing checkpoint: /results/checkpoints/"
+                             "megatron_gpt_peft_lora_tuning--validation_loss=3.313-step=10-consumed_samples=320.0.ckpt",
+                    r"\b(?:Removing|Saving|[Ss]aved) (?:latest |model |last )?checkpoint:? (?:to )?[^\s\n]{0,300}?"
+                    r"[-_/]step=0{0,8}[1-9]\d{0,11}\b"))
             # judge46b: build-nanogpt's log file (karpathy/build-nanogpt train_gpt2.py: `f.write(f"{step} train
             # {loss_accum.item():.6f}\n")` each step, "{step} val {:.4f}" and "{step} hella {:.4f}" every 250), the
             # format of the many GPT-2 reproductions that follow it: a bare step, the word train and a loss with six

@@ -79,7 +79,8 @@ RELATION = re.compile(
     # with the value it refused after a colon or in quotes (not an "unknown error" / "unknown reason", nor "unrecognized
     # data format in batch 17": those name no value of a setting)
     r"\b(?:unknown|unrecogni[sz]ed)\b(?!\s(?:\w{1,20}\s)?(?:error|exception|failure|reason|cause|issue|problem|"
-    r"state)s?\b)[^\n]{0,40}?(?::\s{0,4}['\"`]?\w|['\"`]\w)|\bnot (?:a )?(?:known|registered|recogni[sz]ed)\b|"
+    # (judge63: the value may come in braces inside the quotes, PaddleVideo's `Unknown model architecture "{s3dg}"`)
+    r"state)s?\b)[^\n]{0,40}?(?::\s{0,4}['\"`]?\w|['\"`]\{?\w)|\bnot (?:a )?(?:known|registered|recogni[sz]ed)\b|"
     # Megatron-LM validate_args / TransformerConfig.__post_init__, DeepSpeed runtime/config_utils.py wordings
     r"mutually exclusive|cannot (?:both )?be (?:used|set|specified|enabled|combined|provided)|"
     r"(?:can ?not|can't) (?:be )?(?:used|set|specified|enabled|combined) (?:together|simultaneously|at the same time)|"
@@ -107,7 +108,10 @@ QUANTITY = re.compile(
     # features that validate_args / TransformerConfig check against each other (Megatron-LM arguments.py)
     r"recompute|\bactivations\b|optimizer|\bfsdp\d?\b|cuda[ _-]?graphs?|\bblend|learning[ _-]?rate|\blr\b|"
     r"warmup|position[ _-]?embedding|\battention\b|transformer[ _-]?engine|\bTE\b|token[ _-]?dispatcher|"
-    r"\bstrateg(?:y|ies)\b|sharding")
+    r"\bstrateg(?:y|ies)\b|sharding|"
+    # judge63: the model a configuration names by its architecture or backbone (registries of model zoos: PaddleVideo,
+    # mmdetection, timm "Unknown model architecture", "backbone ... is not registered")
+    r"\barch(?:itecture)?s?\b|\bbackbones?\b")
 # RuntimeError is raised by too much code: only a divisibility or equality rule makes it a configuration check.
 RUNTIME_RELATION = re.compile(r"(?i)divisib|multiple of|does(?: not|n't) divide\b|must (?:be|equal|match)|"
                               r"should (?:be|equal|match)|"
@@ -230,8 +234,10 @@ PROGRAM_STATE = re.compile(r"(?i)\bmeta tensors?\b|\bmeta device\b|\bdevice[ =]'
 # './train_outputs_full2/model.pt.ep0.5000'"): a file the program itself is deleting is its own state, not an input a
 # setting names. A missing file is read as a configured input unless the traceback's innermost frames (the
 # DELETING_LINES lines above the exception) delete it.
-DELETING = re.compile(r"\b(?:os\.(?:rmdir|remove|unlink|removedirs)|shutil\.rmtree|\.unlink)\(|"
-                      r"\bin (?:rmtree|_rmtree_\w{1,20}|rmdir|remove|unlink)\b")
+# judge63 (in sample after batch 52: LLaMA-Factory's Trainer renaming its own staging folder "tmp-checkpoint-162" to
+# "checkpoint-162", os.rename -> FileNotFoundError): a file the program moves or renames is its own state too.
+DELETING = re.compile(r"\b(?:os\.(?:rmdir|remove|unlink|removedirs|rename|renames|replace)|shutil\.(?:rmtree|move)|"
+                      r"\.unlink)\(|\bin (?:rmtree|_rmtree_\w{1,20}|rmdir|remove|unlink|rename|move)\b")
 DELETING_LINES = 4
 
 # A divisibility or multiple-of requirement, stated by an assertion or a value check, is a configuration rule
@@ -385,6 +391,11 @@ RESUME_MISSING = (
     # exception's message: a fork that prints the sentence and trains from scratch (a print, no "Error:") goes on.
     + rows(FailureKind.CONFIG_ERROR, _RESUME_MISSING, "transformers src/transformers/trainer.py Trainer.train "
            "(resume_from_checkpoint=True, get_last_checkpoint finds none); the shape for other trainers",
+           # judge63 (in sample after batch 52): NeMo 0.x's restore of each module from a checkpoint folder
+           # (nemo/core/neural_factory.py _get_checkpoint: "For module JasperEncoder, no file matches  in
+           # ./an4_checkpoints"): the folder the run names holds no checkpoint file
+           ("no file matches", "ValueError: For module JasperEncoder, no file matches  in ./an4_checkpoints",
+            r"(?:Error|Exception)\s{0,4}:[^\n]{0,120}\bno (?:checkpoint )?files? match(?:es)?\b[^\n]{0,200}?\bin \S"),
            ("heckpoint", "ValueError: No valid checkpoint found in output directory (out/run1)",
             r"(?:Error|Exception)\s{0,4}:\s{0,4}No (?:valid |usable |resumable )?checkpoints? (?:was |were |is )?"
             r"found\b(?![^\n]*(?:from scratch|start(?:ing)? (?:fresh|from)))"))
@@ -671,6 +682,13 @@ ENVIRONMENT = (
            # kernel. Aborting execution."; flash attention forced on a Windows build without it, oos-batch51)
            ("No available kernel", "RuntimeError: No available kernel. Aborting execution.",
             r"\bNo available kernel\.\s{0,2}Aborting execution"),
+           # judge63 (in sample after batch 52): an operator the device's backend does not have (torch's MPS
+           # fallback check, aten/src/ATen/mps/MPSFallback.mm: "The operator 'aten::_ctc_loss' is not currently
+           # implemented for the MPS device."; a NeMo ASR tutorial run on a Mac, oos-batch52): the environment lacks
+           # what the program needs (PYTORCH_ENABLE_MPS_FALLBACK=1 or another device is the fix)
+           ("implemented for the", "NotImplementedError: The operator 'aten::_ctc_loss' is not currently implemented "
+                                   "for the MPS device.",
+            r"\bThe operator '[\w:.]{1,80}' is not (?:currently )?implemented for the \w{2,12} device"),
            # judge10a: CPython's loader of a compiled module (Python/dynload_shlib.c, _imp.create_dynamic) raises
            # ImportError with dlerror()'s text, which starts with the library's path; a pure-Python import never does
            # ("No module named", "cannot import name"). So a path right after "ImportError: " is a .so that failed

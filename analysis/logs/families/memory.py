@@ -121,6 +121,10 @@ DEVICE_MEMORY = (
            ("Out of memory while trying to allocate", "Execution of replica 0 failed: Out of memory while trying to "
                                                       "allocate 17179869184 bytes."),
            ("Ran out of memory in memory space", "Ran out of memory in memory space hbm. Used 20.5G of 15.48G hbm."))
+    # judge63 (in sample after batch 52): Jittor's allocator (jittor/src/mem/allocator.cc: "GPU memory is overflow,
+    # please reduce your batch_size or data size!"), before the CUDA and NCCL errors of the teardown (jittor#396)
+    + rows(FailureKind.OOM, _DEVICE, "Jittor mem/allocator",
+           ("GPU memory is overflow", "GPU memory is overflow, please reduce your batch_size or data size!"))
     + rows(FailureKind.OOM, _DEVICE, "ArrayFire (AF_ERR_NO_MEM), flashlight memory manager",
            ("Device out of memory", "terminate called after throwing an instance of 'af::exception'  what():  "
                                     "ArrayFire Exception (Device out of memory:101):"))

@@ -58,6 +58,18 @@ STALL_REPORTS = rows(FailureKind.HANG, "a collective waits on ranks that never j
                      ("by subset of ranks and are waiting", "[2019-10-09 05:33:38.249493: W horovod/common/stall_"
                       "inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by "
                       "subset of ranks and are waiting for remainder of ranks for more than 60 seconds."))
+# judge63 (in sample after batch 52): a wait on other tasks that the framework gave up on, not a collective's transport:
+# JAX's coordination service barrier (jax.distributed.initialize: "DEADLINE_EXCEEDED: Barrier timed out. Barrier_id:
+# PjRT_Client_Connect"; a task never connected) and Sample Factory's runner, which stops when a component stops
+# beating (sample_factory/algo/runners/runner.py: "No heartbeat for components ... Stopping training due to lack of
+# heartbeats")
+STALL_REPORTS += rows(FailureKind.HANG, "the framework gave up waiting on a task or component that stopped answering",
+                      "JAX coordination service (xla/tsl coordination_service.cc); Sample Factory runner.py",
+                      ("Barrier timed out", "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed "
+                       "out. Barrier_id: PjRT_Client_Connect", r"DEADLINE_EXCEEDED: Barrier timed out\b"),
+                      ("lack of heartbeats", "[2023-09-18 21:35:46,519][196071] Stopping training due to lack of "
+                       "heartbeats from <class 'sample_factory.algo.sampling.inference_worker.InferenceWorker'>",
+                       r"Stopping training due to lack of heartbeats"))
 
 _WAIT = "the log ends while the job waits"
 # Waits on other ranks that a running job also enters after its first steps (a communicator created lazily, a
