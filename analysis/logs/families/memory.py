@@ -121,6 +121,18 @@ DEVICE_MEMORY = (
            ("Out of memory while trying to allocate", "Execution of replica 0 failed: Out of memory while trying to "
                                                       "allocate 17179869184 bytes."),
            ("Ran out of memory in memory space", "Ran out of memory in memory space hbm. Used 20.5G of 15.48G hbm."))
+    # judge64 (in sample after batch 53): MindSpore's dynamic device allocator (ccsrc/backend/common/mem_reuse/
+    # mem_dynamic_allocator.cc CalMemBlockAllocSize: "Memory not enough: current free memory size[0] is smaller than
+    # required size[29491200]."), and its data pipeline's pinned host buffer (minddata/dataset/util/arena.cc:
+    # "cudaHostAlloc failed, ret[2], out of memory"; mindone#465, mindspore#172)
+    + rows(FailureKind.OOM, _DEVICE, "MindSpore mem_dynamic_allocator.cc",
+           ("Memory not enough: current free memory size", "[WARNING] PRE_ACT(70996,7f8ce37fe700,python):2024-04-26-"
+                                                           "00:50:19.865.072 [mem_dynamic_allocator.cc:303] "
+                                                           "CalMemBlockAllocSize] Memory not enough: current free "
+                                                           "memory size[0] is smaller than required size[29491200]."))
+    + rows(FailureKind.OOM, "out of memory (host)", "MindSpore minddata arena.cc (pinned host memory)",
+           ("cudaHostAlloc failed", "[arena.cc:250] Init] cudaHostAlloc failed, ret[2], out of memory",
+            r"cudaHostAlloc failed[^\n]{0,40}\bout of memory"))
     # judge63 (in sample after batch 52): Jittor's allocator (jittor/src/mem/allocator.cc: "GPU memory is overflow,
     # please reduce your batch_size or data size!"), before the CUDA and NCCL errors of the teardown (jittor#396)
     + rows(FailureKind.OOM, _DEVICE, "Jittor mem/allocator",
