@@ -67,16 +67,19 @@ def _pct(right: int, total: int) -> str:
 
 def summary(rows: list[Row], current: dict[tuple[int, str], str]) -> dict[str, str]:
     agreed = [r for r in rows if r.first == r.second]
-    now = {id(r): current[(r.batch, r.path)] for r in rows}
+
+    def now(r: Row) -> str:
+        return current[(r.batch, r.path)]
+
     return {
         "labellers agree": _pct(len(agreed), len(rows)),
         "first among second's readings": _pct(sum(r.first in (r.second, r.second_other) for r in rows), len(rows)),
         "frozen vs first": _pct(sum(r.frozen == r.first for r in rows), len(rows)),
         "frozen vs second": _pct(sum(r.frozen == r.second for r in rows), len(rows)),
         "frozen on agreed": _pct(sum(r.frozen == r.first for r in agreed), len(agreed)),
-        "now vs first": _pct(sum(now[id(r)] == r.first for r in rows), len(rows)),
-        "now vs second": _pct(sum(now[id(r)] == r.second for r in rows), len(rows)),
-        "now on agreed": _pct(sum(now[id(r)] == r.first for r in agreed), len(agreed)),
+        "now vs first": _pct(sum(now(r) == r.first for r in rows), len(rows)),
+        "now vs second": _pct(sum(now(r) == r.second for r in rows), len(rows)),
+        "now on agreed": _pct(sum(now(r) == r.first for r in agreed), len(agreed)),
     }
 
 
